@@ -1,0 +1,160 @@
+/* libplexus: the client API of the Plexus collective-communication service.
+ *
+ * The shape follows NCCL so that framework authors feel at home: a unique id created
+ * by one rank and shared out of band, communicators, and collectives over typed
+ * buffers. The difference: every call is asynchronous and returns a request handle
+ * (plexus_wait / plexus_test), and the work is done by the node's plexusd, not by
+ * this process.
+ *
+ * Buffers: memory from plexus_alloc() lives in a shared pool the daemon maps, so
+ * collectives on it are zero-copy. Any other host pointer also works but is staged
+ * through the pool (one extra copy in, one out): slower, documented in README.
+ *
+ * Threads: every call is thread-safe; one communicator should be used by one thread
+ * at a time (as in NCCL), since ops of a communicator are matched in call order.
+ */
+#ifndef PLEXUS_PLEXUS_H
+#define PLEXUS_PLEXUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* libplexus builds with hidden visibility; only this API is exported. */
+#pragma GCC visibility push(default)
+
+#define PLEXUS_VERSION_MAJOR 0
+#define PLEXUS_VERSION_MINOR 1
+#define PLEXUS_UNIQUE_ID_BYTES 128
+
+typedef enum plexus_result {
+  PLEXUS_SUCCESS = 0,
+  PLEXUS_ERR_INVALID_ARGUMENT = 1, /* a bad argument in this call (named in the message) */
+  PLEXUS_ERR_SYSTEM = 2,           /* an OS call failed (errno text in the message) */
+  PLEXUS_ERR_DAEMON_UNAVAILABLE = 3, /* no plexusd answers on the socket */
+  PLEXUS_ERR_DAEMON_LOST = 4,      /* the daemon went away while this process used it */
+  PLEXUS_ERR_TIMEOUT = 5,          /* e.g. comm init: the message names missing ranks */
+  PLEXUS_ERR_PEER_LOST = 6,        /* another rank of the communicator died or left */
+  PLEXUS_ERR_MISMATCH = 7,         /* ranks disagreed on count, dtype, op, root or call */
+  PLEXUS_ERR_COMM_ABORTED = 8,     /* the communicator was aborted or is broken */
+  PLEXUS_ERR_PROTOCOL = 9,         /* the daemon refused a malformed request */
+  PLEXUS_ERR_NO_MEMORY = 10,       /* the shared pool is exhausted */
+  PLEXUS_ERR_INTERNAL = 11,
+  PLEXUS_ERR_VERSION = 12          /* client and daemon speak different protocol versions */
+} plexus_result_t;
+
+typedef enum plexus_dtype {
+  PLEXUS_INT8 = 0,
+  PLEXUS_UINT8 = 1,
+  PLEXUS_INT32 = 2,
+  PLEXUS_UINT32 = 3,
+  PLEXUS_INT64 = 4,
+  PLEXUS_UINT64 = 5,
+  PLEXUS_FLOAT16 = 6,
+  PLEXUS_BFLOAT16 = 7,
+  PLEXUS_FLOAT32 = 8,
+  PLEXUS_FLOAT64 = 9,
+  PLEXUS_NUM_DTYPES = 10
+} plexus_dtype_t;
+
+/* fp16/bf16 accumulate in fp32 and round once. min/max propagate NaN. avg on
+ * integers truncates toward zero. Integer sum/prod wrap on overflow. */
+typedef enum plexus_redop {
+  PLEXUS_SUM = 0,
+  PLEXUS_PROD = 1,
+  PLEXUS_MIN = 2,
+  PLEXUS_MAX = 3,
+  PLEXUS_AVG = 4,
+  PLEXUS_NUM_REDOPS = 5
+} plexus_redop_t;
+
+typedef struct plexus_unique_id {
+  char internal[PLEXUS_UNIQUE_ID_BYTES];
+} plexus_unique_id_t;
+
+typedef struct plexus_comm* plexus_comm_t;
+typedef struct plexus_request* plexus_request_t;
+
+/* The last error of the calling thread as a sentence naming what was wrong
+ * (rank, field, value). Valid until the thread's next plexus call. */
+const char* plexus_get_last_error(void);
+const char* plexus_result_string(plexus_result_t result);
+
+/* Creates a new unique id (128 random bits of communicator token). */
+plexus_result_t plexus_get_unique_id(plexus_unique_id_t* id);
+
+/* Joins communicator `id` as `rank` of `nranks`. Blocks until every rank joined or
+ * the timeout (PLEXUS_INIT_TIMEOUT_MS, default 60000) passes; the timeout error names
+ * the ranks that never arrived. */
+plexus_result_t plexus_comm_init_rank(plexus_comm_t* comm, int nranks, plexus_unique_id_t id,
+                                      int rank);
+plexus_result_t plexus_comm_init_rank_timeout(plexus_comm_t* comm, int nranks,
+                                              plexus_unique_id_t id, int rank, int timeout_ms);
+/* Leaves the communicator; waits for this rank's outstanding requests first. */
+plexus_result_t plexus_comm_destroy(plexus_comm_t comm);
+/* Leaves at once: outstanding requests complete with PLEXUS_ERR_COMM_ABORTED, and the
+ * other ranks' pending ops fail with PLEXUS_ERR_PEER_LOST naming this rank. */
+plexus_result_t plexus_comm_abort(plexus_comm_t comm);
+plexus_result_t plexus_comm_count(plexus_comm_t comm, int* count);
+plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
+
+/* Memory from the shared pool (64-byte aligned). Zero-copy for collectives. */
+plexus_result_t plexus_alloc(void** ptr, size_t bytes);
+plexus_result_t plexus_free(void* ptr);
+
+/* Collectives. Each returns at once; *request (if request is not NULL) is completed
+ * with plexus_wait/plexus_test. With request == NULL the call waits itself.
+ * In-place: sendbuff == recvbuff (allgather: sendbuff == recvbuff + rank*sendcount;
+ * reducescatter: recvbuff == sendbuff + rank*recvcount). */
+plexus_result_t plexus_allreduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 plexus_dtype_t dtype, plexus_redop_t op, plexus_comm_t comm,
+                                 plexus_request_t* request);
+plexus_result_t plexus_broadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 plexus_dtype_t dtype, int root, plexus_comm_t comm,
+                                 plexus_request_t* request);
+plexus_result_t plexus_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                              plexus_dtype_t dtype, plexus_redop_t op, int root,
+                              plexus_comm_t comm, plexus_request_t* request);
+/* recvbuff holds nranks*sendcount elements, rank r's contribution at r*sendcount. */
+plexus_result_t plexus_allgather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 plexus_dtype_t dtype, plexus_comm_t comm,
+                                 plexus_request_t* request);
+/* sendbuff holds nranks*recvcount elements; rank r receives the reduction of block r. */
+plexus_result_t plexus_reducescatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     plexus_dtype_t dtype, plexus_redop_t op, plexus_comm_t comm,
+                                     plexus_request_t* request);
+/* count elements to and from each rank: both buffers hold nranks*count elements. */
+plexus_result_t plexus_alltoall(const void* sendbuff, void* recvbuff, size_t count,
+                                plexus_dtype_t dtype, plexus_comm_t comm,
+                                plexus_request_t* request);
+/* Point-to-point; matched in order per (sender, receiver) pair. */
+plexus_result_t plexus_send(const void* sendbuff, size_t count, plexus_dtype_t dtype, int peer,
+                            plexus_comm_t comm, plexus_request_t* request);
+plexus_result_t plexus_recv(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
+                            plexus_comm_t comm, plexus_request_t* request);
+
+/* Batches the calls between start and end into one submission (nestable). Requests
+ * are returned as usual; the ops are submitted at the outermost plexus_group_end. */
+plexus_result_t plexus_group_start(void);
+plexus_result_t plexus_group_end(void);
+
+/* Waits for the request, releases it and sets *request to NULL. Returns the op's
+ * result; on error plexus_get_last_error() says why. */
+plexus_result_t plexus_wait(plexus_request_t* request);
+/* *done = 1 when complete (the request is then released and *request set to NULL,
+ * and the op's result is returned), else *done = 0 and PLEXUS_SUCCESS. */
+plexus_result_t plexus_test(plexus_request_t* request, int* done);
+
+/* Size of one element of dtype in bytes, 0 for an unknown dtype. */
+size_t plexus_dtype_size(plexus_dtype_t dtype);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PLEXUS_PLEXUS_H */

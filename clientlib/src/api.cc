@@ -1,0 +1,523 @@
+// The C API: argument checks, pool staging for foreign buffers, groups, requests.
+#include <sys/random.h>
+
+#include <capnp/serialize.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "clientlib/src/client_context.h"
+#include "clientlib/src/last_error.h"
+#include "plexus/plexus.h"
+#include "shm/dtype.h"
+#include "shm/entry_validation.h"
+
+struct plexus_comm {
+  std::shared_ptr<plexus::client::CommState> state;
+};
+
+namespace plexus::client {
+namespace {
+
+namespace control = shm::control;
+
+constexpr uint32_t kUniqueIdMagic = 0x504c5855;  // "PLXU"
+
+// Layout of plexus_unique_id_t's bytes.
+struct UniqueIdLayout {
+  uint32_t magic;
+  uint32_t version;
+  uint8_t token[16];
+};
+static_assert(sizeof(UniqueIdLayout) <= PLEXUS_UNIQUE_ID_BYTES);
+
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<plexus_request*, shm::SubmissionEntry>> entries;
+};
+thread_local GroupState t_group;
+
+// Runs fn, turning exceptions (daemon unavailable, out of memory) into error codes.
+template <typename Fn>
+plexus_result_t guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(PLEXUS_ERR_NO_MEMORY, "out of memory in libplexus");
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool unavailable = what.rfind("no plexusd", 0) == 0;
+    const bool lost = what.find("plexusd closed") != std::string::npos;
+    return fail(unavailable ? PLEXUS_ERR_DAEMON_UNAVAILABLE
+                            : (lost ? PLEXUS_ERR_DAEMON_LOST : PLEXUS_ERR_SYSTEM),
+                what);
+  }
+}
+
+plexus_result_t check_comm(plexus_comm_t comm, const char* call) {
+  if (comm == nullptr || !comm->state) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": comm is NULL");
+  }
+  if (comm->state->closed.load()) {
+    return fail(PLEXUS_ERR_COMM_ABORTED,
+                std::string(call) + ": the communicator was destroyed or aborted");
+  }
+  return PLEXUS_SUCCESS;
+}
+
+// Where a user buffer lives for the daemon: in the pool (zero copy) or staged.
+struct BufferPlan {
+  const void* send = nullptr;
+  size_t send_bytes = 0;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;
+  bool in_place = false;  // send and recv overlap as the collective's in-place form
+};
+
+// Fills entry's offsets, staging non-pool buffers through one pool allocation whose
+// result part is copied out on completion. In place, the staging area mirrors the
+// span covering both buffers, so the daemon sees the same in-place layout.
+plexus_result_t place_buffers(ClientContext& ctx, const BufferPlan& plan, const char* call,
+                              shm::SubmissionEntry* entry, plexus_request* req) {
+  shm::ClientPool& pool = ctx.pool();
+  if (plan.send_bytes > 0 && plan.send == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": sendbuff is NULL");
+  }
+  if (plan.recv_bytes > 0 && plan.recv == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": recvbuff is NULL");
+  }
+  const bool send_in_pool = plan.send_bytes == 0 || pool.contains(plan.send, plan.send_bytes);
+  const bool recv_in_pool = plan.recv_bytes == 0 || pool.contains(plan.recv, plan.recv_bytes);
+  if (send_in_pool && recv_in_pool) {
+    entry->send_offset = plan.send_bytes ? pool.offset_of(plan.send) : 0;
+    entry->recv_offset = plan.recv_bytes ? pool.offset_of(plan.recv) : 0;
+    return PLEXUS_SUCCESS;
+  }
+  const auto* send = static_cast<const std::byte*>(plan.send);
+  auto* recv = static_cast<std::byte*>(plan.recv);
+  size_t stage_bytes = plan.send_bytes + plan.recv_bytes;
+  const std::byte* outer = nullptr;
+  if (plan.in_place) {
+    outer = std::min<const std::byte*>(send, recv);
+    stage_bytes = static_cast<size_t>(
+        std::max<const std::byte*>(send + plan.send_bytes, recv + plan.recv_bytes) - outer);
+  }
+  auto* staging = static_cast<std::byte*>(pool.allocate(stage_bytes));
+  if (staging == nullptr) {
+    return fail(PLEXUS_ERR_NO_MEMORY,
+                std::string(call) + ": the shared pool has no room to stage " +
+                    std::to_string(stage_bytes) +
+                    " bytes of a buffer outside it (raise PLEXUS_POOL_SIZE or use plexus_alloc)");
+  }
+  size_t send_at = 0;
+  size_t recv_at = plan.send_bytes;
+  if (plan.in_place) {
+    std::memcpy(staging, outer, stage_bytes);
+    send_at = static_cast<size_t>(send - outer);
+    recv_at = static_cast<size_t>(recv - outer);
+  } else if (plan.send_bytes > 0) {
+    std::memcpy(staging, send, plan.send_bytes);
+  }
+  entry->send_offset = pool.offset_of(staging + send_at);
+  entry->recv_offset = pool.offset_of(staging + recv_at);
+  req->staging = staging;
+  req->user_recv = plan.recv;
+  req->copy_out_bytes = plan.recv_bytes;
+  req->copy_out_offset = recv_at;
+  return PLEXUS_SUCCESS;
+}
+
+// Releases what a completed request holds and returns its result.
+plexus_result_t finish(plexus_request* req) {
+  plexus_result_t status = req->status;
+  std::string message = std::move(req->message);
+  if (req->staging != nullptr) {
+    if (status == PLEXUS_SUCCESS && req->copy_out_bytes > 0) {
+      std::memcpy(req->user_recv, static_cast<std::byte*>(req->staging) + req->copy_out_offset,
+                  req->copy_out_bytes);
+    }
+    ClientContext::get().pool().deallocate(req->staging);
+  }
+  delete req;
+  if (status != PLEXUS_SUCCESS) return fail(status, std::move(message));
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count,
+                        plexus_dtype_t dtype, plexus_redop_t op, int peer, plexus_comm_t comm,
+                        plexus_request_t* request, const char* call) {
+  if (plexus_result_t r = check_comm(comm, call); r != PLEXUS_SUCCESS) return r;
+  if (!shm::is_valid_dtype(dtype)) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                std::string(call) + ": dtype " + std::to_string(dtype) + " is not a plexus_dtype_t");
+  }
+  if (!shm::is_valid_redop(op)) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                std::string(call) + ": op " + std::to_string(op) + " is not a plexus_redop_t");
+  }
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    auto* req = new plexus_request;
+    req->comm = comm->state;
+    shm::SubmissionEntry entry{};
+    entry.opcode = static_cast<uint8_t>(opcode);
+    entry.dtype = static_cast<uint8_t>(dtype);
+    entry.redop = static_cast<uint8_t>(op);
+    entry.comm = comm->state->handle;
+    entry.count = count;
+    entry.peer = peer;
+    entry.send_region = entry.recv_region = shm::kHostPoolRegion;
+    if (count > 0) {
+      if (plexus_result_t r = place_buffers(ctx, plan, call, &entry, req); r != PLEXUS_SUCCESS) {
+        delete req;
+        return r;
+      }
+    }
+    if (t_group.depth > 0) {
+      req->owned_by_group = request == nullptr;
+      t_group.entries.emplace_back(req, entry);
+      if (request != nullptr) *request = req;
+      return PLEXUS_SUCCESS;
+    }
+    ctx.submit(req, entry);
+    if (request != nullptr) {
+      *request = req;
+      return PLEXUS_SUCCESS;
+    }
+    ctx.wait(req);
+    return finish(req);
+  });
+}
+
+size_t bytes_of(size_t count, plexus_dtype_t dtype, size_t blocks = 1) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, shm::dtype_size(dtype), &bytes) ||
+      __builtin_mul_overflow(bytes, blocks, &bytes)) {
+    return SIZE_MAX;
+  }
+  return bytes;
+}
+
+plexus_result_t check_bytes(size_t bytes, size_t count, const char* call) {
+  if (bytes == SIZE_MAX) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                std::string(call) + ": count " + std::to_string(count) + " overflows the byte size");
+  }
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id, int rank,
+                          int timeout_ms) {
+  if (comm == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_init_rank: comm is NULL");
+  *comm = nullptr;
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_init_rank: rank " + std::to_string(rank) +
+                                                 " of " + std::to_string(nranks) +
+                                                 " is not a valid position");
+  }
+  UniqueIdLayout layout;
+  std::memcpy(&layout, id.internal, sizeof(layout));
+  if (layout.magic != kUniqueIdMagic) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                "plexus_comm_init_rank: the unique id was not made by plexus_get_unique_id");
+  }
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    capnp::MallocMessageBuilder message;
+    auto init = message.initRoot<control::ClientMessage>().initCommInit();
+    init.setToken(kj::arrayPtr(reinterpret_cast<const kj::byte*>(layout.token), sizeof(layout.token)));
+    init.setNranks(static_cast<uint32_t>(nranks));
+    init.setRank(static_cast<uint32_t>(rank));
+    init.setTimeoutMs(static_cast<uint32_t>(timeout_ms));
+    Reply reply = ctx.control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (root.isError()) {
+      return fail(static_cast<plexus_result_t>(root.getError().getCode()),
+                  std::string("plexus_comm_init_rank (rank ") + std::to_string(rank) +
+                      "): " + root.getError().getMessage().cStr());
+    }
+    if (!root.isCommInitReply()) {
+      return fail(PLEXUS_ERR_PROTOCOL, "plexus_comm_init_rank: unexpected reply from plexusd");
+    }
+    auto state = std::make_shared<CommState>();
+    state->handle = root.getCommInitReply().getComm();
+    state->nranks = nranks;
+    state->rank = rank;
+    *comm = new plexus_comm{std::move(state)};
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t comm_leave(plexus_comm_t comm, bool abort) {
+  const char* call = abort ? "plexus_comm_abort" : "plexus_comm_destroy";
+  if (comm == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": comm is NULL");
+  plexus_result_t result = guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    if (!abort) ctx.quiesce(*comm->state);
+    comm->state->closed.store(true);
+    capnp::MallocMessageBuilder message;
+    auto leave = message.initRoot<control::ClientMessage>().initCommLeave();
+    leave.setComm(comm->state->handle);
+    leave.setAbort(abort);
+    Reply reply = ctx.control().call(message);
+    ctx.progress();  // the daemon posted the aborted ops' completions before replying
+    return PLEXUS_SUCCESS;
+  });
+  delete comm;
+  return result;
+}
+
+}  // namespace
+}  // namespace plexus::client
+
+using namespace plexus::client;
+using plexus::shm::Opcode;
+
+extern "C" {
+
+const char* plexus_result_string(plexus_result_t result) {
+  switch (result) {
+    case PLEXUS_SUCCESS: return "success";
+    case PLEXUS_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case PLEXUS_ERR_SYSTEM: return "system error";
+    case PLEXUS_ERR_DAEMON_UNAVAILABLE: return "plexusd unavailable";
+    case PLEXUS_ERR_DAEMON_LOST: return "plexusd lost";
+    case PLEXUS_ERR_TIMEOUT: return "timeout";
+    case PLEXUS_ERR_PEER_LOST: return "peer lost";
+    case PLEXUS_ERR_MISMATCH: return "mismatched calls across ranks";
+    case PLEXUS_ERR_COMM_ABORTED: return "communicator aborted";
+    case PLEXUS_ERR_PROTOCOL: return "protocol error";
+    case PLEXUS_ERR_NO_MEMORY: return "out of memory";
+    case PLEXUS_ERR_INTERNAL: return "internal error";
+    case PLEXUS_ERR_VERSION: return "version mismatch";
+  }
+  return "unknown result";
+}
+
+size_t plexus_dtype_size(plexus_dtype_t dtype) { return plexus::shm::dtype_size(dtype); }
+
+plexus_result_t plexus_get_unique_id(plexus_unique_id_t* id) {
+  if (id == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_get_unique_id: id is NULL");
+  UniqueIdLayout layout{kUniqueIdMagic, 1, {}};
+  if (getrandom(layout.token, sizeof(layout.token), 0) != sizeof(layout.token)) {
+    return fail(PLEXUS_ERR_SYSTEM, std::string("getrandom failed: ") + std::strerror(errno));
+  }
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::memcpy(id->internal, &layout, sizeof(layout));
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t plexus_comm_init_rank(plexus_comm_t* comm, int nranks, plexus_unique_id_t id,
+                                      int rank) {
+  const char* env = std::getenv("PLEXUS_INIT_TIMEOUT_MS");
+  int timeout_ms = env != nullptr ? std::atoi(env) : 60000;
+  return comm_init(comm, nranks, id, rank, timeout_ms > 0 ? timeout_ms : 60000);
+}
+
+plexus_result_t plexus_comm_init_rank_timeout(plexus_comm_t* comm, int nranks,
+                                              plexus_unique_id_t id, int rank, int timeout_ms) {
+  if (timeout_ms <= 0) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_init_rank_timeout: timeout_ms " +
+                                                 std::to_string(timeout_ms) + " must be positive");
+  }
+  return comm_init(comm, nranks, id, rank, timeout_ms);
+}
+
+plexus_result_t plexus_comm_destroy(plexus_comm_t comm) { return comm_leave(comm, false); }
+plexus_result_t plexus_comm_abort(plexus_comm_t comm) { return comm_leave(comm, true); }
+
+plexus_result_t plexus_comm_count(plexus_comm_t comm, int* count) {
+  if (comm == nullptr || count == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_count: NULL argument");
+  }
+  *count = comm->state->nranks;
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank) {
+  if (comm == nullptr || rank == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_user_rank: NULL argument");
+  }
+  *rank = comm->state->rank;
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t plexus_alloc(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_alloc: ptr is NULL");
+  *ptr = nullptr;
+  return guarded([&]() -> plexus_result_t {
+    auto& pool = ClientContext::get().pool();
+    *ptr = pool.allocate(bytes);
+    if (*ptr == nullptr) {
+      return fail(PLEXUS_ERR_NO_MEMORY,
+                  "plexus_alloc: the shared pool (" + std::to_string(pool.size()) + " bytes, " +
+                      std::to_string(pool.free_bytes()) + " free) cannot hold " +
+                      std::to_string(bytes) + " more bytes; raise PLEXUS_POOL_SIZE");
+    }
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t plexus_free(void* ptr) {
+  if (ptr == nullptr) return PLEXUS_SUCCESS;
+  return guarded([&]() -> plexus_result_t {
+    if (!ClientContext::get().pool().deallocate(ptr)) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_free: pointer was not from plexus_alloc");
+    }
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t plexus_allreduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 plexus_dtype_t dtype, plexus_redop_t op, plexus_comm_t comm,
+                                 plexus_request_t* request) {
+  const size_t bytes = bytes_of(count, dtype);
+  if (auto r = check_bytes(bytes, count, "plexus_allreduce"); r != PLEXUS_SUCCESS) return r;
+  BufferPlan plan{sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff};
+  return enqueue(Opcode::kAllReduce, plan, count, dtype, op, 0, comm, request, "plexus_allreduce");
+}
+
+plexus_result_t plexus_broadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 plexus_dtype_t dtype, int root, plexus_comm_t comm,
+                                 plexus_request_t* request) {
+  const size_t bytes = bytes_of(count, dtype);
+  if (auto r = check_bytes(bytes, count, "plexus_broadcast"); r != PLEXUS_SUCCESS) return r;
+  const bool is_root = comm != nullptr && comm->state && comm->state->rank == root;
+  BufferPlan plan{sendbuff, is_root ? bytes : 0, recvbuff, bytes, is_root && sendbuff == recvbuff};
+  return enqueue(Opcode::kBroadcast, plan, count, dtype, PLEXUS_SUM, root, comm, request,
+                 "plexus_broadcast");
+}
+
+plexus_result_t plexus_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                              plexus_dtype_t dtype, plexus_redop_t op, int root,
+                              plexus_comm_t comm, plexus_request_t* request) {
+  const size_t bytes = bytes_of(count, dtype);
+  if (auto r = check_bytes(bytes, count, "plexus_reduce"); r != PLEXUS_SUCCESS) return r;
+  const bool is_root = comm != nullptr && comm->state && comm->state->rank == root;
+  BufferPlan plan{sendbuff, bytes, recvbuff, is_root ? bytes : 0, is_root && sendbuff == recvbuff};
+  return enqueue(Opcode::kReduce, plan, count, dtype, op, root, comm, request, "plexus_reduce");
+}
+
+plexus_result_t plexus_allgather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 plexus_dtype_t dtype, plexus_comm_t comm,
+                                 plexus_request_t* request) {
+  if (auto r = check_comm(comm, "plexus_allgather"); r != PLEXUS_SUCCESS) return r;
+  const size_t n = static_cast<size_t>(comm->state->nranks);
+  const size_t block = bytes_of(sendcount, dtype);
+  const size_t all = bytes_of(sendcount, dtype, n);
+  if (auto r = check_bytes(all, sendcount, "plexus_allgather"); r != PLEXUS_SUCCESS) return r;
+  const size_t offset = block * static_cast<size_t>(comm->state->rank);
+  const bool in_place = static_cast<const std::byte*>(sendbuff) ==
+                        static_cast<const std::byte*>(recvbuff) + offset;
+  BufferPlan plan{sendbuff, block, recvbuff, all, in_place};
+  return enqueue(Opcode::kAllGather, plan, sendcount, dtype, PLEXUS_SUM, 0, comm, request,
+                 "plexus_allgather");
+}
+
+plexus_result_t plexus_reducescatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     plexus_dtype_t dtype, plexus_redop_t op, plexus_comm_t comm,
+                                     plexus_request_t* request) {
+  if (auto r = check_comm(comm, "plexus_reducescatter"); r != PLEXUS_SUCCESS) return r;
+  const size_t n = static_cast<size_t>(comm->state->nranks);
+  const size_t block = bytes_of(recvcount, dtype);
+  const size_t all = bytes_of(recvcount, dtype, n);
+  if (auto r = check_bytes(all, recvcount, "plexus_reducescatter"); r != PLEXUS_SUCCESS) return r;
+  const size_t offset = block * static_cast<size_t>(comm->state->rank);
+  const bool in_place = static_cast<const std::byte*>(recvbuff) ==
+                        static_cast<const std::byte*>(sendbuff) + offset;
+  BufferPlan plan{sendbuff, all, recvbuff, block, in_place};
+  return enqueue(Opcode::kReduceScatter, plan, recvcount, dtype, op, 0, comm, request,
+                 "plexus_reducescatter");
+}
+
+plexus_result_t plexus_alltoall(const void* sendbuff, void* recvbuff, size_t count,
+                                plexus_dtype_t dtype, plexus_comm_t comm,
+                                plexus_request_t* request) {
+  if (auto r = check_comm(comm, "plexus_alltoall"); r != PLEXUS_SUCCESS) return r;
+  const size_t all = bytes_of(count, dtype, static_cast<size_t>(comm->state->nranks));
+  if (auto r = check_bytes(all, count, "plexus_alltoall"); r != PLEXUS_SUCCESS) return r;
+  BufferPlan plan{sendbuff, all, recvbuff, all, sendbuff == recvbuff};
+  return enqueue(Opcode::kAllToAll, plan, count, dtype, PLEXUS_SUM, 0, comm, request,
+                 "plexus_alltoall");
+}
+
+plexus_result_t plexus_send(const void* sendbuff, size_t count, plexus_dtype_t dtype, int peer,
+                            plexus_comm_t comm, plexus_request_t* request) {
+  const size_t bytes = bytes_of(count, dtype);
+  if (auto r = check_bytes(bytes, count, "plexus_send"); r != PLEXUS_SUCCESS) return r;
+  BufferPlan plan{sendbuff, bytes, nullptr, 0, false};
+  return enqueue(Opcode::kSend, plan, count, dtype, PLEXUS_SUM, peer, comm, request, "plexus_send");
+}
+
+plexus_result_t plexus_recv(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
+                            plexus_comm_t comm, plexus_request_t* request) {
+  const size_t bytes = bytes_of(count, dtype);
+  if (auto r = check_bytes(bytes, count, "plexus_recv"); r != PLEXUS_SUCCESS) return r;
+  BufferPlan plan{nullptr, 0, recvbuff, bytes, false};
+  return enqueue(Opcode::kRecv, plan, count, dtype, PLEXUS_SUM, peer, comm, request, "plexus_recv");
+}
+
+plexus_result_t plexus_group_start(void) {
+  ++t_group.depth;
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t plexus_group_end(void) {
+  if (t_group.depth == 0) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_group_end without plexus_group_start");
+  }
+  if (--t_group.depth > 0) return PLEXUS_SUCCESS;
+  auto entries = std::move(t_group.entries);
+  t_group.entries.clear();
+  if (entries.empty()) return PLEXUS_SUCCESS;
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    ctx.submit_batch(entries);
+    // Ops submitted without a request handle complete here.
+    plexus_result_t first_error = PLEXUS_SUCCESS;
+    std::string first_message;
+    for (auto& [req, entry] : entries) {
+      if (!req->owned_by_group) continue;
+      ctx.wait(req);
+      plexus_result_t result = finish(req);
+      if (result != PLEXUS_SUCCESS && first_error == PLEXUS_SUCCESS) {
+        first_error = result;
+        first_message = plexus_get_last_error();
+      }
+    }
+    if (first_error != PLEXUS_SUCCESS) return fail(first_error, first_message);
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t plexus_wait(plexus_request_t* request) {
+  if (request == nullptr || *request == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_wait: request is NULL");
+  }
+  plexus_request* req = *request;
+  *request = nullptr;
+  return guarded([&]() -> plexus_result_t {
+    ClientContext::get().wait(req);
+    return finish(req);
+  });
+}
+
+plexus_result_t plexus_test(plexus_request_t* request, int* done) {
+  if (request == nullptr || *request == nullptr || done == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_test: NULL argument");
+  }
+  plexus_request* req = *request;
+  return guarded([&]() -> plexus_result_t {
+    ClientContext::get().progress();
+    *done = req->done.load(std::memory_order_acquire) ? 1 : 0;
+    if (*done == 0) return PLEXUS_SUCCESS;
+    *request = nullptr;
+    return finish(req);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,244 @@
+#include "clientlib/src/client_context.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <capnp/serialize.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace plexus::client {
+namespace {
+
+namespace control = shm::control;
+
+ClientContext* g_context = nullptr;
+std::mutex g_context_mutex;
+constexpr uint64_t kDefaultPoolBytes = 1ull << 30;
+
+uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || text[0] == '\0') return fallback;
+  char* end = nullptr;
+  uint64_t value = std::strtoull(text, &end, 10);
+  switch (end != nullptr ? *end : '\0') {
+    case 'k': case 'K': value <<= 10; break;
+    case 'm': case 'M': value <<= 20; break;
+    case 'g': case 'G': value <<= 30; break;
+    default: break;
+  }
+  return value;
+}
+
+std::string process_name() {
+  char name[64] = {};
+  if (FILE* f = std::fopen("/proc/self/comm", "r")) {
+    if (std::fgets(name, sizeof(name), f) == nullptr) name[0] = '\0';
+    std::fclose(f);
+  }
+  std::string text(name);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+ClientContext& ClientContext::get() {
+  std::lock_guard lock(g_context_mutex);
+  if (g_context == nullptr) {
+    static bool atfork_installed = false;
+    if (!atfork_installed) {
+      // A forked child must not share the parent's session: it gets its own on first use.
+      pthread_atfork(nullptr, nullptr, [] { g_context = nullptr; });
+      atfork_installed = true;
+    }
+    g_context = new ClientContext();  // lives for the process: mappings outlive all handles
+  }
+  return *g_context;
+}
+
+ClientContext::ClientContext() {
+  idle_.spin_us = static_cast<uint32_t>(env_u64("PLEXUS_SPIN_US", idle_.spin_us));
+  idle_.yield_us = static_cast<uint32_t>(env_u64("PLEXUS_YIELD_US", idle_.yield_us));
+  control_ = std::make_unique<ControlChannel>(
+      shm::default_socket_path(), static_cast<int>(env_u64("PLEXUS_CONNECT_TIMEOUT_MS", 1000)));
+  pool_ = std::make_unique<shm::ClientPool>(env_u64("PLEXUS_POOL_SIZE", kDefaultPoolBytes));
+
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<control::ClientMessage>().initHello();
+  hello.setProtocolVersion(shm::kProtocolVersion);
+  hello.setRole(control::Role::RANK);
+  hello.setPoolBytes(pool_->size());
+  hello.setProcessName(process_name());
+  const int pool_fd = pool_->fd();
+  Reply reply = control_->call(message, std::span<const int>(&pool_fd, 1));
+  capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+  auto root = reader.getRoot<control::DaemonMessage>();
+  if (root.isError()) {
+    throw std::runtime_error(std::string("plexusd refused this process: ") +
+                             root.getError().getMessage().cStr());
+  }
+  if (!root.isHelloReply() || reply.fds.size() != 3) {
+    throw std::runtime_error("plexusd answered the hello with an unexpected reply");
+  }
+  session_id_ = root.getHelloReply().getSessionId();
+  rings_.emplace(shm::RingMemory::attach(std::move(reply.fds[0])));
+  ring_end_.emplace(*rings_);
+  submission_eventfd_ = std::move(reply.fds[1]);
+  completion_eventfd_ = std::move(reply.fds[2]);
+}
+
+void ClientContext::submit(plexus_request* req, shm::SubmissionEntry entry) {
+  submit_batch({{req, entry}});
+}
+
+void ClientContext::submit_batch(
+    const std::vector<std::pair<plexus_request*, shm::SubmissionEntry>>& batch) {
+  {
+    std::lock_guard lock(requests_mutex_);
+    for (auto& [req, entry] : batch) {
+      req->id = next_request_id_++;
+      outstanding_[req->id] = req;
+      if (req->comm) req->comm->outstanding.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (dead_.load()) {
+    fail_all(dead_reason_);
+    return;
+  }
+  size_t next = 0;
+  while (next < batch.size()) {
+    bool wake = false;
+    {
+      std::lock_guard lock(ring_mutex_);
+      uint32_t space = ring_end_->submission_space();
+      for (; space > 0 && next < batch.size(); --space, ++next) {
+        shm::SubmissionEntry entry = batch[next].second;
+        entry.user_data = batch[next].first->id;
+        ring_end_->stage(entry);
+      }
+      wake = ring_end_->publish();
+    }
+    if (wake) shm::signal_eventfd(submission_eventfd_.get());
+    if (next < batch.size()) {
+      // The ring is full: the daemon frees slots as we take completions.
+      progress();
+      if (daemon_gone()) return;
+      sched_yield();
+    }
+  }
+}
+
+void ClientContext::complete(uint64_t id, plexus_result_t status, std::string message) {
+  plexus_request* req = nullptr;
+  {
+    std::lock_guard lock(requests_mutex_);
+    auto it = outstanding_.find(id);
+    if (it == outstanding_.end()) return;  // not ours (or already failed locally)
+    req = it->second;
+    outstanding_.erase(it);
+  }
+  req->status = status;
+  req->message = std::move(message);
+  if (req->comm) req->comm->outstanding.fetch_sub(1, std::memory_order_release);
+  req->done.store(true, std::memory_order_release);
+}
+
+bool ClientContext::progress() {
+  std::unique_lock lock(ring_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // another thread is taking completions for us
+  bool any = false;
+  shm::CompletionEntry entry;
+  while (ring_end_->poll_completion(&entry)) {
+    any = true;
+    complete(entry.user_data, static_cast<plexus_result_t>(entry.status),
+             std::string(entry.message, entry.message_len));
+  }
+  return any;
+}
+
+void ClientContext::fail_all(const std::string& reason) {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(requests_mutex_);
+    for (auto& [id, req] : outstanding_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) complete(id, PLEXUS_ERR_DAEMON_LOST, reason);
+}
+
+bool ClientContext::daemon_gone() {
+  if (dead_.load()) return true;
+  pollfd pfd{control_->fd(), POLLRDHUP, 0};
+  if (::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+    {
+      std::lock_guard lock(requests_mutex_);
+      dead_reason_ = "plexusd on " + control_->socket_path() +
+                     " went away (it exited or was killed) while requests were outstanding";
+    }
+    dead_.store(true);
+    progress();  // take what it completed before it went
+    fail_all(dead_reason_);
+    return true;
+  }
+  return false;
+}
+
+template <typename Done>
+void ClientContext::wait_until(Done&& done) {
+  using Clock = std::chrono::steady_clock;
+  auto last_progress = Clock::now();
+  while (!done()) {
+    if (progress()) {
+      last_progress = Clock::now();
+      continue;
+    }
+    auto quiet = Clock::now() - last_progress;
+    if (quiet < std::chrono::microseconds(idle_.spin_us)) {
+      for (int i = 0; i < 16; ++i) cpu_relax();
+      continue;
+    }
+    if (quiet < std::chrono::microseconds(idle_.spin_us + idle_.yield_us)) {
+      sched_yield();
+      continue;
+    }
+    if (daemon_gone()) return;
+    // Park: announce it, re-check, then sleep on the completion eventfd (bounded, so a
+    // vanished daemon is noticed).
+    {
+      std::lock_guard lock(ring_mutex_);
+      if (ring_end_->prepare_park()) continue;
+    }
+    if (!done()) {
+      pollfd fds[2] = {{completion_eventfd_.get(), POLLIN, 0}, {control_->fd(), POLLRDHUP, 0}};
+      if (::poll(fds, 2, 100) > 0 && (fds[0].revents & POLLIN) != 0) {
+        shm::drain_eventfd(completion_eventfd_.get());
+      }
+    }
+    {
+      std::lock_guard lock(ring_mutex_);
+      ring_end_->finish_park();
+    }
+  }
+}
+
+void ClientContext::wait(plexus_request* req) {
+  wait_until([req] { return req->done.load(std::memory_order_acquire); });
+}
+
+void ClientContext::quiesce(CommState& comm) {
+  wait_until([&comm] { return comm.outstanding.load(std::memory_order_acquire) == 0; });
+}
+
+}  // namespace plexus::client

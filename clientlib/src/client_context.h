@@ -1,0 +1,100 @@
+// The process-wide connection to plexusd: control channel, buffer pool, SQ/CQ rings and
+// the table of outstanding requests. Created on first use; a forked child starts afresh.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "clientlib/src/control_channel.h"
+#include "plexus/plexus.h"
+#include "shm/pool.h"
+#include "shm/ring.h"
+
+namespace plexus::client {
+
+struct IdleSettings {
+  uint32_t spin_us = 50;
+  uint32_t yield_us = 2000;
+};
+
+struct CommState {
+  uint32_t handle = 0;
+  int nranks = 0;
+  int rank = 0;
+  std::atomic<int> outstanding{0};
+  std::atomic<bool> closed{false};
+};
+
+}  // namespace plexus::client
+
+// The request behind plexus_request_t.
+struct plexus_request {
+  uint64_t id = 0;
+  std::atomic<bool> done{false};
+  plexus_result_t status = PLEXUS_SUCCESS;
+  std::string message;
+  std::shared_ptr<plexus::client::CommState> comm;
+  // Staging for buffers outside the pool: result copied out to user_recv on completion.
+  void* staging = nullptr;
+  void* user_recv = nullptr;
+  size_t copy_out_bytes = 0;
+  size_t copy_out_offset = 0;  // within staging
+  bool owned_by_group = false;  // NULL request inside a group: waited at group end
+};
+
+namespace plexus::client {
+
+class ClientContext {
+ public:
+  // The context of this process, connecting on first use. Throws std::runtime_error.
+  static ClientContext& get();
+
+  shm::ClientPool& pool() { return *pool_; }
+  ControlChannel& control() { return *control_; }
+  uint64_t session_id() const { return session_id_; }
+
+  // Registers a request for the entry and submits it (or buffers it in the calling
+  // thread's open group). Takes ownership of req.
+  void submit(plexus_request* req, shm::SubmissionEntry entry);
+  // Submits a group's buffered entries at once.
+  void submit_batch(const std::vector<std::pair<plexus_request*, shm::SubmissionEntry>>& batch);
+
+  // Waits until req is done (or the daemon is gone).
+  void wait(plexus_request* req);
+  // Takes completions that have arrived; returns true if any.
+  bool progress();
+  // Waits until comm has no outstanding requests.
+  void quiesce(CommState& comm);
+
+ private:
+  ClientContext();
+  void complete(uint64_t id, plexus_result_t status, std::string message);
+  void fail_all(const std::string& reason);
+  bool daemon_gone();
+  template <typename Done>
+  void wait_until(Done&& done);
+
+  std::unique_ptr<ControlChannel> control_;
+  std::unique_ptr<shm::ClientPool> pool_;
+  std::optional<shm::RingMemory> rings_;
+  std::optional<shm::ClientRingEnd> ring_end_;
+  shm::UniqueFd submission_eventfd_;
+  shm::UniqueFd completion_eventfd_;
+  uint64_t session_id_ = 0;
+  IdleSettings idle_;
+
+  std::mutex ring_mutex_;  // SQ production and CQ consumption
+  std::mutex requests_mutex_;
+  std::unordered_map<uint64_t, plexus_request*> outstanding_;
+  uint64_t next_request_id_ = 1;
+  std::atomic<bool> dead_{false};
+  std::string dead_reason_;
+};
+
+}  // namespace plexus::client

@@ -1,0 +1,85 @@
+// A communicator: the ranks that joined one unique id, and (engine thread only) the
+// state that matches their submissions into ops.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shm/entry_validation.h"
+
+namespace plexus::daemon {
+
+class Session;
+
+using CommToken = std::array<uint8_t, 16>;
+
+std::string token_prefix(const CommToken& token);
+
+// One rank's part of an op: its validated entry and where its buffers are mapped.
+struct Contribution {
+  Session* session = nullptr;
+  int rank = -1;
+  shm::ValidatedEntry entry;
+  const std::byte* send = nullptr;
+  std::byte* recv = nullptr;
+};
+
+struct PendingCollective {
+  std::vector<Contribution> parts;  // by rank; session == nullptr until it arrives
+  int arrived = 0;
+};
+
+class Comm {
+ public:
+  struct Member {
+    Session* session = nullptr;  // valid while the engine has not removed the session
+    uint32_t handle = 0;
+    pid_t pid = 0;
+    uint64_t session_id = 0;
+    bool present = true;  // false once it left or was lost
+  };
+
+  Comm(CommToken token, std::vector<Member> members)
+      : token_(token), members_(std::move(members)) {}
+
+  const CommToken& token() const { return token_; }
+  int nranks() const { return static_cast<int>(members_.size()); }
+  const std::vector<Member>& members() const { return members_; }
+
+  // Engine thread only.
+  std::vector<Member>& mutable_members() { return members_; }
+  std::deque<PendingCollective> collectives;  // collectives[i] is op number first_seq + i
+  uint64_t first_seq = 0;
+  std::vector<uint64_t> next_seq;              // per rank
+  std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
+  std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
+  int members_present = 0;
+
+  // Any thread.
+  std::atomic<uint64_t> ops_completed{0};
+  std::atomic<uint64_t> bytes_moved{0};
+  std::atomic<bool> finished{false};  // every member left: the control thread may drop it
+
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  std::string broken_reason() const;
+  plexus_result_t broken_status() const { return broken_status_; }
+  // First reason wins; engine thread only.
+  void mark_broken(plexus_result_t status, std::string reason);
+
+ private:
+  CommToken token_;
+  std::vector<Member> members_;
+  std::atomic<bool> broken_{false};
+  plexus_result_t broken_status_ = PLEXUS_SUCCESS;
+  mutable std::mutex reason_mutex_;
+  std::string broken_reason_;
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,61 @@
+// Joining communicators on one node: ranks arrive one by one with the same token; the
+// communicator forms when all nranks are present. Pure bookkeeping (no I/O), so the
+// control thread drives it and tests can too.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/comm.h"
+
+namespace plexus::daemon {
+
+class CommRendezvous {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Joiner {
+    uint64_t session_id = 0;
+    pid_t pid = 0;
+    uint32_t request_id = 0;
+    int rank = 0;
+    Clock::time_point deadline;
+  };
+
+  struct JoinResult {
+    enum Outcome { kWaiting, kFormed, kRejected } outcome = kWaiting;
+    std::string error;            // kRejected
+    std::vector<Joiner> members;  // kFormed: one per rank, in rank order
+  };
+
+  struct Expired {
+    Joiner joiner;
+    std::string message;
+  };
+
+  JoinResult join(const CommToken& token, int nranks, const Joiner& joiner);
+  // Joiners whose deadline passed by `now`, with the sentence naming missing ranks.
+  std::vector<Expired> expire(Clock::time_point now);
+  // A session went away: forget its joiners.
+  void drop_session(uint64_t session_id);
+  std::optional<Clock::time_point> next_deadline() const;
+  size_t pending_comms() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    int nranks = 0;
+    std::vector<std::optional<Joiner>> ranks;
+    int joined = 0;
+  };
+  static std::string missing_ranks(const Pending& pending);
+
+  std::map<CommToken, Pending> pending_;
+};
+
+}  // namespace plexus::daemon

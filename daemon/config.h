@@ -1,0 +1,27 @@
+// plexusd settings: defaults, then the config file, then command-line flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace plexus::daemon {
+
+struct IdleConfig {
+  uint32_t spin_us = 50;     // busy-poll this long after the last work
+  uint32_t yield_us = 2000;  // then sched_yield() between polls this long
+  uint32_t park_timeout_ms = 100;  // then sleep on eventfds (bounded, to re-check state)
+};
+
+struct Config {
+  std::string socket_path;  // empty: default_socket_path()
+  uint32_t workers = 0;     // reduction threads besides the engine; 0 = hardware cores - 1
+  size_t parallel_threshold_bytes = 256 * 1024;  // smaller ops run on the engine thread alone
+  uint32_t sq_entries = 256;
+  uint32_t cq_entries = 256;
+  uint64_t max_pool_bytes = 64ull << 30;  // largest client pool the daemon maps
+  uint32_t client_keepalive_ms = 0;       // reserved: hung-client keepalive (0 = off)
+  IdleConfig engine_idle;
+  std::string log_level = "info";
+};
+
+}  // namespace plexus::daemon

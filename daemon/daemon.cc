@@ -1,0 +1,67 @@
+#include "daemon/daemon.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/control_server.h"
+#include "daemon/engine.h"
+#include "daemon/reduce.h"
+#include "shm/framing.h"
+
+namespace plexus::daemon {
+
+struct Daemon::Impl {
+  Config config;
+  std::string socket_path;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ControlServer> control;
+  std::mutex mutex;
+  std::condition_variable stopped_cv;
+  bool stopped = false;
+};
+
+Daemon::Daemon(Config config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+  impl_->socket_path = impl_->config.socket_path.empty() ? shm::default_socket_path()
+                                                         : impl_->config.socket_path;
+}
+
+Daemon::~Daemon() { stop(); }
+
+void Daemon::start() {
+  Impl& d = *impl_;
+  // The engine asks the control thread to close sessions that broke the ring protocol.
+  d.engine = std::make_unique<Engine>(d.config, [&d](uint64_t id, std::string reason) {
+    d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
+  });
+  d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
+  d.control->start();
+  d.engine->start();
+  spdlog::info("plexusd {} ready: {} reduction workers, reduce kernels {}", PLEXUS_VERSION_STRING,
+               d.engine->workers(), reduce_kernel_isa());
+}
+
+void Daemon::stop() {
+  Impl& d = *impl_;
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.stopped) return;
+    d.stopped = true;
+  }
+  d.stopped_cv.notify_all();
+  if (d.control) d.control->stop();
+  if (d.engine) d.engine->stop();
+  d.control.reset();
+  d.engine.reset();
+}
+
+void Daemon::wait() {
+  std::unique_lock lock(impl_->mutex);
+  impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
+}
+
+const std::string& Daemon::socket_path() const { return impl_->socket_path; }
+
+}  // namespace plexus::daemon

@@ -1,0 +1,35 @@
+// The plexusd service as a library: plexusd's main() and plexus-bench's embedded
+// daemon both run it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "daemon/config.h"
+
+namespace plexus::daemon {
+
+class Daemon {
+ public:
+  explicit Daemon(Config config);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Binds the socket and starts the control and engine threads. Throws
+  // std::runtime_error with a sentence (e.g. "socket path ... is in use by a running
+  // plexusd") on failure.
+  void start();
+  // Stops serving, fails outstanding ops, unlinks the socket; safe to call twice.
+  void stop();
+  // Blocks until stop() is called (from another thread or a signal handler's thread).
+  void wait();
+
+  const std::string& socket_path() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,463 @@
+#include "daemon/engine.h"
+
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+#include "shm/dtype.h"
+
+namespace plexus::daemon {
+namespace {
+
+constexpr uint32_t kBatchEntries = 64;
+
+bool is_p2p(shm::Opcode op) { return op == shm::Opcode::kSend || op == shm::Opcode::kRecv; }
+bool is_rooted(shm::Opcode op) {
+  return op == shm::Opcode::kBroadcast || op == shm::Opcode::kReduce;
+}
+bool uses_redop(shm::Opcode op) {
+  return op == shm::Opcode::kAllReduce || op == shm::Opcode::kReduce ||
+         op == shm::Opcode::kReduceScatter;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+unsigned default_workers(const Config& config) {
+  if (config.workers > 0) return config.workers;
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw > 1 ? hw - 1 : 0;
+}
+
+}  // namespace
+
+Engine::Engine(const Config& config, SessionCloser close_session)
+    : config_(config),
+      close_session_(std::move(close_session)),
+      pool_(default_workers(config)),
+      executor_(pool_, config.parallel_threshold_bytes),
+      epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
+      command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!epoll_fd_ || !command_eventfd_) {
+    throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = command_eventfd_.get();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, command_eventfd_.get(), &ev);
+  batch_.resize(kBatchEntries);
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() { thread_ = std::thread([this] { loop(); }); }
+
+void Engine::stop() {
+  if (!thread_.joinable()) return;
+  stopping_.store(true);
+  shm::signal_eventfd(command_eventfd_.get());
+  thread_.join();
+}
+
+void Engine::post(std::function<void(Engine&)> fn) {
+  {
+    std::lock_guard lock(command_mutex_);
+    commands_.push_back(std::move(fn));
+  }
+  has_commands_.store(true, std::memory_order_release);
+  shm::signal_eventfd(command_eventfd_.get());
+}
+
+void Engine::run_commands() {
+  std::vector<std::function<void(Engine&)>> commands;
+  {
+    std::lock_guard lock(command_mutex_);
+    commands.swap(commands_);
+    has_commands_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& command : commands) command(*this);
+}
+
+void Engine::loop() {
+  auto last_work = std::chrono::steady_clock::now();
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    bool progress = false;
+    if (has_commands_.load(std::memory_order_acquire)) {
+      run_commands();
+      progress = true;
+    }
+    for (size_t i = 0; i < sessions_.size(); ++i) progress |= poll_session(*sessions_[i]);
+    publish_completions();
+    if (progress) {
+      last_work = std::chrono::steady_clock::now();
+    } else {
+      idle(last_work);
+    }
+  }
+}
+
+void Engine::idle(std::chrono::steady_clock::time_point last_work) {
+  using std::chrono::microseconds;
+  auto quiet = std::chrono::steady_clock::now() - last_work;
+  if (quiet < microseconds(config_.engine_idle.spin_us)) {
+    for (int i = 0; i < 16; ++i) cpu_relax();
+  } else if (quiet < microseconds(config_.engine_idle.spin_us + config_.engine_idle.yield_us)) {
+    sched_yield();
+  } else {
+    park();
+  }
+}
+
+void Engine::park() {
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    if (sessions_[i]->ring_end->prepare_park()) {
+      for (size_t j = 0; j < i; ++j) sessions_[j]->ring_end->finish_park();
+      return;
+    }
+  }
+  if (!has_commands_.load(std::memory_order_acquire) && !stopping_.load()) {
+    epoll_event events[16];
+    int n = ::epoll_wait(epoll_fd_.get(), events, 16,
+                         static_cast<int>(config_.engine_idle.park_timeout_ms));
+    for (int i = 0; i < n; ++i) shm::drain_eventfd(events[i].data.fd);
+  }
+  for (auto& s : sessions_) s->ring_end->finish_park();
+}
+
+Session* Engine::find_session(uint64_t id) {
+  for (auto& s : sessions_) {
+    if (s->id() == id) return s.get();
+  }
+  return nullptr;
+}
+
+void Engine::add_session(std::shared_ptr<Session> session) {
+  session->ring_end.emplace(*session->rings);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = session->submission_eventfd.get();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd.get(), &ev);
+  sessions_.push_back(std::move(session));
+}
+
+void Engine::remove_session(uint64_t session_id, const std::string& reason) {
+  auto it = std::find_if(sessions_.begin(), sessions_.end(),
+                         [&](const auto& s) { return s->id() == session_id; });
+  if (it == sessions_.end()) return;
+  std::shared_ptr<Session> session = *it;
+  session->removed = true;
+  for (auto& [handle, membership] : session->comms) {
+    Comm& comm = *membership.comm;
+    const int rank = membership.rank;
+    fail_comm(comm, PLEXUS_ERR_PEER_LOST,
+              "rank " + std::to_string(rank) + " (" + session->describe() + ") of communicator " +
+                  token_prefix(comm.token()) + " was lost: " + reason,
+              nullptr);
+    member_gone(comm, rank);
+  }
+  session->comms.clear();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd.get(), nullptr);
+  std::erase(to_publish_, session.get());
+  sessions_.erase(it);
+}
+
+void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
+  const int n = comm->nranks();
+  comm->next_seq.assign(static_cast<size_t>(n), 0);
+  comm->members_present = n;
+  for (int rank = 0; rank < n; ++rank) {
+    auto& member = comm->mutable_members()[static_cast<size_t>(rank)];
+    Session* session = find_session(member.session_id);
+    member.session = session;
+    if (session == nullptr) {
+      // It left between joining and now: the communicator cannot run.
+      fail_comm(*comm, PLEXUS_ERR_PEER_LOST,
+                "rank " + std::to_string(rank) + " (pid " + std::to_string(member.pid) +
+                    ") disconnected while communicator " + token_prefix(comm->token()) +
+                    " was being created",
+                nullptr);
+      member_gone(*comm, rank);
+      continue;
+    }
+    session->comms[member.handle] = CommMembership{comm, rank};
+  }
+}
+
+void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
+  Session* session = find_session(session_id);
+  if (session == nullptr) return;
+  auto it = session->comms.find(handle);
+  if (it == session->comms.end()) return;
+  std::shared_ptr<Comm> comm = it->second.comm;
+  const int rank = it->second.rank;
+  session->comms.erase(it);
+  session->comm_count.fetch_sub(1, std::memory_order_relaxed);
+  const std::string who = "rank " + std::to_string(rank) + " (" + session->describe() + ")";
+  const std::string reason =
+      abort ? who + " aborted communicator " + token_prefix(comm->token())
+            : who + " left communicator " + token_prefix(comm->token()) + " (destroyed it)";
+  fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason, abort ? session : nullptr);
+  member_gone(*comm, rank);
+}
+
+void Engine::member_gone(Comm& comm, int rank) {
+  auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
+  if (!member.present) return;
+  member.present = false;
+  member.session = nullptr;
+  if (--comm.members_present == 0) comm.finished.store(true, std::memory_order_release);
+}
+
+void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
+                       const Session* aborting_session) {
+  comm.mark_broken(status, reason);
+  auto fail_part = [&](const Contribution& part) {
+    if (part.session == nullptr) return;
+    if (part.session == aborting_session) {
+      complete(part.session, part.entry.user_data, PLEXUS_ERR_COMM_ABORTED,
+               "communicator " + token_prefix(comm.token()) + " was aborted by this rank");
+    } else {
+      complete(part.session, part.entry.user_data, comm.broken_status(), comm.broken_reason());
+    }
+  };
+  for (auto& op : comm.collectives) {
+    for (auto& part : op.parts) fail_part(part);
+  }
+  comm.collectives.clear();
+  for (auto& queue : comm.sends) {
+    for (auto& part : queue) fail_part(part);
+    queue.clear();
+  }
+  for (auto& queue : comm.recvs) {
+    for (auto& part : queue) fail_part(part);
+    queue.clear();
+  }
+}
+
+void Engine::kill_session(Session& session, const std::string& reason) {
+  spdlog::warn("session {} ({}): {}; closing it", session.id(), session.describe(), reason);
+  const uint64_t id = session.id();
+  remove_session(id, reason);
+  close_session_(id, reason);
+}
+
+bool Engine::poll_session(Session& session) {
+  shm::DaemonRingEnd& ring = *session.ring_end;
+  uint32_t space = ring.completion_space();
+  if (ring.corrupt()) {
+    kill_session(session, ring.corruption());
+    return true;
+  }
+  uint32_t allowed = space > session.inflight ? space - session.inflight : 0;
+  uint32_t n = ring.consume(batch_.data(), std::min(allowed, kBatchEntries));
+  if (ring.corrupt()) {
+    kill_session(session, ring.corruption());
+    return true;
+  }
+  for (uint32_t i = 0; i < n && !session.removed; ++i) {
+    ++session.inflight;
+    session.ops_submitted.fetch_add(1, std::memory_order_relaxed);
+    handle_entry(session, batch_[i]);
+  }
+  return n > 0;
+}
+
+void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
+  Contribution part;
+  part.session = &session;
+  shm::ValidationResult result = shm::validate_entry_fields(raw, &part.entry);
+  if (!result.ok()) {
+    session.bad_entries.fetch_add(1, std::memory_order_relaxed);
+    complete(&session, raw.user_data, result.status, result.error);
+    return;
+  }
+  auto it = session.comms.find(part.entry.comm);
+  if (it == session.comms.end() && has_commands_.load(std::memory_order_acquire)) {
+    // The reply that told the client its handle may have overtaken our command queue.
+    run_commands();
+    if (session.removed) return;
+    it = session.comms.find(part.entry.comm);
+  }
+  if (it == session.comms.end()) {
+    session.bad_entries.fetch_add(1, std::memory_order_relaxed);
+    complete(&session, raw.user_data, PLEXUS_ERR_INVALID_ARGUMENT,
+             "communicator handle " + std::to_string(part.entry.comm) +
+                 " is not a communicator of this process");
+    return;
+  }
+  Comm& comm = *it->second.comm;
+  part.rank = it->second.rank;
+  if (comm.broken()) {
+    complete(&session, raw.user_data, comm.broken_status(), comm.broken_reason());
+    return;
+  }
+  result = shm::validate_entry_buffers(
+      raw, comm.nranks(), part.rank, [&](uint32_t region) { return session.region_bytes(region); },
+      &part.entry);
+  if (!result.ok()) {
+    session.bad_entries.fetch_add(1, std::memory_order_relaxed);
+    complete(&session, raw.user_data, result.status,
+             std::string(shm::opcode_name(raw.opcode)) + " on rank " + std::to_string(part.rank) +
+                 ": " + result.error);
+    return;
+  }
+  if (part.entry.send.bytes > 0) {
+    part.send = session.region_base(part.entry.send.region) + part.entry.send.offset;
+  }
+  if (part.entry.recv.bytes > 0) {
+    part.recv = session.region_base(part.entry.recv.region) + part.entry.recv.offset;
+  }
+  if (is_p2p(part.entry.opcode)) {
+    submit_p2p(comm, std::move(part));
+  } else {
+    submit_collective(comm, std::move(part));
+  }
+}
+
+void Engine::submit_collective(Comm& comm, Contribution part) {
+  const auto rank = static_cast<size_t>(part.rank);
+  const uint64_t seq = comm.next_seq[rank]++;
+  const size_t index = seq - comm.first_seq;
+  while (comm.collectives.size() <= index) {
+    comm.collectives.emplace_back();
+    comm.collectives.back().parts.resize(static_cast<size_t>(comm.nranks()));
+  }
+  PendingCollective& op = comm.collectives[index];
+  op.parts[rank] = std::move(part);
+  ++op.arrived;
+  run_ready_collectives(comm);
+}
+
+void Engine::run_ready_collectives(Comm& comm) {
+  while (!comm.collectives.empty() && comm.collectives.front().arrived == comm.nranks()) {
+    execute_collective(comm, comm.collectives.front(), comm.first_seq);
+    if (comm.collectives.empty()) return;  // the op failed the communicator
+    comm.collectives.pop_front();
+    ++comm.first_seq;
+  }
+}
+
+std::string Engine::find_mismatch(const Comm& comm, const PendingCollective& op,
+                                  uint64_t seq) const {
+  const auto& first = op.parts[0].entry;
+  const std::string where = "collective #" + std::to_string(seq) + " of communicator " +
+                            token_prefix(comm.token()) + ": ";
+  for (size_t r = 1; r < op.parts.size(); ++r) {
+    const auto& e = op.parts[r].entry;
+    const std::string ranks = "rank 0 passed ";
+    if (e.opcode != first.opcode) {
+      return where + "rank 0 called " + shm::opcode_name(static_cast<uint8_t>(first.opcode)) +
+             " but rank " + std::to_string(r) + " called " +
+             shm::opcode_name(static_cast<uint8_t>(e.opcode));
+    }
+    if (e.count != first.count) {
+      return where + "count mismatch: " + ranks + std::to_string(first.count) + ", rank " +
+             std::to_string(r) + " passed " + std::to_string(e.count);
+    }
+    if (e.dtype != first.dtype) {
+      return where + "dtype mismatch: " + ranks + std::string(shm::dtype_name(first.dtype)) +
+             ", rank " + std::to_string(r) + " passed " + std::string(shm::dtype_name(e.dtype));
+    }
+    if (uses_redop(first.opcode) && e.redop != first.redop) {
+      return where + "reduction op mismatch: " + ranks + std::string(shm::redop_name(first.redop)) +
+             ", rank " + std::to_string(r) + " passed " + std::string(shm::redop_name(e.redop));
+    }
+    if (is_rooted(first.opcode) && e.peer != first.peer) {
+      return where + "root mismatch: " + ranks + std::to_string(first.peer) + ", rank " +
+             std::to_string(r) + " passed " + std::to_string(e.peer);
+    }
+  }
+  return {};
+}
+
+void Engine::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq) {
+  std::string mismatch = find_mismatch(comm, op, seq);
+  if (!mismatch.empty()) {
+    // Later collectives would be matched against the wrong calls: the communicator
+    // cannot continue, as with NCCL.
+    spdlog::warn("{}", mismatch);
+    fail_comm(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
+    return;
+  }
+  const auto& first = op.parts[0].entry;
+  CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
+  const uint64_t bytes = executor_.run(args, op.parts);
+  comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
+  comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
+  ops_completed_.fetch_add(1, std::memory_order_relaxed);
+  for (auto& part : op.parts) complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
+}
+
+void Engine::submit_p2p(Comm& comm, Contribution part) {
+  const auto n = static_cast<size_t>(comm.nranks());
+  if (comm.sends.size() != n * n) {
+    comm.sends.resize(n * n);
+    comm.recvs.resize(n * n);
+  }
+  const bool is_send = part.entry.opcode == shm::Opcode::kSend;
+  const auto self = static_cast<size_t>(part.rank);
+  const auto peer = static_cast<size_t>(part.entry.peer);
+  const size_t key = is_send ? self * n + peer : peer * n + self;
+  auto& sends = comm.sends[key];
+  auto& recvs = comm.recvs[key];
+  (is_send ? sends : recvs).push_back(std::move(part));
+  while (!sends.empty() && !recvs.empty()) {
+    Contribution send = std::move(sends.front());
+    Contribution recv = std::move(recvs.front());
+    sends.pop_front();
+    recvs.pop_front();
+    if (send.entry.count != recv.entry.count || send.entry.dtype != recv.entry.dtype) {
+      const std::string message =
+          "send from rank " + std::to_string(send.rank) + " to rank " + std::to_string(recv.rank) +
+          " carries " + std::to_string(send.entry.count) + " " +
+          std::string(shm::dtype_name(send.entry.dtype)) + " but the matching recv expects " +
+          std::to_string(recv.entry.count) + " " + std::string(shm::dtype_name(recv.entry.dtype));
+      complete(send.session, send.entry.user_data, PLEXUS_ERR_MISMATCH, message);
+      complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, message);
+      continue;
+    }
+    const uint64_t bytes = executor_.copy(recv.recv, send.send, recv.entry.recv.bytes);
+    comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
+    comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
+    ops_completed_.fetch_add(1, std::memory_order_relaxed);
+    complete(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
+    complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+  }
+}
+
+void Engine::complete(Session* session, uint64_t user_data, plexus_result_t status,
+                      const std::string& message) {
+  if (session == nullptr || session->removed) return;
+  shm::CompletionEntry entry;
+  entry.user_data = user_data;
+  entry.status = status;
+  entry.message_len =
+      static_cast<uint32_t>(std::min(message.size(), shm::kCompletionMessageBytes));
+  std::memcpy(entry.message, message.data(), entry.message_len);
+  session->ring_end->post(entry);
+  if (session->inflight > 0) --session->inflight;
+  if (!session->needs_publish) {
+    session->needs_publish = true;
+    to_publish_.push_back(session);
+  }
+}
+
+void Engine::publish_completions() {
+  for (Session* session : to_publish_) {
+    session->needs_publish = false;
+    if (session->ring_end->publish()) shm::signal_eventfd(session->completion_eventfd.get());
+  }
+  to_publish_.clear();
+}
+
+}  // namespace plexus::daemon

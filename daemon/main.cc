@@ -1,0 +1,76 @@
+// plexusd: the per-node collective-communication service.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "daemon/daemon.h"
+#include "shm/framing.h"
+
+int main(int argc, char** argv) {
+  plexus::daemon::Config config;
+  CLI::App app{"plexusd: per-node collective-communication service.\n"
+               "Serves collectives for the rank processes on this node through shared-memory "
+               "rings; libplexus clients find it on its unix socket."};
+  app.set_config("--config", "", "Read options from this TOML/INI file (flags override it)");
+  app.add_option("--socket", config.socket_path,
+                 "Control socket path (default: $PLEXUS_SOCKET, else " +
+                     std::string("/run/plexus/plexusd.sock as root, else ") +
+                     "$XDG_RUNTIME_DIR/plexus/plexusd.sock, else /tmp/plexus-<uid>/plexusd.sock)");
+  app.add_option("--workers", config.workers,
+                 "Reduction threads besides the engine thread (0 = cores - 1)");
+  app.add_option("--parallel-threshold", config.parallel_threshold_bytes,
+                 "Ops moving fewer bytes run on the engine thread alone")
+      ->capture_default_str();
+  app.add_option("--sq-entries", config.sq_entries, "Submission ring entries per session (power of 2)")
+      ->capture_default_str();
+  app.add_option("--cq-entries", config.cq_entries, "Completion ring entries per session (power of 2)")
+      ->capture_default_str();
+  app.add_option("--max-pool-bytes", config.max_pool_bytes, "Largest client pool accepted")
+      ->capture_default_str();
+  app.add_option("--spin-us", config.engine_idle.spin_us,
+                 "Idle strategy: busy-poll this long after the last work")
+      ->capture_default_str();
+  app.add_option("--yield-us", config.engine_idle.yield_us,
+                 "Idle strategy: then poll with sched_yield this long, then park on eventfds")
+      ->capture_default_str();
+  app.add_option("--park-timeout-ms", config.engine_idle.park_timeout_ms,
+                 "Longest single park before re-checking")
+      ->capture_default_str();
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  // Signals are taken by a dedicated thread with sigwait, so every other thread
+  // blocks them (set before any thread starts).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  plexus::daemon::Daemon daemon(config);
+  try {
+    daemon.start();
+  } catch (const std::exception& e) {
+    spdlog::error("plexusd cannot start: {}", e.what());
+    return 1;
+  }
+  std::thread signal_thread([&] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    spdlog::info("signal {}: shutting down", signal_number);
+    daemon.stop();
+  });
+  daemon.wait();
+  // Wake the signal thread if stop() came from elsewhere.
+  ::kill(::getpid(), SIGTERM);
+  signal_thread.join();
+  return 0;
+}

@@ -1,0 +1,112 @@
+# Control messages between libplexus (or plexusctl) and plexusd over the unix stream
+# socket. Each frame is a little-endian u32 byte length followed by one Cap'n Proto
+# message in the standard flat serialisation. File descriptors travel with SCM_RIGHTS
+# on the frame that names them.
+@0xc1a5e2b7d9f3a401;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("plexus::shm::control");
+
+enum Role {
+  rank @0;   # a process running collectives: has a pool and rings
+  admin @1;  # plexusctl: read-only queries
+}
+
+struct Hello {
+  protocolVersion @0 :UInt32;
+  role @1 :Role;
+  poolBytes @2 :UInt64;   # size of the pool memfd attached to this frame (rank role)
+  processName @3 :Text;
+}
+
+struct CommInit {
+  token @0 :Data;         # 16 bytes from the unique id
+  nranks @1 :UInt32;
+  rank @2 :UInt32;
+  timeoutMs @3 :UInt32;
+}
+
+struct CommLeave {
+  comm @0 :UInt32;        # the session-local handle from CommInitReply
+  abort @1 :Bool;         # abort: the other ranks' ops fail now
+}
+
+struct ClientMessage {
+  requestId @0 :UInt32;
+  union {
+    hello @1 :Hello;
+    commInit @2 :CommInit;
+    commLeave @3 :CommLeave;
+    status @4 :Void;
+  }
+}
+
+struct Error {
+  code @0 :UInt32;        # plexus_result_t
+  message @1 :Text;
+}
+
+# Attached fds, in order: ring memfd, submission eventfd, completion eventfd.
+struct HelloReply {
+  protocolVersion @0 :UInt32;
+  sessionId @1 :UInt64;
+  daemonPid @2 :UInt32;
+}
+
+struct CommInitReply {
+  comm @0 :UInt32;
+}
+
+struct RankInfo {
+  rank @0 :UInt32;
+  pid @1 :Int32;
+  sessionId @2 :UInt64;
+}
+
+struct CommInfo {
+  tokenPrefix @0 :Text;   # first 8 hex digits: enough to tell comms apart, useless to join
+  nranks @1 :UInt32;
+  joined @2 :UInt32;
+  state @3 :Text;         # joining, ready, broken
+  opsCompleted @4 :UInt64;
+  bytesMoved @5 :UInt64;
+  ranks @6 :List(RankInfo);
+  brokenReason @7 :Text;
+}
+
+struct SessionInfo {
+  id @0 :UInt64;
+  pid @1 :Int32;
+  uid @2 :UInt32;
+  role @3 :Role;
+  processName @4 :Text;
+  poolBytes @5 :UInt64;
+  comms @6 :UInt32;
+  opsSubmitted @7 :UInt64;
+  badEntries @8 :UInt64;
+}
+
+struct StatusReply {
+  version @0 :Text;
+  pid @1 :UInt32;
+  uptimeMs @2 :UInt64;
+  socketPath @3 :Text;
+  workers @4 :UInt32;
+  reduceIsa @5 :Text;
+  sessions @6 :List(SessionInfo);
+  comms @7 :List(CommInfo);
+  opsCompleted @8 :UInt64;
+  badEntries @9 :UInt64;
+  badMessages @10 :UInt64;
+}
+
+struct DaemonMessage {
+  requestId @0 :UInt32;
+  union {
+    error @1 :Error;
+    helloReply @2 :HelloReply;
+    commInitReply @3 :CommInitReply;
+    commLeaveReply @4 :Void;
+    statusReply @5 :StatusReply;
+  }
+}

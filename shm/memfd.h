@@ -1,0 +1,75 @@
+// Sealed memfd segments: how memory crosses the client/daemon boundary.
+//
+// A segment's size is fixed by sealing it (shrink, grow, seal), so the side that maps
+// a peer's memfd can never be SIGBUSed by a later ftruncate. No names in /dev/shm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace plexus::shm {
+
+// Owns one file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// A shared read-write mapping of a whole segment; unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* base, size_t size) : base_(base), size_(size) {}
+  ~Mapping() { reset(); }
+  Mapping(Mapping&& other) noexcept;
+  Mapping& operator=(Mapping&& other) noexcept;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  std::byte* data() const { return static_cast<std::byte*>(base_); }
+  size_t size() const { return size_; }
+  void reset();
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+};
+
+inline constexpr unsigned kRequiredSeals = 0x0002 /*F_SEAL_SHRINK*/ | 0x0004 /*F_SEAL_GROW*/ |
+                                           0x0001 /*F_SEAL_SEAL*/;
+
+// Creates a memfd of `bytes`, sized and sealed against shrink/grow/further sealing.
+// Throws std::system_error naming the step that failed.
+UniqueFd create_sealed_memfd(const char* debug_name, size_t bytes);
+
+// Maps a whole fd read-write shared. Throws std::system_error.
+Mapping map_shared(int fd, size_t bytes);
+
+// Checks a peer's fd before mapping it: a memfd carrying the required seals, at least
+// `min_bytes` long and at most `max_bytes`. On success returns "" and sets *size; else
+// a sentence naming what is wrong ("memfd is not sealed against shrinking ...").
+std::string check_sealed_memfd(int fd, uint64_t min_bytes, uint64_t max_bytes, uint64_t* size);
+
+}  // namespace plexus::shm

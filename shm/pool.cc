@@ -1,0 +1,43 @@
+#include "shm/pool.h"
+
+#include <boost/interprocess/managed_external_buffer.hpp>
+
+namespace plexus::shm {
+
+namespace bip = boost::interprocess;
+
+struct ClientPool::Allocator {
+  bip::managed_external_buffer buffer;
+};
+
+ClientPool::ClientPool(size_t bytes)
+    : fd_(create_sealed_memfd("plexus-pool", bytes)),
+      mapping_(map_shared(fd_.get(), bytes)),
+      allocator_(std::make_unique<Allocator>(
+          Allocator{bip::managed_external_buffer(bip::create_only, mapping_.data(), bytes)})) {}
+
+ClientPool::~ClientPool() = default;
+
+void* ClientPool::allocate(size_t bytes) {
+  return allocator_->buffer.allocate_aligned(bytes == 0 ? 1 : bytes, 64, std::nothrow);
+}
+
+bool ClientPool::deallocate(void* ptr) {
+  if (ptr == nullptr || !contains(ptr, 1)) return false;
+  allocator_->buffer.deallocate(ptr);
+  return true;
+}
+
+bool ClientPool::contains(const void* ptr, size_t bytes) const {
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  auto base = reinterpret_cast<uintptr_t>(mapping_.data());
+  return p >= base && p - base <= mapping_.size() && bytes <= mapping_.size() - (p - base);
+}
+
+uint64_t ClientPool::offset_of(const void* ptr) const {
+  return reinterpret_cast<uintptr_t>(ptr) - reinterpret_cast<uintptr_t>(mapping_.data());
+}
+
+size_t ClientPool::free_bytes() const { return allocator_->buffer.get_free_memory(); }
+
+}  // namespace plexus::shm

@@ -1,0 +1,41 @@
+// The client's buffer pool: one sealed memfd that the daemon maps too, so buffers
+// allocated here cross the boundary as (offset, length) with no copy. The allocator
+// is Boost.Interprocess's managed_external_buffer over the mapping.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "shm/memfd.h"
+
+namespace plexus::shm {
+
+class ClientPool {
+ public:
+  // Creates, seals and maps a pool of `bytes` (pages are committed only when touched).
+  explicit ClientPool(size_t bytes);
+  ~ClientPool();
+  ClientPool(const ClientPool&) = delete;
+  ClientPool& operator=(const ClientPool&) = delete;
+
+  // 64-byte aligned; nullptr when the pool cannot satisfy the request.
+  void* allocate(size_t bytes);
+  // Returns false when ptr did not come from allocate().
+  bool deallocate(void* ptr);
+
+  // True when [ptr, ptr+bytes) lies wholly inside the pool.
+  bool contains(const void* ptr, size_t bytes) const;
+  uint64_t offset_of(const void* ptr) const;
+  int fd() const { return fd_.get(); }
+  size_t size() const { return mapping_.size(); }
+  size_t free_bytes() const;
+
+ private:
+  struct Allocator;
+  UniqueFd fd_;
+  Mapping mapping_;
+  std::unique_ptr<Allocator> allocator_;
+};
+
+}  // namespace plexus::shm
