@@ -1,0 +1,106 @@
+#include "tests/integration/rank_processes.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <exception>
+
+namespace plexus::test {
+
+std::vector<RankResult> run_ranks(const std::string& socket_path, int nranks, const RankBody& body,
+                                  std::chrono::milliseconds timeout,
+                                  const std::function<void(const std::vector<pid_t>&)>& on_started) {
+  plexus_unique_id_t id;
+  plexus_get_unique_id(&id);
+  std::vector<pid_t> pids(static_cast<size_t>(nranks));
+  std::vector<int> pipes(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) std::abort();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      ::setenv("PLEXUS_SOCKET", socket_path.c_str(), 1);
+      std::string verdict;
+      try {
+        verdict = body(r, nranks, id);
+      } catch (const std::exception& e) {
+        verdict = std::string("exception: ") + e.what();
+      }
+      const std::string line = (verdict.empty() ? "OK" : "FAIL " + verdict);
+      [[maybe_unused]] ssize_t n = ::write(fds[1], line.data(), line.size());
+      ::_exit(verdict.empty() ? 0 : 1);
+    }
+    ::close(fds[1]);
+    pids[static_cast<size_t>(r)] = pid;
+    pipes[static_cast<size_t>(r)] = fds[0];
+  }
+  if (on_started) on_started(pids);
+
+  std::vector<RankResult> results(static_cast<size_t>(nranks));
+  std::vector<std::string> output(static_cast<size_t>(nranks));
+  std::vector<bool> open(static_cast<size_t>(nranks), true);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int still_open = nranks;
+  while (still_open > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> which;
+    for (size_t r = 0; r < pipes.size(); ++r) {
+      if (open[r]) {
+        fds.push_back({pipes[r], POLLIN, 0});
+        which.push_back(r);
+      }
+    }
+    if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      char buffer[4096];
+      ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        output[which[i]].append(buffer, static_cast<size_t>(n));
+      } else {
+        open[which[i]] = false;
+        --still_open;
+      }
+    }
+  }
+  for (size_t r = 0; r < pids.size(); ++r) {
+    RankResult& result = results[r];
+    result.pid = pids[r];
+    if (open[r]) {
+      ::kill(pids[r], SIGKILL);
+      result.message = "hung: no verdict within " + std::to_string(timeout.count()) + " ms";
+    }
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
+    ::close(pipes[r]);
+    if (!result.message.empty()) continue;
+    if (output[r] == "OK") {
+      result.ok = true;
+    } else if (output[r].rfind("FAIL ", 0) == 0) {
+      result.message = output[r].substr(5);
+    } else if (WIFSIGNALED(status)) {
+      result.message = std::string("killed by signal ") + strsignal(WTERMSIG(status));
+    } else {
+      result.message = "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no verdict";
+    }
+  }
+  return results;
+}
+
+std::string failures(const std::vector<RankResult>& results) {
+  std::string text;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (results[r].ok) continue;
+    if (!text.empty()) text += "; ";
+    text += "rank " + std::to_string(r) + ": " + results[r].message;
+  }
+  return text;
+}
+
+}  // namespace plexus::test
