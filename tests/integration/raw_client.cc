@@ -1,0 +1,129 @@
+#include "tests/integration/raw_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <capnp/serialize.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace plexus::test {
+
+namespace control = shm::control;
+
+RawClient::RawClient(const std::string& socket_path)
+    : channel_(std::make_unique<client::ControlChannel>(socket_path, 1000)) {}
+
+std::string RawClient::hello_with_fd(int fd, uint64_t declared_bytes) {
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<control::ClientMessage>().initHello();
+  hello.setProtocolVersion(shm::kProtocolVersion);
+  hello.setRole(control::Role::RANK);
+  hello.setPoolBytes(declared_bytes);
+  hello.setProcessName("raw-client");
+  client::Reply reply = channel_->call(message, std::span<const int>(&fd, 1));
+  capnp::FlatArrayMessageReader reader(reply.words);
+  auto root = reader.getRoot<control::DaemonMessage>();
+  if (root.isError()) return root.getError().getMessage();
+  if (!root.isHelloReply() || reply.fds.size() != 3) return "unexpected hello reply";
+  rings_.emplace(shm::RingMemory::attach(std::move(reply.fds[0])));
+  ring_end_.emplace(*rings_);
+  submission_eventfd_ = std::move(reply.fds[1]);
+  completion_eventfd_ = std::move(reply.fds[2]);
+  return {};
+}
+
+void RawClient::hello_with_pool(size_t pool_bytes) {
+  pool_ = std::make_unique<shm::ClientPool>(pool_bytes);
+  std::string error = hello_with_fd(pool_->fd(), pool_bytes);
+  if (!error.empty()) throw std::runtime_error("hello refused: " + error);
+}
+
+uint32_t RawClient::comm_init(const uint8_t (&token)[16], uint32_t nranks, uint32_t rank,
+                              uint32_t timeout_ms) {
+  capnp::MallocMessageBuilder message;
+  auto init = message.initRoot<control::ClientMessage>().initCommInit();
+  init.setToken(kj::arrayPtr(reinterpret_cast<const kj::byte*>(token), 16));
+  init.setNranks(nranks);
+  init.setRank(rank);
+  init.setTimeoutMs(timeout_ms);
+  client::Reply reply = channel_->call(message);
+  capnp::FlatArrayMessageReader reader(reply.words);
+  auto root = reader.getRoot<control::DaemonMessage>();
+  if (root.isError()) throw std::runtime_error(root.getError().getMessage().cStr());
+  return root.getCommInitReply().getComm();
+}
+
+void RawClient::hello_admin() {
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<control::ClientMessage>().initHello();
+  hello.setProtocolVersion(shm::kProtocolVersion);
+  hello.setRole(control::Role::ADMIN);
+  channel_->call(message);
+}
+
+RawClient::Counters RawClient::status() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<control::ClientMessage>().setStatus();
+  client::Reply reply = channel_->call(message);
+  capnp::FlatArrayMessageReader reader(reply.words);
+  auto root = reader.getRoot<control::DaemonMessage>();
+  if (!root.isStatusReply()) throw std::runtime_error("status refused");
+  auto status = root.getStatusReply();
+  return Counters{status.getBadEntries(), status.getBadMessages()};
+}
+
+void RawClient::submit(const shm::SubmissionEntry& entry) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (ring_end_->submission_space() == 0) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("SQ stayed full");
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ring_end_->stage(entry);
+  if (ring_end_->publish()) shm::signal_eventfd(submission_eventfd_.get());
+}
+
+std::optional<shm::CompletionEntry> RawClient::next_completion(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  shm::CompletionEntry entry;
+  while (!ring_end_->poll_completion(&entry)) {
+    if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return entry;
+}
+
+bool RawClient::closed_by_daemon(int timeout_ms) {
+  pollfd pfd{channel_->fd(), POLLRDHUP, 0};
+  return ::poll(&pfd, 1, timeout_ms) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+bool daemon_closes_after(const std::string& socket_path, const std::string& bytes, int timeout_ms,
+                         std::span<const int> fds) {
+  shm::UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    throw std::runtime_error("connect failed");
+  }
+  std::string error = shm::send_frame(
+      sock.get(), std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), fds);
+  if (!error.empty()) throw std::runtime_error(error);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd{sock.get(), POLLIN | POLLRDHUP, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    char buffer[4096];
+    ssize_t n = ::recv(sock.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;  // replies are read and dropped
+  }
+  return false;
+}
+
+}  // namespace plexus::test

@@ -1,0 +1,463 @@
+// Bad input and failures against a real plexusd: killed clients, mismatched calls,
+// garbage on the socket, unsealed pools, hostile ring entries, init timeouts, aborts,
+// a vanished daemon. After each, the daemon must still serve a healthy job.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <capnp/message.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "shm/control.capnp.h"
+#include "shm/framing.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/rank_processes.h"
+#include "tests/integration/raw_client.h"
+#include "tests/integration/test_data.h"
+
+namespace plexus::test {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+std::string describe(const char* call, plexus_result_t r) {
+  return std::string(call) + ": " + plexus_result_string(r) + ": " + plexus_get_last_error();
+}
+
+// A correct n-rank job: a few allreduces, checked exactly.
+std::string healthy_job(const std::string& socket_path, int nranks) {
+  auto results = run_ranks(socket_path, nranks, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    float* buf;
+    if (auto r = plexus_alloc(reinterpret_cast<void**>(&buf), 4096 * sizeof(float))) {
+      return describe("alloc", r);
+    }
+    for (int iter = 0; iter < 10; ++iter) {
+      fill_input(buf, PLEXUS_FLOAT32, PLEXUS_SUM, rank, 4096);
+      if (auto r = plexus_allreduce(buf, buf, 4096, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
+        return describe("allreduce", r);
+      }
+      std::string error = compare(buf, PLEXUS_FLOAT32, 4096, [&](size_t j) {
+        return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j);
+      });
+      if (!error.empty()) return error;
+    }
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  return failures(results);
+}
+
+class RobustnessTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void TearDown() override {
+    ASSERT_TRUE(daemon_->alive()) << "plexusd died; its log:\n" << daemon_->log();
+    EXPECT_EQ(healthy_job(daemon_->socket_path(), 2), "") << "the next job was not served";
+  }
+  const std::string& socket() { return daemon_->socket_path(); }
+  static DaemonProcess* daemon_;
+};
+DaemonProcess* RobustnessTest::daemon_ = nullptr;
+
+TEST_F(RobustnessTest, TwoJobsRunAtOnceWithoutSeeingEachOther) {
+  // Ranks 0-1 are job A and ranks 2-3 job B: two communicators from two unique ids.
+  auto results = run_ranks(socket(), 4, [](int rank, int, const auto& shared_id) -> std::string {
+    plexus_unique_id_t id = shared_id;
+    const int job = rank / 2;
+    id.internal[8] = static_cast<char>(id.internal[8] ^ (job + 1));  // job B's own token
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, 2, id, rank % 2)) return describe("init", r);
+    const size_t count = job == 0 ? 65536 : 1000;
+    int32_t* buf;
+    plexus_alloc(reinterpret_cast<void**>(&buf), count * 4);
+    for (int iter = 0; iter < 200; ++iter) {
+      fill_input(buf, PLEXUS_INT32, PLEXUS_SUM, rank % 2, count, static_cast<size_t>(iter));
+      if (auto r = plexus_allreduce(buf, buf, count, PLEXUS_INT32, PLEXUS_SUM, comm, nullptr)) {
+        return describe("allreduce", r);
+      }
+      std::string error = compare(buf, PLEXUS_INT32, count, [&](size_t j) {
+        return reduced_bits(PLEXUS_INT32, PLEXUS_SUM, 2, j + static_cast<size_t>(iter));
+      });
+      if (!error.empty()) return "job " + std::to_string(job) + ": " + error;
+    }
+    return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+TEST_F(RobustnessTest, RankThatDiesBeforeSubmittingFailsTheOthersNamingIt) {
+  auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ::kill(::getpid(), SIGKILL);
+    }
+    float* buf;
+    plexus_alloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float));
+    const auto start = Clock::now();
+    plexus_result_t r = plexus_allreduce(buf, buf, 1024, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    if (r != PLEXUS_ERR_PEER_LOST) return "expected PEER_LOST, got " + describe("allreduce", r);
+    const std::string message = plexus_get_last_error();
+    if (message.find("rank 2") == std::string::npos) return "error does not name rank 2: " + message;
+    if (waited > std::chrono::seconds(5)) return "took " + std::to_string(waited.count()) + " ms";
+    // The communicator is broken: the next op fails at once, not hangs.
+    r = plexus_allreduce(buf, buf, 1024, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+    if (r != PLEXUS_ERR_PEER_LOST) return "second op: " + describe("allreduce", r);
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_TRUE(results[0].ok) << results[0].message;
+  EXPECT_TRUE(results[1].ok) << results[1].message;
+  EXPECT_THAT(results[2].message, HasSubstr("Killed"));
+}
+
+TEST_F(RobustnessTest, ClientKilledWhileLargeCollectivesRunLosesNothingElse) {
+  // Every rank loops over 16 MiB allreduces; rank 2 is SIGKILLed from outside mid-loop.
+  auto body = [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    const size_t count = 4u << 20;
+    float* buf;
+    plexus_alloc(reinterpret_cast<void**>(&buf), count * sizeof(float));
+    for (int iter = 0; iter < 100000; ++iter) {
+      fill_input(buf, PLEXUS_FLOAT32, PLEXUS_SUM, rank, 64);
+      plexus_result_t r = plexus_allreduce(buf, buf, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+      if (r == PLEXUS_ERR_PEER_LOST) {
+        const std::string message = plexus_get_last_error();
+        return message.find("rank 2") != std::string::npos ? "" : "error does not name rank 2: " + message;
+      }
+      if (r != PLEXUS_SUCCESS) return describe("allreduce", r);
+      std::string error = compare(buf, PLEXUS_FLOAT32, 64, [&](size_t j) {
+        return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j);
+      });
+      if (!error.empty()) return "iteration " + std::to_string(iter) + ": " + error;
+    }
+    return "rank 2 was never reported lost";
+  };
+  auto results = run_ranks(socket(), 3, body, std::chrono::seconds(60), [](const auto& pids) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(pids[2], SIGKILL);
+  });
+  EXPECT_TRUE(results[0].ok) << results[0].message;
+  EXPECT_TRUE(results[1].ok) << results[1].message;
+}
+
+// Runs one collective where `deviant` rank calls differently; every rank must fail
+// with PLEXUS_ERR_MISMATCH and a message containing `expected`.
+void expect_mismatch(const std::string& socket_path, const std::string& what,
+                     const std::string& expected) {
+  auto results = run_ranks(socket_path, 3, [&](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    float* buf;
+    plexus_alloc(reinterpret_cast<void**>(&buf), 4096 * sizeof(double));
+    const bool deviant = rank == 1;
+    size_t count = 100;
+    plexus_dtype_t dtype = PLEXUS_FLOAT32;
+    plexus_redop_t op = PLEXUS_SUM;
+    int root = 0;
+    if (deviant && what == "count") count = 101;
+    if (deviant && what == "dtype") dtype = PLEXUS_INT32;
+    if (deviant && what == "op") op = PLEXUS_MAX;
+    if (deviant && what == "root") root = 2;
+    plexus_result_t r;
+    if (what == "root") {
+      r = plexus_broadcast(buf, buf, count, dtype, root, comm, nullptr);
+    } else if (deviant && what == "collective") {
+      r = plexus_allgather(buf, buf + 1000, 10, dtype, comm, nullptr);
+    } else {
+      r = plexus_allreduce(buf, buf, count, dtype, op, comm, nullptr);
+    }
+    if (r != PLEXUS_ERR_MISMATCH) return what + ": expected MISMATCH, got " + describe("op", r);
+    const std::string message = plexus_get_last_error();
+    if (message.find(expected) == std::string::npos || message.find("rank 1") == std::string::npos) {
+      return what + ": message does not name the mismatch: " + message;
+    }
+    // The next op on the broken communicator fails at once.
+    r = plexus_allreduce(buf, buf, 10, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+    if (r != PLEXUS_ERR_MISMATCH) return what + ": follow-up op: " + describe("allreduce", r);
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_EQ(failures(results), "") << what;
+}
+
+TEST_F(RobustnessTest, MismatchedCallsFailEveryRankNamingTheMismatch) {
+  expect_mismatch(socket(), "count", "count mismatch: rank 0 passed 100, rank 1 passed 101");
+  expect_mismatch(socket(), "dtype", "dtype mismatch");
+  expect_mismatch(socket(), "op", "reduction op mismatch: rank 0 passed sum, rank 1 passed max");
+  expect_mismatch(socket(), "root", "root mismatch");
+  expect_mismatch(socket(), "collective", "rank 0 called allreduce but rank 1 called allgather");
+}
+
+TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
+  const std::string path = socket();
+  RawClient admin(path);
+  admin.hello_admin();
+  const uint64_t bad_before = admin.status().bad_messages;
+  // Not a frame: a length that is not a multiple of 8.
+  EXPECT_TRUE(daemon_closes_after(path, "GET / HTTP/1.1\r\n\r\n", 2000));
+  // A length beyond the limit.
+  EXPECT_TRUE(daemon_closes_after(path, std::string("\xff\xff\xff\x7f", 4) + "x", 2000));
+  // A valid length holding garbage words.
+  std::string garbage(4 + 64, '\xab');
+  const uint32_t len = 64;
+  std::memcpy(garbage.data(), &len, 4);
+  EXPECT_TRUE(daemon_closes_after(path, garbage, 2000));
+  // A request other than hello first.
+  {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<shm::control::ClientMessage>().setStatus();
+    auto frame = shm::encode_frame(message);
+    EXPECT_TRUE(daemon_closes_after(path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000));
+  }
+  // A truncated frame, then the client goes away: nothing to close, the daemon moves on.
+  {
+    capnp::MallocMessageBuilder message;
+    auto hello = message.initRoot<shm::control::ClientMessage>().initHello();
+    hello.setProtocolVersion(shm::kProtocolVersion);
+    auto frame = shm::encode_frame(message);
+    RawClient raw(path);
+    ASSERT_EQ(shm::send_frame(raw.socket_fd(), std::span(frame).first(frame.size() / 2)), "");
+  }
+  // An admin hello carrying descriptors.
+  {
+    capnp::MallocMessageBuilder message;
+    auto hello = message.initRoot<shm::control::ClientMessage>().initHello();
+    hello.setProtocolVersion(shm::kProtocolVersion);
+    hello.setRole(shm::control::Role::ADMIN);
+    auto frame = shm::encode_frame(message);
+    int fds[] = {0, 1};
+    EXPECT_TRUE(daemon_closes_after(path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000, fds));
+  }
+  EXPECT_GE(admin.status().bad_messages, bad_before + 5);
+}
+
+TEST_F(RobustnessTest, UnsealedUndersizedOrForeignPoolDescriptorsAreRefused) {
+  {
+    RawClient raw(socket());
+    shm::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
+    EXPECT_THAT(raw.hello_with_fd(unsealed.get(), 1 << 20), HasSubstr("not sealed against shrinking"));
+    EXPECT_TRUE(raw.closed_by_daemon(2000));
+  }
+  {
+    RawClient raw(socket());
+    shm::UniqueFd small = shm::create_sealed_memfd("small", 4096);
+    EXPECT_THAT(raw.hello_with_fd(small.get(), 1 << 20), HasSubstr("were declared"));
+  }
+  {
+    RawClient raw(socket());
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    shm::UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+    EXPECT_THAT(raw.hello_with_fd(read_end.get(), 4096), HasSubstr("not a sealable memfd"));
+  }
+}
+
+class HostileRingTest : public RobustnessTest {
+ protected:
+  void SetUp() override {
+    raw_ = std::make_unique<RawClient>(socket());
+    raw_->hello_with_pool(1 << 20);
+    uint8_t token[16];
+    for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xa0 + i + counter_ * 16);
+    ++counter_;
+    handle_ = raw_->comm_init(token, 1, 0, 5000);
+  }
+  shm::SubmissionEntry valid_allreduce(uint64_t user_data) {
+    shm::SubmissionEntry e{};
+    e.user_data = user_data;
+    e.opcode = static_cast<uint8_t>(shm::Opcode::kAllReduce);
+    e.dtype = PLEXUS_FLOAT32;
+    e.redop = PLEXUS_SUM;
+    e.comm = handle_;
+    e.count = 16;
+    e.send_offset = 4096;
+    e.recv_offset = 8192;
+    return e;
+  }
+  std::unique_ptr<RawClient> raw_;
+  uint32_t handle_ = 0;
+  static inline int counter_ = 0;
+};
+
+TEST_F(HostileRingTest, EveryHostileFieldCompletesWithAnErrorAndTheSessionGoesOn) {
+  struct Hostile {
+    const char* name;
+    std::function<void(shm::SubmissionEntry&)> mutate;
+    const char* message;
+  };
+  const std::vector<Hostile> cases = {
+      {"opcode 0", [](auto& e) { e.opcode = 0; }, "opcode 0 is not a known operation"},
+      {"opcode 200", [](auto& e) { e.opcode = 200; }, "opcode 200"},
+      {"dtype 77", [](auto& e) { e.dtype = 77; }, "dtype 77"},
+      {"redop 9", [](auto& e) { e.redop = 9; }, "redop 9"},
+      {"flags", [](auto& e) { e.flags = 1; }, "must be zero"},
+      {"reserved", [](auto& e) { e.reserved1 = 42; }, "must be zero"},
+      {"unknown comm", [](auto& e) { e.comm = 999; }, "communicator handle 999"},
+      {"offset past pool", [](auto& e) { e.send_offset = 1 << 20; }, "outside its 1048576-byte region"},
+      {"offset overflow", [](auto& e) { e.recv_offset = UINT64_MAX - 3; }, "outside"},
+      {"count overflow", [](auto& e) { e.count = 1ull << 62; }, "overflows"},
+      {"region", [](auto& e) { e.send_region = 7; }, "region 7"},
+      {"root", [](auto& e) {
+         e.opcode = static_cast<uint8_t>(shm::Opcode::kBroadcast);
+         e.peer = 5;
+       }, "root 5 is outside"},
+      {"peer", [](auto& e) {
+         e.opcode = static_cast<uint8_t>(shm::Opcode::kSend);
+         e.peer = -1;
+       }, "peer -1 is outside"},
+      {"overlap", [](auto& e) { e.recv_offset = e.send_offset + 8; }, "overlap without being in place"},
+  };
+  const uint64_t bad_before = raw_->status().bad_entries;
+  uint64_t id = 1;
+  for (const auto& c : cases) {
+    shm::SubmissionEntry e = valid_allreduce(id);
+    c.mutate(e);
+    raw_->submit(e);
+    auto cqe = raw_->next_completion(5000);
+    ASSERT_TRUE(cqe.has_value()) << c.name << ": no completion";
+    EXPECT_EQ(cqe->user_data, id) << c.name;
+    EXPECT_NE(cqe->status, PLEXUS_SUCCESS) << c.name;
+    EXPECT_THAT(std::string(cqe->message, cqe->message_len), HasSubstr(c.message)) << c.name;
+    ++id;
+  }
+  // The session still works: a valid entry completes.
+  raw_->submit(valid_allreduce(id));
+  auto cqe = raw_->next_completion(5000);
+  ASSERT_TRUE(cqe.has_value());
+  EXPECT_EQ(cqe->status, PLEXUS_SUCCESS) << std::string(cqe->message, cqe->message_len);
+  EXPECT_EQ(raw_->status().bad_entries, bad_before + cases.size());
+}
+
+TEST_F(HostileRingTest, CorruptSubmissionTailClosesOnlyThatSession) {
+  raw_->submit(valid_allreduce(1));
+  ASSERT_TRUE(raw_->next_completion(2000).has_value());
+  // Written behind libplexus's back; a parked daemon sees it at its next bounded wake.
+  auto& tail = raw_->ring_header()->sq_tail.value;
+  tail.store(tail.load() + 100000);
+  EXPECT_TRUE(raw_->closed_by_daemon(3000));
+}
+
+TEST_F(HostileRingTest, CorruptCompletionHeadClosesOnlyThatSession) {
+  raw_->ring_header()->cq_head.value.store(123456);
+  raw_->submit(valid_allreduce(1));
+  EXPECT_TRUE(raw_->closed_by_daemon(3000));
+}
+
+TEST_F(HostileRingTest, ClientThatNeverReadsCompletionsIsHeldBackNotServedForever) {
+  // Fill far past the completion ring without reading it: the daemon stops taking
+  // entries when the CQ would overflow, and keeps serving others meanwhile.
+  int submitted = 0;
+  try {
+    for (; submitted < 2000; ++submitted) raw_->submit(valid_allreduce(static_cast<uint64_t>(submitted)));
+  } catch (const std::exception&) {
+    // The SQ stayed full: the back-pressure we expect.
+  }
+  EXPECT_LT(submitted, 2000);
+  EXPECT_EQ(healthy_job(socket(), 2), "");
+  // Reading completions releases the rest.
+  int completed = 0;
+  while (auto cqe = raw_->next_completion(2000)) {
+    EXPECT_EQ(cqe->status, PLEXUS_SUCCESS);
+    ++completed;
+  }
+  EXPECT_EQ(completed, submitted);
+}
+
+TEST_F(RobustnessTest, CommInitTimeoutNamesTheRanksThatNeverArrived) {
+  auto results = run_ranks(socket(), 2, [](int rank, int, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    plexus_result_t r = plexus_comm_init_rank_timeout(&comm, 4, id, rank, 300);
+    if (r != PLEXUS_ERR_TIMEOUT) return "expected TIMEOUT, got " + describe("init", r);
+    const std::string message = plexus_get_last_error();
+    if (message.find("rank(s) 2,3 of 4 never joined") == std::string::npos) {
+      return "message does not name the missing ranks: " + message;
+    }
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+TEST_F(RobustnessTest, AbortFailsTheOtherRanksWithPeerLost) {
+  auto results = run_ranks(socket(), 2, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    float* buf;
+    plexus_alloc(reinterpret_cast<void**>(&buf), 1024);
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return plexus_comm_abort(comm) == PLEXUS_SUCCESS ? "" : describe("abort", PLEXUS_ERR_INTERNAL);
+    }
+    plexus_result_t r = plexus_allreduce(buf, buf, 16, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+    const std::string message = plexus_get_last_error();
+    if (r != PLEXUS_ERR_PEER_LOST || message.find("rank 0") == std::string::npos ||
+        message.find("aborted") == std::string::npos) {
+      return "expected PEER_LOST naming rank 0's abort, got " + describe("allreduce", r);
+    }
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+TEST(DaemonLifecycleTest, ClientsLearnTheDaemonWentAway) {
+  DaemonProcess daemon;
+  auto results = run_ranks(
+      daemon.socket_path(), 2,
+      [](int rank, int n, const auto& id) -> std::string {
+        plexus_comm_t comm;
+        if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(30));  // never joins the op
+          return {};
+        }
+        float* buf;
+        plexus_alloc(reinterpret_cast<void**>(&buf), 1024);
+        plexus_result_t r = plexus_allreduce(buf, buf, 16, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+        if (r != PLEXUS_ERR_DAEMON_LOST) return "expected DAEMON_LOST, got " + describe("allreduce", r);
+        return {};
+      },
+      std::chrono::seconds(20), [&](const auto& pids) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+        daemon.kill_now();
+        ::kill(pids[1], SIGKILL);
+      });
+  EXPECT_TRUE(results[0].ok) << results[0].message;
+}
+
+TEST(DaemonLifecycleTest, NoDaemonIsAClearErrorNamingTheSocket) {
+  auto results = run_ranks("/tmp/plexus-test-no-such-dir/plexusd.sock", 1,
+                           [](int, int, const auto& id) -> std::string {
+                             ::setenv("PLEXUS_CONNECT_TIMEOUT_MS", "0", 1);
+                             plexus_comm_t comm;
+                             plexus_result_t r = plexus_comm_init_rank(&comm, 1, id, 0);
+                             const std::string message = plexus_get_last_error();
+                             if (r != PLEXUS_ERR_DAEMON_UNAVAILABLE ||
+                                 message.find("/tmp/plexus-test-no-such-dir/plexusd.sock") ==
+                                     std::string::npos) {
+                               return "got " + describe("init", r);
+                             }
+                             return {};
+                           });
+  EXPECT_EQ(failures(results), "");
+}
+
+}  // namespace
+}  // namespace plexus::test
