@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build with warnings as errors, run
+# ctest. --sanitize also builds and runs everything under AddressSanitizer + UBSan
+# (what CI does). --label L runs only tests labelled L (unit, integration, ...).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+sanitize=0
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=1 ;;
+    --label) ctest_args+=(-L "$2"); shift ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+"$root/tools/install-deps.sh"
+
+run_suite() {
+  local build=$1; shift
+  echo "== configure $build ($*)"
+  cmake -S "$root" -B "$build" -DPLEXUS_WERROR=ON "$@" >/dev/null
+  echo "== build $build"
+  cmake --build "$build" -j "$(nproc)"
+  echo "== ctest $build"
+  (cd "$build" && ctest --output-on-failure --timeout 900 "${ctest_args[@]}")
+}
+
+run_suite "${PLEXUS_BUILD_DIR:-$root/build}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "$sanitize" -eq 1 ]; then
+  # halt_on_error: the first report fails the test that caused it.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DPLEXUS_SANITIZE=ON \
+    -DPLEXUS_BUILD_PEER_BENCH=OFF
+fi
