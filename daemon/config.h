@@ -4,12 +4,15 @@
 #include <cstdint>
 #include <string>
 
+#include "shm/idle_strategy.h"
+
 namespace plexus::daemon {
 
 struct IdleConfig {
-  uint32_t spin_us = 50;     // busy-poll this long after the last work
-  uint32_t yield_us = 2000;  // then sched_yield() between polls this long
-  uint32_t park_timeout_ms = 100;  // then sleep on eventfds (bounded, to re-check state)
+  // Busy-poll this long after the last work, then sched_yield() between polls this
+  // long, then sleep on eventfds.
+  shm::IdleSettings phases{shm::default_spin_us(), 2000};
+  uint32_t park_timeout_ms = 100;  // longest sleep (bounded, to re-check state)
 };
 
 struct Config {

@@ -1,6 +1,5 @@
 #include "daemon/engine.h"
 
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
@@ -25,12 +24,6 @@ bool is_rooted(shm::Opcode op) {
 bool uses_redop(shm::Opcode op) {
   return op == shm::Opcode::kAllReduce || op == shm::Opcode::kReduce ||
          op == shm::Opcode::kReduceScatter;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 unsigned default_workers(const Config& config) {
@@ -89,7 +82,7 @@ void Engine::run_commands() {
 }
 
 void Engine::loop() {
-  auto last_work = std::chrono::steady_clock::now();
+  shm::IdleStrategy idle(config_.engine_idle.phases);
   while (!stopping_.load(std::memory_order_relaxed)) {
     bool progress = false;
     if (has_commands_.load(std::memory_order_acquire)) {
@@ -99,22 +92,10 @@ void Engine::loop() {
     for (size_t i = 0; i < sessions_.size(); ++i) progress |= poll_session(*sessions_[i]);
     publish_completions();
     if (progress) {
-      last_work = std::chrono::steady_clock::now();
-    } else {
-      idle(last_work);
+      idle.reset();
+    } else if (idle.idle()) {
+      park();
     }
-  }
-}
-
-void Engine::idle(std::chrono::steady_clock::time_point last_work) {
-  using std::chrono::microseconds;
-  auto quiet = std::chrono::steady_clock::now() - last_work;
-  if (quiet < microseconds(config_.engine_idle.spin_us)) {
-    for (int i = 0; i < 16; ++i) cpu_relax();
-  } else if (quiet < microseconds(config_.engine_idle.spin_us + config_.engine_idle.yield_us)) {
-    sched_yield();
-  } else {
-    park();
   }
 }
 

@@ -67,7 +67,6 @@ class Engine {
   void member_gone(Comm& comm, int rank);
   void kill_session(Session& session, const std::string& reason);
   void publish_completions();
-  void idle(std::chrono::steady_clock::time_point last_work);
   void park();
   Session* find_session(uint64_t id);
 

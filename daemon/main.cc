@@ -31,10 +31,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-pool-bytes", config.max_pool_bytes, "Largest client pool accepted")
       ->capture_default_str();
-  app.add_option("--spin-us", config.engine_idle.spin_us,
-                 "Idle strategy: busy-poll this long after the last work")
+  app.add_option("--spin-us", config.engine_idle.phases.spin_us,
+                 "Idle strategy: busy-poll this long after the last work (default: 50 with 4 or "
+                 "more cores, else 0)")
       ->capture_default_str();
-  app.add_option("--yield-us", config.engine_idle.yield_us,
+  app.add_option("--yield-us", config.engine_idle.phases.yield_us,
                  "Idle strategy: then poll with sched_yield this long, then park on eventfds")
       ->capture_default_str();
   app.add_option("--park-timeout-ms", config.engine_idle.park_timeout_ms,

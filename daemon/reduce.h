@@ -18,7 +18,8 @@ namespace plexus::daemon {
 //    truncate toward zero, floats divide in the accumulation type (fp32 for fp16/bf16).
 // Preconditions: k >= 1; avg_divisor >= 1 when op == PLEXUS_AVG (ignored otherwise);
 // every pointer is aligned to the element size. out may be the very same pointer as any
-// input (in-place), but must not overlap an input any other way.
+// input (in-place), but must not overlap an input any other way. A bad dtype, op, k or
+// divisor fails an assert in debug builds and leaves out untouched otherwise.
 void reduce_arrays(plexus_dtype_t dtype, plexus_redop_t op, const void* const* inputs, int k,
                    void* out, size_t count, uint32_t avg_divisor);
 

@@ -47,12 +47,6 @@ std::string process_name() {
   return text;
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 }  // namespace
 
 ClientContext& ClientContext::get() {
@@ -197,22 +191,13 @@ bool ClientContext::daemon_gone() {
 
 template <typename Done>
 void ClientContext::wait_until(Done&& done) {
-  using Clock = std::chrono::steady_clock;
-  auto last_progress = Clock::now();
+  shm::IdleStrategy idle(idle_);
   while (!done()) {
     if (progress()) {
-      last_progress = Clock::now();
+      idle.reset();
       continue;
     }
-    auto quiet = Clock::now() - last_progress;
-    if (quiet < std::chrono::microseconds(idle_.spin_us)) {
-      for (int i = 0; i < 16; ++i) cpu_relax();
-      continue;
-    }
-    if (quiet < std::chrono::microseconds(idle_.spin_us + idle_.yield_us)) {
-      sched_yield();
-      continue;
-    }
+    if (!idle.idle()) continue;
     if (daemon_gone()) return;
     // Park: announce it, re-check, then sleep on the completion eventfd (bounded, so a
     // vanished daemon is noticed).

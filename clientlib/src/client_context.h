@@ -13,15 +13,11 @@
 
 #include "clientlib/src/control_channel.h"
 #include "plexus/plexus.h"
+#include "shm/idle_strategy.h"
 #include "shm/pool.h"
 #include "shm/ring.h"
 
 namespace plexus::client {
-
-struct IdleSettings {
-  uint32_t spin_us = 50;
-  uint32_t yield_us = 2000;
-};
 
 struct CommState {
   uint32_t handle = 0;
@@ -87,7 +83,7 @@ class ClientContext {
   shm::UniqueFd submission_eventfd_;
   shm::UniqueFd completion_eventfd_;
   uint64_t session_id_ = 0;
-  IdleSettings idle_;
+  shm::IdleSettings idle_{shm::default_spin_us(), 2000};
 
   std::mutex ring_mutex_;  // SQ production and CQ consumption
   std::mutex requests_mutex_;

@@ -1,0 +1,35 @@
+// Getting the rank processes going: forking them (--spawn) next to an existing or embedded
+// plexusd, or joining a job the user started one process per rank.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "plexus/plexus.h"
+#include "tools/plexus-bench/options.h"
+
+namespace plexus::bench {
+
+// The socket plexusd listens on by default: $PLEXUS_SOCKET, else /run/plexus/plexusd.sock
+// as root, else $XDG_RUNTIME_DIR/plexus/plexusd.sock, else /tmp/plexus-<uid>/plexusd.sock.
+// (shm::default_socket_path, the rule plexusd and libplexus use themselves.)
+std::string default_socket_path();
+
+// Whether something accepts connections on the unix socket at path.
+bool daemon_answers(const std::string& socket_path);
+
+// --spawn N: forks the N rank processes, starts an embedded plexusd after them when none
+// answers (unless --no-embedded), waits for the ranks within --timeout-s and reports each
+// rank that failed. Returns the exit status.
+int run_spawned(BenchOptions options);
+
+// Without --spawn: this process is the rank PLEXUS_RANK of PLEXUS_NRANKS and exchanges the
+// unique id through PLEXUS_UNIQUE_ID_FILE. Returns the exit status.
+int run_from_environment(BenchOptions options);
+
+// The unique id as text for PLEXUS_UNIQUE_ID_FILE (lowercase hex, no newline), and back.
+std::string unique_id_to_hex(const plexus_unique_id_t& id);
+std::optional<plexus_unique_id_t> unique_id_from_hex(std::string_view text);
+
+}  // namespace plexus::bench
