@@ -139,6 +139,19 @@ ValidationResult check_span_in_region(const char* which, const BufferSpan& span,
   return {};
 }
 
+ValidationResult check_alignment(const ValidatedEntry& entry) {
+  const uint64_t elem = dtype_size(entry.dtype);
+  for (const BufferSpan* span : {&entry.send, &entry.recv}) {
+    if (span->bytes > 0 && span->offset % elem != 0) {
+      return invalid(std::string(span == &entry.send ? "send" : "recv") + " offset " +
+                     std::to_string(span->offset) + " is not a multiple of the " +
+                     std::to_string(elem) + "-byte " + std::string(dtype_name(entry.dtype)) +
+                     " element");
+    }
+  }
+  return {};
+}
+
 ValidationResult check_overlap(ValidatedEntry* entry, int rank) {
   const BufferSpan& s = entry->send;
   const BufferSpan& r = entry->recv;

@@ -53,6 +53,9 @@ ValidationResult compute_buffer_spans(const SubmissionEntry& entry, int nranks, 
                                       ValidatedEntry* out);
 ValidationResult check_span_in_region(const char* which, const BufferSpan& span,
                                       uint64_t region_bytes);
+// Reductions load whole elements and regions are page-aligned: an offset inside an
+// element would make the daemon do misaligned loads.
+ValidationResult check_alignment(const ValidatedEntry& entry);
 // Sets entry->in_place when send and recv coincide as the opcode's in-place form.
 ValidationResult check_overlap(ValidatedEntry* entry, int rank);
 
@@ -69,7 +72,9 @@ ValidationResult validate_entry_buffers(const SubmissionEntry& entry, int nranks
     r = check_span_in_region("recv", out->recv, region_bytes(out->recv.region));
     if (!r.ok()) return r;
   }
-  return check_overlap(out, rank);
+  r = check_overlap(out, rank);
+  if (!r.ok()) return r;
+  return check_alignment(*out);
 }
 
 const char* opcode_name(uint8_t opcode);

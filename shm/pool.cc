@@ -19,11 +19,21 @@ ClientPool::ClientPool(size_t bytes)
 ClientPool::~ClientPool() = default;
 
 void* ClientPool::allocate(size_t bytes) {
-  return allocator_->buffer.allocate_aligned(bytes == 0 ? 1 : bytes, 64, std::nothrow);
+  // Boost's size arithmetic wraps for sizes near SIZE_MAX: refuse what cannot fit.
+  if (bytes > mapping_.size()) return nullptr;
+  void* ptr = allocator_->buffer.allocate_aligned(bytes == 0 ? 1 : bytes, 64, std::nothrow);
+  if (ptr != nullptr) {
+    std::lock_guard lock(live_mutex_);
+    live_.insert(ptr);
+  }
+  return ptr;
 }
 
 bool ClientPool::deallocate(void* ptr) {
-  if (ptr == nullptr || !contains(ptr, 1)) return false;
+  {
+    std::lock_guard lock(live_mutex_);
+    if (live_.erase(ptr) == 0) return false;
+  }
   allocator_->buffer.deallocate(ptr);
   return true;
 }

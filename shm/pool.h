@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 
 #include "shm/memfd.h"
 
@@ -36,6 +38,10 @@ class ClientPool {
   UniqueFd fd_;
   Mapping mapping_;
   std::unique_ptr<Allocator> allocator_;
+  // Blocks handed out, so a foreign, interior or twice-freed pointer is refused rather
+  // than corrupting the allocator.
+  std::mutex live_mutex_;
+  std::unordered_set<const void*> live_;
 };
 
 }  // namespace plexus::shm

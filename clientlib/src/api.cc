@@ -162,6 +162,7 @@ plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count
     ClientContext& ctx = ClientContext::get();
     auto* req = new plexus_request;
     req->comm = comm->state;
+    req->bytes = plan.send_bytes + plan.recv_bytes;
     shm::SubmissionEntry entry{};
     entry.opcode = static_cast<uint8_t>(opcode);
     entry.dtype = static_cast<uint8_t>(dtype);

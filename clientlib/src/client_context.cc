@@ -66,6 +66,7 @@ ClientContext& ClientContext::get() {
 ClientContext::ClientContext() {
   idle_.spin_us = static_cast<uint32_t>(env_u64("PLEXUS_SPIN_US", idle_.spin_us));
   idle_.yield_us = static_cast<uint32_t>(env_u64("PLEXUS_YIELD_US", idle_.yield_us));
+  park_at_once_bytes_ = env_u64("PLEXUS_PARK_BYTES", park_at_once_bytes_);
   control_ = std::make_unique<ControlChannel>(
       shm::default_socket_path(), static_cast<int>(env_u64("PLEXUS_CONNECT_TIMEOUT_MS", 1000)));
   pool_ = std::make_unique<shm::ClientPool>(env_u64("PLEXUS_POOL_SIZE", kDefaultPoolBytes));
@@ -190,8 +191,8 @@ bool ClientContext::daemon_gone() {
 }
 
 template <typename Done>
-void ClientContext::wait_until(Done&& done) {
-  shm::IdleStrategy idle(idle_);
+void ClientContext::wait_until(Done&& done, shm::IdleSettings settings) {
+  shm::IdleStrategy idle(settings);
   while (!done()) {
     if (progress()) {
       idle.reset();
@@ -219,11 +220,13 @@ void ClientContext::wait_until(Done&& done) {
 }
 
 void ClientContext::wait(plexus_request* req) {
-  wait_until([req] { return req->done.load(std::memory_order_acquire); });
+  const shm::IdleSettings settings =
+      req->bytes >= park_at_once_bytes_ ? shm::IdleSettings{0, 0} : idle_;
+  wait_until([req] { return req->done.load(std::memory_order_acquire); }, settings);
 }
 
 void ClientContext::quiesce(CommState& comm) {
-  wait_until([&comm] { return comm.outstanding.load(std::memory_order_acquire) == 0; });
+  wait_until([&comm] { return comm.outstanding.load(std::memory_order_acquire) == 0; }, idle_);
 }
 
 }  // namespace plexus::client

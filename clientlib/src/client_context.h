@@ -42,6 +42,7 @@ struct plexus_request {
   size_t copy_out_bytes = 0;
   size_t copy_out_offset = 0;  // within staging
   bool owned_by_group = false;  // NULL request inside a group: waited at group end
+  size_t bytes = 0;             // data the op moves for this rank; large ops park at once
 };
 
 namespace plexus::client {
@@ -74,7 +75,7 @@ class ClientContext {
   void fail_all(const std::string& reason);
   bool daemon_gone();
   template <typename Done>
-  void wait_until(Done&& done);
+  void wait_until(Done&& done, shm::IdleSettings idle);
 
   std::unique_ptr<ControlChannel> control_;
   std::unique_ptr<shm::ClientPool> pool_;
@@ -84,6 +85,9 @@ class ClientContext {
   shm::UniqueFd completion_eventfd_;
   uint64_t session_id_ = 0;
   shm::IdleSettings idle_{shm::default_spin_us(), 2000};
+  // Waiters on ops this large sleep at once: the wakeup costs far less than the op, and
+  // a polling waiter would take CPU from the daemon doing the work.
+  size_t park_at_once_bytes_ = 1 << 20;
 
   std::mutex ring_mutex_;  // SQ production and CQ consumption
   std::mutex requests_mutex_;

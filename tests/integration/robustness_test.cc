@@ -324,6 +324,7 @@ TEST_F(HostileRingTest, EveryHostileFieldCompletesWithAnErrorAndTheSessionGoesOn
          e.peer = -1;
        }, "peer -1 is outside"},
       {"overlap", [](auto& e) { e.recv_offset = e.send_offset + 8; }, "overlap without being in place"},
+      {"misaligned", [](auto& e) { e.send_offset += 2; }, "not a multiple of the 4-byte float"},
   };
   const uint64_t bad_before = raw_->status().bad_entries;
   uint64_t id = 1;
