@@ -35,7 +35,10 @@ job allreduce 2 45
 first_ops=$(ops); first_rss=$(rss_kib VmRSS); first_anon=$(rss_kib RssAnon)
 round=0
 while [ "$(ops)" -lt 10000 ] && [ $round -lt 50 ]; do
-  job allreduce 4 400 & job allgather 3 400 & job alltoall 2 400 & wait
+  job allreduce 4 400 & a=$!
+  job allgather 3 400 & b=$!
+  job alltoall 2 400 & c=$!
+  wait $a $b $c
   round=$((round + 1))
 done
 last_ops=$(ops); last_rss=$(rss_kib VmRSS); last_anon=$(rss_kib RssAnon)
