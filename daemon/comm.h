@@ -57,7 +57,7 @@ class Comm {
   std::vector<Member>& mutable_members() { return members_; }
   std::deque<PendingCollective> collectives;  // collectives[i] is op number first_seq + i
   uint64_t first_seq = 0;
-  std::vector<uint64_t> next_seq;              // per rank
+  std::vector<uint64_t> next_seq;               // per rank
   std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
   std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
   int members_present = 0;

@@ -56,9 +56,9 @@ std::vector<CommRendezvous::Expired> CommRendezvous::expire(Clock::time_point no
     const std::string missing = missing_ranks(pending);
     for (auto& slot : pending.ranks) {
       if (!slot.has_value() || slot->deadline > now) continue;
-      expired.push_back(Expired{
-          *slot, "communicator " + token_prefix(it->first) + " init timed out: rank(s) " +
-                     missing + " of " + std::to_string(pending.nranks) + " never joined"});
+      expired.push_back(Expired{*slot, "communicator " + token_prefix(it->first) +
+                                           " init timed out: rank(s) " + missing + " of " +
+                                           std::to_string(pending.nranks) + " never joined"});
       slot.reset();
       --pending.joined;
     }

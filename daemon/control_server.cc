@@ -70,7 +70,9 @@ void ControlServer::bind_socket() {
   if (!dir.empty() && !fs::exists(dir)) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error("cannot create socket directory " + dir.string() + ": " + ec.message());
+    if (ec)
+      throw std::runtime_error("cannot create socket directory " + dir.string() + ": " +
+                               ec.message());
     // Root's directory is world-readable so every user's processes can connect; a
     // user daemon keeps its directory private.
     ::chmod(dir.c_str(), ::geteuid() == 0 ? 0755 : 0700);
@@ -96,9 +98,8 @@ void ControlServer::start() {
   started_at_ = std::chrono::steady_clock::now();
   uv_loop_init(&loop_);
   loop_.data = this;
-  uv_async_init(&loop_, &wakeup_, [](uv_async_t* h) {
-    static_cast<ControlServer*>(h->loop->data)->run_posted();
-  });
+  uv_async_init(&loop_, &wakeup_,
+                [](uv_async_t* h) { static_cast<ControlServer*>(h->loop->data)->run_posted(); });
   uv_timer_init(&loop_, &rendezvous_timer_);
   uv_poll_init(&loop_, &listen_poll_, listen_fd_);
   uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -164,8 +165,8 @@ void ControlServer::on_listen_readable() {
     auto* connection = new Connection;
     connection->server = this;
     connection->fd.reset(fd);
-    connection->session =
-        std::make_shared<Session>(next_session_id_++, PeerCredentials{cred.pid, cred.uid, cred.gid});
+    connection->session = std::make_shared<Session>(next_session_id_++,
+                                                    PeerCredentials{cred.pid, cred.uid, cred.gid});
     connections_[connection->session->id()] = connection;
     uv_poll_init(&loop_, &connection->poll, fd);
     connection->poll.data = connection;
@@ -307,8 +308,8 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   shm::UniqueFd pool_fd = std::move(connection.received_fds.front());
   connection.received_fds.clear();
   uint64_t pool_bytes = 0;
-  std::string problem =
-      shm::check_sealed_memfd(pool_fd.get(), hello.getPoolBytes(), config_.max_pool_bytes, &pool_bytes);
+  std::string problem = shm::check_sealed_memfd(pool_fd.get(), hello.getPoolBytes(),
+                                                config_.max_pool_bytes, &pool_bytes);
   if (problem.empty() && pool_bytes == 0) problem = "the pool memfd is empty";
   if (!problem.empty()) {
     ++bad_messages_;
@@ -371,8 +372,9 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
     }
   }
   const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), 24u * 3600 * 1000);
-  CommRendezvous::Joiner joiner{id, session.creds().pid, request_id, static_cast<int>(rank),
-                                std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)};
+  CommRendezvous::Joiner joiner{
+      id, session.creds().pid, request_id, static_cast<int>(rank),
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)};
   auto result = rendezvous_.join(token, static_cast<int>(nranks), joiner);
   if (result.outcome == CommRendezvous::JoinResult::kRejected) {
     send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
@@ -547,9 +549,10 @@ void ControlServer::arm_rendezvous_timer() {
   }
   auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
       *next - std::chrono::steady_clock::now());
-  uv_timer_start(&rendezvous_timer_, [](uv_timer_t* h) {
-    static_cast<ControlServer*>(h->loop->data)->on_rendezvous_timer();
-  }, static_cast<uint64_t>(std::max<int64_t>(0, wait.count()) + 1), 0);
+  uv_timer_start(
+      &rendezvous_timer_,
+      [](uv_timer_t* h) { static_cast<ControlServer*>(h->loop->data)->on_rendezvous_timer(); },
+      static_cast<uint64_t>(std::max<int64_t>(0, wait.count()) + 1), 0);
 }
 
 void ControlServer::on_rendezvous_timer() {

@@ -24,8 +24,8 @@ struct Daemon::Impl {
 
 Daemon::Daemon(Config config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
-  impl_->socket_path = impl_->config.socket_path.empty() ? shm::default_socket_path()
-                                                         : impl_->config.socket_path;
+  impl_->socket_path =
+      impl_->config.socket_path.empty() ? shm::default_socket_path() : impl_->config.socket_path;
 }
 
 Daemon::~Daemon() { stop(); }

@@ -53,7 +53,9 @@ Engine::Engine(const Config& config, SessionCloser close_session)
 
 Engine::~Engine() { stop(); }
 
-void Engine::start() { thread_ = std::thread([this] { loop(); }); }
+void Engine::start() {
+  thread_ = std::thread([this] { loop(); });
+}
 
 void Engine::stop() {
   if (!thread_.joinable()) return;
@@ -422,8 +424,7 @@ void Engine::complete(Session* session, uint64_t user_data, plexus_result_t stat
   shm::CompletionEntry entry;
   entry.user_data = user_data;
   entry.status = status;
-  entry.message_len =
-      static_cast<uint32_t>(std::min(message.size(), shm::kCompletionMessageBytes));
+  entry.message_len = static_cast<uint32_t>(std::min(message.size(), shm::kCompletionMessageBytes));
   std::memcpy(entry.message, message.data(), entry.message_len);
   session->ring_end->post(entry);
   if (session->inflight > 0) --session->inflight;

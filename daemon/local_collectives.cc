@@ -123,7 +123,8 @@ void LocalExecutor::run_item(const CollectiveArgs& args, const WorkItem& item) {
   }
   for (size_t begin = item.begin; begin < item.end; begin += tile) {
     const size_t n = std::min(tile, item.end - begin);
-    for (int i = 0; i < k_; ++i) inputs[i] = inputs_[task.first_input + static_cast<size_t>(i)] + begin * elem;
+    for (int i = 0; i < k_; ++i)
+      inputs[i] = inputs_[task.first_input + static_cast<size_t>(i)] + begin * elem;
     std::byte* first_out = outputs_[task.first_output] + begin * elem;
     reduce_arrays(args.dtype, args.redop, inputs, k_, first_out, n, static_cast<uint32_t>(k_));
     for (uint32_t o = 1; o < task.num_outputs; ++o) {

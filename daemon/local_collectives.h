@@ -40,7 +40,7 @@ class LocalExecutor {
     size_t bytes;
   };
   struct ReduceTask {
-    uint32_t first_input;  // into inputs_
+    uint32_t first_input;   // into inputs_
     uint32_t first_output;  // into outputs_
     uint32_t num_outputs;
     size_t count;

@@ -1,8 +1,8 @@
 // plexusd: the per-node collective-communication service.
 #include <signal.h>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <thread>
@@ -12,9 +12,10 @@
 
 int main(int argc, char** argv) {
   plexus::daemon::Config config;
-  CLI::App app{"plexusd: per-node collective-communication service.\n"
-               "Serves collectives for the rank processes on this node through shared-memory "
-               "rings; libplexus clients find it on its unix socket."};
+  CLI::App app{
+      "plexusd: per-node collective-communication service.\n"
+      "Serves collectives for the rank processes on this node through shared-memory "
+      "rings; libplexus clients find it on its unix socket."};
   app.set_config("--config", "", "Read options from this TOML/INI file (flags override it)");
   app.add_option("--socket", config.socket_path,
                  "Control socket path (default: $PLEXUS_SOCKET, else " +
@@ -25,9 +26,11 @@ int main(int argc, char** argv) {
   app.add_option("--parallel-threshold", config.parallel_threshold_bytes,
                  "Ops moving fewer bytes run on the engine thread alone")
       ->capture_default_str();
-  app.add_option("--sq-entries", config.sq_entries, "Submission ring entries per session (power of 2)")
+  app.add_option("--sq-entries", config.sq_entries,
+                 "Submission ring entries per session (power of 2)")
       ->capture_default_str();
-  app.add_option("--cq-entries", config.cq_entries, "Completion ring entries per session (power of 2)")
+  app.add_option("--cq-entries", config.cq_entries,
+                 "Completion ring entries per session (power of 2)")
       ->capture_default_str();
   app.add_option("--max-pool-bytes", config.max_pool_bytes, "Largest client pool accepted")
       ->capture_default_str();

@@ -13,8 +13,12 @@ ValidationResult invalid(std::string message) {
   return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::move(message));
 }
 
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
-bool checked_add(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
+bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
 
 bool is_rooted(Opcode op) { return op == Opcode::kBroadcast || op == Opcode::kReduce; }
 bool is_p2p(Opcode op) { return op == Opcode::kSend || op == Opcode::kRecv; }

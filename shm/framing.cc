@@ -40,8 +40,8 @@ std::optional<kj::Array<capnp::word>> FrameDecoder::next(std::string* error) {
   if (buffered() < sizeof(length)) return std::nullopt;
   std::memcpy(&length, buffer_.data() + consumed_, sizeof(length));
   if (length == 0 || length % sizeof(capnp::word) != 0 || length > max_frame_bytes_) {
-    *error = "frame length " + std::to_string(length) +
-             " is not a positive multiple of 8 up to " + std::to_string(max_frame_bytes_);
+    *error = "frame length " + std::to_string(length) + " is not a positive multiple of 8 up to " +
+             std::to_string(max_frame_bytes_);
     return std::nullopt;
   }
   if (buffered() < sizeof(length) + length) return std::nullopt;

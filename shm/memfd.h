@@ -57,8 +57,8 @@ class Mapping {
   size_t size_ = 0;
 };
 
-inline constexpr unsigned kRequiredSeals = 0x0002 /*F_SEAL_SHRINK*/ | 0x0004 /*F_SEAL_GROW*/ |
-                                           0x0001 /*F_SEAL_SEAL*/;
+inline constexpr unsigned kRequiredSeals =
+    0x0002 /*F_SEAL_SHRINK*/ | 0x0004 /*F_SEAL_GROW*/ | 0x0001 /*F_SEAL_SEAL*/;
 
 // Creates a memfd of `bytes`, sized and sealed against shrink/grow/further sealing.
 // Throws std::system_error naming the step that failed.

@@ -73,8 +73,8 @@ RingMemory RingMemory::attach(UniqueFd fd) {
                              std::to_string(kRingLayoutVersion));
   }
   Offsets o = layout(h->sq_entries, h->cq_entries);
-  if (!is_power_of_two(h->sq_entries) || !is_power_of_two(h->cq_entries) ||
-      o.sq != h->sq_offset || o.cq != h->cq_offset || o.total > ring.mapping_.size()) {
+  if (!is_power_of_two(h->sq_entries) || !is_power_of_two(h->cq_entries) || o.sq != h->sq_offset ||
+      o.cq != h->cq_offset || o.total > ring.mapping_.size()) {
     throw std::runtime_error("ring memfd header is inconsistent with its size");
   }
   ring.sq_entries_ = h->sq_entries;
@@ -145,7 +145,8 @@ uint32_t DaemonRingEnd::completion_space() {
 }
 
 void DaemonRingEnd::post(const CompletionEntry& entry) {
-  size_t used = kCompletionHeaderBytes + std::min<size_t>(entry.message_len, kCompletionMessageBytes);
+  size_t used =
+      kCompletionHeaderBytes + std::min<size_t>(entry.message_len, kCompletionMessageBytes);
   std::memcpy(&cq_[cq_tail_ & cq_mask_], &entry, used);
   ++cq_tail_;
 }

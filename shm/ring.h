@@ -75,8 +75,8 @@ class DaemonRingEnd {
   uint32_t cq_mask_;
   uint32_t sq_entries_;
   uint32_t cq_entries_;
-  uint32_t sq_head_ = 0;     // authoritative; only ever written out
-  uint32_t cq_tail_ = 0;     // authoritative; only ever written out
+  uint32_t sq_head_ = 0;  // authoritative; only ever written out
+  uint32_t cq_tail_ = 0;  // authoritative; only ever written out
   uint32_t cq_published_ = 0;
   std::string corruption_;
 };

@@ -151,8 +151,9 @@ plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count
                         plexus_request_t* request, const char* call) {
   if (plexus_result_t r = check_comm(comm, call); r != PLEXUS_SUCCESS) return r;
   if (!shm::is_valid_dtype(dtype)) {
-    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
-                std::string(call) + ": dtype " + std::to_string(dtype) + " is not a plexus_dtype_t");
+    return fail(
+        PLEXUS_ERR_INVALID_ARGUMENT,
+        std::string(call) + ": dtype " + std::to_string(dtype) + " is not a plexus_dtype_t");
   }
   if (!shm::is_valid_redop(op)) {
     return fail(PLEXUS_ERR_INVALID_ARGUMENT,
@@ -204,15 +205,17 @@ size_t bytes_of(size_t count, plexus_dtype_t dtype, size_t blocks = 1) {
 
 plexus_result_t check_bytes(size_t bytes, size_t count, const char* call) {
   if (bytes == SIZE_MAX) {
-    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
-                std::string(call) + ": count " + std::to_string(count) + " overflows the byte size");
+    return fail(
+        PLEXUS_ERR_INVALID_ARGUMENT,
+        std::string(call) + ": count " + std::to_string(count) + " overflows the byte size");
   }
   return PLEXUS_SUCCESS;
 }
 
 plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id, int rank,
                           int timeout_ms) {
-  if (comm == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_init_rank: comm is NULL");
+  if (comm == nullptr)
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_init_rank: comm is NULL");
   *comm = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_init_rank: rank " + std::to_string(rank) +
@@ -229,7 +232,8 @@ plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id
     ClientContext& ctx = ClientContext::get();
     capnp::MallocMessageBuilder message;
     auto init = message.initRoot<control::ClientMessage>().initCommInit();
-    init.setToken(kj::arrayPtr(reinterpret_cast<const kj::byte*>(layout.token), sizeof(layout.token)));
+    init.setToken(
+        kj::arrayPtr(reinterpret_cast<const kj::byte*>(layout.token), sizeof(layout.token)));
     init.setNranks(static_cast<uint32_t>(nranks));
     init.setRank(static_cast<uint32_t>(rank));
     init.setTimeoutMs(static_cast<uint32_t>(timeout_ms));
@@ -255,7 +259,8 @@ plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id
 
 plexus_result_t comm_leave(plexus_comm_t comm, bool abort) {
   const char* call = abort ? "plexus_comm_abort" : "plexus_comm_destroy";
-  if (comm == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": comm is NULL");
+  if (comm == nullptr)
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": comm is NULL");
   plexus_result_t result = guarded([&]() -> plexus_result_t {
     ClientContext& ctx = ClientContext::get();
     if (!abort) ctx.quiesce(*comm->state);
@@ -282,19 +287,32 @@ extern "C" {
 
 const char* plexus_result_string(plexus_result_t result) {
   switch (result) {
-    case PLEXUS_SUCCESS: return "success";
-    case PLEXUS_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case PLEXUS_ERR_SYSTEM: return "system error";
-    case PLEXUS_ERR_DAEMON_UNAVAILABLE: return "plexusd unavailable";
-    case PLEXUS_ERR_DAEMON_LOST: return "plexusd lost";
-    case PLEXUS_ERR_TIMEOUT: return "timeout";
-    case PLEXUS_ERR_PEER_LOST: return "peer lost";
-    case PLEXUS_ERR_MISMATCH: return "mismatched calls across ranks";
-    case PLEXUS_ERR_COMM_ABORTED: return "communicator aborted";
-    case PLEXUS_ERR_PROTOCOL: return "protocol error";
-    case PLEXUS_ERR_NO_MEMORY: return "out of memory";
-    case PLEXUS_ERR_INTERNAL: return "internal error";
-    case PLEXUS_ERR_VERSION: return "version mismatch";
+    case PLEXUS_SUCCESS:
+      return "success";
+    case PLEXUS_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case PLEXUS_ERR_SYSTEM:
+      return "system error";
+    case PLEXUS_ERR_DAEMON_UNAVAILABLE:
+      return "plexusd unavailable";
+    case PLEXUS_ERR_DAEMON_LOST:
+      return "plexusd lost";
+    case PLEXUS_ERR_TIMEOUT:
+      return "timeout";
+    case PLEXUS_ERR_PEER_LOST:
+      return "peer lost";
+    case PLEXUS_ERR_MISMATCH:
+      return "mismatched calls across ranks";
+    case PLEXUS_ERR_COMM_ABORTED:
+      return "communicator aborted";
+    case PLEXUS_ERR_PROTOCOL:
+      return "protocol error";
+    case PLEXUS_ERR_NO_MEMORY:
+      return "out of memory";
+    case PLEXUS_ERR_INTERNAL:
+      return "internal error";
+    case PLEXUS_ERR_VERSION:
+      return "version mismatch";
   }
   return "unknown result";
 }
@@ -394,8 +412,8 @@ plexus_result_t plexus_broadcast(const void* sendbuff, void* recvbuff, size_t co
 }
 
 plexus_result_t plexus_reduce(const void* sendbuff, void* recvbuff, size_t count,
-                              plexus_dtype_t dtype, plexus_redop_t op, int root,
-                              plexus_comm_t comm, plexus_request_t* request) {
+                              plexus_dtype_t dtype, plexus_redop_t op, int root, plexus_comm_t comm,
+                              plexus_request_t* request) {
   const size_t bytes = bytes_of(count, dtype);
   if (auto r = check_bytes(bytes, count, "plexus_reduce"); r != PLEXUS_SUCCESS) return r;
   const bool is_root = comm != nullptr && comm->state && comm->state->rank == root;
@@ -412,8 +430,8 @@ plexus_result_t plexus_allgather(const void* sendbuff, void* recvbuff, size_t se
   const size_t all = bytes_of(sendcount, dtype, n);
   if (auto r = check_bytes(all, sendcount, "plexus_allgather"); r != PLEXUS_SUCCESS) return r;
   const size_t offset = block * static_cast<size_t>(comm->state->rank);
-  const bool in_place = static_cast<const std::byte*>(sendbuff) ==
-                        static_cast<const std::byte*>(recvbuff) + offset;
+  const bool in_place =
+      static_cast<const std::byte*>(sendbuff) == static_cast<const std::byte*>(recvbuff) + offset;
   BufferPlan plan{sendbuff, block, recvbuff, all, in_place};
   return enqueue(Opcode::kAllGather, plan, sendcount, dtype, PLEXUS_SUM, 0, comm, request,
                  "plexus_allgather");
@@ -428,8 +446,8 @@ plexus_result_t plexus_reducescatter(const void* sendbuff, void* recvbuff, size_
   const size_t all = bytes_of(recvcount, dtype, n);
   if (auto r = check_bytes(all, recvcount, "plexus_reducescatter"); r != PLEXUS_SUCCESS) return r;
   const size_t offset = block * static_cast<size_t>(comm->state->rank);
-  const bool in_place = static_cast<const std::byte*>(recvbuff) ==
-                        static_cast<const std::byte*>(sendbuff) + offset;
+  const bool in_place =
+      static_cast<const std::byte*>(recvbuff) == static_cast<const std::byte*>(sendbuff) + offset;
   BufferPlan plan{sendbuff, all, recvbuff, block, in_place};
   return enqueue(Opcode::kReduceScatter, plan, recvcount, dtype, op, 0, comm, request,
                  "plexus_reducescatter");

@@ -28,10 +28,20 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
   char* end = nullptr;
   uint64_t value = std::strtoull(text, &end, 10);
   switch (end != nullptr ? *end : '\0') {
-    case 'k': case 'K': value <<= 10; break;
-    case 'm': case 'M': value <<= 20; break;
-    case 'g': case 'G': value <<= 30; break;
-    default: break;
+    case 'k':
+    case 'K':
+      value <<= 10;
+      break;
+    case 'm':
+    case 'M':
+      value <<= 20;
+      break;
+    case 'g':
+    case 'G':
+      value <<= 30;
+      break;
+    default:
+      break;
   }
   return value;
 }

@@ -40,7 +40,7 @@ struct plexus_request {
   void* staging = nullptr;
   void* user_recv = nullptr;
   size_t copy_out_bytes = 0;
-  size_t copy_out_offset = 0;  // within staging
+  size_t copy_out_offset = 0;   // within staging
   bool owned_by_group = false;  // NULL request inside a group: waited at group end
   size_t bytes = 0;             // data the op moves for this rank; large ops park at once
 };

@@ -29,8 +29,8 @@ ControlChannel::ControlChannel(const std::string& socket_path, int retry_ms)
     const int err = errno;
     const bool retryable = err == ENOENT || err == ECONNREFUSED || err == EAGAIN;
     if (!retryable || std::chrono::steady_clock::now() >= deadline) {
-      throw std::runtime_error("no plexusd answers on " + socket_path + " (connect: " +
-                               std::strerror(err) +
+      throw std::runtime_error("no plexusd answers on " + socket_path +
+                               " (connect: " + std::strerror(err) +
                                "); start plexusd, or point PLEXUS_SOCKET at its socket");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

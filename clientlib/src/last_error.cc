@@ -13,6 +13,4 @@ void clear_last_error() { t_last_error.clear(); }
 
 }  // namespace plexus::client
 
-extern "C" const char* plexus_get_last_error(void) {
-  return plexus::client::t_last_error.c_str();
-}
+extern "C" const char* plexus_get_last_error(void) { return plexus::client::t_last_error.c_str(); }

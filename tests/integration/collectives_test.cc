@@ -42,7 +42,8 @@ struct Buffers {
 };
 
 std::string call_failed(const char* call, plexus_result_t r) {
-  return std::string(call) + " returned " + plexus_result_string(r) + ": " + plexus_get_last_error();
+  return std::string(call) + " returned " + plexus_result_string(r) + ": " +
+         plexus_get_last_error();
 }
 
 std::string wait_for(plexus_result_t submitted, plexus_request_t* request, const char* call) {
@@ -74,7 +75,8 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
   } else if (c.collective == "reduce") {
     fill_input(buf.a, d, c.op, rank, count);
     void* recv = c.in_place ? buf.a : buf.b;
-    error = wait_for(plexus_reduce(buf.a, recv, count, d, c.op, c.root, comm, &req), &req, "reduce");
+    error =
+        wait_for(plexus_reduce(buf.a, recv, count, d, c.op, c.root, comm, &req), &req, "reduce");
     if (error.empty() && rank == c.root) {
       error = compare(recv, d, count, [&](size_t j) { return reduced_bits(d, c.op, n, j); });
     }
@@ -94,9 +96,11 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
   } else if (c.collective == "broadcast") {
     if (rank == c.root) fill_input(buf.a, d, PLEXUS_SUM, rank, count);
     void* recv = c.in_place ? buf.a : buf.b;
-    error = wait_for(plexus_broadcast(buf.a, recv, count, d, c.root, comm, &req), &req, "broadcast");
+    error =
+        wait_for(plexus_broadcast(buf.a, recv, count, d, c.root, comm, &req), &req, "broadcast");
     if (error.empty()) {
-      error = compare(recv, d, count, [&](size_t j) { return input_bits(d, PLEXUS_SUM, c.root, j); });
+      error =
+          compare(recv, d, count, [&](size_t j) { return input_bits(d, PLEXUS_SUM, c.root, j); });
     }
   } else if (c.collective == "allgather") {
     std::byte* send = c.in_place ? buf.b + ur * count * elem : buf.a;
@@ -131,7 +135,8 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
     error = wait_for(s, &send_req, "send");
     if (error.empty()) error = wait_for(r, &recv_req, "recv");
     if (error.empty()) {
-      error = compare(buf.b, d, count, [&](size_t j) { return input_bits(d, PLEXUS_SUM, prev, j); });
+      error =
+          compare(buf.b, d, count, [&](size_t j) { return input_bits(d, PLEXUS_SUM, prev, j); });
     }
   }
   return error.empty() ? "" : c.describe() + ": " + error;
@@ -152,7 +157,8 @@ std::vector<Case> all_cases(int n, const std::vector<size_t>& counts) {
           if (count == kLargest && op != PLEXUS_SUM) continue;
           for (bool in_place : {false, true}) {
             if (in_place && !in_place_form) continue;
-            const int root = static_cast<int>((count + static_cast<size_t>(dt)) % static_cast<size_t>(n));
+            const int root =
+                static_cast<int>((count + static_cast<size_t>(dt)) % static_cast<size_t>(n));
             cases.push_back(Case{name, static_cast<plexus_dtype_t>(dt), op, count, in_place, root});
           }
         }
@@ -225,7 +231,9 @@ TEST_P(CollectivesTest, BuffersOutsideThePoolAreStagedAndExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& param_info) { return std::to_string(param_info.param) + "ranks"; });
+                         [](const auto& param_info) {
+                           return std::to_string(param_info.param) + "ranks";
+                         });
 
 }  // namespace
 }  // namespace plexus::test

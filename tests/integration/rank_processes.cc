@@ -12,9 +12,10 @@
 
 namespace plexus::test {
 
-std::vector<RankResult> run_ranks(const std::string& socket_path, int nranks, const RankBody& body,
-                                  std::chrono::milliseconds timeout,
-                                  const std::function<void(const std::vector<pid_t>&)>& on_started) {
+std::vector<RankResult> run_ranks(
+    const std::string& socket_path, int nranks, const RankBody& body,
+    std::chrono::milliseconds timeout,
+    const std::function<void(const std::vector<pid_t>&)>& on_started) {
   plexus_unique_id_t id;
   plexus_get_unique_id(&id);
   std::vector<pid_t> pids(static_cast<size_t>(nranks));
@@ -87,7 +88,8 @@ std::vector<RankResult> run_ranks(const std::string& socket_path, int nranks, co
     } else if (WIFSIGNALED(status)) {
       result.message = std::string("killed by signal ") + strsignal(WTERMSIG(status));
     } else {
-      result.message = "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no verdict";
+      result.message =
+          "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no verdict";
     }
   }
   return results;

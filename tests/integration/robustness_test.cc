@@ -113,7 +113,8 @@ TEST_F(RobustnessTest, RankThatDiesBeforeSubmittingFailsTheOthersNamingIt) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     if (r != PLEXUS_ERR_PEER_LOST) return "expected PEER_LOST, got " + describe("allreduce", r);
     const std::string message = plexus_get_last_error();
-    if (message.find("rank 2") == std::string::npos) return "error does not name rank 2: " + message;
+    if (message.find("rank 2") == std::string::npos)
+      return "error does not name rank 2: " + message;
     if (waited > std::chrono::seconds(5)) return "took " + std::to_string(waited.count()) + " ms";
     // The communicator is broken: the next op fails at once, not hangs.
     r = plexus_allreduce(buf, buf, 1024, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
@@ -136,10 +137,13 @@ TEST_F(RobustnessTest, ClientKilledWhileLargeCollectivesRunLosesNothingElse) {
     plexus_alloc(reinterpret_cast<void**>(&buf), count * sizeof(float));
     for (int iter = 0; iter < 100000; ++iter) {
       fill_input(buf, PLEXUS_FLOAT32, PLEXUS_SUM, rank, 64);
-      plexus_result_t r = plexus_allreduce(buf, buf, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+      plexus_result_t r =
+          plexus_allreduce(buf, buf, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
       if (r == PLEXUS_ERR_PEER_LOST) {
         const std::string message = plexus_get_last_error();
-        return message.find("rank 2") != std::string::npos ? "" : "error does not name rank 2: " + message;
+        return message.find("rank 2") != std::string::npos
+                   ? ""
+                   : "error does not name rank 2: " + message;
       }
       if (r != PLEXUS_SUCCESS) return describe("allreduce", r);
       std::string error = compare(buf, PLEXUS_FLOAT32, 64, [&](size_t j) {
@@ -185,7 +189,8 @@ void expect_mismatch(const std::string& socket_path, const std::string& what,
     }
     if (r != PLEXUS_ERR_MISMATCH) return what + ": expected MISMATCH, got " + describe("op", r);
     const std::string message = plexus_get_last_error();
-    if (message.find(expected) == std::string::npos || message.find("rank 1") == std::string::npos) {
+    if (message.find(expected) == std::string::npos ||
+        message.find("rank 1") == std::string::npos) {
       return what + ": message does not name the mismatch: " + message;
     }
     // The next op on the broken communicator fails at once.
@@ -224,7 +229,8 @@ TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
     capnp::MallocMessageBuilder message;
     message.initRoot<shm::control::ClientMessage>().setStatus();
     auto frame = shm::encode_frame(message);
-    EXPECT_TRUE(daemon_closes_after(path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000));
+    EXPECT_TRUE(daemon_closes_after(
+        path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000));
   }
   // A truncated frame, then the client goes away: nothing to close, the daemon moves on.
   {
@@ -243,7 +249,8 @@ TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
     hello.setRole(shm::control::Role::ADMIN);
     auto frame = shm::encode_frame(message);
     int fds[] = {0, 1};
-    EXPECT_TRUE(daemon_closes_after(path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000, fds));
+    EXPECT_TRUE(daemon_closes_after(
+        path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000, fds));
   }
   EXPECT_GE(admin.status().bad_messages, bad_before + 5);
 }
@@ -253,7 +260,8 @@ TEST_F(RobustnessTest, UnsealedUndersizedOrForeignPoolDescriptorsAreRefused) {
     RawClient raw(socket());
     shm::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
-    EXPECT_THAT(raw.hello_with_fd(unsealed.get(), 1 << 20), HasSubstr("not sealed against shrinking"));
+    EXPECT_THAT(raw.hello_with_fd(unsealed.get(), 1 << 20),
+                HasSubstr("not sealed against shrinking"));
     EXPECT_TRUE(raw.closed_by_daemon(2000));
   }
   {
@@ -311,19 +319,25 @@ TEST_F(HostileRingTest, EveryHostileFieldCompletesWithAnErrorAndTheSessionGoesOn
       {"flags", [](auto& e) { e.flags = 1; }, "must be zero"},
       {"reserved", [](auto& e) { e.reserved1 = 42; }, "must be zero"},
       {"unknown comm", [](auto& e) { e.comm = 999; }, "communicator handle 999"},
-      {"offset past pool", [](auto& e) { e.send_offset = 1 << 20; }, "outside its 1048576-byte region"},
+      {"offset past pool", [](auto& e) { e.send_offset = 1 << 20; },
+       "outside its 1048576-byte region"},
       {"offset overflow", [](auto& e) { e.recv_offset = UINT64_MAX - 3; }, "outside"},
       {"count overflow", [](auto& e) { e.count = 1ull << 62; }, "overflows"},
       {"region", [](auto& e) { e.send_region = 7; }, "region 7"},
-      {"root", [](auto& e) {
+      {"root",
+       [](auto& e) {
          e.opcode = static_cast<uint8_t>(shm::Opcode::kBroadcast);
          e.peer = 5;
-       }, "root 5 is outside"},
-      {"peer", [](auto& e) {
+       },
+       "root 5 is outside"},
+      {"peer",
+       [](auto& e) {
          e.opcode = static_cast<uint8_t>(shm::Opcode::kSend);
          e.peer = -1;
-       }, "peer -1 is outside"},
-      {"overlap", [](auto& e) { e.recv_offset = e.send_offset + 8; }, "overlap without being in place"},
+       },
+       "peer -1 is outside"},
+      {"overlap", [](auto& e) { e.recv_offset = e.send_offset + 8; },
+       "overlap without being in place"},
       {"misaligned", [](auto& e) { e.send_offset += 2; }, "not a multiple of the 4-byte float"},
   };
   const uint64_t bad_before = raw_->status().bad_entries;
@@ -367,7 +381,8 @@ TEST_F(HostileRingTest, ClientThatNeverReadsCompletionsIsHeldBackNotServedForeve
   // entries when the CQ would overflow, and keeps serving others meanwhile.
   int submitted = 0;
   try {
-    for (; submitted < 2000; ++submitted) raw_->submit(valid_allreduce(static_cast<uint64_t>(submitted)));
+    for (; submitted < 2000; ++submitted)
+      raw_->submit(valid_allreduce(static_cast<uint64_t>(submitted)));
   } catch (const std::exception&) {
     // The SQ stayed full: the back-pressure we expect.
   }
@@ -404,7 +419,8 @@ TEST_F(RobustnessTest, AbortFailsTheOtherRanksWithPeerLost) {
     plexus_alloc(reinterpret_cast<void**>(&buf), 1024);
     if (rank == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return plexus_comm_abort(comm) == PLEXUS_SUCCESS ? "" : describe("abort", PLEXUS_ERR_INTERNAL);
+      return plexus_comm_abort(comm) == PLEXUS_SUCCESS ? ""
+                                                       : describe("abort", PLEXUS_ERR_INTERNAL);
     }
     plexus_result_t r = plexus_allreduce(buf, buf, 16, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
     const std::string message = plexus_get_last_error();
@@ -431,11 +447,14 @@ TEST(DaemonLifecycleTest, ClientsLearnTheDaemonWentAway) {
         }
         float* buf;
         plexus_alloc(reinterpret_cast<void**>(&buf), 1024);
-        plexus_result_t r = plexus_allreduce(buf, buf, 16, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
-        if (r != PLEXUS_ERR_DAEMON_LOST) return "expected DAEMON_LOST, got " + describe("allreduce", r);
+        plexus_result_t r =
+            plexus_allreduce(buf, buf, 16, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+        if (r != PLEXUS_ERR_DAEMON_LOST)
+          return "expected DAEMON_LOST, got " + describe("allreduce", r);
         return {};
       },
-      std::chrono::seconds(20), [&](const auto& pids) {
+      std::chrono::seconds(20),
+      [&](const auto& pids) {
         std::this_thread::sleep_for(std::chrono::milliseconds(800));
         daemon.kill_now();
         ::kill(pids[1], SIGKILL);
@@ -444,19 +463,18 @@ TEST(DaemonLifecycleTest, ClientsLearnTheDaemonWentAway) {
 }
 
 TEST(DaemonLifecycleTest, NoDaemonIsAClearErrorNamingTheSocket) {
-  auto results = run_ranks("/tmp/plexus-test-no-such-dir/plexusd.sock", 1,
-                           [](int, int, const auto& id) -> std::string {
-                             ::setenv("PLEXUS_CONNECT_TIMEOUT_MS", "0", 1);
-                             plexus_comm_t comm;
-                             plexus_result_t r = plexus_comm_init_rank(&comm, 1, id, 0);
-                             const std::string message = plexus_get_last_error();
-                             if (r != PLEXUS_ERR_DAEMON_UNAVAILABLE ||
-                                 message.find("/tmp/plexus-test-no-such-dir/plexusd.sock") ==
-                                     std::string::npos) {
-                               return "got " + describe("init", r);
-                             }
-                             return {};
-                           });
+  auto results = run_ranks(
+      "/tmp/plexus-test-no-such-dir/plexusd.sock", 1, [](int, int, const auto& id) -> std::string {
+        ::setenv("PLEXUS_CONNECT_TIMEOUT_MS", "0", 1);
+        plexus_comm_t comm;
+        plexus_result_t r = plexus_comm_init_rank(&comm, 1, id, 0);
+        const std::string message = plexus_get_last_error();
+        if (r != PLEXUS_ERR_DAEMON_UNAVAILABLE ||
+            message.find("/tmp/plexus-test-no-such-dir/plexusd.sock") == std::string::npos) {
+          return "got " + describe("init", r);
+        }
+        return {};
+      });
   EXPECT_EQ(failures(results), "");
 }
 

@@ -75,10 +75,18 @@ uint64_t reduced_bits(plexus_dtype_t dtype, plexus_redop_t op, int nranks, size_
   for (int r = 1; r < nranks; ++r) {
     const int64_t v = input_value(dtype, op, r, i);
     switch (op) {
-      case PLEXUS_PROD: acc *= v; break;
-      case PLEXUS_MIN: acc = v < acc ? v : acc; break;
-      case PLEXUS_MAX: acc = v > acc ? v : acc; break;
-      default: acc += v; break;
+      case PLEXUS_PROD:
+        acc *= v;
+        break;
+      case PLEXUS_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      case PLEXUS_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break;
     }
   }
   if (op != PLEXUS_AVG) return encode_integer(dtype, acc);

@@ -76,17 +76,17 @@ void print_status(const json& s) {
   const uint64_t up_s = s["uptime_ms"].get<uint64_t>() / 1000;
   size_t ranks = 0;
   for (const auto& session : s["sessions"]) ranks += session["role"] == "rank" ? 1 : 0;
-  std::printf("plexusd %s  pid %u  up %llus  socket %s\n",
-              s["version"].get<std::string>().c_str(), s["pid"].get<unsigned>(),
-              static_cast<unsigned long long>(up_s), s["socket"].get<std::string>().c_str());
+  std::printf("plexusd %s  pid %u  up %llus  socket %s\n", s["version"].get<std::string>().c_str(),
+              s["pid"].get<unsigned>(), static_cast<unsigned long long>(up_s),
+              s["socket"].get<std::string>().c_str());
   std::printf("workers %u (+ engine thread), reduce kernels %s\n", s["workers"].get<unsigned>(),
               s["reduce_isa"].get<std::string>().c_str());
-  std::printf("rank sessions %zu, communicators %zu, ops completed %llu, bad ring entries %llu, "
-              "bad control messages %llu\n",
-              ranks, s["comms"].size(),
-              static_cast<unsigned long long>(s["ops_completed"].get<uint64_t>()),
-              static_cast<unsigned long long>(s["bad_entries"].get<uint64_t>()),
-              static_cast<unsigned long long>(s["bad_messages"].get<uint64_t>()));
+  std::printf(
+      "rank sessions %zu, communicators %zu, ops completed %llu, bad ring entries %llu, "
+      "bad control messages %llu\n",
+      ranks, s["comms"].size(), static_cast<unsigned long long>(s["ops_completed"].get<uint64_t>()),
+      static_cast<unsigned long long>(s["bad_entries"].get<uint64_t>()),
+      static_cast<unsigned long long>(s["bad_messages"].get<uint64_t>()));
   if (ranks == 0) return;
   std::printf("\n%-8s %-8s %-6s %-16s %10s %6s %12s %8s\n", "SESSION", "PID", "UID", "PROCESS",
               "POOL", "COMMS", "OPS", "BAD");
@@ -112,7 +112,8 @@ void print_comms(const json& s) {
     std::string members;
     for (const auto& r : c["ranks"]) {
       if (!members.empty()) members += " ";
-      members += std::to_string(r["rank"].get<unsigned>()) + ":" + std::to_string(r["pid"].get<int>());
+      members +=
+          std::to_string(r["rank"].get<unsigned>()) + ":" + std::to_string(r["pid"].get<int>());
     }
     std::printf("%-10s %6u %-7s %12llu %12s  %s\n", c["id"].get<std::string>().c_str(),
                 c["nranks"].get<unsigned>(), c["state"].get<std::string>().c_str(),

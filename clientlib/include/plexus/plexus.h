@@ -32,18 +32,18 @@ extern "C" {
 
 typedef enum plexus_result {
   PLEXUS_SUCCESS = 0,
-  PLEXUS_ERR_INVALID_ARGUMENT = 1, /* a bad argument in this call (named in the message) */
-  PLEXUS_ERR_SYSTEM = 2,           /* an OS call failed (errno text in the message) */
+  PLEXUS_ERR_INVALID_ARGUMENT = 1,   /* a bad argument in this call (named in the message) */
+  PLEXUS_ERR_SYSTEM = 2,             /* an OS call failed (errno text in the message) */
   PLEXUS_ERR_DAEMON_UNAVAILABLE = 3, /* no plexusd answers on the socket */
-  PLEXUS_ERR_DAEMON_LOST = 4,      /* the daemon went away while this process used it */
-  PLEXUS_ERR_TIMEOUT = 5,          /* e.g. comm init: the message names missing ranks */
-  PLEXUS_ERR_PEER_LOST = 6,        /* another rank of the communicator died or left */
-  PLEXUS_ERR_MISMATCH = 7,         /* ranks disagreed on count, dtype, op, root or call */
-  PLEXUS_ERR_COMM_ABORTED = 8,     /* the communicator was aborted or is broken */
-  PLEXUS_ERR_PROTOCOL = 9,         /* the daemon refused a malformed request */
-  PLEXUS_ERR_NO_MEMORY = 10,       /* the shared pool is exhausted */
+  PLEXUS_ERR_DAEMON_LOST = 4,        /* the daemon went away while this process used it */
+  PLEXUS_ERR_TIMEOUT = 5,            /* e.g. comm init: the message names missing ranks */
+  PLEXUS_ERR_PEER_LOST = 6,          /* another rank of the communicator died or left */
+  PLEXUS_ERR_MISMATCH = 7,           /* ranks disagreed on count, dtype, op, root or call */
+  PLEXUS_ERR_COMM_ABORTED = 8,       /* the communicator was aborted or is broken */
+  PLEXUS_ERR_PROTOCOL = 9,           /* the daemon refused a malformed request */
+  PLEXUS_ERR_NO_MEMORY = 10,         /* the shared pool is exhausted */
   PLEXUS_ERR_INTERNAL = 11,
-  PLEXUS_ERR_VERSION = 12          /* client and daemon speak different protocol versions */
+  PLEXUS_ERR_VERSION = 12 /* client and daemon speak different protocol versions */
 } plexus_result_t;
 
 typedef enum plexus_dtype {
@@ -116,8 +116,8 @@ plexus_result_t plexus_broadcast(const void* sendbuff, void* recvbuff, size_t co
                                  plexus_dtype_t dtype, int root, plexus_comm_t comm,
                                  plexus_request_t* request);
 plexus_result_t plexus_reduce(const void* sendbuff, void* recvbuff, size_t count,
-                              plexus_dtype_t dtype, plexus_redop_t op, int root,
-                              plexus_comm_t comm, plexus_request_t* request);
+                              plexus_dtype_t dtype, plexus_redop_t op, int root, plexus_comm_t comm,
+                              plexus_request_t* request);
 /* recvbuff holds nranks*sendcount elements, rank r's contribution at r*sendcount. */
 plexus_result_t plexus_allgather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                  plexus_dtype_t dtype, plexus_comm_t comm,
