@@ -22,7 +22,6 @@ struct Config {
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;
   uint64_t max_pool_bytes = 64ull << 30;  // largest client pool the daemon maps
-  uint32_t client_keepalive_ms = 0;       // reserved: hung-client keepalive (0 = off)
   IdleConfig engine_idle;
   std::string log_level = "info";
 };

@@ -17,15 +17,6 @@ namespace {
 
 constexpr uint32_t kBatchEntries = 64;
 
-bool is_p2p(shm::Opcode op) { return op == shm::Opcode::kSend || op == shm::Opcode::kRecv; }
-bool is_rooted(shm::Opcode op) {
-  return op == shm::Opcode::kBroadcast || op == shm::Opcode::kReduce;
-}
-bool uses_redop(shm::Opcode op) {
-  return op == shm::Opcode::kAllReduce || op == shm::Opcode::kReduce ||
-         op == shm::Opcode::kReduceScatter;
-}
-
 unsigned default_workers(const Config& config) {
   if (config.workers > 0) return config.workers;
   unsigned hw = std::thread::hardware_concurrency();
@@ -300,7 +291,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   if (part.entry.recv.bytes > 0) {
     part.recv = session.region_base(part.entry.recv.region) + part.entry.recv.offset;
   }
-  if (is_p2p(part.entry.opcode)) {
+  if (is_point_to_point(part.entry.opcode)) {
     submit_p2p(comm, std::move(part));
   } else {
     submit_collective(comm, std::move(part));

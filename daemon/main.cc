@@ -9,6 +9,7 @@
 
 #include "daemon/daemon.h"
 #include "shm/framing.h"
+#include "shm/ring_layout.h"
 
 int main(int argc, char** argv) {
   plexus::daemon::Config config;
@@ -48,6 +49,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
+  for (auto [name, entries] : {std::pair{"--sq-entries", config.sq_entries},
+                               std::pair{"--cq-entries", config.cq_entries}}) {
+    if (!plexus::shm::is_power_of_two(entries) || entries > 65536) {
+      std::fprintf(stderr, "plexusd: %s %u must be a power of two up to 65536\n", name, entries);
+      return 1;
+    }
+  }
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   // Signals are taken by a dedicated thread with sigwait, so every other thread

@@ -20,12 +20,6 @@ bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_add_overflow(a, b, out);
 }
 
-bool is_rooted(Opcode op) { return op == Opcode::kBroadcast || op == Opcode::kReduce; }
-bool is_p2p(Opcode op) { return op == Opcode::kSend || op == Opcode::kRecv; }
-bool uses_redop(Opcode op) {
-  return op == Opcode::kAllReduce || op == Opcode::kReduce || op == Opcode::kReduceScatter;
-}
-
 }  // namespace
 
 const char* opcode_name(uint8_t opcode) {
@@ -76,10 +70,11 @@ ValidationResult validate_entry_fields(const SubmissionEntry& entry, ValidatedEn
 ValidationResult compute_buffer_spans(const SubmissionEntry& entry, int nranks, int rank,
                                       ValidatedEntry* out) {
   const Opcode op = out->opcode;
-  if (is_rooted(op) || is_p2p(op)) {
+  if (is_rooted(op) || is_point_to_point(op)) {
     if (entry.peer < 0 || entry.peer >= nranks) {
-      return invalid(std::string(is_p2p(op) ? "peer " : "root ") + std::to_string(entry.peer) +
-                     " is outside the communicator's ranks 0.." + std::to_string(nranks - 1));
+      return invalid(std::string(is_point_to_point(op) ? "peer " : "root ") +
+                     std::to_string(entry.peer) + " is outside the communicator's ranks 0.." +
+                     std::to_string(nranks - 1));
     }
   }
   const uint64_t elem = dtype_size(out->dtype);

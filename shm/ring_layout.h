@@ -29,6 +29,13 @@ enum class Opcode : uint8_t {
 };
 inline constexpr uint8_t kMaxOpcode = 8;
 
+constexpr bool is_point_to_point(Opcode op) { return op == Opcode::kSend || op == Opcode::kRecv; }
+// Broadcast and reduce name a root rank in the entry's peer field.
+constexpr bool is_rooted(Opcode op) { return op == Opcode::kBroadcast || op == Opcode::kReduce; }
+constexpr bool uses_redop(Opcode op) {
+  return op == Opcode::kAllReduce || op == Opcode::kReduce || op == Opcode::kReduceScatter;
+}
+
 // Buffer regions an entry may name. Region 0 is the session's host pool; later
 // regions (registered GPU allocations) get ids from the daemon.
 inline constexpr uint32_t kHostPoolRegion = 0;

@@ -32,6 +32,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "shm/framing.h"
+#include "tools/plexus-bench/atomic_file.h"
 #include "tools/plexus-bench/bench_rank.h"
 
 namespace plexus::bench {
@@ -222,22 +223,7 @@ std::optional<int> parse_env_int(const char* name) {
 
 // Rank 0's side of the id exchange: temp file plus rename, so readers see all or nothing.
 void publish_unique_id(const std::string& path, const plexus_unique_id_t& id) {
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << unique_id_to_hex(id) << '\n';
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved_errno = errno;
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot rename " + temporary + " to " + path + ": " +
-                             std::strerror(saved_errno));
-  }
+  write_file_atomically(path, unique_id_to_hex(id) + "\n");
 }
 
 plexus_unique_id_t wait_for_unique_id(const std::string& path, Clock::duration patience) {

@@ -1,4 +1,5 @@
 #include "tools/plexus-bench/report.h"
+#include "tools/plexus-bench/atomic_file.h"
 
 #include <unistd.h>
 
@@ -201,22 +202,7 @@ void JsonReport::add_table(Collective collective, const TableSummary& summary) {
 void JsonReport::write(const std::string& path, const TableSummary& overall) {
   document_.update(summary_json(overall));
   document_["end_time"] = local_time_now();
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << document_.dump(2) << '\n';
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved_errno = errno;
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot rename " + temporary + " to " + path + ": " +
-                             std::strerror(saved_errno));
-  }
+  write_file_atomically(path, document_.dump(2) + "\n");
 }
 
 }  // namespace plexus::bench
