@@ -50,19 +50,24 @@ std::string CommRendezvous::missing_ranks(const Pending& pending) {
 }
 
 std::vector<CommRendezvous::Expired> CommRendezvous::expire(Clock::time_point now) {
+  // The rendezvous times out as a whole at its earliest deadline: a rank that gave up
+  // can no longer be counted on, so every waiting rank learns the same missing ranks.
   std::vector<Expired> expired;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    Pending& pending = it->second;
-    const std::string missing = missing_ranks(pending);
-    for (auto& slot : pending.ranks) {
-      if (!slot.has_value() || slot->deadline > now) continue;
-      expired.push_back(Expired{*slot, "communicator " + token_prefix(it->first) +
-                                           " init timed out: rank(s) " + missing + " of " +
-                                           std::to_string(pending.nranks) + " never joined"});
-      slot.reset();
-      --pending.joined;
+    const Pending& pending = it->second;
+    bool due = false;
+    for (const auto& slot : pending.ranks) due |= slot.has_value() && slot->deadline <= now;
+    if (!due) {
+      ++it;
+      continue;
     }
-    it = pending.joined == 0 ? pending_.erase(it) : std::next(it);
+    const std::string message = "communicator " + token_prefix(it->first) +
+                                " init timed out: rank(s) " + missing_ranks(pending) + " of " +
+                                std::to_string(pending.nranks) + " never joined";
+    for (const auto& slot : pending.ranks) {
+      if (slot.has_value()) expired.push_back(Expired{*slot, message});
+    }
+    it = pending_.erase(it);
   }
   return expired;
 }

@@ -40,7 +40,8 @@ class CommRendezvous {
   };
 
   JoinResult join(const CommToken& token, int nranks, const Joiner& joiner);
-  // Joiners whose deadline passed by `now`, with the sentence naming missing ranks.
+  // Every joiner of each rendezvous whose earliest deadline passed by `now`, with the
+  // sentence naming the ranks that never joined; those rendezvous are dropped.
   std::vector<Expired> expire(Clock::time_point now);
   // A session went away: forget its joiners.
   void drop_session(uint64_t session_id);
