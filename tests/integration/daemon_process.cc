@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -45,12 +47,20 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args) {
 
 DaemonProcess::~DaemonProcess() {
   if (alive()) {
+    // A clean stop must exit 0: under the sanitizers, a leak report changes the status.
     ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (alive() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    if (alive()) kill_now();
+    if (alive()) {
+      kill_now();
+      ADD_FAILURE() << "plexusd did not stop within 10 s of SIGTERM; its log:\n" << log();
+    } else if (!WIFEXITED(exit_status_) || WEXITSTATUS(exit_status_) != 0) {
+      ADD_FAILURE() << "plexusd did not exit cleanly on SIGTERM (wait status " << exit_status_
+                    << "); its log:\n"
+                    << log();
+    }
   }
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
