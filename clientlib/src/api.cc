@@ -40,20 +40,19 @@ struct GroupState {
 };
 thread_local GroupState t_group;
 
-// Runs fn, turning exceptions (daemon unavailable, out of memory) into error codes.
+// Runs fn, turning exceptions (daemon unavailable or gone, out of memory) into codes.
 template <typename Fn>
 plexus_result_t guarded(Fn&& fn) {
   try {
     return fn();
   } catch (const std::bad_alloc&) {
     return fail(PLEXUS_ERR_NO_MEMORY, "out of memory in libplexus");
+  } catch (const DaemonUnavailable& e) {
+    return fail(PLEXUS_ERR_DAEMON_UNAVAILABLE, e.what());
+  } catch (const DaemonLost& e) {
+    return fail(PLEXUS_ERR_DAEMON_LOST, e.what());
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const bool unavailable = what.rfind("no plexusd", 0) == 0;
-    const bool lost = what.find("plexusd closed") != std::string::npos;
-    return fail(unavailable ? PLEXUS_ERR_DAEMON_UNAVAILABLE
-                            : (lost ? PLEXUS_ERR_DAEMON_LOST : PLEXUS_ERR_SYSTEM),
-                what);
+    return fail(PLEXUS_ERR_SYSTEM, e.what());
   }
 }
 

@@ -29,9 +29,9 @@ ControlChannel::ControlChannel(const std::string& socket_path, int retry_ms)
     const int err = errno;
     const bool retryable = err == ENOENT || err == ECONNREFUSED || err == EAGAIN;
     if (!retryable || std::chrono::steady_clock::now() >= deadline) {
-      throw std::runtime_error("no plexusd answers on " + socket_path +
-                               " (connect: " + std::strerror(err) +
-                               "); start plexusd, or point PLEXUS_SOCKET at its socket");
+      throw DaemonUnavailable("no plexusd answers on " + socket_path +
+                              " (connect: " + std::strerror(err) +
+                              "); start plexusd, or point PLEXUS_SOCKET at its socket");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -74,7 +74,7 @@ Reply ControlChannel::call(capnp::MallocMessageBuilder& message, std::span<const
   uint32_t id;
   {
     std::lock_guard lock(mutex_);
-    if (!dead_reason_.empty()) throw std::runtime_error(dead_reason_);
+    if (!dead_reason_.empty()) throw DaemonLost(dead_reason_);
     id = next_request_id_++;
   }
   message.getRoot<shm::control::ClientMessage>().setRequestId(id);
@@ -82,7 +82,7 @@ Reply ControlChannel::call(capnp::MallocMessageBuilder& message, std::span<const
   {
     std::lock_guard lock(send_mutex_);
     std::string error = shm::send_frame(fd_.get(), frame, fds);
-    if (!error.empty()) throw std::runtime_error("sending to plexusd failed: " + error);
+    if (!error.empty()) throw DaemonLost("sending to plexusd failed: " + error);
   }
   std::unique_lock lock(mutex_);
   while (true) {
@@ -91,7 +91,7 @@ Reply ControlChannel::call(capnp::MallocMessageBuilder& message, std::span<const
       replies_.erase(it);
       return reply;
     }
-    if (!dead_reason_.empty()) throw std::runtime_error(dead_reason_);
+    if (!dead_reason_.empty()) throw DaemonLost(dead_reason_);
     if (!reader_active_) {
       read_one_frame(lock);
     } else {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,18 @@
 
 namespace plexus::client {
 
+// No daemon answers on the socket.
+class DaemonUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The daemon closed the connection or it failed while this process used it.
+class DaemonLost : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct Reply {
   kj::Array<capnp::word> words;
   std::vector<shm::UniqueFd> fds;
@@ -25,11 +38,11 @@ struct Reply {
 class ControlChannel {
  public:
   // Connects, retrying for up to retry_ms while the socket is absent or refuses
-  // (a daemon that is still starting). Throws std::runtime_error with a sentence.
+  // (a daemon that is still starting). Throws DaemonUnavailable with a sentence.
   ControlChannel(const std::string& socket_path, int retry_ms);
 
   // Sends `message` (its requestId is set here) with optional fds and waits for the
-  // reply with the same id. Throws std::runtime_error if the daemon is gone.
+  // reply with the same id. Throws DaemonLost if the daemon is gone.
   Reply call(capnp::MallocMessageBuilder& message, std::span<const int> fds = {});
 
   int fd() const { return fd_.get(); }
