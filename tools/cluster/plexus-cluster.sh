@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# A cluster of network namespaces on this machine: N nodes x M NICs. Every rail (NIC
+# index) is a bridge inside a private "switch" namespace, each node NIC a veth into it,
+# node n's NIC r has address 198.18.r.(n+1)/24. Nothing is created in the host's own
+# namespace, so test traffic never leaves these namespaces. Optional tc tbf rate per NIC.
+#
+#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR] [--on LIST] -- CMD...
+#       create the cluster, run CMD on the chosen nodes (default all; one after another),
+#       tear everything down even when interrupted; exit with the first failing status
+#   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR]
+#   plexus-cluster.sh run --name TAG --node I -- CMD...
+#   plexus-cluster.sh down --name TAG
+#
+# In CMD, $PLEXUS_NODE is the node index, $PLEXUS_SOCKET its plexusd's socket (with
+# --daemons), $PLEXUS_CLUSTER_NODES the node count and $PLEXUS_CLUSTER_ADDR_<r>_<n> the
+# address of node n's NIC r. Needs root (ip netns, tc).
+set -euo pipefail
+
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "plexus-cluster: $*" >&2; exit 2; }
+
+state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
+ns_name() { echo "px$1-$2"; }  # tag, suffix
+
+address() { echo "198.18.$1.$(($2 + 1))"; }  # rail, node
+
+cluster_up() {
+  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5
+  local dir=$state_root/plexus-cluster-$tag
+  [ ! -e "$dir" ] || die "cluster '$tag' already exists ($dir)"
+  [ "$nodes" -ge 1 ] && [ "$nodes" -le 250 ] || die "--nodes must be 1..250"
+  [ "$nics" -ge 1 ] && [ "$nics" -le 8 ] || die "--nics must be 1..8"
+  mkdir -p "$dir"
+  printf 'nodes=%s\nnics=%s\n' "$nodes" "$nics" > "$dir/state"
+  local sw; sw=$(ns_name "$tag" sw)
+  ip netns add "$sw"
+  ip -n "$sw" link set lo up
+  for r in $(seq 0 $((nics - 1))); do
+    ip -n "$sw" link add "rail$r" type bridge
+    ip -n "$sw" link set "rail$r" up
+  done
+  for n in $(seq 0 $((nodes - 1))); do
+    local ns; ns=$(ns_name "$tag" "n$n")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    for r in $(seq 0 $((nics - 1))); do
+      # Created inside the node namespace, the peer end moved to the switch.
+      ip -n "$ns" link add "nic$r" type veth peer name "n${n}r$r" netns "$sw"
+      ip -n "$sw" link set "n${n}r$r" master "rail$r" up
+      ip -n "$ns" addr add "$(address "$r" "$n")/24" dev "nic$r"
+      ip -n "$ns" link set "nic$r" up
+      if [ -n "$rate" ]; then
+        ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$rate" burst 256kb latency 50ms
+      fi
+    done
+    if [ -n "$build" ]; then
+      mkdir -p "$dir/n$n"
+      ip netns exec "$ns" "$build/daemon/plexusd" --socket "$dir/n$n/plexusd.sock" \
+        --log-level info > "$dir/n$n/plexusd.log" 2>&1 &
+      echo $! > "$dir/n$n/plexusd.pid"
+    fi
+  done
+  if [ -n "$build" ]; then
+    for n in $(seq 0 $((nodes - 1))); do
+      for _ in $(seq 200); do [ -S "$dir/n$n/plexusd.sock" ] && break; sleep 0.025; done
+      [ -S "$dir/n$n/plexusd.sock" ] || die "plexusd of node $n did not start: $(cat "$dir/n$n/plexusd.log")"
+    done
+  fi
+}
+
+cluster_down() {
+  local tag=$1
+  local dir=$state_root/plexus-cluster-$tag
+  for pidfile in "$dir"/n*/plexusd.pid; do
+    [ -f "$pidfile" ] || continue
+    local pid; pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  local namespaces
+  namespaces=$(ip netns list | awk '{print $1}' | grep -E "^px$tag-(sw|n[0-9]+)$" || true)
+  # Whatever still runs inside (an interrupted command, its children) goes too.
+  for ns in $namespaces; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -TERM 2>/dev/null || true
+  done
+  for ns in $namespaces; do
+    for _ in $(seq 50); do [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break; sleep 0.02; done
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    # Deleting a namespace removes its veth ends and bridges.
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+}
+
+cluster_run() {
+  local tag=$1 node=$2; shift 2
+  local dir=$state_root/plexus-cluster-$tag
+  [ -f "$dir/state" ] || die "no cluster '$tag'"
+  # shellcheck disable=SC1091
+  . "$dir/state"
+  [ "$node" -ge 0 ] && [ "$node" -lt "$nodes" ] || die "node $node is not in 0..$((nodes - 1))"
+  local vars=(PLEXUS_NODE="$node" PLEXUS_CLUSTER_NODES="$nodes" PLEXUS_CLUSTER_NICS="$nics")
+  [ -S "$dir/n$node/plexusd.sock" ] && vars+=(PLEXUS_SOCKET="$dir/n$node/plexusd.sock")
+  for r in $(seq 0 $((nics - 1))); do
+    for n in $(seq 0 $((nodes - 1))); do vars+=("PLEXUS_CLUSTER_ADDR_${r}_${n}=$(address "$r" "$n")"); done
+  done
+  ip netns exec "$(ns_name "$tag" "n$node")" env "${vars[@]}" "$@"
+}
+
+cmd=${1:-}
+[ -n "$cmd" ] || { usage; exit 2; }
+shift
+tag="" nodes=2 nics=1 rate="" build="" node="" on=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --name) tag=$2; shift 2 ;;
+    --nodes) nodes=$2; shift 2 ;;
+    --nics) nics=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --daemons) build=$(cd "$2" && pwd); shift 2 ;;
+    --node) node=$2; shift 2 ;;
+    --on) on=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || die "needs root (ip netns, tc)"
+case "$tag" in *[!a-z0-9]*) die "--name must be lowercase letters and digits" ;; esac
+
+case "$cmd" in
+  up) [ -n "$tag" ] || die "up needs --name"; cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" ;;
+  down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
+  run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
+       cluster_run "$tag" "$node" "$@" ;;
+  exec)
+    [ $# -gt 0 ] || die "exec needs a command after --"
+    tag=${tag:-$(printf '%04x' $((RANDOM % 65536)))$$}
+    child=""
+    trap 'cluster_down "$tag"' EXIT
+    # The command runs in the background so that a signal interrupts the wait at once
+    # (bash defers traps while a foreground child runs).
+    trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 130' INT TERM
+    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build"
+    targets=${on:-$(seq -s, 0 $((nodes - 1)))}
+    status=0
+    for n in ${targets//,/ }; do
+      cluster_run "$tag" "$n" "$@" &
+      child=$!
+      wait "$child" || { status=$?; echo "plexus-cluster: node $n: command failed ($status)" >&2; break; }
+      child=""
+    done
+    exit $status ;;
+  *) die "unknown command '$cmd' (up, run, down, exec)" ;;
+esac
