@@ -94,7 +94,15 @@ void Engine::loop() {
 
 void Engine::park() {
   for (size_t i = 0; i < sessions_.size(); ++i) {
-    if (sessions_[i]->ring_end->prepare_park()) {
+    Session& session = *sessions_[i];
+    // A session whose completion queue is full has no work for us, however many
+    // submissions wait: its client wakes us when it frees slots. Otherwise a client that
+    // stops reading completions would keep the engine spinning.
+    if (session.inflight >= session.ring_end->completion_space()) {
+      session.ring_end->announce_park();
+      continue;
+    }
+    if (session.ring_end->prepare_park()) {
       for (size_t j = 0; j < i; ++j) sessions_[j]->ring_end->finish_park();
       return;
     }

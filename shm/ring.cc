@@ -159,9 +159,13 @@ bool DaemonRingEnd::publish() {
   return header_->cq_wakeup.need_wakeup.load(std::memory_order_relaxed) != 0;
 }
 
-bool DaemonRingEnd::prepare_park() {
+void DaemonRingEnd::announce_park() {
   header_->sq_wakeup.need_wakeup.store(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool DaemonRingEnd::prepare_park() {
+  announce_park();
   if (header_->sq_tail.value.load(std::memory_order_acquire) != sq_head_) {
     finish_park();
     return true;
@@ -223,6 +227,12 @@ bool ClientRingEnd::prepare_park() {
 
 void ClientRingEnd::finish_park() {
   header_->cq_wakeup.need_wakeup.store(0, std::memory_order_relaxed);
+}
+
+bool ClientRingEnd::daemon_parked_with_backlog() const {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return header_->sq_wakeup.need_wakeup.load(std::memory_order_relaxed) != 0 &&
+         header_->sq_head.value.load(std::memory_order_acquire) != sq_published_;
 }
 
 }  // namespace plexus::shm

@@ -62,6 +62,9 @@ class DaemonRingEnd {
   // Park protocol: set need-wakeup, then re-check. Returns true if work arrived
   // meanwhile (the flag is then cleared and the caller must not park).
   bool prepare_park();
+  // Sets need-wakeup without the re-check: for a session held back by a full completion
+  // queue, whose pending submissions are not work until its client frees slots.
+  void announce_park();
   void finish_park();
 
   bool corrupt() const { return !corruption_.empty(); }
@@ -97,6 +100,9 @@ class ClientRingEnd {
   bool poll_completion(CompletionEntry* out);
   bool prepare_park();  // as DaemonRingEnd::prepare_park, for the CQ
   void finish_park();
+  // True when the daemon is parked while submissions of ours wait in the SQ: after
+  // taking completions, the client must wake it (it may have been held back by a full CQ).
+  bool daemon_parked_with_backlog() const;
 
  private:
   RingHeader* header_;

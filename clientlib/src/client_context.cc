@@ -171,6 +171,10 @@ bool ClientContext::progress() {
     complete(entry.user_data, static_cast<plexus_result_t>(entry.status),
              std::string(entry.message, entry.message_len));
   }
+  // Freed completion slots may be what a parked daemon waits for.
+  if (any && ring_end_->daemon_parked_with_backlog()) {
+    shm::signal_eventfd(submission_eventfd_.get());
+  }
   return any;
 }
 

@@ -95,6 +95,8 @@ std::optional<shm::CompletionEntry> RawClient::next_completion(int timeout_ms) {
     if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  // As libplexus does: freed completion slots may be what a parked daemon waits for.
+  if (ring_end_->daemon_parked_with_backlog()) shm::signal_eventfd(submission_eventfd_.get());
   return entry;
 }
 

@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "shm/control.capnp.h"
@@ -278,6 +280,22 @@ TEST_F(RobustnessTest, UnsealedUndersizedOrForeignPoolDescriptorsAreRefused) {
   }
 }
 
+// CPU time (user + system) a process has used, from /proc/PID/stat.
+double cpu_seconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 1; i <= 13 && fields >> field; ++i) {
+    if (i == 12) utime = std::stoull(field);
+    if (i == 13) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 class HostileRingTest : public RobustnessTest {
  protected:
   void SetUp() override {
@@ -387,6 +405,11 @@ TEST_F(HostileRingTest, ClientThatNeverReadsCompletionsIsHeldBackNotServedForeve
     // The SQ stayed full: the back-pressure we expect.
   }
   EXPECT_LT(submitted, 2000);
+  // Held back, the session is no work: the daemon sleeps rather than spin on it. A spin
+  // would cost about a second of CPU per second; allow a tenth of that.
+  const double cpu_before = cpu_seconds(daemon_->pid());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(cpu_seconds(daemon_->pid()) - cpu_before, 0.1) << "plexusd spins on a stuck client";
   EXPECT_EQ(healthy_job(socket(), 2), "");
   // Reading completions releases the rest.
   int completed = 0;
