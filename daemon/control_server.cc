@@ -18,6 +18,7 @@
 
 #include "daemon/reduce.h"
 #include "shm/ring.h"
+#include "shm/unix_socket.h"
 
 namespace plexus::daemon {
 
@@ -38,23 +39,6 @@ namespace {
 
 std::runtime_error os_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
-}
-
-sockaddr_un socket_address(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    throw std::runtime_error("socket path '" + path + "' is longer than " +
-                             std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
-
-bool daemon_answers(const std::string& path) {
-  shm::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr = socket_address(path);
-  return ::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
 }  // namespace
@@ -78,14 +62,14 @@ void ControlServer::bind_socket() {
     ::chmod(dir.c_str(), ::geteuid() == 0 ? 0755 : 0700);
   }
   if (fs::exists(fs::symlink_status(socket_path_))) {
-    if (daemon_answers(socket_path_)) {
+    if (shm::unix_socket_answers(socket_path_)) {
       throw std::runtime_error("socket " + socket_path_ + " is in use by a running plexusd");
     }
     ::unlink(socket_path_.c_str());  // stale, from a daemon that died
   }
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) throw os_error("socket");
-  sockaddr_un addr = socket_address(socket_path_);
+  sockaddr_un addr = shm::unix_socket_address(socket_path_);
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     throw os_error("bind " + socket_path_);
   }

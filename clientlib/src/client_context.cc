@@ -106,11 +106,12 @@ ClientContext::ClientContext() {
 }
 
 void ClientContext::submit(plexus_request* req, shm::SubmissionEntry entry) {
-  submit_batch({{req, entry}});
+  const std::pair<plexus_request*, shm::SubmissionEntry> one{req, entry};
+  submit_batch({&one, 1});
 }
 
 void ClientContext::submit_batch(
-    const std::vector<std::pair<plexus_request*, shm::SubmissionEntry>>& batch) {
+    std::span<const std::pair<plexus_request*, shm::SubmissionEntry>> batch) {
   {
     std::lock_guard lock(requests_mutex_);
     for (auto& [req, entry] : batch) {

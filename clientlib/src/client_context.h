@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,7 +61,7 @@ class ClientContext {
   // thread's open group). Takes ownership of req.
   void submit(plexus_request* req, shm::SubmissionEntry entry);
   // Submits a group's buffered entries at once.
-  void submit_batch(const std::vector<std::pair<plexus_request*, shm::SubmissionEntry>>& batch);
+  void submit_batch(std::span<const std::pair<plexus_request*, shm::SubmissionEntry>> batch);
 
   // Waits until req is done (or the daemon is gone).
   void wait(plexus_request* req);

@@ -12,16 +12,18 @@
 #include <stdexcept>
 #include <thread>
 
+#include "shm/unix_socket.h"
+
 namespace plexus::client {
 
 ControlChannel::ControlChannel(const std::string& socket_path, int retry_ms)
     : socket_path_(socket_path) {
   sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) {
-    throw std::runtime_error("socket path '" + socket_path + "' is too long");
+  try {
+    addr = shm::unix_socket_address(socket_path);
+  } catch (const std::invalid_argument& e) {
+    throw DaemonUnavailable(e.what());
   }
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms);
   while (true) {
     fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

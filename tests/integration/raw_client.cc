@@ -1,5 +1,7 @@
 #include "tests/integration/raw_client.h"
 
+#include "shm/unix_socket.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -108,9 +110,7 @@ bool RawClient::closed_by_daemon(int timeout_ms) {
 bool daemon_closes_after(const std::string& socket_path, const std::string& bytes, int timeout_ms,
                          std::span<const int> fds) {
   shm::UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  sockaddr_un addr = shm::unix_socket_address(socket_path);
   if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     throw std::runtime_error("connect failed");
   }

@@ -4,8 +4,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +30,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "shm/framing.h"
+#include "shm/unix_socket.h"
 #include "tools/plexus-bench/atomic_file.h"
 #include "tools/plexus-bench/bench_rank.h"
 
@@ -271,26 +270,6 @@ void arm_self_timeout(int rank, int timeout_s) {
 
 }  // namespace
 
-std::string default_socket_path() {
-  // libplexus and plexusd resolve their default with this very function.
-  return shm::default_socket_path();
-}
-
-bool daemon_answers(const std::string& socket_path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_path.empty() || socket_path.size() >= sizeof(address.sun_path)) return false;
-  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  int result;
-  do {
-    result = connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  } while (result != 0 && errno == EINTR);
-  close(fd);
-  return result == 0;
-}
-
 std::string unique_id_to_hex(const plexus_unique_id_t& id) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string text;
@@ -331,10 +310,10 @@ int run_spawned(BenchOptions options) {
   }
 
   const std::string requested =
-      options.socket_path.empty() ? default_socket_path() : options.socket_path;
+      options.socket_path.empty() ? shm::default_socket_path() : options.socket_path;
   std::string socket_path = requested;
   std::string private_directory;
-  const bool embed = !daemon_answers(requested);
+  const bool embed = !shm::unix_socket_answers(requested);
   if (embed) {
     if (options.no_embedded) {
       std::fprintf(stderr,
@@ -452,7 +431,7 @@ int run_from_environment(BenchOptions options) {
     return kExitError;
   }
   if (!options.socket_path.empty()) setenv("PLEXUS_SOCKET", options.socket_path.c_str(), 1);
-  options.daemon_description = "plexusd on " + default_socket_path();
+  options.daemon_description = "plexusd on " + shm::default_socket_path();
   if (*rank == 0) {
     std::printf("# using %s\n", options.daemon_description.c_str());
     std::fflush(stdout);

@@ -11,14 +11,6 @@
 
 namespace plexus::bench {
 
-// The socket plexusd listens on by default: $PLEXUS_SOCKET, else /run/plexus/plexusd.sock
-// as root, else $XDG_RUNTIME_DIR/plexus/plexusd.sock, else /tmp/plexus-<uid>/plexusd.sock.
-// (shm::default_socket_path, the rule plexusd and libplexus use themselves.)
-std::string default_socket_path();
-
-// Whether something accepts connections on the unix socket at path.
-bool daemon_answers(const std::string& socket_path);
-
 // --spawn N: forks the N rank processes, starts an embedded plexusd after them when none
 // answers (unless --no-embedded), waits for the ranks within --timeout-s and reports each
 // rank that failed. Returns the exit status.
