@@ -43,7 +43,8 @@ class Comm {
     uint32_t handle = 0;
     pid_t pid = 0;
     uint64_t session_id = 0;
-    bool present = true;  // false once it left or was lost
+    bool present = true;    // false once it left or was lost
+    std::string departure;  // engine thread only: why it left, for ops that need it
   };
 
   Comm(CommToken token, std::vector<Member> members)
@@ -61,6 +62,7 @@ class Comm {
   std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
   std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
   int members_present = 0;
+  std::string first_departure;  // why the first rank to go went: collectives fail with it
 
   // Any thread.
   std::atomic<uint64_t> ops_completed{0};

@@ -188,14 +188,51 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
   const std::string reason =
       abort ? who + " aborted communicator " + token_prefix(comm->token())
             : who + " left communicator " + token_prefix(comm->token()) + " (destroyed it)";
-  fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason, abort ? session : nullptr);
+  if (abort) {
+    fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason, session);
+  } else {
+    rank_departed(*comm, rank, reason);
+  }
   member_gone(*comm, rank);
+}
+
+void Engine::rank_departed(Comm& comm, int rank, const std::string& reason) {
+  comm.mutable_members()[static_cast<size_t>(rank)].departure = reason;
+  if (comm.first_departure.empty()) comm.first_departure = reason;
+  if (comm.broken()) return;  // everything pending has already failed
+  auto fail_part = [&](const Contribution& part) {
+    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, reason);
+  };
+  // Every collective needs every rank: the pending ones can never finish.
+  for (auto& op : comm.collectives) {
+    for (auto& part : op.parts) fail_part(part);
+  }
+  comm.collectives.clear();
+  const auto n = static_cast<size_t>(comm.nranks());
+  const auto gone = static_cast<size_t>(rank);
+  for (size_t key = 0; key < comm.sends.size(); ++key) {
+    if (key / n != gone && key % n != gone) continue;
+    for (auto& part : comm.sends[key]) fail_part(part);
+    for (auto& part : comm.recvs[key]) fail_part(part);
+    comm.sends[key].clear();
+    comm.recvs[key].clear();
+  }
+}
+
+const std::string* Engine::departure_of(const Comm& comm, int rank) {
+  const auto& member = comm.members()[static_cast<size_t>(rank)];
+  return member.present ? nullptr : &member.departure;
 }
 
 void Engine::member_gone(Comm& comm, int rank) {
   auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
   if (!member.present) return;
   member.present = false;
+  if (member.departure.empty()) {
+    member.departure = "rank " + std::to_string(rank) + " is no longer a member of communicator " +
+                       token_prefix(comm.token());
+  }
+  if (comm.first_departure.empty()) comm.first_departure = member.departure;
   member.session = nullptr;
   if (--comm.members_present == 0) comm.finished.store(true, std::memory_order_release);
 }
@@ -307,6 +344,10 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
 }
 
 void Engine::submit_collective(Comm& comm, Contribution part) {
+  if (comm.members_present < comm.nranks()) {
+    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, comm.first_departure);
+    return;
+  }
   const auto rank = static_cast<size_t>(part.rank);
   const uint64_t seq = comm.next_seq[rank]++;
   const size_t index = seq - comm.first_seq;
@@ -389,6 +430,10 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
   const bool is_send = part.entry.opcode == shm::Opcode::kSend;
   const auto self = static_cast<size_t>(part.rank);
   const auto peer = static_cast<size_t>(part.entry.peer);
+  if (const std::string* departure = departure_of(comm, part.entry.peer)) {
+    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+    return;
+  }
   const size_t key = is_send ? self * n + peer : peer * n + self;
   auto& sends = comm.sends[key];
   auto& recvs = comm.recvs[key];

@@ -65,6 +65,11 @@ class Engine {
   void fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
                  const Session* aborting_session);
   void member_gone(Comm& comm, int rank);
+  // A rank destroyed its communicator: fail only what needs it (every pending collective,
+  // point-to-point ops to or from it); the other ranks may still talk among themselves.
+  void rank_departed(Comm& comm, int rank, const std::string& reason);
+  // Why `rank` is no longer a member, or nullptr while it is.
+  static const std::string* departure_of(const Comm& comm, int rank);
   void kill_session(Session& session, const std::string& reason);
   void publish_completions();
   void park();

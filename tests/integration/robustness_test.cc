@@ -457,6 +457,53 @@ TEST_F(RobustnessTest, AbortFailsTheOtherRanksWithPeerLost) {
   EXPECT_EQ(failures(results), "");
 }
 
+// A rank that destroys its communicator fails only what needs it: the others' sends among
+// themselves still complete (before, the ranks still finishing a sendrecv ring were failed
+// by the one that finished first).
+TEST_F(RobustnessTest, DestroyFailsOnlyOpsThatNeedTheDepartedRank) {
+  auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    if (rank == 2) return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
+    constexpr size_t kCount = 4097;
+    double* buf;
+    if (auto r = plexus_alloc(reinterpret_cast<void**>(&buf), 2 * kCount * sizeof(double))) {
+      return describe("alloc", r);
+    }
+    auto expect_peer_lost = [&](const char* what, plexus_result_t r) -> std::string {
+      const std::string message = plexus_get_last_error();
+      if (r != PLEXUS_ERR_PEER_LOST || message.find("rank 2") == std::string::npos ||
+          message.find("destroyed it") == std::string::npos) {
+        return std::string(what) + ": expected PEER_LOST naming rank 2's destroy, got " +
+               describe(what, r);
+      }
+      return {};
+    };
+    for (int round = 0; round < 3; ++round) {
+      fill_input(buf, PLEXUS_FLOAT64, PLEXUS_SUM, rank, kCount);
+      plexus_result_t r = rank == 0
+                              ? plexus_send(buf, kCount, PLEXUS_FLOAT64, 1, comm, nullptr)
+                              : plexus_recv(buf + kCount, kCount, PLEXUS_FLOAT64, 0, comm, nullptr);
+      if (r != PLEXUS_SUCCESS) return describe("send/recv between ranks 0 and 1", r);
+      if (rank == 1) {
+        std::string error = compare(buf + kCount, PLEXUS_FLOAT64, kCount, [](size_t j) {
+          return input_bits(PLEXUS_FLOAT64, PLEXUS_SUM, 0, j);
+        });
+        if (!error.empty()) return error;
+      }
+    }
+    std::string error = expect_peer_lost(
+        "send to rank 2", plexus_send(buf, kCount, PLEXUS_FLOAT64, 2, comm, nullptr));
+    if (!error.empty()) return error;
+    error = expect_peer_lost(
+        "allreduce", plexus_allreduce(buf, buf, kCount, PLEXUS_FLOAT64, PLEXUS_SUM, comm, nullptr));
+    if (!error.empty()) return error;
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
 TEST(DaemonLifecycleTest, ClientsLearnTheDaemonWentAway) {
   DaemonProcess daemon;
   auto results = run_ranks(
