@@ -1,0 +1,93 @@
+// The inter-node algorithms and the shape of the collective they plan: which algorithm
+// serves which collective, their names (PLEXUS_ALGO), and make_plan.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/algorithms/plan.h"
+
+namespace plexus::daemon::algo {
+
+enum class Collective : uint8_t {
+  kAllreduce,
+  kReduceScatter,
+  kAllgather,
+  kBroadcast,
+  kReduce,
+  kAlltoall
+};
+
+enum class Algorithm : uint8_t {
+  kRing,                      // allreduce (reduce-scatter + allgather), reducescatter, allgather
+  kRecursiveHalvingDoubling,  // allreduce (Rabenseifner), any participant count
+  kRecursiveDoubling,         // allreduce for small messages, any participant count
+  kBruck,                     // allgather in ceil(log2 p) rounds
+  kBinomial,                  // broadcast, reduce
+  kChain,                     // pipelined broadcast, reduce
+  kPairwise,                  // alltoall
+};
+
+inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing,
+                                               Algorithm::kRecursiveHalvingDoubling,
+                                               Algorithm::kRecursiveDoubling,
+                                               Algorithm::kBruck,
+                                               Algorithm::kBinomial,
+                                               Algorithm::kChain,
+                                               Algorithm::kPairwise};
+
+const char* algorithm_name(Algorithm algorithm);  // "ring", "rhd", "rd", "bruck", ...
+std::optional<Algorithm> parse_algorithm(std::string_view name);
+const char* collective_name(Collective collective);
+
+// The algorithms that can run `collective`, the default first.
+std::span<const Algorithm> algorithms_for(Collective collective);
+bool supports(Algorithm algorithm, Collective collective);
+
+// One participant's view of a collective. Counts are in elements of elem_bytes.
+struct Shape {
+  Collective collective = Collective::kAllreduce;
+  int participants = 1;
+  int me = 0;
+  int root = 0;  // broadcast, reduce
+  uint32_t elem_bytes = 1;
+  // allreduce, broadcast, reduce: elements in the work buffer.
+  uint64_t count = 0;
+  // allgather, reducescatter: each participant's segment, laid out in participant order
+  // in the work buffer (segments may differ: nodes hold different numbers of ranks).
+  std::vector<uint64_t> segments;
+  // alltoall: what this participant sends to / receives from each participant, laid out
+  // in participant order in kSend / kWork.
+  std::vector<uint64_t> send_counts;
+  std::vector<uint64_t> recv_counts;
+  // chain: elements per pipeline piece (0 picks a default).
+  uint64_t pipeline_elems = 0;
+};
+
+// An empty string, or why the shape is inconsistent (me/root out of range, segment count
+// not equal to participants, ...).
+std::string check_shape(const Shape& shape);
+
+// The plan for `shape` by `algorithm`. Preconditions: check_shape(shape) is empty and
+// supports(algorithm, shape.collective).
+Plan make_plan(Algorithm algorithm, const Shape& shape);
+
+// Per-algorithm planners (one file each).
+Plan plan_ring(const Shape& shape);
+Plan plan_recursive_doubling(const Shape& shape);
+Plan plan_recursive_halving_doubling(const Shape& shape);
+Plan plan_bruck(const Shape& shape);
+Plan plan_binomial(const Shape& shape);
+Plan plan_chain(const Shape& shape);
+Plan plan_pairwise(const Shape& shape);
+
+// `total` elements split into `parts` nearly equal segments (the first ones one larger).
+std::vector<uint64_t> split_evenly(uint64_t total, int parts);
+// Prefix sums: offsets[i] = sum of sizes[0..i); offsets has sizes.size() + 1 entries.
+std::vector<uint64_t> prefix_offsets(std::span<const uint64_t> sizes);
+
+}  // namespace plexus::daemon::algo

@@ -1,0 +1,84 @@
+// Closed-form α-β costs of each algorithm (p participants, n bytes of work vector).
+#include "daemon/algorithms/cost_model.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+
+namespace plexus::daemon::algo {
+namespace {
+
+inline constexpr double kChainPieceBytes = 512.0 * 1024.0;
+
+double ceil_log2(int p) {
+  return p <= 1 ? 0.0 : static_cast<double>(std::bit_width(static_cast<unsigned>(p - 1)));
+}
+
+double total_bytes(const Shape& s) {
+  const double e = s.elem_bytes;
+  switch (s.collective) {
+    case Collective::kAllgather:
+    case Collective::kReduceScatter:
+      return e * static_cast<double>(
+                     std::accumulate(s.segments.begin(), s.segments.end(), uint64_t{0}));
+    case Collective::kAlltoall:
+      return e * static_cast<double>(
+                     std::accumulate(s.send_counts.begin(), s.send_counts.end(), uint64_t{0}));
+    default:
+      return e * static_cast<double>(s.count);
+  }
+}
+
+}  // namespace
+
+double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) {
+  const int p = s.participants;
+  if (p <= 1) return 0.0;
+  const double n = total_bytes(s);
+  const double a = c.alpha_s;
+  const double b = c.beta_s_per_byte;
+  const double pd = p;
+  const int pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+  const double fold = pow2 == p ? 0.0 : 2.0 * (a + n * b);
+  const double log_core = std::log2(static_cast<double>(pow2));
+  switch (algorithm) {
+    case Algorithm::kRing: {
+      const double passes = s.collective == Collective::kAllreduce ? 2.0 : 1.0;
+      return passes * (pd - 1.0) * (a + n / pd * b);
+    }
+    case Algorithm::kRecursiveHalvingDoubling:
+      return fold + 2.0 * log_core * a + 2.0 * (pow2 - 1.0) / pow2 * n * b;
+    case Algorithm::kRecursiveDoubling:
+      return fold + log_core * (a + n * b);
+    case Algorithm::kBruck:
+      return (ceil_log2(p) + 1.0) * a + (pd - 1.0) / pd * n * b;
+    case Algorithm::kBinomial:
+      return ceil_log2(p) * (a + n * b);
+    case Algorithm::kChain: {
+      const double pieces = std::max(1.0, std::ceil(n / kChainPieceBytes));
+      return (pieces + pd - 2.0) * (a + n / pieces * b);
+    }
+    case Algorithm::kPairwise:
+      return (pd - 1.0) * (a + n / pd * b);
+  }
+  return 0.0;
+}
+
+Algorithm choose_algorithm(const Shape& shape, const LinkCost& cost,
+                           std::optional<Algorithm> forced) {
+  if (forced && supports(*forced, shape.collective)) return *forced;
+  const auto candidates = algorithms_for(shape.collective);
+  Algorithm best = candidates.front();
+  double best_cost = estimate_seconds(best, shape, cost);
+  for (Algorithm a : candidates.subspan(1)) {
+    const double t = estimate_seconds(a, shape, cost);
+    if (t < best_cost) {
+      best = a;
+      best_cost = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace plexus::daemon::algo

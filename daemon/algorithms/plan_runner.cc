@@ -1,0 +1,172 @@
+// The plan runner's bookkeeping: message lookup, early and deferred pieces, round ends.
+#include "daemon/algorithms/plan_runner.h"
+
+#include <cstring>
+
+namespace plexus::daemon::algo {
+namespace {
+
+bool is_receive(const Step& step) {
+  return step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce;
+}
+
+bool within(uint64_t offset, uint64_t bytes, uint64_t size) {
+  return offset <= size && bytes <= size - offset;
+}
+
+}  // namespace
+
+std::string check_plan_fits(const Plan& plan, const PlanBuffers& b) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    const bool reads_send = s.buffer == BufferId::kSend;
+    const uint64_t size = reads_send ? b.send_bytes : b.work_bytes;
+    if (reads_send && b.send == nullptr) return "step " + std::to_string(i) + " reads no buffer";
+    if (!within(s.offset, s.bytes, size)) {
+      return "step " + std::to_string(i) + " reaches past its buffer (" + std::to_string(size) +
+             " bytes)";
+    }
+    if (s.kind == StepKind::kCopy && !within(s.dst_offset, s.bytes, b.work_bytes)) {
+      return "copy step " + std::to_string(i) + " reaches past the work buffer";
+    }
+  }
+  return {};
+}
+
+PlanRunner::PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce,
+                       PlanTransport& transport)
+    : plan_(plan), buffers_(buffers), reduce_(std::move(reduce)), transport_(transport) {
+  const size_t n = plan_.steps.size();
+  step_round_.resize(n);
+  received_.assign(n, 0);
+  sent_.assign(n, false);
+  held_.resize(n);
+  for (size_t r = 0; r < plan_.rounds(); ++r) {
+    for (uint32_t i = plan_.round_begin(r); i < plan_.round_ends[r]; ++i) {
+      step_round_[i] = static_cast<uint32_t>(r);
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const Step& s = plan_.steps[i];
+    if (s.kind == StepKind::kCopy) continue;
+    auto& table = s.kind == StepKind::kSend ? send_steps_ : recv_steps_;
+    const auto peer = static_cast<size_t>(s.peer);
+    if (table.size() <= peer) table.resize(peer + 1);
+    if (table[peer].size() <= s.message) table[peer].resize(s.message + 1);
+    table[peer][s.message] = i;
+  }
+}
+
+void PlanRunner::start() {
+  started_ = true;
+  if (!done()) begin_round();
+  advance();
+}
+
+void PlanRunner::begin_round() {
+  for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+    const Step& s = plan_.steps[i];
+    switch (s.kind) {
+      case StepKind::kCopy:
+        std::memmove(buffers_.work + s.dst_offset, buffers_.send + s.offset, s.bytes);
+        break;
+      case StepKind::kSend: {
+        const std::byte* base = s.buffer == BufferId::kSend ? buffers_.send : buffers_.work;
+        transport_.post_send(s.peer, s.message, {base + s.offset, s.bytes});
+        break;
+      }
+      case StepKind::kRecv:
+      case StepKind::kRecvReduce:
+        if (!s.deferred) {
+          for (HeldPiece& piece : held_[i]) apply(s, piece.offset, piece.data);
+          held_[i].clear();
+        }
+        break;
+    }
+  }
+}
+
+bool PlanRunner::round_complete() const {
+  for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+    const Step& s = plan_.steps[i];
+    if (s.kind == StepKind::kSend && !sent_[i]) return false;
+    if (is_receive(s) && received_[i] < s.bytes) return false;
+  }
+  return true;
+}
+
+void PlanRunner::advance() {
+  if (advancing_ || !started_) return;
+  advancing_ = true;
+  while (!done() && round_complete()) {
+    for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+      for (HeldPiece& piece : held_[i]) apply(plan_.steps[i], piece.offset, piece.data);
+      held_[i].clear();
+    }
+    ++round_;
+    if (!done()) begin_round();
+  }
+  advancing_ = false;
+}
+
+void PlanRunner::apply(const Step& step, uint64_t offset, std::span<const std::byte> data) {
+  std::byte* target = buffers_.work + step.offset + offset;
+  if (step.kind == StepKind::kRecvReduce) {
+    reduce_(target, data.data(), data.size());
+  } else {
+    std::memcpy(target, data.data(), data.size());
+  }
+}
+
+void PlanRunner::send_done(int peer, uint32_t message) {
+  const auto p = static_cast<size_t>(peer);
+  if (peer < 0 || p >= send_steps_.size() || message >= send_steps_[p].size()) return;
+  sent_[send_steps_[p][message]] = true;
+  advance();
+}
+
+std::string PlanRunner::deliver(int peer, uint32_t message, uint64_t offset,
+                                std::span<const std::byte> data) {
+  const auto p = static_cast<size_t>(peer);
+  if (peer < 0 || p >= recv_steps_.size() || message >= recv_steps_[p].size()) {
+    return "unexpected message " + std::to_string(message) + " from participant " +
+           std::to_string(peer) + " (the plan holds no such receive)";
+  }
+  const uint32_t index = recv_steps_[p][message];
+  const Step& s = plan_.steps[index];
+  const uint64_t bytes = data.size();
+  if (!within(offset, bytes, s.bytes)) {
+    return "piece [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") of message " +
+           std::to_string(message) + " from participant " + std::to_string(peer) +
+           " lies outside its " + std::to_string(s.bytes) + " bytes";
+  }
+  if (bytes > s.bytes - received_[index]) {
+    return "message " + std::to_string(message) + " from participant " + std::to_string(peer) +
+           " carries more than its " + std::to_string(s.bytes) + " bytes";
+  }
+  if (s.kind == StepKind::kRecvReduce &&
+      (offset % buffers_.elem_bytes != 0 || bytes % buffers_.elem_bytes != 0)) {
+    return "piece of message " + std::to_string(message) + " from participant " +
+           std::to_string(peer) + " splits an element";
+  }
+  received_[index] += bytes;
+  if (started_ && step_round_[index] == round_ && !s.deferred) {
+    apply(s, offset, data);
+  } else {
+    held_[index].push_back(HeldPiece{offset, {data.begin(), data.end()}});
+  }
+  advance();
+  return {};
+}
+
+std::vector<int> PlanRunner::waiting_for() const {
+  std::vector<int> peers;
+  if (done()) return peers;
+  for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+    const Step& s = plan_.steps[i];
+    if (is_receive(s) && received_[i] < s.bytes) peers.push_back(s.peer);
+  }
+  return peers;
+}
+
+}  // namespace plexus::daemon::algo

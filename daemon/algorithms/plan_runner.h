@@ -1,0 +1,85 @@
+// Runs one participant's plan over a transport: posts each round's sends, places or
+// reduces the pieces that arrive (in any order, in pieces of any size, early ones held
+// until their round), and moves to the next round when the current one is complete.
+// Single-threaded: the caller serialises start, send_done and deliver.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "daemon/algorithms/plan.h"
+
+namespace plexus::daemon::algo {
+
+// What the runner needs from the network.
+class PlanTransport {
+ public:
+  virtual ~PlanTransport() = default;
+  // Hand `data` to `peer` as message `message` of this op. The runner leaves the bytes
+  // unchanged until send_done(peer, message) is called (which may happen inside this call).
+  virtual void post_send(int peer, uint32_t message, std::span<const std::byte> data) = 0;
+};
+
+// inout[i] = op(inout[i], in[i]) over `bytes` bytes of whole elements.
+using ReduceFn = std::function<void(std::byte* inout, const std::byte* in, size_t bytes)>;
+
+struct PlanBuffers {
+  std::byte* work = nullptr;
+  uint64_t work_bytes = 0;
+  const std::byte* send = nullptr;  // kSend (alltoall); may be null otherwise
+  uint64_t send_bytes = 0;
+  uint32_t elem_bytes = 1;  // pieces of reduced messages must be whole elements
+};
+
+// Empty, or why the plan reaches outside the buffers (a bug in a planner).
+std::string check_plan_fits(const Plan& plan, const PlanBuffers& buffers);
+
+class PlanRunner {
+ public:
+  // `plan` must outlive the runner and fit `buffers` (check_plan_fits).
+  PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce, PlanTransport& transport);
+
+  // Posts the first round; a plan with nothing to wait for is done on return.
+  void start();
+  void send_done(int peer, uint32_t message);
+  // Bytes [offset, offset + data.size()) of message `message` from `peer`. Returns an empty
+  // string, or why the piece does not fit the plan (no such message, outside it, more
+  // bytes than it holds, not whole elements of a reduced message): the op must then fail.
+  std::string deliver(int peer, uint32_t message, uint64_t offset, std::span<const std::byte> data);
+
+  bool done() const { return round_ >= plan_.rounds(); }
+  size_t round() const { return round_; }
+  // Peers whose messages the current round still waits for (diagnostics).
+  std::vector<int> waiting_for() const;
+
+ private:
+  struct HeldPiece {
+    uint64_t offset;
+    std::vector<std::byte> data;
+  };
+  size_t round_of(size_t step) const;
+  void begin_round();
+  bool round_complete() const;
+  void apply(const Step& step, uint64_t offset, std::span<const std::byte> data);
+  void advance();
+
+  const Plan& plan_;
+  PlanBuffers buffers_;
+  ReduceFn reduce_;
+  PlanTransport& transport_;
+  std::vector<uint32_t> step_round_;               // by step
+  std::vector<uint64_t> received_;                 // by step: bytes delivered so far
+  std::vector<bool> sent_;                         // by step: send_done seen
+  std::vector<std::vector<uint32_t>> recv_steps_;  // [peer][message] -> step
+  std::vector<std::vector<uint32_t>> send_steps_;  // [peer][message] -> step
+  std::vector<std::vector<HeldPiece>> held_;       // by step: pieces not yet applied
+  size_t round_ = 0;
+  bool started_ = false;
+  bool advancing_ = false;
+};
+
+}  // namespace plexus::daemon::algo

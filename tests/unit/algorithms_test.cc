@@ -1,0 +1,428 @@
+// Every inter-node algorithm, run by the plan runner for 1..17 participants over an
+// in-memory transport that delivers pieces of random size in random order and lets a
+// sender's bytes be read only while its send is in flight: results must be exact.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "daemon/algorithms/algorithm.h"
+#include "daemon/algorithms/cost_model.h"
+#include "daemon/algorithms/plan_runner.h"
+
+namespace plexus::daemon::algo {
+namespace {
+
+using Word = uint32_t;  // wrapping sums are exact whatever the order
+constexpr uint32_t kElem = sizeof(Word);
+
+Word input(int participant, uint64_t index) {
+  uint64_t x = (static_cast<uint64_t>(participant) + 1) * 0x9E3779B97F4A7C15ull + index * 31;
+  x ^= x >> 29;
+  return static_cast<Word>(x * 0xBF58476D1CE4E5B9ull >> 32);
+}
+
+void add_words(std::byte* inout, const std::byte* in, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += kElem) {
+    Word a;
+    Word b;
+    std::memcpy(&a, inout + i, kElem);
+    std::memcpy(&b, in + i, kElem);
+    a += b;
+    std::memcpy(inout + i, &a, kElem);
+  }
+}
+
+// All participants' runners joined by queues of in-flight sends. A send's bytes are read
+// from the sender's buffer piece by piece as they are delivered, and send_done comes only
+// after the last piece: a runner that touched bytes under an in-flight send is caught.
+class InMemoryNetwork {
+ public:
+  explicit InMemoryNetwork(uint32_t seed) : rng_(seed) {}
+
+  class Endpoint : public PlanTransport {
+   public:
+    Endpoint(InMemoryNetwork* net, int me) : net_(net), me_(me) {}
+    void post_send(int peer, uint32_t message, std::span<const std::byte> data) override {
+      net_->flights_.push_back(Flight{me_, peer, message, data, 0});
+    }
+
+   private:
+    InMemoryNetwork* net_;
+    int me_;
+  };
+
+  void attach(std::vector<PlanRunner*> runners) { runners_ = std::move(runners); }
+
+  // Delivers until nothing is in flight; returns the first error a runner reported.
+  std::string run() {
+    for (PlanRunner* r : runners_) r->start();
+    size_t deliveries = 0;
+    while (!flights_.empty()) {
+      if (++deliveries > 10'000'000) return "the network did not go quiet";
+      const size_t pick = std::uniform_int_distribution<size_t>(0, flights_.size() - 1)(rng_);
+      // deliver and send_done may post new sends: copy, then index again.
+      const Flight f = flights_[pick];
+      const uint64_t left = f.data.size() - f.offset;
+      uint64_t piece = std::uniform_int_distribution<uint64_t>(1, 3)(rng_) * kElem * 5;
+      piece = std::min(piece, left);
+      flights_[pick].offset += piece;
+      const bool last = f.offset + piece == f.data.size();
+      if (last) flights_.erase(flights_.begin() + static_cast<std::ptrdiff_t>(pick));
+      std::string error = runners_[static_cast<size_t>(f.to)]->deliver(
+          f.from, f.message, f.offset, f.data.subspan(f.offset, piece));
+      if (!error.empty()) return "participant " + std::to_string(f.to) + ": " + error;
+      if (last) runners_[static_cast<size_t>(f.from)]->send_done(f.to, f.message);
+    }
+    return {};
+  }
+
+ private:
+  struct Flight {
+    int from;
+    int to;
+    uint32_t message;
+    std::span<const std::byte> data;
+    uint64_t offset;
+  };
+  std::mt19937 rng_;
+  std::vector<Flight> flights_;
+  std::vector<PlanRunner*> runners_;
+};
+
+struct Participant {
+  std::vector<Word> work;
+  std::vector<Word> send;
+};
+
+std::span<std::byte> bytes_of(std::vector<Word>& v) {
+  return {reinterpret_cast<std::byte*>(v.data()), v.size() * kElem};
+}
+
+// Runs every participant's plan for shapes made by `shape_for(me)`; fills `people` with
+// the inputs first and returns the first failure.
+std::string run_collective(Algorithm algorithm, int p, uint32_t seed,
+                           const std::function<Shape(int)>& shape_for,
+                           std::vector<Participant>& people) {
+  std::vector<Plan> plans;
+  std::vector<Shape> shapes;
+  for (int me = 0; me < p; ++me) {
+    shapes.push_back(shape_for(me));
+    const std::string bad = check_shape(shapes.back());
+    if (!bad.empty()) return "bad shape: " + bad;
+    plans.push_back(make_plan(algorithm, shapes.back()));
+  }
+  InMemoryNetwork net(seed);
+  std::vector<InMemoryNetwork::Endpoint> endpoints;
+  endpoints.reserve(static_cast<size_t>(p));
+  std::vector<std::unique_ptr<PlanRunner>> runners;
+  std::vector<PlanRunner*> raw;
+  for (int me = 0; me < p; ++me) {
+    endpoints.emplace_back(&net, me);
+    Participant& person = people[static_cast<size_t>(me)];
+    auto work = bytes_of(person.work);
+    auto send = bytes_of(person.send);
+    PlanBuffers buffers{work.data(), work.size(), send.data(), send.size(), kElem};
+    const std::string fits = check_plan_fits(plans[static_cast<size_t>(me)], buffers);
+    if (!fits.empty()) return "participant " + std::to_string(me) + ": " + fits;
+    runners.push_back(std::make_unique<PlanRunner>(plans[static_cast<size_t>(me)], buffers,
+                                                   add_words, endpoints.back()));
+    raw.push_back(runners.back().get());
+  }
+  net.attach(raw);
+  std::string error = net.run();
+  if (!error.empty()) return error;
+  for (int me = 0; me < p; ++me) {
+    const PlanRunner& r = *runners[static_cast<size_t>(me)];
+    if (!r.done()) {
+      return "participant " + std::to_string(me) + " stuck in round " + std::to_string(r.round()) +
+             " of " + std::to_string(plans[static_cast<size_t>(me)].rounds());
+    }
+  }
+  return {};
+}
+
+std::string expect_words(const std::vector<Word>& got, size_t at, size_t n,
+                         const std::function<Word(size_t)>& want, int who) {
+  for (size_t j = 0; j < n; ++j) {
+    if (got[at + j] != want(j)) {
+      return "participant " + std::to_string(who) + " element " + std::to_string(at + j) +
+             ": got " + std::to_string(got[at + j]) + ", want " + std::to_string(want(j));
+    }
+  }
+  return {};
+}
+
+Word sum_over(int p, uint64_t index) {
+  Word s = 0;
+  for (int i = 0; i < p; ++i) s += input(i, index);
+  return s;
+}
+
+// Segment sizes of various kinds: all equal, all different with empties, a lone big one.
+std::vector<uint64_t> segments_for(int p, int variant) {
+  std::vector<uint64_t> seg(static_cast<size_t>(p));
+  for (int i = 0; i < p; ++i) {
+    const auto u = static_cast<uint64_t>(i);
+    seg[u] = variant == 0 ? 13 : variant == 1 ? (u * 7 + 3) % 11 : (i == p / 2 ? 301 : 0);
+  }
+  return seg;
+}
+
+std::string check_case(Algorithm algorithm, Collective collective, int p, uint64_t count,
+                       int variant, uint32_t seed) {
+  const int root =
+      static_cast<int>((count + static_cast<uint64_t>(variant)) % static_cast<uint64_t>(p));
+  const std::vector<uint64_t> seg = segments_for(p, variant);
+  const std::vector<uint64_t> seg_at = prefix_offsets(seg);
+  const uint64_t seg_total = seg_at.back();
+  // alltoall: participant i sends m(i, j) elements to j.
+  auto m = [&](int i, int j) {
+    return static_cast<uint64_t>((i * 5 + j * 3 + variant) % 7) * (count % 5 + 1);
+  };
+  auto shape_for = [&](int me) {
+    Shape s;
+    s.collective = collective;
+    s.participants = p;
+    s.me = me;
+    s.root = root;
+    s.elem_bytes = kElem;
+    s.count = count;
+    s.pipeline_elems = variant == 0 ? 0 : 7;
+    if (collective == Collective::kAllgather || collective == Collective::kReduceScatter) {
+      s.segments = seg;
+    }
+    if (collective == Collective::kAlltoall) {
+      for (int j = 0; j < p; ++j) {
+        s.send_counts.push_back(m(me, j));
+        s.recv_counts.push_back(m(j, me));
+      }
+    }
+    return s;
+  };
+  std::vector<Participant> people(static_cast<size_t>(p));
+  for (int me = 0; me < p; ++me) {
+    Participant& person = people[static_cast<size_t>(me)];
+    switch (collective) {
+      case Collective::kAllreduce:
+      case Collective::kReduce:
+      case Collective::kBroadcast:
+        person.work.resize(count);
+        for (uint64_t j = 0; j < count; ++j) person.work[j] = input(me, j);
+        break;
+      case Collective::kReduceScatter:
+        person.work.resize(seg_total);
+        for (uint64_t j = 0; j < seg_total; ++j) person.work[j] = input(me, j);
+        break;
+      case Collective::kAllgather:
+        person.work.assign(seg_total, 0xDEADBEEF);
+        for (uint64_t j = 0; j < seg[static_cast<size_t>(me)]; ++j) {
+          person.work[seg_at[static_cast<size_t>(me)] + j] = input(me, j);
+        }
+        break;
+      case Collective::kAlltoall: {
+        uint64_t out = 0;
+        uint64_t in = 0;
+        for (int j = 0; j < p; ++j) {
+          out += m(me, j);
+          in += m(j, me);
+        }
+        person.send.resize(out);
+        for (uint64_t j = 0; j < out; ++j) person.send[j] = input(me, j);
+        person.work.assign(in, 0xDEADBEEF);
+        break;
+      }
+    }
+  }
+  std::string error = run_collective(algorithm, p, seed, shape_for, people);
+  if (!error.empty()) return error;
+  for (int me = 0; me < p && error.empty(); ++me) {
+    const auto& w = people[static_cast<size_t>(me)].work;
+    const auto u = static_cast<size_t>(me);
+    switch (collective) {
+      case Collective::kAllreduce:
+        error = expect_words(
+            w, 0, count, [&](size_t j) { return sum_over(p, j); }, me);
+        break;
+      case Collective::kReduce:
+        if (me == root) {
+          error = expect_words(
+              w, 0, count, [&](size_t j) { return sum_over(p, j); }, me);
+        }
+        break;
+      case Collective::kBroadcast:
+        error = expect_words(
+            w, 0, count, [&](size_t j) { return input(root, j); }, me);
+        break;
+      case Collective::kReduceScatter:
+        error = expect_words(
+            w, seg_at[u], seg[u], [&](size_t j) { return sum_over(p, seg_at[u] + j); }, me);
+        break;
+      case Collective::kAllgather:
+        for (int i = 0; i < p && error.empty(); ++i) {
+          const auto ui = static_cast<size_t>(i);
+          error = expect_words(
+              w, seg_at[ui], seg[ui], [&](size_t j) { return input(i, j); }, me);
+        }
+        break;
+      case Collective::kAlltoall: {
+        uint64_t at = 0;
+        for (int i = 0; i < p && error.empty(); ++i) {
+          uint64_t from_at = 0;  // where i's block for me starts in i's send buffer
+          for (int j = 0; j < me; ++j) from_at += m(i, j);
+          error = expect_words(
+              w, at, m(i, me), [&](size_t j) { return input(i, from_at + j); }, me);
+          at += m(i, me);
+        }
+        break;
+      }
+    }
+  }
+  return error;
+}
+
+struct AlgoCase {
+  Algorithm algorithm;
+  Collective collective;
+};
+
+class AlgorithmTest : public ::testing::TestWithParam<AlgoCase> {};
+
+TEST_P(AlgorithmTest, ExactForOneToSeventeenParticipantsAndOddSizes) {
+  const auto [algorithm, collective] = GetParam();
+  uint32_t seed = 1;
+  int cases = 0;
+  for (int p = 1; p <= 17; ++p) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{5}, uint64_t{97}, uint64_t{1031}}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        // Segment variants only matter where segments exist; counts only where they do.
+        const bool segmented =
+            collective == Collective::kAllgather || collective == Collective::kReduceScatter;
+        if (segmented && count != 1) continue;
+        if (!segmented && collective != Collective::kAlltoall && variant == 2) continue;
+        const std::string error = check_case(algorithm, collective, p, count, variant, ++seed);
+        ASSERT_EQ(error, "") << algorithm_name(algorithm) << " " << collective_name(collective)
+                             << " p=" << p << " count=" << count << " variant=" << variant;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_GT(cases, 17);
+}
+
+std::vector<AlgoCase> all_algo_cases() {
+  std::vector<AlgoCase> cases;
+  for (Collective c : {Collective::kAllreduce, Collective::kReduceScatter, Collective::kAllgather,
+                       Collective::kBroadcast, Collective::kReduce, Collective::kAlltoall}) {
+    for (Algorithm a : algorithms_for(c)) cases.push_back({a, c});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Every, AlgorithmTest, ::testing::ValuesIn(all_algo_cases()),
+                         [](const auto& param_info) {
+                           return std::string(collective_name(param_info.param.collective)) + "_" +
+                                  algorithm_name(param_info.param.algorithm);
+                         });
+
+uint64_t bytes_sent(const Plan& plan) {
+  uint64_t total = 0;
+  for (const Step& s : plan.steps) {
+    if (s.kind == StepKind::kSend) total += s.bytes;
+  }
+  return total;
+}
+
+// Correct but wasteful plans would pass the exactness tests: pin the volume too.
+TEST(AlgorithmVolumeTest, RingAndRabenseifnerSendTwiceTheVectorTimesPMinusOneOverP) {
+  for (int p : {2, 4, 8, 16}) {
+    Shape s;
+    s.participants = p;
+    s.elem_bytes = 4;
+    s.count = 1024 * static_cast<uint64_t>(p);
+    const uint64_t expected = 2 * (static_cast<uint64_t>(p) - 1) * 1024 * 4;
+    for (int me = 0; me < p; ++me) {
+      s.me = me;
+      EXPECT_EQ(bytes_sent(plan_ring(s)), expected) << "ring p=" << p;
+      EXPECT_EQ(bytes_sent(plan_recursive_halving_doubling(s)), expected) << "rhd p=" << p;
+    }
+  }
+}
+
+TEST(AlgorithmVolumeTest, RoundCountsAreLogarithmicWhereTheyShouldBe) {
+  Shape s;
+  s.participants = 16;
+  s.elem_bytes = 4;
+  s.count = 64;
+  EXPECT_EQ(plan_recursive_doubling(s).rounds(), 4u);
+  EXPECT_EQ(plan_recursive_halving_doubling(s).rounds(), 8u);
+  s.collective = Collective::kAllgather;
+  s.segments.assign(16, 4);
+  EXPECT_EQ(plan_bruck(s).rounds(), 4u);
+  EXPECT_EQ(plan_ring(s).rounds(), 15u);
+  s.participants = 17;
+  s.me = 0;
+  s.segments.assign(17, 4);
+  EXPECT_EQ(plan_bruck(s).rounds(), 5u);
+}
+
+TEST(CostModelTest, SmallMessagesPickFewRoundsLargeOnesPickBandwidthOptimal) {
+  const LinkCost tcp{30e-6, 1.0 / 1.0e9};
+  Shape s;
+  s.participants = 8;
+  s.elem_bytes = 4;
+  s.count = 2;
+  EXPECT_EQ(choose_algorithm(s, tcp), Algorithm::kRecursiveDoubling);
+  s.count = 16 << 20;
+  const Algorithm big = choose_algorithm(s, tcp);
+  EXPECT_TRUE(big == Algorithm::kRing || big == Algorithm::kRecursiveHalvingDoubling)
+      << algorithm_name(big);
+  EXPECT_EQ(choose_algorithm(s, tcp, Algorithm::kRecursiveDoubling), Algorithm::kRecursiveDoubling);
+  // A forced algorithm that cannot run the collective is ignored, not obeyed.
+  EXPECT_NE(choose_algorithm(s, tcp, Algorithm::kBruck), Algorithm::kBruck);
+  s.collective = Collective::kBroadcast;
+  s.count = 2;
+  EXPECT_EQ(choose_algorithm(s, tcp), Algorithm::kBinomial);
+  s.count = 64 << 20;
+  EXPECT_EQ(choose_algorithm(s, tcp), Algorithm::kChain);
+}
+
+TEST(AlgorithmNamesTest, EveryNameParsesBack) {
+  for (Algorithm a : kAllAlgorithms) EXPECT_EQ(parse_algorithm(algorithm_name(a)), a);
+  EXPECT_EQ(parse_algorithm("tree-of-life"), std::nullopt);
+}
+
+class NullTransport : public PlanTransport {
+ public:
+  void post_send(int, uint32_t, std::span<const std::byte>) override {}
+};
+
+TEST(PlanRunnerTest, PiecesThatDoNotFitThePlanAreRefusedWithAReason) {
+  Shape s;
+  s.participants = 2;
+  s.me = 1;
+  s.elem_bytes = 4;
+  s.count = 8;
+  const Plan plan = plan_recursive_doubling(s);  // one exchange of 32 bytes with participant 0
+  std::vector<Word> work(8);
+  NullTransport transport;
+  PlanRunner runner(plan, {reinterpret_cast<std::byte*>(work.data()), 32, nullptr, 0, 4}, add_words,
+                    transport);
+  runner.start();
+  std::vector<std::byte> piece(64);
+  using ::testing::HasSubstr;
+  EXPECT_THAT(runner.deliver(0, 7, 0, {piece.data(), 4}), HasSubstr("unexpected message 7"));
+  EXPECT_THAT(runner.deliver(5, 0, 0, {piece.data(), 4}), HasSubstr("participant 5"));
+  EXPECT_THAT(runner.deliver(0, 0, 30, {piece.data(), 4}), HasSubstr("outside its 32 bytes"));
+  EXPECT_THAT(runner.deliver(0, 0, 0, {piece.data(), 6}), HasSubstr("splits an element"));
+  EXPECT_EQ(runner.deliver(0, 0, 0, {piece.data(), 16}), "");
+  EXPECT_THAT(runner.deliver(0, 0, 0, {piece.data(), 20}), HasSubstr("more than its 32 bytes"));
+  EXPECT_EQ(runner.waiting_for(), std::vector<int>{0});
+  EXPECT_FALSE(runner.done());
+}
+
+}  // namespace
+}  // namespace plexus::daemon::algo
