@@ -1,6 +1,5 @@
 // Every inter-node algorithm, run by the plan runner for 1..17 participants over an
-// in-memory transport that delivers pieces of random size in random order and lets a
-// sender's bytes be read only while its send is in flight: results must be exact.
+// in-memory transport (tests/unit/in_memory_network.h): results must be exact.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +11,7 @@
 #include "daemon/algorithms/algorithm.h"
 #include "daemon/algorithms/cost_model.h"
 #include "daemon/algorithms/plan_runner.h"
+#include "tests/unit/in_memory_network.h"
 
 namespace plexus::daemon::algo {
 namespace {
@@ -36,61 +36,16 @@ void add_words(std::byte* inout, const std::byte* in, size_t bytes) {
   }
 }
 
-// All participants' runners joined by queues of in-flight sends. A send's bytes are read
-// from the sender's buffer piece by piece as they are delivered, and send_done comes only
-// after the last piece: a runner that touched bytes under an in-flight send is caught.
-class InMemoryNetwork {
+class Endpoint : public PlanTransport {
  public:
-  explicit InMemoryNetwork(uint32_t seed) : rng_(seed) {}
-
-  class Endpoint : public PlanTransport {
-   public:
-    Endpoint(InMemoryNetwork* net, int me) : net_(net), me_(me) {}
-    void post_send(int peer, uint32_t message, std::span<const std::byte> data) override {
-      net_->flights_.push_back(Flight{me_, peer, message, data, 0});
-    }
-
-   private:
-    InMemoryNetwork* net_;
-    int me_;
-  };
-
-  void attach(std::vector<PlanRunner*> runners) { runners_ = std::move(runners); }
-
-  // Delivers until nothing is in flight; returns the first error a runner reported.
-  std::string run() {
-    for (PlanRunner* r : runners_) r->start();
-    size_t deliveries = 0;
-    while (!flights_.empty()) {
-      if (++deliveries > 10'000'000) return "the network did not go quiet";
-      const size_t pick = std::uniform_int_distribution<size_t>(0, flights_.size() - 1)(rng_);
-      // deliver and send_done may post new sends: copy, then index again.
-      const Flight f = flights_[pick];
-      const uint64_t left = f.data.size() - f.offset;
-      uint64_t piece = std::uniform_int_distribution<uint64_t>(1, 3)(rng_) * kElem * 5;
-      piece = std::min(piece, left);
-      flights_[pick].offset += piece;
-      const bool last = f.offset + piece == f.data.size();
-      if (last) flights_.erase(flights_.begin() + static_cast<std::ptrdiff_t>(pick));
-      std::string error = runners_[static_cast<size_t>(f.to)]->deliver(
-          f.from, f.message, f.offset, f.data.subspan(f.offset, piece));
-      if (!error.empty()) return "participant " + std::to_string(f.to) + ": " + error;
-      if (last) runners_[static_cast<size_t>(f.from)]->send_done(f.to, f.message);
-    }
-    return {};
+  Endpoint(test::InMemoryNetwork* net, int me) : net_(net), me_(me) {}
+  void post_send(int peer, uint32_t message, std::span<const std::byte> data) override {
+    net_->post(me_, peer, message, data);
   }
 
  private:
-  struct Flight {
-    int from;
-    int to;
-    uint32_t message;
-    std::span<const std::byte> data;
-    uint64_t offset;
-  };
-  std::mt19937 rng_;
-  std::vector<Flight> flights_;
-  std::vector<PlanRunner*> runners_;
+  test::InMemoryNetwork* net_;
+  int me_;
 };
 
 struct Participant {
@@ -115,8 +70,8 @@ std::string run_collective(Algorithm algorithm, int p, uint32_t seed,
     if (!bad.empty()) return "bad shape: " + bad;
     plans.push_back(make_plan(algorithm, shapes.back()));
   }
-  InMemoryNetwork net(seed);
-  std::vector<InMemoryNetwork::Endpoint> endpoints;
+  test::InMemoryNetwork net(seed, kElem);
+  std::vector<Endpoint> endpoints;
   endpoints.reserve(static_cast<size_t>(p));
   std::vector<std::unique_ptr<PlanRunner>> runners;
   std::vector<PlanRunner*> raw;
@@ -132,8 +87,14 @@ std::string run_collective(Algorithm algorithm, int p, uint32_t seed,
                                                    add_words, endpoints.back()));
     raw.push_back(runners.back().get());
   }
-  net.attach(raw);
-  std::string error = net.run();
+  for (PlanRunner* r : raw) r->start();
+  std::string error = net.run(
+      [&](int to, int from, uint32_t message, uint64_t offset, std::span<const std::byte> data) {
+        return raw[static_cast<size_t>(to)]->deliver(from, message, offset, data);
+      },
+      [&](int from, int to, uint32_t message) {
+        raw[static_cast<size_t>(from)]->send_done(to, message);
+      });
   if (!error.empty()) return error;
   for (int me = 0; me < p; ++me) {
     const PlanRunner& r = *runners[static_cast<size_t>(me)];
