@@ -1,0 +1,154 @@
+// Frame queueing and parsing on a non-blocking TCP socket.
+#include "transports/tcp/tcp_connection.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace plexus::transports {
+namespace {
+
+constexpr size_t kMaxIov = 64;
+
+}  // namespace
+
+TcpConnection::TcpConnection(int fd, wire::DataFrameLimits limits, Callbacks callbacks)
+    : fd_(fd), limits_(limits), callbacks_(std::move(callbacks)), ring_(64) {
+  const int flags = ::fcntl(fd_, F_GETFL);
+  ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+  const int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // Room for one whole frame plus a gulp of what follows it.
+  in_.resize(wire::kDataFrameHeaderBytes + limits_.max_payload_bytes + (256 << 10));
+  iov_.reserve(kMaxIov);
+}
+
+TcpConnection::~TcpConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool TcpConnection::fail(std::string reason) {
+  if (error_.empty()) error_ = std::move(reason);
+  return false;
+}
+
+void TcpConnection::queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+                          uint64_t token) {
+  if (queued_ == ring_.size()) {
+    std::vector<Outgoing> bigger(ring_.size() * 2);
+    for (size_t i = 0; i < queued_; ++i) bigger[i] = slot(i);
+    ring_ = std::move(bigger);
+    head_ = 0;
+  }
+  Outgoing& out = ring_[(head_ + queued_) % ring_.size()];
+  wire::encode_data_frame_header(header, out.header);
+  out.payload = payload;
+  out.token = token;
+  out.written = 0;
+  ++queued_;
+}
+
+bool TcpConnection::on_writable() {
+  if (!error_.empty()) return false;
+  while (queued_ > 0) {
+    iov_.clear();
+    for (size_t i = 0; i < queued_ && iov_.size() + 2 <= kMaxIov; ++i) {
+      const Outgoing& out = slot(i);
+      size_t skip = out.written;
+      if (skip < out.header.size()) {
+        iov_.push_back(
+            {const_cast<std::byte*>(out.header.data()) + skip, out.header.size() - skip});
+        skip = 0;
+      } else {
+        skip -= out.header.size();
+      }
+      if (out.payload.size() > skip) {
+        iov_.push_back(
+            {const_cast<std::byte*>(out.payload.data()) + skip, out.payload.size() - skip});
+      }
+    }
+    const ssize_t n = ::writev(fd_, iov_.data(), static_cast<int>(iov_.size()));
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      return fail(std::string("send failed: ") + std::strerror(errno));
+    }
+    bytes_sent_ += static_cast<uint64_t>(n);
+    auto left = static_cast<size_t>(n);
+    while (queued_ > 0) {
+      Outgoing& out = slot(0);
+      const size_t total = out.header.size() + out.payload.size();
+      const size_t take = std::min(left, total - out.written);
+      out.written += take;
+      left -= take;
+      if (out.written < total) break;
+      const uint64_t token = out.token;
+      head_ = (head_ + 1) % ring_.size();
+      --queued_;
+      if (callbacks_.on_sent) callbacks_.on_sent(token);
+      if (!error_.empty()) return false;
+    }
+  }
+  return true;
+}
+
+bool TcpConnection::parse_frames() {
+  while (filled_ - consumed_ >= wire::kDataFrameHeaderBytes) {
+    const std::byte* at = in_.data() + consumed_;
+    auto decoded = wire::decode_data_frame_header(
+        std::span<const std::byte, wire::kDataFrameHeaderBytes>(at, wire::kDataFrameHeaderBytes),
+        limits_);
+    if (!decoded.ok()) return fail(decoded.error);
+    const wire::DataFrameHeader& header = decoded.header;
+    const size_t frame = wire::kDataFrameHeaderBytes + header.length;
+    if (filled_ - consumed_ < frame) break;
+    std::string error = callbacks_.on_frame(
+        header, {at + wire::kDataFrameHeaderBytes, static_cast<size_t>(header.length)});
+    if (!error.empty()) return fail(std::move(error));
+    consumed_ += frame;
+  }
+  if (consumed_ == filled_) {
+    consumed_ = filled_ = 0;
+  } else if (in_.size() - filled_ < (64 << 10) || consumed_ > in_.size() / 2) {
+    // Keep room to read into: move the unparsed tail to the front.
+    std::memmove(in_.data(), in_.data() + consumed_, filled_ - consumed_);
+    filled_ -= consumed_;
+    consumed_ = 0;
+  }
+  return true;
+}
+
+bool TcpConnection::on_readable(size_t max_bytes) {
+  if (!error_.empty()) return false;
+  size_t got = 0;
+  while (!paused_ && got < max_bytes) {
+    if (filled_ == in_.size()) {
+      // A frame never exceeds the buffer (sized for the largest), so this is a full,
+      // unparsed frame plus more: parse first.
+      if (!parse_frames()) return false;
+      if (filled_ == in_.size()) return fail("receive buffer full without a whole frame");
+    }
+    const ssize_t n = ::read(fd_, in_.data() + filled_, in_.size() - filled_);
+    if (n == 0) {
+      parse_frames();
+      return fail("peer closed the connection");
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      return fail(std::string("receive failed: ") + std::strerror(errno));
+    }
+    filled_ += static_cast<size_t>(n);
+    got += static_cast<size_t>(n);
+    bytes_received_ += static_cast<uint64_t>(n);
+    if (!parse_frames()) return false;
+  }
+  return true;
+}
+
+}  // namespace plexus::transports

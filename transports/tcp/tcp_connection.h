@@ -1,0 +1,90 @@
+// One TCP connection to a peer daemon carrying data frames (transports/wire/data_frame.h):
+// outgoing frames are queued without copying their payload and written with writev, many
+// per call; incoming bytes are read in large gulps and cut into frames whose header is
+// validated before any payload is looked at. Non-blocking and single-threaded: the owner's
+// event loop calls on_readable / on_writable.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transports/wire/data_frame.h"
+
+namespace plexus::transports {
+
+class TcpConnection {
+ public:
+  struct Callbacks {
+    // A whole frame arrived; `payload` is valid only during the call. Return an empty
+    // string, or why the frame is unacceptable (the connection then fails with it).
+    std::function<std::string(const wire::DataFrameHeader&, std::span<const std::byte>)> on_frame;
+    // Every byte of the frame queued with `token` is in the kernel's hands.
+    std::function<void(uint64_t token)> on_sent;
+  };
+
+  // Takes ownership of `fd` (a connected stream socket; made non-blocking here).
+  TcpConnection(int fd, wire::DataFrameLimits limits, Callbacks callbacks);
+  ~TcpConnection();
+  TcpConnection(const TcpConnection&) = delete;
+  TcpConnection& operator=(const TcpConnection&) = delete;
+
+  int fd() const { return fd_; }
+
+  // Queues a frame. `payload` must stay unchanged until on_sent(token). Frames go out in
+  // queue order. Does not write: call on_writable (or let the event loop do it).
+  void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+             uint64_t token);
+  bool wants_write() const { return queued_ > 0; }
+  size_t queued_frames() const { return queued_; }
+
+  // Both return false once the connection has failed (error() says why); the owner then
+  // closes it. on_readable stops after `max_bytes` so one busy peer cannot starve others.
+  bool on_readable(size_t max_bytes = 8 << 20);
+  bool on_writable();
+
+  // While paused, on_readable reads nothing (back-pressure: TCP's window fills up).
+  void pause_reading(bool paused) { paused_ = paused; }
+  bool reading_paused() const { return paused_; }
+
+  const std::string& error() const { return error_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  struct Outgoing {
+    std::array<std::byte, wire::kDataFrameHeaderBytes> header;
+    std::span<const std::byte> payload;
+    uint64_t token;
+    size_t written;  // of header + payload
+  };
+  bool fail(std::string reason);
+  Outgoing& slot(size_t i) { return ring_[(head_ + i) % ring_.size()]; }
+  bool parse_frames();
+
+  int fd_;
+  wire::DataFrameLimits limits_;
+  Callbacks callbacks_;
+  // Outgoing frames: a ring that grows (doubling) only when full, so steady traffic
+  // allocates nothing.
+  std::vector<Outgoing> ring_;
+  size_t head_ = 0;
+  size_t queued_ = 0;
+  std::vector<iovec> iov_;
+  // Incoming bytes: [consumed_, filled_) not yet parsed.
+  std::vector<std::byte> in_;
+  size_t consumed_ = 0;
+  size_t filled_ = 0;
+  bool paused_ = false;
+  std::string error_;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+};
+
+}  // namespace plexus::transports

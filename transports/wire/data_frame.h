@@ -1,0 +1,52 @@
+// The fixed 48-byte header in front of every frame between daemons on a data connection.
+// Explicit little-endian encoding; decoding validates every field before anything else
+// looks at the frame, and says which field is wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace plexus::transports::wire {
+
+inline constexpr size_t kDataFrameHeaderBytes = 48;
+inline constexpr uint16_t kDataFrameMagic = 0x5850;  // "PX" on the wire
+inline constexpr uint8_t kDataFrameVersion = 1;
+
+enum class FrameType : uint8_t {
+  kData = 1,       // payload: bytes [offset, offset + length) of message `step` of an op
+  kAck = 2,        // channel_seq: cumulative acknowledgement (reliable channel)
+  kHeartbeat = 3,  // keeps an idle path's liveness known
+};
+
+struct DataFrameHeader {
+  FrameType type = FrameType::kData;
+  uint32_t length = 0;  // payload bytes after the header
+  uint64_t comm_id = 0;
+  uint64_t op_seq = 0;
+  uint32_t step = 0;    // message index between this pair of daemons within the op
+  uint32_t chunk = 0;   // index of this piece within the message
+  uint64_t offset = 0;  // of this piece within the message
+  uint64_t channel_seq = 0;
+};
+
+struct DataFrameLimits {
+  uint32_t max_payload_bytes = 4u << 20;
+};
+
+struct DecodedHeader {
+  DataFrameHeader header;
+  std::string error;  // empty when the header is valid
+  bool ok() const { return error.empty(); }
+};
+
+void encode_data_frame_header(const DataFrameHeader& header,
+                              std::span<std::byte, kDataFrameHeaderBytes> out);
+DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHeaderBytes> in,
+                                       const DataFrameLimits& limits);
+
+// "data comm 1a2b.. op 7 step 2 chunk 0 offset 0 length 524288" for logs.
+std::string describe(const DataFrameHeader& header);
+
+}  // namespace plexus::transports::wire
