@@ -1,0 +1,88 @@
+// The root daemon's multi-node rendezvous: forming, node order, conflicts, timeouts that
+// name the missing ranks and the nodes that came, a node that goes away.
+#include "daemon/node_rendezvous.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace plexus::daemon {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using Clock = NodeRendezvous::Clock;
+
+const CommToken kToken{1, 2, 3};
+
+NodeRendezvous::Join join(uint64_t id, const char* name, std::vector<int> ranks,
+                          Clock::time_point deadline = Clock::now() + std::chrono::hours(1)) {
+  return {NodeInfo{id, name, {std::string(name) + ":7470"}}, std::move(ranks), deadline};
+}
+
+TEST(NodeRendezvousTest, FormsWhenEveryRankIsPresentAndNumbersNodesByLowestRank) {
+  NodeRendezvous r;
+  // Placement 2+1+3, interleaved, joining in a scrambled order and in several parts.
+  EXPECT_EQ(r.join(kToken, 6, join(30, "c", {5})).outcome, NodeRendezvous::Result::kWaiting);
+  EXPECT_EQ(r.join(kToken, 6, join(10, "a", {1, 3})).outcome, NodeRendezvous::Result::kWaiting);
+  EXPECT_EQ(r.join(kToken, 6, join(30, "c", {2, 4})).outcome, NodeRendezvous::Result::kWaiting);
+  auto result = r.join(kToken, 6, join(20, "b", {0}));
+  ASSERT_EQ(result.outcome, NodeRendezvous::Result::kFormed) << result.error;
+  ASSERT_EQ(result.formed.nodes.size(), 3u);
+  EXPECT_EQ(result.formed.nodes[0].name, "b");  // holds rank 0
+  EXPECT_EQ(result.formed.nodes[1].name, "a");  // rank 1
+  EXPECT_EQ(result.formed.nodes[2].name, "c");  // rank 2
+  EXPECT_THAT(result.formed.rank_node, ElementsAre(0, 1, 2, 1, 2, 2));
+  EXPECT_THAT(result.notify, UnorderedElementsAre(10u, 20u, 30u));
+  EXPECT_EQ(r.pending(), 0u);
+}
+
+TEST(NodeRendezvousTest, ConflictsRejectNamingNodesAndRanks) {
+  NodeRendezvous r;
+  r.join(kToken, 4, join(10, "a", {0, 1}));
+  auto twice = r.join(kToken, 4, join(20, "b", {1}));
+  EXPECT_EQ(twice.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_EQ(twice.error, "rank 1 joined twice: on node a and on node b");
+  EXPECT_THAT(twice.notify, UnorderedElementsAre(10u, 20u));
+
+  r.join(kToken, 4, join(10, "a", {0}));
+  auto size = r.join(kToken, 8, join(20, "b", {2}));
+  EXPECT_EQ(size.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_THAT(size.error, HasSubstr("node b says the communicator has 8 ranks"));
+
+  auto range = r.join(kToken, 4, join(20, "b", {4}));
+  EXPECT_THAT(range.error, HasSubstr("registered rank 4, outside 0..3"));
+  EXPECT_EQ(r.pending(), 0u);
+}
+
+TEST(NodeRendezvousTest, TimeoutNamesMissingRanksAndTheNodesThatJoined) {
+  NodeRendezvous r;
+  const auto now = Clock::now();
+  r.join(kToken, 6, join(10, "a", {0, 1}, now + std::chrono::seconds(5)));
+  r.join(kToken, 6, join(20, "b", {3}, now + std::chrono::seconds(2)));
+  EXPECT_EQ(r.next_deadline(), now + std::chrono::seconds(2));
+  EXPECT_TRUE(r.expire(now + std::chrono::seconds(1)).empty());
+  auto failures = r.expire(now + std::chrono::seconds(2));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].message,
+            "communicator init timed out: rank(s) 2,4,5 of 6 never joined; joined: node a "
+            "(rank(s) 0,1), node b (rank(s) 3)");
+  EXPECT_THAT(failures[0].notify, UnorderedElementsAre(10u, 20u));
+  EXPECT_EQ(r.pending(), 0u);
+}
+
+TEST(NodeRendezvousTest, ANodeThatGoesAwayFailsItsRendezvousForTheOthers) {
+  NodeRendezvous r;
+  r.join(kToken, 3, join(10, "a", {0}));
+  r.join(kToken, 3, join(20, "b", {1}));
+  const CommToken other{9};
+  r.join(other, 2, join(10, "a", {0}));
+  auto failures = r.drop_node(20);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].message, "node b went away while communicator init was under way");
+  EXPECT_THAT(failures[0].notify, ElementsAre(10u));
+  EXPECT_EQ(r.pending(), 1u);  // the other communicator is untouched
+}
+
+}  // namespace
+}  // namespace plexus::daemon
