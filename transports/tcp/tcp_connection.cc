@@ -55,6 +55,15 @@ void TcpConnection::queue(const wire::DataFrameHeader& header, std::span<const s
 
 bool TcpConnection::on_writable() {
   if (!error_.empty()) return false;
+  // on_sent may queue more frames and call us again: the outer call writes them.
+  if (writing_) return true;
+  writing_ = true;
+  const bool ok = write_queued();
+  writing_ = false;
+  return ok;
+}
+
+bool TcpConnection::write_queued() {
   while (queued_ > 0) {
     iov_.clear();
     for (size_t i = 0; i < queued_ && iov_.size() + 2 <= kMaxIov; ++i) {

@@ -67,6 +67,7 @@ class TcpConnection {
   bool fail(std::string reason);
   Outgoing& slot(size_t i) { return ring_[(head_ + i) % ring_.size()]; }
   bool parse_frames();
+  bool write_queued();
 
   int fd_;
   wire::DataFrameLimits limits_;
@@ -82,6 +83,7 @@ class TcpConnection {
   size_t consumed_ = 0;
   size_t filled_ = 0;
   bool paused_ = false;
+  bool writing_ = false;
   std::string error_;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;

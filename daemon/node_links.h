@@ -1,0 +1,83 @@
+// This daemon's data connections to peer daemons, one TcpConnection per peer node, in an
+// epoll set the engine polls: cuts messages into chunk frames (no allocation per chunk),
+// keeps the memory a message is read from alive until its last byte is in the kernel's
+// hands, and hands arriving frames to the engine. Single-threaded (the engine thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "shm/memfd.h"
+#include "transports/tcp/tcp_connection.h"
+
+namespace plexus::daemon {
+
+class NodeLinks {
+ public:
+  struct Handler {
+    // A data frame from `peer`. Return "" or why it is unacceptable: the link then fails.
+    std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&,
+                              std::span<const std::byte>)>
+        on_frame;
+    // The link to `peer` failed (reason says how); it has been removed.
+    std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
+  };
+
+  explicit NodeLinks(Handler handler, uint32_t chunk_bytes = 512 * 1024);
+  ~NodeLinks();
+  NodeLinks(const NodeLinks&) = delete;
+  NodeLinks& operator=(const NodeLinks&) = delete;
+
+  // Readable when a link has I/O ready: the engine adds it to the set it parks on.
+  int epoll_fd() const { return epoll_.get(); }
+
+  // Takes a connected, authenticated socket to peer node `peer` (replacing any older one).
+  void add(uint64_t peer, std::string name, int fd);
+  bool has(uint64_t peer) const { return links_.count(peer) != 0; }
+  size_t size() const { return links_.size(); }
+  const std::string* name_of(uint64_t peer) const;
+
+  // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames. `keep_alive`
+  // (the memory `data` lies in) is held until the last chunk is written; then `done`
+  // runs. Returns false (and calls nothing) when there is no link to `peer`.
+  bool send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
+                    std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
+                    std::function<void()> done);
+
+  // Runs the I/O that is ready (waiting up to timeout_ms for some); returns whether
+  // anything was read or written.
+  bool poll(int timeout_ms);
+
+ private:
+  struct Link {
+    uint64_t peer;
+    std::string name;
+    std::unique_ptr<transports::TcpConnection> conn;
+    bool watching_out = false;
+  };
+  struct Pending {  // one queued chunk
+    uint64_t peer = 0;
+    std::shared_ptr<void> keep_alive;
+    std::function<void()> done;  // on the message's last chunk only
+    bool used = false;
+  };
+  uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done);
+  void chunk_sent(uint64_t token);
+  void update_interest(Link& link);
+  void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
+  bool service(Link& link, uint32_t events);
+
+  Handler handler_;
+  uint32_t chunk_bytes_;
+  shm::UniqueFd epoll_;
+  std::unordered_map<uint64_t, std::unique_ptr<Link>> links_;
+  std::vector<Pending> pending_;
+  std::vector<uint64_t> free_tokens_;
+};
+
+}  // namespace plexus::daemon
