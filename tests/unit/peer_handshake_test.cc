@@ -1,0 +1,156 @@
+// The peer handshake between two daemons: with and without a cluster secret, refusals
+// that name the cause, proofs that do not transfer to another connection, and garbage.
+#include "transports/peer/peer_handshake.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "shm/framing.h"
+#include "transports/wire/peer.capnp.h"
+
+namespace plexus::transports {
+namespace {
+
+using ::testing::HasSubstr;
+
+PeerIdentity identity(uint64_t id, const std::string& name) {
+  PeerIdentity me;
+  me.instance_id = id;
+  me.node_name = name;
+  me.addresses = {"198.18.0." + std::to_string(id) + ":7355"};
+  me.nics = {{"nic0", "198.18.0." + std::to_string(id), 10000}};
+  return me;
+}
+
+// Moves every complete frame from `bytes` into `to`; returns the first error.
+std::string deliver(std::vector<std::byte> bytes, PeerHandshake& to) {
+  shm::FrameDecoder decoder(kMaxHandshakeFrameBytes);
+  decoder.append(bytes.data(), bytes.size());
+  std::string error;
+  while (auto words = decoder.next(&error)) {
+    std::string e = to.on_frame(*words);
+    if (!e.empty()) return e;
+  }
+  return error;
+}
+
+// Runs the exchange to the end; returns {connector error, acceptor error}.
+std::pair<std::string, std::string> run(PeerHandshake& c, PeerHandshake& a) {
+  for (int i = 0; i < 8 && !(c.done() && a.done()); ++i) {
+    std::string e = deliver(c.take_output(), a);
+    if (!e.empty()) return {deliver(a.take_output(), c), e};
+    e = deliver(a.take_output(), c);
+    if (!e.empty()) return {e, deliver(c.take_output(), a)};
+  }
+  return {};
+}
+
+ClusterSecret secret(const char* text) {
+  return ClusterSecret::from_bytes(std::vector<uint8_t>(text, text + std::strlen(text)));
+}
+
+TEST(PeerHandshakeTest, WithoutSecretBothEndsLearnEachOther) {
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, nullptr, 2);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), nullptr);
+  auto [ce, ae] = run(c, a);
+  EXPECT_EQ(ce, "");
+  EXPECT_EQ(ae, "");
+  ASSERT_TRUE(c.done());
+  ASSERT_TRUE(a.done());
+  EXPECT_EQ(c.peer().node_name, "b");
+  EXPECT_EQ(a.peer().node_name, "a");
+  EXPECT_EQ(a.peer().instance_id, 1u);
+  EXPECT_EQ(a.role(), PeerRole::kData);
+  ASSERT_EQ(a.peer().nics.size(), 1u);
+  EXPECT_EQ(a.peer().nics[0].speed_mbps, 10000u);
+  EXPECT_EQ(a.peer().addresses[0], "198.18.0.1:7355");
+}
+
+TEST(PeerHandshakeTest, SameSecretIsAccepted) {
+  const ClusterSecret s = secret("correct horse battery staple");
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kControl, &s);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
+  auto [ce, ae] = run(c, a);
+  EXPECT_EQ(ce + ae, "");
+  EXPECT_TRUE(c.done() && a.done());
+}
+
+TEST(PeerHandshakeTest, WrongSecretIsRefusedByTheAcceptorsProofCheck) {
+  const ClusterSecret mine = secret("correct horse battery staple");
+  const ClusterSecret theirs = secret("incorrect horse battery staple");
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &theirs);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), &mine);
+  auto [ce, ae] = run(c, a);
+  // The connector checks the acceptor's proof first.
+  EXPECT_THAT(ce, HasSubstr("node b failed to prove it holds the cluster secret"));
+  EXPECT_FALSE(a.done());
+  EXPECT_FALSE(c.done());
+}
+
+TEST(PeerHandshakeTest, SecretlessPeerIsRefusedAndToldWhy) {
+  const ClusterSecret s = secret("correct horse battery staple");
+  auto c = PeerHandshake::connector(identity(1, "stranger"), PeerRole::kData, nullptr);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
+  auto [ce, ae] = run(c, a);
+  EXPECT_THAT(ae, HasSubstr("node stranger has no cluster secret"));
+  EXPECT_THAT(ce, HasSubstr("the peer refused the connection"));
+  EXPECT_FALSE(a.done());
+}
+
+TEST(PeerHandshakeTest, RecordedProofDoesNotOpenAnotherConnection) {
+  const ClusterSecret s = secret("correct horse battery staple");
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
+  const auto hello = c.take_output();
+  ASSERT_EQ(deliver(hello, a), "");
+  ASSERT_EQ(deliver(a.take_output(), c), "");
+  const auto proof = c.take_output();  // the connector's valid proof for this connection
+  // An eavesdropper replays the hello and the proof on a new connection: the acceptor's
+  // fresh nonce makes the recorded proof wrong.
+  auto replayed = PeerHandshake::acceptor(identity(2, "b"), &s);
+  ASSERT_EQ(deliver(hello, replayed), "");
+  EXPECT_THAT(deliver(proof, replayed), HasSubstr("failed to prove"));
+  // Reflected back at the connector, the acceptor's own proof is not the connector's.
+  auto c3 = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s);
+  auto a3 = PeerHandshake::acceptor(identity(2, "b"), &s);
+  ASSERT_EQ(deliver(c3.take_output(), a3), "");
+  EXPECT_EQ(deliver(a3.take_output(), c3), "");
+}
+
+TEST(PeerHandshakeTest, WrongInstanceVersionAndGarbageAreRefused) {
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, nullptr, 7);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), nullptr);
+  auto [ce, ae] = run(c, a);
+  EXPECT_THAT(ce, HasSubstr("not the daemon this connection was meant for"));
+
+  auto self = PeerHandshake::acceptor(identity(1, "a"), nullptr);
+  auto c2 = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, nullptr);
+  EXPECT_THAT(deliver(c2.take_output(), self), HasSubstr("own instance id"));
+
+  // A hello from a newer protocol.
+  capnp::MallocMessageBuilder future;
+  auto hello = future.initRoot<wire::peer::HandshakeMessage>().initHello();
+  hello.setProtocolVersion(99);
+  hello.setInstanceId(5);
+  hello.setNodeName("z");
+  auto a3 = PeerHandshake::acceptor(identity(2, "b"), nullptr);
+  EXPECT_THAT(deliver(shm::encode_frame(future), a3), HasSubstr("protocol version 99"));
+  // A short nonce.
+  hello.setProtocolVersion(kPeerProtocolVersion);
+  hello.setNonce(kj::heapArray<kj::byte>(5));
+  auto a4 = PeerHandshake::acceptor(identity(2, "b"), nullptr);
+  EXPECT_THAT(deliver(shm::encode_frame(future), a4), HasSubstr("nonce has 5 bytes"));
+  // Words that are no message at all.
+  auto a5 = PeerHandshake::acceptor(identity(2, "b"), nullptr);
+  std::vector<capnp::word> junk(6);
+  std::memset(static_cast<void*>(junk.data()), 0xa5, junk.size() * sizeof(capnp::word));
+  EXPECT_THAT(a5.on_frame(kj::arrayPtr(junk.data(), junk.size())), HasSubstr("malformed"));
+  EXPECT_TRUE(a5.failed());
+}
+
+}  // namespace
+}  // namespace plexus::transports

@@ -1,0 +1,96 @@
+// The opening exchange of every connection between two daemons, as a state machine with
+// no I/O: frames in, frames out. The side that connects sends its hello; the side that
+// accepts answers with its own and, when it holds the cluster secret, a proof; the
+// connector proves itself in turn; the acceptor says accepted. Each proof is an
+// HMAC-SHA256 over both fresh nonces, both instance ids, the role and the direction, so a
+// recorded proof is worthless on another connection or reflected back. Until done() no
+// other frame is accepted on the connection.
+#pragma once
+
+#include <capnp/common.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "transports/peer/cluster_secret.h"
+
+namespace plexus::transports {
+
+inline constexpr uint32_t kPeerProtocolVersion = 1;
+inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
+
+enum class PeerRole : uint8_t { kControl = 0, kData = 1 };
+const char* peer_role_name(PeerRole role);
+
+struct NicInfo {
+  std::string name;
+  std::string address;
+  uint32_t speed_mbps = 0;
+};
+
+struct PeerIdentity {
+  uint64_t instance_id = 0;
+  std::string node_name;
+  std::vector<std::string> addresses;  // "ip:port" where it accepts peers
+  std::vector<NicInfo> nics;
+};
+
+class PeerHandshake {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The connecting side. `expected_peer` (0: any) is the instance it means to reach.
+  static PeerHandshake connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
+                                 uint64_t expected_peer = 0);
+  static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret);
+
+  // Length-framed bytes to write now (drained by the call).
+  std::vector<std::byte> take_output();
+  // One received frame (the Cap'n Proto words after the length). Returns "" or why the
+  // connection must close; a refusal for the peer is then already in the output when
+  // telling it helps.
+  std::string on_frame(kj::ArrayPtr<const capnp::word> words);
+
+  bool done() const { return state_ == State::kDone; }
+  bool failed() const { return state_ == State::kFailed; }
+  PeerRole role() const { return role_; }
+  const PeerIdentity& peer() const { return peer_; }
+  // Connector only: hello sent to hello received, a first estimate of the path latency.
+  Clock::duration round_trip() const { return round_trip_; }
+
+ private:
+  enum class State { kAwaitHello, kAwaitProof, kAwaitAccepted, kDone, kFailed };
+  using Nonce = std::array<uint8_t, 32>;
+
+  PeerHandshake(bool is_connector, PeerIdentity me, PeerRole role, const ClusterSecret* secret,
+                uint64_t expected_peer);
+  void send_hello();
+  void send_proof();
+  void send_accepted();
+  std::string refuse(const std::string& reason);  // tells the peer, returns the reason
+  std::string fail(const std::string& reason);     // peer is not told
+  Mac proof_of(bool by_connector) const;
+  template <typename Builder>
+  void send(Builder&& build);
+
+  bool is_connector_;
+  PeerIdentity me_;
+  PeerRole role_;
+  const ClusterSecret* secret_;
+  uint64_t expected_peer_;
+  State state_ = State::kAwaitHello;
+  Nonce my_nonce_{};
+  Nonce peer_nonce_{};
+  PeerIdentity peer_;
+  bool peer_authenticated_ = false;
+  std::vector<std::byte> output_;
+  Clock::time_point hello_sent_{};
+  Clock::duration round_trip_{};
+};
+
+}  // namespace plexus::transports
