@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "daemon/internode_state.h"
+
 namespace plexus::daemon {
 
 std::string token_prefix(const CommToken& token) {
@@ -9,6 +11,13 @@ std::string token_prefix(const CommToken& token) {
   std::snprintf(text, sizeof(text), "%02x%02x%02x%02x", token[0], token[1], token[2], token[3]);
   return text;
 }
+
+Comm::Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span)
+    : token_(token), members_(std::move(members)), span_(std::move(span)) {
+  for (const auto& m : members_) local_ranks_ += m.remote ? 0 : 1;
+}
+
+Comm::~Comm() = default;
 
 std::string Comm::broken_reason() const {
   std::lock_guard lock(reason_mutex_);

@@ -8,15 +8,29 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/algorithms/cost_model.h"
+#include "daemon/node_topology.h"
 #include "shm/entry_validation.h"
 
 namespace plexus::daemon {
 
 class Session;
+struct InternodeState;
+
+// How a communicator spans nodes; absent for one whose ranks are all on this node.
+struct NodeSpan {
+  NodeTopology topology;
+  std::vector<uint64_t> node_ids;  // daemon instance ids, by node index
+  uint64_t comm_id = 0;            // names the communicator in data frames
+  algo::LinkCost cost;             // communicator-wide, from the root
+  std::optional<algo::Algorithm> forced;
+};
 
 using CommToken = std::array<uint8_t, 16>;
 
@@ -43,16 +57,20 @@ class Comm {
     uint32_t handle = 0;
     pid_t pid = 0;
     uint64_t session_id = 0;
+    bool remote = false;    // a rank of another node (multi-node communicators)
     bool present = true;    // false once it left or was lost
     std::string departure;  // engine thread only: why it left, for ops that need it
   };
 
-  Comm(CommToken token, std::vector<Member> members)
-      : token_(token), members_(std::move(members)) {}
+  Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span = {});
+  ~Comm();
 
   const CommToken& token() const { return token_; }
   int nranks() const { return static_cast<int>(members_.size()); }
   const std::vector<Member>& members() const { return members_; }
+  const std::optional<NodeSpan>& span() const { return span_; }
+  // Ranks on this node: each collective waits for this many parts.
+  int local_ranks() const { return local_ranks_; }
 
   // Engine thread only.
   std::vector<Member>& mutable_members() { return members_; }
@@ -61,7 +79,8 @@ class Comm {
   std::vector<uint64_t> next_seq;               // per rank
   std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
   std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
-  int members_present = 0;
+  int members_present = 0;  // of the local ranks
+  std::unique_ptr<InternodeState> internode;  // multi-node: ops between daemons
   std::string first_departure;  // why the first rank to go went: collectives fail with it
 
   // Any thread.
@@ -78,6 +97,8 @@ class Comm {
  private:
   CommToken token_;
   std::vector<Member> members_;
+  std::optional<NodeSpan> span_;
+  int local_ranks_ = 0;
   std::atomic<bool> broken_{false};
   plexus_result_t broken_status_ = PLEXUS_SUCCESS;
   mutable std::mutex reason_mutex_;

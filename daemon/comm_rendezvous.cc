@@ -3,7 +3,7 @@
 namespace plexus::daemon {
 
 CommRendezvous::JoinResult CommRendezvous::join(const CommToken& token, int nranks,
-                                                const Joiner& joiner) {
+                                                const Joiner& joiner, bool form_when_complete) {
   JoinResult result;
   auto [it, created] = pending_.try_emplace(token);
   Pending& pending = it->second;
@@ -18,6 +18,15 @@ CommRendezvous::JoinResult CommRendezvous::join(const CommToken& token, int nran
                    std::to_string(pending.nranks);
     return result;
   }
+  for (const auto& other : pending.ranks) {
+    if (other.has_value() && other->root != joiner.root) {
+      result.outcome = JoinResult::kRejected;
+      result.error = "rank " + std::to_string(joiner.rank) + "'s unique id for communicator " +
+                     token_prefix(token) + " names another root daemon than rank " +
+                     std::to_string(other->rank) + "'s (were they made by different calls?)";
+      return result;
+    }
+  }
   auto& slot = pending.ranks[static_cast<size_t>(joiner.rank)];
   if (slot.has_value()) {
     result.outcome = JoinResult::kRejected;
@@ -26,11 +35,22 @@ CommRendezvous::JoinResult CommRendezvous::join(const CommToken& token, int nran
     return result;
   }
   slot = joiner;
-  if (++pending.joined < nranks) return result;
+  if (++pending.joined < nranks || !form_when_complete) return result;
   result.outcome = JoinResult::kFormed;
   for (auto& member : pending.ranks) result.members.push_back(*member);
   pending_.erase(it);
   return result;
+}
+
+std::vector<CommRendezvous::Joiner> CommRendezvous::take(const CommToken& token) {
+  std::vector<Joiner> out;
+  auto it = pending_.find(token);
+  if (it == pending_.end()) return out;
+  for (auto& slot : it->second.ranks) {
+    if (slot.has_value()) out.push_back(*slot);
+  }
+  pending_.erase(it);
+  return out;
 }
 
 std::string CommRendezvous::missing_ranks(const Pending& pending) {

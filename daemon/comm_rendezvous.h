@@ -26,6 +26,7 @@ class CommRendezvous {
     uint32_t request_id = 0;
     int rank = 0;
     Clock::time_point deadline;
+    uint64_t root = 0;  // the root daemon's instance named by the unique id (0: this node)
   };
 
   struct JoinResult {
@@ -39,7 +40,14 @@ class CommRendezvous {
     std::string message;
   };
 
-  JoinResult join(const CommToken& token, int nranks, const Joiner& joiner);
+  // With form_when_complete (a single-node communicator) the last rank forms it and the
+  // joiners are returned; otherwise the joiners wait here until take() (a multi-node
+  // communicator forms at its root daemon, which counts every node's ranks).
+  JoinResult join(const CommToken& token, int nranks, const Joiner& joiner,
+                  bool form_when_complete = true);
+  // This node's joiners of `token`, in rank order; the rendezvous is dropped.
+  std::vector<Joiner> take(const CommToken& token);
+  bool has(const CommToken& token) const { return pending_.count(token) != 0; }
   // Every joiner of each rendezvous whose earliest deadline passed by `now`, with the
   // sentence naming the ranks that never joined; those rendezvous are dropped.
   std::vector<Expired> expire(Clock::time_point now);

@@ -24,6 +24,13 @@ struct Config {
   uint64_t max_pool_bytes = 64ull << 30;  // largest client pool the daemon maps
   IdleConfig engine_idle;
   std::string log_level = "info";
+
+  // Multi-node: peer daemons connect here ("ip:port"; empty: this daemon serves only
+  // communicators whose ranks are all on this node).
+  std::string peer_listen;
+  std::string node_name;            // in messages and peers' logs; empty: the host name
+  std::string cluster_secret_file;  // peers must prove they hold its bytes; empty: none
+  uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
 };
 
 }  // namespace plexus::daemon

@@ -82,6 +82,16 @@ void ControlServer::start() {
   started_at_ = std::chrono::steady_clock::now();
   uv_loop_init(&loop_);
   loop_.data = this;
+  try {
+    start_peers();
+  } catch (...) {
+    peers_.reset();
+    uv_loop_close(&loop_);
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    ::unlink(socket_path_.c_str());
+    throw;
+  }
   uv_async_init(&loop_, &wakeup_,
                 [](uv_async_t* h) { static_cast<ControlServer*>(h->loop->data)->run_posted(); });
   uv_timer_init(&loop_, &rendezvous_timer_);
@@ -103,6 +113,7 @@ void ControlServer::stop() {
   uv_async_send(&wakeup_);
   thread_.join();
   running_ = false;
+  peers_.reset();
   uv_loop_close(&loop_);
   ::unlink(socket_path_.c_str());
 }
@@ -128,6 +139,7 @@ void ControlServer::run_posted() {
   std::vector<Connection*> all;
   for (auto& [id, c] : connections_) all.push_back(c);
   for (Connection* c : all) close_connection(c, "the daemon is shutting down");
+  if (peers_) peers_->close();
   uv_poll_stop(&listen_poll_);
   uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
@@ -270,6 +282,12 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   hello_reply.setProtocolVersion(shm::kProtocolVersion);
   hello_reply.setSessionId(id);
   hello_reply.setDaemonPid(static_cast<uint32_t>(::getpid()));
+  hello_reply.setInstanceId(instance_id_);
+  if (peers_) {
+    const auto& addresses = peers_->identity().addresses;
+    auto list = hello_reply.initPeerAddresses(static_cast<unsigned>(addresses.size()));
+    for (unsigned i = 0; i < list.size(); ++i) list.set(i, addresses[i]);
+  }
   if (hello.getRole() == control::Role::ADMIN) {
     session.role = SessionRole::kAdmin;
     if (!connection.received_fds.empty()) {
@@ -356,38 +374,68 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
     }
   }
   const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), 24u * 3600 * 1000);
-  CommRendezvous::Joiner joiner{
-      id, session.creds().pid, request_id, static_cast<int>(rank),
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)};
-  auto result = rendezvous_.join(token, static_cast<int>(nranks), joiner);
-  if (result.outcome == CommRendezvous::JoinResult::kRejected) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
-    return;
+  RootRef root{init.getRootInstance(), {}};
+  for (auto address : init.getRootAddresses()) {
+    if (root.addresses.size() < 8 && address.size() <= 64) root.addresses.emplace_back(address.cStr());
   }
-  if (result.outcome == CommRendezvous::JoinResult::kWaiting) {
+  // A unique id made by this daemon while it serves no peers, or made where no daemon was
+  // reachable, names a communicator of this node alone.
+  if (root.instance == 0 || (peers_ == nullptr && root.instance == instance_id_)) {
+    CommRendezvous::Joiner joiner{
+        id, session.creds().pid, request_id, static_cast<int>(rank),
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms), 0};
+    auto result = rendezvous_.join(token, static_cast<int>(nranks), joiner);
+    if (result.outcome == CommRendezvous::JoinResult::kRejected) {
+      send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
+      return;
+    }
+    if (result.outcome == CommRendezvous::JoinResult::kFormed) {
+      form_comm(token, static_cast<int>(nranks), result.members, std::nullopt);
+    }
     arm_rendezvous_timer();
     return;
   }
-  std::vector<Comm::Member> members;
-  for (const auto& m : result.members) {
-    Connection* c = find_connection(m.session_id);
-    Comm::Member member;
-    member.session_id = m.session_id;
-    member.pid = m.pid;
-    member.handle = c->session->next_comm_handle++;
-    members.push_back(member);
+  join_multi_node(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
+                  timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
+}
+
+void ControlServer::form_comm(const CommToken& token, int nranks,
+                              const std::vector<CommRendezvous::Joiner>& joiners,
+                              std::optional<NodeSpan> span) {
+  std::vector<Comm::Member> members(static_cast<size_t>(nranks));
+  if (span) {
+    for (int r = 0; r < nranks; ++r) {
+      members[static_cast<size_t>(r)].remote =
+          span->topology.rank_node[static_cast<size_t>(r)] != span->topology.my_node;
+    }
   }
-  auto comm = std::make_shared<Comm>(token, members);
+  for (const auto& joiner : joiners) {
+    Comm::Member& member = members[static_cast<size_t>(joiner.rank)];
+    member.session_id = joiner.session_id;
+    member.pid = joiner.pid;
+    if (Connection* c = find_connection(joiner.session_id)) {
+      member.handle = c->session->next_comm_handle++;
+    }
+  }
+  const bool multi = span.has_value();
+  const size_t nodes = multi ? span->node_ids.size() : 1;
+  auto comm = std::make_shared<Comm>(token, members, std::move(span));
   comms_.push_back(comm);
   engine_.post([comm](Engine& e) { e.add_comm(comm); });
-  spdlog::info("communicator {} formed with {} ranks", token_prefix(token), nranks);
-  for (size_t r = 0; r < result.members.size(); ++r) {
-    Connection* c = find_connection(result.members[r].session_id);
+  if (multi) {
+    spdlog::info("communicator {} ready: {} ranks on {} nodes, {} here", token_prefix(token),
+                 nranks, nodes, comm->local_ranks());
+  } else {
+    spdlog::info("communicator {} formed with {} ranks", token_prefix(token), nranks);
+  }
+  for (const auto& joiner : joiners) {
+    Connection* c = find_connection(joiner.session_id);
+    if (c == nullptr) continue;
     c->session->comm_count.fetch_add(1, std::memory_order_relaxed);
     capnp::MallocMessageBuilder reply;
     auto root = reply.initRoot<control::DaemonMessage>();
-    root.setRequestId(result.members[r].request_id);
-    root.initCommInitReply().setComm(members[r].handle);
+    root.setRequestId(joiner.request_id);
+    root.initCommInitReply().setComm(members[static_cast<size_t>(joiner.rank)].handle);
     send_message(*c, reply);
   }
   arm_rendezvous_timer();
@@ -527,6 +575,7 @@ void ControlServer::close_connection(Connection* connection, const std::string& 
 
 void ControlServer::arm_rendezvous_timer() {
   auto next = rendezvous_.next_deadline();
+  if (auto multi = next_multi_node_deadline(); multi && (!next || *multi < *next)) next = multi;
   if (!next) {
     uv_timer_stop(&rendezvous_timer_);
     return;
@@ -540,12 +589,15 @@ void ControlServer::arm_rendezvous_timer() {
 }
 
 void ControlServer::on_rendezvous_timer() {
-  for (const auto& expired : rendezvous_.expire(std::chrono::steady_clock::now())) {
+  const auto now = std::chrono::steady_clock::now();
+  expire_multi_node(now);
+  for (const auto& expired : rendezvous_.expire(now)) {
     spdlog::warn("{} (rank {} pid {} gave up)", expired.message, expired.joiner.rank,
                  expired.joiner.pid);
     send_error(expired.joiner.session_id, expired.joiner.request_id, PLEXUS_ERR_TIMEOUT,
                expired.message);
   }
+  std::erase_if(multi_joins_, [&](const auto& entry) { return !rendezvous_.has(entry.first); });
   arm_rendezvous_timer();
 }
 

@@ -33,9 +33,14 @@ Daemon::~Daemon() { stop(); }
 void Daemon::start() {
   Impl& d = *impl_;
   // The engine asks the control thread to close sessions that broke the ring protocol.
-  d.engine = std::make_unique<Engine>(d.config, [&d](uint64_t id, std::string reason) {
-    d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
-  });
+  d.engine = std::make_unique<Engine>(
+      d.config,
+      [&d](uint64_t id, std::string reason) {
+        d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
+      },
+      [&d](uint64_t instance) {
+        d.control->post([&d, instance] { d.control->data_link_lost(instance); });
+      });
   d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
   d.control->start();
   d.engine->start();

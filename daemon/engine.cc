@@ -25,13 +25,20 @@ unsigned default_workers(const Config& config) {
 
 }  // namespace
 
-Engine::Engine(const Config& config, SessionCloser close_session)
+Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_lost)
     : config_(config),
       close_session_(std::move(close_session)),
       pool_(default_workers(config)),
       executor_(pool_, config.parallel_threshold_bytes),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
-      command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      link_lost_(std::move(link_lost)),
+      links_(NodeLinks::Handler{
+          [this](uint64_t peer, const transports::wire::DataFrameHeader& h,
+                 std::span<const std::byte> payload) { return on_peer_frame(peer, h, payload); },
+          [this](uint64_t peer, const std::string& name, const std::string& reason) {
+            on_peer_lost(peer, name, reason);
+          }}) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
   }
@@ -39,6 +46,9 @@ Engine::Engine(const Config& config, SessionCloser close_session)
   ev.events = EPOLLIN;
   ev.data.fd = command_eventfd_.get();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, command_eventfd_.get(), &ev);
+  // Peer links have their own epoll set; it is readable when any link has I/O ready.
+  ev.data.fd = links_.epoll_fd();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, links_.epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
 }
 
@@ -83,6 +93,11 @@ void Engine::loop() {
       progress = true;
     }
     for (size_t i = 0; i < sessions_.size(); ++i) progress |= poll_session(*sessions_[i]);
+    if (links_.size() > 0) progress |= links_.poll(0);
+    if (!progress_.empty()) {
+      internode_progress();
+      progress = true;
+    }
     publish_completions();
     if (progress) {
       idle.reset();
@@ -111,7 +126,9 @@ void Engine::park() {
     epoll_event events[16];
     int n = ::epoll_wait(epoll_fd_.get(), events, 16,
                          static_cast<int>(config_.engine_idle.park_timeout_ms));
-    for (int i = 0; i < n; ++i) shm::drain_eventfd(events[i].data.fd);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd != links_.epoll_fd()) shm::drain_eventfd(events[i].data.fd);
+    }
   }
   for (auto& s : sessions_) s->ring_end->finish_park();
 }
@@ -156,9 +173,11 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
 void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   const int n = comm->nranks();
   comm->next_seq.assign(static_cast<size_t>(n), 0);
-  comm->members_present = n;
+  comm->members_present = comm->local_ranks();
+  if (comm->span()) register_multi_node(comm);
   for (int rank = 0; rank < n; ++rank) {
     auto& member = comm->mutable_members()[static_cast<size_t>(rank)];
+    if (member.remote) continue;
     Session* session = find_session(member.session_id);
     member.session = session;
     if (session == nullptr) {
@@ -190,8 +209,17 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
             : who + " left communicator " + token_prefix(comm->token()) + " (destroyed it)";
   if (abort) {
     fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason, session);
+  } else if (comm->internode && comm->internode->active) {
+    // The other nodes are inside a collective that needs this node's part.
+    fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason + " while a collective was in flight", nullptr);
   } else {
     rank_departed(*comm, rank, reason);
+    if (comm->span() && !comm->broken()) {
+      for (size_t node = 0; node < comm->span()->node_ids.size(); ++node) {
+        if (static_cast<int>(node) == comm->span()->topology.my_node) continue;
+        links_.send_departed(comm->span()->node_ids[node], comm->span()->comm_id, rank, reason);
+      }
+    }
   }
   member_gone(*comm, rank);
 }
@@ -234,12 +262,23 @@ void Engine::member_gone(Comm& comm, int rank) {
   }
   if (comm.first_departure.empty()) comm.first_departure = member.departure;
   member.session = nullptr;
-  if (--comm.members_present == 0) comm.finished.store(true, std::memory_order_release);
+  if (--comm.members_present == 0) {
+    if (comm.span()) retire_multi_node(comm);
+    comm.finished.store(true, std::memory_order_release);
+  }
 }
 
 void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
                        const Session* aborting_session) {
+  const bool first = !comm.broken();
   comm.mark_broken(status, reason);
+  if (comm.internode) {
+    // The op's network part stops here; the scratch stays alive for queued sends.
+    comm.internode->active.reset();
+    comm.internode->early.clear();
+    comm.internode->early_bytes = 0;
+    if (first) tell_peers_failed(comm, reason);
+  }
   auto fail_part = [&](const Contribution& part) {
     if (part.session == nullptr) return;
     if (part.session == aborting_session) {
@@ -344,7 +383,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
 }
 
 void Engine::submit_collective(Comm& comm, Contribution part) {
-  if (comm.members_present < comm.nranks()) {
+  if (!comm.first_departure.empty()) {
     complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, comm.first_departure);
     return;
   }
@@ -362,6 +401,14 @@ void Engine::submit_collective(Comm& comm, Contribution part) {
 }
 
 void Engine::run_ready_collectives(Comm& comm) {
+  if (comm.internode) {
+    // One op between daemons at a time, in op order; the next starts when it finishes.
+    if (!comm.internode->active && !comm.collectives.empty() &&
+        comm.collectives.front().arrived == comm.local_ranks()) {
+      start_internode_op(comm, comm.collectives.front());
+    }
+    return;
+  }
   while (!comm.collectives.empty() && comm.collectives.front().arrived == comm.nranks()) {
     execute_collective(comm, comm.collectives.front(), comm.first_seq);
     if (comm.collectives.empty()) return;  // the op failed the communicator
@@ -372,14 +419,19 @@ void Engine::run_ready_collectives(Comm& comm) {
 
 std::string Engine::find_mismatch(const Comm& comm, const PendingCollective& op,
                                   uint64_t seq) const {
-  const auto& first = op.parts[0].entry;
+  size_t first_rank = 0;
+  while (first_rank < op.parts.size() && op.parts[first_rank].session == nullptr) ++first_rank;
+  if (first_rank == op.parts.size()) return {};
+  const auto& first = op.parts[first_rank].entry;
   const std::string where = "collective #" + std::to_string(seq) + " of communicator " +
                             token_prefix(comm.token()) + ": ";
-  for (size_t r = 1; r < op.parts.size(); ++r) {
+  const std::string first_name = "rank " + std::to_string(first_rank);
+  for (size_t r = first_rank + 1; r < op.parts.size(); ++r) {
+    if (op.parts[r].session == nullptr) continue;  // another node's rank
     const auto& e = op.parts[r].entry;
-    const std::string ranks = "rank 0 passed ";
+    const std::string ranks = first_name + " passed ";
     if (e.opcode != first.opcode) {
-      return where + "rank 0 called " + shm::opcode_name(static_cast<uint8_t>(first.opcode)) +
+      return where + first_name + " called " + shm::opcode_name(static_cast<uint8_t>(first.opcode)) +
              " but rank " + std::to_string(r) + " called " +
              shm::opcode_name(static_cast<uint8_t>(e.opcode));
     }
@@ -430,6 +482,13 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
   const bool is_send = part.entry.opcode == shm::Opcode::kSend;
   const auto self = static_cast<size_t>(part.rank);
   const auto peer = static_cast<size_t>(part.entry.peer);
+  if (comm.members()[peer].remote) {
+    complete(part.session, part.entry.user_data, PLEXUS_ERR_INVALID_ARGUMENT,
+             std::string(is_send ? "send to" : "recv from") + " rank " + std::to_string(peer) +
+                 " on node " + node_name(comm, comm.span()->topology.rank_node[peer]) +
+                 ": point-to-point between nodes is not supported yet (collectives are)");
+    return;
+  }
   if (const std::string* departure = departure_of(comm, part.entry.peer)) {
     complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
     return;

@@ -17,7 +17,9 @@
 
 #include "daemon/comm.h"
 #include "daemon/config.h"
+#include "daemon/internode_state.h"
 #include "daemon/local_collectives.h"
+#include "daemon/node_links.h"
 #include "daemon/session.h"
 #include "daemon/worker_pool.h"
 
@@ -29,7 +31,10 @@ class Engine {
   // closes its connection (the engine has already failed and dropped the session).
   using SessionCloser = std::function<void(uint64_t session_id, std::string reason)>;
 
-  Engine(const Config& config, SessionCloser close_session);
+  // Called on the engine thread when the data connection to a peer daemon is gone.
+  using LinkLost = std::function<void(uint64_t instance)>;
+
+  Engine(const Config& config, SessionCloser close_session, LinkLost link_lost = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -46,6 +51,8 @@ class Engine {
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
+  // An authenticated data connection to peer daemon `instance` (the engine owns `fd`).
+  void add_peer_link(uint64_t instance, std::string name, int fd);
 
   uint64_t ops_completed() const { return ops_completed_.load(std::memory_order_relaxed); }
   unsigned workers() const { return pool_.workers(); }
@@ -75,6 +82,22 @@ class Engine {
   void park();
   Session* find_session(uint64_t id);
 
+  // Multi-node communicators (engine_internode.cc).
+  void register_multi_node(const std::shared_ptr<Comm>& comm);
+  void start_internode_op(Comm& comm, PendingCollective& op);
+  std::string on_peer_frame(uint64_t peer, const transports::wire::DataFrameHeader& header,
+                            std::span<const std::byte> payload);
+  void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
+  // Fails `comm` from the engine loop (not inside a transport callback).
+  void defer_failure(Comm& comm, const std::string& reason);
+  void internode_progress();
+  void finish_internode_op(Comm& comm);
+  void tell_peers_failed(Comm& comm, const std::string& reason);
+  void remote_rank_departed(Comm& comm, int node, int rank, const std::string& reason);
+  void retire_multi_node(Comm& comm);
+  static int node_of(const Comm& comm, uint64_t instance);
+  std::string node_name(const Comm& comm, int node) const;
+
   Config config_;
   SessionCloser close_session_;
   WorkerPool pool_;
@@ -92,6 +115,14 @@ class Engine {
   std::vector<Session*> to_publish_;
   std::vector<shm::SubmissionEntry> batch_;
   std::atomic<uint64_t> ops_completed_{0};
+
+  LinkLost link_lost_;
+  NodeLinks links_;
+  std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
+  std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
+  size_t unknown_bytes_ = 0;
+  std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at
 };
 
 }  // namespace plexus::daemon

@@ -54,6 +54,7 @@ class InternodeOp final : public algo::PlanTransport {
   const algo::Plan& plan() const { return plan_; }
   // Nodes the current round still waits for.
   std::vector<int> waiting_for() const { return runner_->waiting_for(); }
+  bool expects_from(int node) const { return runner_ && runner_->expects_from(node); }
 
  private:
   void post_send(int peer, uint32_t message, std::span<const std::byte> data) override;

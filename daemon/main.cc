@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "plexusd: per-node collective-communication service.\n"
       "Serves collectives for the rank processes on this node through shared-memory "
-      "rings; libplexus clients find it on its unix socket."};
+      "rings; libplexus clients find it on its unix socket. With --peer-listen it runs "
+      "communicators across nodes together with the other nodes' plexusd."};
   app.set_config("--config", "", "Read options from this TOML/INI file (flags override it)");
   app.add_option("--socket", config.socket_path,
                  "Control socket path (default: $PLEXUS_SOCKET, else " +
@@ -44,6 +45,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--park-timeout-ms", config.engine_idle.park_timeout_ms,
                  "Longest single park before re-checking")
+      ->capture_default_str();
+  app.add_option("--peer-listen", config.peer_listen,
+                 "Accept peer daemons on IP:PORT (0.0.0.0:7355 for every interface; port 0 picks "
+                 "a free one). Without it, communicators must have all their ranks on this node");
+  app.add_option("--node-name", config.node_name,
+                 "This node's name in errors and in peers' logs (default: the host name)");
+  app.add_option("--cluster-secret-file", config.cluster_secret_file,
+                 "Peers must prove (HMAC-SHA256 challenge) that they hold this file's bytes; mode "
+                 "0600, at least 16 bytes. Without it any host reaching --peer-listen may join")
+      ->check(CLI::ExistingFile);
+  app.add_option("--connect-timeout-ms", config.connect_timeout_ms,
+                 "How long a new communicator may wait for its data connections to other nodes")
       ->capture_default_str();
   app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error")
       ->capture_default_str()

@@ -108,6 +108,37 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   return true;
 }
 
+void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
+  send_notice(peer, wire::FrameType::kAbort, comm_id, 0, reason);
+}
+
+void NodeLinks::send_departed(uint64_t peer, uint64_t comm_id, int rank,
+                              const std::string& reason) {
+  send_notice(peer, wire::FrameType::kDeparted, comm_id, static_cast<uint32_t>(rank), reason);
+}
+
+void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_id, uint32_t step,
+                            const std::string& reason) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return;
+  Link& link = *it->second;
+  auto text = std::make_shared<std::string>(
+      reason.substr(0, std::min<size_t>(reason.size(), wire::kMaxAbortReasonBytes)));
+  wire::DataFrameHeader h;
+  h.type = type;
+  h.comm_id = comm_id;
+  h.step = step;
+  h.length = static_cast<uint32_t>(text->size());
+  const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
+                                           text->size());
+  link.conn->queue(h, payload, take_token(peer, text, nullptr));
+  if (!link.conn->on_writable()) {
+    lose(peer, link.conn->error());
+    return;
+  }
+  update_interest(link);
+}
+
 void NodeLinks::update_interest(Link& link) {
   const bool want = link.conn->wants_write();
   if (want == link.watching_out) return;

@@ -49,6 +49,11 @@ class NodeLinks {
                     std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
                     std::function<void()> done);
 
+  // Tells `peer` that communicator comm_id failed here, and why (best effort).
+  void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason);
+  // Tells `peer` that `rank` of this node left communicator comm_id.
+  void send_departed(uint64_t peer, uint64_t comm_id, int rank, const std::string& reason);
+
   // Runs the I/O that is ready (waiting up to timeout_ms for some); returns whether
   // anything was read or written.
   bool poll(int timeout_ms);
@@ -71,6 +76,8 @@ class NodeLinks {
   void update_interest(Link& link);
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   bool service(Link& link, uint32_t events);
+  void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id,
+                   uint32_t step, const std::string& text);
 
   Handler handler_;
   uint32_t chunk_bytes_;

@@ -53,6 +53,8 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
     p.nranks = nranks;
     p.rank_node.assign(static_cast<size_t>(nranks), -1);
     p.deadline = join.deadline;
+    p.algorithm = join.algorithm;
+    p.algorithm_from = join.node.name;
   }
   auto reject = [&](std::string error) {
     result.outcome = Result::kRejected;
@@ -69,6 +71,12 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
     return reject("node " + join.node.name + " says the communicator has " +
                   std::to_string(nranks) + " ranks, but an earlier node said " +
                   std::to_string(p.nranks));
+  }
+  if (join.algorithm != p.algorithm) {
+    auto shown = [](const std::string& a) { return a.empty() ? std::string("none") : a; };
+    return reject("ranks on node " + join.node.name + " set PLEXUS_ALGO=" + shown(join.algorithm) +
+                  " but ranks on node " + p.algorithm_from + " set PLEXUS_ALGO=" +
+                  shown(p.algorithm) + "; every rank must ask for the same algorithm");
   }
   auto node_it = std::find_if(p.nodes.begin(), p.nodes.end(), [&](const NodeInfo& n) {
     return n.instance_id == join.node.instance_id;
@@ -106,6 +114,7 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
     result.formed.rank_node.push_back(
         renumber[static_cast<size_t>(p.rank_node[static_cast<size_t>(r)])]);
   }
+  result.formed.algorithm = p.algorithm;
   result.notify = ids(p);
   pending_.erase(it);
   return result;

@@ -29,11 +29,13 @@ class NodeRendezvous {
     NodeInfo node;
     std::vector<int> ranks;  // ranks this node holds (more may follow in a later join)
     Clock::time_point deadline;
+    std::string algorithm;  // PLEXUS_ALGO of these ranks; every rank must ask for the same
   };
 
   struct Formed {
     std::vector<NodeInfo> nodes;  // participant order: by the lowest rank each holds
     std::vector<int> rank_node;   // by rank: index into nodes
+    std::string algorithm;
   };
 
   struct Result {
@@ -65,6 +67,8 @@ class NodeRendezvous {
     std::vector<NodeInfo> nodes;  // in order of first join
     int joined = 0;
     Clock::time_point deadline;
+    std::string algorithm;
+    std::string algorithm_from;  // the node that set it
   };
   static std::vector<uint64_t> ids(const Pending& p);
   static std::string describe_missing(const Pending& p);

@@ -24,6 +24,9 @@ struct CommInit {
   nranks @1 :UInt32;
   rank @2 :UInt32;
   timeoutMs @3 :UInt32;
+  rootInstance @4 :UInt64;       # from the unique id: the daemon where it forms (0: this node)
+  rootAddresses @5 :List(Text);  # "ip:port" of that daemon's peer listener
+  algorithm @6 :Text;            # PLEXUS_ALGO of this rank ("" = let the cost model choose)
 }
 
 struct CommLeave {
@@ -51,6 +54,8 @@ struct HelloReply {
   protocolVersion @0 :UInt32;
   sessionId @1 :UInt64;
   daemonPid @2 :UInt32;
+  instanceId @3 :UInt64;          # random per daemon start: names it in unique ids
+  peerAddresses @4 :List(Text);   # where it accepts peer daemons (empty: single node only)
 }
 
 struct CommInitReply {

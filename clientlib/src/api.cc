@@ -1,4 +1,5 @@
 // The C API: argument checks, pool staging for foreign buffers, groups, requests.
+#include <arpa/inet.h>
 #include <sys/random.h>
 
 #include <capnp/serialize.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "clientlib/src/client_context.h"
+#include "clientlib/src/control_channel.h"
 #include "clientlib/src/last_error.h"
 #include "plexus/plexus.h"
 #include "shm/dtype.h"
@@ -26,11 +28,27 @@ namespace control = shm::control;
 
 constexpr uint32_t kUniqueIdMagic = 0x504c5855;  // "PLXU"
 
-// Layout of plexus_unique_id_t's bytes.
+constexpr uint32_t kUniqueIdVersion = 2;
+constexpr size_t kUniqueIdAddresses = 4;
+
+// An IPv4 or IPv6 address and port, packed.
+struct PackedAddress {
+  uint8_t family;  // 4 or 6
+  uint8_t reserved;
+  uint16_t port;   // network byte order
+  uint8_t bytes[16];
+};
+
+// Layout of plexus_unique_id_t's bytes: the communicator's random token, and the daemon
+// where its ranks meet (the one that made the id; root_instance 0: none was reachable).
 struct UniqueIdLayout {
   uint32_t magic;
   uint32_t version;
   uint8_t token[16];
+  uint64_t root_instance;
+  uint8_t address_count;
+  uint8_t reserved[7];
+  PackedAddress addresses[kUniqueIdAddresses];
 };
 static_assert(sizeof(UniqueIdLayout) <= PLEXUS_UNIQUE_ID_BYTES);
 
@@ -211,6 +229,67 @@ plexus_result_t check_bytes(size_t bytes, size_t count, const char* call) {
   return PLEXUS_SUCCESS;
 }
 
+bool pack_address(const std::string& text, PackedAddress* out) {
+  std::memset(out, 0, sizeof(*out));
+  std::string host;
+  std::string port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find("]:");
+    if (close == std::string::npos) return false;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+    out->family = 6;
+    if (inet_pton(AF_INET6, host.c_str(), out->bytes) != 1) return false;
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos) return false;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    out->family = 4;
+    if (inet_pton(AF_INET, host.c_str(), out->bytes) != 1) return false;
+  }
+  char* end = nullptr;
+  const unsigned long p = std::strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || p > 65535) return false;
+  out->port = htons(static_cast<uint16_t>(p));
+  return true;
+}
+
+std::string unpack_address(const PackedAddress& a) {
+  char host[INET6_ADDRSTRLEN];
+  const int family = a.family == 4 ? AF_INET : a.family == 6 ? AF_INET6 : -1;
+  if (family < 0 || inet_ntop(family, a.bytes, host, sizeof(host)) == nullptr) return {};
+  const std::string port = std::to_string(ntohs(a.port));
+  return family == AF_INET ? std::string(host) + ":" + port : "[" + std::string(host) + "]:" + port;
+}
+
+// Asks the local daemon (without opening a session) for its instance id and peer
+// addresses. No daemon: the id names no root, and only ranks of one node can use it.
+void fill_root(UniqueIdLayout* layout) {
+  try {
+    ControlChannel channel(shm::default_socket_path(), 0);
+    capnp::MallocMessageBuilder message;
+    auto hello = message.initRoot<control::ClientMessage>().initHello();
+    hello.setProtocolVersion(shm::kProtocolVersion);
+    hello.setRole(control::Role::ADMIN);
+    hello.setProcessName("plexus_get_unique_id");
+    Reply reply = channel.call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (!root.isHelloReply()) return;
+    layout->root_instance = root.getHelloReply().getInstanceId();
+    for (auto address : root.getHelloReply().getPeerAddresses()) {
+      if (layout->address_count == kUniqueIdAddresses) break;
+      if (pack_address(address.cStr(), &layout->addresses[layout->address_count])) {
+        ++layout->address_count;
+      }
+    }
+  } catch (const std::exception&) {
+    layout->root_instance = 0;
+    layout->address_count = 0;
+  }
+}
+
 plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id, int rank,
                           int timeout_ms) {
   if (comm == nullptr)
@@ -223,10 +302,22 @@ plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id
   }
   UniqueIdLayout layout;
   std::memcpy(&layout, id.internal, sizeof(layout));
-  if (layout.magic != kUniqueIdMagic) {
+  if (layout.magic != kUniqueIdMagic || layout.version != kUniqueIdVersion ||
+      layout.address_count > kUniqueIdAddresses) {
     return fail(PLEXUS_ERR_INVALID_ARGUMENT,
-                "plexus_comm_init_rank: the unique id was not made by plexus_get_unique_id");
+                "plexus_comm_init_rank: the unique id was not made by plexus_get_unique_id of "
+                "this libplexus version");
   }
+  std::vector<std::string> root_addresses;
+  for (size_t i = 0; i < layout.address_count; ++i) {
+    std::string text = unpack_address(layout.addresses[i]);
+    if (text.empty()) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                  "plexus_comm_init_rank: the unique id holds a corrupt root address");
+    }
+    root_addresses.push_back(std::move(text));
+  }
+  const char* algorithm = std::getenv("PLEXUS_ALGO");
   return guarded([&]() -> plexus_result_t {
     ClientContext& ctx = ClientContext::get();
     capnp::MallocMessageBuilder message;
@@ -236,6 +327,10 @@ plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id
     init.setNranks(static_cast<uint32_t>(nranks));
     init.setRank(static_cast<uint32_t>(rank));
     init.setTimeoutMs(static_cast<uint32_t>(timeout_ms));
+    init.setRootInstance(layout.root_instance);
+    auto addresses = init.initRootAddresses(static_cast<unsigned>(root_addresses.size()));
+    for (unsigned i = 0; i < addresses.size(); ++i) addresses.set(i, root_addresses[i]);
+    init.setAlgorithm(algorithm != nullptr ? algorithm : "");
     Reply reply = ctx.control().call(message);
     capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
     auto root = reader.getRoot<control::DaemonMessage>();
@@ -320,10 +415,13 @@ size_t plexus_dtype_size(plexus_dtype_t dtype) { return plexus::shm::dtype_size(
 
 plexus_result_t plexus_get_unique_id(plexus_unique_id_t* id) {
   if (id == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_get_unique_id: id is NULL");
-  UniqueIdLayout layout{kUniqueIdMagic, 1, {}};
+  UniqueIdLayout layout{};
+  layout.magic = kUniqueIdMagic;
+  layout.version = kUniqueIdVersion;
   if (getrandom(layout.token, sizeof(layout.token), 0) != sizeof(layout.token)) {
     return fail(PLEXUS_ERR_SYSTEM, std::string("getrandom failed: ") + std::strerror(errno));
   }
+  fill_root(&layout);
   std::memset(id->internal, 0, sizeof(id->internal));
   std::memcpy(id->internal, &layout, sizeof(layout));
   return PLEXUS_SUCCESS;

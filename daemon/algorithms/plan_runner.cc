@@ -59,7 +59,11 @@ PlanRunner::PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce,
 
 void PlanRunner::start() {
   started_ = true;
+  // A transport may report a send done inside post_send: the round must not move on
+  // under begin_round's feet.
+  advancing_ = true;
   if (!done()) begin_round();
+  advancing_ = false;
   advance();
 }
 
@@ -167,6 +171,16 @@ std::vector<int> PlanRunner::waiting_for() const {
     if (is_receive(s) && received_[i] < s.bytes) peers.push_back(s.peer);
   }
   return peers;
+}
+
+bool PlanRunner::expects_from(int peer) const {
+  if (done()) return false;
+  for (uint32_t i = plan_.round_begin(round_); i < plan_.steps.size(); ++i) {
+    const Step& s = plan_.steps[i];
+    if (!is_receive(s) || s.peer != peer) continue;
+    if (received_[i] < s.bytes) return true;  // counts held pieces too
+  }
+  return false;
 }
 
 }  // namespace plexus::daemon::algo

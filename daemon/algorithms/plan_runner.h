@@ -55,6 +55,8 @@ class PlanRunner {
   size_t round() const { return round_; }
   // Peers whose messages the current round still waits for (diagnostics).
   std::vector<int> waiting_for() const;
+  // Whether any message from `peer`, in this round or a later one, is still incomplete.
+  bool expects_from(int peer) const;
 
  private:
   struct HeldPiece {

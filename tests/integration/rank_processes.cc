@@ -18,6 +18,33 @@ std::vector<RankResult> run_ranks(
     const std::function<void(const std::vector<pid_t>&)>& on_started) {
   plexus_unique_id_t id;
   plexus_get_unique_id(&id);
+  return run_ranks_with_id(std::vector<std::string>(static_cast<size_t>(nranks), socket_path), id,
+                           body, timeout, on_started);
+}
+
+std::vector<RankResult> run_ranks_across(
+    const std::vector<std::string>& rank_sockets, const RankBody& body,
+    std::chrono::milliseconds timeout,
+    const std::function<void(const std::vector<pid_t>&)>& on_started) {
+  // The id names rank 0's daemon as the root, as plexus_get_unique_id on its node would.
+  const char* before = std::getenv("PLEXUS_SOCKET");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("PLEXUS_SOCKET", rank_sockets.at(0).c_str(), 1);
+  plexus_unique_id_t id;
+  plexus_get_unique_id(&id);
+  if (before != nullptr) {
+    ::setenv("PLEXUS_SOCKET", saved.c_str(), 1);
+  } else {
+    ::unsetenv("PLEXUS_SOCKET");
+  }
+  return run_ranks_with_id(rank_sockets, id, body, timeout, on_started);
+}
+
+std::vector<RankResult> run_ranks_with_id(
+    const std::vector<std::string>& rank_sockets, const plexus_unique_id_t& id,
+    const RankBody& body, std::chrono::milliseconds timeout,
+    const std::function<void(const std::vector<pid_t>&)>& on_started) {
+  const int nranks = static_cast<int>(rank_sockets.size());
   std::vector<pid_t> pids(static_cast<size_t>(nranks));
   std::vector<int> pipes(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
@@ -26,7 +53,7 @@ std::vector<RankResult> run_ranks(
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(fds[0]);
-      ::setenv("PLEXUS_SOCKET", socket_path.c_str(), 1);
+      ::setenv("PLEXUS_SOCKET", rank_sockets[static_cast<size_t>(r)].c_str(), 1);
       std::string verdict;
       try {
         verdict = body(r, nranks, id);

@@ -29,6 +29,18 @@ std::vector<RankResult> run_ranks(
     std::chrono::milliseconds timeout = std::chrono::seconds(120),
     const std::function<void(const std::vector<pid_t>&)>& on_started = {});
 
+// Ranks on several daemons (one per simulated node): rank r talks to rank_sockets[r];
+// the unique id is made against rank 0's daemon, which is therefore the root.
+std::vector<RankResult> run_ranks_across(
+    const std::vector<std::string>& rank_sockets, const RankBody& body,
+    std::chrono::milliseconds timeout = std::chrono::seconds(120),
+    const std::function<void(const std::vector<pid_t>&)>& on_started = {});
+
+std::vector<RankResult> run_ranks_with_id(
+    const std::vector<std::string>& rank_sockets, const plexus_unique_id_t& id,
+    const RankBody& body, std::chrono::milliseconds timeout,
+    const std::function<void(const std::vector<pid_t>&)>& on_started);
+
 // "rank 1: <message>; rank 3: <message>" for the ranks that failed; "" if none.
 std::string failures(const std::vector<RankResult>& results);
 

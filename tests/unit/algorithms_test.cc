@@ -385,5 +385,39 @@ TEST(PlanRunnerTest, PiecesThatDoNotFitThePlanAreRefusedWithAReason) {
   EXPECT_FALSE(runner.done());
 }
 
+// A transport that finishes every send inside post_send (a socket that takes all bytes at
+// once does): the runner must not move to the next round while it starts this one.
+class InstantTransport : public PlanTransport {
+ public:
+  PlanRunner* runner = nullptr;
+  int sends = 0;
+  void post_send(int peer, uint32_t message, std::span<const std::byte>) override {
+    ++sends;
+    runner->send_done(peer, message);
+  }
+};
+
+TEST(PlanRunnerTest, SendsThatCompleteInsidePostSendFinishTheRoundsInOrder) {
+  for (int me : {0, 1, 2}) {
+    Shape s;
+    s.collective = Collective::kReduce;
+    s.participants = 3;
+    s.me = me;
+    s.root = 2;
+    s.elem_bytes = 4;
+    s.count = 8;
+    const Plan plan = make_plan(Algorithm::kBinomial, s);
+    std::vector<Word> work(8);
+    InstantTransport transport;
+    PlanRunner runner(plan, {reinterpret_cast<std::byte*>(work.data()), 32, nullptr, 0, 4},
+                      add_words, transport);
+    transport.runner = &runner;
+    runner.start();
+    // The root only receives; the others send once and are done.
+    EXPECT_EQ(runner.done(), me != 2) << "participant " << me;
+    EXPECT_EQ(transport.sends, me == 2 ? 0 : 1) << "participant " << me;
+  }
+}
+
 }  // namespace
 }  // namespace plexus::daemon::algo

@@ -32,6 +32,10 @@ const char* type_name(FrameType type) {
       return "ack";
     case FrameType::kHeartbeat:
       return "heartbeat";
+    case FrameType::kAbort:
+      return "abort";
+    case FrameType::kDeparted:
+      return "departed";
   }
   return "?";
 }
@@ -73,7 +77,7 @@ DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHead
     return d;
   }
   const auto type = get<uint8_t>(p + kType);
-  if (type < 1 || type > 3) {
+  if (type < 1 || type > 5) {
     d.error = "data frame: unknown type " + std::to_string(type);
     return d;
   }
@@ -89,7 +93,12 @@ DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHead
   if (h.length > limits.max_payload_bytes) {
     d.error = "data frame: payload length " + std::to_string(h.length) + " exceeds the limit " +
               std::to_string(limits.max_payload_bytes);
-  } else if (h.type != FrameType::kData && h.length != 0) {
+  } else if ((h.type == FrameType::kAbort || h.type == FrameType::kDeparted) &&
+             h.length > kMaxAbortReasonBytes) {
+    d.error = std::string("data frame: a ") + type_name(h.type) + " frame carries " + std::to_string(h.length) +
+              " bytes of reason (at most " + std::to_string(kMaxAbortReasonBytes) + ")";
+  } else if (h.type != FrameType::kData && h.type != FrameType::kAbort &&
+             h.type != FrameType::kDeparted && h.length != 0) {
     d.error = std::string("data frame: a ") + type_name(h.type) + " frame carries " +
               std::to_string(h.length) + " payload bytes (it must carry none)";
   } else if (h.offset > UINT64_MAX - h.length) {

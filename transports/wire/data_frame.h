@@ -18,7 +18,11 @@ enum class FrameType : uint8_t {
   kData = 1,       // payload: bytes [offset, offset + length) of message `step` of an op
   kAck = 2,        // channel_seq: cumulative acknowledgement (reliable channel)
   kHeartbeat = 3,  // keeps an idle path's liveness known
+  kAbort = 4,      // payload: why communicator comm_id failed on the sender (UTF-8, short)
+  kDeparted = 5,   // step: a rank of the sender left communicator comm_id; payload: how
 };
+
+inline constexpr uint32_t kMaxAbortReasonBytes = 1024;  // abort and departed payloads
 
 struct DataFrameHeader {
   FrameType type = FrameType::kData;

@@ -1,0 +1,45 @@
+# Messages between the control threads of two daemons, on a control connection opened by
+# the peer handshake (transports/wire/peer.capnp). Multi-node communicators form at the
+# root daemon (the one whose instance id and addresses the unique id carries): every
+# node sends it the ranks it holds as they join; the root answers every node with the
+# topology once all ranks are present, or with the reason it failed.
+@0xe6a4c92b1d7f3c58;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("plexus::daemon::node_control");
+
+struct Join {
+  token @0 :Data;          # 16 bytes
+  nranks @1 :UInt32;
+  ranks @2 :List(UInt32);  # ranks of the sending node that joined now
+  timeoutMs @3 :UInt32;
+  algorithm @4 :Text;      # PLEXUS_ALGO of the joining ranks ("" = choose)
+}
+
+struct FormedNode {
+  instanceId @0 :UInt64;
+  name @1 :Text;
+  addresses @2 :List(Text);
+}
+
+struct Formed {
+  token @0 :Data;
+  nodes @1 :List(FormedNode);  # participant order
+  rankNode @2 :List(UInt32);   # by rank: index into nodes
+  alphaS @3 :Float64;          # communicator-wide link cost for the algorithm choice
+  betaSPerByte @4 :Float64;
+  algorithm @5 :Text;
+}
+
+struct JoinFailed {
+  token @0 :Data;
+  message @1 :Text;
+}
+
+struct NodeMessage {
+  union {
+    join @0 :Join;
+    formed @1 :Formed;
+    joinFailed @2 :JoinFailed;
+  }
+}

@@ -1,0 +1,600 @@
+// Peer connections on the control thread: listen, connect (trying each advertised
+// address), handshake with exact-size reads (so no byte of a data connection's stream is
+// consumed here), then control messages or hand-off to the engine.
+#include "daemon/peer_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <capnp/serialize.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+
+#include "shm/framing.h"
+
+namespace plexus::daemon {
+namespace {
+
+using transports::PeerHandshake;
+using transports::PeerRole;
+
+constexpr uint64_t kHandshakeTimeoutMs = 5000;
+constexpr size_t kMaxControlFrameBytes = 1 << 20;
+
+std::string address_text(const sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+  ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+  return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+}
+
+uint32_t interface_speed_mbps(const std::string& name) {
+  std::ifstream in("/sys/class/net/" + name + "/speed");
+  long speed = 0;
+  if (in >> speed && speed > 0) return static_cast<uint32_t>(speed);
+  return 0;
+}
+
+}  // namespace
+
+bool parse_peer_address(const std::string& text, sockaddr_storage* out, socklen_t* len) {
+  std::memset(out, 0, sizeof(*out));
+  std::string host;
+  std::string port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find("]:");
+    if (close == std::string::npos) return false;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos) return false;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit)) {
+    return false;
+  }
+  const unsigned long p = std::stoul(port);
+  if (p > 65535) return false;
+  auto* in = reinterpret_cast<sockaddr_in*>(out);
+  if (::inet_pton(AF_INET, host.c_str(), &in->sin_addr) == 1) {
+    in->sin_family = AF_INET;
+    in->sin_port = htons(static_cast<uint16_t>(p));
+    *len = sizeof(sockaddr_in);
+    return true;
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (::inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(static_cast<uint16_t>(p));
+    *len = sizeof(sockaddr_in6);
+    return true;
+  }
+  return false;
+}
+
+struct PeerServer::Conn {
+  PeerServer* server = nullptr;
+  uv_poll_t poll{};
+  uv_timer_t timer{};
+  int fd = -1;
+  bool polling = false;
+  int open_handles = 0;
+  bool connector = false;
+  bool connecting = false;
+  std::string address;                 // the remote end, for messages
+  std::vector<std::string> addresses;  // connector: those still to try
+  uint64_t expected = 0;
+  PeerRole role = PeerRole::kControl;
+  std::optional<PeerHandshake> handshake;
+  bool is_established = false;
+  bool handed_off = false;
+  std::array<std::byte, 4> length{};
+  size_t length_got = 0;
+  std::vector<std::byte> body;
+  size_t body_got = 0;
+  shm::FrameDecoder decoder{kMaxControlFrameBytes};
+  std::vector<std::byte> out;
+  size_t out_sent = 0;
+  std::vector<std::vector<std::byte>> waiting;  // control frames queued before the handshake ended
+  bool closing = false;
+  std::string name() const {
+    return handshake && !handshake->peer().node_name.empty()
+               ? "node " + handshake->peer().node_name + " (" + address + ")"
+               : address;
+  }
+};
+
+PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
+                       const transports::ClusterSecret* secret, Callbacks callbacks)
+    : loop_(loop), me_(std::move(me)), secret_(secret), callbacks_(std::move(callbacks)) {}
+
+PeerServer::~PeerServer() {
+  // close() must have run on the loop; whatever is left is freed without callbacks.
+  for (Conn* c : conns_) {
+    if (c->fd >= 0) ::close(c->fd);
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void PeerServer::listen(const std::string& address) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (!parse_peer_address(address, &addr, &len)) {
+    throw std::runtime_error("peer listen address '" + address +
+                             "' is not IP:PORT (e.g. 0.0.0.0:7355 or 198.18.0.1:7355)");
+  }
+  listen_fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      ::listen(listen_fd_, 128) != 0) {
+    throw std::runtime_error("cannot listen for peers on " + address + ": " +
+                             std::strerror(errno));
+  }
+  len = sizeof(addr);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  me_.addresses.clear();
+  me_.nics.clear();
+  const bool any = addr.ss_family == AF_INET &&
+                   reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+      auto* in = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+      char host[INET_ADDRSTRLEN];
+      ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+      const bool mine = any || in->sin_addr.s_addr ==
+                                   reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr;
+      if (!mine) continue;
+      me_.nics.push_back({i->ifa_name, host, interface_speed_mbps(i->ifa_name)});
+      if (me_.addresses.size() < 4) me_.addresses.push_back(std::string(host) + ":" + std::to_string(port));
+    }
+    ::freeifaddrs(list);
+  }
+  if (me_.addresses.empty()) {
+    // Loopback only (a test, or a node with no other interface up).
+    sockaddr_in* in = reinterpret_cast<sockaddr_in*>(&addr);
+    if (any) in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    me_.addresses.push_back(address_text(reinterpret_cast<sockaddr*>(&addr)));
+  }
+  uv_poll_init(loop_, &listen_poll_, listen_fd_);
+  listen_poll_.data = this;
+  uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
+    static_cast<PeerServer*>(h->data)->on_listen_readable();
+  });
+  listening_ = true;
+  std::string list_text;
+  for (const auto& a : me_.addresses) list_text += (list_text.empty() ? "" : ", ") + a;
+  spdlog::info("accepting peer daemons on {} (advertised: {}){}", address, list_text,
+               secret_ != nullptr ? ", cluster secret required" : ", no cluster secret");
+}
+
+void PeerServer::on_listen_readable() {
+  for (int accepted = 0; accepted < 64; ++accepted) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof(from);
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EINTR) spdlog::warn("peer accept: {}", std::strerror(errno));
+      return;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto* c = new Conn;
+    c->server = this;
+    c->fd = fd;
+    c->address = address_text(reinterpret_cast<sockaddr*>(&from));
+    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_));
+    conns_.push_back(c);
+    uv_poll_init(loop_, &c->poll, fd);
+    uv_timer_init(loop_, &c->timer);
+    c->poll.data = c;
+    c->timer.data = c;
+    c->polling = true;
+    c->open_handles = 2;
+    uv_timer_start(
+        &c->timer,
+        [](uv_timer_t* t) {
+          auto* conn = static_cast<Conn*>(t->data);
+          conn->server->fail(*conn, "the handshake did not finish within 5 s");
+        },
+        kHandshakeTimeoutMs, 0);
+    update_poll(*c);
+  }
+}
+
+PeerServer::Conn* PeerServer::open(uint64_t instance, const std::vector<std::string>& addresses,
+                                   PeerRole role) {
+  auto* c = new Conn;
+  c->server = this;
+  c->connector = true;
+  c->expected = instance;
+  c->role = role;
+  c->addresses = addresses;
+  std::reverse(c->addresses.begin(), c->addresses.end());  // tried from the back
+  conns_.push_back(c);
+  uv_timer_init(loop_, &c->timer);
+  c->timer.data = c;
+  c->open_handles = 1;
+  uv_timer_start(
+      &c->timer,
+      [](uv_timer_t* t) {
+        auto* conn = static_cast<Conn*>(t->data);
+        conn->server->fail(*conn, "no connection and handshake within 5 s");
+      },
+      kHandshakeTimeoutMs, 0);
+  if (!start_connect(*c)) return nullptr;
+  return c;
+}
+
+bool PeerServer::start_connect(Conn& c) {
+  std::string last_error = "no address to connect to";
+  while (!c.addresses.empty()) {
+    c.address = c.addresses.back();
+    c.addresses.pop_back();
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    if (!parse_peer_address(c.address, &addr, &len)) {
+      last_error = "'" + c.address + "' is not IP:PORT";
+      continue;
+    }
+    const int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      last_error = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS) {
+      last_error = "connect to " + c.address + ": " + std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    c.fd = fd;
+    c.connecting = true;
+    if (!c.polling) {
+      uv_poll_init(loop_, &c.poll, fd);
+      c.poll.data = &c;
+      ++c.open_handles;
+      c.polling = true;
+    }
+    uv_poll_start(&c.poll, UV_WRITABLE, [](uv_poll_t* h, int status, int events) {
+      auto* conn = static_cast<Conn*>(h->data);
+      conn->server->on_event(*conn, status, events);
+    });
+    return true;
+  }
+  fail(c, last_error);
+  return false;
+}
+
+void PeerServer::on_connected(Conn& c) {
+  int error = 0;
+  socklen_t len = sizeof(error);
+  ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &error, &len);
+  if (error != 0) {
+    const std::string reason = "connect to " + c.address + ": " + std::strerror(error);
+    // The poll handle watches this fd: stop it before the fd goes away; the next address
+    // is tried once the handle is closed.
+    uv_poll_stop(&c.poll);
+    c.polling = false;
+    uv_close(reinterpret_cast<uv_handle_t*>(&c.poll), [](uv_handle_t* h) {
+      auto* conn = static_cast<Conn*>(h->data);
+      if (--conn->open_handles == 0) {
+        delete conn;
+        return;
+      }
+      if (!conn->closing) conn->server->start_connect(*conn);
+    });
+    ::close(c.fd);
+    c.fd = -1;
+    spdlog::debug("peer {}", reason);
+    if (c.addresses.empty()) fail(c, reason);
+    return;
+  }
+  c.connecting = false;
+  c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected));
+  std::vector<std::byte> hello = c.handshake->take_output();
+  c.out.insert(c.out.end(), hello.begin(), hello.end());
+  if (!flush(c)) return;
+  update_poll(c);
+}
+
+void PeerServer::update_poll(Conn& c) {
+  if (c.closing || c.fd < 0) return;
+  if (!c.polling) {
+    uv_poll_init(loop_, &c.poll, c.fd);
+    c.poll.data = &c;
+    c.polling = true;
+    ++c.open_handles;
+  }
+  int events = UV_READABLE | UV_DISCONNECT;
+  if (c.out_sent < c.out.size()) events |= UV_WRITABLE;
+  uv_poll_start(&c.poll, events, [](uv_poll_t* h, int status, int ev) {
+    auto* conn = static_cast<Conn*>(h->data);
+    conn->server->on_event(*conn, status, ev);
+  });
+}
+
+void PeerServer::on_event(Conn& c, int status, int events) {
+  if (c.closing) return;
+  if (c.connecting) {
+    on_connected(c);
+    return;
+  }
+  if (status < 0) {
+    fail(c, std::string("connection error: ") + uv_strerror(status));
+    return;
+  }
+  if ((events & UV_WRITABLE) != 0 && !flush(c)) return;
+  if (c.closing) return;
+  if (c.handed_off) return;
+  if ((events & (UV_READABLE | UV_DISCONNECT)) != 0) {
+    if (!c.is_established) {
+      if (!read_handshake(c)) return;
+    } else {
+      read_control(c);
+      if (c.closing) return;
+    }
+  }
+  if (!c.closing && !c.handed_off) update_poll(c);
+}
+
+bool PeerServer::flush(Conn& c) {
+  while (c.out_sent < c.out.size()) {
+    const ssize_t n = ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      fail(c, std::string("send: ") + std::strerror(errno));
+      return false;
+    }
+    c.out_sent += static_cast<size_t>(n);
+  }
+  c.out.clear();
+  c.out_sent = 0;
+  if (c.is_established && c.handshake->role() == PeerRole::kData && !c.handed_off) established(c);
+  return !c.closing;
+}
+
+bool PeerServer::read_handshake(Conn& c) {
+  // Exact reads: length, then that many bytes, so that nothing after the handshake's
+  // last frame is taken from the socket.
+  for (int frames = 0; frames < 8 && !c.is_established; ++frames) {
+    if (c.length_got < c.length.size()) {
+      const ssize_t n = ::recv(c.fd, c.length.data() + c.length_got, c.length.size() - c.length_got, 0);
+      if (n == 0) {
+        fail(c, "the peer closed the connection during the handshake");
+        return false;
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        fail(c, std::string("recv: ") + std::strerror(errno));
+        return false;
+      }
+      c.length_got += static_cast<size_t>(n);
+      if (c.length_got < c.length.size()) return true;
+      uint32_t bytes = 0;
+      for (int i = 3; i >= 0; --i) bytes = (bytes << 8) | static_cast<uint8_t>(c.length[static_cast<size_t>(i)]);
+      if (bytes == 0 || bytes % sizeof(capnp::word) != 0 ||
+          bytes > transports::kMaxHandshakeFrameBytes) {
+        fail(c, "a handshake frame of " + std::to_string(bytes) +
+                    " bytes (not a plexusd peer, or a corrupt stream)");
+        return false;
+      }
+      c.body.assign(bytes, std::byte{0});
+      c.body_got = 0;
+    }
+    const ssize_t n = ::recv(c.fd, c.body.data() + c.body_got, c.body.size() - c.body_got, 0);
+    if (n == 0) {
+      fail(c, "the peer closed the connection during the handshake");
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      fail(c, std::string("recv: ") + std::strerror(errno));
+      return false;
+    }
+    c.body_got += static_cast<size_t>(n);
+    if (c.body_got < c.body.size()) return true;
+    c.length_got = 0;
+    auto words = kj::heapArray<capnp::word>(c.body.size() / sizeof(capnp::word));
+    std::memcpy(words.begin(), c.body.data(), c.body.size());
+    const std::string error = c.handshake->on_frame(words);
+    std::vector<std::byte> reply = c.handshake->take_output();
+    c.out.insert(c.out.end(), reply.begin(), reply.end());
+    if (!error.empty()) {
+      flush(c);  // best effort: tell the peer why
+      if (!c.closing) fail(c, error);
+      return false;
+    }
+    if (c.handshake->done()) {
+      c.is_established = true;
+      uv_timer_stop(&c.timer);
+      if (c.handshake->role() == PeerRole::kControl) {
+        established(c);
+        if (c.closing) return false;
+      }
+    }
+    if (!flush(c)) return false;
+  }
+  return true;
+}
+
+void PeerServer::established(Conn& c) {
+  const transports::PeerIdentity& peer = c.handshake->peer();
+  if (c.connector) {
+    round_trip_s_[peer.instance_id] =
+        std::chrono::duration<double>(c.handshake->round_trip()).count();
+  }
+  if (c.handshake->role() == PeerRole::kData) {
+    // The acceptor's "accepted" is out (flush finished): hand the socket to the engine.
+    c.handed_off = true;
+    if (c.connector) data_connecting_.erase(c.expected);
+    const int fd = c.fd;
+    c.fd = -1;
+    spdlog::info("data connection with node {} ({}) established", peer.node_name, c.address);
+    close_conn(c);
+    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, fd);
+    return;
+  }
+  spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);
+  control_[peer.instance_id] = &c;
+  for (auto& frame : c.waiting) c.out.insert(c.out.end(), frame.begin(), frame.end());
+  c.waiting.clear();
+}
+
+void PeerServer::read_control(Conn& c) {
+  std::byte buffer[16 * 1024];
+  for (int reads = 0; reads < 64; ++reads) {
+    const ssize_t n = ::recv(c.fd, buffer, sizeof(buffer), 0);
+    if (n == 0) {
+      fail(c, "the connection closed (the peer daemon stopped or its node went away)");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR) continue;
+      fail(c, std::string("recv: ") + std::strerror(errno));
+      return;
+    }
+    c.decoder.append(buffer, static_cast<size_t>(n));
+    std::string error;
+    while (auto words = c.decoder.next(&error)) {
+      callbacks_.on_control(c.handshake->peer(), std::move(*words));
+      if (c.closing) return;
+    }
+    if (!error.empty()) {
+      fail(c, "malformed control frame: " + error);
+      return;
+    }
+  }
+}
+
+void PeerServer::send_control(uint64_t instance, const std::vector<std::string>& addresses,
+                              capnp::MessageBuilder& message) {
+  std::vector<std::byte> frame = shm::encode_frame(message);
+  auto it = control_.find(instance);
+  if (it != control_.end()) {
+    Conn& c = *it->second;
+    c.out.insert(c.out.end(), frame.begin(), frame.end());
+    if (flush(c)) update_poll(c);
+    return;
+  }
+  // A control connection being opened to it?
+  for (Conn* c : conns_) {
+    if (c->connector && !c->closing && c->expected == instance && c->role == PeerRole::kControl) {
+      c->waiting.push_back(std::move(frame));
+      return;
+    }
+  }
+  Conn* c = open(instance, addresses, PeerRole::kControl);
+  if (c != nullptr) c->waiting.push_back(std::move(frame));
+}
+
+void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses) {
+  if (data_connecting_.count(instance) != 0) return;
+  Conn* c = open(instance, addresses, PeerRole::kData);
+  if (c != nullptr && !c->closing) data_connecting_[instance] = c;
+}
+
+double PeerServer::control_round_trip_s(uint64_t instance) const {
+  auto it = round_trip_s_.find(instance);
+  return it == round_trip_s_.end() ? 0.0 : it->second;
+}
+
+const transports::PeerIdentity* PeerServer::control_peer(uint64_t instance) const {
+  auto it = control_.find(instance);
+  return it == control_.end() ? nullptr : &it->second->handshake->peer();
+}
+
+void PeerServer::fail(Conn& c, const std::string& reason) {
+  if (c.closing) return;
+  const bool was_control_for = c.is_established && c.handshake->role() == PeerRole::kControl;
+  const std::string name = c.name();
+  if (!c.is_established && !c.connector) {
+    ++refused_;
+    spdlog::warn("peer connection from {} refused: {}", c.address, reason);
+  } else {
+    spdlog::info("peer connection with {}: {}", name, reason);
+  }
+  uint64_t instance = c.expected;
+  if (c.handshake && c.handshake->peer().instance_id != 0) instance = c.handshake->peer().instance_id;
+  bool report_control = false;
+  if (was_control_for) {
+    auto it = control_.find(instance);
+    if (it != control_.end() && it->second == &c) {
+      control_.erase(it);
+      report_control = true;
+    }
+  } else if (c.connector && c.role == PeerRole::kControl) {
+    report_control = true;  // nobody else will carry its waiting messages
+  }
+  const bool report_data = c.connector && c.role == PeerRole::kData && !c.is_established;
+  if (report_data) data_connecting_.erase(c.expected);
+  close_conn(c);
+  if (report_control && callbacks_.on_control_lost) {
+    callbacks_.on_control_lost(instance, name, reason);
+  }
+  if (report_data && callbacks_.on_data_failed) callbacks_.on_data_failed(instance, reason);
+}
+
+void PeerServer::close_conn(Conn& c) {
+  if (c.closing) return;
+  c.closing = true;
+  std::erase(conns_, &c);
+  auto closed = [](uv_handle_t* h) {
+    auto* conn = static_cast<Conn*>(h->data);
+    if (--conn->open_handles == 0) delete conn;
+  };
+  if (c.polling) {
+    uv_poll_stop(&c.poll);
+    uv_close(reinterpret_cast<uv_handle_t*>(&c.poll), closed);
+  }
+  uv_timer_stop(&c.timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(&c.timer), closed);
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -1;
+}
+
+void PeerServer::close() {
+  std::vector<Conn*> all = conns_;
+  for (Conn* c : all) close_conn(*c);
+  control_.clear();
+  data_connecting_.clear();
+  if (listening_) {
+    uv_poll_stop(&listen_poll_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);
+    listening_ = false;
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,99 @@
+// The control thread's connections to other daemons: a listener for peers, connectors to
+// them, the handshake on each (transports/peer/peer_handshake.h), then either control
+// messages (node_control.capnp) for the rendezvous, or, for a data connection, the
+// authenticated socket handed to the engine. Runs on the control thread's libuv loop;
+// nothing here is thread-safe.
+#pragma once
+
+#include <uv.h>
+
+#include <capnp/message.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transports/peer/peer_handshake.h"
+
+namespace plexus::daemon {
+
+class PeerServer {
+ public:
+  struct Callbacks {
+    // A control message from an authenticated peer.
+    std::function<void(const transports::PeerIdentity& peer, kj::Array<capnp::word> words)>
+        on_control;
+    // The control connection to `instance` closed, or could not be opened; `name` is its
+    // node name when known, else the address tried.
+    std::function<void(uint64_t instance, const std::string& name, const std::string& reason)>
+        on_control_lost;
+    // An authenticated data connection; the receiver owns `fd`.
+    std::function<void(const transports::PeerIdentity& peer, int fd)> on_data_link;
+    // A data connection this daemon opened failed before it was authenticated.
+    std::function<void(uint64_t instance, const std::string& reason)> on_data_failed;
+  };
+
+  PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,
+             Callbacks callbacks);
+  ~PeerServer();
+  PeerServer(const PeerServer&) = delete;
+  PeerServer& operator=(const PeerServer&) = delete;
+
+  // Listens on "ip:port" (port 0: any free one) and sets the addresses this daemon
+  // advertises: that address, or every interface's IPv4 address for 0.0.0.0. Throws
+  // std::runtime_error with a sentence.
+  void listen(const std::string& address);
+  const transports::PeerIdentity& identity() const { return me_; }
+
+  // Sends a control message to `instance`, opening a control connection to one of
+  // `addresses` first when there is none (messages wait for it).
+  void send_control(uint64_t instance, const std::vector<std::string>& addresses,
+                    capnp::MessageBuilder& message);
+  // Opens a data connection to `instance` unless one is being opened.
+  void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
+  // Round trip of the last control handshake with `instance` (seconds; 0 when unknown).
+  double control_round_trip_s(uint64_t instance) const;
+  const transports::PeerIdentity* control_peer(uint64_t instance) const;
+
+  // Closes every connection and the listener (the loop must run to finish the closes).
+  void close();
+
+  uint64_t refused() const { return refused_; }
+
+ private:
+  struct Conn;
+  void on_listen_readable();
+  Conn* open(uint64_t instance, const std::vector<std::string>& addresses,
+             transports::PeerRole role);
+  bool start_connect(Conn& c);
+  void on_event(Conn& c, int status, int events);
+  void on_connected(Conn& c);
+  bool read_handshake(Conn& c);
+  void read_control(Conn& c);
+  void established(Conn& c);
+  bool flush(Conn& c);
+  void update_poll(Conn& c);
+  void fail(Conn& c, const std::string& reason);
+  void close_conn(Conn& c);
+
+  uv_loop_t* loop_;
+  transports::PeerIdentity me_;
+  const transports::ClusterSecret* secret_;
+  Callbacks callbacks_;
+  int listen_fd_ = -1;
+  uv_poll_t listen_poll_{};
+  bool listening_ = false;
+  std::vector<Conn*> conns_;
+  std::unordered_map<uint64_t, Conn*> control_;  // by instance: the connection to use
+  std::unordered_map<uint64_t, Conn*> data_connecting_;
+  std::unordered_map<uint64_t, double> round_trip_s_;
+  uint64_t refused_ = 0;
+};
+
+// "ip:port" -> sockaddr; returns false when it is not one.
+bool parse_peer_address(const std::string& text, sockaddr_storage* out, socklen_t* len);
+
+}  // namespace plexus::daemon
