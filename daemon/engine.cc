@@ -274,6 +274,7 @@ void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& re
   comm.mark_broken(status, reason);
   if (comm.internode) {
     // The op's network part stops here; the scratch stays alive for queued sends.
+    fail_remote_p2p(comm);
     comm.internode->active.reset();
     comm.internode->early.clear();
     comm.internode->early_bytes = 0;
@@ -483,10 +484,7 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
   const auto self = static_cast<size_t>(part.rank);
   const auto peer = static_cast<size_t>(part.entry.peer);
   if (comm.members()[peer].remote) {
-    complete(part.session, part.entry.user_data, PLEXUS_ERR_INVALID_ARGUMENT,
-             std::string(is_send ? "send to" : "recv from") + " rank " + std::to_string(peer) +
-                 " on node " + node_name(comm, comm.span()->topology.rank_node[peer]) +
-                 ": point-to-point between nodes is not supported yet (collectives are)");
+    submit_remote_p2p(comm, std::move(part));
     return;
   }
   if (const std::string* departure = departure_of(comm, part.entry.peer)) {

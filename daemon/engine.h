@@ -47,6 +47,7 @@ class Engine {
 
   // Engine thread only (from posted closures).
   void add_session(std::shared_ptr<Session> session);
+  std::shared_ptr<Session> session_ptr(const Session* session) const;
   void remove_session(uint64_t session_id, const std::string& reason);
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
@@ -95,6 +96,12 @@ class Engine {
   void tell_peers_failed(Comm& comm, const std::string& reason);
   void remote_rank_departed(Comm& comm, int node, int rank, const std::string& reason);
   void retire_multi_node(Comm& comm);
+  // Send/recv between ranks on different nodes (engine_p2p.cc).
+  void submit_remote_p2p(Comm& comm, Contribution part);
+  std::string on_p2p_frame(Comm& comm, int node, const transports::wire::DataFrameHeader& h,
+                           std::span<const std::byte> payload);
+  void match_remote_recvs(Comm& comm, uint64_t key);
+  void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
   std::string node_name(const Comm& comm, int node) const;
 

@@ -48,6 +48,18 @@ void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {
     unknown_bytes_ -= frame.payload.size();
     const int node = node_of(*comm, peer);
     if (node < 0) continue;
+    if ((frame.op_seq & kP2PFlag) != 0) {
+      wire::DataFrameHeader h;
+      h.comm_id = span.comm_id;
+      h.op_seq = frame.op_seq;
+      h.step = frame.message;
+      h.chunk = frame.chunk;
+      h.offset = frame.offset;
+      h.length = static_cast<uint32_t>(frame.payload.size());
+      const std::string error = on_p2p_frame(*comm, node, h, frame.payload);
+      if (!error.empty()) defer_failure(*comm, "node " + node_name(*comm, node) + " sent " + error);
+      continue;
+    }
     frame.node = node;
     comm->internode->early_bytes += frame.payload.size();
     comm->internode->early.push_back(std::move(frame));
@@ -221,7 +233,7 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
     }
     unknown_bytes_ += payload.size();
     unknown_frames_[h.comm_id].emplace_back(
-        peer, HeldFrame{0, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}});
+        peer, HeldFrame{0, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}, h.chunk});
     return {};
   }
   Comm& comm = *it->second;
@@ -241,6 +253,7 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
     default:
       break;
   }
+  if ((h.op_seq & kP2PFlag) != 0) return on_p2p_frame(comm, node, h, payload);
   if (state.active && h.op_seq == state.active_seq) {
     std::string error = state.active->deliver(node, h.step, h.offset, payload);
     if (!error.empty()) {

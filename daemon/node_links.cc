@@ -108,6 +108,28 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   return true;
 }
 
+bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
+                            uint64_t offset, uint32_t chunk, std::function<void()> done) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return false;
+  Link& link = *it->second;
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.comm_id = comm_id;
+  h.op_seq = op_seq;
+  h.step = step;
+  h.chunk = chunk;
+  h.offset = offset;
+  h.length = 0;
+  link.conn->queue(h, {}, take_token(peer, nullptr, std::move(done)));
+  if (!link.conn->on_writable()) {
+    lose(peer, link.conn->error());
+    return true;
+  }
+  update_interest(link);
+  return true;
+}
+
 void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
   send_notice(peer, wire::FrameType::kAbort, comm_id, 0, reason);
 }

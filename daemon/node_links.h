@@ -49,6 +49,11 @@ class NodeLinks {
                     std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
                     std::function<void()> done);
 
+  // A data frame with no payload, its chunk and offset chosen by the caller (e.g. the end
+  // of a message whose size only the sender knows); `done` runs once it is written.
+  bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
+                   uint64_t offset, uint32_t chunk, std::function<void()> done);
+
   // Tells `peer` that communicator comm_id failed here, and why (best effort).
   void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason);
   // Tells `peer` that `rank` of this node left communicator comm_id.

@@ -4,19 +4,24 @@
 # node n's NIC r has address 198.18.r.(n+1)/24. Nothing is created in the host's own
 # namespace, so test traffic never leaves these namespaces. Optional tc tbf rate per NIC.
 #
-#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR] [--on LIST] -- CMD...
-#       create the cluster, run CMD on the chosen nodes (default all; one after another),
-#       tear everything down even when interrupted; exit with the first failing status
+#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR] [--on LIST]
+#                          [--parallel] -- CMD...
+#       create the cluster, run CMD on the chosen nodes (default all; one after another, or
+#       all at once with --parallel), tear everything down even when interrupted; exit with
+#       the first failing status
 #   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR]
 #   plexus-cluster.sh run --name TAG --node I -- CMD...
 #   plexus-cluster.sh down --name TAG
 #
+# With --daemons, every node runs a plexusd that accepts its peers on port 7355 of every
+# NIC, named n<i>, holding the cluster's secret (a random file made for it).
 # In CMD, $PLEXUS_NODE is the node index, $PLEXUS_SOCKET its plexusd's socket (with
-# --daemons), $PLEXUS_CLUSTER_NODES the node count and $PLEXUS_CLUSTER_ADDR_<r>_<n> the
-# address of node n's NIC r. Needs root (ip netns, tc).
+# --daemons), $PLEXUS_CLUSTER_DIR a directory every node sees (ids, logs: n<i>/plexusd.log),
+# $PLEXUS_CLUSTER_NODES the node count and $PLEXUS_CLUSTER_ADDR_<r>_<n> the address of node
+# n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -54,10 +59,7 @@ cluster_up() {
       fi
     done
     if [ -n "$build" ]; then
-      mkdir -p "$dir/n$n"
-      ip netns exec "$ns" "$build/daemon/plexusd" --socket "$dir/n$n/plexusd.sock" \
-        --log-level info > "$dir/n$n/plexusd.log" 2>&1 &
-      echo $! > "$dir/n$n/plexusd.pid"
+      start_daemon "$tag" "$n"
     fi
   done
   if [ -n "$build" ]; then
@@ -66,6 +68,18 @@ cluster_up() {
       [ -S "$dir/n$n/plexusd.sock" ] || die "plexusd of node $n did not start: $(cat "$dir/n$n/plexusd.log")"
     done
   fi
+}
+
+start_daemon() {  # tag, node
+  local dir=$state_root/plexus-cluster-$1 n=$2
+  if [ ! -f "$dir/secret" ]; then
+    (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/secret")
+  fi
+  mkdir -p "$dir/n$n"
+  ip netns exec "$(ns_name "$1" "n$n")" "$build/daemon/plexusd" --socket "$dir/n$n/plexusd.sock" \
+    --peer-listen 0.0.0.0:7355 --node-name "n$n" --cluster-secret-file "$dir/secret" \
+    --log-level "${PLEXUS_CLUSTER_LOG_LEVEL:-info}" >> "$dir/n$n/plexusd.log" 2>&1 &
+  echo $! > "$dir/n$n/plexusd.pid"
 }
 
 cluster_down() {
@@ -100,7 +114,8 @@ cluster_run() {
   # shellcheck disable=SC1091
   . "$dir/state"
   [ "$node" -ge 0 ] && [ "$node" -lt "$nodes" ] || die "node $node is not in 0..$((nodes - 1))"
-  local vars=(PLEXUS_NODE="$node" PLEXUS_CLUSTER_NODES="$nodes" PLEXUS_CLUSTER_NICS="$nics")
+  local vars=(PLEXUS_NODE="$node" PLEXUS_CLUSTER_NODES="$nodes" PLEXUS_CLUSTER_NICS="$nics"
+              PLEXUS_CLUSTER_DIR="$dir")
   [ -S "$dir/n$node/plexusd.sock" ] && vars+=(PLEXUS_SOCKET="$dir/n$node/plexusd.sock")
   for r in $(seq 0 $((nics - 1))); do
     for n in $(seq 0 $((nodes - 1))); do vars+=("PLEXUS_CLUSTER_ADDR_${r}_${n}=$(address "$r" "$n")"); done
@@ -111,7 +126,7 @@ cluster_run() {
 cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 shift
-tag="" nodes=2 nics=1 rate="" build="" node="" on=""
+tag="" nodes=2 nics=1 rate="" build="" node="" on="" parallel=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) tag=$2; shift 2 ;;
@@ -121,6 +136,7 @@ while [ $# -gt 0 ]; do
     --daemons) build=$(cd "$2" && pwd); shift 2 ;;
     --node) node=$2; shift 2 ;;
     --on) on=$2; shift 2 ;;
+    --parallel) parallel=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -137,20 +153,35 @@ case "$cmd" in
   exec)
     [ $# -gt 0 ] || die "exec needs a command after --"
     tag=${tag:-$(printf '%04x' $((RANDOM % 65536)))$$}
-    child=""
+    children=()
     trap 'cluster_down "$tag"' EXIT
-    # The command runs in the background so that a signal interrupts the wait at once
-    # (bash defers traps while a foreground child runs).
-    trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 130' INT TERM
+    # Commands run in the background so that a signal interrupts the wait at once (bash
+    # defers traps while a foreground child runs).
+    trap '[ ${#children[@]} -gt 0 ] && kill "${children[@]}" 2>/dev/null; exit 130' INT TERM
     cluster_up "$tag" "$nodes" "$nics" "$rate" "$build"
     targets=${on:-$(seq -s, 0 $((nodes - 1)))}
     status=0
-    for n in ${targets//,/ }; do
-      cluster_run "$tag" "$n" "$@" &
-      child=$!
-      wait "$child" || { status=$?; echo "plexus-cluster: node $n: command failed ($status)" >&2; break; }
-      child=""
-    done
+    if [ -n "$parallel" ]; then
+      nodes_of=()
+      for n in ${targets//,/ }; do
+        cluster_run "$tag" "$n" "$@" &
+        children+=($!)
+        nodes_of+=("$n")
+      done
+      for i in "${!children[@]}"; do
+        wait "${children[$i]}" || {
+          s=$?; echo "plexus-cluster: node ${nodes_of[$i]}: command failed ($s)" >&2
+          [ $status -ne 0 ] || status=$s
+        }
+      done
+    else
+      for n in ${targets//,/ }; do
+        cluster_run "$tag" "$n" "$@" &
+        children=($!)
+        wait "${children[0]}" || { status=$?; echo "plexus-cluster: node $n: command failed ($status)" >&2; break; }
+        children=()
+      done
+    fi
     exit $status ;;
   *) die "unknown command '$cmd' (up, run, down, exec)" ;;
 esac

@@ -297,15 +297,39 @@ std::optional<plexus_unique_id_t> unique_id_from_hex(std::string_view text) {
 
 int run_spawned(BenchOptions options) {
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(options.timeout_s);
-  const int nranks = options.spawn;
+  // Across nodes this node's ranks are a slice of the whole.
+  int nranks = options.spawn;
+  int first_rank = 0;
+  if (!options.ranks_per_node.empty()) {
+    nranks = 0;
+    for (size_t n = 0; n < options.ranks_per_node.size(); ++n) {
+      if (static_cast<int>(n) < options.node) first_rank += options.ranks_per_node[n];
+      nranks += options.ranks_per_node[n];
+    }
+  }
   if (const std::string problem = check_options_for_ranks(options, nranks); !problem.empty()) {
     std::fprintf(stderr, "plexus-bench: %s\n", problem.c_str());
     return kExitError;
   }
+  if (!options.socket_path.empty() && !options.ranks_per_node.empty()) {
+    setenv("PLEXUS_SOCKET", options.socket_path.c_str(), 1);  // the id names this daemon
+  }
   plexus_unique_id_t unique_id{};
-  if (plexus_get_unique_id(&unique_id) != PLEXUS_SUCCESS) {
-    std::fprintf(stderr, "plexus-bench: plexus_get_unique_id failed: %s\n",
-                 plexus_get_last_error());
+  try {
+    if (options.ranks_per_node.empty() || options.node == 0) {
+      if (plexus_get_unique_id(&unique_id) != PLEXUS_SUCCESS) {
+        std::fprintf(stderr, "plexus-bench: plexus_get_unique_id failed: %s\n",
+                     plexus_get_last_error());
+        return kExitError;
+      }
+      if (!options.ranks_per_node.empty()) publish_unique_id(options.id_file, unique_id);
+    } else {
+      unique_id = wait_for_unique_id(
+          options.id_file,
+          std::min<Clock::duration>(kUniqueIdWait, std::chrono::seconds(options.timeout_s)));
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "plexus-bench: node %d: %s\n", options.node, error.what());
     return kExitError;
   }
 
@@ -334,7 +358,7 @@ int run_spawned(BenchOptions options) {
   // The ranks find the daemon through the environment they inherit.
   setenv("PLEXUS_SOCKET", socket_path.c_str(), /*overwrite=*/1);
   options.daemon_description = (embed ? "embedded plexusd on " : "plexusd on ") + socket_path;
-  std::printf("# using %s\n", options.daemon_description.c_str());
+  if (first_rank == 0) std::printf("# using %s\n", options.daemon_description.c_str());
   // Anything still buffered would be printed again by every child.
   std::fflush(stdout);
   std::fflush(stderr);
@@ -349,7 +373,7 @@ int run_spawned(BenchOptions options) {
   // a threaded parent may only call async-signal-safe functions.
   std::vector<RankProcess> ranks;
   const pid_t parent = getpid();
-  for (int rank = 0; rank < nranks; ++rank) {
+  for (int rank = first_rank; rank < first_rank + options.spawn; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) {
       become_rank_process(parent);

@@ -63,6 +63,10 @@ constexpr const char* kFooter =
     "  and PLEXUS_UNIQUE_ID_FILE (a path every rank can read, fresh for each run: rank 0\n"
     "  writes the communicator id there and the others wait up to 60 s for it); a plexusd\n"
     "  must then already answer on the socket.\n"
+    "  Across nodes: on each node run plexus-bench --nodes 2,1,3 --node I --id-file PATH\n"
+    "  (ranks per node, this node's index, a path every node can read; node 0 writes the\n"
+    "  communicator id there). Node I forks its ranks, the next ones in rank order; each\n"
+    "  node's plexusd must answer on the socket and run with --peer-listen.\n"
     "\n"
     "Columns (as nccl-tests):\n"
     "  size    bytes of the larger buffer: the gathered result for allgather, the input for\n"
@@ -183,6 +187,18 @@ std::variant<BenchOptions, int> parse_options(int argc, char** argv) {
                  "new temporary directory (see --no-embedded)")
       ->type_name("N")
       ->check(CLI::Range(1, kMaxRanks).description(""));
+  std::string nodes_text;
+  app.add_option("--nodes", nodes_text,
+                 "Ranks per node across nodes, e.g. 2,1,3 (see Ranks below); needs --node\n"
+                 "and --id-file, and implies --spawn with this node's count")
+      ->type_name("LIST");
+  app.add_option("--node", options.node, "This node's index in --nodes (0 makes the id)")
+      ->type_name("I")
+      ->check(CLI::Range(0, kMaxRanks).description(""));
+  app.add_option("--id-file", options.id_file,
+                 "With --nodes: where node 0 writes the communicator id and the other nodes\n"
+                 "wait up to 60 s for it (a fresh path for each run)")
+      ->type_name("PATH");
   app.add_option("--socket", options.socket_path,
                  "plexusd's socket. Default: $PLEXUS_SOCKET, else\n"
                  "/run/plexus/plexusd.sock as root, else\n"
@@ -236,6 +252,35 @@ std::variant<BenchOptions, int> parse_options(int argc, char** argv) {
       options.ops = {*shm::parse_redop(options.op_text)};
     }
     options.root = options.root_text == kAll ? std::nullopt : parse_int(options.root_text);
+    if (!nodes_text.empty()) {
+      int total = 0;
+      size_t start = 0;
+      while (start <= nodes_text.size()) {
+        const size_t comma = std::min(nodes_text.find(',', start), nodes_text.size());
+        const std::optional<int> count = parse_int(nodes_text.substr(start, comma - start));
+        if (!count || *count < 1 || *count > kMaxRanks) {
+          throw CLI::ValidationError("--nodes", "'" + nodes_text +
+                                                    "' is not a list of rank counts of 1 or more");
+        }
+        options.ranks_per_node.push_back(*count);
+        total += *count;
+        start = comma + 1;
+      }
+      if (total > kMaxRanks) throw CLI::ValidationError("--nodes", "more than 4096 ranks");
+      if (options.node >= static_cast<int>(options.ranks_per_node.size())) {
+        throw CLI::ValidationError("--node", std::to_string(options.node) + " is not an index of --nodes " +
+                                                 nodes_text);
+      }
+      if (options.id_file.empty()) throw CLI::ValidationError("--nodes", "needs --id-file");
+      const int here = options.ranks_per_node[static_cast<size_t>(options.node)];
+      if (options.spawn != 0 && options.spawn != here) {
+        throw CLI::ValidationError("--spawn", std::to_string(options.spawn) + " differs from " +
+                                                  std::to_string(here) + ", node " +
+                                                  std::to_string(options.node) + "'s count in --nodes");
+      }
+      options.spawn = here;
+      options.no_embedded = true;  // every node's ranks must reach that node's own daemon
+    }
     options.stat = stat_text == "median" ? TimeStat::kMedian : TimeStat::kMean;
   } catch (const CLI::ParseError& error) {
     return app.exit(error);

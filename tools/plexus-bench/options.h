@@ -37,6 +37,11 @@ struct BenchOptions {
   std::string json_path;
   TimeStat stat = TimeStat::kMean;
   int spawn = 0;  // 0: this process is one rank of a job started by the user
+  // Across nodes: ranks per node (node i holds the next ranks_per_node[i] ranks), which
+  // node this is, and the file the nodes share the communicator id through.
+  std::vector<int> ranks_per_node;
+  int node = 0;
+  std::string id_file;
   std::string socket_path;
   bool no_embedded = false;
   int timeout_s = 600;
