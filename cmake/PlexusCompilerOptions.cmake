@@ -15,6 +15,15 @@ if(PLEXUS_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+if(PLEXUS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "PLEXUS_FUZZ needs clang (CC=clang CXX=clang++): libFuzzer is part of it")
+  endif()
+  # Coverage for the fuzzer in every library the targets link, plus ASan and UBSan.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 function(plexus_target_options target)
   target_link_libraries(${target} PRIVATE plexus_options)
 endfunction()

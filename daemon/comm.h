@@ -79,8 +79,8 @@ class Comm {
   std::vector<uint64_t> next_seq;               // per rank
   std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
   std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
-  int members_present = 0;  // of the local ranks
-  std::unique_ptr<InternodeState> internode;  // multi-node: ops between daemons
+  int members_present = 0;                      // of the local ranks
+  std::unique_ptr<InternodeState> internode;    // multi-node: ops between daemons
   std::string first_departure;  // why the first rank to go went: collectives fail with it
 
   // Any thread.

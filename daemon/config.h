@@ -28,8 +28,8 @@ struct Config {
   // Multi-node: peer daemons connect here ("ip:port"; empty: this daemon serves only
   // communicators whose ranks are all on this node).
   std::string peer_listen;
-  std::string node_name;            // in messages and peers' logs; empty: the host name
-  std::string cluster_secret_file;  // peers must prove they hold its bytes; empty: none
+  std::string node_name;                // in messages and peers' logs; empty: the host name
+  std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
   uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
 };
 

@@ -376,14 +376,19 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
   const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), 24u * 3600 * 1000);
   RootRef root{init.getRootInstance(), {}};
   for (auto address : init.getRootAddresses()) {
-    if (root.addresses.size() < 8 && address.size() <= 64) root.addresses.emplace_back(address.cStr());
+    if (root.addresses.size() < 8 && address.size() <= 64)
+      root.addresses.emplace_back(address.cStr());
   }
   // A unique id made by this daemon while it serves no peers, or made where no daemon was
   // reachable, names a communicator of this node alone.
   if (root.instance == 0 || (peers_ == nullptr && root.instance == instance_id_)) {
     CommRendezvous::Joiner joiner{
-        id, session.creds().pid, request_id, static_cast<int>(rank),
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms), 0};
+        id,
+        session.creds().pid,
+        request_id,
+        static_cast<int>(rank),
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms),
+        0};
     auto result = rendezvous_.join(token, static_cast<int>(nranks), joiner);
     if (result.outcome == CommRendezvous::JoinResult::kRejected) {
       send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -19,10 +19,10 @@
 
 #include "daemon/algorithms/cost_model.h"
 #include "daemon/comm_rendezvous.h"
-#include "daemon/node_rendezvous.h"
-#include "daemon/peer_server.h"
 #include "daemon/config.h"
 #include "daemon/engine.h"
+#include "daemon/node_rendezvous.h"
+#include "daemon/peer_server.h"
 #include "shm/control.capnp.h"
 #include "shm/framing.h"
 
@@ -73,8 +73,8 @@ class ControlServer {
   void prune_finished_comms();
   Connection* find_connection(uint64_t session_id);
   // Replies to every joiner and hands the communicator to the engine.
-  void form_comm(const CommToken& token, int nranks, const std::vector<CommRendezvous::Joiner>& joiners,
-                 std::optional<NodeSpan> span);
+  void form_comm(const CommToken& token, int nranks,
+                 const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);
 
   // Multi-node communicators (control_server_nodes.cc).
   struct RootRef {
@@ -82,8 +82,8 @@ class ControlServer {
     std::vector<std::string> addresses;
   };
   void start_peers();
-  void join_multi_node(Session& session, uint32_t request_id, const CommToken& token,
-                       int nranks, int rank, uint32_t timeout_ms, const RootRef& root,
+  void join_multi_node(Session& session, uint32_t request_id, const CommToken& token, int nranks,
+                       int rank, uint32_t timeout_ms, const RootRef& root,
                        const std::string& algorithm);
   void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
                  uint32_t timeout_ms, const std::string& algorithm);

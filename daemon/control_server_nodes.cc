@@ -63,9 +63,10 @@ void ControlServer::start_peers() {
     secret_ = std::make_unique<transports::ClusterSecret>(
         transports::ClusterSecret::load(config_.cluster_secret_file));
   } else {
-    spdlog::warn("accepting peer daemons without a cluster secret (--cluster-secret-file): any "
-                 "host that reaches {} can join this daemon's communicators",
-                 config_.peer_listen);
+    spdlog::warn(
+        "accepting peer daemons without a cluster secret (--cluster-secret-file): any "
+        "host that reaches {} can join this daemon's communicators",
+        config_.peer_listen);
   }
   transports::PeerIdentity me;
   me.instance_id = instance_id_;
@@ -93,9 +94,8 @@ NodeInfo ControlServer::my_node_info() const {
   return NodeInfo{me.instance_id, me.node_name, me.addresses};
 }
 
-void ControlServer::join_multi_node(Session& session, uint32_t request_id,
-                                    const CommToken& token, int nranks, int rank,
-                                    uint32_t timeout_ms, const RootRef& root,
+void ControlServer::join_multi_node(Session& session, uint32_t request_id, const CommToken& token,
+                                    int nranks, int rank, uint32_t timeout_ms, const RootRef& root,
                                     const std::string& algorithm) {
   const uint64_t id = session.id();
   if (peers_ == nullptr) {
@@ -118,7 +118,10 @@ void ControlServer::join_multi_node(Session& session, uint32_t request_id,
                    "' is not an algorithm (ring, rhd, rd, bruck, binomial, chain, pairwise)");
     return;
   }
-  CommRendezvous::Joiner joiner{id, session.creds().pid, request_id, rank,
+  CommRendezvous::Joiner joiner{id,
+                                session.creds().pid,
+                                request_id,
+                                rank,
                                 Clock::now() + std::chrono::milliseconds(timeout_ms) + kRootGrace,
                                 root.instance};
   auto result = rendezvous_.join(token, nranks, joiner, /*form_when_complete=*/false);
@@ -201,8 +204,10 @@ void ControlServer::deliver_formed(const CommToken& token, const NodeRendezvous:
     for (unsigned i = 0; i < nodes.size(); ++i) {
       nodes[i].setInstanceId(formed.nodes[i].instance_id);
       nodes[i].setName(formed.nodes[i].name);
-      auto addresses = nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
-      for (unsigned a = 0; a < addresses.size(); ++a) addresses.set(a, formed.nodes[i].addresses[a]);
+      auto addresses =
+          nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
+      for (unsigned a = 0; a < addresses.size(); ++a)
+        addresses.set(a, formed.nodes[i].addresses[a]);
     }
     auto rank_node = f.initRankNode(static_cast<unsigned>(formed.rank_node.size()));
     for (unsigned r = 0; r < rank_node.size(); ++r) {
@@ -279,7 +284,8 @@ void ControlServer::check_forming(const CommToken& token) {
   span.topology.finish();
   span.comm_id = comm_id_of(token);
   span.cost = f.cost;
-  span.forced = f.formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(f.formed.algorithm);
+  span.forced =
+      f.formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(f.formed.algorithm);
   const int nranks = f.nranks;
   forming_.erase(it);
   form_comm(token, nranks, rendezvous_.take(token), std::move(span));
@@ -371,7 +377,7 @@ void ControlServer::on_peer_control(const transports::PeerIdentity& peer,
         if (text.size() > 1024) text.resize(1024);
         fail_local_join(token,
                         text.find("timed out") != std::string::npos ? PLEXUS_ERR_TIMEOUT
-                                                                     : PLEXUS_ERR_INVALID_ARGUMENT,
+                                                                    : PLEXUS_ERR_INVALID_ARGUMENT,
                         text);
         return;
       }
@@ -395,8 +401,9 @@ void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& n
     if (join.root.instance == instance) waiting.push_back(token);
   }
   for (const auto& token : waiting) {
-    fail_local_join(token, PLEXUS_ERR_PEER_LOST,
-                    "lost the root daemon (" + name + ") before the communicator formed: " + reason);
+    fail_local_join(
+        token, PLEXUS_ERR_PEER_LOST,
+        "lost the root daemon (" + name + ") before the communicator formed: " + reason);
   }
 }
 

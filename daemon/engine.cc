@@ -432,9 +432,9 @@ std::string Engine::find_mismatch(const Comm& comm, const PendingCollective& op,
     const auto& e = op.parts[r].entry;
     const std::string ranks = first_name + " passed ";
     if (e.opcode != first.opcode) {
-      return where + first_name + " called " + shm::opcode_name(static_cast<uint8_t>(first.opcode)) +
-             " but rank " + std::to_string(r) + " called " +
-             shm::opcode_name(static_cast<uint8_t>(e.opcode));
+      return where + first_name + " called " +
+             shm::opcode_name(static_cast<uint8_t>(first.opcode)) + " but rank " +
+             std::to_string(r) + " called " + shm::opcode_name(static_cast<uint8_t>(e.opcode));
     }
     if (e.count != first.count) {
       return where + "count mismatch: " + ranks + std::to_string(first.count) + ", rank " +

@@ -94,8 +94,9 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   const algo::Shape shape = InternodeOp::shape_for(span.topology, args);
   const algo::Algorithm algorithm = algo::choose_algorithm(shape, span.cost, span.forced);
   spdlog::debug("communicator {} collective #{}: {} of {} x {} bytes by {} across {} nodes",
-                token_prefix(comm.token()), seq, shm::opcode_name(static_cast<uint8_t>(args.opcode)),
-                args.count, shm::dtype_size(args.dtype), algo::algorithm_name(algorithm),
+                token_prefix(comm.token()), seq,
+                shm::opcode_name(static_cast<uint8_t>(args.opcode)), args.count,
+                shm::dtype_size(args.dtype), algo::algorithm_name(algorithm),
                 span.topology.nodes());
   std::weak_ptr<Comm> weak_comm = comm_by_id_[span.comm_id];
   auto post_send = [this, weak_comm, seq, scratch = state.scratch](
@@ -105,15 +106,14 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
     Comm& c = *comm_ptr;
     std::weak_ptr<InternodeOp> weak_op = c.internode->active;
     const uint64_t peer = c.span()->node_ids[static_cast<size_t>(node)];
-    const bool queued = links_.send_message(
-        peer, c.span()->comm_id, seq, message, data, scratch,
-        [this, weak_comm, weak_op, node, message] {
-          auto op_ptr = weak_op.lock();
-          auto cp = weak_comm.lock();
-          if (!op_ptr || !cp) return;
-          op_ptr->send_done(node, message);
-          if (op_ptr->network_done()) progress_.push_back(cp);
-        });
+    const bool queued = links_.send_message(peer, c.span()->comm_id, seq, message, data, scratch,
+                                            [this, weak_comm, weak_op, node, message] {
+                                              auto op_ptr = weak_op.lock();
+                                              auto cp = weak_comm.lock();
+                                              if (!op_ptr || !cp) return;
+                                              op_ptr->send_done(node, message);
+                                              if (op_ptr->network_done()) progress_.push_back(cp);
+                                            });
     if (!queued) {
       defer_failure(c, "no data connection to node " + node_name(c, node) + " (it was lost)");
     }
@@ -277,7 +277,8 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
     return {};
   }
   state.early_bytes += payload.size();
-  state.early.push_back(HeldFrame{node, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}});
+  state.early.push_back(
+      HeldFrame{node, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}});
   return {};
 }
 

@@ -66,7 +66,8 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
   };
   // The sender's pool stays mapped while the kernel may still read it.
   std::shared_ptr<void> keep_alive = session_ptr(session);
-  bool queued = links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
+  bool queued =
+      links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
   if (queued) {
     // The end marker: a frame with no payload whose offset is the message's size.
     queued = links_.send_marker(instance, span.comm_id, op_seq, step, bytes, kP2PEndChunk,
@@ -84,8 +85,7 @@ std::string Engine::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHead
   const uint64_t source = h.step >> 16;
   const uint64_t destination = h.step & 0xffff;
   const NodeSpan& span = *comm.span();
-  if (source >= n || destination >= n ||
-      span.topology.rank_node[source] != node ||
+  if (source >= n || destination >= n || span.topology.rank_node[source] != node ||
       span.topology.rank_node[destination] != span.topology.my_node) {
     return "a send/recv frame between ranks " + std::to_string(source) + " and " +
            std::to_string(destination) + " that do not live on its node and this one";

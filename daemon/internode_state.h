@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "daemon/internode_op.h"
@@ -48,8 +48,8 @@ struct InternodeState {
   std::string failure;  // set inside a transport callback; acted on by the engine loop
 
   // Send/recv with ranks on other nodes, by pair key source * nranks + destination.
-  std::unordered_map<uint64_t, uint64_t> p2p_sent;      // messages sent
-  std::unordered_map<uint64_t, uint64_t> p2p_taken;     // messages handed to recvs
+  std::unordered_map<uint64_t, uint64_t> p2p_sent;   // messages sent
+  std::unordered_map<uint64_t, uint64_t> p2p_taken;  // messages handed to recvs
   std::unordered_map<uint64_t, std::map<uint64_t, InboundMessage>> inbound;
   size_t inbound_bytes = 0;
   uint64_t next_send_id = 0;

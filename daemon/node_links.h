@@ -51,8 +51,8 @@ class NodeLinks {
 
   // A data frame with no payload, its chunk and offset chosen by the caller (e.g. the end
   // of a message whose size only the sender knows); `done` runs once it is written.
-  bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
-                   uint64_t offset, uint32_t chunk, std::function<void()> done);
+  bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step, uint64_t offset,
+                   uint32_t chunk, std::function<void()> done);
 
   // Tells `peer` that communicator comm_id failed here, and why (best effort).
   void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason);
@@ -81,8 +81,8 @@ class NodeLinks {
   void update_interest(Link& link);
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   bool service(Link& link, uint32_t events);
-  void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id,
-                   uint32_t step, const std::string& text);
+  void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id, uint32_t step,
+                   const std::string& text);
 
   Handler handler_;
   uint32_t chunk_bytes_;

@@ -149,8 +149,7 @@ void PeerServer::listen(const std::string& address) {
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
       ::listen(listen_fd_, 128) != 0) {
-    throw std::runtime_error("cannot listen for peers on " + address + ": " +
-                             std::strerror(errno));
+    throw std::runtime_error("cannot listen for peers on " + address + ": " + std::strerror(errno));
   }
   len = sizeof(addr);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -167,11 +166,12 @@ void PeerServer::listen(const std::string& address) {
       auto* in = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
       char host[INET_ADDRSTRLEN];
       ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-      const bool mine = any || in->sin_addr.s_addr ==
-                                   reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr;
+      const bool mine =
+          any || in->sin_addr.s_addr == reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr;
       if (!mine) continue;
       me_.nics.push_back({i->ifa_name, host, interface_speed_mbps(i->ifa_name)});
-      if (me_.addresses.size() < 4) me_.addresses.push_back(std::string(host) + ":" + std::to_string(port));
+      if (me_.addresses.size() < 4)
+        me_.addresses.push_back(std::string(host) + ":" + std::to_string(port));
     }
     ::freeifaddrs(list);
   }
@@ -388,7 +388,8 @@ bool PeerServer::read_handshake(Conn& c) {
   // last frame is taken from the socket.
   for (int frames = 0; frames < 8 && !c.is_established; ++frames) {
     if (c.length_got < c.length.size()) {
-      const ssize_t n = ::recv(c.fd, c.length.data() + c.length_got, c.length.size() - c.length_got, 0);
+      const ssize_t n =
+          ::recv(c.fd, c.length.data() + c.length_got, c.length.size() - c.length_got, 0);
       if (n == 0) {
         fail(c, "the peer closed the connection during the handshake");
         return false;
@@ -401,7 +402,8 @@ bool PeerServer::read_handshake(Conn& c) {
       c.length_got += static_cast<size_t>(n);
       if (c.length_got < c.length.size()) return true;
       uint32_t bytes = 0;
-      for (int i = 3; i >= 0; --i) bytes = (bytes << 8) | static_cast<uint8_t>(c.length[static_cast<size_t>(i)]);
+      for (int i = 3; i >= 0; --i)
+        bytes = (bytes << 8) | static_cast<uint8_t>(c.length[static_cast<size_t>(i)]);
       if (bytes == 0 || bytes % sizeof(capnp::word) != 0 ||
           bytes > transports::kMaxHandshakeFrameBytes) {
         fail(c, "a handshake frame of " + std::to_string(bytes) +
@@ -545,7 +547,8 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
     spdlog::info("peer connection with {}: {}", name, reason);
   }
   uint64_t instance = c.expected;
-  if (c.handshake && c.handshake->peer().instance_id != 0) instance = c.handshake->peer().instance_id;
+  if (c.handshake && c.handshake->peer().instance_id != 0)
+    instance = c.handshake->peer().instance_id;
   bool report_control = false;
   if (was_control_for) {
     auto it = control_.find(instance);

@@ -35,7 +35,7 @@ constexpr size_t kUniqueIdAddresses = 4;
 struct PackedAddress {
   uint8_t family;  // 4 or 6
   uint8_t reserved;
-  uint16_t port;   // network byte order
+  uint16_t port;  // network byte order
   uint8_t bytes[16];
 };
 

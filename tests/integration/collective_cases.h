@@ -13,7 +13,8 @@ namespace plexus::test {
 inline constexpr uint8_t kSentinel = 0x5a;
 
 struct Case {
-  std::string collective;  // allreduce, reduce, reducescatter, broadcast, allgather, alltoall, sendrecv
+  std::string
+      collective;  // allreduce, reduce, reducescatter, broadcast, allgather, alltoall, sendrecv
   plexus_dtype_t dtype;
   plexus_redop_t op;
   size_t count;

@@ -259,8 +259,8 @@ std::variant<BenchOptions, int> parse_options(int argc, char** argv) {
         const size_t comma = std::min(nodes_text.find(',', start), nodes_text.size());
         const std::optional<int> count = parse_int(nodes_text.substr(start, comma - start));
         if (!count || *count < 1 || *count > kMaxRanks) {
-          throw CLI::ValidationError("--nodes", "'" + nodes_text +
-                                                    "' is not a list of rank counts of 1 or more");
+          throw CLI::ValidationError(
+              "--nodes", "'" + nodes_text + "' is not a list of rank counts of 1 or more");
         }
         options.ranks_per_node.push_back(*count);
         total += *count;
@@ -268,15 +268,15 @@ std::variant<BenchOptions, int> parse_options(int argc, char** argv) {
       }
       if (total > kMaxRanks) throw CLI::ValidationError("--nodes", "more than 4096 ranks");
       if (options.node >= static_cast<int>(options.ranks_per_node.size())) {
-        throw CLI::ValidationError("--node", std::to_string(options.node) + " is not an index of --nodes " +
-                                                 nodes_text);
+        throw CLI::ValidationError(
+            "--node", std::to_string(options.node) + " is not an index of --nodes " + nodes_text);
       }
       if (options.id_file.empty()) throw CLI::ValidationError("--nodes", "needs --id-file");
       const int here = options.ranks_per_node[static_cast<size_t>(options.node)];
       if (options.spawn != 0 && options.spawn != here) {
-        throw CLI::ValidationError("--spawn", std::to_string(options.spawn) + " differs from " +
-                                                  std::to_string(here) + ", node " +
-                                                  std::to_string(options.node) + "'s count in --nodes");
+        throw CLI::ValidationError(
+            "--spawn", std::to_string(options.spawn) + " differs from " + std::to_string(here) +
+                           ", node " + std::to_string(options.node) + "'s count in --nodes");
       }
       options.spawn = here;
       options.no_embedded = true;  // every node's ranks must reach that node's own daemon

@@ -20,7 +20,6 @@ constexpr size_t kMaxNameBytes = 255;
 constexpr size_t kMaxAddresses = 16;
 constexpr size_t kMaxAddressBytes = 64;
 
-
 void fill_random(uint8_t* out, size_t n) {
   size_t got = 0;
   while (got < n) {
@@ -209,8 +208,9 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         if (is_connector_) {
           round_trip_ = Clock::now() - hello_sent_;
           if (expected_peer_ != 0 && peer_.instance_id != expected_peer_) {
-            return refuse(who + " is not the daemon this connection was meant for (it was "
-                                "restarted or the address belongs to another node)");
+            return refuse(who +
+                          " is not the daemon this connection was meant for (it was "
+                          "restarted or the address belongs to another node)");
           }
           if (secret_ != nullptr) {
             state_ = State::kAwaitProof;
@@ -231,7 +231,8 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         if (secret_ != nullptr) {
           const Mac expected = proof_of(!is_connector_);
           if (!macs_equal({mac.begin(), mac.size()}, expected)) {
-            return refuse("node " + peer_.node_name + " failed to prove it holds the cluster secret");
+            return refuse("node " + peer_.node_name +
+                          " failed to prove it holds the cluster secret");
           }
         } else if (mac.size() != 0) {
           return refuse("a proof although neither side holds a cluster secret");
@@ -246,7 +247,8 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         return {};
       }
       case peer::HandshakeMessage::ACCEPTED:
-        if (!is_connector_ || state_ != State::kAwaitAccepted) return refuse("accepted out of order");
+        if (!is_connector_ || state_ != State::kAwaitAccepted)
+          return refuse("accepted out of order");
         state_ = State::kDone;
         return {};
       default:

@@ -73,7 +73,7 @@ class PeerHandshake {
   void send_proof();
   void send_accepted();
   std::string refuse(const std::string& reason);  // tells the peer, returns the reason
-  std::string fail(const std::string& reason);     // peer is not told
+  std::string fail(const std::string& reason);    // peer is not told
   Mac proof_of(bool by_connector) const;
   template <typename Builder>
   void send(Builder&& build);

@@ -95,8 +95,9 @@ DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHead
               std::to_string(limits.max_payload_bytes);
   } else if ((h.type == FrameType::kAbort || h.type == FrameType::kDeparted) &&
              h.length > kMaxAbortReasonBytes) {
-    d.error = std::string("data frame: a ") + type_name(h.type) + " frame carries " + std::to_string(h.length) +
-              " bytes of reason (at most " + std::to_string(kMaxAbortReasonBytes) + ")";
+    d.error = std::string("data frame: a ") + type_name(h.type) + " frame carries " +
+              std::to_string(h.length) + " bytes of reason (at most " +
+              std::to_string(kMaxAbortReasonBytes) + ")";
   } else if (h.type != FrameType::kData && h.type != FrameType::kAbort &&
              h.type != FrameType::kDeparted && h.length != 0) {
     d.error = std::string("data frame: a ") + type_name(h.type) + " frame carries " +
