@@ -82,6 +82,10 @@ class Comm {
   int members_present = 0;                      // of the local ranks
   std::unique_ptr<InternodeState> internode;    // multi-node: ops between daemons
   std::string first_departure;  // why the first rank to go went: collectives fail with it
+  // A rank of another node left after submitting remote_limit collectives: those before
+  // it may still finish (its node sent their data first), later ones fail.
+  std::string remote_departure;
+  uint64_t remote_limit = UINT64_MAX;
 
   // Any thread.
   std::atomic<uint64_t> ops_completed{0};

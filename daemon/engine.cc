@@ -217,7 +217,8 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
     if (comm->span() && !comm->broken()) {
       for (size_t node = 0; node < comm->span()->node_ids.size(); ++node) {
         if (static_cast<int>(node) == comm->span()->topology.my_node) continue;
-        links_.send_departed(comm->span()->node_ids[node], comm->span()->comm_id, rank, reason);
+        links_.send_departed(comm->span()->node_ids[node], comm->span()->comm_id, rank,
+                             comm->next_seq[static_cast<size_t>(rank)], reason);
       }
     }
   }
@@ -384,11 +385,12 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
 }
 
 void Engine::submit_collective(Comm& comm, Contribution part) {
-  if (!comm.first_departure.empty()) {
-    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, comm.first_departure);
+  const auto rank = static_cast<size_t>(part.rank);
+  if (!comm.first_departure.empty() || comm.next_seq[rank] >= comm.remote_limit) {
+    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST,
+             comm.first_departure.empty() ? comm.remote_departure : comm.first_departure);
     return;
   }
-  const auto rank = static_cast<size_t>(part.rank);
   const uint64_t seq = comm.next_seq[rank]++;
   const size_t index = seq - comm.first_seq;
   while (comm.collectives.size() <= index) {

@@ -94,7 +94,8 @@ class Engine {
   void internode_progress();
   void finish_internode_op(Comm& comm);
   void tell_peers_failed(Comm& comm, const std::string& reason);
-  void remote_rank_departed(Comm& comm, int node, int rank, const std::string& reason);
+  void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
+                            const std::string& reason);
   void retire_multi_node(Comm& comm);
   // Send/recv between ranks on different nodes (engine_p2p.cc).
   void submit_remote_p2p(Comm& comm, Contribution part);

@@ -193,13 +193,15 @@ void Engine::tell_peers_failed(Comm& comm, const std::string& reason) {
   }
 }
 
-void Engine::remote_rank_departed(Comm& comm, int node, int rank, const std::string& reason) {
+void Engine::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
+                                  const std::string& reason) {
   if (rank < 0 || rank >= comm.nranks()) return;
   auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
   if (!member.remote || !member.present) return;
   member.present = false;
   member.departure = reason;
-  if (comm.first_departure.empty()) comm.first_departure = reason;
+  if (comm.remote_departure.empty()) comm.remote_departure = reason;
+  comm.remote_limit = std::min(comm.remote_limit, collectives);
   InternodeState& state = *comm.internode;
   if (state.active && state.active->expects_from(node)) {
     // Its node sent everything it will ever send for this op: the rest never comes.
@@ -207,16 +209,16 @@ void Engine::remote_rank_departed(Comm& comm, int node, int rank, const std::str
                             " still needed its data");
     return;
   }
-  // Collectives not started yet can never run; the active one may still finish.
-  const size_t keep = state.active ? 1 : 0;
-  while (comm.collectives.size() > keep) {
+  // Queued collectives the rank never joined can never run; earlier ones still can (its
+  // node sent their data before this notice). Later submissions fail in submit_collective.
+  while (!comm.collectives.empty() &&
+         comm.first_seq + comm.collectives.size() - 1 >= comm.remote_limit &&
+         !(state.active && comm.collectives.size() == 1)) {
     for (auto& part : comm.collectives.back().parts) {
       complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, reason);
     }
     comm.collectives.pop_back();
   }
-  // Parts submitted later fail at once (submit_collective checks first_departure); the
-  // op numbering of those that queued must not move, so next_seq stays as it is.
 }
 
 std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
@@ -247,7 +249,7 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
       defer_failure(comm, text);
       return {};
     case wire::FrameType::kDeparted:
-      remote_rank_departed(comm, node, static_cast<int>(h.step),
+      remote_rank_departed(comm, node, static_cast<int>(h.step), h.op_seq,
                            "node " + node_name(comm, node) + ": " + text);
       return {};
     default:

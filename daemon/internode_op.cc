@@ -89,14 +89,12 @@ void InternodeOp::copy_out(std::byte* dst, const std::byte* src, uint64_t count)
   }
 }
 
-void InternodeOp::start() {
+void InternodeOp::local_phase_in() {
   const uint64_t c = args_.count;
   const uint64_t e = elem_;
   const auto k = parts_.size();
   const auto nranks = static_cast<uint64_t>(topology_.nranks());
   OpScratch& s = *scratch_;
-  inputs_.resize(k);
-  for (size_t i = 0; i < k; ++i) inputs_[i] = parts_[i].send;
   switch (shape_.collective) {
     case algo::Collective::kAllreduce:
     case algo::Collective::kReduce:
@@ -142,6 +140,15 @@ void InternodeOp::start() {
       break;
     }
   }
+}
+
+void InternodeOp::start() {
+  const auto k = parts_.size();
+  OpScratch& s = *scratch_;
+  inputs_.resize(k);
+  for (size_t i = 0; i < k; ++i) inputs_[i] = parts_[i].send;
+  // Count 0: the parts have no buffers at all (null pointers), and the plan is empty.
+  if (args_.count > 0) local_phase_in();
   algo::PlanBuffers buffers{s.work.data(), s.work.size(), s.send.data(), s.send.size(), elem_};
   auto reduce = [this](std::byte* inout, const std::byte* in, size_t bytes) {
     const void* both[2] = {inout, in};
@@ -164,6 +171,7 @@ void InternodeOp::send_done(int node, uint32_t message) { runner_->send_done(nod
 
 uint64_t InternodeOp::finish() {
   const uint64_t c = args_.count;
+  if (c == 0) return 0;
   const uint64_t e = elem_;
   const std::byte* w = scratch_->work.data();
   uint64_t written = 0;

@@ -58,6 +58,7 @@ class InternodeOp final : public algo::PlanTransport {
 
  private:
   void post_send(int peer, uint32_t message, std::span<const std::byte> data) override;
+  void local_phase_in();  // gather or reduce the local ranks' inputs into scratch
   void reduce_into(std::byte* out, std::span<const std::byte* const> inputs, uint64_t count);
   void copy_out(std::byte* dst, const std::byte* src, uint64_t count);
   // Where rank r's block sits in the node-ordered work buffer (elements).

@@ -134,13 +134,14 @@ void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& r
   send_notice(peer, wire::FrameType::kAbort, comm_id, 0, reason);
 }
 
-void NodeLinks::send_departed(uint64_t peer, uint64_t comm_id, int rank,
+void NodeLinks::send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
                               const std::string& reason) {
-  send_notice(peer, wire::FrameType::kDeparted, comm_id, static_cast<uint32_t>(rank), reason);
+  send_notice(peer, wire::FrameType::kDeparted, comm_id, static_cast<uint32_t>(rank), reason,
+              collectives);
 }
 
 void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_id, uint32_t step,
-                            const std::string& reason) {
+                            const std::string& reason, uint64_t op_seq) {
   auto it = links_.find(peer);
   if (it == links_.end()) return;
   Link& link = *it->second;
@@ -150,6 +151,7 @@ void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_i
   h.type = type;
   h.comm_id = comm_id;
   h.step = step;
+  h.op_seq = op_seq;
   h.length = static_cast<uint32_t>(text->size());
   const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
                                            text->size());

@@ -57,7 +57,9 @@ class NodeLinks {
   // Tells `peer` that communicator comm_id failed here, and why (best effort).
   void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason);
   // Tells `peer` that `rank` of this node left communicator comm_id.
-  void send_departed(uint64_t peer, uint64_t comm_id, int rank, const std::string& reason);
+  // `collectives`: how many collectives the rank had submitted.
+  void send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
+                     const std::string& reason);
 
   // Runs the I/O that is ready (waiting up to timeout_ms for some); returns whether
   // anything was read or written.
@@ -82,7 +84,7 @@ class NodeLinks {
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   bool service(Link& link, uint32_t events);
   void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id, uint32_t step,
-                   const std::string& text);
+                   const std::string& text, uint64_t op_seq = 0);
 
   Handler handler_;
   uint32_t chunk_bytes_;

@@ -192,6 +192,47 @@ TEST(MultiNodeTest, CountMismatchAcrossNodesFailsInsteadOfHanging) {
   EXPECT_EQ(failures(results), "") << logs(nodes);
 }
 
+TEST(MultiNodeTest, ARootThatFinishesAndLeavesEarlyDoesNotFailTheLateReceivers) {
+  auto nodes = start_nodes(2);
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1}), [&](int rank, int nranks, const plexus_unique_id_t& id) {
+        plexus_comm_t comm = nullptr;
+        if (plexus_result_t r = plexus_comm_init_rank(&comm, nranks, id, rank); r != PLEXUS_SUCCESS) {
+          return call_failed("init", r);
+        }
+        std::vector<float> data(100000);
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        for (int i = 0; i < 3; ++i) {
+          for (size_t j = 0; j < data.size(); ++j) data[j] = rank == 0 ? float(i * 7 + j % 13) : -1.0f;
+          plexus_request_t req = nullptr;
+          std::string error = wait_for(
+              plexus_broadcast(data.data(), data.data(), data.size(), PLEXUS_FLOAT32, 0, comm, &req),
+              &req, "broadcast");
+          if (!error.empty()) return "broadcast " + std::to_string(i) + ": " + error;
+          for (size_t j = 0; j < data.size(); ++j) {
+            if (data[j] != float(i * 7 + j % 13)) return "broadcast " + std::to_string(i) + " wrong";
+          }
+        }
+        if (rank == 0) {
+          // Leaves before rank 1 even called its broadcasts.
+          return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? std::string() : "destroy failed";
+        }
+        plexus_request_t req = nullptr;
+        plexus_result_t r = plexus_allreduce(data.data(), data.data(), data.size(), PLEXUS_FLOAT32,
+                                             PLEXUS_SUM, comm, &req);
+        if (r == PLEXUS_SUCCESS) r = plexus_wait(&req);
+        if (r == PLEXUS_SUCCESS) return std::string("an allreduce without rank 0 succeeded");
+        const std::string e = plexus_get_last_error();
+        if (e.find("node a") == std::string::npos || e.find("rank 0") == std::string::npos) {
+          return "the error does not name rank 0 on node a: " + e;
+        }
+        plexus_comm_destroy(comm);
+        return std::string();
+      },
+      std::chrono::seconds(30));
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+}
+
 TEST(MultiNodeTest, KilledPeerDaemonFailsEveryRankWithinTwoSecondsNamingItsNode) {
   auto nodes = start_nodes(3);
   // Ranks 0,1 on a; 2 on b; 3 on c (killed).

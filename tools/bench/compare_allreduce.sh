@@ -221,51 +221,9 @@ fi
 for name in plexus openmpi gloo; do
   touch "$raw_dir/$name.parsed"
 done
-awk -v ranks="$ranks" -v stat="$stat" '
-  {
-    if (!($1 in seen)) { seen[$1] = 1; sizes[++size_count] = $1 }
-    time_us[peer, $1] = $2
-    busbw[peer, $1] = $3
-  }
-  function value(table_peer, size, which) {
-    if (!((table_peer, size) in busbw)) return "-"
-    return which == "time" ? sprintf("%.2f", time_us[table_peer, size]) \
-                           : sprintf("%.2f", busbw[table_peer, size])
-  }
-  function ratio(size, other) {
-    if (!(("plexus", size) in busbw) || !((other, size) in busbw)) return "-"
-    if (busbw[other, size] + 0 <= 0 || busbw["plexus", size] + 0 <= 0) return "-"
-    return sprintf("%.1fx", busbw["plexus", size] / busbw[other, size])
-  }
-  END {
-    # Insertion sort: a sweep has a few dozen sizes at most. Sizes stay strings so that they
-    # remain exact array keys; only the comparison is numeric.
-    for (i = 2; i <= size_count; i++) {
-      key = sizes[i]
-      for (j = i - 1; j >= 1 && sizes[j] + 0 > key + 0; j--) sizes[j + 1] = sizes[j]
-      sizes[j + 1] = key
-    }
-    printf "\n# allreduce float sum, %d ranks: out-of-place busbw (GB/s), higher is better\n",
-      ranks
-    printf "# %10s  %9s  %9s  %14s  %9s  %11s\n",
-      "size (B)", "Plexus", "OpenMPI", "Plexus/OpenMPI", "Gloo", "Plexus/Gloo"
-    for (i = 1; i <= size_count; i++) {
-      s = sizes[i]
-      printf "%12s  %9s  %9s  %14s  %9s  %11s\n", s, value("plexus", s, "bw"),
-        value("openmpi", s, "bw"), ratio(s, "openmpi"), value("gloo", s, "bw"), ratio(s, "gloo")
-    }
-    if (stat == "median") {
-      printf "\n# allreduce float sum, %d ranks: out-of-place median time (us), lower is better\n",
-        ranks
-      printf "# %10s  %10s  %10s  %10s\n", "size (B)", "Plexus us", "OpenMPI us", "Gloo us"
-      for (i = 1; i <= size_count; i++) {
-        s = sizes[i]
-        printf "%12s  %10s  %10s  %10s\n", s, value("plexus", s, "time"),
-          value("openmpi", s, "time"), value("gloo", s, "time")
-      }
-    }
-  }
-' peer=plexus "$raw_dir/plexus.parsed" peer=openmpi "$raw_dir/openmpi.parsed" \
+awk -v title="allreduce float sum, $ranks ranks" -v stat="$stat" -v peers=plexus,openmpi,gloo \
+  -v labels=Plexus,OpenMPI,Gloo -f "$(dirname "$0")/side_by_side.awk" \
+  peer=plexus "$raw_dir/plexus.parsed" peer=openmpi "$raw_dir/openmpi.parsed" \
   peer=gloo "$raw_dir/gloo.parsed" | tee "$raw_dir/comparison.txt"
 
 echo

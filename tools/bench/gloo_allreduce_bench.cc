@@ -128,22 +128,22 @@ class GlooCommunicator final : public Communicator {
 };
 
 int run_rank(int rank, const SweepOptions& options, const std::string& store_directory) {
-  // Loopback only: the benchmark compares libraries on one node and must not open the host to
-  // the network.
+  // Loopback unless a node address is given (the namespace cluster's benchmarks).
   gloo::transport::tcp::attr device_attributes;
-  device_attributes.hostname = "127.0.0.1";
+  device_attributes.hostname = options.hostname;
   device_attributes.ai_family = AF_INET;
   std::shared_ptr<gloo::transport::Device> device =
       gloo::transport::tcp::CreateDevice(device_attributes);
 
   gloo::rendezvous::FileStore store(store_directory);
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, options.ranks);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, options.world);
   context->setTimeout(std::chrono::seconds(options.timeout_seconds));
   context->connectFullMesh(store, device);
 
   GlooCommunicator communicator(context);
   const std::string description =
-      "gloo_allreduce_bench: gloo::allreduce (ring) float sum, tcp 127.0.0.1, Gloo " +
+      "gloo_allreduce_bench: gloo::allreduce (ring) float sum, tcp " + options.hostname +
+      ", Gloo " +
       std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
       std::to_string(GLOO_VERSION_PATCH);
   return plexus::peer_bench::run_allreduce_sweep(communicator, options, description.c_str());
@@ -254,7 +254,11 @@ int main(int argc, char** argv) {
                  std::strerror(errno));
     return 1;
   }
-  const std::string store_directory = store_template;
+  std::string store_directory = store_template;
+  if (!options->store_directory.empty()) {
+    std::filesystem::remove(store_template);
+    store_directory = options->store_directory;
+  }
 
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
@@ -268,7 +272,7 @@ int main(int argc, char** argv) {
   const pid_t parent_pid = getpid();
   std::vector<pid_t> rank_pids;
   bool fork_failed = false;
-  for (int rank = 0; rank < options->ranks; ++rank) {
+  for (int rank = options->first_rank; rank < options->first_rank + options->ranks; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) child_main(rank, *options, store_directory, parent_pid);
     if (pid < 0) {
@@ -281,7 +285,7 @@ int main(int argc, char** argv) {
   }
 
   const bool ranks_succeeded = wait_for_ranks(rank_pids, deadline);
-  std::filesystem::remove_all(store_directory, filesystem_error);
+  if (options->store_directory.empty()) std::filesystem::remove_all(store_directory, filesystem_error);
   if (filesystem_error) {
     std::fprintf(stderr, "gloo_allreduce_bench: could not remove %s: %s\n", store_directory.c_str(),
                  filesystem_error.message().c_str());

@@ -32,6 +32,13 @@ struct SweepOptions {
   TimeStat stat = TimeStat::kMean;
   // Only gloo_allreduce_bench forks its own ranks; the MPI ranks come from mpirun.
   int ranks = 4;
+  // Gloo across nodes: this process forks `ranks` ranks numbered from first_rank in a world of
+  // world ranks, rendezvousing through store_directory (shared by every node) and talking
+  // TCP from address `hostname` (default: one node, loopback, a private store).
+  int first_rank = 0;
+  int world = 0;  // 0: ranks
+  std::string store_directory;
+  std::string hostname = "127.0.0.1";
   // Wall-clock bound for the whole run, so a wedged peer can never hang a benchmark script.
   int timeout_seconds = 1200;
 };
@@ -104,7 +111,15 @@ inline std::string usage_text(const char* program, bool with_ranks) {
                      "      --stat mean|median  time column: max over ranks of the mean per-\n"
                      "                          iteration time, or rank 0's median (mean)\n"
                      "      --timeout SECONDS   abort the whole run after this long (1200)\n";
-  if (with_ranks) text += "      --ranks N           processes to fork (4)\n";
+  if (with_ranks) {
+    text +=
+        "      --ranks N           processes to fork (4)\n"
+        "  Across nodes (one process per node, each forking its --ranks):\n"
+        "      --first-rank R      rank of this node's first process (0)\n"
+        "      --world N           ranks on all nodes together (--ranks)\n"
+        "      --store DIR         FileStore directory every node sees (fresh per run)\n"
+        "      --hostname IP       this node's address for Gloo's TCP (127.0.0.1)\n";
+  }
   return text;
 }
 
@@ -154,6 +169,18 @@ inline std::optional<SweepOptions> parse_sweep_options(int argc, char** argv, bo
       const auto ranks = parse_int(value, 1, 1024);
       valid = ranks.has_value();
       if (valid) options.ranks = *ranks;
+    } else if (with_ranks && flag == "--first-rank") {
+      const auto first = parse_int(value, 0, 4095);
+      valid = first.has_value();
+      if (valid) options.first_rank = *first;
+    } else if (with_ranks && flag == "--world") {
+      const auto world = parse_int(value, 1, 4096);
+      valid = world.has_value();
+      if (valid) options.world = *world;
+    } else if (with_ranks && flag == "--store") {
+      options.store_directory = std::string(value);
+    } else if (with_ranks && flag == "--hostname") {
+      options.hostname = std::string(value);
     } else {
       error = "unknown option " + std::string(flag);
       return std::nullopt;
@@ -165,6 +192,15 @@ inline std::optional<SweepOptions> parse_sweep_options(int argc, char** argv, bo
   }
   if (options.min_bytes > options.max_bytes) {
     error = "-b must not exceed -e";
+    return std::nullopt;
+  }
+  if (options.world == 0) options.world = options.ranks;
+  if (options.first_rank + options.ranks > options.world) {
+    error = "--first-rank + --ranks exceeds --world";
+    return std::nullopt;
+  }
+  if (options.world != options.ranks && options.store_directory.empty()) {
+    error = "across nodes (--world) every node needs the same --store directory";
     return std::nullopt;
   }
   return options;
