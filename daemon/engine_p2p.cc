@@ -111,6 +111,7 @@ std::string Engine::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHead
     defer_failure(comm, "more than 1 GiB of sends from other nodes wait for their recvs");
     return {};
   }
+  if (payload.empty()) return {};  // a zero-byte message is one empty frame
   if (h.offset + payload.size() > in.data.size()) in.data.resize(h.offset + payload.size());
   std::memcpy(in.data.data() + h.offset, payload.data(), payload.size());
   in.received += payload.size();
