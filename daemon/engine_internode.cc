@@ -203,6 +203,10 @@ void Engine::remote_rank_departed(Comm& comm, int node, int rank, uint64_t colle
   if (comm.remote_departure.empty()) comm.remote_departure = reason;
   comm.remote_limit = std::min(comm.remote_limit, collectives);
   InternodeState& state = *comm.internode;
+  const auto n = static_cast<uint64_t>(comm.nranks());
+  for (uint64_t destination = 0; destination < n; ++destination) {
+    match_remote_recvs(comm, static_cast<uint64_t>(rank) * n + destination);
+  }
   if (state.active && state.active->expects_from(node)) {
     // Its node sent everything it will ever send for this op: the rest never comes.
     defer_failure(comm, reason + " while collective #" + std::to_string(state.active_seq) +

@@ -26,7 +26,8 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
   const bool is_send = part.entry.opcode == shm::Opcode::kSend;
   const auto self = static_cast<uint64_t>(part.rank);
   const auto peer = static_cast<uint64_t>(part.entry.peer);
-  if (const std::string* departure = departure_of(comm, part.entry.peer)) {
+  const std::string* departure = departure_of(comm, part.entry.peer);
+  if (departure != nullptr && is_send) {
     complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
     return;
   }
@@ -39,6 +40,7 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
       comm.recvs.resize(n * n);
     }
     comm.recvs[key].push_back(std::move(part));
+    // What a rank that left had sent before it left can still be received.
     match_remote_recvs(comm, key);
     return;
   }
@@ -126,7 +128,7 @@ void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
   auto& messages = state.inbound[key];
   while (!recvs.empty()) {
     auto it = messages.find(state.p2p_taken[key]);
-    if (it == messages.end() || !it->second.complete) return;
+    if (it == messages.end() || !it->second.complete) break;
     Contribution recv = std::move(recvs.front());
     recvs.pop_front();
     InboundMessage message = std::move(it->second);
@@ -147,6 +149,14 @@ void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
     comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
     ops_completed_.fetch_add(1, std::memory_order_relaxed);
     complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+  }
+  // A source that left sent everything before its departure notice: what is still
+  // unmatched now never will be.
+  if (const std::string* departure = departure_of(comm, static_cast<int>(key / comm.nranks()))) {
+    for (auto& part : recvs) {
+      complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+    }
+    recvs.clear();
   }
 }
 
