@@ -195,22 +195,26 @@ TEST(MultiNodeTest, CountMismatchAcrossNodesFailsInsteadOfHanging) {
 TEST(MultiNodeTest, ARootThatFinishesAndLeavesEarlyDoesNotFailTheLateReceivers) {
   auto nodes = start_nodes(2);
   auto results = run_ranks_across(
-      sockets_for(nodes, {0, 1}), [&](int rank, int nranks, const plexus_unique_id_t& id) {
+      sockets_for(nodes, {0, 1}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) {
         plexus_comm_t comm = nullptr;
-        if (plexus_result_t r = plexus_comm_init_rank(&comm, nranks, id, rank); r != PLEXUS_SUCCESS) {
+        if (plexus_result_t r = plexus_comm_init_rank(&comm, nranks, id, rank);
+            r != PLEXUS_SUCCESS) {
           return call_failed("init", r);
         }
         std::vector<float> data(100000);
         if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
         for (int i = 0; i < 3; ++i) {
-          for (size_t j = 0; j < data.size(); ++j) data[j] = rank == 0 ? float(i * 7 + j % 13) : -1.0f;
+          for (size_t j = 0; j < data.size(); ++j)
+            data[j] = rank == 0 ? float(i * 7 + j % 13) : -1.0f;
           plexus_request_t req = nullptr;
-          std::string error = wait_for(
-              plexus_broadcast(data.data(), data.data(), data.size(), PLEXUS_FLOAT32, 0, comm, &req),
-              &req, "broadcast");
+          std::string error = wait_for(plexus_broadcast(data.data(), data.data(), data.size(),
+                                                        PLEXUS_FLOAT32, 0, comm, &req),
+                                       &req, "broadcast");
           if (!error.empty()) return "broadcast " + std::to_string(i) + ": " + error;
           for (size_t j = 0; j < data.size(); ++j) {
-            if (data[j] != float(i * 7 + j % 13)) return "broadcast " + std::to_string(i) + " wrong";
+            if (data[j] != float(i * 7 + j % 13))
+              return "broadcast " + std::to_string(i) + " wrong";
           }
         }
         if (rank == 0) {

@@ -143,9 +143,8 @@ int run_rank(int rank, const SweepOptions& options, const std::string& store_dir
   GlooCommunicator communicator(context);
   const std::string description =
       "gloo_allreduce_bench: gloo::allreduce (ring) float sum, tcp " + options.hostname +
-      ", Gloo " +
-      std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
-      std::to_string(GLOO_VERSION_PATCH);
+      ", Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) +
+      "." + std::to_string(GLOO_VERSION_PATCH);
   return plexus::peer_bench::run_allreduce_sweep(communicator, options, description.c_str());
 }
 
@@ -285,7 +284,8 @@ int main(int argc, char** argv) {
   }
 
   const bool ranks_succeeded = wait_for_ranks(rank_pids, deadline);
-  if (options->store_directory.empty()) std::filesystem::remove_all(store_directory, filesystem_error);
+  if (options->store_directory.empty())
+    std::filesystem::remove_all(store_directory, filesystem_error);
   if (filesystem_error) {
     std::fprintf(stderr, "gloo_allreduce_bench: could not remove %s: %s\n", store_directory.c_str(),
                  filesystem_error.message().c_str());

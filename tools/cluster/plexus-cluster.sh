@@ -48,6 +48,9 @@ cluster_up() {
     local ns; ns=$(ns_name "$tag" "n$n")
     ip netns add "$ns"
     ip -n "$ns" link set lo up
+    # As datacenter hosts are tuned: an idle connection keeps its congestion window (an
+    # algorithm's rounds leave each pair's connection idle between bursts).
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
     for r in $(seq 0 $((nics - 1))); do
       # Created inside the node namespace, the peer end moved to the switch.
       ip -n "$ns" link add "nic$r" type veth peer name "n${n}r$r" netns "$sw"
