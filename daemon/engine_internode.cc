@@ -99,21 +99,24 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
                 shm::dtype_size(args.dtype), algo::algorithm_name(algorithm),
                 span.topology.nodes());
   std::weak_ptr<Comm> weak_comm = comm_by_id_[span.comm_id];
-  auto post_send = [this, weak_comm, seq, scratch = state.scratch](
-                       int node, uint32_t message, std::span<const std::byte> data) {
+  auto post_send = [this, weak_comm, seq](int node, uint32_t message,
+                                          std::span<const std::byte> data,
+                                          std::shared_ptr<void> keep_alive) {
     auto comm_ptr = weak_comm.lock();
     if (!comm_ptr || !comm_ptr->internode) return;
     Comm& c = *comm_ptr;
     std::weak_ptr<InternodeOp> weak_op = c.internode->active;
     const uint64_t peer = c.span()->node_ids[static_cast<size_t>(node)];
-    const bool queued = links_.send_message(peer, c.span()->comm_id, seq, message, data, scratch,
-                                            [this, weak_comm, weak_op, node, message] {
-                                              auto op_ptr = weak_op.lock();
-                                              auto cp = weak_comm.lock();
-                                              if (!op_ptr || !cp) return;
-                                              op_ptr->send_done(node, message);
-                                              if (op_ptr->network_done()) progress_.push_back(cp);
-                                            });
+    const bool queued =
+        links_.send_message(peer, c.span()->comm_id, seq, message, data, std::move(keep_alive),
+                            [this, weak_comm, weak_op, node, message] {
+                              auto op_ptr = weak_op.lock();
+                              auto cp = weak_comm.lock();
+                              if (!op_ptr || !cp) return;
+                              op_ptr->send_done(node, message);
+                              if (!op_ptr->failure().empty()) defer_failure(*cp, op_ptr->failure());
+                              if (op_ptr->network_done()) progress_.push_back(cp);
+                            });
     if (!queued) {
       defer_failure(c, "no data connection to node " + node_name(c, node) + " (it was lost)");
     }
@@ -123,6 +126,9 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   state.active_seq = seq;
   std::shared_ptr<InternodeOp> op_ptr = state.active;
   op_ptr->start();
+  if (!op_ptr->failure().empty()) {
+    defer_failure(comm, "collective #" + std::to_string(seq) + ": " + op_ptr->failure());
+  }
   // Frames for this op that came early.
   for (auto it = state.early.begin(); it != state.early.end() && state.active == op_ptr;) {
     if (it->op_seq != seq) {
@@ -145,7 +151,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
 void Engine::finish_internode_op(Comm& comm) {
   InternodeState& state = *comm.internode;
   std::shared_ptr<InternodeOp> op = std::move(state.active);
-  const uint64_t bytes = op->finish();
+  const uint64_t bytes = op->bytes_written();
   comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
   comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
   ops_completed_.fetch_add(1, std::memory_order_relaxed);

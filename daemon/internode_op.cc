@@ -1,6 +1,7 @@
 // The hierarchical phases of each collective around the inter-node plan.
 #include "daemon/internode_op.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "daemon/reduce.h"
@@ -52,24 +53,81 @@ algo::Shape InternodeOp::shape_for(const NodeTopology& t, const CollectiveArgs& 
   return s;
 }
 
+// A slice's view of the network: its runner numbers messages within the slice.
+class InternodeOp::SliceTransport final : public algo::PlanTransport {
+ public:
+  SliceTransport(InternodeOp& op, uint64_t index) : op_(op), index_(index) {}
+  void post_send(int peer, uint32_t message, std::span<const std::byte> data) override {
+    op_.post_send_(peer, encode_slice_message(index_, message), data, scratch);
+  }
+  std::shared_ptr<OpScratch> scratch;
+
+ private:
+  InternodeOp& op_;
+  uint64_t index_;
+};
+
+struct InternodeOp::Slice {
+  Slice(InternodeOp& op, uint64_t i) : index(i), transport(op, i) {}
+  uint64_t index;
+  uint64_t first = 0;  // element within each block
+  uint64_t count = 0;
+  SliceTransport transport;  // holds the slice's scratch
+  std::unique_ptr<algo::PlanRunner> runner;
+};
+
+std::shared_ptr<OpScratch> ScratchPool::take() {
+  for (const auto& buffer : buffers_) {
+    if (buffer.use_count() == 1) return buffer;
+  }
+  buffers_.push_back(std::make_shared<OpScratch>());
+  return buffers_.back();
+}
+
 InternodeOp::InternodeOp(const NodeTopology& topology, const CollectiveArgs& args,
                          std::vector<Contribution> local_parts, algo::Algorithm algorithm,
-                         std::shared_ptr<OpScratch> scratch, PostSend post_send)
+                         std::shared_ptr<ScratchPool> scratch, PostSend post_send,
+                         SliceOptions slices)
     : topology_(topology),
       args_(args),
       parts_(std::move(local_parts)),
       scratch_(std::move(scratch)),
       post_send_(std::move(post_send)),
+      options_(slices),
       elem_(static_cast<uint32_t>(shm::dtype_size(args.dtype))),
       network_op_(args.redop == PLEXUS_AVG ? PLEXUS_SUM : args.redop),
-      shape_(shape_for(topology, args)),
-      plan_(algo::make_plan(algorithm, shape_)) {}
+      algorithm_(algorithm),
+      layout_(slice_layout(collective_of(args.opcode), args.count, elem_, topology.nranks(),
+                           options_.work_bytes)) {
+  options_.in_flight = std::max<uint32_t>(options_.in_flight, 1);
+  CollectiveArgs slice_args = args_;
+  slice_args.count = layout_.count_of(0);
+  full_plan_ = algo::make_plan(algorithm_, shape_for(topology_, slice_args));
+  fail(check_plan_sliceable(full_plan_));
+  const uint64_t last = layout_.count_of(layout_.slices - 1);
+  if (last != slice_args.count) {
+    slice_args.count = last;
+    last_plan_ = algo::make_plan(algorithm_, shape_for(topology_, slice_args));
+    fail(check_plan_sliceable(last_plan_));
+  }
+}
 
-uint64_t InternodeOp::node_order_offset(int rank, uint64_t block) const {
+InternodeOp::~InternodeOp() = default;
+
+const algo::Plan& InternodeOp::plan_of(uint64_t slice) const {
+  const bool last = slice + 1 == layout_.slices && layout_.count_of(slice) != layout_.count_of(0);
+  return last ? last_plan_ : full_plan_;
+}
+
+void InternodeOp::fail(std::string why) {
+  if (failure_.empty()) failure_ = std::move(why);
+}
+
+uint64_t InternodeOp::node_order_offset(int rank, uint64_t piece) const {
   const int node = topology_.rank_node[static_cast<size_t>(rank)];
   uint64_t before = 0;
   for (int n = 0; n < node; ++n) before += topology_.node_ranks[static_cast<size_t>(n)].size();
-  return (before + static_cast<uint64_t>(topology_.index_in_node(rank))) * block;
+  return (before + static_cast<uint64_t>(topology_.index_in_node(rank))) * piece;
 }
 
 void InternodeOp::reduce_into(std::byte* out, std::span<const std::byte* const> inputs,
@@ -89,139 +147,265 @@ void InternodeOp::copy_out(std::byte* dst, const std::byte* src, uint64_t count)
   }
 }
 
-void InternodeOp::local_phase_in() {
-  const uint64_t c = args_.count;
+// Slice elements [a, a + n) of every block; blocks lie `count` elements apart in the
+// ranks' buffers and `n` apart in the slice's scratch.
+void InternodeOp::local_phase_in(Slice& slice) {
+  const uint64_t n = slice.count;
   const uint64_t e = elem_;
+  const uint64_t a = slice.first * e;       // byte offset within a block
+  const uint64_t stride = args_.count * e;  // bytes between blocks in the ranks' buffers
   const auto k = parts_.size();
   const auto nranks = static_cast<uint64_t>(topology_.nranks());
-  OpScratch& s = *scratch_;
-  switch (shape_.collective) {
+  OpScratch& s = *slice.transport.scratch;
+  std::vector<const std::byte*> inputs(k);
+  for (size_t i = 0; i < k; ++i) inputs[i] = parts_[i].send + a;
+  switch (collective_of(args_.opcode)) {
     case algo::Collective::kAllreduce:
     case algo::Collective::kReduce:
-      s.work.resize(c * e);
-      if (c > 0) reduce_into(s.work.data(), inputs_, c);
+      s.work.resize(n * e);
+      reduce_into(s.work.data(), inputs, n);
       break;
     case algo::Collective::kBroadcast:
-      s.work.resize(c * e);
-      if (topology_.rank_node[static_cast<size_t>(args_.root)] == topology_.my_node && c > 0) {
+      s.work.resize(n * e);
+      if (topology_.rank_node[static_cast<size_t>(args_.root)] == topology_.my_node) {
         const Contribution& root = parts_[static_cast<size_t>(topology_.index_in_node(args_.root))];
-        std::memcpy(s.work.data(), root.send, c * e);
+        std::memcpy(s.work.data(), root.send + a, n * e);
       }
       break;
     case algo::Collective::kAllgather:
-      s.work.resize(nranks * c * e);
+      s.work.resize(nranks * n * e);
       for (size_t i = 0; i < k; ++i) {
-        std::memcpy(s.work.data() + node_order_offset(parts_[i].rank, c) * e, parts_[i].send,
-                    c * e);
+        std::memcpy(s.work.data() + node_order_offset(parts_[i].rank, n) * e, inputs[i], n * e);
       }
       break;
     case algo::Collective::kReduceScatter: {
-      s.work.resize(nranks * c * e);
+      s.work.resize(nranks * n * e);
       std::vector<const std::byte*> blocks(k);
       for (int r = 0; r < topology_.nranks(); ++r) {
-        for (size_t i = 0; i < k; ++i) blocks[i] = inputs_[i] + static_cast<uint64_t>(r) * c * e;
-        if (c > 0) reduce_into(s.work.data() + node_order_offset(r, c) * e, blocks, c);
+        for (size_t i = 0; i < k; ++i) blocks[i] = inputs[i] + static_cast<uint64_t>(r) * stride;
+        reduce_into(s.work.data() + node_order_offset(r, n) * e, blocks, n);
       }
       break;
     }
     case algo::Collective::kAlltoall: {
-      // To node j: for each of my ranks s (in order), its blocks for each rank of j.
+      // To node j: for each of my ranks (in order), its pieces for each rank of j.
       uint64_t out = 0;
-      s.send.resize(k * nranks * c * e);
+      s.send.resize(k * nranks * n * e);
       for (const auto& theirs : topology_.node_ranks) {
         for (size_t i = 0; i < k; ++i) {
           for (int d : theirs) {
-            std::memcpy(s.send.data() + out, inputs_[i] + static_cast<uint64_t>(d) * c * e, c * e);
-            out += c * e;
+            std::memcpy(s.send.data() + out, inputs[i] + static_cast<uint64_t>(d) * stride, n * e);
+            out += n * e;
           }
         }
       }
-      s.work.resize(nranks * k * c * e);
+      s.work.resize(nranks * k * n * e);
       break;
     }
   }
 }
 
-void InternodeOp::start() {
-  const auto k = parts_.size();
-  OpScratch& s = *scratch_;
-  inputs_.resize(k);
-  for (size_t i = 0; i < k; ++i) inputs_[i] = parts_[i].send;
-  // Count 0: the parts have no buffers at all (null pointers), and the plan is empty.
-  if (args_.count > 0) local_phase_in();
-  algo::PlanBuffers buffers{s.work.data(), s.work.size(), s.send.data(), s.send.size(), elem_};
-  auto reduce = [this](std::byte* inout, const std::byte* in, size_t bytes) {
-    const void* both[2] = {inout, in};
-    reduce_arrays(args_.dtype, network_op_, both, 2, inout, bytes / elem_, 1);
-  };
-  runner_ = std::make_unique<algo::PlanRunner>(plan_, buffers, reduce, *this);
-  runner_->start();
-}
-
-void InternodeOp::post_send(int peer, uint32_t message, std::span<const std::byte> data) {
-  post_send_(peer, message, data);
-}
-
-std::string InternodeOp::deliver(int node, uint32_t message, uint64_t offset,
-                                 std::span<const std::byte> data) {
-  return runner_->deliver(node, message, offset, data);
-}
-
-void InternodeOp::send_done(int node, uint32_t message) { runner_->send_done(node, message); }
-
-uint64_t InternodeOp::finish() {
-  const uint64_t c = args_.count;
-  if (c == 0) return 0;
+uint64_t InternodeOp::local_phase_out(const Slice& slice) {
+  const uint64_t n = slice.count;
   const uint64_t e = elem_;
-  const std::byte* w = scratch_->work.data();
+  const uint64_t a = slice.first * e;
+  const uint64_t stride = args_.count * e;
+  const std::byte* w = slice.transport.scratch->work.data();
   uint64_t written = 0;
-  switch (shape_.collective) {
+  switch (collective_of(args_.opcode)) {
     case algo::Collective::kAllreduce:
     case algo::Collective::kBroadcast:
       for (const Contribution& part : parts_) {
-        copy_out(part.recv, w, c);
-        written += c * e;
+        copy_out(part.recv + a, w, n);
+        written += n * e;
       }
       break;
     case algo::Collective::kReduce:
       for (const Contribution& part : parts_) {
         if (part.rank != args_.root) continue;
-        copy_out(part.recv, w, c);
-        written += c * e;
+        copy_out(part.recv + a, w, n);
+        written += n * e;
       }
       break;
     case algo::Collective::kAllgather:
       for (const Contribution& part : parts_) {
         for (int r = 0; r < topology_.nranks(); ++r) {
-          std::memmove(part.recv + static_cast<uint64_t>(r) * c * e,
-                       w + node_order_offset(r, c) * e, c * e);
+          std::memmove(part.recv + static_cast<uint64_t>(r) * stride + a,
+                       w + node_order_offset(r, n) * e, n * e);
         }
-        written += static_cast<uint64_t>(topology_.nranks()) * c * e;
+        written += static_cast<uint64_t>(topology_.nranks()) * n * e;
       }
       break;
     case algo::Collective::kReduceScatter:
       for (const Contribution& part : parts_) {
-        copy_out(part.recv, w + node_order_offset(part.rank, c) * e, c);
-        written += c * e;
+        copy_out(part.recv + a, w + node_order_offset(part.rank, n) * e, n);
+        written += n * e;
       }
       break;
     case algo::Collective::kAlltoall: {
-      // From node i: for each of its ranks s, its blocks for each of my ranks.
+      // From node i: for each of its ranks, its pieces for each of my ranks.
       const auto k = static_cast<uint64_t>(parts_.size());
       uint64_t from = 0;
       for (const auto& theirs : topology_.node_ranks) {
         for (int src : theirs) {
           for (uint64_t d = 0; d < k; ++d) {
-            std::memcpy(parts_[d].recv + static_cast<uint64_t>(src) * c * e, w + from, c * e);
-            from += c * e;
+            std::memcpy(parts_[d].recv + static_cast<uint64_t>(src) * stride + a, w + from, n * e);
+            from += n * e;
           }
         }
       }
-      written = k * static_cast<uint64_t>(topology_.nranks()) * c * e;
+      written = k * static_cast<uint64_t>(topology_.nranks()) * n * e;
       break;
     }
   }
   return written;
+}
+
+void InternodeOp::start() { pump(); }
+
+void InternodeOp::start_slice(uint64_t index) {
+  auto slice = std::make_unique<Slice>(*this, index);
+  slice->first = layout_.first(index);
+  slice->count = layout_.count_of(index);
+  slice->transport.scratch = scratch_->take();
+  OpScratch& s = *slice->transport.scratch;
+  // Count 0: the parts have no buffers at all (null pointers), and the plan is empty.
+  if (slice->count > 0) {
+    local_phase_in(*slice);
+  } else {
+    s.work.clear();
+    s.send.clear();
+  }
+  algo::PlanBuffers buffers{s.work.data(), s.work.size(), s.send.data(), s.send.size(), elem_};
+  auto reduce = [this](std::byte* inout, const std::byte* in, size_t bytes) {
+    const void* both[2] = {inout, in};
+    reduce_arrays(args_.dtype, network_op_, both, 2, inout, bytes / elem_, 1);
+  };
+  slice->runner =
+      std::make_unique<algo::PlanRunner>(plan_of(index), buffers, reduce, slice->transport);
+  algo::PlanRunner& runner = *slice->runner;
+  running_.push_back(std::move(slice));
+  ++runner_depth_;
+  runner.start();
+  // Pieces that came before the slice started, in arrival order.
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->slice != index) {
+      ++it;
+      continue;
+    }
+    std::string error = runner.deliver(it->node, it->message, it->offset, it->data);
+    if (!error.empty()) {
+      fail("node " + topology_.node_names[static_cast<size_t>(it->node)] +
+           " sent data that does not fit: " + error);
+    }
+    held_bytes_ -= it->data.size();
+    it = held_.erase(it);
+  }
+  --runner_depth_;
+}
+
+void InternodeOp::finish_slice(Slice& slice) {
+  if (slice.count > 0) written_ += local_phase_out(slice);
+  ++finished_;
+}
+
+void InternodeOp::pump() {
+  if (runner_depth_ > 0 || pumping_) return;
+  pumping_ = true;
+  for (bool changed = true; changed && failure_.empty();) {
+    changed = false;
+    for (size_t i = 0; i < running_.size();) {
+      if (!running_[i]->runner->done()) {
+        ++i;
+        continue;
+      }
+      finish_slice(*running_[i]);
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      changed = true;
+    }
+    while (running_.size() < options_.in_flight && next_slice_ < layout_.slices &&
+           failure_.empty()) {
+      start_slice(next_slice_++);
+      changed = true;
+    }
+  }
+  pumping_ = false;
+}
+
+std::string InternodeOp::deliver(int node, uint32_t message, uint64_t offset,
+                                 std::span<const std::byte> data) {
+  if (!failure_.empty()) return failure_;
+  const SliceMessage m = decode_slice_message(message);
+  if (m.slice >= layout_.slices) {
+    return "slice " + std::to_string(m.slice) + " of a collective in " +
+           std::to_string(layout_.slices) + " slices";
+  }
+  if (m.slice >= next_slice_) {
+    if (held_bytes_ + data.size() > kMaxHeldSliceBytes) {
+      return "more than 1 GiB of data ahead of this node";
+    }
+    held_bytes_ += data.size();
+    held_.push_back(HeldPiece{node, m.slice, m.message, offset, {data.begin(), data.end()}});
+    return {};
+  }
+  for (auto& slice : running_) {
+    if (slice->index != m.slice) continue;
+    ++runner_depth_;
+    std::string error = slice->runner->deliver(node, m.message, offset, data);
+    --runner_depth_;
+    if (!error.empty()) return "slice " + std::to_string(m.slice) + ": " + error;
+    pump();
+    return failure_;
+  }
+  return "data for slice " + std::to_string(m.slice) + ", which already finished";
+}
+
+void InternodeOp::send_done(int node, uint32_t message) {
+  const SliceMessage m = decode_slice_message(message);
+  for (auto& slice : running_) {
+    if (slice->index != m.slice) continue;
+    ++runner_depth_;
+    slice->runner->send_done(node, m.message);
+    --runner_depth_;
+    break;
+  }
+  pump();
+}
+
+std::vector<int> InternodeOp::waiting_for() const {
+  std::vector<int> nodes;
+  for (const auto& slice : running_) {
+    for (int node : slice->runner->waiting_for()) {
+      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+    }
+  }
+  return nodes;
+}
+
+bool InternodeOp::expects_from(int node) const {
+  for (const auto& slice : running_) {
+    if (slice->runner->expects_from(node)) return true;
+  }
+  if (next_slice_ >= layout_.slices) return false;
+  // Slices not started: everything they receive from the node may already be held.
+  auto receives = [node](const algo::Plan& plan) {
+    uint64_t bytes = 0;
+    for (const algo::Step& step : plan.steps) {
+      const bool receive =
+          step.kind == algo::StepKind::kRecv || step.kind == algo::StepKind::kRecvReduce;
+      if (receive && step.peer == node) bytes += step.bytes;
+    }
+    return bytes;
+  };
+  const uint64_t full = receives(full_plan_);
+  const uint64_t last = receives(plan_of(layout_.slices - 1));
+  uint64_t held = 0;
+  for (const HeldPiece& piece : held_) {
+    if (piece.node == node) held += piece.data.size();
+  }
+  const uint64_t unstarted = layout_.slices - next_slice_;
+  const uint64_t needed = (unstarted - 1) * full + last;
+  return held < needed;
 }
 
 }  // namespace plexus::daemon

@@ -1,8 +1,9 @@
-// One collective of a multi-node communicator, as this node runs it: gather or reduce the
-// local ranks' inputs into the node's work buffer, run the inter-node plan among the
-// daemons (one participant per node), then copy the node's result out to its local ranks.
-// The daemon's own buffers carry the network traffic, so a client that frees or dies
-// mid-op never leaves the transport pointing into its memory.
+// One collective of a multi-node communicator, as this node runs it, slice by slice
+// (op_slices.h): gather or reduce the local ranks' inputs for the slice into scratch, run
+// the inter-node plan for the slice among the daemons (one participant per node), then
+// copy the slice's result out to the local ranks; a few slices are in flight at once, so
+// the three stages overlap. The daemon's own buffers carry the network traffic, so a
+// client that frees or dies mid-op never leaves the transport pointing into its memory.
 #pragma once
 
 #include <cstdint>
@@ -17,64 +18,122 @@
 #include "daemon/comm.h"
 #include "daemon/local_collectives.h"
 #include "daemon/node_topology.h"
+#include "daemon/op_slices.h"
 
 namespace plexus::daemon {
 
-// Scratch memory reused across a communicator's ops; an op keeps it alive while the
-// transport may still read it.
+// Scratch memory of one slice.
 struct OpScratch {
   std::vector<std::byte> work;
   std::vector<std::byte> send;
 };
 
-class InternodeOp final : public algo::PlanTransport {
+// The scratch buffers a communicator's slices take turns with. A buffer is free when the
+// pool holds the only reference (the transport keeps one while it may still read it).
+class ScratchPool {
  public:
-  // Sends `data` to node `node` as message `message` of this op; the op's send_done must
-  // follow once the bytes may change.
-  using PostSend = std::function<void(int node, uint32_t message, std::span<const std::byte> data)>;
+  std::shared_ptr<OpScratch> take();
+  size_t size() const { return buffers_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<OpScratch>> buffers_;
+};
+
+struct SliceOptions {
+  uint64_t work_bytes = kSliceWorkBytes;
+  uint32_t in_flight = kSlicesInFlight;
+};
+
+class InternodeOp final {
+ public:
+  // Sends `data` to node `node` as message `message` of this op; `keep_alive` owns the
+  // memory. The op's send_done must follow once the bytes may change.
+  using PostSend = std::function<void(int node, uint32_t message, std::span<const std::byte> data,
+                                      std::shared_ptr<void> keep_alive)>;
 
   // `local_parts[i]` is the part of topology.local_ranks()[i]; all agree on args.
   InternodeOp(const NodeTopology& topology, const CollectiveArgs& args,
               std::vector<Contribution> local_parts, algo::Algorithm algorithm,
-              std::shared_ptr<OpScratch> scratch, PostSend post_send);
+              std::shared_ptr<ScratchPool> scratch, PostSend post_send, SliceOptions slices = {});
+  ~InternodeOp();
+  InternodeOp(const InternodeOp&) = delete;
+  InternodeOp& operator=(const InternodeOp&) = delete;
 
   // The shape the algorithm plans for (also what the cost model needs).
   static algo::Shape shape_for(const NodeTopology& topology, const CollectiveArgs& args);
   static algo::Collective collective_of(shm::Opcode opcode);
 
-  // Local phase in, then the first round of the plan.
+  // Starts the first slices.
   void start();
+  // A piece of message `message` (slice and message within it) from `node`. Returns "" or
+  // why it does not fit the op (the op must then fail).
   std::string deliver(int node, uint32_t message, uint64_t offset, std::span<const std::byte> data);
   void send_done(int node, uint32_t message);
-  bool network_done() const { return runner_->done(); }
-  // Local phase out (call once network_done()); returns the bytes written to local ranks.
-  uint64_t finish();
+  // Every slice has run and been copied out to the local ranks.
+  bool network_done() const { return finished_ == layout_.slices; }
+  // Non-empty once the op cannot go on (a held piece that did not fit, a plan too large).
+  const std::string& failure() const { return failure_; }
+  // Bytes written to local ranks' receive buffers so far.
+  uint64_t bytes_written() const { return written_; }
 
   const std::vector<Contribution>& local_parts() const { return parts_; }
-  const algo::Plan& plan() const { return plan_; }
-  // Nodes the current round still waits for.
-  std::vector<int> waiting_for() const { return runner_->waiting_for(); }
-  bool expects_from(int node) const { return runner_ && runner_->expects_from(node); }
+  const SliceLayout& layout() const { return layout_; }
+  // Nodes the running slices still wait for.
+  std::vector<int> waiting_for() const;
+  // Whether data from `node` for this op is still to come.
+  bool expects_from(int node) const;
 
  private:
-  void post_send(int peer, uint32_t message, std::span<const std::byte> data) override;
-  void local_phase_in();  // gather or reduce the local ranks' inputs into scratch
+  class SliceTransport;
+  struct Slice;
+  struct HeldPiece {
+    int node;
+    uint64_t slice;
+    uint32_t message;
+    uint64_t offset;
+    std::vector<std::byte> data;
+  };
+
+  const algo::Plan& plan_of(uint64_t slice) const;
+  // Starts finished-slice copy-outs and new slices until nothing changes; does nothing
+  // while a plan runner is on the stack (the outermost call does it).
+  void pump();
+  void start_slice(uint64_t index);
+  void finish_slice(Slice& slice);
+  void fail(std::string why);
+
+  void local_phase_in(Slice& slice);  // gather or reduce the local inputs into scratch
+  uint64_t local_phase_out(const Slice& slice);
   void reduce_into(std::byte* out, std::span<const std::byte* const> inputs, uint64_t count);
   void copy_out(std::byte* dst, const std::byte* src, uint64_t count);
-  // Where rank r's block sits in the node-ordered work buffer (elements).
-  uint64_t node_order_offset(int rank, uint64_t block) const;
+  // Where rank r's piece sits in a slice's node-ordered work buffer (elements).
+  uint64_t node_order_offset(int rank, uint64_t piece) const;
 
   const NodeTopology& topology_;
   CollectiveArgs args_;
   std::vector<Contribution> parts_;
-  std::shared_ptr<OpScratch> scratch_;
+  std::shared_ptr<ScratchPool> scratch_;
   PostSend post_send_;
+  SliceOptions options_;
   uint32_t elem_ = 1;
   plexus_redop_t network_op_ = PLEXUS_SUM;  // AVG travels as SUM, divided at the end
-  algo::Shape shape_;
-  algo::Plan plan_;
-  std::unique_ptr<algo::PlanRunner> runner_;
-  std::vector<const std::byte*> inputs_;
+  algo::Algorithm algorithm_;
+  SliceLayout layout_;
+  algo::Plan full_plan_;  // a slice of layout_.elems_per_slice
+  algo::Plan last_plan_;  // the last slice, when it is shorter
+  std::vector<std::unique_ptr<Slice>> running_;
+  std::vector<HeldPiece> held_;  // for slices not started yet
+  uint64_t held_bytes_ = 0;
+  uint64_t next_slice_ = 0;
+  uint64_t finished_ = 0;
+  uint64_t written_ = 0;
+  int runner_depth_ = 0;  // plan-runner calls on the stack
+  bool pumping_ = false;
+  std::string failure_;
 };
+
+// Pieces held for slices not started yet, before the op fails naming the sender (a peer
+// that runs this far ahead is broken, or a broadcast root outran its receivers).
+inline constexpr uint64_t kMaxHeldSliceBytes = uint64_t{1} << 30;
 
 }  // namespace plexus::daemon

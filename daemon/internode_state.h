@@ -1,6 +1,6 @@
 // The engine's per-communicator state for collectives between daemons: the op running
 // now (one at a time, in op order), frames that arrived for ops not started yet, and the
-// scratch memory the ops share. Engine thread only.
+// scratch buffers the ops' slices share. Engine thread only.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,7 @@ inline constexpr uint64_t kP2PFlag = uint64_t{1} << 63;
 inline constexpr uint32_t kP2PEndChunk = 0xffffffffu;
 
 struct InternodeState {
-  std::shared_ptr<OpScratch> scratch = std::make_shared<OpScratch>();
+  std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
   std::shared_ptr<InternodeOp> active;  // shared: send completions hold it weakly
   uint64_t active_seq = 0;              // op number of `active`
   std::deque<HeldFrame> early;          // frames for later ops

@@ -37,7 +37,8 @@ struct RankBuffers {
 };
 
 std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t op,
-                algo::Algorithm algorithm, uint64_t count, bool in_place, uint32_t seed) {
+                algo::Algorithm algorithm, uint64_t count, bool in_place, uint32_t seed,
+                SliceOptions slices = {}) {
   const int nranks = static_cast<int>(placement.rank_node.size());
   const int nodes = *std::max_element(placement.rank_node.begin(), placement.rank_node.end()) + 1;
   const int root = static_cast<int>(count % static_cast<uint64_t>(nranks));
@@ -82,11 +83,10 @@ std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t o
       part.send = reinterpret_cast<const std::byte*>(send);
       parts.push_back(part);
     }
-    auto post = [&net, node](int peer, uint32_t message, std::span<const std::byte> data) {
-      net.post(node, peer, message, data);
-    };
+    auto post = [&net, node](int peer, uint32_t message, std::span<const std::byte> data,
+                             std::shared_ptr<void>) { net.post(node, peer, message, data); };
     ops.push_back(std::make_unique<InternodeOp>(t, args, std::move(parts), algorithm,
-                                                std::make_shared<OpScratch>(), post));
+                                                std::make_shared<ScratchPool>(), post, slices));
   }
   for (auto& node_op : ops) node_op->start();
   std::string error = net.run(
@@ -98,10 +98,10 @@ std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t o
       });
   if (!error.empty()) return error;
   for (int node = 0; node < nodes; ++node) {
-    if (!ops[static_cast<size_t>(node)]->network_done()) {
-      return "node " + std::to_string(node) + " did not finish its plan";
-    }
-    ops[static_cast<size_t>(node)]->finish();
+    const InternodeOp& node_op = *ops[static_cast<size_t>(node)];
+    if (!node_op.failure().empty())
+      return "node " + std::to_string(node) + ": " + node_op.failure();
+    if (!node_op.network_done()) return "node " + std::to_string(node) + " did not finish its plan";
   }
   // The single-node reference.
   auto reduced = [&](uint64_t j) {
@@ -176,6 +176,61 @@ TEST(InternodeOpTest, EveryCollectiveAndAlgorithmIsExactForUnevenAndInterleavedP
     }
   }
   EXPECT_GT(cases, 300);
+}
+
+// Small slices make every collective run as many sub-collectives, some in flight at once,
+// their pieces arriving out of order and ahead of the slice they belong to.
+TEST(InternodeOpTest, SlicedCollectivesAreExactWithAnyNumberInFlight) {
+  uint32_t seed = 1000;
+  int cases = 0;
+  for (const Placement& placement : kPlacements) {
+    for (shm::Opcode opcode :
+         {shm::Opcode::kAllReduce, shm::Opcode::kReduce, shm::Opcode::kBroadcast,
+          shm::Opcode::kAllGather, shm::Opcode::kReduceScatter, shm::Opcode::kAllToAll}) {
+      for (algo::Algorithm algorithm : algo::algorithms_for(InternodeOp::collective_of(opcode))) {
+        for (uint32_t in_flight : {1u, 2u, 5u}) {
+          for (uint64_t count : {uint64_t{7}, uint64_t{1001}}) {
+            const SliceOptions slices{52, in_flight};  // 13 int32: slices of uneven blocks
+            const plexus_redop_t op = shm::uses_redop(opcode) ? PLEXUS_AVG : PLEXUS_SUM;
+            const std::string error =
+                run(placement, opcode, op, algorithm, count, count == 7, ++seed, slices);
+            ASSERT_EQ(error, "") << placement.name << " "
+                                 << shm::opcode_name(static_cast<uint8_t>(opcode)) << " "
+                                 << algo::algorithm_name(algorithm) << " in flight " << in_flight
+                                 << " count " << count;
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 200);
+}
+
+TEST(SliceLayoutTest, SlicesCoverTheBlocksOnceAndFitTheStepField) {
+  const SliceLayout big =
+      slice_layout(algo::Collective::kAllreduce, uint64_t{16} << 20, 4, 4, kSliceWorkBytes);
+  EXPECT_EQ(big.elems_per_slice, kSliceWorkBytes / 4);
+  EXPECT_EQ(big.slices, (uint64_t{64} << 20) / kSliceWorkBytes);
+  // Per-rank blocks: a slice holds a piece of every rank's block.
+  const SliceLayout gather = slice_layout(algo::Collective::kAllgather, 1000, 4, 8, 320);
+  EXPECT_EQ(gather.elems_per_slice, 10u);
+  EXPECT_EQ(gather.slices, 100u);
+  const SliceLayout odd = slice_layout(algo::Collective::kBroadcast, 1001, 8, 3, 80);
+  uint64_t covered = 0;
+  for (uint64_t s = 0; s < odd.slices; ++s) {
+    EXPECT_EQ(odd.first(s), covered);
+    covered += odd.count_of(s);
+  }
+  EXPECT_EQ(covered, 1001u);
+  EXPECT_EQ(odd.count_of(odd.slices - 1), 1u);
+  // More slices than a step can number: they grow instead.
+  const SliceLayout huge = slice_layout(algo::Collective::kAllreduce, uint64_t{1} << 40, 1, 2, 1);
+  EXPECT_LE(huge.slices, kMaxSlices);
+  EXPECT_EQ(slice_layout(algo::Collective::kAllreduce, 0, 4, 2, 64).slices, 1u);
+  const SliceMessage m = decode_slice_message(encode_slice_message(77, 4095));
+  EXPECT_EQ(m.slice, 77u);
+  EXPECT_EQ(m.message, 4095u);
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ struct Node {
   NodeTopology topology;
   std::unique_ptr<NodeLinks> links;
   std::unique_ptr<InternodeOp> op;
-  std::shared_ptr<OpScratch> scratch = std::make_shared<OpScratch>();
+  std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
   std::string error;
 };
 
@@ -92,8 +92,9 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count) {
       c.recv = reinterpret_cast<std::byte*>(bufs[static_cast<size_t>(r)].data());
       parts.push_back(c);
     }
-    auto post = [&node](int peer, uint32_t message, std::span<const std::byte> data) {
-      node.links->send_message(static_cast<uint64_t>(peer), 1, 0, message, data, node.scratch,
+    auto post = [&node](int peer, uint32_t message, std::span<const std::byte> data,
+                        std::shared_ptr<void> keep_alive) {
+      node.links->send_message(static_cast<uint64_t>(peer), 1, 0, message, data, keep_alive,
                                [&node, peer, message] { node.op->send_done(peer, message); });
     };
     node.op = std::make_unique<InternodeOp>(node.topology, args, std::move(parts), algorithm,
@@ -114,7 +115,6 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count) {
     }
   }
   if (!all_done()) return "timed out";
-  for (auto& node : nodes) node.op->finish();
   for (size_t r = 0; r < bufs.size(); ++r) {
     for (uint64_t j = 0; j < count; ++j) {
       float want = 0;

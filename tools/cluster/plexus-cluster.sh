@@ -4,17 +4,19 @@
 # node n's NIC r has address 198.18.r.(n+1)/24. Nothing is created in the host's own
 # namespace, so test traffic never leaves these namespaces. Optional tc tbf rate per NIC.
 #
-#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR] [--on LIST]
-#                          [--parallel] -- CMD...
+#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--mtu BYTES] [--daemons BUILD_DIR]
+#                          [--on LIST] [--parallel] -- CMD...
 #       create the cluster, run CMD on the chosen nodes (default all; one after another, or
 #       all at once with --parallel), tear everything down even when interrupted; exit with
 #       the first failing status
-#   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--daemons BUILD_DIR]
+#   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--mtu BYTES]
+#                        [--daemons BUILD_DIR]
 #   plexus-cluster.sh run --name TAG --node I -- CMD...
 #   plexus-cluster.sh down --name TAG
 #
 # With --daemons, every node runs a plexusd that accepts its peers on port 7355 of every
-# NIC, named n<i>, holding the cluster's secret (a random file made for it).
+# NIC, named n<i>, holding the cluster's secret (a random file made for it). --mtu sets every
+# NIC's and the switch ports' MTU (default 1500; 9000 for a jumbo-frame fabric).
 # In CMD, $PLEXUS_NODE is the node index, $PLEXUS_SOCKET its plexusd's socket (with
 # --daemons), $PLEXUS_CLUSTER_DIR a directory every node sees (ids, logs: n<i>/plexusd.log),
 # $PLEXUS_CLUSTER_NODES the node count and $PLEXUS_CLUSTER_ADDR_<r>_<n> the address of node
@@ -30,11 +32,12 @@ ns_name() { echo "px$1-$2"; }  # tag, suffix
 address() { echo "198.18.$1.$(($2 + 1))"; }  # rail, node
 
 cluster_up() {
-  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5
+  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5 mtu=$6
   local dir=$state_root/plexus-cluster-$tag
   [ ! -e "$dir" ] || die "cluster '$tag' already exists ($dir)"
   [ "$nodes" -ge 1 ] && [ "$nodes" -le 250 ] || die "--nodes must be 1..250"
   [ "$nics" -ge 1 ] && [ "$nics" -le 8 ] || die "--nics must be 1..8"
+  [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] || die "--mtu must be 576..65535"
   mkdir -p "$dir"
   printf 'nodes=%s\nnics=%s\n' "$nodes" "$nics" > "$dir/state"
   local sw; sw=$(ns_name "$tag" sw)
@@ -42,7 +45,7 @@ cluster_up() {
   ip -n "$sw" link set lo up
   for r in $(seq 0 $((nics - 1))); do
     ip -n "$sw" link add "rail$r" type bridge
-    ip -n "$sw" link set "rail$r" up
+    ip -n "$sw" link set "rail$r" mtu "$mtu" up
   done
   for n in $(seq 0 $((nodes - 1))); do
     local ns; ns=$(ns_name "$tag" "n$n")
@@ -54,9 +57,9 @@ cluster_up() {
     for r in $(seq 0 $((nics - 1))); do
       # Created inside the node namespace, the peer end moved to the switch.
       ip -n "$ns" link add "nic$r" type veth peer name "n${n}r$r" netns "$sw"
-      ip -n "$sw" link set "n${n}r$r" master "rail$r" up
+      ip -n "$sw" link set "n${n}r$r" mtu "$mtu" master "rail$r" up
       ip -n "$ns" addr add "$(address "$r" "$n")/24" dev "nic$r"
-      ip -n "$ns" link set "nic$r" up
+      ip -n "$ns" link set "nic$r" mtu "$mtu" up
       if [ -n "$rate" ]; then
         ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$rate" burst 256kb latency 50ms
       fi
@@ -81,7 +84,7 @@ start_daemon() {  # tag, node
   mkdir -p "$dir/n$n"
   ip netns exec "$(ns_name "$1" "n$n")" "$build/daemon/plexusd" --socket "$dir/n$n/plexusd.sock" \
     --peer-listen 0.0.0.0:7355 --node-name "n$n" --cluster-secret-file "$dir/secret" \
-    --log-level "${PLEXUS_CLUSTER_LOG_LEVEL:-info}" >> "$dir/n$n/plexusd.log" 2>&1 &
+    --log-level "${PLEXUS_CLUSTER_LOG_LEVEL:-info}" ${PLEXUS_CLUSTER_DAEMON_ARGS:-} >> "$dir/n$n/plexusd.log" 2>&1 &
   echo $! > "$dir/n$n/plexusd.pid"
 }
 
@@ -128,14 +131,16 @@ cluster_run() {
 
 cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
+case "$cmd" in -h|--help) usage; exit 0 ;; esac
 shift
-tag="" nodes=2 nics=1 rate="" build="" node="" on="" parallel=""
+tag="" nodes=2 nics=1 rate="" mtu=1500 build="" node="" on="" parallel=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) tag=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --nics) nics=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     --daemons) build=$(cd "$2" && pwd); shift 2 ;;
     --node) node=$2; shift 2 ;;
     --on) on=$2; shift 2 ;;
@@ -149,7 +154,7 @@ done
 case "$tag" in *[!a-z0-9]*) die "--name must be lowercase letters and digits" ;; esac
 
 case "$cmd" in
-  up) [ -n "$tag" ] || die "up needs --name"; cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" ;;
+  up) [ -n "$tag" ] || die "up needs --name"; cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" ;;
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;
@@ -161,7 +166,7 @@ case "$cmd" in
     # Commands run in the background so that a signal interrupts the wait at once (bash
     # defers traps while a foreground child runs).
     trap '[ ${#children[@]} -gt 0 ] && kill "${children[@]}" 2>/dev/null; exit 130' INT TERM
-    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build"
+    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu"
     targets=${on:-$(seq -s, 0 $((nodes - 1)))}
     status=0
     if [ -n "$parallel" ]; then

@@ -14,6 +14,7 @@ namespace plexus::transports {
 namespace {
 
 constexpr size_t kMaxIov = 64;
+constexpr size_t kGulpBytes = 64 << 10;
 
 }  // namespace
 
@@ -24,7 +25,7 @@ TcpConnection::TcpConnection(int fd, wire::DataFrameLimits limits, Callbacks cal
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // Room for one whole frame plus a gulp of what follows it.
-  in_.resize(wire::kDataFrameHeaderBytes + limits_.max_payload_bytes + (256 << 10));
+  in_.resize(wire::kDataFrameHeaderBytes + limits_.max_payload_bytes + kGulpBytes);
   iov_.reserve(kMaxIov);
 }
 
@@ -107,6 +108,7 @@ bool TcpConnection::write_queued() {
 }
 
 bool TcpConnection::parse_frames() {
+  frame_bytes_ = 0;
   while (filled_ - consumed_ >= wire::kDataFrameHeaderBytes) {
     const std::byte* at = in_.data() + consumed_;
     auto decoded = wire::decode_data_frame_header(
@@ -115,34 +117,40 @@ bool TcpConnection::parse_frames() {
     if (!decoded.ok()) return fail(decoded.error);
     const wire::DataFrameHeader& header = decoded.header;
     const size_t frame = wire::kDataFrameHeaderBytes + header.length;
-    if (filled_ - consumed_ < frame) break;
+    if (filled_ - consumed_ < frame) {
+      frame_bytes_ = frame;
+      break;
+    }
     std::string error = callbacks_.on_frame(
         header, {at + wire::kDataFrameHeaderBytes, static_cast<size_t>(header.length)});
     if (!error.empty()) return fail(std::move(error));
     consumed_ += frame;
   }
-  if (consumed_ == filled_) {
-    consumed_ = filled_ = 0;
-  } else if (in_.size() - filled_ < (64 << 10) || consumed_ > in_.size() / 2) {
-    // Keep room to read into: move the unparsed tail to the front.
-    std::memmove(in_.data(), in_.data() + consumed_, filled_ - consumed_);
-    filled_ -= consumed_;
+  if (consumed_ == filled_) consumed_ = filled_ = 0;
+  return true;
+}
+
+size_t TcpConnection::make_room() {
+  const size_t pending = filled_ - consumed_;
+  // The rest of a frame whose header is in, exactly: a large frame then ends the buffer
+  // and the next read starts afresh at its front, so payloads are never moved. At a frame
+  // boundary, a gulp: small frames come many per read.
+  const size_t want = frame_bytes_ > 0 ? frame_bytes_ - pending : kGulpBytes;
+  if (in_.size() - filled_ < want) {
+    std::memmove(in_.data(), in_.data() + consumed_, pending);
+    filled_ = pending;
     consumed_ = 0;
   }
-  return true;
+  return std::min(want, in_.size() - filled_);
 }
 
 bool TcpConnection::on_readable(size_t max_bytes) {
   if (!error_.empty()) return false;
   size_t got = 0;
   while (!paused_ && got < max_bytes) {
-    if (filled_ == in_.size()) {
-      // A frame never exceeds the buffer (sized for the largest), so this is a full,
-      // unparsed frame plus more: parse first.
-      if (!parse_frames()) return false;
-      if (filled_ == in_.size()) return fail("receive buffer full without a whole frame");
-    }
-    const ssize_t n = ::read(fd_, in_.data() + filled_, in_.size() - filled_);
+    const size_t want = make_room();
+    if (want == 0) return fail("receive buffer full without a whole frame");
+    const ssize_t n = ::read(fd_, in_.data() + filled_, want);
     if (n == 0) {
       parse_frames();
       return fail("peer closed the connection");

@@ -1,8 +1,9 @@
 // One TCP connection to a peer daemon carrying data frames (transports/wire/data_frame.h):
 // outgoing frames are queued without copying their payload and written with writev, many
-// per call; incoming bytes are read in large gulps and cut into frames whose header is
-// validated before any payload is looked at. Non-blocking and single-threaded: the owner's
-// event loop calls on_readable / on_writable.
+// per call; incoming bytes are read in gulps at frame boundaries and then exactly to the
+// end of the frame whose header is in (so payloads are not moved within the buffer), and
+// cut into frames whose header is validated before any payload is looked at. Non-blocking and
+// single-threaded: the owner's event loop calls on_readable / on_writable.
 #pragma once
 
 #include <sys/uio.h>
@@ -67,6 +68,8 @@ class TcpConnection {
   bool fail(std::string reason);
   Outgoing& slot(size_t i) { return ring_[(head_ + i) % ring_.size()]; }
   bool parse_frames();
+  // Readies the buffer for the next read; returns how many bytes to read.
+  size_t make_room();
   bool write_queued();
 
   int fd_;
@@ -82,6 +85,7 @@ class TcpConnection {
   std::vector<std::byte> in_;
   size_t consumed_ = 0;
   size_t filled_ = 0;
+  size_t frame_bytes_ = 0;  // header + payload of the partial frame at consumed_, once known
   bool paused_ = false;
   bool writing_ = false;
   std::string error_;
