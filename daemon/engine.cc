@@ -36,6 +36,12 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_
       links_(NodeLinks::Handler{
           [this](uint64_t peer, const transports::wire::DataFrameHeader& h,
                  std::span<const std::byte> payload) { return on_peer_frame(peer, h, payload); },
+          [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+            return place_peer_frame(peer, h);
+          },
+          [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+            return on_peer_frame_placed(peer, h);
+          },
           [this](uint64_t peer, const std::string& name, const std::string& reason) {
             on_peer_lost(peer, name, reason);
           }}) {

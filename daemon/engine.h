@@ -88,6 +88,10 @@ class Engine {
   void start_internode_op(Comm& comm, PendingCollective& op);
   std::string on_peer_frame(uint64_t peer, const transports::wire::DataFrameHeader& header,
                             std::span<const std::byte> payload);
+  // Large pieces of the running op's plain receives are read straight into its scratch.
+  transports::TcpConnection::Placement place_peer_frame(
+      uint64_t peer, const transports::wire::DataFrameHeader& header);
+  std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
   void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
   // Fails `comm` from the engine loop (not inside a transport callback).
   void defer_failure(Comm& comm, const std::string& reason);

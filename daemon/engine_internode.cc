@@ -294,6 +294,33 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
   return {};
 }
 
+transports::TcpConnection::Placement Engine::place_peer_frame(uint64_t peer,
+                                                              const wire::DataFrameHeader& h) {
+  if ((h.op_seq & kP2PFlag) != 0) return {};
+  auto it = comm_by_id_.find(h.comm_id);
+  if (it == comm_by_id_.end() || it->second->broken()) return {};
+  Comm& comm = *it->second;
+  InternodeState& state = *comm.internode;
+  if (!state.active || h.op_seq != state.active_seq) return {};
+  const int node = node_of(comm, peer);
+  if (node < 0) return {};
+  InternodeOp::Placement p = state.active->placement(node, h.step, h.offset, h.length);
+  return {p.destination, std::move(p.keep_alive)};
+}
+
+std::string Engine::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHeader& h) {
+  auto it = comm_by_id_.find(h.comm_id);
+  // The op it was placed for failed meanwhile: the bytes went to scratch nobody reads.
+  if (it == comm_by_id_.end() || it->second->broken()) return {};
+  Comm& comm = *it->second;
+  InternodeState& state = *comm.internode;
+  if (!state.active || h.op_seq != state.active_seq) return {};
+  state.active->deliver_placed(node_of(comm, peer), h.step, h.offset, h.length);
+  if (!state.active->failure().empty()) defer_failure(comm, state.active->failure());
+  if (state.active->network_done()) progress_.push_back(it->second);
+  return {};
+}
+
 void Engine::on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason) {
   spdlog::warn("data connection to node {} lost: {}", name, reason);
   for (auto& [id, comm] : comm_by_id_) {

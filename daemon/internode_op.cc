@@ -360,6 +360,34 @@ std::string InternodeOp::deliver(int node, uint32_t message, uint64_t offset,
   return "data for slice " + std::to_string(m.slice) + ", which already finished";
 }
 
+InternodeOp::Slice* InternodeOp::running_slice(uint64_t index) {
+  for (auto& slice : running_) {
+    if (slice->index == index) return slice.get();
+  }
+  return nullptr;
+}
+
+InternodeOp::Placement InternodeOp::placement(int node, uint32_t message, uint64_t offset,
+                                              uint64_t bytes) {
+  if (!failure_.empty()) return {};
+  const SliceMessage m = decode_slice_message(message);
+  Slice* slice = running_slice(m.slice);
+  if (slice == nullptr) return {};
+  std::byte* at = slice->runner->placement(node, m.message, offset, bytes);
+  if (at == nullptr) return {};
+  return {{at, static_cast<size_t>(bytes)}, slice->transport.scratch};
+}
+
+void InternodeOp::deliver_placed(int node, uint32_t message, uint64_t offset, uint64_t bytes) {
+  const SliceMessage m = decode_slice_message(message);
+  Slice* slice = running_slice(m.slice);
+  if (slice == nullptr) return;
+  ++runner_depth_;
+  slice->runner->deliver_placed(node, m.message, offset, bytes);
+  --runner_depth_;
+  pump();
+}
+
 void InternodeOp::send_done(int node, uint32_t message) {
   const SliceMessage m = decode_slice_message(message);
   for (auto& slice : running_) {

@@ -68,6 +68,15 @@ class InternodeOp final {
   // A piece of message `message` (slice and message within it) from `node`. Returns "" or
   // why it does not fit the op (the op must then fail).
   std::string deliver(int node, uint32_t message, uint64_t offset, std::span<const std::byte> data);
+  // Where a piece of `bytes` may be written directly (PlanRunner::placement), and the
+  // memory's owner to keep alive while it is written; {} when it must go through deliver.
+  struct Placement {
+    std::span<std::byte> destination;
+    std::shared_ptr<void> keep_alive;
+  };
+  Placement placement(int node, uint32_t message, uint64_t offset, uint64_t bytes);
+  // The placed piece is in place.
+  void deliver_placed(int node, uint32_t message, uint64_t offset, uint64_t bytes);
   void send_done(int node, uint32_t message);
   // Every slice has run and been copied out to the local ranks.
   bool network_done() const { return finished_ == layout_.slices; }
@@ -95,6 +104,7 @@ class InternodeOp final {
   };
 
   const algo::Plan& plan_of(uint64_t slice) const;
+  Slice* running_slice(uint64_t index);
   // Starts finished-slice copy-outs and new slices until nothing changes; does nothing
   // while a plan runner is on the stack (the outermost call does it).
   void pump();

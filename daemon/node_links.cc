@@ -37,6 +37,14 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd) {
     return handler_.on_frame(peer, h, payload);
   };
   callbacks.on_sent = [this](uint64_t token) { chunk_sent(token); };
+  if (handler_.place) {
+    callbacks.place = [this, peer](const wire::DataFrameHeader& h) {
+      return handler_.place(peer, h);
+    };
+    callbacks.on_placed = [this, peer](const wire::DataFrameHeader& h) {
+      return handler_.on_placed(peer, h);
+    };
+  }
   wire::DataFrameLimits limits;
   limits.max_payload_bytes = std::max<uint32_t>(chunk_bytes_, 64 * 1024);
   link->conn = std::make_unique<transports::TcpConnection>(fd, limits, std::move(callbacks));

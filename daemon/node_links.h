@@ -24,6 +24,12 @@ class NodeLinks {
     std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&,
                               std::span<const std::byte>)>
         on_frame;
+    // Optional: where a large data frame's payload may be read to directly
+    // (TcpConnection::Callbacks::place), and its end.
+    std::function<transports::TcpConnection::Placement(uint64_t peer,
+                                                       const transports::wire::DataFrameHeader&)>
+        place;
+    std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
     // The link to `peer` failed (reason says how); it has been removed.
     std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
   };

@@ -40,6 +40,7 @@ PlanRunner::PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce,
   step_round_.resize(n);
   received_.assign(n, 0);
   sent_.assign(n, false);
+  placing_.assign(n, false);
   held_.resize(n);
   for (size_t r = 0; r < plan_.rounds(); ++r) {
     for (uint32_t i = plan_.round_begin(r); i < plan_.round_ends[r]; ++i) {
@@ -161,6 +162,30 @@ std::string PlanRunner::deliver(int peer, uint32_t message, uint64_t offset,
   }
   advance();
   return {};
+}
+
+std::byte* PlanRunner::placement(int peer, uint32_t message, uint64_t offset, uint64_t bytes) {
+  const auto p = static_cast<size_t>(peer);
+  if (peer < 0 || p >= recv_steps_.size() || message >= recv_steps_[p].size()) return nullptr;
+  const uint32_t index = recv_steps_[p][message];
+  const Step& s = plan_.steps[index];
+  // Only the bytes next in order of a receive the current round applies at once: nothing
+  // else reads that range now, and a piece that does not fit takes deliver's checks.
+  const bool now = started_ && step_round_[index] == round_ && !s.deferred;
+  if (s.kind != StepKind::kRecv || !now || placing_[index] || !held_[index].empty() ||
+      offset != received_[index] || bytes == 0 || bytes > s.bytes - offset) {
+    return nullptr;
+  }
+  placing_[index] = true;
+  return buffers_.work + s.offset + offset;
+}
+
+void PlanRunner::deliver_placed(int peer, uint32_t message, uint64_t offset, uint64_t bytes) {
+  const uint32_t index = recv_steps_[static_cast<size_t>(peer)][message];
+  if (!placing_[index] || offset != received_[index]) return;
+  placing_[index] = false;
+  received_[index] += bytes;
+  advance();
 }
 
 std::vector<int> PlanRunner::waiting_for() const {

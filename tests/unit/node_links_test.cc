@@ -46,7 +46,9 @@ struct Node {
   std::string error;
 };
 
-std::string run_allreduce(algo::Algorithm algorithm, uint64_t count) {
+// With `place`, large pieces of plain receives are read straight into the op's scratch.
+std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
+                          uint64_t* placed_frames = nullptr) {
   const std::vector<int> rank_node = {0, 1, 1, 2};
   constexpr int kNodes = 3;
   std::vector<std::vector<float>> bufs(rank_node.size());
@@ -67,6 +69,20 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count) {
       return nodes[static_cast<size_t>(n)].op->deliver(static_cast<int>(peer), h.step, h.offset,
                                                        payload);
     };
+    if (place) {
+      handler.place = [&nodes, n](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+        auto p = nodes[static_cast<size_t>(n)].op->placement(static_cast<int>(peer), h.step,
+                                                             h.offset, h.length);
+        return transports::TcpConnection::Placement{p.destination, p.keep_alive};
+      };
+      handler.on_placed = [&nodes, n, placed_frames](uint64_t peer,
+                                                     const transports::wire::DataFrameHeader& h) {
+        nodes[static_cast<size_t>(n)].op->deliver_placed(static_cast<int>(peer), h.step, h.offset,
+                                                         h.length);
+        if (placed_frames != nullptr) ++*placed_frames;
+        return std::string();
+      };
+    }
     handler.on_lost = [&nodes, n](uint64_t, const std::string& name, const std::string& why) {
       nodes[static_cast<size_t>(n)].error = "lost " + name + ": " + why;
     };
@@ -131,9 +147,21 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count) {
 TEST(NodeLinksTest, AllreduceOverLoopbackTcpIsExact) {
   for (algo::Algorithm a : algo::algorithms_for(algo::Collective::kAllreduce)) {
     for (uint64_t count : {uint64_t{1}, uint64_t{100003}, uint64_t{3} << 20}) {
-      EXPECT_EQ(run_allreduce(a, count), "") << algo::algorithm_name(a) << " count " << count;
+      EXPECT_EQ(run_allreduce(a, count, false), "")
+          << algo::algorithm_name(a) << " count " << count;
     }
   }
+}
+
+TEST(NodeLinksTest, PiecesReadStraightIntoScratchGiveExactResults) {
+  uint64_t placed = 0;
+  for (algo::Algorithm a : algo::algorithms_for(algo::Collective::kAllreduce)) {
+    for (uint64_t count : {uint64_t{1}, uint64_t{100003}, uint64_t{3} << 20}) {
+      EXPECT_EQ(run_allreduce(a, count, true, &placed), "")
+          << algo::algorithm_name(a) << " count " << count;
+    }
+  }
+  EXPECT_GT(placed, 0u);  // the placement path was taken, not only the buffered one
 }
 
 TEST(NodeLinksTest, ALinkThatDiesIsReportedWithItsNameAndReason) {

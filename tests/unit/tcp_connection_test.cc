@@ -83,6 +83,45 @@ TEST(TcpConnectionTest, ManyFramesOfMixedSizesArriveWholeAndInOrder) {
   EXPECT_FALSE(pair.a->wants_write());
 }
 
+// Every other large frame is read straight into a buffer of its own; the rest, and every
+// small one, through the connection's buffer. Both arrive whole and in order.
+TEST(TcpConnectionTest, PlacedFramesArriveWholeInTheirDestinationInOrder) {
+  Pair pair;
+  auto keep = std::make_shared<int>(0);
+  std::vector<std::vector<std::byte>> destinations;
+  size_t offered = 0;
+  pair.b->set_placement(
+      [&](const wire::DataFrameHeader& h) -> TcpConnection::Placement {
+        if (offered++ % 2 == 1) return {};
+        destinations.emplace_back(h.length);
+        return {destinations.back(), keep};
+      },
+      [&](const wire::DataFrameHeader& h) {
+        pair.got.push_back({h, destinations.back()});
+        return std::string();
+      });
+  std::vector<std::vector<std::byte>> payloads;
+  const size_t sizes[] = {1 << 20, 5, TcpConnection::kPlaceMinBytes, 70001, 0, (4 << 20) - 1};
+  for (size_t i = 0; i < 36; ++i) {
+    std::vector<std::byte> p(sizes[i % std::size(sizes)]);
+    for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<std::byte>((i * 37 + j) & 0xFF);
+    payloads.push_back(std::move(p));
+  }
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    wire::DataFrameHeader h;
+    h.length = static_cast<uint32_t>(payloads[i].size());
+    h.op_seq = i;
+    pair.a->queue(h, payloads[i], i);
+  }
+  ASSERT_TRUE(pair.pump(payloads.size())) << pair.a->error() << pair.b->error();
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    EXPECT_EQ(pair.got[i].header.op_seq, i);
+    EXPECT_EQ(pair.got[i].payload, payloads[i]) << "frame " << i;
+  }
+  EXPECT_GE(destinations.size(), 6u);
+  EXPECT_EQ(keep.use_count(), 1);  // released once each placed frame ended
+}
+
 TEST(TcpConnectionTest, PayloadIsReadAtSendTimeNotQueueTime) {
   Pair pair;
   std::vector<std::byte> payload(64, std::byte{1});

@@ -118,6 +118,7 @@ bool TcpConnection::parse_frames() {
     const wire::DataFrameHeader& header = decoded.header;
     const size_t frame = wire::kDataFrameHeaderBytes + header.length;
     if (filled_ - consumed_ < frame) {
+      if (header.length >= kPlaceMinBytes && try_place(header)) return true;
       frame_bytes_ = frame;
       break;
     }
@@ -127,6 +128,34 @@ bool TcpConnection::parse_frames() {
     consumed_ += frame;
   }
   if (consumed_ == filled_) consumed_ = filled_ = 0;
+  return true;
+}
+
+bool TcpConnection::try_place(const wire::DataFrameHeader& header) {
+  if (!callbacks_.place || header.type != wire::FrameType::kData) return false;
+  Placement placement = callbacks_.place(header);
+  if (placement.destination.size() != header.length) return false;
+  // What has come of the payload moves once; the rest is read straight into place.
+  const size_t have = filled_ - consumed_ - wire::kDataFrameHeaderBytes;
+  std::memcpy(placement.destination.data(), in_.data() + consumed_ + wire::kDataFrameHeaderBytes,
+              have);
+  consumed_ = filled_ = 0;
+  placed_header_ = header;
+  placed_ = std::move(placement);
+  placed_done_ = have;
+  return true;
+}
+
+bool TcpConnection::read_placed() {
+  const size_t left = placed_.destination.size() - placed_done_;
+  const ssize_t n = ::read(fd_, placed_.destination.data() + placed_done_, left);
+  if (n == 0) return fail("peer closed the connection");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+    return fail(std::string("receive failed: ") + std::strerror(errno));
+  }
+  placed_done_ += static_cast<size_t>(n);
+  bytes_received_ += static_cast<uint64_t>(n);
   return true;
 }
 
@@ -148,6 +177,18 @@ bool TcpConnection::on_readable(size_t max_bytes) {
   if (!error_.empty()) return false;
   size_t got = 0;
   while (!paused_ && got < max_bytes) {
+    if (placed_.destination.data() != nullptr) {
+      const size_t before = placed_done_;
+      if (!read_placed()) return false;
+      if (placed_done_ == before) break;  // nothing more to read now
+      got += placed_done_ - before;
+      if (placed_done_ < placed_.destination.size()) continue;
+      Placement done = std::move(placed_);
+      placed_ = {};
+      std::string error = callbacks_.on_placed(placed_header_);
+      if (!error.empty()) return fail(std::move(error));
+      continue;
+    }
     const size_t want = make_room();
     if (want == 0) return fail("receive buffer full without a whole frame");
     const ssize_t n = ::read(fd_, in_.data() + filled_, want);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,12 +23,25 @@ namespace plexus::transports {
 
 class TcpConnection {
  public:
+  struct Placement {
+    std::span<std::byte> destination;
+    std::shared_ptr<void> keep_alive;
+  };
+  // Frames from this size up are offered to Callbacks::place.
+  static constexpr uint32_t kPlaceMinBytes = 16 << 10;
+
   struct Callbacks {
     // A whole frame arrived; `payload` is valid only during the call. Return an empty
     // string, or why the frame is unacceptable (the connection then fails with it).
     std::function<std::string(const wire::DataFrameHeader&, std::span<const std::byte>)> on_frame;
     // Every byte of the frame queued with `token` is in the kernel's hands.
     std::function<void(uint64_t token)> on_sent;
+    // Optional. A large frame's header is in: where its payload may be read to directly
+    // (exactly header.length bytes, kept alive by keep_alive until it is written), or an
+    // empty destination to take it through on_frame. A placed frame ends in on_placed
+    // (its header validated like any other; return as on_frame does).
+    std::function<Placement(const wire::DataFrameHeader&)> place;
+    std::function<std::string(const wire::DataFrameHeader&)> on_placed;
   };
 
   // Takes ownership of `fd` (a connected stream socket; made non-blocking here).
@@ -37,6 +51,12 @@ class TcpConnection {
   TcpConnection& operator=(const TcpConnection&) = delete;
 
   int fd() const { return fd_; }
+  // Sets Callbacks::place and on_placed.
+  void set_placement(std::function<Placement(const wire::DataFrameHeader&)> place,
+                     std::function<std::string(const wire::DataFrameHeader&)> on_placed) {
+    callbacks_.place = std::move(place);
+    callbacks_.on_placed = std::move(on_placed);
+  }
 
   // Queues a frame. `payload` must stay unchanged until on_sent(token). Frames go out in
   // queue order. Does not write: call on_writable (or let the event loop do it).
@@ -70,6 +90,9 @@ class TcpConnection {
   bool parse_frames();
   // Readies the buffer for the next read; returns how many bytes to read.
   size_t make_room();
+  // Offers the partial frame at consumed_ to Callbacks::place; true when it took it.
+  bool try_place(const wire::DataFrameHeader& header);
+  bool read_placed();  // false on failure
   bool write_queued();
 
   int fd_;
@@ -86,6 +109,10 @@ class TcpConnection {
   size_t consumed_ = 0;
   size_t filled_ = 0;
   size_t frame_bytes_ = 0;  // header + payload of the partial frame at consumed_, once known
+  // A frame whose payload is read straight to its destination.
+  wire::DataFrameHeader placed_header_;
+  Placement placed_;
+  size_t placed_done_ = 0;
   bool paused_ = false;
   bool writing_ = false;
   std::string error_;
