@@ -6,14 +6,16 @@
 # raw outputs are kept. Needs root.
 #   tools/bench/cluster_compare.sh --build-dir DIR [--nodes 4] [--ranks-per-node 1]
 #       [--rate 2gbit] [--mtu 1500] [--peers plexus,mpi,gloo] [-b 1M] [-e 64M] [-f 2] [-n 10] [-w 2]
-#       [--stat mean|median]
+#       [--stat mean|median] [--repeat R]
+# With --repeat, the peers run R times, interleaved (so a slow spell of the machine hits
+# them alike), and the table shows each peer's median run per size.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$root/tools/cluster/plexus-cluster.sh
 die() { echo "cluster_compare: $*" >&2; exit 2; }
 
 build="" nodes=4 per_node=1 rate="" mtu=1500 peers=plexus,mpi,gloo
-min=1M max=64M factor=2 iters=10 warmup=2 stat=mean
+min=1M max=64M factor=2 iters=10 warmup=2 stat=mean repeat=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
@@ -28,7 +30,8 @@ while [ $# -gt 0 ]; do
     -n) iters=$2; shift 2 ;;
     -w) warmup=$2; shift 2 ;;
     --stat) stat=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -50,10 +53,18 @@ addr() { echo "198.18.0.$(($1 + 1))"; }
 echo "allreduce float sum: $nodes nodes x $per_node ranks, rate ${rate:-unshaped}, MTU $mtu," \
   "$min..$max x$factor, $iters iterations, stat $stat; host $(hostname), $(nproc) cores"
 
-parse() {  # table file -> "size time busbw" rows (out of place)
-  awk '!/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8 }' "$1"
+parse() {  # table file -> "size time busbw" rows (out of place), busbw to 4 digits from time
+  awk -v w="$world" '!/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ && $6 > 0 {
+    print $1, $6, $1 / ($6 * 1e3) * 2 * (w - 1) / w }' "$1"
+}
+median_runs() {  # "size time busbw" rows of several runs -> per size, the run of median busbw
+  sort -k1,1n -k3,3g "$@" | awk '
+    { if ($1 != size) flush(); size = $1; rows[++n] = $0 }
+    function flush() { if (n) print rows[int((n + 1) / 2)]; n = 0 }
+    END { flush() }'
 }
 
+for run in $(seq 1 "$repeat"); do
 for peer in ${peers//,/ }; do
   start=$SECONDS
   case "$peer" in
@@ -76,7 +87,7 @@ for peer in ${peers//,/ }; do
         --mca mpi_yield_when_idle 1 "$mpi_bench" "${sweep[@]}" --timeout 900 \
         > "$raw/mpi.txt" 2> "$raw/mpi.stderr.txt" || { tail -20 "$raw/mpi.stderr.txt"; die "mpi failed"; } ;;
     gloo)
-      mkdir -p "$dir/gloo-store"
+      rm -rf "$dir/gloo-store"; mkdir -p "$dir/gloo-store"  # a fresh rendezvous per run
       pids=()
       for n in $(seq 0 $((nodes - 1))); do
         "$cluster" run --name "$tag" --node "$n" -- "$gloo_bench" --ranks "$per_node" \
@@ -88,16 +99,18 @@ for peer in ${peers//,/ }; do
       cp "$raw/gloo.0.txt" "$raw/gloo.txt" ;;
     *) die "unknown peer '$peer' (plexus, mpi, gloo)" ;;
   esac
-  parse "$raw/$peer.txt" > "$raw/$peer.parsed"
-  [ -s "$raw/$peer.parsed" ] || die "$peer printed no rows; see $raw/$peer.txt"
-  grep -q "Out of bounds values : 0 OK\|#wrong *0" "$raw/$peer.txt" || true
-  echo "$peer: done in $((SECONDS - start)) s"
+  cp "$raw/$peer.txt" "$raw/$peer.run$run.txt"
+  parse "$raw/$peer.txt" > "$raw/$peer.run$run.parsed"
+  [ -s "$raw/$peer.run$run.parsed" ] || die "$peer printed no rows; see $raw/$peer.txt"
+  echo "$peer (run $run of $repeat): done in $((SECONDS - start)) s"
 done
+done
+for peer in ${peers//,/ }; do median_runs "$raw/$peer".run*.parsed > "$raw/$peer.parsed"; done
 
 labels=$(echo "$peers" | sed 's/plexus/Plexus/; s/mpi/OpenMPI/; s/gloo/Gloo/')
 args=()
 for peer in ${peers//,/ }; do args+=("peer=$peer" "$raw/$peer.parsed"); done
-awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu" \
+awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu, median of $repeat runs" \
   -v stat="$stat" -v peers="$peers" -v labels="$labels" -f "$root/tools/bench/side_by_side.awk" \
   "${args[@]}" | tee "$raw/comparison.txt"
 echo
