@@ -107,12 +107,7 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
     link.conn->queue(h, data.subspan(offset, bytes), token);
     offset += bytes;
   } while (offset < data.size());
-  // Write what the kernel takes now: the common case needs no epoll round trip.
-  if (!link.conn->on_writable()) {
-    lose(peer, link.conn->error());
-    return true;
-  }
-  update_interest(link);
+  flush(link);
   return true;
 }
 
@@ -130,12 +125,17 @@ bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, ui
   h.offset = offset;
   h.length = 0;
   link.conn->queue(h, {}, take_token(peer, nullptr, std::move(done)));
+  flush(link);
+  return true;
+}
+
+// Writes what the kernel takes now: the common case needs no epoll round trip.
+void NodeLinks::flush(Link& link) {
   if (!link.conn->on_writable()) {
-    lose(peer, link.conn->error());
-    return true;
+    lose(link.peer, link.conn->error());
+    return;
   }
   update_interest(link);
-  return true;
 }
 
 void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {

@@ -87,6 +87,7 @@ class NodeLinks {
   uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done);
   void chunk_sent(uint64_t token);
   void update_interest(Link& link);
+  void flush(Link& link);                        // writes now; loses the link on failure
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   bool service(Link& link, uint32_t events);
   void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id, uint32_t step,

@@ -383,22 +383,23 @@ bool PeerServer::flush(Conn& c) {
   return !c.closing;
 }
 
+ssize_t PeerServer::recv_some(Conn& c, std::byte* at, size_t bytes) {
+  const ssize_t n = ::recv(c.fd, at, bytes, 0);
+  if (n > 0) return n;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  fail(c, n == 0 ? std::string("the peer closed the connection during the handshake")
+                 : std::string("recv: ") + std::strerror(errno));
+  return -1;
+}
+
 bool PeerServer::read_handshake(Conn& c) {
   // Exact reads: length, then that many bytes, so that nothing after the handshake's
   // last frame is taken from the socket.
   for (int frames = 0; frames < 8 && !c.is_established; ++frames) {
     if (c.length_got < c.length.size()) {
       const ssize_t n =
-          ::recv(c.fd, c.length.data() + c.length_got, c.length.size() - c.length_got, 0);
-      if (n == 0) {
-        fail(c, "the peer closed the connection during the handshake");
-        return false;
-      }
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        fail(c, std::string("recv: ") + std::strerror(errno));
-        return false;
-      }
+          recv_some(c, c.length.data() + c.length_got, c.length.size() - c.length_got);
+      if (n <= 0) return n == 0;
       c.length_got += static_cast<size_t>(n);
       if (c.length_got < c.length.size()) return true;
       uint32_t bytes = 0;
@@ -413,16 +414,8 @@ bool PeerServer::read_handshake(Conn& c) {
       c.body.assign(bytes, std::byte{0});
       c.body_got = 0;
     }
-    const ssize_t n = ::recv(c.fd, c.body.data() + c.body_got, c.body.size() - c.body_got, 0);
-    if (n == 0) {
-      fail(c, "the peer closed the connection during the handshake");
-      return false;
-    }
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail(c, std::string("recv: ") + std::strerror(errno));
-      return false;
-    }
+    const ssize_t n = recv_some(c, c.body.data() + c.body_got, c.body.size() - c.body_got);
+    if (n <= 0) return n == 0;
     c.body_got += static_cast<size_t>(n);
     if (c.body_got < c.body.size()) return true;
     c.length_got = 0;

@@ -5,6 +5,7 @@
 // nothing here is thread-safe.
 #pragma once
 
+#include <sys/types.h>
 #include <uv.h>
 
 #include <capnp/message.h>
@@ -72,6 +73,8 @@ class PeerServer {
   void on_event(Conn& c, int status, int events);
   void on_connected(Conn& c);
   bool read_handshake(Conn& c);
+  // Bytes read (> 0), 0 when none are there yet, -1 once `c` has failed (closed or error).
+  ssize_t recv_some(Conn& c, std::byte* at, size_t bytes);
   void read_control(Conn& c);
   void established(Conn& c);
   bool flush(Conn& c);
