@@ -493,14 +493,26 @@ constexpr uint64_t kConcurrentEntries = 1000000;
 constexpr int kParkTimeoutMs = 10000;
 constexpr auto kConcurrentDeadline = std::chrono::seconds(240);
 constexpr int kSpinsBeforePark = 64;
-// Every this many entries the producer stops until the consumer has parked, so the
-// wakeup path is exercised at least kConcurrentEntries / kForcedParkEvery - 1 times.
+// Every this many entries the producer stops until the consumer has committed to a park,
+// so the wakeup path is exercised at least kConcurrentEntries / kForcedParkEvery - 1 times.
 constexpr uint64_t kForcedParkEvery = 10000;
 constexpr uint64_t kMinParks = kConcurrentEntries / kForcedParkEvery - 1;
 
 // Waits (bounded) until a consumer has announced that it is parking.
 bool await_parked(const std::atomic<uint32_t>& need_wakeup, Clock::time_point until) {
   while (need_wakeup.load(std::memory_order_acquire) == 0) {
+    if (Clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Waits (bounded) until the consumer has committed to a park later than `seen`. Watching
+// need_wakeup instead is racy: a consumer that raises the flag and then finds new entries
+// clears it again without parking, and that round exercises no wakeup.
+bool await_committed_park(const std::atomic<uint64_t>& committed_parks, uint64_t seen,
+                          Clock::time_point until) {
+  while (committed_parks.load(std::memory_order_acquire) == seen) {
     if (Clock::now() > until) return false;
     std::this_thread::yield();
   }
@@ -517,6 +529,7 @@ TEST(RingConcurrencyTest, OneMillionSubmissionsInOrder) {
   uint64_t parks = 0;
   uint64_t signals = 0;
   uint64_t consumed = 0;
+  std::atomic<uint64_t> committed_parks{0};
 
   std::thread consumer([&] {
     SubmissionEntry batch[16];
@@ -532,6 +545,7 @@ TEST(RingConcurrencyTest, OneMillionSubmissionsInOrder) {
         }
         idle = 0;
         if (daemon.prepare_park()) continue;
+        committed_parks.fetch_add(1, std::memory_order_release);
         int r = wait_readable(sq_event.get(), kParkTimeoutMs);
         daemon.finish_park();
         drain_eventfd(sq_event.get());
@@ -566,6 +580,9 @@ TEST(RingConcurrencyTest, OneMillionSubmissionsInOrder) {
       client.stage(make_submission(seq));
       ++staged;
       const bool force_park = (seq + 1) % kForcedParkEvery == 0 && seq + 1 < kConcurrentEntries;
+      // Read before publishing: a park committed after this point, even one the publish
+      // below wakes at once, is a park of this round.
+      const uint64_t parks_seen = committed_parks.load(std::memory_order_acquire);
       if (staged >= batch_target || client.submission_space() == 0 ||
           seq + 1 == kConcurrentEntries || force_park) {
         if (client.publish()) {
@@ -575,8 +592,9 @@ TEST(RingConcurrencyTest, OneMillionSubmissionsInOrder) {
         staged = 0;
         batch_target = std::uniform_int_distribution<uint32_t>(1, 24)(rng);
       }
-      if (force_park && !await_parked(rings.client.header()->sq_wakeup.need_wakeup,
-                                      Clock::now() + std::chrono::milliseconds(kParkTimeoutMs))) {
+      if (force_park &&
+          !await_committed_park(committed_parks, parks_seen,
+                                Clock::now() + std::chrono::milliseconds(kParkTimeoutMs))) {
         return error.set("the consumer never parked after entry " + std::to_string(seq));
       }
     }
@@ -607,6 +625,7 @@ TEST(RingConcurrencyTest, OneMillionCompletionsInOrderWithVaryingMessages) {
   uint64_t parks = 0;
   uint64_t signals = 0;
   uint64_t consumed = 0;
+  std::atomic<uint64_t> committed_parks{0};
   auto length_of = [](uint64_t seq) {
     return static_cast<uint32_t>((seq * 37) % (kCompletionMessageBytes + 1));
   };
@@ -629,6 +648,7 @@ TEST(RingConcurrencyTest, OneMillionCompletionsInOrderWithVaryingMessages) {
       }
       idle = 0;
       if (client.prepare_park()) continue;
+      committed_parks.fetch_add(1, std::memory_order_release);
       int r = wait_readable(cq_event.get(), kParkTimeoutMs);
       client.finish_park();
       drain_eventfd(cq_event.get());
@@ -654,6 +674,7 @@ TEST(RingConcurrencyTest, OneMillionCompletionsInOrderWithVaryingMessages) {
       daemon.post(make_completion(seq, length_of(seq)));
       ++posted;
       const bool force_park = (seq + 1) % kForcedParkEvery == 0 && seq + 1 < kConcurrentEntries;
+      const uint64_t parks_seen = committed_parks.load(std::memory_order_acquire);
       if (posted >= batch_target || daemon.completion_space() == 0 ||
           seq + 1 == kConcurrentEntries || force_park) {
         if (daemon.publish()) {
@@ -663,8 +684,9 @@ TEST(RingConcurrencyTest, OneMillionCompletionsInOrderWithVaryingMessages) {
         posted = 0;
         batch_target = std::uniform_int_distribution<uint32_t>(1, 24)(rng);
       }
-      if (force_park && !await_parked(rings.daemon.header()->cq_wakeup.need_wakeup,
-                                      Clock::now() + std::chrono::milliseconds(kParkTimeoutMs))) {
+      if (force_park &&
+          !await_committed_park(committed_parks, parks_seen,
+                                Clock::now() + std::chrono::milliseconds(kParkTimeoutMs))) {
         return error.set("the client never parked after completion " + std::to_string(seq));
       }
     }
