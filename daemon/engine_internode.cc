@@ -253,14 +253,17 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
   if (node < 0) return "a frame for a communicator that node is not part of";
   if (comm.broken()) return {};
   InternodeState& state = *comm.internode;
-  const std::string text(reinterpret_cast<const char*>(payload.data()), payload.size());
+  // Only control frames carry text; a data frame's payload is not copied.
+  auto text = [&payload] {
+    return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
+  };
   switch (h.type) {
     case wire::FrameType::kAbort:
-      defer_failure(comm, text);
+      defer_failure(comm, text());
       return {};
     case wire::FrameType::kDeparted:
       remote_rank_departed(comm, node, static_cast<int>(h.step), h.op_seq,
-                           "node " + node_name(comm, node) + ": " + text);
+                           "node " + node_name(comm, node) + ": " + text());
       return {};
     default:
       break;
