@@ -18,7 +18,10 @@ ip netns del "$probe"; rm -f /tmp/plexus-netns-probe.$$
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$cluster" exec --nodes 3 --nics 2 --rate 200mbit --daemons "$build" -- bash -c '
+# Every cluster this test makes is named after its pid, and only those count as left
+# behind: namespaces of other runs (a session's benchmark cluster) are not ours to judge.
+tag=smoke$$
+"$cluster" exec --name "$tag" --nodes 3 --nics 2 --rate 200mbit --daemons "$build" -- bash -c '
   for r in 0 1; do
     for n in 0 1 2; do
       var=PLEXUS_CLUSTER_ADDR_${r}_${n}
@@ -28,8 +31,9 @@ fail() { echo "FAIL: $*"; exit 1; }
   "'"$build"'/tools/plexusctl/plexusctl" status --json | grep -q "\"pid\"" || exit 1
   echo "node $PLEXUS_NODE: both rails reach all nodes; plexusd answers"
 ' || fail "cluster run failed"
-leftover=$(ip netns list | grep -cE '^px[0-9a-f]+-' || true)
-[ "$leftover" -eq 0 ] || fail "$leftover namespaces left behind: $(ip netns list)"
+leftover=$(ip netns list | grep -c "^px$tag-" || true)
+[ "$leftover" -eq 0 ] || fail "$leftover namespaces left behind: $(ip netns list | grep "^px$tag-")"
+[ ! -e "/tmp/plexus-cluster-$tag" ] || fail "the cluster left its state directory"
 
 # Interrupted: the exec is killed with SIGTERM while its command runs; its trap must
 # still tear everything down, promptly.

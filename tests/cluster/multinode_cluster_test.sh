@@ -21,12 +21,17 @@ fi
 ip netns del "$probe"; rm -f /tmp/plexus-netns-probe.$$
 
 fail() { echo "FAIL: $*"; exit 1; }
+# Every cluster this test makes is named mn<pid>x<k>; only those count as left behind, so
+# namespaces of other runs (a session's benchmark cluster) cannot fail this test.
+clusters=0
+next_name() { clusters=$((clusters + 1)); name=mn$$x$clusters; }
 step() { echo "== $*"; }
 
 # On every node at once: its share of --nodes LIST, exact checks on.
 run_bench() {  # placement, extra bench arguments...
   local placement=$1; shift
-  "$cluster" exec --nodes "$(awk -F, '{print NF}' <<< "$placement")" --daemons "$build" --parallel -- \
+  next_name
+  "$cluster" exec --name "$name" --nodes "$(awk -F, '{print NF}' <<< "$placement")" --daemons "$build" --parallel -- \
     bash -c '"$PLEXUS_BENCH" --nodes '"$placement"' --node "$PLEXUS_NODE" \
       --id-file "$PLEXUS_CLUSTER_DIR/id" --timeout-s 120 "$@" > "$PLEXUS_CLUSTER_DIR/out$PLEXUS_NODE" 2>&1 ||
       { s=$?; cat "$PLEXUS_CLUSTER_DIR/out$PLEXUS_NODE"; tail -20 "$PLEXUS_CLUSTER_DIR/n$PLEXUS_NODE/plexusd.log"; exit $s; }
@@ -48,7 +53,8 @@ for algo in ring rhd rd bruck binomial chain pairwise; do
 done
 
 step "a peer daemon SIGKILLed mid-allreduce: the others fail within 2 s naming it, then serve anew"
-"$cluster" exec --nodes 3 --daemons "$build" --on 0 -- bash -c '
+next_name
+"$cluster" exec --name "$name" --nodes 3 --daemons "$build" --on 0 -- bash -c '
   set -u
   d=$PLEXUS_CLUSTER_DIR
   tag=$(basename "$d" | sed s/plexus-cluster-//)
@@ -87,7 +93,8 @@ step "a peer daemon SIGKILLed mid-allreduce: the others fail within 2 s naming i
 ' || fail "killed peer daemon"
 
 step "a stranger sends garbage to the peer port; a daemon without the secret tries to join"
-"$cluster" exec --nodes 3 --daemons "$build" --on 0 -- bash -c '
+next_name
+"$cluster" exec --name "$name" --nodes 3 --daemons "$build" --on 0 -- bash -c '
   set -u
   d=$PLEXUS_CLUSTER_DIR
   tag=$(basename "$d" | sed s/plexus-cluster-//)
@@ -125,6 +132,7 @@ step "a stranger sends garbage to the peer port; a daemon without the secret tri
   echo "the secretless daemon was refused:"; grep -h "secret" "$d/r1" | head -1
 ' || fail "strangers and secretless peer"
 
-leftover=$(ip netns list | grep -cE '^px[0-9a-f]+-' || true)
-[ "$leftover" -eq 0 ] || fail "$leftover namespaces left behind: $(ip netns list)"
+leftover=$(ip netns list | grep -c "^pxmn$$x" || true)
+[ "$leftover" -eq 0 ] || fail "$leftover namespaces left behind: $(ip netns list | grep "^pxmn$$x")"
+ls -d /tmp/plexus-cluster-mn$$x* >/dev/null 2>&1 && fail "state directories left behind: $(ls -d /tmp/plexus-cluster-mn$$x*)"
 echo "PASS: multi-node collectives across namespaces, forced algorithms, killed peer, strangers"
