@@ -139,6 +139,13 @@ void Engine::park() {
   for (auto& s : sessions_) s->ring_end->finish_park();
 }
 
+std::shared_ptr<Session> Engine::shared_session(const Session* session) const {
+  for (const auto& s : sessions_) {
+    if (s.get() == session) return s;
+  }
+  return nullptr;
+}
+
 Session* Engine::find_session(uint64_t id) {
   for (auto& s : sessions_) {
     if (s->id() == id) return s.get();

@@ -82,6 +82,8 @@ class Engine {
   void publish_completions();
   void park();
   Session* find_session(uint64_t id);
+  // The engine's owning pointer to `session`, or null when it is no longer served.
+  std::shared_ptr<Session> shared_session(const Session* session) const;
 
   // Multi-node communicators (engine_internode.cc).
   void register_multi_node(const std::shared_ptr<Comm>& comm);

@@ -121,8 +121,16 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
       defer_failure(c, "no data connection to node " + node_name(c, node) + " (it was lost)");
     }
   };
-  state.active = std::make_shared<InternodeOp>(span.topology, args, std::move(local), algorithm,
-                                               state.scratch, post_send);
+  // One rank here with both buffers in its host pool: the op may run in the rank's memory,
+  // the session (which maps the pool) kept alive by whatever the transport holds.
+  std::shared_ptr<void> rank_memory_owner;
+  if (local.size() == 1 && local.front().entry.send.region == shm::kHostPoolRegion &&
+      local.front().entry.recv.region == shm::kHostPoolRegion) {
+    rank_memory_owner = shared_session(local.front().session);
+  }
+  state.active =
+      std::make_shared<InternodeOp>(span.topology, args, std::move(local), algorithm, state.scratch,
+                                    post_send, SliceOptions{}, std::move(rank_memory_owner));
   state.active_seq = seq;
   std::shared_ptr<InternodeOp> op_ptr = state.active;
   op_ptr->start();

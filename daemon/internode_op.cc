@@ -58,9 +58,12 @@ class InternodeOp::SliceTransport final : public algo::PlanTransport {
  public:
   SliceTransport(InternodeOp& op, uint64_t index) : op_(op), index_(index) {}
   void post_send(int peer, uint32_t message, std::span<const std::byte> data) override {
-    op_.post_send_(peer, encode_slice_message(index_, message), data, scratch);
+    op_.post_send_(peer, encode_slice_message(index_, message), data, keep_alive);
   }
   std::shared_ptr<OpScratch> scratch;
+  // What a send or placement holds while the transport may touch the slice's memory: the
+  // scratch, and with it the rank memory's owner when the rounds run there.
+  std::shared_ptr<void> keep_alive;
 
  private:
   InternodeOp& op_;
@@ -72,7 +75,8 @@ struct InternodeOp::Slice {
   uint64_t index;
   uint64_t first = 0;  // element within each block
   uint64_t count = 0;
-  SliceTransport transport;  // holds the slice's scratch
+  std::span<std::byte> work;  // where the rounds run: scratch, or the rank's buffer
+  SliceTransport transport;   // holds the slice's scratch
   std::unique_ptr<algo::PlanRunner> runner;
 };
 
@@ -87,7 +91,7 @@ std::shared_ptr<OpScratch> ScratchPool::take() {
 InternodeOp::InternodeOp(const NodeTopology& topology, const CollectiveArgs& args,
                          std::vector<Contribution> local_parts, algo::Algorithm algorithm,
                          std::shared_ptr<ScratchPool> scratch, PostSend post_send,
-                         SliceOptions slices)
+                         SliceOptions slices, std::shared_ptr<void> rank_memory_owner)
     : topology_(topology),
       args_(args),
       parts_(std::move(local_parts)),
@@ -100,6 +104,12 @@ InternodeOp::InternodeOp(const NodeTopology& topology, const CollectiveArgs& arg
       layout_(slice_layout(collective_of(args.opcode), args.count, elem_, topology.nranks(),
                            options_.work_bytes)) {
   options_.in_flight = std::max<uint32_t>(options_.in_flight, 1);
+  // With one rank here, an allreduce's slice is a range of that rank's receive buffer:
+  // the rounds run there, saving the copies into scratch and back out.
+  if (rank_memory_owner && parts_.size() == 1 &&
+      collective_of(args_.opcode) == algo::Collective::kAllreduce) {
+    rank_memory_owner_ = std::move(rank_memory_owner);
+  }
   CollectiveArgs slice_args = args_;
   slice_args.count = layout_.count_of(0);
   full_plan_ = algo::make_plan(algorithm_, shape_for(topology_, slice_args));
@@ -159,6 +169,15 @@ void InternodeOp::local_phase_in(Slice& slice) {
   OpScratch& s = *slice.transport.scratch;
   std::vector<const std::byte*> inputs(k);
   for (size_t i = 0; i < k; ++i) inputs[i] = parts_[i].send + a;
+  if (borrows_rank_memory()) {
+    slice.work = {parts_[0].recv + a, n * e};
+    // In place, the input is already there; memmove: a client may pass overlapping buffers.
+    if (inputs[0] != slice.work.data()) std::memmove(slice.work.data(), inputs[0], n * e);
+    slice.transport.keep_alive =
+        std::make_shared<std::pair<std::shared_ptr<OpScratch>, std::shared_ptr<void>>>(
+            slice.transport.scratch, rank_memory_owner_);
+    return;
+  }
   switch (collective_of(args_.opcode)) {
     case algo::Collective::kAllreduce:
     case algo::Collective::kReduce:
@@ -203,6 +222,7 @@ void InternodeOp::local_phase_in(Slice& slice) {
       break;
     }
   }
+  slice.work = {s.work.data(), s.work.size()};
 }
 
 uint64_t InternodeOp::local_phase_out(const Slice& slice) {
@@ -210,8 +230,13 @@ uint64_t InternodeOp::local_phase_out(const Slice& slice) {
   const uint64_t e = elem_;
   const uint64_t a = slice.first * e;
   const uint64_t stride = args_.count * e;
-  const std::byte* w = slice.transport.scratch->work.data();
+  const std::byte* w = slice.work.data();
   uint64_t written = 0;
+  if (borrows_rank_memory()) {
+    // The result is in place; an average still needs its division.
+    if (args_.redop == PLEXUS_AVG) copy_out(slice.work.data(), w, n);
+    return n * e;
+  }
   switch (collective_of(args_.opcode)) {
     case algo::Collective::kAllreduce:
     case algo::Collective::kBroadcast:
@@ -269,14 +294,17 @@ void InternodeOp::start_slice(uint64_t index) {
   slice->count = layout_.count_of(index);
   slice->transport.scratch = scratch_->take();
   OpScratch& s = *slice->transport.scratch;
+  slice->transport.keep_alive = slice->transport.scratch;
   // Count 0: the parts have no buffers at all (null pointers), and the plan is empty.
   if (slice->count > 0) {
     local_phase_in(*slice);
   } else {
     s.work.clear();
     s.send.clear();
+    slice->work = {};
   }
-  algo::PlanBuffers buffers{s.work.data(), s.work.size(), s.send.data(), s.send.size(), elem_};
+  algo::PlanBuffers buffers{slice->work.data(), slice->work.size(), s.send.data(), s.send.size(),
+                            elem_};
   auto reduce = [this](std::byte* inout, const std::byte* in, size_t bytes) {
     const void* both[2] = {inout, in};
     reduce_arrays(args_.dtype, network_op_, both, 2, inout, bytes / elem_, 1);
@@ -375,7 +403,7 @@ InternodeOp::Placement InternodeOp::placement(int node, uint32_t message, uint64
   if (slice == nullptr) return {};
   std::byte* at = slice->runner->placement(node, m.message, offset, bytes);
   if (at == nullptr) return {};
-  return {{at, static_cast<size_t>(bytes)}, slice->transport.scratch};
+  return {{at, static_cast<size_t>(bytes)}, slice->transport.keep_alive};
 }
 
 void InternodeOp::deliver_placed(int node, uint32_t message, uint64_t offset, uint64_t bytes) {

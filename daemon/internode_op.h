@@ -2,8 +2,10 @@
 // (op_slices.h): gather or reduce the local ranks' inputs for the slice into scratch, run
 // the inter-node plan for the slice among the daemons (one participant per node), then
 // copy the slice's result out to the local ranks; a few slices are in flight at once, so
-// the three stages overlap. The daemon's own buffers carry the network traffic, so a
-// client that frees or dies mid-op never leaves the transport pointing into its memory.
+// the three stages overlap. The daemon's own buffers carry the network traffic, except
+// for an allreduce whose node has one rank: its rounds run in the rank's receive buffer
+// (no staging copies), and what the transport holds keeps the rank's memory mapped, so a
+// client that dies mid-op never leaves the transport pointing at unmapped memory.
 #pragma once
 
 #include <cstdint>
@@ -52,9 +54,13 @@ class InternodeOp final {
                                       std::shared_ptr<void> keep_alive)>;
 
   // `local_parts[i]` is the part of topology.local_ranks()[i]; all agree on args.
+  // `rank_memory_owner`, when given, keeps the local parts' buffers mapped: the op may then
+  // run its rounds in them (see borrows_rank_memory) and hands it to the transport with
+  // every send and placement.
   InternodeOp(const NodeTopology& topology, const CollectiveArgs& args,
               std::vector<Contribution> local_parts, algo::Algorithm algorithm,
-              std::shared_ptr<ScratchPool> scratch, PostSend post_send, SliceOptions slices = {});
+              std::shared_ptr<ScratchPool> scratch, PostSend post_send, SliceOptions slices = {},
+              std::shared_ptr<void> rank_memory_owner = nullptr);
   ~InternodeOp();
   InternodeOp(const InternodeOp&) = delete;
   InternodeOp& operator=(const InternodeOp&) = delete;
@@ -82,6 +88,9 @@ class InternodeOp final {
   bool network_done() const { return finished_ == layout_.slices; }
   // Non-empty once the op cannot go on (a held piece that did not fit, a plan too large).
   const std::string& failure() const { return failure_; }
+  // Whether the rounds run in the local rank's receive buffer instead of scratch: an
+  // allreduce with one rank on this node and an owner for its memory.
+  bool borrows_rank_memory() const { return rank_memory_owner_ != nullptr; }
   // Bytes written to local ranks' receive buffers so far.
   uint64_t bytes_written() const { return written_; }
 
@@ -125,6 +134,7 @@ class InternodeOp final {
   std::shared_ptr<ScratchPool> scratch_;
   PostSend post_send_;
   SliceOptions options_;
+  std::shared_ptr<void> rank_memory_owner_;  // null unless the rounds borrow rank memory
   uint32_t elem_ = 1;
   plexus_redop_t network_op_ = PLEXUS_SUM;  // AVG travels as SUM, divided at the end
   algo::Algorithm algorithm_;

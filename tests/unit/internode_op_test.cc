@@ -36,9 +36,16 @@ struct RankBuffers {
   std::vector<int32_t> recv;
 };
 
+// With a rank memory owner: ops whose node has one rank must borrow its buffer, every
+// send must read from it and carry the owner; the transport's holds go to `held`.
+struct Borrowing {
+  std::shared_ptr<void> owner;
+  std::vector<std::shared_ptr<void>> held;
+};
+
 std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t op,
                 algo::Algorithm algorithm, uint64_t count, bool in_place, uint32_t seed,
-                SliceOptions slices = {}) {
+                SliceOptions slices = {}, Borrowing* borrowing = nullptr) {
   const int nranks = static_cast<int>(placement.rank_node.size());
   const int nodes = *std::max_element(placement.rank_node.begin(), placement.rank_node.end()) + 1;
   const int root = static_cast<int>(count % static_cast<uint64_t>(nranks));
@@ -70,6 +77,7 @@ std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t o
   }
   test::InMemoryNetwork net(seed, 4);
   std::vector<std::unique_ptr<InternodeOp>> ops;
+  std::string misplaced;  // a borrowing node's send that did not come from its rank's buffer
   for (int node = 0; node < nodes; ++node) {
     const NodeTopology& t = topologies[static_cast<size_t>(node)];
     std::vector<Contribution> parts;
@@ -83,10 +91,27 @@ std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t o
       part.send = reinterpret_cast<const std::byte*>(send);
       parts.push_back(part);
     }
-    auto post = [&net, node](int peer, uint32_t message, std::span<const std::byte> data,
-                             std::shared_ptr<void>) { net.post(node, peer, message, data); };
+    const bool one_rank = parts.size() == 1;
+    const std::byte* rank_recv = one_rank ? parts.front().recv : nullptr;
+    const uint64_t rank_bytes = recv_elems * sizeof(int32_t);
+    auto post = [&net, &misplaced, node, borrowing, one_rank, rank_recv, rank_bytes](
+                    int peer, uint32_t message, std::span<const std::byte> data,
+                    std::shared_ptr<void> keep_alive) {
+      if (borrowing != nullptr && one_rank && !data.empty()) {
+        if (data.data() < rank_recv || data.data() + data.size() > rank_recv + rank_bytes) {
+          misplaced = "node " + std::to_string(node) + " sent from outside its rank's buffer";
+        }
+        borrowing->held.push_back(std::move(keep_alive));
+      }
+      net.post(node, peer, message, data);
+    };
     ops.push_back(std::make_unique<InternodeOp>(t, args, std::move(parts), algorithm,
-                                                std::make_shared<ScratchPool>(), post, slices));
+                                                std::make_shared<ScratchPool>(), post, slices,
+                                                borrowing != nullptr ? borrowing->owner : nullptr));
+    if (borrowing != nullptr && ops.back()->borrows_rank_memory() != one_rank) {
+      return "node " + std::to_string(node) + (one_rank ? " did not borrow" : " borrowed") +
+             " its rank's memory";
+    }
   }
   for (auto& node_op : ops) node_op->start();
   std::string error = net.run(
@@ -97,6 +122,7 @@ std::string run(const Placement& placement, shm::Opcode opcode, plexus_redop_t o
         ops[static_cast<size_t>(from)]->send_done(to, message);
       });
   if (!error.empty()) return error;
+  if (!misplaced.empty()) return misplaced;
   for (int node = 0; node < nodes; ++node) {
     const InternodeOp& node_op = *ops[static_cast<size_t>(node)];
     if (!node_op.failure().empty())
@@ -205,6 +231,52 @@ TEST(InternodeOpTest, SlicedCollectivesAreExactWithAnyNumberInFlight) {
     }
   }
   EXPECT_GT(cases, 200);
+}
+
+// A node with one rank runs an allreduce's rounds in that rank's receive buffer (no
+// staging copies); nodes with several ranks in the same communicator still use scratch.
+TEST(InternodeOpTest, AllreduceOnANodeWithOneRankRunsInTheRankBufferExactly) {
+  uint32_t seed = 5000;
+  int cases = 0;
+  for (const Placement& placement : kPlacements) {
+    for (algo::Algorithm algorithm : algo::algorithms_for(algo::Collective::kAllreduce)) {
+      for (plexus_redop_t op : {PLEXUS_SUM, PLEXUS_MAX, PLEXUS_AVG}) {
+        for (uint64_t count : {uint64_t{1}, uint64_t{3}, uint64_t{1001}}) {
+          for (bool in_place : {false, true}) {
+            for (uint32_t in_flight : {0u, 1u, 5u}) {  // 0: one slice; else 13-int32 slices
+              Borrowing borrowing{std::make_shared<int>(0), {}};
+              const SliceOptions slices =
+                  in_flight == 0 ? SliceOptions{} : SliceOptions{52, in_flight};
+              const std::string error = run(placement, shm::Opcode::kAllReduce, op, algorithm,
+                                            count, in_place, ++seed, slices, &borrowing);
+              ASSERT_EQ(error, "") << placement.name << " " << algo::algorithm_name(algorithm)
+                                   << " op " << op << " count " << count
+                                   << (in_place ? " in-place" : "") << " in flight " << in_flight;
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 300);
+}
+
+// What the transport holds for a send keeps the rank's memory owner (a session, which
+// maps the client's pool) alive after the op itself is gone: a client killed mid-op
+// cannot leave queued frames pointing at unmapped memory.
+TEST(InternodeOpTest, SendsFromRankMemoryKeepItsOwnerAliveAfterTheOpIsGone) {
+  const Placement& placement = kPlacements[1];  // two nodes, one rank each
+  Borrowing borrowing{std::make_shared<int>(0), {}};
+  std::weak_ptr<void> owner = borrowing.owner;
+  ASSERT_EQ(run(placement, shm::Opcode::kAllReduce, PLEXUS_SUM, algo::Algorithm::kRing, 1001, false,
+                1, {}, &borrowing),
+            "");
+  ASSERT_FALSE(borrowing.held.empty());
+  borrowing.owner.reset();  // the session leaves; the ops are already destroyed
+  EXPECT_FALSE(owner.expired()) << "queued sends must keep the rank's memory mapped";
+  borrowing.held.clear();  // the frames are written or dropped
+  EXPECT_TRUE(owner.expired());
 }
 
 TEST(SliceLayoutTest, SlicesCoverTheBlocksOnceAndFitTheStepField) {

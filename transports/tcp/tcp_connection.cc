@@ -206,6 +206,14 @@ bool TcpConnection::on_readable(size_t max_bytes) {
     bytes_received_ += static_cast<uint64_t>(n);
     if (!parse_frames()) return false;
   }
+  // Collective rounds make every connection look interactive (data both ways), and the
+  // kernel then delays ACKs, hoping to ride on a reply: a sender that is waiting for its
+  // window stalls by the delayed-ACK timer. Quick ACKs are lost again on the kernel's
+  // own judgement, so they are asked for after every read.
+  if (got > 0) {
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+  }
   return true;
 }
 
