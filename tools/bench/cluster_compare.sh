@@ -5,8 +5,8 @@
 # ranks per node, optionally shaped with tc tbf. Prints one table with Plexus/peer ratios;
 # raw outputs are kept. Needs root.
 #   tools/bench/cluster_compare.sh --build-dir DIR [--nodes 4] [--ranks-per-node 1]
-#       [--rate 2gbit] [--mtu 1500] [--peers plexus,mpi,gloo] [-b 1M] [-e 64M] [-f 2] [-n 10] [-w 2]
-#       [--stat mean|median] [--repeat R]
+#       [--rate 2gbit] [--mtu 1500] [--tcp-cc NAME] [--peers plexus,mpi,gloo] [-b 1M] [-e 64M]
+#       [-f 2] [-n 10] [-w 2] [--stat mean|median] [--repeat R]
 # With --repeat, the peers run R times, interleaved (so a slow spell of the machine hits
 # them alike), and the table shows each peer's median run per size.
 set -euo pipefail
@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$root/tools/cluster/plexus-cluster.sh
 die() { echo "cluster_compare: $*" >&2; exit 2; }
 
-build="" nodes=4 per_node=1 rate="" mtu=1500 peers=plexus,mpi,gloo
+build="" nodes=4 per_node=1 rate="" mtu=1500 tcp_cc="" peers=plexus,mpi,gloo
 min=1M max=64M factor=2 iters=10 warmup=2 stat=mean repeat=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
     --ranks-per-node) per_node=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
+    --tcp-cc) tcp_cc=$2; shift 2 ;;
     --peers) peers=$2; shift 2 ;;
     -b) min=$2; shift 2 ;;
     -e) max=$2; shift 2 ;;
@@ -47,11 +48,12 @@ tag=cmp$$
 raw=$(mktemp -d /tmp/plexus-cluster-compare.XXXXXX)
 trap '"$cluster" down --name "$tag" >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT TERM
-"$cluster" up --name "$tag" --nodes "$nodes" --nics 1 ${rate:+--rate "$rate"} --mtu "$mtu" --daemons "$build"
+"$cluster" up --name "$tag" --nodes "$nodes" --nics 1 ${rate:+--rate "$rate"} --mtu "$mtu" \
+  ${tcp_cc:+--tcp-cc "$tcp_cc"} --daemons "$build"
 dir=/tmp/plexus-cluster-$tag
 addr() { echo "198.18.0.$(($1 + 1))"; }
 echo "allreduce float sum: $nodes nodes x $per_node ranks, rate ${rate:-unshaped}, MTU $mtu," \
-  "$min..$max x$factor, $iters iterations, stat $stat; host $(hostname), $(nproc) cores"
+  "TCP ${tcp_cc:-$(sysctl -n net.ipv4.tcp_congestion_control)}, $min..$max x$factor, $iters iterations, stat $stat; host $(hostname), $(nproc) cores"
 
 parse() {  # table file -> "size time busbw" rows (out of place), busbw to 4 digits from time
   awk -v w="$world" '!/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ && $6 > 0 {
@@ -110,7 +112,7 @@ for peer in ${peers//,/ }; do median_runs "$raw/$peer".run*.parsed > "$raw/$peer
 labels=$(echo "$peers" | sed 's/plexus/Plexus/; s/mpi/OpenMPI/; s/gloo/Gloo/')
 args=()
 for peer in ${peers//,/ }; do args+=("peer=$peer" "$raw/$peer.parsed"); done
-awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu, median of $repeat runs" \
+awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu, TCP ${tcp_cc:-$(sysctl -n net.ipv4.tcp_congestion_control)}, median of $repeat runs" \
   -v stat="$stat" -v peers="$peers" -v labels="$labels" -f "$root/tools/bench/side_by_side.awk" \
   "${args[@]}" | tee "$raw/comparison.txt"
 echo

@@ -4,26 +4,29 @@
 # node n's NIC r has address 198.18.r.(n+1)/24. Nothing is created in the host's own
 # namespace, so test traffic never leaves these namespaces. Optional tc tbf rate per NIC.
 #
-#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--mtu BYTES] [--daemons BUILD_DIR]
-#                          [--on LIST] [--parallel] -- CMD...
+#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--mtu BYTES] [--tcp-cc NAME]
+#                          [--daemons BUILD_DIR] [--on LIST] [--parallel] -- CMD...
 #       create the cluster, run CMD on the chosen nodes (default all; one after another, or
 #       all at once with --parallel), tear everything down even when interrupted; exit with
 #       the first failing status
 #   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--mtu BYTES]
-#                        [--daemons BUILD_DIR]
+#                        [--tcp-cc NAME] [--daemons BUILD_DIR]
 #   plexus-cluster.sh run --name TAG --node I -- CMD...
 #   plexus-cluster.sh down --name TAG
 #
 # With --daemons, every node runs a plexusd that accepts its peers on port 7355 of every
 # NIC, named n<i>, holding the cluster's secret (a random file made for it). --mtu sets every
-# NIC's and the switch ports' MTU (default 1500; 9000 for a jumbo-frame fabric).
+# NIC's and the switch ports' MTU (default 1500; 9000 for a jumbo-frame fabric). --tcp-cc
+# sets the nodes' TCP congestion control (default: the host's); a namespace may only pick
+# one the host allows, so NAME is added to net.ipv4.tcp_allowed_congestion_control (which
+# changes nothing for programs that do not ask for it).
 # In CMD, $PLEXUS_NODE is the node index, $PLEXUS_SOCKET its plexusd's socket (with
 # --daemons), $PLEXUS_CLUSTER_DIR a directory every node sees (ids, logs: n<i>/plexusd.log),
 # $PLEXUS_CLUSTER_NODES the node count and $PLEXUS_CLUSTER_ADDR_<r>_<n> the address of node
 # n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -32,12 +35,21 @@ ns_name() { echo "px$1-$2"; }  # tag, suffix
 address() { echo "198.18.$1.$(($2 + 1))"; }  # rail, node
 
 cluster_up() {
-  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5 mtu=$6
+  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5 mtu=$6 tcp_cc=$7
   local dir=$state_root/plexus-cluster-$tag
   [ ! -e "$dir" ] || die "cluster '$tag' already exists ($dir)"
   [ "$nodes" -ge 1 ] && [ "$nodes" -le 250 ] || die "--nodes must be 1..250"
   [ "$nics" -ge 1 ] && [ "$nics" -le 8 ] || die "--nics must be 1..8"
   [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] || die "--mtu must be 576..65535"
+  if [ -n "$tcp_cc" ]; then
+    grep -qw -- "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
+      modprobe "tcp_$tcp_cc" 2>/dev/null || true
+    grep -qw -- "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
+      die "--tcp-cc $tcp_cc: not available here ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+    local allowed; allowed=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
+    grep -qw -- "$tcp_cc" <<< "$allowed" ||
+      sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $tcp_cc"
+  fi
   mkdir -p "$dir"
   printf 'nodes=%s\nnics=%s\n' "$nodes" "$nics" > "$dir/state"
   local sw; sw=$(ns_name "$tag" sw)
@@ -54,6 +66,7 @@ cluster_up() {
     # As datacenter hosts are tuned: an idle connection keeps its congestion window (an
     # algorithm's rounds leave each pair's connection idle between bursts).
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
+    [ -z "$tcp_cc" ] || ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$tcp_cc"
     for r in $(seq 0 $((nics - 1))); do
       # Created inside the node namespace, the peer end moved to the switch.
       ip -n "$ns" link add "nic$r" type veth peer name "n${n}r$r" netns "$sw"
@@ -133,7 +146,7 @@ cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 case "$cmd" in -h|--help) usage; exit 0 ;; esac
 shift
-tag="" nodes=2 nics=1 rate="" mtu=1500 build="" node="" on="" parallel=""
+tag="" nodes=2 nics=1 rate="" mtu=1500 tcp_cc="" build="" node="" on="" parallel=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) tag=$2; shift 2 ;;
@@ -141,6 +154,7 @@ while [ $# -gt 0 ]; do
     --nics) nics=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
+    --tcp-cc) tcp_cc=$2; shift 2 ;;
     --daemons) build=$(cd "$2" && pwd); shift 2 ;;
     --node) node=$2; shift 2 ;;
     --on) on=$2; shift 2 ;;
@@ -154,7 +168,8 @@ done
 case "$tag" in *[!a-z0-9]*) die "--name must be lowercase letters and digits" ;; esac
 
 case "$cmd" in
-  up) [ -n "$tag" ] || die "up needs --name"; cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" ;;
+  up) [ -n "$tag" ] || die "up needs --name"
+      cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" "$tcp_cc" ;;
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;
@@ -166,7 +181,7 @@ case "$cmd" in
     # Commands run in the background so that a signal interrupts the wait at once (bash
     # defers traps while a foreground child runs).
     trap '[ ${#children[@]} -gt 0 ] && kill "${children[@]}" 2>/dev/null; exit 130' INT TERM
-    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu"
+    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" "$tcp_cc"
     targets=${on:-$(seq -s, 0 $((nodes - 1)))}
     status=0
     if [ -n "$parallel" ]; then
