@@ -159,11 +159,17 @@ void ControlServer::root_join(const NodeInfo& node, const CommToken& token, int 
       spdlog::warn("communicator {}: {}", token_prefix(token), result.error);
       for (uint64_t n : result.notify) deliver_join_failed(n, token, result.error);
       return;
-    case NodeRendezvous::Result::kFormed:
-      spdlog::info("communicator {} formed across {} node(s) with {} ranks", token_prefix(token),
-                   result.formed.nodes.size(), nranks);
-      deliver_formed(token, result.formed, comm_cost(result.formed));
+    case NodeRendezvous::Result::kFormed: {
+      const algo::LinkCost cost = comm_cost(result.formed);
+      // The cost model's inputs: every node picks its algorithms from these.
+      spdlog::info(
+          "communicator {} formed across {} node(s) with {} ranks (path latency {:.0f} us, "
+          "{:.0f} Mbit/s)",
+          token_prefix(token), result.formed.nodes.size(), nranks, cost.alpha_s * 1e6,
+          8.0 / cost.beta_s_per_byte / 1e6);
+      deliver_formed(token, result.formed, cost);
       return;
+    }
   }
 }
 

@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "shm/framing.h"
+#include "transports/tcp/tcp_path_latency.h"
 
 namespace plexus::daemon {
 namespace {
@@ -445,8 +446,11 @@ bool PeerServer::read_handshake(Conn& c) {
 void PeerServer::established(Conn& c) {
   const transports::PeerIdentity& peer = c.handshake->peer();
   if (c.connector) {
-    round_trip_s_[peer.instance_id] =
-        std::chrono::duration<double>(c.handshake->round_trip()).count();
+    // The smallest round trip seen: a handshake that met a busy peer measures its load,
+    // not the path, and the cost model must not change its choices with every comm.
+    const double seconds = std::chrono::duration<double>(c.handshake->round_trip()).count();
+    auto [it, first] = round_trip_s_.try_emplace(peer.instance_id, seconds);
+    if (!first) it->second = std::min(it->second, seconds);
   }
   if (c.handshake->role() == PeerRole::kData) {
     // The acceptor's "accepted" is out (flush finished): hand the socket to the engine.
@@ -520,6 +524,13 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
 }
 
 double PeerServer::control_round_trip_s(uint64_t instance) const {
+  // The kernel's smallest round trip on the control connection, whichever side opened
+  // it; else the handshakes'.
+  auto conn = control_.find(instance);
+  if (conn != control_.end() && conn->second->fd >= 0) {
+    const double kernel = transports::kernel_min_round_trip_s(conn->second->fd);
+    if (kernel > 0) return kernel;
+  }
   auto it = round_trip_s_.find(instance);
   return it == round_trip_s_.end() ? 0.0 : it->second;
 }

@@ -55,7 +55,8 @@ class PeerServer {
                     capnp::MessageBuilder& message);
   // Opens a data connection to `instance` unless one is being opened.
   void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
-  // Round trip of the last control handshake with `instance` (seconds; 0 when unknown).
+  // Round trip to `instance` (seconds; 0 when unknown): the kernel's smallest on the
+  // control connection, else the smallest of the handshakes this daemon started.
   double control_round_trip_s(uint64_t instance) const;
   const transports::PeerIdentity* control_peer(uint64_t instance) const;
 
