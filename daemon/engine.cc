@@ -287,9 +287,11 @@ void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& re
   const bool first = !comm.broken();
   comm.mark_broken(status, reason);
   if (comm.internode) {
-    // The op's network part stops here; the scratch stays alive for queued sends.
+    // The op's network part stops here; the scratch stays alive for queued sends. Its
+    // clients are told now and may reuse their buffers at once, so frames still being
+    // read into a rank's buffer must finish elsewhere.
     fail_remote_p2p(comm);
-    comm.internode->active.reset();
+    stop_active_internode_op(comm);
     comm.internode->early.clear();
     comm.internode->early_bytes = 0;
     if (first) tell_peers_failed(comm, reason);

@@ -103,6 +103,9 @@ class Engine {
   void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
                             const std::string& reason);
   void retire_multi_node(Comm& comm);
+  // Drops the running collective; frames still being read into its ranks' buffers finish
+  // into a sink (its clients are told it failed and may reuse those buffers at once).
+  void stop_active_internode_op(Comm& comm);
   // Send/recv between ranks on different nodes (engine_p2p.cc).
   void submit_remote_p2p(Comm& comm, Contribution part);
   std::string on_p2p_frame(Comm& comm, int node, const transports::wire::DataFrameHeader& h,

@@ -72,9 +72,17 @@ void Engine::retire_multi_node(Comm& comm) {
   retired_ids_.push_back(id);
   if (retired_ids_.size() > 4096) retired_ids_.erase(retired_ids_.begin());
   if (comm.internode) {
-    comm.internode->active.reset();
+    stop_active_internode_op(comm);
     comm.internode->early.clear();
   }
+}
+
+void Engine::stop_active_internode_op(Comm& comm) {
+  InternodeState& state = *comm.internode;
+  if (state.active && state.active->borrows_rank_memory()) {
+    for (const void* owner : state.active->placement_owners()) links_.abandon_placements(owner);
+  }
+  state.active.reset();
 }
 
 void Engine::start_internode_op(Comm& comm, PendingCollective& op) {

@@ -428,6 +428,12 @@ void InternodeOp::send_done(int node, uint32_t message) {
   pump();
 }
 
+std::vector<const void*> InternodeOp::placement_owners() const {
+  std::vector<const void*> owners;
+  for (const auto& slice : running_) owners.push_back(slice->transport.keep_alive.get());
+  return owners;
+}
+
 std::vector<int> InternodeOp::waiting_for() const {
   std::vector<int> nodes;
   for (const auto& slice : running_) {

@@ -91,6 +91,9 @@ class InternodeOp final {
   // Whether the rounds run in the local rank's receive buffer instead of scratch: an
   // allreduce with one rank on this node and an owner for its memory.
   bool borrows_rank_memory() const { return rank_memory_owner_ != nullptr; }
+  // What the running slices hand the transport as keep_alive with placements (to abandon
+  // them when the op fails: NodeLinks::abandon_placements).
+  std::vector<const void*> placement_owners() const;
   // Bytes written to local ranks' receive buffers so far.
   uint64_t bytes_written() const { return written_; }
 

@@ -171,6 +171,10 @@ void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_i
   update_interest(link);
 }
 
+void NodeLinks::abandon_placements(const void* owner) {
+  for (auto& [peer, link] : links_) link->conn->abandon_placement(owner);
+}
+
 void NodeLinks::update_interest(Link& link) {
   const bool want = link.conn->wants_write();
   if (want == link.watching_out) return;

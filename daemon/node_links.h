@@ -67,6 +67,10 @@ class NodeLinks {
   void send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
                      const std::string& reason);
 
+  // Frames being read straight into memory kept alive by `owner` finish into a sink
+  // instead (TcpConnection::abandon_placement), on every link.
+  void abandon_placements(const void* owner);
+
   // Runs the I/O that is ready (waiting up to timeout_ms for some); returns whether
   // anything was read or written.
   bool poll(int timeout_ms);

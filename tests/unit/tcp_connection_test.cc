@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -120,6 +121,54 @@ TEST(TcpConnectionTest, PlacedFramesArriveWholeInTheirDestinationInOrder) {
   }
   EXPECT_GE(destinations.size(), 6u);
   EXPECT_EQ(keep.use_count(), 1);  // released once each placed frame ended
+}
+
+// A placement abandoned mid-frame (its op failed, its client may reuse the memory): the
+// rest of the payload goes nowhere near the destination, the frame ends without
+// on_placed, the memory's owner is released at once, and the next frame is intact.
+TEST(TcpConnectionTest, AbandonedPlacementStopsWritingItsDestination) {
+  Pair pair;
+  auto keep = std::make_shared<int>(0);
+  std::vector<std::byte> destination(4 << 20, std::byte{0xEE});
+  int placed_calls = 0;
+  pair.b->set_placement(
+      [&](const wire::DataFrameHeader& h) -> TcpConnection::Placement {
+        if (h.op_seq != 1) return {};
+        return {std::span<std::byte>(destination.data(), h.length), keep};
+      },
+      [&](const wire::DataFrameHeader&) {
+        ++placed_calls;
+        return std::string();
+      });
+  std::vector<std::byte> big(destination.size(), std::byte{0x11});
+  std::vector<std::byte> small(100, std::byte{0x22});
+  wire::DataFrameHeader h;
+  h.op_seq = 1;
+  h.length = static_cast<uint32_t>(big.size());
+  pair.a->queue(h, big, 1);
+  h.op_seq = 2;
+  h.length = static_cast<uint32_t>(small.size());
+  pair.a->queue(h, small, 2);
+  // Until part of the big payload is in its destination.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (destination[0] != std::byte{0x11} && Clock::now() < deadline) {
+    ASSERT_TRUE(pair.a->on_writable());
+    ASSERT_TRUE(pair.b->on_readable(64 << 10));
+  }
+  ASSERT_EQ(destination[0], std::byte{0x11});
+  ASSERT_NE(destination.back(), std::byte{0x11}) << "the whole frame came in one read";
+  EXPECT_FALSE(pair.b->abandon_placement(&placed_calls)) << "another owner's placement";
+  EXPECT_TRUE(pair.b->abandon_placement(keep.get()));
+  EXPECT_EQ(keep.use_count(), 1) << "the owner must be released when abandoned";
+  const size_t written = static_cast<size_t>(
+      std::find(destination.begin(), destination.end(), std::byte{0xEE}) - destination.begin());
+  ASSERT_TRUE(pair.pump(1)) << pair.a->error() << pair.b->error();
+  EXPECT_EQ(pair.got[0].header.op_seq, 2u);
+  EXPECT_EQ(pair.got[0].payload, small);
+  EXPECT_EQ(placed_calls, 0);
+  EXPECT_TRUE(std::all_of(destination.begin() + static_cast<std::ptrdiff_t>(written),
+                          destination.end(), [](std::byte b) { return b == std::byte{0xEE}; }))
+      << "bytes after the abandon point reached the destination";
 }
 
 TEST(TcpConnectionTest, PayloadIsReadAtSendTimeNotQueueTime) {

@@ -146,9 +146,25 @@ bool TcpConnection::try_place(const wire::DataFrameHeader& header) {
   return true;
 }
 
+bool TcpConnection::abandon_placement(const void* owner) {
+  if (placed_.destination.data() == nullptr || placement_abandoned_ ||
+      placed_.keep_alive.get() != owner) {
+    return false;
+  }
+  placement_abandoned_ = true;
+  placed_.keep_alive.reset();
+  return true;
+}
+
 bool TcpConnection::read_placed() {
-  const size_t left = placed_.destination.size() - placed_done_;
-  const ssize_t n = ::read(fd_, placed_.destination.data() + placed_done_, left);
+  size_t left = placed_.destination.size() - placed_done_;
+  std::byte* to = placed_.destination.data() + placed_done_;
+  if (placement_abandoned_) {
+    if (sink_.empty()) sink_.resize(kGulpBytes);
+    to = sink_.data();
+    left = std::min(left, sink_.size());
+  }
+  const ssize_t n = ::read(fd_, to, left);
   if (n == 0) return fail("peer closed the connection");
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
@@ -185,6 +201,10 @@ bool TcpConnection::on_readable(size_t max_bytes) {
       if (placed_done_ < placed_.destination.size()) continue;
       Placement done = std::move(placed_);
       placed_ = {};
+      if (placement_abandoned_) {
+        placement_abandoned_ = false;
+        continue;
+      }
       std::string error = callbacks_.on_placed(placed_header_);
       if (!error.empty()) return fail(std::move(error));
       continue;

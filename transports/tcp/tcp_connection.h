@@ -70,6 +70,12 @@ class TcpConnection {
   bool on_readable(size_t max_bytes = 8 << 20);
   bool on_writable();
 
+  // If the frame being read straight into a placement is `owner`'s (its keep_alive), the
+  // rest of its payload goes to waste instead and the frame ends without on_placed: the
+  // memory must not be written any more (the op it was for failed, its client was told).
+  // Returns whether one was.
+  bool abandon_placement(const void* owner);
+
   // While paused, on_readable reads nothing (back-pressure: TCP's window fills up).
   void pause_reading(bool paused) { paused_ = paused; }
   bool reading_paused() const { return paused_; }
@@ -113,6 +119,8 @@ class TcpConnection {
   wire::DataFrameHeader placed_header_;
   Placement placed_;
   size_t placed_done_ = 0;
+  bool placement_abandoned_ = false;
+  std::vector<std::byte> sink_;  // where an abandoned placement's bytes go
   bool paused_ = false;
   bool writing_ = false;
   std::string error_;
