@@ -31,6 +31,7 @@ struct Config {
   std::string node_name;                // in messages and peers' logs; empty: the host name
   std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
   uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
+  std::string tcp_congestion;           // for connections to peers; empty: the host's default
 };
 
 }  // namespace plexus::daemon

@@ -86,6 +86,7 @@ void ControlServer::start_peers() {
     on_data_failed(id, reason);
   };
   peers_ = std::make_unique<PeerServer>(&loop_, std::move(me), secret_.get(), std::move(callbacks));
+  peers_->set_tcp_congestion(config_.tcp_congestion);
   peers_->listen(config_.peer_listen);
 }
 

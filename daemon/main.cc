@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
   app.add_option("--peer-listen", config.peer_listen,
                  "Accept peer daemons on IP:PORT (0.0.0.0:7355 for every interface; port 0 picks "
                  "a free one). Without it, communicators must have all their ranks on this node");
+  app.add_option("--tcp-congestion", config.tcp_congestion,
+                 "TCP congestion control of connections to peer daemons, e.g. cubic, bbr, dctcp "
+                 "(default: the host's net.ipv4.tcp_congestion_control); plexusd refuses to "
+                 "start with one this kernel lacks");
   app.add_option("--node-name", config.node_name,
                  "This node's name in errors and in peers' logs (default: the host name)");
   app.add_option("--cluster-secret-file", config.cluster_secret_file,

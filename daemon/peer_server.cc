@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "shm/framing.h"
+#include "transports/tcp/tcp_congestion.h"
 #include "transports/tcp/tcp_path_latency.h"
 
 namespace plexus::daemon {
@@ -148,6 +149,11 @@ void PeerServer::listen(const std::string& address) {
   listen_fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (listen_fd_ >= 0 && !tcp_congestion_.empty()) {
+    // Checked here, at start-up: accepted connections inherit it from the listener.
+    const std::string error = transports::set_congestion_control(listen_fd_, tcp_congestion_);
+    if (!error.empty()) throw std::runtime_error("--tcp-congestion: " + error);
+  }
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
       ::listen(listen_fd_, 128) != 0) {
     throw std::runtime_error("cannot listen for peers on " + address + ": " + std::strerror(errno));
@@ -271,6 +277,8 @@ bool PeerServer::start_connect(Conn& c) {
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // Known to be available: listen() checked it.
+    if (!tcp_congestion_.empty()) transports::set_congestion_control(fd, tcp_congestion_);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS) {
       last_error = "connect to " + c.address + ": " + std::strerror(errno);
       ::close(fd);

@@ -40,6 +40,8 @@ class PeerServer {
   PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,
              Callbacks callbacks);
   ~PeerServer();
+  // Every peer connection's TCP congestion control (before listen; empty: the host's).
+  void set_tcp_congestion(std::string name) { tcp_congestion_ = std::move(name); }
   PeerServer(const PeerServer&) = delete;
   PeerServer& operator=(const PeerServer&) = delete;
 
@@ -95,6 +97,7 @@ class PeerServer {
   std::unordered_map<uint64_t, Conn*> data_connecting_;
   std::unordered_map<uint64_t, double> round_trip_s_;
   uint64_t refused_ = 0;
+  std::string tcp_congestion_;
 };
 
 // "ip:port" -> sockaddr; returns false when it is not one.
