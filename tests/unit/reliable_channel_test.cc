@@ -1,0 +1,566 @@
+// The reliable channel over in-memory paths that lose, reorder, die, go silent and come
+// back: every frame is delivered exactly once with its exact bytes, and every frame's memory
+// is released exactly once, after the peer acknowledged it.
+#include "transports/channel/reliable_channel.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace plexus::transports {
+namespace {
+
+using namespace std::chrono_literals;
+using TimePoint = ReliableChannel::TimePoint;
+namespace wire = transports::wire;
+
+// One end of an in-memory path: what the channel queued and the network has not taken.
+class SimPathEnd : public FramePath {
+ public:
+  struct Queued {
+    wire::DataFrameHeader header;
+    std::span<const std::byte> payload;
+    uint64_t token;
+  };
+  void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+             uint64_t token) override {
+    outbox.push_back({header, payload, token});
+    backlog += wire::kDataFrameHeaderBytes + payload.size();
+  }
+  uint64_t backlog_bytes() const override { return backlog; }
+  void abandon_placement_of(uint64_t seq) override { abandoned.push_back(seq); }
+
+  std::deque<Queued> outbox;
+  uint64_t backlog = 0;
+  std::vector<uint64_t> abandoned;
+};
+
+// Two channels (ends 0 and 1) and the paths between them, stepped 1 ms at a time.
+class SimNetwork {
+ public:
+  struct Link {
+    SimPathEnd end[2];
+    uint32_t id[2] = {0, 0};
+    struct Arrival {
+      wire::DataFrameHeader header;
+      std::vector<std::byte> payload;
+      int at_step;
+    };
+    std::deque<Arrival> in_flight[2];  // direction d: from end d to end 1 - d
+    int64_t bytes_per_step = 64 << 10;
+    int64_t budget[2] = {0, 0};
+    int delay_steps = 1;
+    bool dead = false;
+    bool black_hole = false;
+    uint64_t carried[2] = {0, 0};  // payload bytes taken by the network, per direction
+  };
+
+  struct Endpoint {
+    std::unique_ptr<ReliableChannel> channel;
+    // Frames this end sends: expected contents, the live buffer (poisoned once released).
+    std::vector<std::vector<std::byte>> expected;
+    std::vector<std::vector<std::byte>> buffers;
+    std::vector<int> released;  // per token
+    // Frames this end received, by op_seq.
+    std::map<uint64_t, int> deliveries;
+    std::vector<uint64_t> delivery_order;  // op_seq
+    std::vector<std::string> errors;
+    std::vector<std::pair<uint32_t, ReliableChannel::PathState>> path_states;
+    std::map<uint64_t, std::vector<std::byte>> placed_into;  // op_seq -> destination
+  };
+
+  explicit SimNetwork(ReliableChannel::Settings settings = {}, bool use_placement = true)
+      : use_placement_(use_placement) {
+    for (int e = 0; e < 2; ++e) {
+      ReliableChannel::Handler h;
+      h.on_frame = [this, e](const wire::DataFrameHeader& header, std::span<const std::byte> p) {
+        return received(e, header, p);
+      };
+      if (use_placement_) {
+        h.place = [this, e](const wire::DataFrameHeader& header) {
+          auto& dest = ends_[e].placed_into[header.op_seq];
+          dest.assign(header.length, std::byte{0});
+          return Placement{dest, nullptr};
+        };
+        h.on_placed = [this, e](const wire::DataFrameHeader& header) {
+          auto& dest = ends_[e].placed_into[header.op_seq];
+          return received(e, header, dest);
+        };
+      }
+      h.on_released = [this, e](uint64_t token) {
+        auto& end = ends_[e];
+        ++end.released.at(token);
+        // Poison: a copy sent after release would carry these bytes and be caught.
+        std::memset(end.buffers[token].data(), 0xEE, end.buffers[token].size());
+      };
+      h.on_path_state = [this, e](uint32_t path, ReliableChannel::PathState s, const std::string&) {
+        ends_[e].path_states.emplace_back(path, s);
+      };
+      ends_[e].channel = std::make_unique<ReliableChannel>(settings, h);
+    }
+  }
+
+  Endpoint& end(int e) { return ends_[e]; }
+  ReliableChannel& channel(int e) { return *ends_[e].channel; }
+  Link& link(size_t i) { return *links_[i]; }
+  size_t links() const { return links_.size(); }
+  TimePoint now() const { return start_ + std::chrono::milliseconds(step_); }
+  int step_count() const { return step_; }
+
+  size_t add_link(int64_t bytes_per_step = 64 << 10, bool probation = false) {
+    auto link = std::make_unique<Link>();
+    link->bytes_per_step = bytes_per_step;
+    for (int e = 0; e < 2; ++e) {
+      link->id[e] = ends_[e].channel->add_path(&link->end[e], "sim" + std::to_string(links_.size()),
+                                               now(), probation);
+    }
+    links_.push_back(std::move(link));
+    return links_.size() - 1;
+  }
+
+  // A socket error on both ends (e.g. a local NIC went down): both channels are told.
+  void kill(size_t i) {
+    Link& l = *links_[i];
+    if (l.dead) return;
+    l.dead = true;
+    for (int e = 0; e < 2; ++e) {
+      l.in_flight[e].clear();
+      l.end[e].outbox.clear();
+      l.end[e].backlog = 0;
+      if (ends_[e].channel->state(l.id[e]) != ReliableChannel::PathState::kFailed) {
+        ends_[e].channel->path_failed(l.id[e], "killed by the test");
+      }
+    }
+  }
+
+  // Queues `count` frames of random sizes (some empty) from end `e`; returns the first op_seq.
+  uint64_t send_frames(int e, int count, uint32_t max_bytes, std::mt19937& rng) {
+    auto& end = ends_[e];
+    const uint64_t first = end.expected.size();
+    for (int i = 0; i < count; ++i) {
+      const uint32_t bytes = rng() % 8 == 0 ? 0 : 1 + rng() % max_bytes;
+      std::vector<std::byte> data(bytes);
+      for (auto& b : data) b = static_cast<std::byte>(rng());
+      send_one(e, wire::FrameType::kData, std::move(data));
+    }
+    return first;
+  }
+
+  uint64_t send_one(int e, wire::FrameType type, std::vector<std::byte> data) {
+    auto& end = ends_[e];
+    const uint64_t index = end.expected.size();
+    end.expected.push_back(data);
+    end.buffers.push_back(std::move(data));
+    end.released.push_back(0);
+    wire::DataFrameHeader h;
+    h.type = type;
+    h.op_seq = index;
+    h.length = static_cast<uint32_t>(end.buffers.back().size());
+    end.channel->send(h, end.buffers.back(), index);
+    return index;
+  }
+
+  void step(std::mt19937& rng, int jitter_steps = 0) {
+    ++step_;
+    for (auto& link : links_) {
+      Link& l = *link;
+      if (l.dead) continue;
+      for (int d = 0; d < 2; ++d) {
+        l.budget[d] = std::min<int64_t>(l.budget[d] + l.bytes_per_step, l.bytes_per_step);
+        SimPathEnd& from = l.end[d];
+        while (!from.outbox.empty() && l.budget[d] > 0) {
+          SimPathEnd::Queued q = from.outbox.front();
+          from.outbox.pop_front();
+          const uint64_t size = wire::kDataFrameHeaderBytes + q.payload.size();
+          from.backlog -= size;
+          l.budget[d] -= static_cast<int64_t>(size);
+          l.carried[d] += q.payload.size();
+          const int delay =
+              l.delay_steps + (jitter_steps ? static_cast<int>(rng() % (jitter_steps + 1)) : 0);
+          if (!l.black_hole) {
+            // TCP keeps a path's order: a frame never overtakes one sent before it.
+            const int at =
+                std::max(step_ + delay, l.in_flight[d].empty() ? 0 : l.in_flight[d].back().at_step);
+            l.in_flight[d].push_back({q.header, {q.payload.begin(), q.payload.end()}, at});
+          }
+          ends_[d].channel->on_path_sent(l.id[d], q.token, q.payload.size());
+        }
+      }
+    }
+    for (auto& link : links_) {
+      Link& l = *link;
+      for (int d = 0; d < 2 && !l.dead; ++d) {
+        const int to = 1 - d;
+        while (!l.dead && !l.in_flight[d].empty() && l.in_flight[d].front().at_step <= step_) {
+          auto arrival = std::move(l.in_flight[d].front());
+          l.in_flight[d].pop_front();
+          deliver(l, to, arrival.header, arrival.payload);
+        }
+      }
+    }
+    for (int e = 0; e < 2; ++e) {
+      for (uint32_t silent : ends_[e].channel->tick(now())) {
+        for (auto& link : links_) {
+          if (link->id[e] == silent && !link->dead) {
+            link->end[e].outbox.clear();
+            link->end[e].backlog = 0;
+          }
+        }
+      }
+    }
+  }
+
+  // Steps until both ends have everything delivered and released, or `max_steps` pass.
+  bool run_until_done(std::mt19937& rng, int max_steps, int jitter_steps = 0) {
+    for (int i = 0; i < max_steps; ++i) {
+      if (done()) return true;
+      step(rng, jitter_steps);
+    }
+    return done();
+  }
+
+  bool done() const {
+    for (int e = 0; e < 2; ++e) {
+      for (int r : ends_[e].released) {
+        if (r == 0) return false;
+      }
+      if (ends_[1 - e].deliveries.size() != ends_[e].expected.size()) return false;
+    }
+    return true;
+  }
+
+  // Every frame exactly once, exact bytes, released exactly once.
+  void expect_exact() const {
+    for (int e = 0; e < 2; ++e) {
+      const Endpoint& from = ends_[e];
+      const Endpoint& to = ends_[1 - e];
+      for (uint64_t i = 0; i < from.expected.size(); ++i) {
+        auto it = to.deliveries.find(i);
+        ASSERT_NE(it, to.deliveries.end())
+            << "frame " << i << " from end " << e << " never arrived";
+        EXPECT_EQ(it->second, 1) << "frame " << i << " from end " << e << " delivered "
+                                 << it->second << " times";
+        EXPECT_EQ(from.released[i], 1)
+            << "frame " << i << " of end " << e << " released " << from.released[i] << " times";
+      }
+      EXPECT_TRUE(to.errors.empty()) << to.errors.front();
+    }
+  }
+
+ private:
+  std::string received(int e, const wire::DataFrameHeader& header, std::span<const std::byte> p) {
+    auto& to = ends_[e];
+    const auto& from = ends_[1 - e];
+    if (header.op_seq >= from.expected.size()) {
+      to.errors.push_back("unknown frame " + std::to_string(header.op_seq));
+      return {};
+    }
+    const auto& want = from.expected[header.op_seq];
+    if (p.size() != want.size() || !std::equal(p.begin(), p.end(), want.begin())) {
+      to.errors.push_back("frame " + std::to_string(header.op_seq) + " arrived with wrong bytes");
+    }
+    ++to.deliveries[header.op_seq];
+    to.delivery_order.push_back(header.op_seq);
+    return {};
+  }
+
+  void deliver(Link& l, int to, const wire::DataFrameHeader& h,
+               const std::vector<std::byte>& payload) {
+    ReliableChannel& ch = *ends_[to].channel;
+    std::string error;
+    if (use_placement_ && h.length >= 1024) {
+      Placement where = ch.place(l.id[to], h, now());
+      if (where.destination.data() != nullptr) {
+        std::memcpy(where.destination.data(), payload.data(), payload.size());
+        error = ch.placed(l.id[to], h, now());
+      } else {
+        error = ch.receive(l.id[to], h, payload, now());
+      }
+    } else {
+      error = ch.receive(l.id[to], h, payload, now());
+    }
+    if (!error.empty()) ends_[to].errors.push_back(error);
+  }
+
+  bool use_placement_;
+  Endpoint ends_[2];
+  std::vector<std::unique_ptr<Link>> links_;
+  TimePoint start_ = ReliableChannel::Clock::now();
+  int step_ = 0;
+};
+
+TEST(ChannelReceiverTest, DropsDuplicatesAndMovesTheCumulativePointOverGaps) {
+  ChannelReceiver r;
+  EXPECT_EQ(r.classify(0), ChannelReceiver::Verdict::kOutOfWindow);
+  EXPECT_EQ(r.classify(kChannelWindowFrames + 1), ChannelReceiver::Verdict::kOutOfWindow);
+  EXPECT_FALSE(r.record(2));  // the cumulative point waits for 1
+  EXPECT_EQ(r.cumulative(), 0u);
+  EXPECT_EQ(r.classify(2), ChannelReceiver::Verdict::kDuplicate);
+  EXPECT_TRUE(r.record(1));
+  EXPECT_EQ(r.cumulative(), 2u);
+  EXPECT_EQ(r.classify(1), ChannelReceiver::Verdict::kDuplicate);
+  EXPECT_TRUE(r.ack_due());
+  EXPECT_EQ(r.take_ack(), 2u);
+  EXPECT_FALSE(r.ack_due());
+  // Slots are reused as the window slides: a whole window's worth later, nothing is stale.
+  for (uint64_t s = 3; s <= 2 * kChannelWindowFrames + 5; ++s) ASSERT_TRUE(r.record(s)) << s;
+  EXPECT_EQ(r.cumulative(), 2 * kChannelWindowFrames + 5);
+  EXPECT_EQ(r.classify(2 * kChannelWindowFrames + 6), ChannelReceiver::Verdict::kNew);
+  EXPECT_EQ(r.classify(3 * kChannelWindowFrames + 6), ChannelReceiver::Verdict::kOutOfWindow);
+}
+
+TEST(ChannelSenderTest, RefusesAnAcknowledgementOfFramesNeverSentAndKeepsTheWindow) {
+  ChannelSender s;
+  std::vector<uint64_t> released;
+  for (uint64_t i = 0; i < kChannelWindowFrames + 3; ++i) s.add({}, {}, i);
+  EXPECT_NE(s.acknowledge(kChannelWindowFrames + 4, &released), "");
+  EXPECT_TRUE(released.empty());
+  uint64_t handed_out = 0;
+  while (ChannelSender::Frame* f = s.next_waiting()) {
+    s.assigned(*f, 0);
+    ++handed_out;
+  }
+  EXPECT_EQ(handed_out, kChannelWindowFrames);  // the window is full
+  EXPECT_EQ(s.acknowledge(2, &released), "");
+  EXPECT_EQ(released, (std::vector<uint64_t>{0, 1}));
+  while (ChannelSender::Frame* f = s.next_waiting()) {
+    s.assigned(*f, 1);
+    ++handed_out;
+  }
+  EXPECT_EQ(handed_out, kChannelWindowFrames + 2);
+  EXPECT_EQ(s.path_failed(0), 0u);  // no payload bytes, but they wait again
+  EXPECT_EQ(s.waiting(), kChannelWindowFrames - 2 + 1);
+}
+
+TEST(ReliableChannelTest, StripedFramesArriveOnceExactAndAreReleasedAfterTheAck) {
+  std::mt19937 rng(1);
+  SimNetwork net;
+  net.add_link();
+  net.add_link();
+  net.send_frames(0, 1500, 40000, rng);
+  net.send_frames(1, 700, 40000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000, 3));
+  net.expect_exact();
+  EXPECT_GT(net.link(0).carried[0], 0u);
+  EXPECT_GT(net.link(1).carried[0], 0u);
+  EXPECT_EQ(net.channel(0).counters().frames_resent, 0u);
+  EXPECT_EQ(net.channel(0).unacknowledged(), 0u);
+}
+
+TEST(ReliableChannelTest, APathKilledMidStreamLosesNothingAndDoublesNothing) {
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937 rng(seed);
+    SimNetwork net;
+    net.add_link();
+    net.add_link();
+    net.add_link(16 << 10);
+    net.send_frames(0, 1500, 60000, rng);
+    net.send_frames(1, 500, 60000, rng);
+    for (int i = 0; i < 5; ++i) net.step(rng, 4);
+    net.kill(0);
+    ASSERT_TRUE(net.run_until_done(rng, 10000, 4));
+    net.expect_exact();
+    EXPECT_GT(net.channel(0).counters().frames_resent, 0u);
+    EXPECT_EQ(net.channel(0).state(net.link(0).id[0]), ReliableChannel::PathState::kFailed);
+  }
+}
+
+TEST(ReliableChannelTest, ASilentBlackHoleIsDetectedByTimeoutAndItsFramesGoAgain) {
+  std::mt19937 rng(7);
+  ReliableChannel::Settings settings;
+  settings.path_timeout = 200ms;
+  SimNetwork net(settings);
+  net.add_link();
+  net.add_link();
+  for (int i = 0; i < 10; ++i) net.step(rng);  // both paths live
+  net.link(1).black_hole = true;               // drops everything, reports nothing
+  const int hole_at = net.step_count();
+  net.send_frames(0, 800, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  // Both ends failed the path on their own, within the timeout plus a heartbeat or two.
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(net.channel(e).state(net.link(1).id[e]), ReliableChannel::PathState::kFailed);
+  }
+  EXPECT_GT(net.channel(0).counters().bytes_resent, 0u);
+  EXPECT_LE(net.step_count() - hole_at, 200 + 2 * 50 + 200);
+}
+
+TEST(ReliableChannelTest, AFlappingPathIsTakenBackAfterProbationEveryTime) {
+  std::mt19937 rng(11);
+  ReliableChannel::Settings settings;
+  settings.stable_after = 30ms;
+  SimNetwork net(settings);
+  net.add_link();
+  size_t flapper = net.add_link();
+  net.send_frames(0, 400, 30000, rng);
+  for (int flap = 0; flap < 10; ++flap) {
+    for (int i = 0; i < 5; ++i) net.step(rng, 2);
+    net.kill(flapper);
+    net.send_frames(0, 100, 30000, rng);
+    net.send_frames(1, 30, 30000, rng);
+    flapper = net.add_link(64 << 10, /*probation=*/true);
+    EXPECT_EQ(net.channel(0).state(net.link(flapper).id[0]),
+              ReliableChannel::PathState::kProbation);
+    for (int i = 0; i < 40; ++i) net.step(rng, 2);
+    EXPECT_EQ(net.channel(0).state(net.link(flapper).id[0]), ReliableChannel::PathState::kActive)
+        << "flap " << flap;
+  }
+  ASSERT_TRUE(net.run_until_done(rng, 10000, 2));
+  net.expect_exact();
+  EXPECT_EQ(net.channel(0).counters().failbacks, 10u);
+  EXPECT_EQ(net.channel(0).counters().path_failures, 10u);
+}
+
+TEST(ReliableChannelTest, ADrainedPathTakesNoNewFramesAndNothingIsResent) {
+  std::mt19937 rng(3);
+  SimNetwork net;
+  net.add_link();
+  net.add_link();
+  net.send_frames(0, 600, 30000, rng);
+  for (int i = 0; i < 3; ++i) net.step(rng, 2);
+  net.channel(0).drain(net.link(0).id[0], true);
+  const uint64_t carried_at_drain = net.link(0).carried[0];
+  const uint64_t backlog_at_drain = net.link(0).end[0].backlog;
+  net.send_frames(0, 600, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000, 2));
+  net.expect_exact();
+  EXPECT_EQ(net.channel(0).counters().frames_resent, 0u);
+  // Only what was already queued on the drained path went on it afterwards.
+  EXPECT_LE(net.link(0).carried[0], carried_at_drain + backlog_at_drain);
+  // Heartbeats and acknowledgements still flow on it: it stays live.
+  EXPECT_EQ(net.channel(0).state(net.link(0).id[0]), ReliableChannel::PathState::kDrained);
+  EXPECT_EQ(net.channel(1).state(net.link(0).id[1]), ReliableChannel::PathState::kActive);
+}
+
+TEST(ReliableChannelTest, StripesInProportionToEachPathsMeasuredRate) {
+  std::mt19937 rng(5);
+  SimNetwork net;
+  net.add_link(96 << 10);
+  net.add_link(32 << 10);
+  // Keep both paths busy long enough for the rates to be measured.
+  for (int round = 0; round < 40; ++round) {
+    net.send_frames(0, 100, 32768, rng);
+    for (int i = 0; i < 10; ++i) net.step(rng);
+  }
+  ASSERT_TRUE(net.run_until_done(rng, 10000));
+  net.expect_exact();
+  const double fast = static_cast<double>(net.link(0).carried[0]);
+  const double slow = static_cast<double>(net.link(1).carried[0]);
+  // 3:1 links: the fast one should carry about 75% (equal shares would be 50%).
+  EXPECT_GT(fast / (fast + slow), 0.65);
+  EXPECT_LT(fast / (fast + slow), 0.85);
+  EXPECT_NEAR(net.channel(0).rate_estimate(net.link(0).id[0]) /
+                  net.channel(0).rate_estimate(net.link(1).id[0]),
+              3.0, 0.6);
+}
+
+TEST(ReliableChannelTest, FramesWaitWhileNoPathIsLeftAndGoOnTheNextOne) {
+  std::mt19937 rng(9);
+  SimNetwork net;
+  net.add_link();
+  net.send_frames(0, 300, 30000, rng);
+  net.step(rng);
+  net.kill(0);
+  net.send_frames(0, 100, 30000, rng);
+  for (int i = 0; i < 50; ++i) net.step(rng);
+  EXPECT_GT(net.channel(0).waiting(), 0u);
+  EXPECT_EQ(net.channel(0).usable_paths(), 0u);
+  net.add_link(64 << 10, /*probation=*/true);  // the only path: used at once
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+}
+
+TEST(ReliableChannelTest, NoticesAreDeliveredAfterEveryFrameSentBeforeThem) {
+  std::mt19937 rng(13);
+  SimNetwork net;
+  net.add_link(8 << 10);  // slow
+  net.add_link(1 << 20);  // fast
+  net.link(0).delay_steps = 30;
+  net.send_frames(0, 200, 20000, rng);
+  const uint64_t abort = net.send_one(0, wire::FrameType::kAbort, {std::byte{'x'}});
+  net.send_one(0, wire::FrameType::kData, {});  // an end marker after it
+  ASSERT_TRUE(net.run_until_done(rng, 20000));
+  net.expect_exact();
+  const auto& order = net.end(1).delivery_order;
+  const auto at = std::find(order.begin(), order.end(), abort) - order.begin();
+  EXPECT_EQ(static_cast<size_t>(at), abort) << "the abort overtook frames sent before it";
+  EXPECT_EQ(order.back(), abort + 1);
+}
+
+TEST(ReliableChannelTest, AFrameArrivingOnTwoPathsIsPlacedOnceAndTheOtherCopyAbandoned) {
+  ReliableChannel::Settings settings;
+  int placed_calls = 0;
+  std::vector<std::byte> dest(4096);
+  ReliableChannel::Handler h;
+  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
+    return std::string();
+  };
+  h.place = [&](const wire::DataFrameHeader&) { return Placement{dest, nullptr}; };
+  h.on_placed = [&](const wire::DataFrameHeader&) {
+    ++placed_calls;
+    return std::string();
+  };
+  ReliableChannel ch(settings, h);
+  SimPathEnd a, b;
+  const auto now = ReliableChannel::Clock::now();
+  const uint32_t pa = ch.add_path(&a, "a", now);
+  const uint32_t pb = ch.add_path(&b, "b", now);
+  wire::DataFrameHeader frame;
+  frame.type = wire::FrameType::kData;
+  frame.length = 4096;
+  frame.channel_seq = 1;
+  // The first copy's header is in on path a (being placed) when the re-sent copy completes
+  // on path b: a's placement must stop writing, and a's late completion is a duplicate.
+  ASSERT_NE(ch.place(pa, frame, now).destination.data(), nullptr);
+  ASSERT_NE(ch.place(pb, frame, now).destination.data(), nullptr);
+  EXPECT_EQ(ch.placed(pb, frame, now), "");
+  EXPECT_EQ(a.abandoned, (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(b.abandoned.empty());
+  EXPECT_EQ(ch.placed(pa, frame, now), "");
+  EXPECT_EQ(placed_calls, 1);
+  EXPECT_EQ(ch.counters().duplicates_dropped, 1u);
+  // A third copy is not placed at all.
+  EXPECT_EQ(ch.place(pa, frame, now).destination.data(), nullptr);
+}
+
+TEST(ReliableChannelTest, AnAcknowledgementOfFramesNeverSentIsRefused) {
+  ReliableChannel::Handler h;
+  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
+    return std::string();
+  };
+  ReliableChannel ch({}, h);
+  SimPathEnd a;
+  const auto now = ReliableChannel::Clock::now();
+  const uint32_t pa = ch.add_path(&a, "a", now);
+  wire::DataFrameHeader ack;
+  ack.type = wire::FrameType::kAck;
+  ack.channel_seq = 5;
+  EXPECT_NE(ch.receive(pa, ack, {}, now).find("only 0 were sent"), std::string::npos);
+  wire::DataFrameHeader far;
+  far.type = wire::FrameType::kData;
+  far.channel_seq = kChannelWindowFrames + 1;
+  EXPECT_NE(ch.receive(pa, far, {}, now).find("outside the channel window"), std::string::npos);
+}
+
+TEST(ReliableChannelTest, WithoutReliabilityFramesAreReleasedOnceWrittenAndCarryNoSequence) {
+  std::mt19937 rng(17);
+  ReliableChannel::Settings settings;
+  settings.reliable = false;
+  SimNetwork net(settings);
+  net.add_link();
+  net.send_frames(0, 300, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  EXPECT_EQ(net.channel(1).counters().acks_sent, 0u);
+  EXPECT_EQ(net.channel(0).unacknowledged(), 0u);
+}
+
+}  // namespace
+}  // namespace plexus::transports

@@ -1,0 +1,47 @@
+// The receiving half of a reliable channel (DESIGN.md, "Transports and failover"): which
+// channel sequence numbers have arrived, so that a frame re-sent after a path failed is
+// dropped when its first copy got through, and the cumulative acknowledgement to send back.
+// Sequence numbers start at 1; a window of kChannelWindowFrames above the cumulative point
+// is tracked in a bitmap (the sender never has more than that many frames unacknowledged).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace plexus::transports {
+
+inline constexpr uint64_t kChannelWindowFrames = 1u << 16;
+
+class ChannelReceiver {
+ public:
+  enum class Verdict {
+    kNew,         // not received yet: deliver it, then record()
+    kDuplicate,   // already received: drop it
+    kOutOfWindow  // beyond what the sender may have in flight: a protocol violation
+  };
+
+  ChannelReceiver();
+
+  Verdict classify(uint64_t seq) const;
+  // Marks `seq` received (it must be kNew). Returns whether the cumulative point moved.
+  bool record(uint64_t seq);
+
+  // Every frame up to and including this one has been received (0: none yet).
+  uint64_t cumulative() const { return cumulative_; }
+  // Whether cumulative() has moved since the last take_ack().
+  bool ack_due() const { return cumulative_ != acked_; }
+  uint64_t take_ack() {
+    acked_ = cumulative_;
+    return acked_;
+  }
+
+ private:
+  bool has(uint64_t seq) const;
+  void set(uint64_t seq, bool value);
+
+  uint64_t cumulative_ = 0;
+  uint64_t acked_ = 0;
+  std::vector<uint64_t> bits_;  // seq % kChannelWindowFrames, for seqs above cumulative_
+};
+
+}  // namespace plexus::transports

@@ -1,0 +1,68 @@
+// The sending half of a reliable channel: numbers every frame, keeps it (header, payload
+// span, the caller's token) until the peer's cumulative acknowledgement covers it, and
+// knows which path each unacknowledged frame went on, so that when a path fails its frames
+// can go again on the others. Frames wait (in sequence order) while no path can take them
+// or while kChannelWindowFrames are unacknowledged. No I/O here: ReliableChannel decides
+// where a frame goes and queues it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transports/wire/data_frame.h"
+
+namespace plexus::transports {
+
+inline constexpr uint32_t kNoPath = UINT32_MAX;
+
+class ChannelSender {
+ public:
+  struct Frame {
+    wire::DataFrameHeader header;  // channel_seq set
+    std::span<const std::byte> payload;
+    uint64_t token = 0;
+    uint32_t path = kNoPath;  // where its latest copy was queued
+    uint32_t sends = 0;       // how many times it was queued
+  };
+
+  // Numbers a new frame and makes it wait for a path; returns its sequence number.
+  uint64_t add(wire::DataFrameHeader header, std::span<const std::byte> payload, uint64_t token);
+
+  // The next waiting frame that the window allows (nullptr when none). The caller queues
+  // it on a path and calls assigned().
+  Frame* next_waiting();
+  void assigned(Frame& frame, uint32_t path);
+
+  // The peer has every frame up to `cumulative`. Appends the tokens now released, in
+  // sequence order. Returns "" or why the acknowledgement is impossible (it covers frames
+  // never sent).
+  std::string acknowledge(uint64_t cumulative, std::vector<uint64_t>* released,
+                          std::vector<Frame>* released_frames = nullptr);
+
+  // Every unacknowledged frame whose latest copy went on `path` waits again (for another
+  // path). Returns how many bytes of payload that is.
+  uint64_t path_failed(uint32_t path);
+
+  // Drops every frame, returning the tokens (the channel is gone).
+  std::vector<uint64_t> clear();
+
+  uint64_t acknowledged() const { return acked_; }
+  uint64_t last_seq() const { return next_seq_ - 1; }
+  size_t unacknowledged() const { return frames_.size(); }
+  size_t waiting() const { return waiting_.size(); }
+  uint64_t unacknowledged_on(uint32_t path) const;
+  const Frame* find(uint64_t seq) const;
+
+ private:
+  Frame* at(uint64_t seq);
+
+  uint64_t next_seq_ = 1;
+  uint64_t acked_ = 0;
+  std::deque<Frame> frames_;      // seqs acked_ + 1 .. next_seq_ - 1, in order
+  std::deque<uint64_t> waiting_;  // seqs with no path, ascending
+};
+
+}  // namespace plexus::transports

@@ -1,0 +1,35 @@
+// One path of a channel to a peer daemon: a connection over one NIC pair that carries data
+// frames (TCP today, an RDMA queue pair later). The channel queues frames on it; its owner
+// does the I/O and reports back (ReliableChannel::on_path_sent, receive, path_failed).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "transports/wire/data_frame.h"
+
+namespace plexus::transports {
+
+// Where a large frame's payload may be read to directly, and what keeps that memory alive.
+struct Placement {
+  std::span<std::byte> destination;
+  std::shared_ptr<void> keep_alive;
+};
+
+class FramePath {
+ public:
+  virtual ~FramePath() = default;
+  // Queues a frame; `payload` stays unchanged until the path is told the frame is
+  // acknowledged or the path is gone. `token` comes back in on_path_sent.
+  virtual void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+                     uint64_t token) = 0;
+  // Bytes queued on this path that the network has not taken yet (its backlog).
+  virtual uint64_t backlog_bytes() const = 0;
+  // If the frame being read straight into a placement has this channel sequence number,
+  // the rest of it goes to waste: its other copy already arrived on another path.
+  virtual void abandon_placement_of(uint64_t channel_seq) = 0;
+};
+
+}  // namespace plexus::transports

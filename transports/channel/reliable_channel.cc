@@ -1,0 +1,347 @@
+// Striping, acknowledgement, failover and failback over a channel's paths.
+#include "transports/channel/reliable_channel.h"
+
+#include <algorithm>
+
+namespace plexus::transports {
+namespace {
+
+// Path tokens: a frame's channel_seq (reliable), the caller's token (not reliable), or this
+// for acknowledgements and heartbeats.
+constexpr uint64_t kControlToken = UINT64_MAX;
+// Rate samples span at least this long, over which the path had a backlog throughout.
+constexpr auto kRateSample = std::chrono::milliseconds(20);
+
+}  // namespace
+
+const char* to_string(ReliableChannel::PathState state) {
+  switch (state) {
+    case ReliableChannel::PathState::kProbation:
+      return "probation";
+    case ReliableChannel::PathState::kActive:
+      return "active";
+    case ReliableChannel::PathState::kDrained:
+      return "drained";
+    case ReliableChannel::PathState::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+ReliableChannel::ReliableChannel(Settings settings, Handler handler)
+    : settings_(settings), handler_(std::move(handler)) {}
+
+uint32_t ReliableChannel::add_path(FramePath* io, std::string name, TimePoint now, bool probation) {
+  uint32_t id = 0;
+  while (id < paths_.size() && paths_[id].state != PathState::kFailed) ++id;
+  if (id == paths_.size()) paths_.emplace_back();
+  Path& p = paths_[id];
+  p = Path{};
+  p.io = io;
+  p.name = std::move(name);
+  p.state = probation ? PathState::kProbation : PathState::kActive;
+  p.last_received = now;
+  p.last_sent = now - settings_.heartbeat_interval;  // announce liveness at the next tick
+  p.live_since = now;
+  p.sample_start = now;
+  if (handler_.on_path_state) handler_.on_path_state(id, p.state, "");
+  pump();
+  return id;
+}
+
+void ReliableChannel::set_state(uint32_t path, PathState state, const std::string& detail) {
+  Path& p = paths_.at(path);
+  if (p.state == state) return;
+  p.state = state;
+  if (handler_.on_path_state) handler_.on_path_state(path, state, detail);
+}
+
+void ReliableChannel::path_failed(uint32_t path, const std::string& reason) {
+  Path& p = paths_.at(path);
+  if (p.state == PathState::kFailed) return;
+  ++counters_.path_failures;
+  set_state(path, PathState::kFailed, reason);
+  p.io = nullptr;
+  sender_.path_failed(path);
+  pump();
+}
+
+void ReliableChannel::drain(uint32_t path, bool drained) {
+  Path& p = paths_.at(path);
+  if (p.state == PathState::kFailed) return;
+  if (drained) {
+    set_state(path, PathState::kDrained, "");
+  } else if (p.state == PathState::kDrained) {
+    set_state(path, PathState::kActive, "");
+    pump();
+  }
+}
+
+size_t ReliableChannel::usable_paths() const {
+  return static_cast<size_t>(std::count_if(
+      paths_.begin(), paths_.end(), [](const Path& p) { return p.state == PathState::kActive; }));
+}
+
+size_t ReliableChannel::live_paths() const {
+  return static_cast<size_t>(std::count_if(
+      paths_.begin(), paths_.end(), [](const Path& p) { return p.state != PathState::kFailed; }));
+}
+
+// The active path expected to finish `bytes` first: its backlog over its measured rate
+// (paths not measured yet count as fast as the fastest measured one). With no active path,
+// a path on probation is better than waiting.
+uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
+  double fastest = 0;
+  for (const Path& p : paths_) {
+    if (p.state == PathState::kActive) fastest = std::max(fastest, p.rate);
+  }
+  if (fastest <= 0) fastest = 1;
+  uint32_t best = kNoPath;
+  double best_cost = 0;
+  for (PathState wanted : {PathState::kActive, PathState::kProbation}) {
+    for (uint32_t i = 0; i < paths_.size(); ++i) {
+      const Path& p = paths_[i];
+      if (p.state != wanted) continue;
+      const double rate = p.rate > 0 ? p.rate : fastest;
+      const double cost = static_cast<double>(p.io->backlog_bytes() + bytes) / rate;
+      if (best == kNoPath || cost < best_cost) {
+        best = i;
+        best_cost = cost;
+      }
+    }
+    if (best != kNoPath) return best;
+  }
+  return kNoPath;
+}
+
+// Acknowledgements and heartbeats go on the live path with the least backlog.
+uint32_t ReliableChannel::pick_control_path() const {
+  uint32_t best = kNoPath;
+  for (uint32_t i = 0; i < paths_.size(); ++i) {
+    const Path& p = paths_[i];
+    if (p.state == PathState::kFailed) continue;
+    if (best == kNoPath || p.io->backlog_bytes() < paths_[best].io->backlog_bytes()) best = i;
+  }
+  return best;
+}
+
+void ReliableChannel::send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+                           uint64_t token) {
+  if (!settings_.reliable) {
+    wire::DataFrameHeader h = header;
+    h.channel_seq = 0;
+    const uint32_t path = pick_path(payload.size());
+    if (path == kNoPath) {  // lost, as on a broken TCP connection
+      if (handler_.on_released) handler_.on_released(token);
+      return;
+    }
+    paths_[path].io->queue(h, payload, token);
+    paths_[path].queued_since_tick = true;
+    ++counters_.frames_sent;
+    return;
+  }
+  sender_.add(header, payload, token);
+  pump();
+}
+
+void ReliableChannel::pump() {
+  if (!settings_.reliable) return;
+  while (ChannelSender::Frame* frame = sender_.next_waiting()) {
+    const uint32_t path = pick_path(frame->payload.size());
+    if (path == kNoPath) return;
+    if (paths_[path].state == PathState::kProbation) {
+      set_state(path, PathState::kActive, "taken early: no other path");
+    }
+    paths_[path].io->queue(frame->header, frame->payload, frame->header.channel_seq);
+    paths_[path].queued_since_tick = true;
+    sender_.assigned(*frame, path);
+    if (frame->sends > 1) {
+      ++counters_.frames_resent;
+      counters_.bytes_resent += frame->payload.size();
+    } else {
+      ++counters_.frames_sent;
+    }
+  }
+}
+
+void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
+  wire::DataFrameHeader h;
+  h.type = type;
+  h.channel_seq = receiver_.take_ack();
+  paths_[path].io->queue(h, {}, kControlToken);
+  paths_[path].queued_since_tick = true;
+}
+
+void ReliableChannel::flush_ack() {
+  if (!receiver_.ack_due()) return;
+  const uint32_t path = pick_control_path();
+  if (path == kNoPath) return;
+  queue_control(path, wire::FrameType::kAck);
+  ++counters_.acks_sent;
+}
+
+std::string ReliableChannel::take_acknowledgement(const wire::DataFrameHeader& header) {
+  if (header.channel_seq <= sender_.acknowledged()) return {};  // old news
+  released_.clear();
+  std::string error = sender_.acknowledge(header.channel_seq, &released_);
+  if (!error.empty()) return error;
+  if (handler_.on_released) {
+    for (uint64_t token : released_) handler_.on_released(token);
+  }
+  pump();  // the window may have opened
+  return {};
+}
+
+bool ReliableChannel::fenced(const wire::DataFrameHeader& header) {
+  return header.type == wire::FrameType::kAbort || header.type == wire::FrameType::kDeparted ||
+         (header.type == wire::FrameType::kData && header.length == 0);
+}
+
+std::string ReliableChannel::deliver(const wire::DataFrameHeader& header,
+                                     std::span<const std::byte> payload) {
+  std::string error = handler_.on_frame(header, payload);
+  if (!error.empty()) return error;
+  if (header.channel_seq == 0) return {};
+  receiver_.record(header.channel_seq);
+  for (Path& p : paths_) {
+    if (p.state != PathState::kFailed) p.io->abandon_placement_of(header.channel_seq);
+  }
+  return deliver_fenced();
+}
+
+// Fenced frames whose predecessors have all arrived now.
+std::string ReliableChannel::deliver_fenced() {
+  while (!fenced_.empty() && fenced_.begin()->first == receiver_.cumulative() + 1) {
+    HeldFrame held = std::move(fenced_.begin()->second);
+    fenced_.erase(fenced_.begin());
+    std::string error = handler_.on_frame(held.header, held.payload);
+    if (!error.empty()) return error;
+    receiver_.record(held.header.channel_seq);
+  }
+  return {};
+}
+
+std::string ReliableChannel::receive(uint32_t path, const wire::DataFrameHeader& header,
+                                     std::span<const std::byte> payload, TimePoint now) {
+  paths_.at(path).last_received = now;
+  if (header.type == wire::FrameType::kAck || header.type == wire::FrameType::kHeartbeat) {
+    return take_acknowledgement(header);
+  }
+  const uint64_t seq = header.channel_seq;
+  if (seq == 0) return handler_.on_frame(header, payload);  // a peer without reliability
+  switch (receiver_.classify(seq)) {
+    case ChannelReceiver::Verdict::kOutOfWindow:
+      return "frame " + std::to_string(seq) + " is outside the channel window (every frame up to " +
+             std::to_string(receiver_.cumulative()) + " has arrived)";
+    case ChannelReceiver::Verdict::kDuplicate:
+      ++counters_.duplicates_dropped;
+      return {};
+    case ChannelReceiver::Verdict::kNew:
+      break;
+  }
+  if (fenced(header) && seq != receiver_.cumulative() + 1) {
+    if (!fenced_.count(seq)) {
+      HeldFrame& held = fenced_[seq];
+      held.header = header;
+      held.payload.assign(payload.begin(), payload.end());
+    } else {
+      ++counters_.duplicates_dropped;
+    }
+    return {};
+  }
+  return deliver(header, payload);
+}
+
+Placement ReliableChannel::place(uint32_t path, const wire::DataFrameHeader& header,
+                                 TimePoint now) {
+  paths_.at(path).last_received = now;
+  if (!handler_.place) return {};
+  const uint64_t seq = header.channel_seq;
+  // A duplicate or a bad frame goes through receive(), which drops or refuses it.
+  if (seq != 0 && (receiver_.classify(seq) != ChannelReceiver::Verdict::kNew || fenced(header))) {
+    return {};
+  }
+  return handler_.place(header);
+}
+
+std::string ReliableChannel::placed(uint32_t path, const wire::DataFrameHeader& header,
+                                    TimePoint now) {
+  paths_.at(path).last_received = now;
+  const uint64_t seq = header.channel_seq;
+  if (seq != 0 && receiver_.classify(seq) != ChannelReceiver::Verdict::kNew) {
+    ++counters_.duplicates_dropped;  // its other copy finished first
+    return {};
+  }
+  std::string error = handler_.on_placed(header);
+  if (!error.empty() || seq == 0) return error;
+  receiver_.record(seq);
+  for (uint32_t i = 0; i < paths_.size(); ++i) {
+    if (i != path && paths_[i].state != PathState::kFailed) paths_[i].io->abandon_placement_of(seq);
+  }
+  return deliver_fenced();
+}
+
+void ReliableChannel::on_path_sent(uint32_t path, uint64_t token, uint64_t bytes) {
+  paths_.at(path).sent_bytes += bytes;
+  if (!settings_.reliable && token != kControlToken && handler_.on_released) {
+    handler_.on_released(token);
+  }
+}
+
+void ReliableChannel::note_alive(uint32_t path, TimePoint now) {
+  paths_.at(path).last_received = now;
+}
+
+std::vector<uint32_t> ReliableChannel::tick(TimePoint now) {
+  std::vector<uint32_t> silent;
+  for (uint32_t i = 0; i < paths_.size(); ++i) {
+    Path& p = paths_[i];
+    if (p.state == PathState::kFailed) continue;
+    const auto quiet = now - p.last_received;
+    if (quiet > settings_.path_timeout) {
+      silent.push_back(i);
+      path_failed(i, "nothing received for " +
+                         std::to_string(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
+                         " ms (timeout " + std::to_string(settings_.path_timeout.count()) + " ms)");
+      continue;
+    }
+    if (p.state == PathState::kProbation && now - p.live_since >= settings_.stable_after) {
+      ++counters_.failbacks;
+      set_state(i, PathState::kActive, "");
+      pump();
+    }
+    // Rate: bytes the network took over a span in which the path always had a backlog (so
+    // the network, not the sender, set the pace).
+    if (p.io->backlog_bytes() == 0) p.busy_since_sample = false;
+    if (now - p.sample_start >= kRateSample) {
+      const double seconds = std::chrono::duration<double>(now - p.sample_start).count();
+      if (p.busy_since_sample && p.sent_bytes > 0) {
+        const double sample = static_cast<double>(p.sent_bytes) / seconds;
+        p.rate = p.rate > 0 ? 0.7 * p.rate + 0.3 * sample : sample;
+      }
+      p.sent_bytes = 0;
+      p.sample_start = now;
+      p.busy_since_sample = p.io->backlog_bytes() > 0;
+    }
+    if (p.queued_since_tick || p.io->backlog_bytes() > 0) {
+      p.last_sent = now;
+      p.queued_since_tick = false;
+    }
+    if (now - p.last_sent >= settings_.heartbeat_interval) {
+      queue_control(i, wire::FrameType::kHeartbeat);
+      p.last_sent = now;
+      p.queued_since_tick = false;
+      ++counters_.heartbeats_sent;
+    }
+  }
+  flush_ack();
+  return silent;
+}
+
+std::vector<uint64_t> ReliableChannel::release_all() {
+  fenced_.clear();
+  return sender_.clear();
+}
+
+}  // namespace plexus::transports

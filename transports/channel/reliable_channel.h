@@ -1,0 +1,160 @@
+// A channel to one peer daemon over several paths (one per NIC pair; DESIGN.md,
+// "Transports and failover"). Every frame gets a channel sequence number and is kept until
+// the peer acknowledges it cumulatively; frames are striped over the healthy paths, each
+// new frame to the path expected to finish it first (its backlog over its measured rate),
+// so a slow path gets less. A path that fails (socket error, a local link down, or silence
+// longer than the path timeout: every path carries a heartbeat when idle) has its
+// unacknowledged frames sent again on the others; the receiver drops the copies it already
+// has. A path that comes back is on probation until it has been live for `stable_after`;
+// a drained path takes no new frames. Notices (abort, departed) and zero-length frames are
+// fenced: delivered only after every frame sent before them, as on one TCP stream.
+//
+// No I/O and no clock of its own: the owner queues nothing itself, does the reads and
+// writes of its paths, passes `now`, and calls tick() every few milliseconds.
+// Single-threaded.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transports/channel/channel_receiver.h"
+#include "transports/channel/channel_sender.h"
+#include "transports/channel/frame_path.h"
+
+namespace plexus::transports {
+
+class ReliableChannel {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::time_point;
+
+  struct Settings {
+    std::chrono::milliseconds heartbeat_interval{50};  // idle paths send one this often
+    std::chrono::milliseconds path_timeout{200};       // silence that fails a path
+    std::chrono::milliseconds stable_after{500};       // probation of a returning path
+    // Off: no sequence numbers or acknowledgements (a frame is done once written), one
+    // path, for measuring what reliability costs. Receivers accept both.
+    bool reliable = true;
+  };
+
+  enum class PathState { kProbation, kActive, kDrained, kFailed };
+
+  struct Handler {
+    // A frame delivered once (never a duplicate). Return "" or why it is unacceptable.
+    std::function<std::string(const wire::DataFrameHeader&, std::span<const std::byte>)> on_frame;
+    // Optional, as TcpConnection::Callbacks::place / on_placed.
+    std::function<Placement(const wire::DataFrameHeader&)> place;
+    std::function<std::string(const wire::DataFrameHeader&)> on_placed;
+    // The frame queued with `token` is done with: acknowledged by the peer (or written, when
+    // not reliable). Its payload may change now.
+    std::function<void(uint64_t token)> on_released;
+    // A path changed state (detail: why it failed, or "").
+    std::function<void(uint32_t path, PathState state, const std::string& detail)> on_path_state;
+  };
+
+  struct Counters {
+    uint64_t frames_sent = 0;  // first copies
+    uint64_t frames_resent = 0;
+    uint64_t bytes_resent = 0;
+    uint64_t duplicates_dropped = 0;
+    uint64_t acks_sent = 0;
+    uint64_t heartbeats_sent = 0;
+    uint64_t path_failures = 0;
+    uint64_t failbacks = 0;  // paths taken back after probation
+  };
+
+  ReliableChannel(Settings settings, Handler handler);
+  ReliableChannel(const ReliableChannel&) = delete;
+  ReliableChannel& operator=(const ReliableChannel&) = delete;
+
+  // A connected path (not owned: the owner keeps it until path_failed or the channel's
+  // end). `probation`: a path coming back, which carries only heartbeats and
+  // acknowledgements until it has been live for stable_after. Returns its id.
+  uint32_t add_path(FramePath* path, std::string name, TimePoint now, bool probation = false);
+  void path_failed(uint32_t path, const std::string& reason);
+  // Drained paths take no new frames; what they have still drains.
+  void drain(uint32_t path, bool drained);
+
+  // Sends a frame (its channel_seq is set here). `token` comes back in on_released.
+  void send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+            uint64_t token);
+
+  // What the owner reports from path `path`. Each returns "" or why the frame is
+  // unacceptable (the owner then fails that path).
+  std::string receive(uint32_t path, const wire::DataFrameHeader& header,
+                      std::span<const std::byte> payload, TimePoint now);
+  Placement place(uint32_t path, const wire::DataFrameHeader& header, TimePoint now);
+  std::string placed(uint32_t path, const wire::DataFrameHeader& header, TimePoint now);
+  // `token` (as queued on the path) is in the network's hands; `bytes` of payload.
+  void on_path_sent(uint32_t path, uint64_t token, uint64_t bytes);
+  // The path is known to be live although no frame came (e.g. reading is paused).
+  void note_alive(uint32_t path, TimePoint now);
+
+  // Heartbeats, silence, probation, rate estimates, and an acknowledgement if one is due.
+  // Returns the paths that failed of silence (already handled; the owner closes them).
+  std::vector<uint32_t> tick(TimePoint now);
+  // Sends the cumulative acknowledgement if it moved (after a batch of reads).
+  void flush_ack();
+
+  // Gives back every unacknowledged frame's token (on_released is not called): the
+  // channel is being torn down.
+  std::vector<uint64_t> release_all();
+
+  PathState state(uint32_t path) const { return paths_.at(path).state; }
+  size_t usable_paths() const;  // active ones
+  size_t live_paths() const;    // not failed
+  const std::string& path_name(uint32_t path) const { return paths_.at(path).name; }
+  double rate_estimate(uint32_t path) const { return paths_.at(path).rate; }
+  size_t unacknowledged() const { return sender_.unacknowledged(); }
+  size_t waiting() const { return sender_.waiting(); }
+  const Counters& counters() const { return counters_; }
+  const Settings& settings() const { return settings_; }
+
+ private:
+  struct Path {
+    FramePath* io = nullptr;
+    std::string name;
+    PathState state = PathState::kActive;
+    TimePoint last_received;
+    TimePoint last_sent;  // as of the last tick
+    bool queued_since_tick = false;
+    TimePoint live_since;
+    uint64_t sent_bytes = 0;  // since the last rate sample
+    TimePoint sample_start;
+    bool busy_since_sample = true;  // had a backlog at every tick since sample_start
+    double rate = 0;                // bytes/s, 0 until measured
+  };
+
+  bool carries_data(const Path& p) const { return p.state == PathState::kActive; }
+  uint32_t pick_path(uint64_t bytes) const;
+  uint32_t pick_control_path() const;
+  void pump();  // queues waiting frames on paths
+  void set_state(uint32_t path, PathState state, const std::string& detail);
+  void queue_control(uint32_t path, wire::FrameType type);
+  std::string take_acknowledgement(const wire::DataFrameHeader& header);
+  std::string deliver(const wire::DataFrameHeader& header, std::span<const std::byte> payload);
+  std::string deliver_fenced();
+  static bool fenced(const wire::DataFrameHeader& header);
+
+  Settings settings_;
+  Handler handler_;
+  std::vector<Path> paths_;
+  ChannelSender sender_;
+  ChannelReceiver receiver_;
+  struct HeldFrame {
+    wire::DataFrameHeader header;
+    std::vector<std::byte> payload;
+  };
+  std::map<uint64_t, HeldFrame> fenced_;  // by channel_seq: waiting for earlier frames
+  std::vector<uint64_t> released_;        // scratch for acknowledge()
+  Counters counters_;
+};
+
+const char* to_string(ReliableChannel::PathState state);
+
+}  // namespace plexus::transports
