@@ -96,7 +96,7 @@ class SimNetwork {
         auto& end = ends_[e];
         ++end.released.at(token);
         // Poison: a copy sent after release would carry these bytes and be caught.
-        std::memset(end.buffers[token].data(), 0xEE, end.buffers[token].size());
+        std::fill(end.buffers[token].begin(), end.buffers[token].end(), std::byte{0xEE});
       };
       h.on_path_state = [this, e](uint32_t path, ReliableChannel::PathState s, const std::string&) {
         ends_[e].path_states.emplace_back(path, s);
