@@ -119,10 +119,11 @@ void ControlServer::stop() {
 }
 
 void ControlServer::post(std::function<void()> fn) {
-  {
-    std::lock_guard lock(posted_mutex_);
-    posted_.push_back(std::move(fn));
-  }
+  // Under the lock: once stop() has asked the thread to end, the loop and its async handle
+  // are going away, and what the engine posts then (a link lost while both stop) is moot.
+  std::lock_guard lock(posted_mutex_);
+  if (stop_requested_) return;
+  posted_.push_back(std::move(fn));
   uv_async_send(&wakeup_);
 }
 

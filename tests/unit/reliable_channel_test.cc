@@ -34,10 +34,12 @@ class SimPathEnd : public FramePath {
   }
   uint64_t backlog_bytes() const override { return backlog; }
   void abandon_placement_of(uint64_t seq) override { abandoned.push_back(seq); }
+  int64_t network_silence_ms() const override { return network_silence; }
 
   std::deque<Queued> outbox;
   uint64_t backlog = 0;
   std::vector<uint64_t> abandoned;
+  int64_t network_silence = -1;  // what the "kernel" says; -1: unknown
 };
 
 // Two channels (ends 0 and 1) and the paths between them, stepped 1 ms at a time.
@@ -57,6 +59,7 @@ class SimNetwork {
     int delay_steps = 1;
     bool dead = false;
     bool black_hole = false;
+    int black_hole_since = 0;
     uint64_t carried[2] = {0, 0};  // payload bytes taken by the network, per direction
   };
 
@@ -106,6 +109,15 @@ class SimNetwork {
   }
 
   Endpoint& end(int e) { return ends_[e]; }
+  // A stalled end's daemon neither reads, writes nor ticks (its thread is held up); its
+  // transport still acknowledges, so the peer's network view stays live.
+  bool stalled[2] = {false, false};
+  // Links report their network's view (kernel acknowledgements) to the channel.
+  bool report_network_silence = false;
+  void make_black_hole(size_t i) {
+    links_[i]->black_hole = true;
+    links_[i]->black_hole_since = step_;
+  }
   ReliableChannel& channel(int e) { return *ends_[e].channel; }
   Link& link(size_t i) { return *links_[i]; }
   size_t links() const { return links_.size(); }
@@ -170,7 +182,11 @@ class SimNetwork {
     for (auto& link : links_) {
       Link& l = *link;
       if (l.dead) continue;
+      for (int e = 0; e < 2 && report_network_silence; ++e) {
+        l.end[e].network_silence = l.black_hole ? step_ - l.black_hole_since : 0;
+      }
       for (int d = 0; d < 2; ++d) {
+        if (stalled[d]) continue;
         l.budget[d] = std::min<int64_t>(l.budget[d] + l.bytes_per_step, l.bytes_per_step);
         SimPathEnd& from = l.end[d];
         while (!from.outbox.empty() && l.budget[d] > 0) {
@@ -196,6 +212,7 @@ class SimNetwork {
       Link& l = *link;
       for (int d = 0; d < 2 && !l.dead; ++d) {
         const int to = 1 - d;
+        if (stalled[to]) continue;
         while (!l.dead && !l.in_flight[d].empty() && l.in_flight[d].front().at_step <= step_) {
           auto arrival = std::move(l.in_flight[d].front());
           l.in_flight[d].pop_front();
@@ -204,6 +221,7 @@ class SimNetwork {
       }
     }
     for (int e = 0; e < 2; ++e) {
+      if (stalled[e]) continue;
       for (uint32_t silent : ends_[e].channel->tick(now())) {
         for (auto& link : links_) {
           if (link->id[e] == silent && !link->dead) {
@@ -379,7 +397,8 @@ TEST(ReliableChannelTest, ASilentBlackHoleIsDetectedByTimeoutAndItsFramesGoAgain
   net.add_link();
   net.add_link();
   for (int i = 0; i < 10; ++i) net.step(rng);  // both paths live
-  net.link(1).black_hole = true;               // drops everything, reports nothing
+  net.report_network_silence = true;
+  net.make_black_hole(1);  // drops everything, reports nothing
   const int hole_at = net.step_count();
   net.send_frames(0, 800, 30000, rng);
   ASSERT_TRUE(net.run_until_done(rng, 5000));
@@ -390,6 +409,51 @@ TEST(ReliableChannelTest, ASilentBlackHoleIsDetectedByTimeoutAndItsFramesGoAgain
   }
   EXPECT_GT(net.channel(0).counters().bytes_resent, 0u);
   EXPECT_LE(net.step_count() - hole_at, 200 + 2 * 50 + 200);
+}
+
+TEST(ReliableChannelTest, APeerDaemonHeldUpWhileItsTransportStillAnswersIsNotFailedOver) {
+  std::mt19937 rng(19);
+  SimNetwork net;
+  net.report_network_silence = true;
+  net.add_link();
+  net.add_link();
+  net.send_frames(0, 400, 30000, rng);
+  for (int i = 0; i < 5; ++i) net.step(rng);
+  net.stalled[1] = true;  // 400 ms, twice the path timeout
+  for (int i = 0; i < 400; ++i) net.step(rng);
+  net.stalled[1] = false;
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(net.channel(e).counters().path_failures, 0u) << "end " << e;
+  }
+  EXPECT_GT(net.channel(0).counters().slow_peer_ticks, 0u);
+  EXPECT_EQ(net.channel(0).counters().frames_resent, 0u);
+}
+
+TEST(ReliableChannelTest, TimeThisSideWasHeldUpIsNotCountedAsThePathsSilence) {
+  ReliableChannel::Handler h;
+  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
+    return std::string();
+  };
+  ReliableChannel ch({}, h);
+  SimPathEnd a;
+  auto now = ReliableChannel::Clock::now();
+  const uint32_t pa = ch.add_path(&a, "a", now);
+  ch.tick(now);
+  // This side's thread was held up for a second; the peer's frames wait in the socket.
+  now += 1000ms;
+  EXPECT_TRUE(ch.tick(now).empty());
+  EXPECT_EQ(ch.state(pa), ReliableChannel::PathState::kActive);
+  // Then real silence, ticking every 10 ms: failed once it passes the timeout.
+  int ticks = 0;
+  while (ch.state(pa) != ReliableChannel::PathState::kFailed && ticks < 100) {
+    now += 10ms;
+    ch.tick(now);
+    ++ticks;
+  }
+  EXPECT_GE(ticks, 15);
+  EXPECT_LE(ticks, 30);
 }
 
 TEST(ReliableChannelTest, AFlappingPathIsTakenBackAfterProbationEveryTime) {

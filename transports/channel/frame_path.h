@@ -25,11 +25,17 @@ class FramePath {
   // acknowledged or the path is gone. `token` comes back in on_path_sent.
   virtual void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
                      uint64_t token) = 0;
+  // The same, ahead of the frames queued and not yet begun (acknowledgements, heartbeats).
+  virtual void queue_urgent(const wire::DataFrameHeader& header) { queue(header, {}, UINT64_MAX); }
   // Bytes queued on this path that the network has not taken yet (its backlog).
   virtual uint64_t backlog_bytes() const = 0;
   // If the frame being read straight into a placement has this channel sequence number,
   // the rest of it goes to waste: its other copy already arrived on another path.
   virtual void abandon_placement_of(uint64_t channel_seq) = 0;
+  // Milliseconds since the network last brought anything from the peer on this path, frames
+  // or transport acknowledgements (-1: unknown). A path whose peer daemon is merely slow to
+  // send frames still hears its peer's transport, and is not failed for it.
+  virtual int64_t network_silence_ms() const { return -1; }
 };
 
 }  // namespace plexus::transports

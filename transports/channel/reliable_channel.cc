@@ -168,7 +168,7 @@ void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
   wire::DataFrameHeader h;
   h.type = type;
   h.channel_seq = receiver_.take_ack();
-  paths_[path].io->queue(h, {}, kControlToken);
+  paths_[path].io->queue_urgent(h);
   paths_[path].queued_since_tick = true;
 }
 
@@ -293,12 +293,25 @@ void ReliableChannel::note_alive(uint32_t path, TimePoint now) {
 }
 
 std::vector<uint32_t> ReliableChannel::tick(TimePoint now) {
+  // Time this side did not look (its own thread was held up) is nobody's silence.
+  const auto since_tick = now - last_tick_;
+  const bool had_tick = last_tick_ != TimePoint{};
+  last_tick_ = now;
   std::vector<uint32_t> silent;
   for (uint32_t i = 0; i < paths_.size(); ++i) {
     Path& p = paths_[i];
     if (p.state == PathState::kFailed) continue;
+    if (had_tick && since_tick > settings_.heartbeat_interval) {
+      p.last_received =
+          std::min(now, p.last_received + (since_tick - settings_.heartbeat_interval));
+    }
     const auto quiet = now - p.last_received;
-    if (quiet > settings_.path_timeout) {
+    const int64_t network_quiet_ms = p.io->network_silence_ms();
+    const bool network_hears_peer =
+        network_quiet_ms >= 0 &&
+        std::chrono::milliseconds(network_quiet_ms) <= settings_.path_timeout;
+    if (network_hears_peer && quiet > settings_.path_timeout) ++counters_.slow_peer_ticks;
+    if (quiet > settings_.path_timeout && !network_hears_peer) {
       silent.push_back(i);
       path_failed(i, "nothing received for " +
                          std::to_string(

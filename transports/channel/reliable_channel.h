@@ -66,6 +66,9 @@ class ReliableChannel {
     uint64_t heartbeats_sent = 0;
     uint64_t path_failures = 0;
     uint64_t failbacks = 0;  // paths taken back after probation
+    // Ticks at which a path had been silent past the timeout while its transport still
+    // heard the peer (a slow peer daemon, not a broken path): not failed for it.
+    uint64_t slow_peer_ticks = 0;
   };
 
   ReliableChannel(Settings settings, Handler handler);
@@ -100,6 +103,7 @@ class ReliableChannel {
   std::vector<uint32_t> tick(TimePoint now);
   // Sends the cumulative acknowledgement if it moved (after a batch of reads).
   void flush_ack();
+  bool ack_due() const { return receiver_.ack_due(); }
 
   // Gives back every unacknowledged frame's token (on_released is not called): the
   // channel is being torn down.
@@ -153,6 +157,7 @@ class ReliableChannel {
   std::map<uint64_t, HeldFrame> fenced_;  // by channel_seq: waiting for earlier frames
   std::vector<uint64_t> released_;        // scratch for acknowledge()
   Counters counters_;
+  TimePoint last_tick_{};
 };
 
 const char* to_string(ReliableChannel::PathState state);
