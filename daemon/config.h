@@ -32,6 +32,11 @@ struct Config {
   std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
   uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
   std::string tcp_congestion;           // for connections to peers; empty: the host's default
+  // The reliable channel to each peer (transports/channel/reliable_channel.h).
+  bool channel_acks = false;          // off: no sequence numbers or acknowledgements
+  uint32_t path_timeout_ms = 200;     // a path silent this long has failed
+  uint32_t heartbeat_ms = 50;         // an idle path sends a heartbeat this often
+  uint32_t failback_stable_ms = 500;  // a returning path's probation
 };
 
 }  // namespace plexus::daemon

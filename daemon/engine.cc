@@ -23,6 +23,15 @@ unsigned default_workers(const Config& config) {
   return hw > 1 ? hw - 1 : 0;
 }
 
+transports::ReliableChannel::Settings channel_settings(const Config& config) {
+  transports::ReliableChannel::Settings s;
+  s.reliable = config.channel_acks;
+  s.path_timeout = std::chrono::milliseconds(config.path_timeout_ms);
+  s.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
+  s.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
+  return s;
+}
+
 }  // namespace
 
 Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_lost)
@@ -34,17 +43,20 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_
       command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       link_lost_(std::move(link_lost)),
       links_(NodeLinks::Handler{
-          [this](uint64_t peer, const transports::wire::DataFrameHeader& h,
-                 std::span<const std::byte> payload) { return on_peer_frame(peer, h, payload); },
-          [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
-            return place_peer_frame(peer, h);
-          },
-          [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
-            return on_peer_frame_placed(peer, h);
-          },
-          [this](uint64_t peer, const std::string& name, const std::string& reason) {
-            on_peer_lost(peer, name, reason);
-          }}) {
+                 [this](uint64_t peer, const transports::wire::DataFrameHeader& h,
+                        std::span<const std::byte> payload) {
+                   return on_peer_frame(peer, h, payload);
+                 },
+                 [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+                   return place_peer_frame(peer, h);
+                 },
+                 [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+                   return on_peer_frame_placed(peer, h);
+                 },
+                 [this](uint64_t peer, const std::string& name, const std::string& reason) {
+                   on_peer_lost(peer, name, reason);
+                 }},
+             512 * 1024, channel_settings(config)) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
   }
@@ -130,8 +142,10 @@ void Engine::park() {
   }
   if (!has_commands_.load(std::memory_order_acquire) && !stopping_.load()) {
     epoll_event events[16];
-    int n = ::epoll_wait(epoll_fd_.get(), events, 16,
-                         static_cast<int>(config_.engine_idle.park_timeout_ms));
+    int timeout = static_cast<int>(config_.engine_idle.park_timeout_ms);
+    // Peer links need a tick every few milliseconds (heartbeats, silent paths).
+    if (links_.max_sleep_ms() >= 0) timeout = std::min(timeout, links_.max_sleep_ms());
+    int n = ::epoll_wait(epoll_fd_.get(), events, 16, timeout);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd != links_.epoll_fd()) shm::drain_eventfd(events[i].data.fd);
     }

@@ -53,6 +53,20 @@ int main(int argc, char** argv) {
                  "TCP congestion control of connections to peer daemons, e.g. cubic, bbr, dctcp "
                  "(default: the host's net.ipv4.tcp_congestion_control); plexusd refuses to "
                  "start with one this kernel lacks");
+  app.add_option("--path-timeout-ms", config.path_timeout_ms,
+                 "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
+                 "long, while its TCP connection has not heard the peer's kernel either, has "
+                 "failed; with --channel-acks its unacknowledged frames go again on the others")
+      ->check(CLI::Range(10u, 60000u));
+  app.add_option("--heartbeat-ms", config.heartbeat_ms,
+                 "An idle path sends a heartbeat this often (keep it well under --path-timeout-ms)")
+      ->check(CLI::Range(1u, 10000u));
+  app.add_option("--failback-stable-ms", config.failback_stable_ms,
+                 "A path that comes back carries data again after it has been live this long");
+  app.add_flag("--channel-acks", config.channel_acks,
+               "Number every frame to a peer daemon and keep it until the peer acknowledges it "
+               "(the reliable channel that NIC failover needs). Off by default until its cost "
+               "on CPU-bound nodes comes down (docs/BENCHMARKS.md)");
   app.add_option("--node-name", config.node_name,
                  "This node's name in errors and in peers' logs (default: the host name)");
   app.add_option("--cluster-secret-file", config.cluster_secret_file,

@@ -11,9 +11,11 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes)
+NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
+                     transports::ReliableChannel::Settings channel)
     : handler_(std::move(handler)),
       chunk_bytes_(chunk_bytes),
+      channel_settings_(channel),
       epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
   if (!epoll_) throw std::system_error(errno, std::generic_category(), "node links epoll");
 }
@@ -25,34 +27,75 @@ const std::string* NodeLinks::name_of(uint64_t peer) const {
   return it == links_.end() ? nullptr : &it->second->name;
 }
 
-void NodeLinks::add(uint64_t peer, std::string name, int fd) {
-  if (has(peer)) lose(peer, "replaced by a new connection");
-  auto link = std::make_unique<Link>();
-  link->peer = peer;
-  link->name = std::move(name);
-  Link* raw = link.get();
-  transports::TcpConnection::Callbacks callbacks;
-  callbacks.on_frame = [this, peer](const wire::DataFrameHeader& h,
-                                    std::span<const std::byte> payload) {
-    return handler_.on_frame(peer, h, payload);
-  };
-  callbacks.on_sent = [this](uint64_t token) { chunk_sent(token); };
-  if (handler_.place) {
-    callbacks.place = [this, peer](const wire::DataFrameHeader& h) {
-      return handler_.place(peer, h);
+const transports::ReliableChannel* NodeLinks::channel(uint64_t peer) const {
+  auto it = links_.find(peer);
+  return it == links_.end() ? nullptr : it->second->channel.get();
+}
+
+void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string path_name) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) {
+    auto link = std::make_unique<Link>();
+    link->peer = peer;
+    link->name = std::move(name);
+    Link* raw = link.get();
+    transports::ReliableChannel::Handler h;
+    h.on_frame = [this, peer](const wire::DataFrameHeader& header,
+                              std::span<const std::byte> payload) {
+      return handler_.on_frame(peer, header, payload);
     };
-    callbacks.on_placed = [this, peer](const wire::DataFrameHeader& h) {
-      return handler_.on_placed(peer, h);
+    if (handler_.place) {
+      h.place = [this, peer](const wire::DataFrameHeader& header) {
+        return handler_.place(peer, header);
+      };
+      h.on_placed = [this, peer](const wire::DataFrameHeader& header) {
+        return handler_.on_placed(peer, header);
+      };
+    }
+    h.on_released = [this](uint64_t token) { chunk_sent(token); };
+    h.on_path_state = [raw](uint32_t, transports::ReliableChannel::PathState state,
+                            const std::string& detail) {
+      if (state == transports::ReliableChannel::PathState::kFailed) raw->last_failure = detail;
+    };
+    link->channel = std::make_unique<transports::ReliableChannel>(channel_settings_, std::move(h));
+    it = links_.emplace(peer, std::move(link)).first;
+  }
+  Link& link = *it->second;
+  auto path = std::make_unique<Path>();
+  Path* raw = path.get();
+  raw->link = &link;
+  raw->key = next_key_++;
+  transports::TcpConnection::Callbacks callbacks;
+  callbacks.on_frame = [raw](const wire::DataFrameHeader& h, std::span<const std::byte> payload) {
+    return raw->link->channel->receive(raw->id, h, payload,
+                                       transports::ReliableChannel::Clock::now());
+  };
+  callbacks.on_sent = [raw](uint64_t token, size_t bytes) {
+    raw->link->channel->on_path_sent(raw->id, token, bytes);
+  };
+  if (handler_.place) {
+    callbacks.place = [raw](const wire::DataFrameHeader& h) {
+      return raw->link->channel->place(raw->id, h, transports::ReliableChannel::Clock::now());
+    };
+    callbacks.on_placed = [raw](const wire::DataFrameHeader& h) {
+      return raw->link->channel->placed(raw->id, h, transports::ReliableChannel::Clock::now());
     };
   }
   wire::DataFrameLimits limits;
   limits.max_payload_bytes = std::max<uint32_t>(chunk_bytes_, 64 * 1024);
-  link->conn = std::make_unique<transports::TcpConnection>(fd, limits, std::move(callbacks));
+  raw->conn = std::make_unique<transports::TcpConnection>(fd, limits, std::move(callbacks));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = peer;
+  ev.data.u64 = raw->key;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw->conn->fd(), &ev);
-  links_[peer] = std::move(link);
+  paths_by_key_[raw->key] = raw;
+  // A path joining a channel that has lost one before is on probation.
+  const bool probation = link.channel->counters().path_failures > 0;
+  raw->id = link.channel->add_path(raw, path_name.empty() ? link.name : path_name,
+                                   transports::ReliableChannel::Clock::now(), probation);
+  if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
+  link.paths[raw->id] = std::move(path);
+  flush(link);
 }
 
 uint64_t NodeLinks::take_token(uint64_t peer, std::shared_ptr<void> keep_alive,
@@ -104,7 +147,7 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
     h.offset = offset;
     h.length = bytes;
     const uint64_t token = take_token(peer, keep_alive, last ? std::move(done) : nullptr);
-    link.conn->queue(h, data.subspan(offset, bytes), token);
+    link.channel->send(h, data.subspan(offset, bytes), token);
     offset += bytes;
   } while (offset < data.size());
   flush(link);
@@ -124,18 +167,40 @@ bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, ui
   h.chunk = chunk;
   h.offset = offset;
   h.length = 0;
-  link.conn->queue(h, {}, take_token(peer, nullptr, std::move(done)));
+  link.channel->send(h, {}, take_token(peer, nullptr, std::move(done)));
   flush(link);
   return true;
 }
 
-// Writes what the kernel takes now: the common case needs no epoll round trip.
+// Writes what the kernel takes now on every path (the common case needs no epoll round
+// trip); a path that cannot is failed, and the link is lost with its last path.
 void NodeLinks::flush(Link& link) {
-  if (!link.conn->on_writable()) {
-    lose(link.peer, link.conn->error());
+  const uint64_t peer = link.peer;
+  for (size_t i = 0; i < link.paths.size(); ++i) {
+    Path* path = link.paths[i].get();
+    if (path == nullptr || !path->conn->wants_write()) continue;
+    if (!path->conn->on_writable()) {
+      fail_path(*path, path->conn->error());
+      if (links_.count(peer) == 0) return;  // that was its last path
+      i = static_cast<size_t>(-1);          // the failure moved frames to other paths
+      continue;
+    }
+    update_interest(*path);
+  }
+}
+
+void NodeLinks::fail_path(Path& path, std::string reason) {
+  Link& link = *path.link;
+  const uint32_t id = path.id;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->fd(), nullptr);
+  paths_by_key_.erase(path.key);
+  link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
+  link.paths[id].reset();                 // closes the socket; `path` is gone
+  if (link.channel->live_paths() == 0) {
+    lose(link.peer, std::move(reason));
     return;
   }
-  update_interest(link);
+  flush(link);
 }
 
 void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
@@ -163,26 +228,22 @@ void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_i
   h.length = static_cast<uint32_t>(text->size());
   const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
                                            text->size());
-  link.conn->queue(h, payload, take_token(peer, text, nullptr));
-  if (!link.conn->on_writable()) {
-    lose(peer, link.conn->error());
-    return;
-  }
-  update_interest(link);
+  link.channel->send(h, payload, take_token(peer, text, nullptr));
+  flush(link);
 }
 
 void NodeLinks::abandon_placements(const void* owner) {
-  for (auto& [peer, link] : links_) link->conn->abandon_placement(owner);
+  for (auto& [key, path] : paths_by_key_) path->conn->abandon_placement(owner);
 }
 
-void NodeLinks::update_interest(Link& link) {
-  const bool want = link.conn->wants_write();
-  if (want == link.watching_out) return;
+void NodeLinks::update_interest(Path& path) {
+  const bool want = path.conn->wants_write();
+  if (want == path.watching_out) return;
   epoll_event ev{};
   ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
-  ev.data.u64 = link.peer;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, link.conn->fd(), &ev);
-  link.watching_out = want;
+  ev.data.u64 = path.key;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, path.conn->fd(), &ev);
+  path.watching_out = want;
 }
 
 void NodeLinks::lose(uint64_t peer, std::string reason) {
@@ -190,8 +251,14 @@ void NodeLinks::lose(uint64_t peer, std::string reason) {
   if (it == links_.end()) return;
   std::unique_ptr<Link> link = std::move(it->second);
   links_.erase(it);
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, link->conn->fd(), nullptr);
-  link->conn.reset();  // its queued chunks will never be written: release their memory
+  for (auto& path : link->paths) {
+    if (!path) continue;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path->conn->fd(), nullptr);
+    paths_by_key_.erase(path->key);
+  }
+  // Its queued and unacknowledged frames will never be written: release their memory.
+  link->paths.clear();
+  link->channel.reset();
   for (uint64_t token = 0; token < pending_.size(); ++token) {
     Pending& p = pending_[token];
     if (!p.used || p.peer != peer) continue;
@@ -203,29 +270,76 @@ void NodeLinks::lose(uint64_t peer, std::string reason) {
   if (handler_.on_lost) handler_.on_lost(peer, link->name, reason);
 }
 
-bool NodeLinks::service(Link& link, uint32_t events) {
-  const uint64_t before = link.conn->bytes_received() + link.conn->bytes_sent();
+bool NodeLinks::service(Path& path, uint32_t events) {
+  const uint64_t before = path.conn->bytes_received() + path.conn->bytes_sent();
   bool ok = true;
-  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = link.conn->on_readable();
-  if (ok && (events & EPOLLOUT)) ok = link.conn->on_writable();
-  const bool progress = link.conn->bytes_received() + link.conn->bytes_sent() != before;
+  // Reads in bites of kReadBiteBytes: what they bring in is acknowledged at once, so the
+  // sender's frames are not held for a whole gulp.
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = path.conn->on_readable(kReadBiteBytes);
+  if (ok && (events & EPOLLOUT)) ok = path.conn->on_writable();
+  const bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
   if (!ok) {
-    lose(link.peer, link.conn->error());
+    fail_path(path, path.conn->error());
     return true;
   }
-  update_interest(link);
+  Link& link = *path.link;
+  if (link.channel->ack_due()) {
+    link.channel->flush_ack();
+    flush(link);  // may fail paths, this one included: `path` is not touched after it
+    return progress;
+  }
+  update_interest(path);
   return progress;
+}
+
+// Heartbeats, silent paths, probation, rate samples, acknowledgements.
+void NodeLinks::tick() {
+  const auto now = transports::ReliableChannel::Clock::now();
+  last_tick_ = now;
+  std::vector<uint64_t> peers;
+  peers.reserve(links_.size());
+  for (auto& [peer, link] : links_) peers.push_back(peer);
+  for (uint64_t peer : peers) {
+    auto it = links_.find(peer);
+    if (it == links_.end()) continue;
+    Link& link = *it->second;
+    for (uint32_t id : link.channel->tick(now)) {
+      if (id < link.paths.size() && link.paths[id]) {
+        fail_path(*link.paths[id], link.last_failure);
+        if (links_.count(peer) == 0) break;
+      }
+    }
+    if (links_.count(peer) != 0) flush(link);
+  }
 }
 
 bool NodeLinks::poll(int timeout_ms) {
   if (links_.empty()) return false;
+  if (transports::ReliableChannel::Clock::now() - last_tick_ >=
+      std::chrono::milliseconds(kTickMs)) {
+    tick();
+    if (links_.empty()) return true;
+  }
   epoll_event events[32];
-  const int n = ::epoll_wait(epoll_.get(), events, 32, timeout_ms);
+  const int n = ::epoll_wait(epoll_.get(), events, 32, std::min(timeout_ms, kTickMs));
   bool progress = false;
   for (int i = 0; i < n; ++i) {
-    auto it = links_.find(events[i].data.u64);
-    if (it == links_.end()) continue;  // lost while handling an earlier event
+    auto it = paths_by_key_.find(events[i].data.u64);
+    if (it == paths_by_key_.end()) continue;  // failed while handling an earlier event
     progress |= service(*it->second, events[i].events);
+  }
+  if (progress) {
+    // Acknowledge what this batch of reads brought in.
+    std::vector<uint64_t> peers;
+    for (auto& [peer, link] : links_) {
+      if (link->channel->ack_due()) peers.push_back(peer);
+    }
+    for (uint64_t peer : peers) {
+      auto it = links_.find(peer);
+      if (it == links_.end()) continue;
+      it->second->channel->flush_ack();
+      flush(*it->second);
+    }
   }
   return progress;
 }

@@ -1,7 +1,9 @@
-// This daemon's data connections to peer daemons, one TcpConnection per peer node, in an
-// epoll set the engine polls: cuts messages into chunk frames (no allocation per chunk),
-// keeps the memory a message is read from alive until its last byte is in the kernel's
-// hands, and hands arriving frames to the engine. Single-threaded (the engine thread).
+// This daemon's data connections to peer daemons: per peer node a reliable channel
+// (transports/channel/reliable_channel.h) over one TcpConnection per path, all in an epoll
+// set the engine polls. Cuts messages into chunk frames (no allocation per chunk), keeps the
+// memory a message is read from alive until the peer has acknowledged its last byte, and
+// hands arriving frames to the engine once each. A peer is lost when its last path fails.
+// Single-threaded (the engine thread).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "shm/memfd.h"
+#include "transports/channel/reliable_channel.h"
 #include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_peer_silence.h"
 
 namespace plexus::daemon {
 
@@ -34,7 +38,8 @@ class NodeLinks {
     std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
   };
 
-  explicit NodeLinks(Handler handler, uint32_t chunk_bytes = 512 * 1024);
+  explicit NodeLinks(Handler handler, uint32_t chunk_bytes = 512 * 1024,
+                     transports::ReliableChannel::Settings channel = {});
   ~NodeLinks();
   NodeLinks(const NodeLinks&) = delete;
   NodeLinks& operator=(const NodeLinks&) = delete;
@@ -42,11 +47,15 @@ class NodeLinks {
   // Readable when a link has I/O ready: the engine adds it to the set it parks on.
   int epoll_fd() const { return epoll_.get(); }
 
-  // Takes a connected, authenticated socket to peer node `peer` (replacing any older one).
-  void add(uint64_t peer, std::string name, int fd);
+  // Takes a connected, authenticated socket to peer node `peer`: a path of its channel
+  // (the first one opens the channel). `path_name` says which NICs it joins.
+  void add(uint64_t peer, std::string name, int fd, std::string path_name = "");
   bool has(uint64_t peer) const { return links_.count(peer) != 0; }
   size_t size() const { return links_.size(); }
   const std::string* name_of(uint64_t peer) const;
+  const transports::ReliableChannel* channel(uint64_t peer) const;
+  // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
+  int max_sleep_ms() const { return links_.empty() ? -1 : kTickMs; }
 
   // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames. `keep_alive`
   // (the memory `data` lies in) is held until the last chunk is written; then `done`
@@ -76,11 +85,36 @@ class NodeLinks {
   bool poll(int timeout_ms);
 
  private:
+  static constexpr int kTickMs = 10;
+  static constexpr size_t kReadBiteBytes = 1 << 20;
+  struct Link;
+  struct Path final : transports::FramePath {
+    void queue(const transports::wire::DataFrameHeader& header, std::span<const std::byte> payload,
+               uint64_t token) override {
+      conn->queue(header, payload, token);
+    }
+    void queue_urgent(const transports::wire::DataFrameHeader& header) override {
+      conn->queue_urgent(header, {}, UINT64_MAX);
+    }
+    uint64_t backlog_bytes() const override { return conn->queued_bytes(); }
+    void abandon_placement_of(uint64_t channel_seq) override {
+      conn->abandon_placement_of(channel_seq);
+    }
+    int64_t network_silence_ms() const override {
+      return transports::tcp_peer_silence_ms(conn->fd());
+    }
+    Link* link = nullptr;
+    uint32_t id = 0;   // in the channel
+    uint64_t key = 0;  // in the epoll set
+    std::unique_ptr<transports::TcpConnection> conn;
+    bool watching_out = false;
+  };
   struct Link {
     uint64_t peer;
     std::string name;
-    std::unique_ptr<transports::TcpConnection> conn;
-    bool watching_out = false;
+    std::unique_ptr<transports::ReliableChannel> channel;
+    std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
+    std::string last_failure;                  // why its latest path failed
   };
   struct Pending {  // one queued chunk
     uint64_t peer = 0;
@@ -90,17 +124,23 @@ class NodeLinks {
   };
   uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done);
   void chunk_sent(uint64_t token);
-  void update_interest(Link& link);
-  void flush(Link& link);                        // writes now; loses the link on failure
+  void update_interest(Path& path);
+  void flush(Link& link);  // writes now; fails paths that cannot
+  void fail_path(Path& path, std::string reason);
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
-  bool service(Link& link, uint32_t events);
+  bool service(Path& path, uint32_t events);
+  void tick();
   void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id, uint32_t step,
                    const std::string& text, uint64_t op_seq = 0);
 
   Handler handler_;
   uint32_t chunk_bytes_;
+  transports::ReliableChannel::Settings channel_settings_;
   shm::UniqueFd epoll_;
   std::unordered_map<uint64_t, std::unique_ptr<Link>> links_;
+  std::unordered_map<uint64_t, Path*> paths_by_key_;
+  uint64_t next_key_ = 1;
+  transports::ReliableChannel::TimePoint last_tick_{};
   std::vector<Pending> pending_;
   std::vector<uint64_t> free_tokens_;
 };

@@ -60,12 +60,30 @@ PlanRunner::PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce,
 
 void PlanRunner::start() {
   started_ = true;
-  // A transport may report a send done inside post_send: the round must not move on
-  // under begin_round's feet.
-  advancing_ = true;
-  if (!done()) begin_round();
-  advancing_ = false;
   advance();
+}
+
+bool PlanRunner::read_by_pending_send(uint64_t offset, uint64_t bytes) const {
+  for (uint32_t i : pending_sends_) {
+    const Step& send = plan_.steps[i];
+    if (send.buffer != BufferId::kWork) continue;
+    if (offset < send.offset + send.bytes && send.offset < offset + bytes) return true;
+  }
+  return false;
+}
+
+bool PlanRunner::can_begin_round() const {
+  for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+    const Step& s = plan_.steps[i];
+    if (s.kind == StepKind::kCopy && read_by_pending_send(s.dst_offset, s.bytes)) return false;
+  }
+  return true;
+}
+
+bool PlanRunner::receive_ready(uint32_t step) const {
+  const Step& s = plan_.steps[step];
+  return started_ && begun_ && step_round_[step] == round_ &&
+         !read_by_pending_send(s.offset, s.bytes);
 }
 
 void PlanRunner::begin_round() {
@@ -77,15 +95,12 @@ void PlanRunner::begin_round() {
         break;
       case StepKind::kSend: {
         const std::byte* base = s.buffer == BufferId::kSend ? buffers_.send : buffers_.work;
+        pending_sends_.push_back(i);
         transport_.post_send(s.peer, s.message, {base + s.offset, s.bytes});
         break;
       }
       case StepKind::kRecv:
       case StepKind::kRecvReduce:
-        if (!s.deferred) {
-          for (HeldPiece& piece : held_[i]) apply(s, piece.offset, piece.data);
-          held_[i].clear();
-        }
         break;
     }
   }
@@ -94,22 +109,34 @@ void PlanRunner::begin_round() {
 bool PlanRunner::round_complete() const {
   for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
     const Step& s = plan_.steps[i];
-    if (s.kind == StepKind::kSend && !sent_[i]) return false;
-    if (is_receive(s) && received_[i] < s.bytes) return false;
+    if (!is_receive(s)) continue;
+    if (received_[i] < s.bytes || placing_[i]) return false;
+    if (!held_[i].empty() && !receive_ready(i)) return false;
   }
   return true;
 }
 
+// Moves the plan on as far as it can: begins the current round once its copies may write,
+// applies the pieces whose bytes no pending send reads, and ends rounds whose receives are
+// all in. A transport may report a send done inside post_send: the guard keeps begin_round
+// from being re-entered.
 void PlanRunner::advance() {
   if (advancing_ || !started_) return;
   advancing_ = true;
-  while (!done() && round_complete()) {
+  while (round_ < plan_.rounds()) {
+    if (!begun_) {
+      if (!can_begin_round()) break;
+      begun_ = true;
+      begin_round();
+    }
     for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+      if (held_[i].empty() || !receive_ready(i)) continue;
       for (HeldPiece& piece : held_[i]) apply(plan_.steps[i], piece.offset, piece.data);
       held_[i].clear();
     }
+    if (!round_complete()) break;
     ++round_;
-    if (!done()) begin_round();
+    begun_ = false;
   }
   advancing_ = false;
 }
@@ -126,7 +153,16 @@ void PlanRunner::apply(const Step& step, uint64_t offset, std::span<const std::b
 void PlanRunner::send_done(int peer, uint32_t message) {
   const auto p = static_cast<size_t>(peer);
   if (peer < 0 || p >= send_steps_.size() || message >= send_steps_[p].size()) return;
-  sent_[send_steps_[p][message]] = true;
+  const uint32_t step = send_steps_[p][message];
+  if (sent_[step]) return;
+  sent_[step] = true;
+  for (size_t i = 0; i < pending_sends_.size(); ++i) {
+    if (pending_sends_[i] == step) {
+      pending_sends_[i] = pending_sends_.back();
+      pending_sends_.pop_back();
+      break;
+    }
+  }
   advance();
 }
 
@@ -155,7 +191,7 @@ std::string PlanRunner::deliver(int peer, uint32_t message, uint64_t offset,
            std::to_string(peer) + " splits an element";
   }
   received_[index] += bytes;
-  if (started_ && step_round_[index] == round_ && !s.deferred) {
+  if (receive_ready(index) && held_[index].empty()) {
     apply(s, offset, data);
   } else {
     held_[index].push_back(HeldPiece{offset, {data.begin(), data.end()}});
@@ -171,9 +207,9 @@ std::byte* PlanRunner::placement(int peer, uint32_t message, uint64_t offset, ui
   const Step& s = plan_.steps[index];
   // Only the bytes next in order of a receive the current round applies at once: nothing
   // else reads that range now, and a piece that does not fit takes deliver's checks.
-  const bool now = started_ && step_round_[index] == round_ && !s.deferred;
-  if (s.kind != StepKind::kRecv || !now || placing_[index] || !held_[index].empty() ||
-      offset != received_[index] || bytes == 0 || bytes > s.bytes - offset) {
+  if (s.kind != StepKind::kRecv || !receive_ready(index) || placing_[index] ||
+      !held_[index].empty() || offset != received_[index] || bytes == 0 ||
+      bytes > s.bytes - offset) {
     return nullptr;
   }
   placing_[index] = true;

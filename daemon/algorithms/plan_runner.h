@@ -1,6 +1,9 @@
 // Runs one participant's plan over a transport: posts each round's sends, places or
 // reduces the pieces that arrive (in any order, in pieces of any size, early ones held
-// until their round), and moves to the next round when the current one is complete.
+// until their round), and moves to the next round when the current one's receives are
+// complete. Sends may finish later than their round (a reliable transport reports them done
+// only when the peer has acknowledged them): a receive or copy that would write bytes an
+// unfinished send still reads waits for it, and the plan is done once every send is.
 // Single-threaded: the caller serialises start, send_done and deliver.
 #pragma once
 
@@ -58,7 +61,7 @@ class PlanRunner {
   // The placed piece is in the buffer.
   void deliver_placed(int peer, uint32_t message, uint64_t offset, uint64_t bytes);
 
-  bool done() const { return round_ >= plan_.rounds(); }
+  bool done() const { return round_ >= plan_.rounds() && pending_sends_.empty(); }
   size_t round() const { return round_; }
   // Peers whose messages the current round still waits for (diagnostics).
   std::vector<int> waiting_for() const;
@@ -73,6 +76,10 @@ class PlanRunner {
   size_t round_of(size_t step) const;
   void begin_round();
   bool round_complete() const;
+  // Whether [offset, offset + bytes) of the work buffer is read by a send not finished yet.
+  bool read_by_pending_send(uint64_t offset, uint64_t bytes) const;
+  bool can_begin_round() const;             // its copies write nothing a pending send reads
+  bool receive_ready(uint32_t step) const;  // its pieces may be applied now
   void apply(const Step& step, uint64_t offset, std::span<const std::byte> data);
   void advance();
 
@@ -87,7 +94,9 @@ class PlanRunner {
   std::vector<std::vector<uint32_t>> recv_steps_;  // [peer][message] -> step
   std::vector<std::vector<uint32_t>> send_steps_;  // [peer][message] -> step
   std::vector<std::vector<HeldPiece>> held_;       // by step: pieces not yet applied
+  std::vector<uint32_t> pending_sends_;            // posted, send_done not seen
   size_t round_ = 0;
+  bool begun_ = false;  // round_'s sends and copies are posted
   bool started_ = false;
   bool advancing_ = false;
 };

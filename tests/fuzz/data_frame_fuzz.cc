@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ++frames;
     return frames % 7 == 6 ? std::string("refused by the fuzz consumer") : std::string();
   };
-  callbacks.on_sent = [](uint64_t) {};
+  callbacks.on_sent = [](uint64_t, size_t) {};
   plexus::transports::TcpConnection conn(fds[0], {64 * 1024}, std::move(callbacks));
   for (int i = 0; i < 64 && conn.on_readable(4096); ++i) {
   }

@@ -1,7 +1,8 @@
 // An in-memory transport for plan tests: sends are delivered in pieces of random size in
 // random order, and a sender's bytes are read only while its send is in flight (send_done
-// comes after the last piece), so a runner that touches bytes under an in-flight send or
-// mishandles early or out-of-order pieces gets wrong results.
+// comes after the last piece, often much later, as a reliable channel's acknowledgement
+// does), so a runner that touches bytes under an in-flight send or mishandles early or
+// out-of-order pieces gets wrong results.
 #pragma once
 
 #include <algorithm>
@@ -24,14 +25,29 @@ class InMemoryNetwork {
   InMemoryNetwork(uint32_t seed, uint32_t unit) : rng_(seed), unit_(unit) {}
 
   void post(int from, int to, uint32_t message, std::span<const std::byte> data) {
-    flights_.push_back(Flight{from, to, message, data, 0});
+    flights_.push_back(Flight{from, to, message, data, 0, {data.begin(), data.end()}});
   }
 
   // Delivers until nothing is in flight; returns the first error a receiver reported.
   std::string run(const Deliver& deliver, const SendDone& send_done) {
     size_t deliveries = 0;
-    while (!flights_.empty()) {
+    while (!flights_.empty() || !acks_.empty()) {
       if (++deliveries > 10'000'000) return "the network did not go quiet";
+      // Half the time (or when nothing else moves) a random pending send_done comes in.
+      if (!acks_.empty() && (flights_.empty() || rng_() % 2 == 0)) {
+        const size_t a = std::uniform_int_distribution<size_t>(0, acks_.size() - 1)(rng_);
+        const Ack ack = acks_[a];
+        acks_.erase(acks_.begin() + static_cast<std::ptrdiff_t>(a));
+        // A reliable channel may send the bytes again until this point: they must not
+        // have changed.
+        if (!std::equal(ack.data.begin(), ack.data.end(), ack.posted.begin(), ack.posted.end())) {
+          return "participant " + std::to_string(ack.from) + " changed the bytes of message " +
+                 std::to_string(ack.message) + " to " + std::to_string(ack.to) +
+                 " before its send was done";
+        }
+        send_done(ack.from, ack.to, ack.message);
+        continue;
+      }
       const size_t pick = std::uniform_int_distribution<size_t>(0, flights_.size() - 1)(rng_);
       // deliver and send_done may post new sends: copy, then index again.
       const Flight f = flights_[pick];
@@ -44,7 +60,8 @@ class InMemoryNetwork {
       std::string error =
           deliver(f.to, f.from, f.message, f.offset, f.data.subspan(f.offset, piece));
       if (!error.empty()) return "participant " + std::to_string(f.to) + ": " + error;
-      if (last) send_done(f.from, f.to, f.message);
+      // The bytes are read: what remains is the acknowledgement, whenever it comes.
+      if (last) acks_.push_back(Ack{f.from, f.to, f.message, f.data, f.posted});
     }
     return {};
   }
@@ -56,10 +73,19 @@ class InMemoryNetwork {
     uint32_t message;
     std::span<const std::byte> data;
     uint64_t offset;
+    std::vector<std::byte> posted;  // the bytes as posted
   };
   std::mt19937 rng_;
   uint32_t unit_;
   std::vector<Flight> flights_;
+  struct Ack {
+    int from;
+    int to;
+    uint32_t message;
+    std::span<const std::byte> data;
+    std::vector<std::byte> posted;
+  };
+  std::vector<Ack> acks_;
 };
 
 }  // namespace plexus::test

@@ -36,7 +36,7 @@ struct Pair {
     a = std::make_unique<TcpConnection>(
         fds[0], limits,
         TcpConnection::Callbacks{[](const auto&, auto) { return std::string(); },
-                                 [this](uint64_t token) { sent.push_back(token); }});
+                                 [this](uint64_t token, size_t) { sent.push_back(token); }});
     b = std::make_unique<TcpConnection>(
         fds[1], limits,
         TcpConnection::Callbacks{
@@ -86,6 +86,33 @@ TEST(TcpConnectionTest, ManyFramesOfMixedSizesArriveWholeAndInOrder) {
 
 // Every other large frame is read straight into a buffer of its own; the rest, and every
 // small one, through the connection's buffer. Both arrive whole and in order.
+TEST(TcpConnectionTest, AnUrgentFrameOvertakesQueuedFramesButNotAHalfWrittenOne) {
+  Pair pair;
+  std::vector<std::byte> big(1 << 20, std::byte{7});
+  for (uint64_t i = 0; i < 4; ++i) {
+    wire::DataFrameHeader h;
+    h.length = static_cast<uint32_t>(big.size());
+    h.op_seq = i;
+    pair.a->queue(h, big, i);
+  }
+  // The socket pair takes part of frame 0 now (it holds far less than 1 MiB); the rest waits.
+  ASSERT_TRUE(pair.a->on_writable());
+  ASSERT_EQ(pair.a->queued_frames(), 4u);
+  wire::DataFrameHeader ack;
+  ack.type = wire::FrameType::kAck;
+  ack.channel_seq = 99;
+  pair.a->queue_urgent(ack, {}, 42);
+  ASSERT_TRUE(pair.pump(5));
+  std::vector<uint64_t> order;
+  for (const auto& r : pair.got) {
+    order.push_back(r.header.type == wire::FrameType::kAck ? r.header.channel_seq
+                                                           : r.header.op_seq);
+  }
+  // Frame 0 was half written: the ack goes right after it, ahead of 1, 2 and 3.
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 99, 1, 2, 3}));
+  EXPECT_EQ(pair.sent, (std::vector<uint64_t>{0, 42, 1, 2, 3}));
+}
+
 TEST(TcpConnectionTest, PlacedFramesArriveWholeInTheirDestinationInOrder) {
   Pair pair;
   auto keep = std::make_shared<int>(0);

@@ -103,7 +103,7 @@ ThreadResult epoll_send(int fd, const Params& p, const std::vector<std::byte>& p
                      {[](const wire::DataFrameHeader&, std::span<const std::byte>) {
                         return std::string("a frame came back to the sender");
                       },
-                      [&sent](uint64_t) { ++sent; }, nullptr, nullptr});
+                      [&sent](uint64_t, size_t) { ++sent; }, nullptr, nullptr});
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLOUT;

@@ -52,6 +52,15 @@ void TcpConnection::queue(const wire::DataFrameHeader& header, std::span<const s
   out.token = token;
   out.written = 0;
   ++queued_;
+  queued_bytes_ += out.header.size() + payload.size();
+}
+
+void TcpConnection::queue_urgent(const wire::DataFrameHeader& header,
+                                 std::span<const std::byte> payload, uint64_t token) {
+  queue(header, payload, token);
+  // Move it forward past every frame not begun; the head may be half written.
+  const size_t first_free = (queued_ > 1 && slot(0).written > 0) ? 1 : 0;
+  for (size_t i = queued_ - 1; i > first_free; --i) std::swap(slot(i), slot(i - 1));
 }
 
 bool TcpConnection::on_writable() {
@@ -95,12 +104,14 @@ bool TcpConnection::write_queued() {
       const size_t total = out.header.size() + out.payload.size();
       const size_t take = std::min(left, total - out.written);
       out.written += take;
+      queued_bytes_ -= take;
       left -= take;
       if (out.written < total) break;
       const uint64_t token = out.token;
+      const size_t payload_bytes = out.payload.size();
       head_ = (head_ + 1) % ring_.size();
       --queued_;
-      if (callbacks_.on_sent) callbacks_.on_sent(token);
+      if (callbacks_.on_sent) callbacks_.on_sent(token, payload_bytes);
       if (!error_.empty()) return false;
     }
   }
@@ -149,6 +160,16 @@ bool TcpConnection::try_place(const wire::DataFrameHeader& header) {
 bool TcpConnection::abandon_placement(const void* owner) {
   if (placed_.destination.data() == nullptr || placement_abandoned_ ||
       placed_.keep_alive.get() != owner) {
+    return false;
+  }
+  placement_abandoned_ = true;
+  placed_.keep_alive.reset();
+  return true;
+}
+
+bool TcpConnection::abandon_placement_of(uint64_t channel_seq) {
+  if (placed_.destination.data() == nullptr || placement_abandoned_ ||
+      placed_header_.channel_seq != channel_seq) {
     return false;
   }
   placement_abandoned_ = true;

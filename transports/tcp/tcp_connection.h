@@ -17,16 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "transports/channel/frame_path.h"
 #include "transports/wire/data_frame.h"
 
 namespace plexus::transports {
 
 class TcpConnection {
  public:
-  struct Placement {
-    std::span<std::byte> destination;
-    std::shared_ptr<void> keep_alive;
-  };
+  using Placement = transports::Placement;
   // Frames from this size up are offered to Callbacks::place.
   static constexpr uint32_t kPlaceMinBytes = 16 << 10;
 
@@ -34,8 +32,9 @@ class TcpConnection {
     // A whole frame arrived; `payload` is valid only during the call. Return an empty
     // string, or why the frame is unacceptable (the connection then fails with it).
     std::function<std::string(const wire::DataFrameHeader&, std::span<const std::byte>)> on_frame;
-    // Every byte of the frame queued with `token` is in the kernel's hands.
-    std::function<void(uint64_t token)> on_sent;
+    // Every byte of the frame queued with `token` (payload_bytes of payload) is in the
+    // kernel's hands.
+    std::function<void(uint64_t token, size_t payload_bytes)> on_sent;
     // Optional. A large frame's header is in: where its payload may be read to directly
     // (exactly header.length bytes, kept alive by keep_alive until it is written), or an
     // empty destination to take it through on_frame. A placed frame ends in on_placed
@@ -62,8 +61,14 @@ class TcpConnection {
   // queue order. Does not write: call on_writable (or let the event loop do it).
   void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
              uint64_t token);
+  // Queues a frame ahead of every frame not yet begun (acknowledgements and heartbeats must
+  // not wait behind megabytes of data).
+  void queue_urgent(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+                    uint64_t token);
   bool wants_write() const { return queued_ > 0; }
   size_t queued_frames() const { return queued_; }
+  // Bytes (headers and payloads) queued and not yet written to the socket.
+  uint64_t queued_bytes() const { return queued_bytes_; }
 
   // Both return false once the connection has failed (error() says why); the owner then
   // closes it. on_readable stops after `max_bytes` so one busy peer cannot starve others.
@@ -75,6 +80,8 @@ class TcpConnection {
   // memory must not be written any more (the op it was for failed, its client was told).
   // Returns whether one was.
   bool abandon_placement(const void* owner);
+  // The same for the frame being placed if its channel sequence number is `channel_seq`.
+  bool abandon_placement_of(uint64_t channel_seq);
 
   // While paused, on_readable reads nothing (back-pressure: TCP's window fills up).
   void pause_reading(bool paused) { paused_ = paused; }
@@ -109,6 +116,7 @@ class TcpConnection {
   std::vector<Outgoing> ring_;
   size_t head_ = 0;
   size_t queued_ = 0;
+  uint64_t queued_bytes_ = 0;
   std::vector<iovec> iov_;
   // Incoming bytes: [consumed_, filled_) not yet parsed.
   std::vector<std::byte> in_;

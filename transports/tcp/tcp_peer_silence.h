@@ -1,0 +1,15 @@
+// How long the peer's kernel has sent this socket nothing (no data, no acknowledgement), from
+// TCP_INFO: tells a path whose far end is unreachable from one whose far end is only slow to
+// run its daemon (its kernel still acknowledges what arrives), which failing over would not
+// help.
+#pragma once
+
+#include <cstdint>
+
+namespace plexus::transports {
+
+// Milliseconds since the kernel last received anything from the peer on connected TCP
+// socket `fd`; -1 when the kernel cannot say.
+int64_t tcp_peer_silence_ms(int fd);
+
+}  // namespace plexus::transports
