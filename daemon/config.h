@@ -37,6 +37,7 @@ struct Config {
   uint32_t path_timeout_ms = 200;     // a path silent this long has failed
   uint32_t heartbeat_ms = 50;         // an idle path sends a heartbeat this often
   uint32_t failback_stable_ms = 500;  // a returning path's probation
+  uint32_t peer_grace_ms = 2000;      // the last path to a peer: silence allowed before it fails
 };
 
 }  // namespace plexus::daemon

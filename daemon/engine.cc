@@ -29,6 +29,7 @@ transports::ReliableChannel::Settings channel_settings(const Config& config) {
   s.path_timeout = std::chrono::milliseconds(config.path_timeout_ms);
   s.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
   s.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
+  s.last_path_grace = std::chrono::milliseconds(config.peer_grace_ms);
   return s;
 }
 

@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 10000u));
   app.add_option("--failback-stable-ms", config.failback_stable_ms,
                  "A path that comes back carries data again after it has been live this long");
+  app.add_option(
+         "--peer-grace-ms", config.peer_grace_ms,
+         "The last path to a peer daemon is failed for silence (and the peer's ops with it) "
+         "only after this long; a connection error fails it at once")
+      ->check(CLI::Range(10u, 600000u));
   app.add_flag("--channel-acks", config.channel_acks,
                "Number every frame to a peer daemon and keep it until the peer acknowledges it "
                "(the reliable channel that NIC failover needs). Off by default until its cost "

@@ -445,15 +445,41 @@ TEST(ReliableChannelTest, TimeThisSideWasHeldUpIsNotCountedAsThePathsSilence) {
   now += 1000ms;
   EXPECT_TRUE(ch.tick(now).empty());
   EXPECT_EQ(ch.state(pa), ReliableChannel::PathState::kActive);
-  // Then real silence, ticking every 10 ms: failed once it passes the timeout.
+  // Then real silence, ticking every 10 ms: the only path is failed once it passes the
+  // grace period (2 s), not the path timeout (200 ms).
   int ticks = 0;
-  while (ch.state(pa) != ReliableChannel::PathState::kFailed && ticks < 100) {
+  while (ch.state(pa) != ReliableChannel::PathState::kFailed && ticks < 1000) {
     now += 10ms;
     ch.tick(now);
     ++ticks;
   }
-  EXPECT_GE(ticks, 15);
-  EXPECT_LE(ticks, 30);
+  EXPECT_GE(ticks, 195);
+  EXPECT_LE(ticks, 215);
+  EXPECT_GT(ch.counters().last_path_silent_ticks, 150u);
+}
+
+TEST(ReliableChannelTest, OfTwoPathsASilentOneIsFailedAtThePathTimeout) {
+  ReliableChannel::Handler h;
+  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
+    return std::string();
+  };
+  ReliableChannel ch({}, h);
+  SimPathEnd a, b;
+  auto now = ReliableChannel::Clock::now();
+  const uint32_t pa = ch.add_path(&a, "a", now);
+  const uint32_t pb = ch.add_path(&b, "b", now);
+  int ticks = 0;
+  wire::DataFrameHeader heartbeat;
+  heartbeat.type = wire::FrameType::kHeartbeat;
+  while (ch.state(pa) != ReliableChannel::PathState::kFailed && ticks < 100) {
+    now += 10ms;
+    ch.receive(pb, heartbeat, {}, now);  // b stays live
+    ch.tick(now);
+    ++ticks;
+  }
+  EXPECT_GE(ticks, 19);
+  EXPECT_LE(ticks, 22);
+  EXPECT_EQ(ch.state(pb), ReliableChannel::PathState::kActive);
 }
 
 TEST(ReliableChannelTest, AFlappingPathIsTakenBackAfterProbationEveryTime) {

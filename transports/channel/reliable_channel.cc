@@ -311,12 +311,24 @@ std::vector<uint32_t> ReliableChannel::tick(TimePoint now) {
         network_quiet_ms >= 0 &&
         std::chrono::milliseconds(network_quiet_ms) <= settings_.path_timeout;
     if (network_hears_peer && quiet > settings_.path_timeout) ++counters_.slow_peer_ticks;
-    if (quiet > settings_.path_timeout && !network_hears_peer) {
+    // The last live path is given the grace period: failing it loses the peer, and there
+    // is nowhere to fail over to.
+    const auto allowed = live_paths() > 1
+                             ? settings_.path_timeout
+                             : std::max(settings_.path_timeout, settings_.last_path_grace);
+    if (quiet > settings_.path_timeout && !network_hears_peer && quiet <= allowed) {
+      ++counters_.last_path_silent_ticks;
+    }
+    if (quiet > allowed && !network_hears_peer) {
       silent.push_back(i);
-      path_failed(i, "nothing received for " +
-                         std::to_string(
-                             std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
-                         " ms (timeout " + std::to_string(settings_.path_timeout.count()) + " ms)");
+      path_failed(
+          i,
+          "nothing received for " +
+              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
+              " ms (timeout " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(allowed).count()) +
+              " ms)");
       continue;
     }
     if (p.state == PathState::kProbation && now - p.live_since >= settings_.stable_after) {

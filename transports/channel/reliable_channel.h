@@ -37,6 +37,9 @@ class ReliableChannel {
     std::chrono::milliseconds heartbeat_interval{50};  // idle paths send one this often
     std::chrono::milliseconds path_timeout{200};       // silence that fails a path
     std::chrono::milliseconds stable_after{500};       // probation of a returning path
+    // The last live path is failed for silence only after this long (losing it loses the
+    // peer); a socket error still fails it at once.
+    std::chrono::milliseconds last_path_grace{2000};
     // Off: no sequence numbers or acknowledgements (a frame is done once written), one
     // path, for measuring what reliability costs. Receivers accept both.
     bool reliable = true;
@@ -69,6 +72,8 @@ class ReliableChannel {
     // Ticks at which a path had been silent past the timeout while its transport still
     // heard the peer (a slow peer daemon, not a broken path): not failed for it.
     uint64_t slow_peer_ticks = 0;
+    // Ticks at which the only live path was silent past the timeout, within the grace.
+    uint64_t last_path_silent_ticks = 0;
   };
 
   ReliableChannel(Settings settings, Handler handler);

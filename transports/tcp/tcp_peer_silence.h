@@ -9,7 +9,8 @@
 namespace plexus::transports {
 
 // Milliseconds since the kernel last received anything from the peer on connected TCP
-// socket `fd`; -1 when the kernel cannot say.
+// socket `fd`; 0 while the peer advertises a zero window (it is alive, its reader is not
+// keeping up); -1 when the kernel cannot say.
 int64_t tcp_peer_silence_ms(int fd);
 
 }  // namespace plexus::transports
