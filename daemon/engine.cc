@@ -57,7 +57,7 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_
                  [this](uint64_t peer, const std::string& name, const std::string& reason) {
                    on_peer_lost(peer, name, reason);
                  }},
-             512 * 1024, channel_settings(config)) {
+             NodeLinks::kDefaultChunkBytes, channel_settings(config)) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
   }

@@ -27,18 +27,12 @@ const std::string* NodeLinks::name_of(uint64_t peer) const {
   return it == links_.end() ? nullptr : &it->second->name;
 }
 
-const transports::ReliableChannel* NodeLinks::channel(uint64_t peer) const {
-  auto it = links_.find(peer);
-  return it == links_.end() ? nullptr : it->second->channel.get();
-}
-
-void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string path_name) {
+void NodeLinks::add(uint64_t peer, std::string name, int fd) {
   auto it = links_.find(peer);
   if (it == links_.end()) {
     auto link = std::make_unique<Link>();
     link->peer = peer;
     link->name = std::move(name);
-    Link* raw = link.get();
     transports::ReliableChannel::Handler h;
     h.on_frame = [this, peer](const wire::DataFrameHeader& header,
                               std::span<const std::byte> payload) {
@@ -53,10 +47,6 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string path_na
       };
     }
     h.on_released = [this](uint64_t token) { chunk_sent(token); };
-    h.on_path_state = [raw](uint32_t, transports::ReliableChannel::PathState state,
-                            const std::string& detail) {
-      if (state == transports::ReliableChannel::PathState::kFailed) raw->last_failure = detail;
-    };
     link->channel = std::make_unique<transports::ReliableChannel>(channel_settings_, std::move(h));
     it = links_.emplace(peer, std::move(link)).first;
   }
@@ -91,8 +81,7 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string path_na
   paths_by_key_[raw->key] = raw;
   // A path joining a channel that has lost one before is on probation.
   const bool probation = link.channel->counters().path_failures > 0;
-  raw->id = link.channel->add_path(raw, path_name.empty() ? link.name : path_name,
-                                   transports::ReliableChannel::Clock::now(), probation);
+  raw->id = link.channel->add_path(raw, transports::ReliableChannel::Clock::now(), probation);
   if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
   link.paths[raw->id] = std::move(path);
   flush(link);
@@ -303,9 +292,9 @@ void NodeLinks::tick() {
     auto it = links_.find(peer);
     if (it == links_.end()) continue;
     Link& link = *it->second;
-    for (uint32_t id : link.channel->tick(now)) {
-      if (id < link.paths.size() && link.paths[id]) {
-        fail_path(*link.paths[id], link.last_failure);
+    for (auto& silent : link.channel->tick(now)) {
+      if (silent.path < link.paths.size() && link.paths[silent.path]) {
+        fail_path(*link.paths[silent.path], std::move(silent.reason));
         if (links_.count(peer) == 0) break;
       }
     }
@@ -325,21 +314,8 @@ bool NodeLinks::poll(int timeout_ms) {
   bool progress = false;
   for (int i = 0; i < n; ++i) {
     auto it = paths_by_key_.find(events[i].data.u64);
-    if (it == paths_by_key_.end()) continue;  // failed while handling an earlier event
-    progress |= service(*it->second, events[i].events);
-  }
-  if (progress) {
-    // Acknowledge what this batch of reads brought in.
-    std::vector<uint64_t> peers;
-    for (auto& [peer, link] : links_) {
-      if (link->channel->ack_due()) peers.push_back(peer);
-    }
-    for (uint64_t peer : peers) {
-      auto it = links_.find(peer);
-      if (it == links_.end()) continue;
-      it->second->channel->flush_ack();
-      flush(*it->second);
-    }
+    if (it == paths_by_key_.end()) continue;             // failed while handling an earlier event
+    progress |= service(*it->second, events[i].events);  // acknowledges what it read
   }
   return progress;
 }

@@ -38,7 +38,8 @@ class NodeLinks {
     std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
   };
 
-  explicit NodeLinks(Handler handler, uint32_t chunk_bytes = 512 * 1024,
+  static constexpr uint32_t kDefaultChunkBytes = 512 * 1024;
+  explicit NodeLinks(Handler handler, uint32_t chunk_bytes = kDefaultChunkBytes,
                      transports::ReliableChannel::Settings channel = {});
   ~NodeLinks();
   NodeLinks(const NodeLinks&) = delete;
@@ -48,12 +49,11 @@ class NodeLinks {
   int epoll_fd() const { return epoll_.get(); }
 
   // Takes a connected, authenticated socket to peer node `peer`: a path of its channel
-  // (the first one opens the channel). `path_name` says which NICs it joins.
-  void add(uint64_t peer, std::string name, int fd, std::string path_name = "");
+  // (the first one opens the channel).
+  void add(uint64_t peer, std::string name, int fd);
   bool has(uint64_t peer) const { return links_.count(peer) != 0; }
   size_t size() const { return links_.size(); }
   const std::string* name_of(uint64_t peer) const;
-  const transports::ReliableChannel* channel(uint64_t peer) const;
   // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
   int max_sleep_ms() const { return links_.empty() ? -1 : kTickMs; }
 
@@ -93,8 +93,8 @@ class NodeLinks {
                uint64_t token) override {
       conn->queue(header, payload, token);
     }
-    void queue_urgent(const transports::wire::DataFrameHeader& header) override {
-      conn->queue_urgent(header, {}, UINT64_MAX);
+    void queue_urgent(const transports::wire::DataFrameHeader& header, uint64_t token) override {
+      conn->queue_urgent(header, {}, token);
     }
     uint64_t backlog_bytes() const override { return conn->queued_bytes(); }
     void abandon_placement_of(uint64_t channel_seq) override {
@@ -114,7 +114,6 @@ class NodeLinks {
     std::string name;
     std::unique_ptr<transports::ReliableChannel> channel;
     std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
-    std::string last_failure;                  // why its latest path failed
   };
   struct Pending {  // one queued chunk
     uint64_t peer = 0;

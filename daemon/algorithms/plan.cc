@@ -1,4 +1,4 @@
-// Round bookkeeping for plans: message numbering and the deferred-receive rule.
+// Round bookkeeping for plans and message numbering.
 #include "daemon/algorithms/plan.h"
 
 #include <map>
@@ -31,35 +31,16 @@ void PlanBuilder::end_round() {
   if (size > plan_.round_begin(plan_.rounds())) plan_.round_ends.push_back(size);
 }
 
-namespace {
-
-bool overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
-  return a < b + b_bytes && b < a + a_bytes;
-}
-
-}  // namespace
-
 Plan PlanBuilder::finish() {
   end_round();
   std::map<int, uint32_t> sent;
   std::map<int, uint32_t> received;
-  for (size_t round = 0; round < plan_.rounds(); ++round) {
-    const uint32_t begin = plan_.round_begin(round);
-    const uint32_t end = plan_.round_ends[round];
-    for (uint32_t i = begin; i < end; ++i) {
-      Step& step = plan_.steps[i];
-      if (step.kind == StepKind::kSend) {
-        step.message = sent[step.peer]++;
-      } else if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce) {
-        step.message = received[step.peer]++;
-        for (uint32_t j = begin; j < end; ++j) {
-          const Step& other = plan_.steps[j];
-          if (other.kind == StepKind::kSend && other.buffer == BufferId::kWork &&
-              overlaps(step.offset, step.bytes, other.offset, other.bytes)) {
-            step.deferred = true;
-          }
-        }
-      }
+  // Rounds are runs of steps in plan order: numbering in step order is numbering by round.
+  for (Step& step : plan_.steps) {
+    if (step.kind == StepKind::kSend) {
+      step.message = sent[step.peer]++;
+    } else if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce) {
+      step.message = received[step.peer]++;
     }
   }
   return std::move(plan_);

@@ -32,9 +32,6 @@ struct Step {
   // its direction, in plan order: the k-th send from a to b matches the k-th receive at b
   // from a. Filled in by PlanBuilder::finish.
   uint32_t message = 0;
-  // A receive whose target overlaps a send of the same round: the runner holds the data
-  // until that round's sends are done, so a send never reads half-updated bytes.
-  bool deferred = false;
 };
 
 struct Plan {
@@ -60,7 +57,7 @@ class PlanBuilder {
   void copy(uint64_t src_offset, uint64_t dst_offset, uint64_t bytes);
   void end_round();
 
-  // Numbers the messages per peer and direction, and marks deferred receives.
+  // Numbers the messages per peer and direction.
   Plan finish();
 
  private:

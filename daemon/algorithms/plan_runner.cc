@@ -1,4 +1,4 @@
-// The plan runner's bookkeeping: message lookup, early and deferred pieces, round ends.
+// The plan runner's bookkeeping: message lookup, early and held pieces, pending sends, round ends.
 #include "daemon/algorithms/plan_runner.h"
 
 #include <cstring>

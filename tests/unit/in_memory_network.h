@@ -36,7 +36,7 @@ class InMemoryNetwork {
       // Half the time (or when nothing else moves) a random pending send_done comes in.
       if (!acks_.empty() && (flights_.empty() || rng_() % 2 == 0)) {
         const size_t a = std::uniform_int_distribution<size_t>(0, acks_.size() - 1)(rng_);
-        const Ack ack = acks_[a];
+        const Flight ack = std::move(acks_[a]);
         acks_.erase(acks_.begin() + static_cast<std::ptrdiff_t>(a));
         // A reliable channel may send the bytes again until this point: they must not
         // have changed.
@@ -49,19 +49,24 @@ class InMemoryNetwork {
         continue;
       }
       const size_t pick = std::uniform_int_distribution<size_t>(0, flights_.size() - 1)(rng_);
-      // deliver and send_done may post new sends: copy, then index again.
-      const Flight f = flights_[pick];
+      Flight& f = flights_[pick];
       const uint64_t left = f.data.size() - f.offset;
       const uint64_t piece =
           std::min<uint64_t>(left, std::uniform_int_distribution<uint64_t>(1, 3)(rng_) * unit_ * 5);
-      flights_[pick].offset += piece;
-      const bool last = f.offset + piece == f.data.size();
-      if (last) flights_.erase(flights_.begin() + static_cast<std::ptrdiff_t>(pick));
-      std::string error =
-          deliver(f.to, f.from, f.message, f.offset, f.data.subspan(f.offset, piece));
-      if (!error.empty()) return "participant " + std::to_string(f.to) + ": " + error;
-      // The bytes are read: what remains is the acknowledgement, whenever it comes.
-      if (last) acks_.push_back(Ack{f.from, f.to, f.message, f.data, f.posted});
+      // deliver may post new sends (flights_ moves): take what it needs first.
+      const int to = f.to;
+      const int from = f.from;
+      const uint32_t message = f.message;
+      const uint64_t offset = f.offset;
+      const std::span<const std::byte> bytes = f.data.subspan(offset, piece);
+      f.offset += piece;
+      if (f.offset == f.data.size()) {
+        // The bytes are read: what remains is the acknowledgement, whenever it comes.
+        acks_.push_back(std::move(f));
+        flights_.erase(flights_.begin() + static_cast<std::ptrdiff_t>(pick));
+      }
+      std::string error = deliver(to, from, message, offset, bytes);
+      if (!error.empty()) return "participant " + std::to_string(to) + ": " + error;
     }
     return {};
   }
@@ -78,14 +83,7 @@ class InMemoryNetwork {
   std::mt19937 rng_;
   uint32_t unit_;
   std::vector<Flight> flights_;
-  struct Ack {
-    int from;
-    int to;
-    uint32_t message;
-    std::span<const std::byte> data;
-    std::vector<std::byte> posted;
-  };
-  std::vector<Ack> acks_;
+  std::vector<Flight> acks_;  // wholly delivered, send_done not yet reported
 };
 
 }  // namespace plexus::test

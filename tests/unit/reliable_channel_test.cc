@@ -128,8 +128,7 @@ class SimNetwork {
     auto link = std::make_unique<Link>();
     link->bytes_per_step = bytes_per_step;
     for (int e = 0; e < 2; ++e) {
-      link->id[e] = ends_[e].channel->add_path(&link->end[e], "sim" + std::to_string(links_.size()),
-                                               now(), probation);
+      link->id[e] = ends_[e].channel->add_path(&link->end[e], now(), probation);
     }
     links_.push_back(std::move(link));
     return links_.size() - 1;
@@ -222,9 +221,9 @@ class SimNetwork {
     }
     for (int e = 0; e < 2; ++e) {
       if (stalled[e]) continue;
-      for (uint32_t silent : ends_[e].channel->tick(now())) {
+      for (const auto& silent : ends_[e].channel->tick(now())) {
         for (auto& link : links_) {
-          if (link->id[e] == silent && !link->dead) {
+          if (link->id[e] == silent.path && !link->dead) {
             link->end[e].outbox.clear();
             link->end[e].backlog = 0;
           }
@@ -311,6 +310,15 @@ class SimNetwork {
   TimePoint start_ = ReliableChannel::Clock::now();
   int step_ = 0;
 };
+
+// A handler that takes every frame (for tests that drive one channel by hand).
+ReliableChannel::Handler accepting_handler() {
+  ReliableChannel::Handler h;
+  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
+    return std::string();
+  };
+  return h;
+}
 
 TEST(ChannelReceiverTest, DropsDuplicatesAndMovesTheCumulativePointOverGaps) {
   ChannelReceiver r;
@@ -432,14 +440,10 @@ TEST(ReliableChannelTest, APeerDaemonHeldUpWhileItsTransportStillAnswersIsNotFai
 }
 
 TEST(ReliableChannelTest, TimeThisSideWasHeldUpIsNotCountedAsThePathsSilence) {
-  ReliableChannel::Handler h;
-  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
-    return std::string();
-  };
-  ReliableChannel ch({}, h);
+  ReliableChannel ch({}, accepting_handler());
   SimPathEnd a;
   auto now = ReliableChannel::Clock::now();
-  const uint32_t pa = ch.add_path(&a, "a", now);
+  const uint32_t pa = ch.add_path(&a, now);
   ch.tick(now);
   // This side's thread was held up for a second; the peer's frames wait in the socket.
   now += 1000ms;
@@ -459,15 +463,11 @@ TEST(ReliableChannelTest, TimeThisSideWasHeldUpIsNotCountedAsThePathsSilence) {
 }
 
 TEST(ReliableChannelTest, OfTwoPathsASilentOneIsFailedAtThePathTimeout) {
-  ReliableChannel::Handler h;
-  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
-    return std::string();
-  };
-  ReliableChannel ch({}, h);
+  ReliableChannel ch({}, accepting_handler());
   SimPathEnd a, b;
   auto now = ReliableChannel::Clock::now();
-  const uint32_t pa = ch.add_path(&a, "a", now);
-  const uint32_t pb = ch.add_path(&b, "b", now);
+  const uint32_t pa = ch.add_path(&a, now);
+  const uint32_t pb = ch.add_path(&b, now);
   int ticks = 0;
   wire::DataFrameHeader heartbeat;
   heartbeat.type = wire::FrameType::kHeartbeat;
@@ -585,23 +585,19 @@ TEST(ReliableChannelTest, NoticesAreDeliveredAfterEveryFrameSentBeforeThem) {
 }
 
 TEST(ReliableChannelTest, AFrameArrivingOnTwoPathsIsPlacedOnceAndTheOtherCopyAbandoned) {
-  ReliableChannel::Settings settings;
   int placed_calls = 0;
   std::vector<std::byte> dest(4096);
-  ReliableChannel::Handler h;
-  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
-    return std::string();
-  };
+  ReliableChannel::Handler h = accepting_handler();
   h.place = [&](const wire::DataFrameHeader&) { return Placement{dest, nullptr}; };
   h.on_placed = [&](const wire::DataFrameHeader&) {
     ++placed_calls;
     return std::string();
   };
-  ReliableChannel ch(settings, h);
+  ReliableChannel ch({}, h);
   SimPathEnd a, b;
   const auto now = ReliableChannel::Clock::now();
-  const uint32_t pa = ch.add_path(&a, "a", now);
-  const uint32_t pb = ch.add_path(&b, "b", now);
+  const uint32_t pa = ch.add_path(&a, now);
+  const uint32_t pb = ch.add_path(&b, now);
   wire::DataFrameHeader frame;
   frame.type = wire::FrameType::kData;
   frame.length = 4096;
@@ -621,14 +617,10 @@ TEST(ReliableChannelTest, AFrameArrivingOnTwoPathsIsPlacedOnceAndTheOtherCopyAba
 }
 
 TEST(ReliableChannelTest, AnAcknowledgementOfFramesNeverSentIsRefused) {
-  ReliableChannel::Handler h;
-  h.on_frame = [](const wire::DataFrameHeader&, std::span<const std::byte>) {
-    return std::string();
-  };
-  ReliableChannel ch({}, h);
+  ReliableChannel ch({}, accepting_handler());
   SimPathEnd a;
   const auto now = ReliableChannel::Clock::now();
-  const uint32_t pa = ch.add_path(&a, "a", now);
+  const uint32_t pa = ch.add_path(&a, now);
   wire::DataFrameHeader ack;
   ack.type = wire::FrameType::kAck;
   ack.channel_seq = 5;

@@ -52,8 +52,9 @@ trap 'exit 130' INT TERM
   ${tcp_cc:+--tcp-cc "$tcp_cc"} --daemons "$build"
 dir=/tmp/plexus-cluster-$tag
 addr() { echo "198.18.0.$(($1 + 1))"; }
+tcp_label=${tcp_cc:-$(sysctl -n net.ipv4.tcp_congestion_control)}
 echo "allreduce float sum: $nodes nodes x $per_node ranks, rate ${rate:-unshaped}, MTU $mtu," \
-  "TCP ${tcp_cc:-$(sysctl -n net.ipv4.tcp_congestion_control)}, $min..$max x$factor, $iters iterations, stat $stat; host $(hostname), $(nproc) cores"
+  "TCP $tcp_label, $min..$max x$factor, $iters iterations, stat $stat; host $(hostname), $(nproc) cores"
 
 parse() {  # table file -> "size time busbw" rows (out of place), busbw to 4 digits from time
   awk -v w="$world" '!/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ && $6 > 0 {
@@ -112,7 +113,7 @@ for peer in ${peers//,/ }; do median_runs "$raw/$peer".run*.parsed > "$raw/$peer
 labels=$(echo "$peers" | sed 's/plexus/Plexus/; s/mpi/OpenMPI/; s/gloo/Gloo/')
 args=()
 for peer in ${peers//,/ }; do args+=("peer=$peer" "$raw/$peer.parsed"); done
-awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu, TCP ${tcp_cc:-$(sysctl -n net.ipv4.tcp_congestion_control)}, median of $repeat runs" \
+awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu, TCP $tcp_label, median of $repeat runs" \
   -v stat="$stat" -v peers="$peers" -v labels="$labels" -f "$root/tools/bench/side_by_side.awk" \
   "${args[@]}" | tee "$raw/comparison.txt"
 echo

@@ -24,11 +24,6 @@ ChannelSender::Frame* ChannelSender::at(uint64_t seq) {
   return &frames_[seq - acked_ - 1];
 }
 
-const ChannelSender::Frame* ChannelSender::find(uint64_t seq) const {
-  if (seq <= acked_ || seq >= next_seq_) return nullptr;
-  return &frames_[seq - acked_ - 1];
-}
-
 ChannelSender::Frame* ChannelSender::next_waiting() {
   while (!waiting_.empty()) {
     Frame* frame = at(waiting_.front());
@@ -48,15 +43,13 @@ void ChannelSender::assigned(Frame& frame, uint32_t path) {
   if (!waiting_.empty() && waiting_.front() == frame.header.channel_seq) waiting_.pop_front();
 }
 
-std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<uint64_t>* released,
-                                       std::vector<Frame>* released_frames) {
+std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<uint64_t>* released) {
   if (cumulative >= next_seq_) {
     return "acknowledgement of frame " + std::to_string(cumulative) + " but only " +
            std::to_string(next_seq_ - 1) + " were sent";
   }
   while (acked_ < cumulative) {
     released->push_back(frames_.front().token);
-    if (released_frames) released_frames->push_back(frames_.front());
     frames_.pop_front();
     ++acked_;
   }
@@ -80,22 +73,6 @@ uint64_t ChannelSender::path_failed(uint32_t path) {
     waiting_ = std::move(merged);
   }
   return bytes;
-}
-
-uint64_t ChannelSender::unacknowledged_on(uint32_t path) const {
-  uint64_t n = 0;
-  for (const Frame& frame : frames_) n += frame.path == path;
-  return n;
-}
-
-std::vector<uint64_t> ChannelSender::clear() {
-  std::vector<uint64_t> tokens;
-  tokens.reserve(frames_.size());
-  for (const Frame& frame : frames_) tokens.push_back(frame.token);
-  acked_ += frames_.size();
-  frames_.clear();
-  waiting_.clear();
-  return tokens;
 }
 
 }  // namespace plexus::transports

@@ -39,22 +39,15 @@ class ChannelSender {
   // The peer has every frame up to `cumulative`. Appends the tokens now released, in
   // sequence order. Returns "" or why the acknowledgement is impossible (it covers frames
   // never sent).
-  std::string acknowledge(uint64_t cumulative, std::vector<uint64_t>* released,
-                          std::vector<Frame>* released_frames = nullptr);
+  std::string acknowledge(uint64_t cumulative, std::vector<uint64_t>* released);
 
   // Every unacknowledged frame whose latest copy went on `path` waits again (for another
   // path). Returns how many bytes of payload that is.
   uint64_t path_failed(uint32_t path);
 
-  // Drops every frame, returning the tokens (the channel is gone).
-  std::vector<uint64_t> clear();
-
   uint64_t acknowledged() const { return acked_; }
-  uint64_t last_seq() const { return next_seq_ - 1; }
   size_t unacknowledged() const { return frames_.size(); }
   size_t waiting() const { return waiting_.size(); }
-  uint64_t unacknowledged_on(uint32_t path) const;
-  const Frame* find(uint64_t seq) const;
 
  private:
   Frame* at(uint64_t seq);

@@ -25,8 +25,11 @@ class FramePath {
   // acknowledged or the path is gone. `token` comes back in on_path_sent.
   virtual void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
                      uint64_t token) = 0;
-  // The same, ahead of the frames queued and not yet begun (acknowledgements, heartbeats).
-  virtual void queue_urgent(const wire::DataFrameHeader& header) { queue(header, {}, UINT64_MAX); }
+  // A frame without payload, ahead of the frames queued and not yet begun
+  // (acknowledgements, heartbeats).
+  virtual void queue_urgent(const wire::DataFrameHeader& header, uint64_t token) {
+    queue(header, {}, token);
+  }
   // Bytes queued on this path that the network has not taken yet (its backlog).
   virtual uint64_t backlog_bytes() const = 0;
   // If the frame being read straight into a placement has this channel sequence number,

@@ -14,31 +14,16 @@ constexpr auto kRateSample = std::chrono::milliseconds(20);
 
 }  // namespace
 
-const char* to_string(ReliableChannel::PathState state) {
-  switch (state) {
-    case ReliableChannel::PathState::kProbation:
-      return "probation";
-    case ReliableChannel::PathState::kActive:
-      return "active";
-    case ReliableChannel::PathState::kDrained:
-      return "drained";
-    case ReliableChannel::PathState::kFailed:
-      return "failed";
-  }
-  return "?";
-}
-
 ReliableChannel::ReliableChannel(Settings settings, Handler handler)
     : settings_(settings), handler_(std::move(handler)) {}
 
-uint32_t ReliableChannel::add_path(FramePath* io, std::string name, TimePoint now, bool probation) {
+uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation) {
   uint32_t id = 0;
   while (id < paths_.size() && paths_[id].state != PathState::kFailed) ++id;
   if (id == paths_.size()) paths_.emplace_back();
   Path& p = paths_[id];
   p = Path{};
   p.io = io;
-  p.name = std::move(name);
   p.state = probation ? PathState::kProbation : PathState::kActive;
   p.last_received = now;
   p.last_sent = now - settings_.heartbeat_interval;  // announce liveness at the next tick
@@ -168,7 +153,7 @@ void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
   wire::DataFrameHeader h;
   h.type = type;
   h.channel_seq = receiver_.take_ack();
-  paths_[path].io->queue_urgent(h);
+  paths_[path].io->queue_urgent(h, kControlToken);
   paths_[path].queued_since_tick = true;
 }
 
@@ -203,10 +188,16 @@ std::string ReliableChannel::deliver(const wire::DataFrameHeader& header,
   if (!error.empty()) return error;
   if (header.channel_seq == 0) return {};
   receiver_.record(header.channel_seq);
-  for (Path& p : paths_) {
-    if (p.state != PathState::kFailed) p.io->abandon_placement_of(header.channel_seq);
-  }
+  abandon_other_copies(header.channel_seq, kNoPath);
   return deliver_fenced();
+}
+
+void ReliableChannel::abandon_other_copies(uint64_t seq, uint32_t except_path) {
+  for (uint32_t i = 0; i < paths_.size(); ++i) {
+    if (i != except_path && paths_[i].state != PathState::kFailed) {
+      paths_[i].io->abandon_placement_of(seq);
+    }
+  }
 }
 
 // Fenced frames whose predecessors have all arrived now.
@@ -275,9 +266,7 @@ std::string ReliableChannel::placed(uint32_t path, const wire::DataFrameHeader& 
   std::string error = handler_.on_placed(header);
   if (!error.empty() || seq == 0) return error;
   receiver_.record(seq);
-  for (uint32_t i = 0; i < paths_.size(); ++i) {
-    if (i != path && paths_[i].state != PathState::kFailed) paths_[i].io->abandon_placement_of(seq);
-  }
+  abandon_other_copies(seq, path);
   return deliver_fenced();
 }
 
@@ -288,16 +277,17 @@ void ReliableChannel::on_path_sent(uint32_t path, uint64_t token, uint64_t bytes
   }
 }
 
-void ReliableChannel::note_alive(uint32_t path, TimePoint now) {
-  paths_.at(path).last_received = now;
+bool ReliableChannel::transport_hears_peer(const Path& p) const {
+  const int64_t quiet_ms = p.io->network_silence_ms();
+  return quiet_ms >= 0 && std::chrono::milliseconds(quiet_ms) <= settings_.path_timeout;
 }
 
-std::vector<uint32_t> ReliableChannel::tick(TimePoint now) {
+std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
   // Time this side did not look (its own thread was held up) is nobody's silence.
   const auto since_tick = now - last_tick_;
   const bool had_tick = last_tick_ != TimePoint{};
   last_tick_ = now;
-  std::vector<uint32_t> silent;
+  std::vector<SilentPath> silent;
   for (uint32_t i = 0; i < paths_.size(); ++i) {
     Path& p = paths_[i];
     if (p.state == PathState::kFailed) continue;
@@ -306,30 +296,27 @@ std::vector<uint32_t> ReliableChannel::tick(TimePoint now) {
           std::min(now, p.last_received + (since_tick - settings_.heartbeat_interval));
     }
     const auto quiet = now - p.last_received;
-    const int64_t network_quiet_ms = p.io->network_silence_ms();
-    const bool network_hears_peer =
-        network_quiet_ms >= 0 &&
-        std::chrono::milliseconds(network_quiet_ms) <= settings_.path_timeout;
-    if (network_hears_peer && quiet > settings_.path_timeout) ++counters_.slow_peer_ticks;
-    // The last live path is given the grace period: failing it loses the peer, and there
-    // is nowhere to fail over to.
-    const auto allowed = live_paths() > 1
-                             ? settings_.path_timeout
-                             : std::max(settings_.path_timeout, settings_.last_path_grace);
-    if (quiet > settings_.path_timeout && !network_hears_peer && quiet <= allowed) {
-      ++counters_.last_path_silent_ticks;
-    }
-    if (quiet > allowed && !network_hears_peer) {
-      silent.push_back(i);
-      path_failed(
-          i,
-          "nothing received for " +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
-              " ms (timeout " +
-              std::to_string(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(allowed).count()) +
-              " ms)");
-      continue;
+    // Asked of the kernel only for a path that is quiet: this runs every tick.
+    if (quiet > settings_.path_timeout) {
+      // The last live path is given the grace period: failing it loses the peer, and there
+      // is nowhere to fail over to.
+      const auto allowed = live_paths() > 1
+                               ? settings_.path_timeout
+                               : std::max(settings_.path_timeout, settings_.last_path_grace);
+      if (transport_hears_peer(p)) {
+        ++counters_.slow_peer_ticks;
+      } else if (quiet <= allowed) {
+        ++counters_.last_path_silent_ticks;
+      } else {
+        using std::chrono::duration_cast;
+        using std::chrono::milliseconds;
+        std::string reason =
+            "nothing received for " + std::to_string(duration_cast<milliseconds>(quiet).count()) +
+            " ms (timeout " + std::to_string(duration_cast<milliseconds>(allowed).count()) + " ms)";
+        path_failed(i, reason);
+        silent.push_back({i, std::move(reason)});
+        continue;
+      }
     }
     if (p.state == PathState::kProbation && now - p.live_since >= settings_.stable_after) {
       ++counters_.failbacks;
@@ -362,11 +349,6 @@ std::vector<uint32_t> ReliableChannel::tick(TimePoint now) {
   }
   flush_ack();
   return silent;
-}
-
-std::vector<uint64_t> ReliableChannel::release_all() {
-  fenced_.clear();
-  return sender_.clear();
 }
 
 }  // namespace plexus::transports

@@ -83,7 +83,7 @@ class ReliableChannel {
   // A connected path (not owned: the owner keeps it until path_failed or the channel's
   // end). `probation`: a path coming back, which carries only heartbeats and
   // acknowledgements until it has been live for stable_after. Returns its id.
-  uint32_t add_path(FramePath* path, std::string name, TimePoint now, bool probation = false);
+  uint32_t add_path(FramePath* path, TimePoint now, bool probation = false);
   void path_failed(uint32_t path, const std::string& reason);
   // Drained paths take no new frames; what they have still drains.
   void drain(uint32_t path, bool drained);
@@ -100,34 +100,30 @@ class ReliableChannel {
   std::string placed(uint32_t path, const wire::DataFrameHeader& header, TimePoint now);
   // `token` (as queued on the path) is in the network's hands; `bytes` of payload.
   void on_path_sent(uint32_t path, uint64_t token, uint64_t bytes);
-  // The path is known to be live although no frame came (e.g. reading is paused).
-  void note_alive(uint32_t path, TimePoint now);
 
+  struct SilentPath {
+    uint32_t path;
+    std::string reason;
+  };
   // Heartbeats, silence, probation, rate estimates, and an acknowledgement if one is due.
-  // Returns the paths that failed of silence (already handled; the owner closes them).
-  std::vector<uint32_t> tick(TimePoint now);
+  // Returns the paths that failed of silence, and why (already handled here; the owner
+  // closes them).
+  std::vector<SilentPath> tick(TimePoint now);
   // Sends the cumulative acknowledgement if it moved (after a batch of reads).
   void flush_ack();
   bool ack_due() const { return receiver_.ack_due(); }
 
-  // Gives back every unacknowledged frame's token (on_released is not called): the
-  // channel is being torn down.
-  std::vector<uint64_t> release_all();
-
   PathState state(uint32_t path) const { return paths_.at(path).state; }
   size_t usable_paths() const;  // active ones
   size_t live_paths() const;    // not failed
-  const std::string& path_name(uint32_t path) const { return paths_.at(path).name; }
   double rate_estimate(uint32_t path) const { return paths_.at(path).rate; }
   size_t unacknowledged() const { return sender_.unacknowledged(); }
   size_t waiting() const { return sender_.waiting(); }
   const Counters& counters() const { return counters_; }
-  const Settings& settings() const { return settings_; }
 
  private:
   struct Path {
     FramePath* io = nullptr;
-    std::string name;
     PathState state = PathState::kActive;
     TimePoint last_received;
     TimePoint last_sent;  // as of the last tick
@@ -139,7 +135,6 @@ class ReliableChannel {
     double rate = 0;                // bytes/s, 0 until measured
   };
 
-  bool carries_data(const Path& p) const { return p.state == PathState::kActive; }
   uint32_t pick_path(uint64_t bytes) const;
   uint32_t pick_control_path() const;
   void pump();  // queues waiting frames on paths
@@ -148,6 +143,10 @@ class ReliableChannel {
   std::string take_acknowledgement(const wire::DataFrameHeader& header);
   std::string deliver(const wire::DataFrameHeader& header, std::span<const std::byte> payload);
   std::string deliver_fenced();
+  // Frame `seq` is in: a copy of it still being placed on another path writes no more.
+  void abandon_other_copies(uint64_t seq, uint32_t except_path);
+  // Whether path p's transport (the kernel's TCP) has heard the peer within the timeout.
+  bool transport_hears_peer(const Path& p) const;
   static bool fenced(const wire::DataFrameHeader& header);
 
   Settings settings_;
@@ -164,7 +163,5 @@ class ReliableChannel {
   Counters counters_;
   TimePoint last_tick_{};
 };
-
-const char* to_string(ReliableChannel::PathState state);
 
 }  // namespace plexus::transports

@@ -157,23 +157,24 @@ bool TcpConnection::try_place(const wire::DataFrameHeader& header) {
   return true;
 }
 
-bool TcpConnection::abandon_placement(const void* owner) {
-  if (placed_.destination.data() == nullptr || placement_abandoned_ ||
-      placed_.keep_alive.get() != owner) {
-    return false;
-  }
+bool TcpConnection::placing() const {
+  return placed_.destination.data() != nullptr && !placement_abandoned_;
+}
+
+void TcpConnection::abandon_current_placement() {
   placement_abandoned_ = true;
   placed_.keep_alive.reset();
+}
+
+bool TcpConnection::abandon_placement(const void* owner) {
+  if (!placing() || placed_.keep_alive.get() != owner) return false;
+  abandon_current_placement();
   return true;
 }
 
 bool TcpConnection::abandon_placement_of(uint64_t channel_seq) {
-  if (placed_.destination.data() == nullptr || placement_abandoned_ ||
-      placed_header_.channel_seq != channel_seq) {
-    return false;
-  }
-  placement_abandoned_ = true;
-  placed_.keep_alive.reset();
+  if (!placing() || placed_header_.channel_seq != channel_seq) return false;
+  abandon_current_placement();
   return true;
 }
 

@@ -105,7 +105,9 @@ class TcpConnection {
   size_t make_room();
   // Offers the partial frame at consumed_ to Callbacks::place; true when it took it.
   bool try_place(const wire::DataFrameHeader& header);
-  bool read_placed();  // false on failure
+  bool read_placed();    // false on failure
+  bool placing() const;  // a frame is being read straight into its placement
+  void abandon_current_placement();
   bool write_queued();
 
   int fd_;
