@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "shm/idle_strategy.h"
 
@@ -32,8 +33,12 @@ struct Config {
   std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
   uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
   std::string tcp_congestion;           // for connections to peers; empty: the host's default
+  std::vector<std::string> nics;        // peers are reached over these; empty: every NIC
+  uint32_t reconnect_max_ms = 2000;     // longest wait between attempts to reconnect a path
   // The reliable channel to each peer (transports/channel/reliable_channel.h).
-  bool channel_acks = false;          // off: no sequence numbers or acknowledgements
+  // "on", "off" (no sequence numbers or acknowledgements: a failed path loses the peer), or
+  // "auto": on when the daemon serves peers over two or more NICs.
+  std::string channel_acks = "auto";
   uint32_t path_timeout_ms = 200;     // a path silent this long has failed
   uint32_t heartbeat_ms = 50;         // an idle path sends a heartbeat this often
   uint32_t failback_stable_ms = 500;  // a returning path's probation

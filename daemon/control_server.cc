@@ -236,6 +236,12 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::STATUS:
         handle_status(connection, request_id);
         break;
+      case control::ClientMessage::LINKS:
+        handle_links(connection, request_id);
+        break;
+      case control::ClientMessage::NIC_DRAIN:
+        handle_nic_drain(connection, request_id, message.getNicDrain());
+        break;
       default:
         ++bad_messages_;
         send_error(connection.session->id(), request_id, PLEXUS_ERR_PROTOCOL,
@@ -605,6 +611,89 @@ void ControlServer::on_rendezvous_timer() {
   }
   std::erase_if(multi_joins_, [&](const auto& entry) { return !rendezvous_.has(entry.first); });
   arm_rendezvous_timer();
+}
+
+void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
+  capnp::MallocMessageBuilder reply;
+  auto root = reply.initRoot<control::DaemonMessage>();
+  root.setRequestId(request_id);
+  auto links = root.initLinksReply();
+  const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
+  auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
+  for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
+  auto drained = links.initDrained(static_cast<unsigned>(drained_nics_.size()));
+  unsigned d = 0;
+  for (const auto& nic : drained_nics_) drained.set(d++, nic);
+  const auto peers = engine_.peer_links();
+  auto list = links.initPeers(static_cast<unsigned>(peers.size()));
+  for (unsigned i = 0; i < list.size(); ++i) {
+    const NodeLinks::PeerInfo& info = peers[i];
+    auto out = list[i];
+    out.setNode(info.name);
+    out.setInstance(info.instance);
+    out.setAcks(info.reliable);
+    out.setFramesSent(info.counters.frames_sent);
+    out.setFramesResent(info.counters.frames_resent);
+    out.setBytesResent(info.counters.bytes_resent);
+    out.setDuplicatesDropped(info.counters.duplicates_dropped);
+    out.setPathFailures(info.counters.path_failures);
+    out.setFailbacks(info.counters.failbacks);
+    out.setDownForMs(info.down_for_ms);
+    auto paths = out.initPaths(static_cast<unsigned>(info.paths.size()));
+    for (unsigned p = 0; p < paths.size(); ++p) {
+      const NodeLinks::PathInfo& path = info.paths[p];
+      paths[p].setNic(path.nic);
+      paths[p].setLocal(path.local);
+      paths[p].setRemote(path.remote);
+      paths[p].setState(path.state);
+      paths[p].setBytesSent(path.bytes_sent);
+      paths[p].setBytesReceived(path.bytes_received);
+      paths[p].setRateBytesPerS(path.rate_bytes_per_s);
+    }
+  }
+  send_message(connection, reply);
+}
+
+void ControlServer::handle_nic_drain(Connection& connection, uint32_t request_id,
+                                     control::NicDrain::Reader request) {
+  const uint64_t session = connection.session->id();
+  const uint32_t uid = connection.session->creds().uid;
+  if (uid != 0 && uid != ::geteuid()) {
+    send_error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "draining a NIC needs root or plexusd's own user (uid " +
+                   std::to_string(::geteuid()) + "); this request came from uid " +
+                   std::to_string(uid));
+    return;
+  }
+  const std::string nic = request.getNic().cStr();
+  const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
+  if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
+    std::string known;
+    for (const auto& n : nics) known += (known.empty() ? "" : ", ") + n;
+    send_error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "'" + nic.substr(0, 64) + "' is not a NIC this plexusd reaches peers over (" +
+                   (known.empty() ? "it serves no peers: no --peer-listen, or no NIC" : known) +
+                   ")");
+    return;
+  }
+  const bool drain = request.getDrained();
+  if (drain) {
+    drained_nics_.insert(nic);
+  } else {
+    drained_nics_.erase(nic);
+  }
+  engine_.post([this, session, request_id, nic, drain](Engine& engine) {
+    const size_t paths = engine.drain_nic(nic, drain);
+    post([this, session, request_id, paths] {
+      Connection* c = find_connection(session);
+      if (c == nullptr || c->closing) return;
+      capnp::MallocMessageBuilder reply;
+      auto root = reply.initRoot<control::DaemonMessage>();
+      root.setRequestId(request_id);
+      root.initNicDrainReply().setPaths(static_cast<uint32_t>(paths));
+      send_message(*c, reply);
+    });
+  });
 }
 
 }  // namespace plexus::daemon

@@ -44,6 +44,11 @@ class ControlServer {
   void close_session(uint64_t session_id, const std::string& reason);
   // Control thread: the engine lost its data connection to a peer daemon.
   void data_link_lost(uint64_t instance);
+  // A path of the link to `instance` over local NIC `nic` failed (the link stays).
+  void data_path_lost(uint64_t instance, const std::string& nic);
+  void nic_up(const std::string& nic);
+  // NICs peers are reached over (after start).
+  size_t peer_nic_count() const;
 
   uint64_t instance_id() const { return instance_id_; }
   // Where peers reach this daemon (after start(); empty without --peer-listen).
@@ -62,6 +67,9 @@ class ControlServer {
   void handle_comm_leave(Connection& connection, uint32_t request_id,
                          shm::control::CommLeave::Reader leave);
   void handle_status(Connection& connection, uint32_t request_id);
+  void handle_links(Connection& connection, uint32_t request_id);
+  void handle_nic_drain(Connection& connection, uint32_t request_id,
+                        shm::control::NicDrain::Reader request);
   void send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
                   const std::string& message);
   bool send_message(Connection& connection, capnp::MessageBuilder& message,
@@ -95,7 +103,7 @@ class ControlServer {
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
   void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
-  void on_data_link(const transports::PeerIdentity& peer, int fd);
+  void on_data_link(const transports::PeerIdentity& peer, int fd, const std::string& nic);
   void on_data_failed(uint64_t instance, const std::string& reason);
   void expire_multi_node(std::chrono::steady_clock::time_point now);
   std::optional<std::chrono::steady_clock::time_point> next_multi_node_deadline() const;
@@ -141,6 +149,7 @@ class ControlServer {
   std::map<CommToken, Forming> forming_;
   std::set<uint64_t> data_links_;                     // peers the engine has a link to
   std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
+  std::set<std::string> drained_nics_;                // by plexusctl nic drain
   std::vector<std::shared_ptr<Comm>> comms_;
   uint64_t bad_messages_ = 0;
 };

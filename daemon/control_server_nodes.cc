@@ -79,15 +79,26 @@ void ControlServer::start_peers() {
                                      const std::string& reason) {
     on_peer_control_lost(id, name, reason);
   };
-  callbacks.on_data_link = [this](const transports::PeerIdentity& peer, int fd) {
-    on_data_link(peer, fd);
-  };
+  callbacks.on_data_link = [this](const transports::PeerIdentity& peer, int fd,
+                                  const std::string& nic) { on_data_link(peer, fd, nic); };
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
   };
   peers_ = std::make_unique<PeerServer>(&loop_, std::move(me), secret_.get(), std::move(callbacks));
   peers_->set_tcp_congestion(config_.tcp_congestion);
+  peers_->set_nics(config_.nics);
+  peers_->set_reconnect_max(std::chrono::milliseconds(config_.reconnect_max_ms));
   peers_->listen(config_.peer_listen);
+}
+
+size_t ControlServer::peer_nic_count() const { return peers_ ? peers_->nic_count() : 0; }
+
+void ControlServer::data_path_lost(uint64_t instance, const std::string& nic) {
+  if (peers_) peers_->rail_lost(instance, nic);
+}
+
+void ControlServer::nic_up(const std::string& nic) {
+  if (peers_) peers_->nic_up(nic);
 }
 
 NodeInfo ControlServer::my_node_info() const {
@@ -414,11 +425,12 @@ void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& n
   }
 }
 
-void ControlServer::on_data_link(const transports::PeerIdentity& peer, int fd) {
+void ControlServer::on_data_link(const transports::PeerIdentity& peer, int fd,
+                                 const std::string& nic) {
   data_links_.insert(peer.instance_id);
   data_link_errors_.erase(peer.instance_id);
-  engine_.post([id = peer.instance_id, name = peer.node_name, fd](Engine& e) {
-    e.add_peer_link(id, name, fd);
+  engine_.post([id = peer.instance_id, name = peer.node_name, fd, nic](Engine& e) {
+    e.add_peer_link(id, name, fd, nic);
   });
   std::vector<CommToken> tokens;
   for (const auto& [token, f] : forming_) tokens.push_back(token);
@@ -443,7 +455,10 @@ void ControlServer::on_data_failed(uint64_t instance, const std::string& reason)
   }
 }
 
-void ControlServer::data_link_lost(uint64_t instance) { data_links_.erase(instance); }
+void ControlServer::data_link_lost(uint64_t instance) {
+  data_links_.erase(instance);
+  if (peers_) peers_->forget_data_peer(instance);
+}
 
 void ControlServer::expire_multi_node(Clock::time_point now) {
   for (const auto& failure : node_rendezvous_.expire(now)) {

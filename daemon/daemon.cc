@@ -38,11 +38,25 @@ void Daemon::start() {
       [&d](uint64_t id, std::string reason) {
         d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
       },
-      [&d](uint64_t instance) {
-        d.control->post([&d, instance] { d.control->data_link_lost(instance); });
-      });
+      Engine::LinkEvents{[&d](uint64_t instance) {
+                           d.control->post([&d, instance] { d.control->data_link_lost(instance); });
+                         },
+                         [&d](uint64_t instance, const std::string& nic) {
+                           d.control->post(
+                               [&d, instance, nic] { d.control->data_path_lost(instance, nic); });
+                         },
+                         [&d](const std::string& nic) {
+                           d.control->post([&d, nic] { d.control->nic_up(nic); });
+                         }});
   d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
   d.control->start();
+  const bool acks = d.config.channel_acks == "on" ||
+                    (d.config.channel_acks == "auto" && d.control->peer_nic_count() >= 2);
+  d.engine->set_channel_acks(acks);
+  if (!d.config.peer_listen.empty()) {
+    spdlog::info("channel acknowledgements {} (--channel-acks {})", acks ? "on" : "off",
+                 d.config.channel_acks);
+  }
   d.engine->start();
   spdlog::info("plexusd {} ready: {} reduction workers, reduce kernels {}", PLEXUS_VERSION_STRING,
                d.engine->workers(), reduce_kernel_isa());

@@ -25,7 +25,7 @@ unsigned default_workers(const Config& config) {
 
 transports::ReliableChannel::Settings channel_settings(const Config& config) {
   transports::ReliableChannel::Settings s;
-  s.reliable = config.channel_acks;
+  s.reliable = config.channel_acks == "on";  // "auto": Engine::set_channel_acks
   s.path_timeout = std::chrono::milliseconds(config.path_timeout_ms);
   s.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
   s.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
@@ -35,14 +35,14 @@ transports::ReliableChannel::Settings channel_settings(const Config& config) {
 
 }  // namespace
 
-Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_lost)
+Engine::Engine(const Config& config, SessionCloser close_session, LinkEvents link_events)
     : config_(config),
       close_session_(std::move(close_session)),
       pool_(default_workers(config)),
       executor_(pool_, config.parallel_threshold_bytes),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
       command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      link_lost_(std::move(link_lost)),
+      link_events_(std::move(link_events)),
       links_(NodeLinks::Handler{
                  [this](uint64_t peer, const transports::wire::DataFrameHeader& h,
                         std::span<const std::byte> payload) {
@@ -56,6 +56,12 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_
                  },
                  [this](uint64_t peer, const std::string& name, const std::string& reason) {
                    on_peer_lost(peer, name, reason);
+                 },
+                 [this](uint64_t peer, const std::string& nic) {
+                   if (link_events_.path_lost) link_events_.path_lost(peer, nic);
+                 },
+                 [this](const std::string& nic) {
+                   if (link_events_.nic_up) link_events_.nic_up(nic);
                  }},
              NodeLinks::kDefaultChunkBytes, channel_settings(config)) {
   if (!epoll_fd_ || !command_eventfd_) {
@@ -69,6 +75,15 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkLost link_
   ev.data.fd = links_.epoll_fd();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, links_.epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
+  if (!config.peer_listen.empty()) {
+    const std::string error = links_.watch_nics();
+    if (!error.empty()) {
+      spdlog::warn(
+          "cannot follow NIC state ({}): a path over a NIC that goes down fails only "
+          "after --path-timeout-ms",
+          error);
+    }
+  }
 }
 
 Engine::~Engine() { stop(); }
@@ -112,7 +127,7 @@ void Engine::loop() {
       progress = true;
     }
     for (size_t i = 0; i < sessions_.size(); ++i) progress |= poll_session(*sessions_[i]);
-    if (links_.size() > 0) progress |= links_.poll(0);
+    if (links_.active()) progress |= links_.poll(0);
     if (!progress_.empty()) {
       internode_progress();
       progress = true;

@@ -31,14 +31,21 @@ class Engine {
   // closes its connection (the engine has already failed and dropped the session).
   using SessionCloser = std::function<void(uint64_t session_id, std::string reason)>;
 
-  // Called on the engine thread when the data connection to a peer daemon is gone.
-  using LinkLost = std::function<void(uint64_t instance)>;
+  // Called on the engine thread about the data links to peer daemons.
+  struct LinkEvents {
+    std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
+    // A path over local NIC `nic` failed; the link stays (NodeLinks::Handler::on_path_lost).
+    std::function<void(uint64_t instance, const std::string& nic)> path_lost;
+    std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
+  };
 
-  Engine(const Config& config, SessionCloser close_session, LinkLost link_lost = {});
+  Engine(const Config& config, SessionCloser close_session, LinkEvents link_events = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Before start(): whether channels to peers number and acknowledge frames.
+  void set_channel_acks(bool on) { links_.set_reliable(on); }
   void start();
   void stop();
 
@@ -53,7 +60,11 @@ class Engine {
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
   // An authenticated data connection to peer daemon `instance` (the engine owns `fd`).
-  void add_peer_link(uint64_t instance, std::string name, int fd);
+  void add_peer_link(uint64_t instance, std::string name, int fd, std::string nic);
+  // Drains (or undrains) local NIC `nic`'s paths: NodeLinks::drain_nic.
+  size_t drain_nic(const std::string& nic, bool drained) { return links_.drain_nic(nic, drained); }
+  // Any thread: the peer links as of the last ~100 ms.
+  std::vector<NodeLinks::PeerInfo> peer_links() const { return links_.snapshot(); }
 
   uint64_t ops_completed() const { return ops_completed_.load(std::memory_order_relaxed); }
   unsigned workers() const { return pool_.workers(); }
@@ -133,7 +144,7 @@ class Engine {
   std::vector<shm::SubmissionEntry> batch_;
   std::atomic<uint64_t> ops_completed_{0};
 
-  LinkLost link_lost_;
+  LinkEvents link_events_;
   NodeLinks links_;
   std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
   std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped

@@ -23,8 +23,8 @@ std::string Engine::node_name(const Comm& comm, int node) const {
   return comm.span()->topology.node_names[static_cast<size_t>(node)];
 }
 
-void Engine::add_peer_link(uint64_t instance, std::string name, int fd) {
-  links_.add(instance, std::move(name), fd);
+void Engine::add_peer_link(uint64_t instance, std::string name, int fd, std::string nic) {
+  links_.add(instance, std::move(name), fd, std::move(nic));
 }
 
 void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {
@@ -348,7 +348,7 @@ void Engine::on_peer_lost(uint64_t peer, const std::string& name, const std::str
                              "); its daemon stopped, or the network between the nodes failed");
   }
   // Held frames from it for communicators not formed here yet stay: they fail on their own.
-  if (link_lost_) link_lost_(peer);
+  if (link_events_.lost) link_events_.lost(peer);
 }
 
 }  // namespace plexus::daemon

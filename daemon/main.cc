@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--path-timeout-ms", config.path_timeout_ms,
                  "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
                  "long, while its TCP connection has not heard the peer's kernel either, has "
-                 "failed; with --channel-acks its unacknowledged frames go again on the others")
+                 "failed; with channel acks its unacknowledged frames go again on the others")
       ->check(CLI::Range(10u, 60000u));
   app.add_option("--heartbeat-ms", config.heartbeat_ms,
                  "An idle path sends a heartbeat this often (keep it well under --path-timeout-ms)")
@@ -68,10 +68,23 @@ int main(int argc, char** argv) {
          "The last path to a peer daemon is failed for silence (and the peer's ops with it) "
          "only after this long; a connection error fails it at once")
       ->check(CLI::Range(10u, 600000u));
-  app.add_flag("--channel-acks", config.channel_acks,
-               "Number every frame to a peer daemon and keep it until the peer acknowledges it "
-               "(the reliable channel that NIC failover needs). Off by default until its cost "
-               "on CPU-bound nodes comes down (docs/BENCHMARKS.md)");
+  app.add_option("--channel-acks", config.channel_acks,
+                 "on: number every frame to a peer daemon and keep it until the peer "
+                 "acknowledges it (the reliable channel that NIC failover needs); off: a failed "
+                 "path loses the peer's ops; auto: on with two or more NICs (its cost on "
+                 "CPU-bound nodes: docs/BENCHMARKS.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  std::string nics_text;
+  app.add_option("--nics", nics_text,
+                 "Reach peer daemons over these interfaces, comma-separated (default: every "
+                 "non-loopback interface with an IPv4 address, with --peer-listen 0.0.0.0:PORT). "
+                 "Each is a rail: one data connection per peer NIC in its subnet");
+  app.add_option("--reconnect-max-ms", config.reconnect_max_ms,
+                 "A failed path to a peer is reconnected after 100 ms, then waits doubling up to "
+                 "this long between attempts")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 600000u));
   app.add_option("--node-name", config.node_name,
                  "This node's name in errors and in peers' logs (default: the host name)");
   app.add_option("--cluster-secret-file", config.cluster_secret_file,
@@ -85,6 +98,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
+  // Split here: CLI11's own delimiter splitting trips GCC 12's -Wnull-dereference.
+  for (size_t start = 0; start < nics_text.size();) {
+    const size_t comma = std::min(nics_text.find(',', start), nics_text.size());
+    if (comma > start) config.nics.push_back(nics_text.substr(start, comma - start));
+    start = comma + 1;
+  }
   for (auto [name, entries] : {std::pair{"--sq-entries", config.sq_entries},
                                std::pair{"--cq-entries", config.cq_entries}}) {
     if (!plexus::shm::is_power_of_two(entries) || entries > 65536) {

@@ -1,15 +1,67 @@
 // Peer links: chunking, per-chunk tokens from a free list, epoll interest, loss.
 #include "daemon/node_links.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <random>
 #include <system_error>
 
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
+using Clock = transports::ReliableChannel::Clock;
+
+namespace {
+
+// "ip:port" and the notice key (address << 16 | port; 0 when not IPv4) of a socket's end.
+std::pair<std::string, uint64_t> endpoint(int fd, bool remote) {
+  sockaddr_storage address{};
+  socklen_t len = sizeof(address);
+  const int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &len)
+                        : ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len);
+  if (rc != 0) return {"?", 0};
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    const uint16_t port = ntohs(in->sin_port);
+    return {std::string(host) + ":" + std::to_string(port),
+            static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | port};
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+  ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+  return {"[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port)), 0};
+}
+
+uint64_t random_incarnation() {
+  std::random_device device;
+  const uint64_t value = (static_cast<uint64_t>(device()) << 32) | device();
+  return value == 0 ? 1 : value;
+}
+
+const char* state_name(transports::ReliableChannel::PathState state) {
+  using S = transports::ReliableChannel::PathState;
+  switch (state) {
+    case S::kProbation:
+      return "probation";
+    case S::kActive:
+      return "active";
+    case S::kDrained:
+      return "drained";
+    case S::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+}  // namespace
 
 NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
                      transports::ReliableChannel::Settings channel)
@@ -27,7 +79,7 @@ const std::string* NodeLinks::name_of(uint64_t peer) const {
   return it == links_.end() ? nullptr : &it->second->name;
 }
 
-void NodeLinks::add(uint64_t peer, std::string name, int fd) {
+void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic) {
   auto it = links_.find(peer);
   if (it == links_.end()) {
     auto link = std::make_unique<Link>();
@@ -47,7 +99,9 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd) {
       };
     }
     h.on_released = [this](uint64_t token) { chunk_sent(token); };
-    link->channel = std::make_unique<transports::ReliableChannel>(channel_settings_, std::move(h));
+    transports::ReliableChannel::Settings settings = channel_settings_;
+    settings.incarnation = random_incarnation();
+    link->channel = std::make_unique<transports::ReliableChannel>(settings, std::move(h));
     it = links_.emplace(peer, std::move(link)).first;
   }
   Link& link = *it->second;
@@ -55,10 +109,15 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd) {
   Path* raw = path.get();
   raw->link = &link;
   raw->key = next_key_++;
+  raw->nic = std::move(nic);
+  std::tie(raw->local, raw->local_key) = endpoint(fd, false);
+  std::tie(raw->remote, raw->remote_key) = endpoint(fd, true);
   transports::TcpConnection::Callbacks callbacks;
-  callbacks.on_frame = [raw](const wire::DataFrameHeader& h, std::span<const std::byte> payload) {
-    return raw->link->channel->receive(raw->id, h, payload,
-                                       transports::ReliableChannel::Clock::now());
+  callbacks.on_frame = [this, raw](const wire::DataFrameHeader& h,
+                                   std::span<const std::byte> payload) {
+    std::string error = on_path_frame(*raw, h);
+    if (!error.empty() || h.type == wire::FrameType::kPathNotice) return error;
+    return raw->link->channel->receive(raw->id, h, payload, Clock::now());
   };
   callbacks.on_sent = [raw](uint64_t token, size_t bytes) {
     raw->link->channel->on_path_sent(raw->id, token, bytes);
@@ -81,10 +140,136 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd) {
   paths_by_key_[raw->key] = raw;
   // A path joining a channel that has lost one before is on probation.
   const bool probation = link.channel->counters().path_failures > 0;
-  raw->id = link.channel->add_path(raw, transports::ReliableChannel::Clock::now(), probation);
+  raw->id = link.channel->add_path(raw, Clock::now(), probation);
   if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
   link.paths[raw->id] = std::move(path);
+  spdlog::info("path to node {} up over {} ({} -> {}){}", link.name,
+               raw->nic.empty() ? "?" : raw->nic, raw->local, raw->remote,
+               probation ? ", on probation" : "");
+  if (!raw->nic.empty() && drained_nics_.count(raw->nic) != 0) {
+    link.channel->drain(raw->id, true);
+    send_path_notice(link, *raw, wire::PathNotice::kDrained);
+  }
   flush(link);
+}
+
+std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h) {
+  Link& link = *path.link;
+  if ((h.type == wire::FrameType::kHeartbeat || h.type == wire::FrameType::kAck) &&
+      h.comm_id != 0) {
+    if (link.peer_incarnation == 0) link.peer_incarnation = h.comm_id;
+    if (h.comm_id != link.peer_incarnation) {
+      // The peer gave up its channel to this node and started another: what this side
+      // still waits for on the old one will never come.
+      link.last_failure = "node " + link.name +
+                          " gave up its channel to this node and opened a new one (it had no "
+                          "path to this node for its grace period)";
+      doomed_.push_back({link.peer, 0, link.last_failure});
+      return {};
+    }
+  }
+  if (h.type != wire::FrameType::kPathNotice) return {};
+  // The peer's connection from `offset` to `op_seq` is this side's from op_seq to offset.
+  for (auto& other : link.paths) {
+    if (!other || other->local_key != h.op_seq || other->remote_key != h.offset) continue;
+    switch (static_cast<wire::PathNotice>(h.step)) {
+      case wire::PathNotice::kDown:
+        doomed_.push_back({link.peer, other->key,
+                           "node " + link.name + " reports its end (" + other->remote + ") down"});
+        break;
+      case wire::PathNotice::kDrained:
+      case wire::PathNotice::kUndrained: {
+        const bool drained = static_cast<wire::PathNotice>(h.step) == wire::PathNotice::kDrained;
+        // This side's own drain of the NIC stays in force.
+        if (!drained && drained_nics_.count(other->nic) != 0) break;
+        link.channel->drain(other->id, drained);
+        spdlog::info("path to node {} over {} ({}) {} by node {}", link.name, other->nic,
+                     other->local, drained ? "drained" : "undrained", link.name);
+        break;
+      }
+      default:
+        return "a path notice of unknown kind " + std::to_string(h.step);
+    }
+    return {};
+  }
+  return {};  // a path already gone here
+}
+
+void NodeLinks::send_path_notice(Link& link, const Path& about, wire::PathNotice what) {
+  if (about.local_key == 0 || about.remote_key == 0) return;  // not IPv4: the timeout covers it
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kPathNotice;
+  h.step = static_cast<uint32_t>(what);
+  h.offset = about.local_key;
+  h.op_seq = about.remote_key;
+  // On every live path (one may be about to fail too), but a path down on itself.
+  for (auto& other : link.paths) {
+    if (!other || (what == wire::PathNotice::kDown && other.get() == &about)) continue;
+    other->conn->queue_urgent(h, {}, kNoticeToken);
+  }
+}
+
+std::string NodeLinks::watch_nics() {
+  if (nic_monitor_) return {};
+  try {
+    nic_monitor_ = std::make_unique<transports::LinkMonitor>();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kNicMonitorKey;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, nic_monitor_->fd(), &ev);
+  return {};
+}
+
+void NodeLinks::on_nic_events() {
+  for (const transports::LinkEvent& event : nic_monitor_->read_changes()) {
+    if (event.up) {
+      spdlog::info("NIC {} is up", event.nic);
+      if (handler_.on_nic_up) handler_.on_nic_up(event.nic);
+      continue;
+    }
+    nic_down(event.nic, event.removed ? "was removed" : "went down (set down, or no carrier)");
+  }
+}
+
+size_t NodeLinks::nic_down(const std::string& nic, const std::string& how) {
+  std::vector<uint64_t> over;  // path keys
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (path && path->nic == nic) over.push_back(path->key);
+    }
+  }
+  if (!over.empty())
+    spdlog::warn("NIC {} {}: failing the {} path(s) over it", nic, how, over.size());
+  for (uint64_t key : over) {
+    auto it = paths_by_key_.find(key);
+    if (it != paths_by_key_.end()) fail_path(*it->second, "NIC " + nic + " " + how, true);
+  }
+  return over.size();
+}
+
+size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
+  if (drained) {
+    drained_nics_.insert(nic);
+  } else {
+    drained_nics_.erase(nic);
+  }
+  size_t count = 0;
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (!path || path->nic != nic) continue;
+      link->channel->drain(path->id, drained);
+      send_path_notice(*link, *path,
+                       drained ? wire::PathNotice::kDrained : wire::PathNotice::kUndrained);
+      ++count;
+    }
+    flush(*link);
+  }
+  spdlog::info("NIC {} {} ({} path(s))", nic, drained ? "drained" : "undrained", count);
+  publish_snapshot();
+  return count;
 }
 
 uint64_t NodeLinks::take_token(uint64_t peer, std::shared_ptr<void> keep_alive,
@@ -178,18 +363,47 @@ void NodeLinks::flush(Link& link) {
   }
 }
 
-void NodeLinks::fail_path(Path& path, std::string reason) {
+void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
   Link& link = *path.link;
   const uint32_t id = path.id;
+  const bool peer_closed = path.conn->peer_closed();
+  const std::string nic = path.nic;
+  spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
+               path.local, path.remote, reason);
+  if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->fd(), nullptr);
   paths_by_key_.erase(path.key);
   link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
   link.paths[id].reset();                 // closes the socket; `path` is gone
-  if (link.channel->live_paths() == 0) {
+  link.last_failure = reason;
+  if (!channel_settings_.reliable) {
+    // Whatever the path had taken is lost for good: the peer's ops cannot complete.
     lose(link.peer, std::move(reason));
     return;
   }
-  flush(link);
+  if (link.channel->live_paths() == 0) {
+    if (peer_closed) {  // its daemon stopped, or gave up on this node
+      lose(link.peer, std::move(reason));
+      return;
+    }
+    spdlog::warn("no path left to node {}: its frames wait up to {} ms for one to come back",
+                 link.name, channel_settings_.last_path_grace.count());
+  }
+  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic);
+  if (links_.count(link.peer) != 0) flush(link);
+}
+
+void NodeLinks::fail_doomed() {
+  while (!doomed_.empty()) {
+    DoomedPath doomed = std::move(doomed_.back());
+    doomed_.pop_back();
+    if (doomed.key == 0) {
+      lose(doomed.peer, std::move(doomed.reason));
+      continue;
+    }
+    auto it = paths_by_key_.find(doomed.key);
+    if (it != paths_by_key_.end()) fail_path(*it->second, std::move(doomed.reason));
+  }
 }
 
 void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
@@ -281,9 +495,10 @@ bool NodeLinks::service(Path& path, uint32_t events) {
   return progress;
 }
 
-// Heartbeats, silent paths, probation, rate samples, acknowledgements.
+// Heartbeats, silent paths, probation, rate samples, acknowledgements; peers with no
+// live path past the grace period are lost.
 void NodeLinks::tick() {
-  const auto now = transports::ReliableChannel::Clock::now();
+  const auto now = Clock::now();
   last_tick_ = now;
   std::vector<uint64_t> peers;
   peers.reserve(links_.size());
@@ -298,24 +513,78 @@ void NodeLinks::tick() {
         if (links_.count(peer) == 0) break;
       }
     }
-    if (links_.count(peer) != 0) flush(link);
+    if (links_.count(peer) == 0) continue;
+    const auto quiet = now - link.channel->last_heard();
+    if (link.channel->live_paths() == 0 && quiet >= channel_settings_.last_path_grace) {
+      lose(peer, "no path to node " + link.name + " for " +
+                     std::to_string(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
+                     " ms (grace " + std::to_string(channel_settings_.last_path_grace.count()) +
+                     " ms); the last one failed: " + link.last_failure);
+      continue;
+    }
+    flush(link);
   }
+  if (++ticks_ % kSnapshotEveryTicks == 0) publish_snapshot();
+}
+
+void NodeLinks::publish_snapshot() {
+  const auto now = Clock::now();
+  std::vector<PeerInfo> peers;
+  peers.reserve(links_.size());
+  for (const auto& [id, link] : links_) {
+    PeerInfo info;
+    info.instance = id;
+    info.name = link->name;
+    info.reliable = channel_settings_.reliable;
+    info.counters = link->channel->counters();
+    if (link->channel->live_paths() == 0) {
+      info.down_for_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - link->channel->last_heard())
+              .count();
+    }
+    for (const auto& path : link->paths) {
+      if (!path) continue;
+      PathInfo p;
+      p.nic = path->nic;
+      p.local = path->local;
+      p.remote = path->remote;
+      p.state = state_name(link->channel->state(path->id));
+      p.bytes_sent = path->conn->bytes_sent();
+      p.bytes_received = path->conn->bytes_received();
+      p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
+      info.paths.push_back(std::move(p));
+    }
+    peers.push_back(std::move(info));
+  }
+  std::lock_guard lock(snapshot_mutex_);
+  snapshot_ = std::move(peers);
+}
+
+std::vector<NodeLinks::PeerInfo> NodeLinks::snapshot() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return snapshot_;
 }
 
 bool NodeLinks::poll(int timeout_ms) {
-  if (links_.empty()) return false;
-  if (transports::ReliableChannel::Clock::now() - last_tick_ >=
-      std::chrono::milliseconds(kTickMs)) {
+  if (links_.empty() && !nic_monitor_) return false;
+  if (!links_.empty() && Clock::now() - last_tick_ >= std::chrono::milliseconds(kTickMs)) {
     tick();
-    if (links_.empty()) return true;
+    if (links_.empty() && !nic_monitor_) return true;
   }
   epoll_event events[32];
   const int n = ::epoll_wait(epoll_.get(), events, 32, std::min(timeout_ms, kTickMs));
   bool progress = false;
   for (int i = 0; i < n; ++i) {
+    if (events[i].data.u64 == kNicMonitorKey) {
+      on_nic_events();
+      progress = true;
+      continue;
+    }
     auto it = paths_by_key_.find(events[i].data.u64);
     if (it == paths_by_key_.end()) continue;             // failed while handling an earlier event
     progress |= service(*it->second, events[i].events);  // acknowledges what it read
+    fail_doomed();
   }
   return progress;
 }

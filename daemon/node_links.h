@@ -2,13 +2,18 @@
 // (transports/channel/reliable_channel.h) over one TcpConnection per path, all in an epoll
 // set the engine polls. Cuts messages into chunk frames (no allocation per chunk), keeps the
 // memory a message is read from alive until the peer has acknowledged its last byte, and
-// hands arriving frames to the engine once each. A peer is lost when its last path fails.
-// Single-threaded (the engine thread).
+// hands arriving frames to the engine once each. Each path runs over one local NIC: a NIC
+// that goes down (netlink) fails its paths at once and tells the peers over their other
+// paths; a drained NIC takes no new frames. A peer is lost when it has had no live path for
+// the grace period (at once when it closed them, or without acknowledgements).
+// Single-threaded (the engine thread), but for snapshot().
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -16,6 +21,7 @@
 
 #include "shm/memfd.h"
 #include "transports/channel/reliable_channel.h"
+#include "transports/netlink/link_monitor.h"
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/tcp_peer_silence.h"
 
@@ -36,6 +42,30 @@ class NodeLinks {
     std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
     // The link to `peer` failed (reason says how); it has been removed.
     std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
+    // Optional: a path to `peer` over local NIC `nic` failed while the peer is kept (other
+    // paths, or the grace period); the side that opened it connects it again.
+    std::function<void(uint64_t peer, const std::string& nic)> on_path_lost;
+    // Optional: local NIC `nic` is up again (netlink).
+    std::function<void(const std::string& nic)> on_nic_up;
+  };
+
+  // What plexusctl shows of the links (snapshot()).
+  struct PathInfo {
+    std::string nic;  // local interface
+    std::string local;
+    std::string remote;
+    std::string state;  // active, probation, drained
+    uint64_t bytes_sent = 0;
+    uint64_t bytes_received = 0;
+    double rate_bytes_per_s = 0;  // measured while busy; 0 until then
+  };
+  struct PeerInfo {
+    uint64_t instance = 0;
+    std::string name;
+    bool reliable = false;
+    std::vector<PathInfo> paths;
+    transports::ReliableChannel::Counters counters;
+    int64_t down_for_ms = -1;  // no live path for this long; -1 while one is live
   };
 
   static constexpr uint32_t kDefaultChunkBytes = 512 * 1024;
@@ -45,13 +75,31 @@ class NodeLinks {
   NodeLinks(const NodeLinks&) = delete;
   NodeLinks& operator=(const NodeLinks&) = delete;
 
+  // Before the first link: whether channels number and acknowledge frames.
+  void set_reliable(bool on) { channel_settings_.reliable = on; }
+  bool reliable() const { return channel_settings_.reliable; }
+
   // Readable when a link has I/O ready: the engine adds it to the set it parks on.
   int epoll_fd() const { return epoll_.get(); }
 
-  // Takes a connected, authenticated socket to peer node `peer`: a path of its channel
-  // (the first one opens the channel).
-  void add(uint64_t peer, std::string name, int fd);
+  // Takes a connected, authenticated socket to peer node `peer` over local NIC `nic` ("" when
+  // unknown): a path of its channel (the first one opens the channel).
+  void add(uint64_t peer, std::string name, int fd, std::string nic = "");
+  // Follows local NICs going down and up (netlink); without it only silence and socket
+  // errors fail paths. Returns "" or why it cannot.
+  std::string watch_nics();
+  // Local NIC `nic` is down (`how`, for messages): its paths fail now and their peers are
+  // told over their other paths. What netlink events lead to; returns how many failed.
+  size_t nic_down(const std::string& nic, const std::string& how);
+  // Drained: the paths over `nic` (and those that join later) take no new frames, in
+  // both directions (the peers are told). Returns how many paths it applies to now.
+  size_t drain_nic(const std::string& nic, bool drained);
+  const std::set<std::string>& drained_nics() const { return drained_nics_; }
+  // The links as of the last tick (at most ~100 ms old); safe from any thread.
+  std::vector<PeerInfo> snapshot() const;
   bool has(uint64_t peer) const { return links_.count(peer) != 0; }
+  // Whether poll() has anything to do (links, or NIC events to read).
+  bool active() const { return !links_.empty() || nic_monitor_ != nullptr; }
   size_t size() const { return links_.size(); }
   const std::string* name_of(uint64_t peer) const;
   // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
@@ -86,6 +134,9 @@ class NodeLinks {
 
  private:
   static constexpr int kTickMs = 10;
+  static constexpr int kSnapshotEveryTicks = 10;
+  static constexpr uint64_t kNicMonitorKey = 0;         // in the epoll set; paths start at 1
+  static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
   static constexpr size_t kReadBiteBytes = 1 << 20;
   struct Link;
   struct Path final : transports::FramePath {
@@ -108,12 +159,25 @@ class NodeLinks {
     uint64_t key = 0;  // in the epoll set
     std::unique_ptr<transports::TcpConnection> conn;
     bool watching_out = false;
+    std::string nic;     // local interface
+    std::string local;   // "ip:port", for messages
+    std::string remote;  // "ip:port"
+    // IPv4 endpoints as address << 16 | port (path notices name paths by them); 0: not IPv4.
+    uint64_t local_key = 0;
+    uint64_t remote_key = 0;
   };
   struct Link {
     uint64_t peer;
     std::string name;
     std::unique_ptr<transports::ReliableChannel> channel;
     std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
+    uint64_t peer_incarnation = 0;             // the peer's channel, from its first heartbeat
+    std::string last_failure;                  // why the latest path failed
+  };
+  struct DoomedPath {  // a path to fail once no connection is mid-read
+    uint64_t peer;
+    uint64_t key;
+    std::string reason;
   };
   struct Pending {  // one queued chunk
     uint64_t peer = 0;
@@ -125,7 +189,14 @@ class NodeLinks {
   void chunk_sent(uint64_t token);
   void update_interest(Path& path);
   void flush(Link& link);  // writes now; fails paths that cannot
-  void fail_path(Path& path, std::string reason);
+  // `notify`: tell the peer over another path (the failure is local: a NIC went down).
+  void fail_path(Path& path, std::string reason, bool notify = false);
+  // A control frame from the peer about its paths (checked before the channel sees it).
+  std::string on_path_frame(Path& path, const transports::wire::DataFrameHeader& header);
+  void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
+  void fail_doomed();
+  void on_nic_events();
+  void publish_snapshot();
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   bool service(Path& path, uint32_t events);
   void tick();
@@ -142,6 +213,12 @@ class NodeLinks {
   transports::ReliableChannel::TimePoint last_tick_{};
   std::vector<Pending> pending_;
   std::vector<uint64_t> free_tokens_;
+  std::unique_ptr<transports::LinkMonitor> nic_monitor_;
+  std::set<std::string> drained_nics_;
+  std::vector<DoomedPath> doomed_;
+  uint64_t ticks_ = 0;
+  mutable std::mutex snapshot_mutex_;
+  std::vector<PeerInfo> snapshot_;
 };
 
 }  // namespace plexus::daemon

@@ -108,6 +108,8 @@ struct PeerServer::Conn {
   std::vector<std::string> addresses;  // connector: those still to try
   uint64_t expected = 0;
   PeerRole role = PeerRole::kControl;
+  std::string rail_nic;       // data connector: its rail ("" for the fallback)
+  uint32_t bind_address = 0;  // data connector: the local NIC's IPv4 address (host order)
   std::optional<PeerHandshake> handshake;
   bool is_established = false;
   bool handed_off = false;
@@ -163,24 +165,47 @@ void PeerServer::listen(const std::string& address) {
   const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   me_.addresses.clear();
   me_.nics.clear();
+  local_nics_.clear();
   const bool any = addr.ss_family == AF_INET &&
                    reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+  std::vector<std::string> up_names;
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) == 0) {
     for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
       if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
       if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+      up_names.push_back(i->ifa_name);
       auto* in = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
       char host[INET_ADDRSTRLEN];
       ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
       const bool mine =
           any || in->sin_addr.s_addr == reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr;
-      if (!mine) continue;
+      const bool chosen = nic_filter_.empty() || std::find(nic_filter_.begin(), nic_filter_.end(),
+                                                           i->ifa_name) != nic_filter_.end();
+      if (!mine || !chosen) continue;
       me_.nics.push_back({i->ifa_name, host, interface_speed_mbps(i->ifa_name)});
+      const uint32_t mask =
+          i->ifa_netmask != nullptr
+              ? ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr)
+              : 0xFFFFFFFFu;
+      local_nics_.push_back({i->ifa_name, ntohl(in->sin_addr.s_addr), mask});
       if (me_.addresses.size() < 4)
         me_.addresses.push_back(std::string(host) + ":" + std::to_string(port));
     }
     ::freeifaddrs(list);
+  }
+  for (const std::string& wanted : nic_filter_) {
+    const bool found = std::any_of(local_nics_.begin(), local_nics_.end(),
+                                   [&](const LocalNic& n) { return n.name == wanted; });
+    if (found) continue;
+    std::string names;
+    for (const auto& n : up_names) names += (names.empty() ? "" : ", ") + n;
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    throw std::runtime_error("--nics names " + wanted +
+                             ", which is not an up interface with an IPv4 address" +
+                             (any ? "" : " that --peer-listen " + address + " covers") +
+                             " (up: " + (names.empty() ? "none" : names) + ")");
   }
   if (me_.addresses.empty()) {
     // Loopback only (a test, or a node with no other interface up).
@@ -188,6 +213,9 @@ void PeerServer::listen(const std::string& address) {
     if (any) in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     me_.addresses.push_back(address_text(reinterpret_cast<sockaddr*>(&addr)));
   }
+  uv_timer_init(loop_, &retry_timer_);
+  retry_timer_.data = this;
+  retry_timer_open_ = true;
   uv_poll_init(loop_, &listen_poll_, listen_fd_);
   listen_poll_.data = this;
   uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -196,7 +224,10 @@ void PeerServer::listen(const std::string& address) {
   listening_ = true;
   std::string list_text;
   for (const auto& a : me_.addresses) list_text += (list_text.empty() ? "" : ", ") + a;
-  spdlog::info("accepting peer daemons on {} (advertised: {}){}", address, list_text,
+  std::string nic_text;
+  for (const auto& n : local_nics_) nic_text += (nic_text.empty() ? "" : ", ") + n.name;
+  spdlog::info("accepting peer daemons on {} (advertised: {}; NICs: {}){}", address, list_text,
+               nic_text.empty() ? "none" : nic_text,
                secret_ != nullptr ? ", cluster secret required" : ", no cluster secret");
 }
 
@@ -279,6 +310,16 @@ bool PeerServer::start_connect(Conn& c) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     // Known to be available: listen() checked it.
     if (!tcp_congestion_.empty()) transports::set_congestion_control(fd, tcp_congestion_);
+    if (c.bind_address != 0) {  // the rail's own NIC
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      local.sin_addr.s_addr = htonl(c.bind_address);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+        last_error = "bind to " + c.rail_nic + "'s address: " + std::strerror(errno);
+        ::close(fd);
+        continue;
+      }
+    }
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS) {
       last_error = "connect to " + c.address + ": " + std::strerror(errno);
       ::close(fd);
@@ -463,12 +504,21 @@ void PeerServer::established(Conn& c) {
   if (c.handshake->role() == PeerRole::kData) {
     // The acceptor's "accepted" is out (flush finished): hand the socket to the engine.
     c.handed_off = true;
-    if (c.connector) data_connecting_.erase(c.expected);
     const int fd = c.fd;
+    const std::string nic = c.rail_nic.empty() ? nic_of_local_end(fd) : c.rail_nic;
+    if (c.connector) {
+      auto it = data_peers_.find(c.expected);
+      if (it != data_peers_.end()) {
+        it->second.connecting.erase(c.rail_nic);
+        it->second.retries.erase(c.rail_nic);
+        it->second.linked = true;
+      }
+    }
     c.fd = -1;
-    spdlog::info("data connection with node {} ({}) established", peer.node_name, c.address);
+    spdlog::info("data connection with node {} ({}) over {} established", peer.node_name, c.address,
+                 nic.empty() ? "?" : nic);
     close_conn(c);
-    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, fd);
+    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, fd, nic);
     return;
   }
   spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);
@@ -525,10 +575,155 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
   if (c != nullptr) c->waiting.push_back(std::move(frame));
 }
 
+// Rails: each local NIC paired with the first peer address in its subnet (rail-matched:
+// NIC i of one node reaches NIC i of another over the same switch). Without any match (one
+// flat network, or loopback), one rail that may use any address.
+std::vector<PeerServer::Rail> PeerServer::rails_to(
+    const std::vector<std::string>& addresses) const {
+  std::vector<Rail> rails;
+  for (const LocalNic& nic : local_nics_) {
+    for (const std::string& text : addresses) {
+      sockaddr_storage addr{};
+      socklen_t len = 0;
+      if (!parse_peer_address(text, &addr, &len) || addr.ss_family != AF_INET) continue;
+      const uint32_t peer = ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr);
+      if ((peer & nic.mask) != (nic.address & nic.mask)) continue;
+      rails.push_back({nic.name, nic.address, {text}});
+      break;
+    }
+  }
+  if (rails.empty()) rails.push_back({"", 0, addresses});
+  return rails;
+}
+
 void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses) {
-  if (data_connecting_.count(instance) != 0) return;
-  Conn* c = open(instance, addresses, PeerRole::kData);
-  if (c != nullptr && !c->closing) data_connecting_[instance] = c;
+  DataPeer& peer = data_peers_[instance];
+  peer.addresses = addresses;
+  for (const Rail& rail : rails_to(addresses)) {
+    if (peer.connecting.count(rail.nic) != 0) continue;
+    connect_rail(instance, peer, rail);
+  }
+}
+
+void PeerServer::connect_rail(uint64_t instance, DataPeer& peer, const Rail& rail) {
+  auto* c = new Conn;
+  c->server = this;
+  c->connector = true;
+  c->expected = instance;
+  c->role = PeerRole::kData;
+  c->rail_nic = rail.nic;
+  c->bind_address = rail.local_address;
+  c->addresses = rail.peer_addresses;
+  std::reverse(c->addresses.begin(), c->addresses.end());  // tried from the back
+  conns_.push_back(c);
+  peer.connecting[rail.nic] = c;
+  uv_timer_init(loop_, &c->timer);
+  c->timer.data = c;
+  c->open_handles = 1;
+  uv_timer_start(
+      &c->timer,
+      [](uv_timer_t* t) {
+        auto* conn = static_cast<Conn*>(t->data);
+        conn->server->fail(*conn, "no connection and handshake within 5 s");
+      },
+      kHandshakeTimeoutMs, 0);
+  start_connect(*c);  // on failure, fail() has reported it
+}
+
+void PeerServer::rail_lost(uint64_t instance, const std::string& nic) {
+  auto it = data_peers_.find(instance);
+  if (it == data_peers_.end() || it->second.connecting.count(nic) != 0) return;
+  schedule_retry(instance, nic);
+}
+
+void PeerServer::nic_up(const std::string& nic) {
+  bool any = false;
+  for (auto& [instance, peer] : data_peers_) {
+    auto retry = peer.retries.find(nic);
+    if (retry == peer.retries.end() || !retry->second.scheduled) continue;
+    retry->second.due = std::chrono::steady_clock::now();
+    any = true;
+  }
+  if (any) run_retries();
+}
+
+void PeerServer::forget_data_peer(uint64_t instance) {
+  auto it = data_peers_.find(instance);
+  if (it == data_peers_.end()) return;
+  // Connections still being opened finish or fail on their own; a late one makes a new link.
+  it->second.retries.clear();
+  it->second.linked = false;
+  if (it->second.connecting.empty()) data_peers_.erase(it);
+}
+
+// Exponential backoff: 100 ms, doubling, at most reconnect_max_.
+void PeerServer::schedule_retry(uint64_t instance, const std::string& nic) {
+  RailRetry& retry = data_peers_[instance].retries[nic];
+  if (retry.scheduled) return;
+  const auto wait = std::min<std::chrono::milliseconds>(
+      reconnect_max_, std::chrono::milliseconds(100LL << std::min(retry.attempts, 16)));
+  ++retry.attempts;
+  retry.scheduled = true;
+  retry.due = std::chrono::steady_clock::now() + wait;
+  arm_retry_timer();
+}
+
+void PeerServer::arm_retry_timer() {
+  if (!retry_timer_open_) return;
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const auto& [instance, peer] : data_peers_) {
+    for (const auto& [nic, retry] : peer.retries) {
+      if (retry.scheduled && (!next || retry.due < *next)) next = retry.due;
+    }
+  }
+  if (!next) {
+    uv_timer_stop(&retry_timer_);
+    return;
+  }
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *next - std::chrono::steady_clock::now());
+  uv_timer_start(
+      &retry_timer_, [](uv_timer_t* t) { static_cast<PeerServer*>(t->data)->run_retries(); },
+      static_cast<uint64_t>(std::max<int64_t>(wait.count(), 0)), 0);
+}
+
+void PeerServer::run_retries() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::pair<uint64_t, std::string>> due;
+  for (auto& [instance, peer] : data_peers_) {
+    for (auto& [nic, retry] : peer.retries) {
+      if (retry.scheduled && retry.due <= now) {
+        retry.scheduled = false;
+        due.emplace_back(instance, nic);
+      }
+    }
+  }
+  for (const auto& [instance, nic] : due) {
+    auto it = data_peers_.find(instance);
+    if (it == data_peers_.end() || it->second.connecting.count(nic) != 0) continue;
+    for (const Rail& rail : rails_to(it->second.addresses)) {
+      if (rail.nic != nic) continue;
+      spdlog::debug("reconnecting to peer {:016x} over {} (attempt {})", instance,
+                    nic.empty() ? "any NIC" : nic, it->second.retries[nic].attempts);
+      connect_rail(instance, it->second, rail);
+      break;
+    }
+  }
+  arm_retry_timer();
+}
+
+std::string PeerServer::nic_of_local_end(int fd) const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      addr.ss_family != AF_INET) {
+    return {};
+  }
+  const uint32_t local = ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr);
+  for (const LocalNic& nic : local_nics_) {
+    if (nic.address == local) return nic.name;
+  }
+  return (local >> 24) == 127 ? "lo" : "";
 }
 
 double PeerServer::control_round_trip_s(uint64_t instance) const {
@@ -571,8 +766,24 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
   } else if (c.connector && c.role == PeerRole::kControl) {
     report_control = true;  // nobody else will carry its waiting messages
   }
-  const bool report_data = c.connector && c.role == PeerRole::kData && !c.is_established;
-  if (report_data) data_connecting_.erase(c.expected);
+  // A rail that could not be opened: retried while the peer is linked over another (or
+  // one is still being opened); reported when it was the peer's last hope.
+  bool report_data = false;
+  if (c.connector && c.role == PeerRole::kData && !c.handed_off) {
+    auto it = data_peers_.find(c.expected);
+    if (it != data_peers_.end() && it->second.connecting.count(c.rail_nic) != 0 &&
+        it->second.connecting[c.rail_nic] == &c) {
+      DataPeer& peer = it->second;
+      peer.connecting.erase(c.rail_nic);
+      peer.last_error = reason;
+      if (peer.linked) {
+        schedule_retry(c.expected, c.rail_nic);
+      } else if (peer.connecting.empty()) {
+        report_data = true;
+        data_peers_.erase(it);
+      }
+    }
+  }
   close_conn(c);
   if (report_control && callbacks_.on_control_lost) {
     callbacks_.on_control_lost(instance, name, reason);
@@ -602,7 +813,12 @@ void PeerServer::close() {
   std::vector<Conn*> all = conns_;
   for (Conn* c : all) close_conn(*c);
   control_.clear();
-  data_connecting_.clear();
+  data_peers_.clear();
+  if (retry_timer_open_) {
+    uv_timer_stop(&retry_timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&retry_timer_), nullptr);
+    retry_timer_open_ = false;
+  }
   if (listening_) {
     uv_poll_stop(&listen_poll_);
     uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);

@@ -10,8 +10,10 @@
 
 #include <capnp/message.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -31,9 +33,12 @@ class PeerServer {
     // node name when known, else the address tried.
     std::function<void(uint64_t instance, const std::string& name, const std::string& reason)>
         on_control_lost;
-    // An authenticated data connection; the receiver owns `fd`.
-    std::function<void(const transports::PeerIdentity& peer, int fd)> on_data_link;
-    // A data connection this daemon opened failed before it was authenticated.
+    // An authenticated data connection over local NIC `nic` ("" when no NIC has its
+    // address); the receiver owns `fd`.
+    std::function<void(const transports::PeerIdentity& peer, int fd, const std::string& nic)>
+        on_data_link;
+    // No data connection to `instance` could be opened (every rail failed before one was
+    // authenticated); rails of a peer already linked are retried instead.
     std::function<void(uint64_t instance, const std::string& reason)> on_data_failed;
   };
 
@@ -42,6 +47,11 @@ class PeerServer {
   ~PeerServer();
   // Every peer connection's TCP congestion control (before listen; empty: the host's).
   void set_tcp_congestion(std::string name) { tcp_congestion_ = std::move(name); }
+  // The NICs peers are reached over (before listen; empty: every non-loopback interface
+  // with an IPv4 address). Each is a rail: one data connection per peer NIC in its subnet.
+  void set_nics(std::vector<std::string> names) { nic_filter_ = std::move(names); }
+  // Longest wait between attempts to reconnect a rail (the backoff doubles up to it).
+  void set_reconnect_max(std::chrono::milliseconds most) { reconnect_max_ = most; }
   PeerServer(const PeerServer&) = delete;
   PeerServer& operator=(const PeerServer&) = delete;
 
@@ -55,8 +65,24 @@ class PeerServer {
   // `addresses` first when there is none (messages wait for it).
   void send_control(uint64_t instance, const std::vector<std::string>& addresses,
                     capnp::MessageBuilder& message);
-  // Opens a data connection to `instance` unless one is being opened.
+  // Opens a data connection to `instance` on every rail (a local NIC and the peer's address
+  // in its subnet; when none match, one connection to any address) not connected or being
+  // connected. This side then keeps the rails up: rail_lost retries with backoff.
   void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
+  // The engine's path to `instance` over local NIC `nic` failed: reconnect it (with
+  // exponential backoff) if this side opened it.
+  void rail_lost(uint64_t instance, const std::string& nic);
+  // Local NIC `nic` is up again: its rails are retried now.
+  void nic_up(const std::string& nic);
+  // The link to `instance` is gone: stop keeping its rails.
+  void forget_data_peer(uint64_t instance);
+  // The NICs this daemon serves peers on (after listen).
+  size_t nic_count() const { return local_nics_.size(); }
+  std::vector<std::string> nic_names() const {
+    std::vector<std::string> names;
+    for (const auto& nic : local_nics_) names.push_back(nic.name);
+    return names;
+  }
   // Round trip to `instance` (seconds; 0 when unknown): the kernel's smallest on the
   // control connection, else the smallest of the handshakes this daemon started.
   double control_round_trip_s(uint64_t instance) const;
@@ -69,6 +95,34 @@ class PeerServer {
 
  private:
   struct Conn;
+  struct LocalNic {
+    std::string name;
+    uint32_t address = 0;  // IPv4, host order
+    uint32_t mask = 0;
+  };
+  struct Rail {
+    std::string nic;  // "" for the fallback: any address, no local binding
+    uint32_t local_address = 0;
+    std::vector<std::string> peer_addresses;
+  };
+  struct RailRetry {
+    int attempts = 0;
+    std::chrono::steady_clock::time_point due{};
+    bool scheduled = false;
+  };
+  struct DataPeer {  // a peer this side opens data connections to
+    std::vector<std::string> addresses;
+    bool linked = false;                      // a rail has been established since the last forget
+    std::map<std::string, Conn*> connecting;  // by rail NIC
+    std::map<std::string, RailRetry> retries;
+    std::string last_error;
+  };
+  std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
+  void connect_rail(uint64_t instance, DataPeer& peer, const Rail& rail);
+  void schedule_retry(uint64_t instance, const std::string& nic);
+  void run_retries();
+  void arm_retry_timer();
+  std::string nic_of_local_end(int fd) const;
   void on_listen_readable();
   Conn* open(uint64_t instance, const std::vector<std::string>& addresses,
              transports::PeerRole role);
@@ -94,10 +148,15 @@ class PeerServer {
   bool listening_ = false;
   std::vector<Conn*> conns_;
   std::unordered_map<uint64_t, Conn*> control_;  // by instance: the connection to use
-  std::unordered_map<uint64_t, Conn*> data_connecting_;
+  std::map<uint64_t, DataPeer> data_peers_;
   std::unordered_map<uint64_t, double> round_trip_s_;
   uint64_t refused_ = 0;
   std::string tcp_congestion_;
+  std::vector<std::string> nic_filter_;
+  std::vector<LocalNic> local_nics_;
+  std::chrono::milliseconds reconnect_max_{2000};
+  uv_timer_t retry_timer_{};
+  bool retry_timer_open_ = false;
 };
 
 // "ip:port" -> sockaddr; returns false when it is not one.

@@ -9,7 +9,7 @@ $Cxx.namespace("plexus::shm::control");
 
 enum Role {
   rank @0;   # a process running collectives: has a pool and rings
-  admin @1;  # plexusctl: read-only queries
+  admin @1;  # plexusctl: queries; nicDrain needs root or plexusd's own user
 }
 
 struct Hello {
@@ -34,6 +34,11 @@ struct CommLeave {
   abort @1 :Bool;         # abort: the other ranks' ops fail now
 }
 
+struct NicDrain {
+  nic @0 :Text;
+  drained @1 :Bool;       # false: undrain
+}
+
 struct ClientMessage {
   requestId @0 :UInt32;
   union {
@@ -41,6 +46,8 @@ struct ClientMessage {
     commInit @2 :CommInit;
     commLeave @3 :CommLeave;
     status @4 :Void;
+    links @5 :Void;         # the data links to peer daemons and their paths
+    nicDrain @6 :NicDrain;
   }
 }
 
@@ -105,6 +112,40 @@ struct StatusReply {
   badMessages @10 :UInt64;
 }
 
+struct PathInfo {
+  nic @0 :Text;
+  local @1 :Text;         # "ip:port"
+  remote @2 :Text;
+  state @3 :Text;         # active, probation, drained
+  bytesSent @4 :UInt64;
+  bytesReceived @5 :UInt64;
+  rateBytesPerS @6 :Float64;
+}
+
+struct PeerLinkInfo {
+  node @0 :Text;
+  instance @1 :UInt64;
+  acks @2 :Bool;          # the reliable channel (sequence numbers, acknowledgements)
+  paths @3 :List(PathInfo);
+  framesSent @4 :UInt64;
+  framesResent @5 :UInt64;
+  bytesResent @6 :UInt64;
+  duplicatesDropped @7 :UInt64;
+  pathFailures @8 :UInt64;
+  failbacks @9 :UInt64;
+  downForMs @10 :Int64;   # no live path for this long; -1 while one is live
+}
+
+struct LinksReply {
+  nics @0 :List(Text);    # where this daemon reaches peers
+  drained @1 :List(Text);
+  peers @2 :List(PeerLinkInfo);
+}
+
+struct NicDrainReply {
+  paths @0 :UInt32;       # paths over the NIC now
+}
+
 struct DaemonMessage {
   requestId @0 :UInt32;
   union {
@@ -113,5 +154,7 @@ struct DaemonMessage {
     commInitReply @3 :CommInitReply;
     commLeaveReply @4 :Void;
     statusReply @5 :StatusReply;
+    linksReply @6 :LinksReply;
+    nicDrainReply @7 :NicDrainReply;
   }
 }

@@ -57,8 +57,8 @@ TEST(DataFrameTest, EveryBadFieldIsRefusedByName) {
   b[0] = std::byte{0};
   EXPECT_THAT(decode_data_frame_header(b, {}).error, HasSubstr("bad magic"));
   b = encode(sample());
-  b[2] = std::byte{2};
-  EXPECT_THAT(decode_data_frame_header(b, {}).error, HasSubstr("version 2"));
+  b[2] = std::byte{7};
+  EXPECT_THAT(decode_data_frame_header(b, {}).error, HasSubstr("version 7"));
   b = encode(sample());
   b[3] = std::byte{9};
   EXPECT_THAT(decode_data_frame_header(b, {}).error, HasSubstr("unknown type 9"));

@@ -125,10 +125,79 @@ void print_comms(const json& s) {
   }
 }
 
+json links_to_json(control::LinksReply::Reader links) {
+  json out;
+  out["nics"] = json::array();
+  for (auto n : links.getNics()) out["nics"].push_back(n.cStr());
+  out["drained"] = json::array();
+  for (auto n : links.getDrained()) out["drained"].push_back(n.cStr());
+  out["peers"] = json::array();
+  for (auto p : links.getPeers()) {
+    json paths = json::array();
+    for (auto path : p.getPaths()) {
+      paths.push_back({{"nic", path.getNic().cStr()},
+                       {"local", path.getLocal().cStr()},
+                       {"remote", path.getRemote().cStr()},
+                       {"state", path.getState().cStr()},
+                       {"bytes_sent", path.getBytesSent()},
+                       {"bytes_received", path.getBytesReceived()},
+                       {"rate_bytes_per_s", path.getRateBytesPerS()}});
+    }
+    out["peers"].push_back({{"node", p.getNode().cStr()},
+                            {"instance", p.getInstance()},
+                            {"acks", p.getAcks()},
+                            {"frames_sent", p.getFramesSent()},
+                            {"frames_resent", p.getFramesResent()},
+                            {"bytes_resent", p.getBytesResent()},
+                            {"duplicates_dropped", p.getDuplicatesDropped()},
+                            {"path_failures", p.getPathFailures()},
+                            {"failbacks", p.getFailbacks()},
+                            {"down_for_ms", p.getDownForMs()},
+                            {"paths", paths}});
+  }
+  return out;
+}
+
+void print_paths(const json& links) {
+  std::string nics;
+  for (const auto& n : links["nics"]) nics += (nics.empty() ? "" : ", ") + n.get<std::string>();
+  std::string drained;
+  for (const auto& n : links["drained"])
+    drained += (drained.empty() ? "" : ", ") + n.get<std::string>();
+  std::printf("NICs: %s%s%s\n", nics.empty() ? "none (no --peer-listen)" : nics.c_str(),
+              drained.empty() ? "" : "; drained: ", drained.c_str());
+  if (links["peers"].empty()) {
+    std::printf("no data links to peer daemons\n");
+    return;
+  }
+  for (const auto& p : links["peers"]) {
+    std::printf("\nnode %s: %zu path(s), acks %s, failures %llu, failbacks %llu, resent %s",
+                p["node"].get<std::string>().c_str(), p["paths"].size(),
+                p["acks"].get<bool>() ? "on" : "off",
+                static_cast<unsigned long long>(p["path_failures"].get<uint64_t>()),
+                static_cast<unsigned long long>(p["failbacks"].get<uint64_t>()),
+                human_bytes(p["bytes_resent"].get<uint64_t>()).c_str());
+    const int64_t down = p["down_for_ms"].get<int64_t>();
+    if (down >= 0) std::printf(", NO PATH for %lld ms", static_cast<long long>(down));
+    std::printf("\n%-10s %-10s %-22s %-22s %10s %10s %12s\n", "NIC", "STATE", "LOCAL", "REMOTE",
+                "SENT", "RECEIVED", "RATE");
+    for (const auto& x : p["paths"]) {
+      const double rate = x["rate_bytes_per_s"].get<double>();
+      const std::string rate_text =
+          rate > 0 ? human_bytes(static_cast<uint64_t>(rate)) + "/s" : std::string("-");
+      std::printf("%-10s %-10s %-22s %-22s %10s %10s %12s\n", x["nic"].get<std::string>().c_str(),
+                  x["state"].get<std::string>().c_str(), x["local"].get<std::string>().c_str(),
+                  x["remote"].get<std::string>().c_str(),
+                  human_bytes(x["bytes_sent"].get<uint64_t>()).c_str(),
+                  human_bytes(x["bytes_received"].get<uint64_t>()).c_str(), rate_text.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"plexusctl: inspect the node's plexusd"};
+  CLI::App app{"plexusctl: inspect the node's plexusd, and drain its NICs"};
   std::string socket_path;
   bool as_json = false;
   app.add_option("--socket", socket_path,
@@ -137,13 +206,29 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto* status_cmd = app.add_subcommand("status", "Daemon summary and its rank sessions");
   auto* comms_cmd = app.add_subcommand("comms", "Communicators, their ranks and state");
-  for (auto* sub : {status_cmd, comms_cmd}) {
+  auto* paths_cmd = app.add_subcommand(
+      "paths",
+      "Data links to peer daemons: each path's NIC, state, bytes, measured rate, and "
+      "each peer's failovers and resent bytes");
+  auto* nic_cmd = app.add_subcommand(
+      "nic",
+      "drain NAME: move traffic to peers off a NIC (no new frames on it, in both "
+      "directions; nothing is resent); undrain NAME: take it back. Needs root or "
+      "plexusd's own user");
+  nic_cmd->require_subcommand(1);
+  std::string nic_name;
+  auto* drain_cmd = nic_cmd->add_subcommand("drain", "Move traffic off NIC NAME");
+  auto* undrain_cmd = nic_cmd->add_subcommand("undrain", "Let NIC NAME carry traffic again");
+  for (auto* sub : {drain_cmd, undrain_cmd}) {
+    sub->add_option("NAME", nic_name, "The interface, as in plexusctl paths")->required();
+  }
+  for (auto* sub : {status_cmd, comms_cmd, paths_cmd, nic_cmd, drain_cmd, undrain_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
   if (socket_path.empty()) socket_path = plexus::shm::default_socket_path();
 
-  json status;
+  json result;
   try {
     plexus::client::ControlChannel channel(socket_path, 0);
     capnp::MallocMessageBuilder hello_message;
@@ -152,28 +237,53 @@ int main(int argc, char** argv) {
     hello.setRole(control::Role::ADMIN);
     hello.setProcessName("plexusctl");
     channel.call(hello_message);
-    capnp::MallocMessageBuilder status_message;
-    status_message.initRoot<control::ClientMessage>().setStatus();
-    auto reply = channel.call(status_message);
+    capnp::MallocMessageBuilder request;
+    auto message = request.initRoot<control::ClientMessage>();
+    if (paths_cmd->parsed()) {
+      message.setLinks();
+    } else if (nic_cmd->parsed()) {
+      auto drain = message.initNicDrain();
+      drain.setNic(nic_name);
+      drain.setDrained(drain_cmd->parsed());
+    } else {
+      message.setStatus();
+    }
+    auto reply = channel.call(request);
     capnp::FlatArrayMessageReader reader(reply.words, plexus::shm::untrusted_reader_options());
     auto root = reader.getRoot<control::DaemonMessage>();
-    if (!root.isStatusReply()) {
-      std::fprintf(stderr, "plexusctl: plexusd on %s answered with an error: %s\n",
-                   socket_path.c_str(),
-                   root.isError() ? root.getError().getMessage().cStr() : "unexpected reply");
+    if (root.isError()) {
+      std::fprintf(stderr, "plexusctl: plexusd on %s refused: %s\n", socket_path.c_str(),
+                   root.getError().getMessage().cStr());
       return 1;
     }
-    status = status_to_json(root.getStatusReply());
+    if (root.isStatusReply()) {
+      result = status_to_json(root.getStatusReply());
+    } else if (root.isLinksReply()) {
+      result = links_to_json(root.getLinksReply());
+    } else if (root.isNicDrainReply()) {
+      result = {{"nic", nic_name},
+                {"drained", drain_cmd->parsed()},
+                {"paths", root.getNicDrainReply().getPaths()}};
+    } else {
+      std::fprintf(stderr, "plexusctl: plexusd on %s answered with an unexpected reply\n",
+                   socket_path.c_str());
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "plexusctl: %s\n", e.what());
     return kExitDaemonUnavailable;
   }
   if (as_json) {
-    std::cout << (comms_cmd->parsed() ? status["comms"] : status).dump(2) << "\n";
+    std::cout << (comms_cmd->parsed() ? result["comms"] : result).dump(2) << "\n";
   } else if (comms_cmd->parsed()) {
-    print_comms(status);
+    print_comms(result);
+  } else if (paths_cmd->parsed()) {
+    print_paths(result);
+  } else if (nic_cmd->parsed()) {
+    std::printf("NIC %s %s (%u path(s) over it now)\n", nic_name.c_str(),
+                drain_cmd->parsed() ? "drained" : "undrained", result["paths"].get<unsigned>());
   } else {
-    print_status(status);
+    print_status(result);
   }
   return 0;
 }

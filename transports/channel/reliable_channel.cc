@@ -30,6 +30,9 @@ uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation)
   p.live_since = now;
   p.sample_start = now;
   if (handler_.on_path_state) handler_.on_path_state(id, p.state, "");
+  // First on the path, ahead of any data: names this channel (Settings::incarnation).
+  queue_control(id, wire::FrameType::kHeartbeat);
+  p.last_sent = now;
   pump();
   return id;
 }
@@ -70,6 +73,12 @@ size_t ReliableChannel::usable_paths() const {
 size_t ReliableChannel::live_paths() const {
   return static_cast<size_t>(std::count_if(
       paths_.begin(), paths_.end(), [](const Path& p) { return p.state != PathState::kFailed; }));
+}
+
+ReliableChannel::TimePoint ReliableChannel::last_heard() const {
+  TimePoint last{};
+  for (const Path& p : paths_) last = std::max(last, p.last_received);
+  return last;
 }
 
 // The active path expected to finish `bytes` first: its backlog over its measured rate
@@ -152,6 +161,7 @@ void ReliableChannel::pump() {
 void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
   wire::DataFrameHeader h;
   h.type = type;
+  h.comm_id = settings_.incarnation;
   h.channel_seq = receiver_.take_ack();
   paths_[path].io->queue_urgent(h, kControlToken);
   paths_[path].queued_since_tick = true;

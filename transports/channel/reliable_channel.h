@@ -43,6 +43,10 @@ class ReliableChannel {
     // Off: no sequence numbers or acknowledgements (a frame is done once written), one
     // path, for measuring what reliability costs. Receivers accept both.
     bool reliable = true;
+    // Names this channel to the peer (carried in every heartbeat and acknowledgement, the
+    // first frame on each path): a peer that sees it change knows this side gave the old
+    // channel up and started afresh. 0: not carried.
+    uint64_t incarnation = 0;
   };
 
   enum class PathState { kProbation, kActive, kDrained, kFailed };
@@ -116,6 +120,8 @@ class ReliableChannel {
   PathState state(uint32_t path) const { return paths_.at(path).state; }
   size_t usable_paths() const;  // active ones
   size_t live_paths() const;    // not failed
+  // When a frame last arrived on any path (own stalls discounted, as for silence).
+  TimePoint last_heard() const;
   double rate_estimate(uint32_t path) const { return paths_.at(path).rate; }
   size_t unacknowledged() const { return sender_.unacknowledged(); }
   size_t waiting() const { return sender_.waiting(); }

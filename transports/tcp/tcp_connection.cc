@@ -38,6 +38,18 @@ bool TcpConnection::fail(std::string reason) {
   return false;
 }
 
+bool TcpConnection::fail_closed(std::string reason) {
+  if (error_.empty()) peer_closed_ = true;
+  return fail(std::move(reason));
+}
+
+bool TcpConnection::fail_errno(const char* what) {
+  const int error = errno;
+  std::string reason = std::string(what) + std::strerror(error);
+  if (error == ECONNRESET || error == EPIPE) return fail_closed(std::move(reason));
+  return fail(std::move(reason));
+}
+
 void TcpConnection::queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
                           uint64_t token) {
   if (queued_ == ring_.size()) {
@@ -95,7 +107,7 @@ bool TcpConnection::write_queued() {
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR) continue;
-      return fail(std::string("send failed: ") + std::strerror(errno));
+      return fail_errno("send failed: ");
     }
     bytes_sent_ += static_cast<uint64_t>(n);
     auto left = static_cast<size_t>(n);
@@ -187,10 +199,10 @@ bool TcpConnection::read_placed() {
     left = std::min(left, sink_.size());
   }
   const ssize_t n = ::read(fd_, to, left);
-  if (n == 0) return fail("peer closed the connection");
+  if (n == 0) return fail_closed("peer closed the connection");
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
-    return fail(std::string("receive failed: ") + std::strerror(errno));
+    return fail_errno("receive failed: ");
   }
   placed_done_ += static_cast<size_t>(n);
   bytes_received_ += static_cast<uint64_t>(n);
@@ -236,12 +248,12 @@ bool TcpConnection::on_readable(size_t max_bytes) {
     const ssize_t n = ::read(fd_, in_.data() + filled_, want);
     if (n == 0) {
       parse_frames();
-      return fail("peer closed the connection");
+      return fail_closed("peer closed the connection");
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
-      return fail(std::string("receive failed: ") + std::strerror(errno));
+      return fail_errno("receive failed: ");
     }
     filled_ += static_cast<size_t>(n);
     got += static_cast<size_t>(n);

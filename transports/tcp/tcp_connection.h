@@ -88,6 +88,9 @@ class TcpConnection {
   bool reading_paused() const { return paused_; }
 
   const std::string& error() const { return error_; }
+  // The failure was the peer closing or resetting the connection (its process ended or it
+  // gave up on this path), not a network that went quiet.
+  bool peer_closed() const { return peer_closed_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
 
@@ -99,6 +102,8 @@ class TcpConnection {
     size_t written;  // of header + payload
   };
   bool fail(std::string reason);
+  bool fail_closed(std::string reason);
+  bool fail_errno(const char* what);  // from errno
   Outgoing& slot(size_t i) { return ring_[(head_ + i) % ring_.size()]; }
   bool parse_frames();
   // Readies the buffer for the next read; returns how many bytes to read.
@@ -134,6 +139,7 @@ class TcpConnection {
   bool paused_ = false;
   bool writing_ = false;
   std::string error_;
+  bool peer_closed_ = false;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
 };

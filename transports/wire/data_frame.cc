@@ -36,6 +36,8 @@ const char* type_name(FrameType type) {
       return "abort";
     case FrameType::kDeparted:
       return "departed";
+    case FrameType::kPathNotice:
+      return "path notice";
   }
   return "?";
 }
@@ -77,7 +79,7 @@ DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHead
     return d;
   }
   const auto type = get<uint8_t>(p + kType);
-  if (type < 1 || type > 5) {
+  if (type < 1 || type > static_cast<uint8_t>(FrameType::kPathNotice)) {
     d.error = "data frame: unknown type " + std::to_string(type);
     return d;
   }

@@ -12,7 +12,7 @@ namespace plexus::transports::wire {
 
 inline constexpr size_t kDataFrameHeaderBytes = 48;
 inline constexpr uint16_t kDataFrameMagic = 0x5850;  // "PX" on the wire
-inline constexpr uint8_t kDataFrameVersion = 1;
+inline constexpr uint8_t kDataFrameVersion = 2;      // 2: kPathNotice
 
 enum class FrameType : uint8_t {
   kData = 1,       // payload: bytes [offset, offset + length) of message `step` of an op
@@ -20,6 +20,15 @@ enum class FrameType : uint8_t {
   kHeartbeat = 3,  // keeps an idle path's liveness known
   kAbort = 4,      // payload: why communicator comm_id failed on the sender (UTF-8, short)
   kDeparted = 5,   // step: a rank of the sender left communicator comm_id; payload: how
+  // About the sender's connection from IPv4 endpoint `offset` to `op_seq` (each address <<
+  // 16 | port), sent on another path of the channel; `step` is a PathNotice.
+  kPathNotice = 6,
+};
+
+enum class PathNotice : uint32_t {
+  kDown = 0,       // it failed on the sender's side (a NIC went down): fail it now
+  kDrained = 1,    // the sender's NIC is drained: send nothing new on it
+  kUndrained = 2,  // back in service
 };
 
 inline constexpr uint32_t kMaxAbortReasonBytes = 1024;  // abort and departed payloads

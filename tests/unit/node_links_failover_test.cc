@@ -1,0 +1,269 @@
+// NodeLinks across NIC failures, over real loopback TCP between two NodeLinks: a NIC that
+// goes down fails its paths and the peer is told over the other path (its own timeout is
+// far off), no byte is lost; with no path left the peer is kept for the grace period, a
+// path back within it carries what waited, and past it the error names the peer; a drain
+// moves traffic off a NIC with nothing resent; a peer that starts a new channel is not
+// mixed with the old one.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+
+#include "daemon/node_links.h"
+
+namespace plexus::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+namespace wire = transports::wire;
+
+// A connected pair of loopback TCP sockets.
+std::pair<int, int> tcp_pair() {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int server = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  return {client, server};
+}
+
+std::byte pattern(uint32_t message, uint64_t offset) {
+  return static_cast<std::byte>((message * 131 + offset * 7 + offset / 4099) & 0xFF);
+}
+
+// One side: its NodeLinks, what arrived (message -> bytes), what it was told.
+struct Side {
+  explicit Side(transports::ReliableChannel::Settings settings) {
+    NodeLinks::Handler handler;
+    handler.on_frame = [this](uint64_t, const wire::DataFrameHeader& h,
+                              std::span<const std::byte> payload) {
+      auto& bytes = received[h.step];
+      if (bytes.size() < h.offset + payload.size()) bytes.resize(h.offset + payload.size());
+      std::copy(payload.begin(), payload.end(), bytes.begin() + static_cast<long>(h.offset));
+      return std::string();
+    };
+    handler.on_lost = [this](uint64_t peer, const std::string& name, const std::string& why) {
+      lost = std::to_string(peer) + " " + name + ": " + why;
+      lost_at = Clock::now();
+    };
+    handler.on_path_lost = [this](uint64_t, const std::string& nic) { paths_lost.push_back(nic); };
+    links = std::make_unique<NodeLinks>(handler, 64 * 1024, settings);
+  }
+  std::unique_ptr<NodeLinks> links;
+  std::map<uint32_t, std::vector<std::byte>> received;
+  std::vector<std::string> paths_lost;
+  std::string lost;
+  Clock::time_point lost_at;
+  // Second descriptors of path sockets: a path this side fails then sends no FIN, as when its
+  // NIC is really down, so only a path notice can tell the peer.
+  std::vector<int> held;
+  ~Side() {
+    links.reset();
+    for (int fd : held) ::close(fd);
+  }
+};
+
+transports::ReliableChannel::Settings slow_timeouts() {
+  transports::ReliableChannel::Settings s;
+  s.path_timeout = std::chrono::milliseconds(30000);  // silence alone would take 30 s
+  s.last_path_grace = std::chrono::milliseconds(5000);
+  return s;
+}
+
+// A path between a (peer id 2, "b") and b (peer id 1, "a") over NIC `nic` on both.
+void connect(Side& a, Side& b, const std::string& nic) {
+  auto [fa, fb] = tcp_pair();
+  a.held.push_back(::dup(fa));
+  b.held.push_back(::dup(fb));
+  a.links->add(2, "b", fa, nic);
+  b.links->add(1, "a", fb, nic);
+}
+
+template <typename Done>
+bool pump_until(Side& a, Side& b, Done done, std::chrono::milliseconds most) {
+  const auto deadline = Clock::now() + most;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    a.links->poll(1);
+    b.links->poll(1);
+  }
+  return true;
+}
+
+struct Message {
+  std::vector<std::byte> data;
+  bool done = false;
+};
+
+void send(Side& from, uint64_t peer, uint32_t step, Message& m, size_t bytes) {
+  m.data.resize(bytes);
+  for (size_t i = 0; i < bytes; ++i) m.data[i] = pattern(step, i);
+  ASSERT_TRUE(from.links->send_message(peer, 1, 0, step, m.data, nullptr, [&m] { m.done = true; }));
+}
+
+bool exact(const Side& to, uint32_t step, const Message& m) {
+  auto it = to.received.find(step);
+  return it != to.received.end() && it->second == m.data;
+}
+
+const NodeLinks::PeerInfo* peer_info(const std::vector<NodeLinks::PeerInfo>& peers) {
+  return peers.empty() ? nullptr : &peers.front();
+}
+
+TEST(NodeLinksFailoverTest, ANicDownFailsItsPathsTellsThePeerAndLosesNoByte) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  connect(a, b, "rail0");
+  connect(a, b, "rail1");
+  constexpr int kMessages = 24;
+  std::vector<Message> messages(kMessages);
+  for (uint32_t i = 0; i < kMessages / 2; ++i) send(a, 2, i, messages[i], 1 << 20);
+  // Mid-transfer: frames are queued and unacknowledged on both paths.
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return b.received.size() >= 2; }, std::chrono::seconds(10)));
+  EXPECT_EQ(a.links->nic_down("rail0", "went down (test)"), 1u);
+  EXPECT_EQ(a.paths_lost, std::vector<std::string>{"rail0"});
+  for (uint32_t i = kMessages / 2; i < kMessages; ++i) send(a, 2, i, messages[i], 1 << 20);
+  auto all_done = [&] {
+    for (auto& m : messages) {
+      if (!m.done) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(pump_until(a, b, all_done, std::chrono::seconds(20)));
+  for (uint32_t i = 0; i < kMessages; ++i) EXPECT_TRUE(exact(b, i, messages[i])) << "message " << i;
+  // b failed its end on a's notice, long before its 30 s timeout.
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return b.paths_lost.size() == 1; }, std::chrono::seconds(5)));
+  EXPECT_EQ(b.paths_lost.front(), "rail0");
+  EXPECT_TRUE(a.lost.empty()) << a.lost;
+  EXPECT_TRUE(b.lost.empty()) << b.lost;
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(150));  // a snapshot
+  const auto peers = a.links->snapshot();
+  ASSERT_NE(peer_info(peers), nullptr);
+  ASSERT_EQ(peers.front().paths.size(), 1u);
+  EXPECT_EQ(peers.front().paths.front().nic, "rail1");
+  EXPECT_EQ(peers.front().counters.path_failures, 1u);
+}
+
+TEST(NodeLinksFailoverTest, WithNoPathLeftThePeerIsKeptForTheGraceThenNamedInTheError) {
+  auto settings = slow_timeouts();
+  settings.last_path_grace = std::chrono::milliseconds(300);
+  Side a(settings);
+  Side b(slow_timeouts());
+  connect(a, b, "rail0");
+  Message m;
+  send(a, 2, 0, m, 256 << 10);
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return m.done; }, std::chrono::seconds(10)));
+  const auto down_at = Clock::now();
+  a.links->nic_down("rail0", "went down (test)");
+  EXPECT_TRUE(a.links->has(2));  // frames for it wait
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return !a.lost.empty(); }, std::chrono::seconds(10)));
+  EXPECT_GE(a.lost_at - down_at, std::chrono::milliseconds(300));
+  EXPECT_THAT(a.lost, HasSubstr("no path to node b for"));
+  EXPECT_THAT(a.lost, HasSubstr("grace 300 ms"));
+  EXPECT_THAT(a.lost, HasSubstr("NIC rail0 went down"));
+  EXPECT_FALSE(a.links->has(2));
+}
+
+TEST(NodeLinksFailoverTest, APathBackWithinTheGraceCarriesWhatWaited) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  connect(a, b, "rail0");
+  Message first;
+  send(a, 2, 0, first, 1 << 20);
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return b.received.count(0) != 0; }, std::chrono::seconds(10)));
+  a.links->nic_down("rail0", "went down (test)");
+  Message second;
+  send(a, 2, 1, second, 3 << 20);  // waits: no path
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(100));
+  EXPECT_FALSE(second.done);
+  connect(a, b, "rail0");  // back (on probation, taken at once: the only path)
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return first.done && second.done; }, std::chrono::seconds(20)));
+  EXPECT_TRUE(exact(b, 0, first));
+  EXPECT_TRUE(exact(b, 1, second));
+  EXPECT_TRUE(a.lost.empty()) << a.lost;
+}
+
+TEST(NodeLinksFailoverTest, ADrainMovesTrafficOffTheNicInBothDirectionsWithNothingResent) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  connect(a, b, "rail0");
+  connect(a, b, "rail1");
+  EXPECT_EQ(a.links->drain_nic("rail1", true), 1u);
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(150));  // b hears of it
+  std::vector<Message> to_b(8), to_a(8);
+  for (uint32_t i = 0; i < 8; ++i) {
+    send(a, 2, i, to_b[i], 1 << 20);
+    send(b, 1, i, to_a[i], 1 << 20);
+  }
+  auto all_done = [&] {
+    for (uint32_t i = 0; i < 8; ++i) {
+      if (!to_b[i].done || !to_a[i].done) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(pump_until(a, b, all_done, std::chrono::seconds(20)));
+  for (uint32_t i = 0; i < 8; ++i) {
+    EXPECT_TRUE(exact(b, i, to_b[i]));
+    EXPECT_TRUE(exact(a, i, to_a[i]));
+  }
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(150));
+  for (Side* side : {&a, &b}) {
+    const auto peers = side->links->snapshot();
+    ASSERT_NE(peer_info(peers), nullptr);
+    EXPECT_EQ(peers.front().counters.frames_resent, 0u);
+    for (const auto& path : peers.front().paths) {
+      if (path.nic != "rail1") continue;
+      EXPECT_EQ(path.state, "drained");
+      EXPECT_LT(path.bytes_sent, 64u << 10) << "data went over the drained NIC";
+    }
+  }
+  EXPECT_EQ(a.links->drain_nic("rail1", false), 1u);
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(150));
+  for (const auto& path : b.links->snapshot().front().paths) EXPECT_EQ(path.state, "active");
+}
+
+TEST(NodeLinksFailoverTest, APeerThatStartsANewChannelIsLostNotMixedWithTheOld) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  connect(a, b, "rail0");
+  Message m;
+  send(a, 2, 0, m, 64 << 10);
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return m.done; }, std::chrono::seconds(10)));
+  // b gives its channel up (as after its grace) and opens a new one to a.
+  Side b2(slow_timeouts());
+  auto [fa, fb] = tcp_pair();
+  a.links->add(2, "b", fa, "rail1");
+  b2.links->add(1, "a", fb, "rail1");
+  ASSERT_TRUE(pump_until(
+      a, b2, [&] { return !a.lost.empty(); }, std::chrono::seconds(5)));
+  EXPECT_THAT(a.lost, HasSubstr("gave up its channel to this node"));
+}
+
+}  // namespace
+}  // namespace plexus::daemon
