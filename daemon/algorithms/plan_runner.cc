@@ -40,7 +40,6 @@ PlanRunner::PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce,
   step_round_.resize(n);
   received_.assign(n, 0);
   sent_.assign(n, false);
-  placing_.assign(n, false);
   held_.resize(n);
   for (size_t r = 0; r < plan_.rounds(); ++r) {
     for (uint32_t i = plan_.round_begin(r); i < plan_.round_ends[r]; ++i) {
@@ -110,7 +109,7 @@ bool PlanRunner::round_complete() const {
   for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
     const Step& s = plan_.steps[i];
     if (!is_receive(s)) continue;
-    if (received_[i] < s.bytes || placing_[i]) return false;
+    if (received_[i] < s.bytes) return false;
     if (!held_[i].empty() && !receive_ready(i)) return false;
   }
   return true;
@@ -205,21 +204,21 @@ std::byte* PlanRunner::placement(int peer, uint32_t message, uint64_t offset, ui
   if (peer < 0 || p >= recv_steps_.size() || message >= recv_steps_[p].size()) return nullptr;
   const uint32_t index = recv_steps_[p][message];
   const Step& s = plan_.steps[index];
-  // Only the bytes next in order of a receive the current round applies at once: nothing
-  // else reads that range now, and a piece that does not fit takes deliver's checks.
-  if (s.kind != StepKind::kRecv || !receive_ready(index) || placing_[index] ||
-      !held_[index].empty() || offset != received_[index] || bytes == 0 ||
-      bytes > s.bytes - offset) {
+  // Pieces of a plain receive the current round applies at once, in any order (a channel
+  // stripes a message over several paths): nothing else reads that range now. A piece that
+  // does not fit takes deliver's checks. Two copies of one piece (a resend) may be placed
+  // at once: the channel abandons the other when the first ends, and only that one counts.
+  if (s.kind != StepKind::kRecv || !receive_ready(index) || !held_[index].empty() || bytes == 0 ||
+      !within(offset, bytes, s.bytes) || bytes > s.bytes - received_[index]) {
     return nullptr;
   }
-  placing_[index] = true;
   return buffers_.work + s.offset + offset;
 }
 
 void PlanRunner::deliver_placed(int peer, uint32_t message, uint64_t offset, uint64_t bytes) {
   const uint32_t index = recv_steps_[static_cast<size_t>(peer)][message];
-  if (!placing_[index] || offset != received_[index]) return;
-  placing_[index] = false;
+  const Step& s = plan_.steps[index];
+  if (!within(offset, bytes, s.bytes) || bytes > s.bytes - received_[index]) return;
   received_[index] += bytes;
   advance();
 }

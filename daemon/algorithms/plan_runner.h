@@ -54,9 +54,9 @@ class PlanRunner {
   // bytes than it holds, not whole elements of a reduced message): the op must then fail.
   std::string deliver(int peer, uint32_t message, uint64_t offset, std::span<const std::byte> data);
 
-  // Where the next piece [offset, offset + bytes) of message `message` from `peer` may be
-  // written directly (a plain receive of the current round, the piece next in order), or
-  // null: then it goes through deliver. A placement must be followed by deliver_placed.
+  // Where piece [offset, offset + bytes) of message `message` from `peer` may be written
+  // directly (a plain receive of the current round, pieces in any order), or null: then it
+  // goes through deliver. A placement is followed by deliver_placed, or abandoned.
   std::byte* placement(int peer, uint32_t message, uint64_t offset, uint64_t bytes);
   // The placed piece is in the buffer.
   void deliver_placed(int peer, uint32_t message, uint64_t offset, uint64_t bytes);
@@ -90,7 +90,6 @@ class PlanRunner {
   std::vector<uint32_t> step_round_;               // by step
   std::vector<uint64_t> received_;                 // by step: bytes delivered so far
   std::vector<bool> sent_;                         // by step: send_done seen
-  std::vector<bool> placing_;                      // by step: a placed piece is being written
   std::vector<std::vector<uint32_t>> recv_steps_;  // [peer][message] -> step
   std::vector<std::vector<uint32_t>> send_steps_;  // [peer][message] -> step
   std::vector<std::vector<HeldPiece>> held_;       // by step: pieces not yet applied

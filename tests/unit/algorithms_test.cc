@@ -419,5 +419,36 @@ TEST(PlanRunnerTest, SendsThatCompleteInsidePostSendFinishTheRoundsInOrder) {
   }
 }
 
+// A channel over several paths delivers a message's pieces in any order, some read straight
+// into place while others are copied, and a resent piece may be placed twice at once.
+TEST(PlanRunnerTest, PiecesPlacedAndCopiedInAnyOrderCompleteTheReceive) {
+  PlanBuilder builder("test");
+  builder.recv(1, 0, 96);
+  builder.end_round();
+  const Plan plan = builder.finish();
+  std::vector<std::byte> work(96, std::byte{0});
+  InstantTransport transport;
+  PlanRunner runner(plan, {work.data(), 96, nullptr, 0, 4}, add_words, transport);
+  transport.runner = &runner;
+  runner.start();
+  std::vector<std::byte> piece(32, std::byte{7});
+  // Piece 0 is being placed when piece 2 arrives whole and is copied; piece 1 is placed by
+  // two copies (a resend), the second abandoned when the first ends.
+  std::byte* first = runner.placement(1, 0, 0, 32);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(runner.deliver(1, 0, 64, piece), "");
+  std::byte* second = runner.placement(1, 0, 32, 32);
+  std::byte* second_copy = runner.placement(1, 0, 32, 32);
+  ASSERT_NE(second, nullptr);
+  ASSERT_EQ(second, second_copy);
+  std::memset(first, 7, 32);
+  runner.deliver_placed(1, 0, 0, 32);
+  EXPECT_FALSE(runner.done());
+  std::memset(second, 7, 32);
+  runner.deliver_placed(1, 0, 32, 32);
+  EXPECT_TRUE(runner.done());
+  EXPECT_EQ(work, std::vector<std::byte>(96, std::byte{7}));
+}
+
 }  // namespace
 }  // namespace plexus::daemon::algo

@@ -47,8 +47,11 @@ struct Node {
 };
 
 // With `place`, large pieces of plain receives are read straight into the op's scratch.
+// `paths` connections between each pair of nodes: the channel stripes messages over them,
+// so pieces arrive out of order.
 std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
-                          uint64_t* placed_frames = nullptr) {
+                          uint64_t* placed_frames = nullptr, int paths = 1,
+                          uint32_t chunk_bytes = 64 * 1024) {
   const std::vector<int> rank_node = {0, 1, 1, 2};
   constexpr int kNodes = 3;
   std::vector<std::vector<float>> bufs(rank_node.size());
@@ -86,15 +89,17 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
     handler.on_lost = [&nodes, n](uint64_t, const std::string& name, const std::string& why) {
       nodes[static_cast<size_t>(n)].error = "lost " + name + ": " + why;
     };
-    node.links = std::make_unique<NodeLinks>(handler, 64 * 1024);
+    node.links = std::make_unique<NodeLinks>(handler, chunk_bytes);
   }
   for (int a = 0; a < kNodes; ++a) {
     for (int b = a + 1; b < kNodes; ++b) {
-      auto [fa, fb] = tcp_pair();
-      nodes[static_cast<size_t>(a)].links->add(static_cast<uint64_t>(b), "node" + std::to_string(b),
-                                               fa);
-      nodes[static_cast<size_t>(b)].links->add(static_cast<uint64_t>(a), "node" + std::to_string(a),
-                                               fb);
+      for (int path = 0; path < paths; ++path) {
+        auto [fa, fb] = tcp_pair();
+        nodes[static_cast<size_t>(a)].links->add(static_cast<uint64_t>(b),
+                                                 "node" + std::to_string(b), fa);
+        nodes[static_cast<size_t>(b)].links->add(static_cast<uint64_t>(a),
+                                                 "node" + std::to_string(a), fb);
+      }
     }
   }
   const CollectiveArgs args{shm::Opcode::kAllReduce, PLEXUS_FLOAT32, PLEXUS_SUM, count, 0};
@@ -162,6 +167,19 @@ TEST(NodeLinksTest, PiecesReadStraightIntoScratchGiveExactResults) {
     }
   }
   EXPECT_GT(placed, 0u);  // the placement path was taken, not only the buffered one
+}
+
+TEST(NodeLinksTest, PiecesStripedOverTwoPathsArePlacedInAnyOrder) {
+  uint64_t placed = 0;
+  for (auto a : {algo::Algorithm::kRing, algo::Algorithm::kRecursiveHalvingDoubling}) {
+    for (uint64_t count : {uint64_t{1} << 20, uint64_t{6000017}}) {
+      // Frames of 512 KiB are read in several bites, so one path's frame is still being
+      // placed when the next arrives whole on the other.
+      EXPECT_EQ(run_allreduce(a, count, true, &placed, 2, 512 * 1024), "")
+          << algo::algorithm_name(a) << " count " << count;
+    }
+  }
+  EXPECT_GT(placed, 0u);
 }
 
 TEST(NodeLinksTest, ALinkThatDiesIsReportedWithItsNameAndReason) {
