@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config clang clang-format
   capnproto libcapnp-dev libuv1-dev libboost-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libssl-dev
-  openmpi-bin libopenmpi-dev libgloo-dev iproute2 iputils-ping libclang-rt-14-dev
+  openmpi-bin libopenmpi-dev libgloo-dev iproute2 nftables iputils-ping libclang-rt-14-dev
 )
 
 missing=()

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# NIC failover across network namespaces: 3 nodes x 2 NICs (one bridge per rail), plexusd on
+# each, a load of 64 MiB allreduces on every node, each result checked exactly
+# (plexus-bench -c), while:
+#   - a NIC is drained and undrained (plexusctl nic): nothing is resent;
+#   - a NIC is set down mid-run and back: no op fails, the peers are told at once, the
+#     paths come back;
+#   - a NIC becomes a silent black hole (nftables drops everything, the link stays up):
+#     found by the path timeout, no op fails;
+#   - a NIC flaps, down and up 10 times in 20 s: no op fails, it is taken back each time;
+#   - both NICs of one node go down past the grace period: the other nodes' ops fail naming
+#     that node within the grace period + 1 s, and they then serve a new communicator.
+# Exit 77 (ctest SKIP) with the reason where namespaces or nft are unavailable.
+set -uo pipefail
+repo=$1
+build=$2
+cluster=$repo/tools/cluster/plexus-cluster.sh
+bench=$build/tools/plexus-bench/plexus-bench
+ctl=$build/tools/plexusctl/plexusctl
+
+probe=pxprobe$$
+if ! ip netns add "$probe" 2>/tmp/plexus-netns-probe.$$; then
+  echo "SKIP: cannot create network namespaces here: $(cat /tmp/plexus-netns-probe.$$)"
+  rm -f /tmp/plexus-netns-probe.$$
+  exit 77
+fi
+ip netns del "$probe"; rm -f /tmp/plexus-netns-probe.$$
+command -v nft > /dev/null || { echo "SKIP: nft (Debian package nftables) is not installed"; exit 77; }
+
+name=fo$$
+dir=/tmp/plexus-cluster-$name
+grace_ms=2000
+fail() {
+  echo "FAIL: $*"
+  for n in 0 1 2; do echo "--- n$n plexusd.log (last 15 lines)"; tail -15 "$dir/n$n/plexusd.log"; done
+  exit 1
+}
+step() { echo "== $*"; }
+on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
+trap '"$cluster" down --name "$name"' EXIT
+PLEXUS_CLUSTER_DAEMON_ARGS="--peer-grace-ms $grace_ms" \
+  "$cluster" up --name "$name" --nodes 3 --nics 2 --daemons "$build" || fail "cluster up"
+
+# The load: communicator after communicator on every node, each running 64 MiB allreduces
+# whose results are all checked, until $dir/stop exists. Node 0 starts each round (go.<i>);
+# the others follow it, or end when it says so (end.<i>).
+round=0
+start_load() {  # nodes...
+  rm -f "$dir/stop" "$dir"/go.* "$dir"/end.* "$dir"/id.*
+  round=$((round + 1))
+  load_pids=()
+  for n in "$@"; do
+    on "$n" bash -c '
+      set -u
+      d=$PLEXUS_CLUSTER_DIR; me=$PLEXUS_NODE; nodes=$1; first=$2; shift 2
+      for i in $(seq 1 200); do
+        if [ "$me" = "$first" ]; then
+          [ -e "$d/stop" ] && { touch "$d/end.$i"; exit 0; }
+          touch "$d/go.$i"
+        else
+          for _ in $(seq 1200); do [ -e "$d/go.$i" ] || [ -e "$d/end.$i" ] && break; sleep 0.05; done
+          [ -e "$d/end.$i" ] && exit 0
+          [ -e "$d/go.$i" ] || { echo "node 0 did not start round $i within 60 s"; exit 1; }
+        fi
+        "$0" --nodes "$nodes" --node "$me" --id-file "$d/id.$i" -C allreduce -b 64M -e 64M \
+          -n 1 -w 0 -c 2 --timeout-s 120 > "$d/load$me.$i" 2>&1 ||
+          { s=$?; echo "node $me, load round $i:"; cat "$d/load$me.$i"; exit $s; }
+        echo "$i" > "$d/rounds$me"
+      done' "$bench" "$(seq -s, 1 $# | sed 's/[0-9]\+/1/g')" "$1" > "$dir/load$n.log" 2>&1 &
+    load_pids+=($!)
+  done
+  # Under way once the first round's communicator is formed.
+  for _ in $(seq 600); do [ -e "$dir/id.1" ] && break; sleep 0.05; done
+  sleep 1
+}
+stop_load() {  # fails the test unless every node's load ended cleanly
+  touch "$dir/stop"
+  local status=0
+  for i in "${!load_pids[@]}"; do
+    wait "${load_pids[$i]}" || { status=1; echo "load $i:"; cat "$dir/load$i.log"; }
+  done
+  return $status
+}
+# Every line of plexusctl paths on `node` for NIC `nic` in state `state`, counted.
+paths_in_state() { on "$1" "$ctl" paths | awk -v nic="$2" -v s="$3" '$1 == nic && $2 == s' | wc -l; }
+wait_paths() {  # node nic state count seconds
+  for _ in $(seq $(($5 * 10))); do [ "$(paths_in_state "$1" "$2" "$3")" -ge "$4" ] && return 0; sleep 0.1; done
+  return 1
+}
+resent_bytes() { on "$1" "$ctl" paths --json | grep -o '"bytes_resent": [0-9]*' | awk '{s += $2} END {print s + 0}'; }
+
+step "drain nic1 of node 0 under load, then undrain: results exact, nothing resent"
+start_load 0 1 2
+# Links are made with the first communicator: one path per rail to each peer.
+wait_paths 0 nic1 active 2 10 || fail "node 0 has no path over nic1 to both peers: $(on 0 "$ctl" paths)"
+wait_paths 0 nic0 active 2 10 || fail "node 0 has no path over nic0 to both peers: $(on 0 "$ctl" paths)"
+on 0 "$ctl" nic drain nic1 || fail "plexusctl nic drain"
+wait_paths 0 nic1 drained 2 5 || fail "node 0's nic1 paths not drained: $(on 0 "$ctl" paths)"
+wait_paths 1 nic1 drained 1 5 || fail "node 1 was not told of node 0's drain: $(on 1 "$ctl" paths)"
+sleep 2
+on 0 "$ctl" paths
+on 0 "$ctl" nic undrain nic1 || fail "plexusctl nic undrain"
+wait_paths 0 nic1 active 2 5 || fail "node 0's nic1 paths not back: $(on 0 "$ctl" paths)"
+stop_load || fail "an op failed or a result was wrong during the drain"
+for n in 0 1 2; do
+  [ "$(resent_bytes $n)" -eq 0 ] || fail "node $n resent $(resent_bytes $n) bytes during a drain"
+done
+echo "drained and undrained, 0 bytes resent, $(cat "$dir/rounds0") load rounds exact"
+
+step "nic1 of node 1 set down mid-run for 1.5 s: no op fails, the peers are told, it comes back"
+start_load 0 1 2
+on 1 ip link set nic1 down
+sleep 1.5
+on 1 ip link set nic1 up
+wait_paths 1 nic1 active 2 10 || fail "node 1's nic1 paths did not come back: $(on 1 "$ctl" paths)"
+stop_load || fail "an op failed or a result was wrong around the NIC down"
+grep -q "NIC nic1 went down" "$dir/n1/plexusd.log" || fail "node 1 did not see its NIC go down"
+grep -q "node n1 reports its end" "$dir/n0/plexusd.log" || fail "node 0 was not told by node 1"
+echo "every result exact over $(cat "$dir/rounds0") load rounds; node 0 heard: $(grep -m1 -o "node n1 reports its end.*" "$dir/n0/plexusd.log")"
+
+step "nic1 of node 1 a silent black hole (nftables drop, link up) for 3 s"
+start_load 0 1 2
+on 1 nft -f - <<'EOF' || fail "nft"
+table inet pxblackhole {
+  chain in { type filter hook input priority 0; iifname "nic1" drop; }
+  chain out { type filter hook output priority 0; oifname "nic1" drop; }
+}
+EOF
+sleep 3
+on 1 nft delete table inet pxblackhole
+wait_paths 1 nic1 active 2 20 || fail "node 1's nic1 paths did not come back after the black hole: $(on 1 "$ctl" paths)"
+stop_load || fail "an op failed or a result was wrong during the black hole"
+grep -q "nic1.*failed: nothing received for" "$dir/n1/plexusd.log" ||
+  fail "node 1 did not time out its paths over the black hole"
+echo "found by timeout: $(grep -m1 -o "failed: nothing received for.*" "$dir/n1/plexusd.log"); $(cat "$dir/rounds0") load rounds exact"
+
+step "nic1 of node 2 flaps: down 0.8 s, up 1.2 s, 10 times under load"
+before=$(grep -c "up over nic1" "$dir/n2/plexusd.log")
+start_load 0 1 2
+for flap in $(seq 10); do
+  on 2 ip link set nic1 down
+  sleep 0.8
+  on 2 ip link set nic1 up
+  sleep 1.2
+done
+wait_paths 2 nic1 active 2 10 || fail "node 2's nic1 paths did not come back after flapping: $(on 2 "$ctl" paths)"
+stop_load || fail "an op failed or a result was wrong while nic1 flapped"
+returns=$(( $(grep -c "up over nic1" "$dir/n2/plexusd.log") - before ))
+# Two peers, ten flaps: each flap brings both paths back.
+[ "$returns" -ge 20 ] || fail "node 2's nic1 paths came back $returns times in 10 flaps (want 20: both peers, every time)"
+echo "taken back $returns times (2 peers x 10 flaps); $(cat "$dir/rounds0") load rounds exact"
+
+step "both NICs of node 2 down past the grace period (${grace_ms} ms)"
+start_load 0 1 2
+down_at=$(date +%s%N)
+on 2 ip link set nic0 down
+on 2 ip link set nic1 down
+for i in 0 1; do
+  wait "${load_pids[$i]}" && fail "node $i's load went on with node 2 unreachable"
+  ended=$(date +%s%N)
+  took=$(( (ended - down_at) / 1000000 ))
+  grep -q "node n2" "$dir/load$i.log" || fail "node $i's error does not name n2: $(cat "$dir/load$i.log")"
+  [ "$took" -le $((grace_ms + 1000)) ] || fail "node $i failed after $took ms (want <= $((grace_ms + 1000)))"
+  echo "node $i failed after $took ms: $(grep -m1 -o "plexus_[a-z]* failed.*" "$dir/load$i.log" | cut -c1-200)"
+done
+wait "${load_pids[2]}"
+rm -f "$dir/stop" "$dir"/go.* "$dir"/end.* "$dir"/id.*
+start_load 0 1
+stop_load || fail "nodes 0 and 1 could not serve a new communicator after losing node 2"
+echo "nodes 0 and 1 then ran $(cat "$dir/rounds0") exact rounds on a new communicator"
+
+echo "PASS: drain, NIC down, black hole, flapping, and a node cut off past its grace"
