@@ -65,8 +65,10 @@ int main(int argc, char** argv) {
                  "A path that comes back carries data again after it has been live this long");
   app.add_option(
          "--peer-grace-ms", config.peer_grace_ms,
-         "The last path to a peer daemon is failed for silence (and the peer's ops with it) "
-         "only after this long; a connection error fails it at once")
+         "A peer daemon with no live path left (its NICs down, or silent) is kept this long "
+         "for one to come back before the ops that need it fail naming it (its frames wait); "
+         "the last path is failed for silence only after this long. A peer that closed its "
+         "connections (its daemon stopped) is lost at once")
       ->check(CLI::Range(10u, 600000u));
   app.add_option("--channel-acks", config.channel_acks,
                  "on: number every frame to a peer daemon and keep it until the peer "

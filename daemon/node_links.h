@@ -147,7 +147,9 @@ class NodeLinks {
     void queue_urgent(const transports::wire::DataFrameHeader& header, uint64_t token) override {
       conn->queue_urgent(header, {}, token);
     }
-    uint64_t backlog_bytes() const override { return conn->queued_bytes(); }
+    uint64_t backlog_bytes() const override {
+      return conn->queued_bytes() + conn->kernel_unacknowledged_bytes();
+    }
     void abandon_placement_of(uint64_t channel_seq) override {
       conn->abandon_placement_of(channel_seq);
     }

@@ -30,7 +30,8 @@ class FramePath {
   virtual void queue_urgent(const wire::DataFrameHeader& header, uint64_t token) {
     queue(header, {}, token);
   }
-  // Bytes queued on this path that the network has not taken yet (its backlog).
+  // Bytes queued on this path that the peer has not received yet: what a new frame waits
+  // behind (for TCP, the socket's unacknowledged bytes too).
   virtual uint64_t backlog_bytes() const = 0;
   // If the frame being read straight into a placement has this channel sequence number,
   // the rest of it goes to waste: its other copy already arrived on another path.

@@ -2,8 +2,10 @@
 #include "transports/tcp/tcp_connection.h"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +33,12 @@ TcpConnection::TcpConnection(int fd, wire::DataFrameLimits limits, Callbacks cal
 
 TcpConnection::~TcpConnection() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t TcpConnection::kernel_unacknowledged_bytes() const {
+  int bytes = 0;
+  if (::ioctl(fd_, SIOCOUTQ, &bytes) != 0 || bytes < 0) return 0;
+  return static_cast<uint64_t>(bytes);
 }
 
 bool TcpConnection::fail(std::string reason) {

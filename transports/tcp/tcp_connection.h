@@ -69,6 +69,9 @@ class TcpConnection {
   size_t queued_frames() const { return queued_; }
   // Bytes (headers and payloads) queued and not yet written to the socket.
   uint64_t queued_bytes() const { return queued_bytes_; }
+  // Bytes written to the socket that the peer has not acknowledged yet (SIOCOUTQ): the
+  // kernel's send buffer holds megabytes, so a path's real backlog is both.
+  uint64_t kernel_unacknowledged_bytes() const;
 
   // Both return false once the connection has failed (error() says why); the owner then
   // closes it. on_readable stops after `max_bytes` so one busy peer cannot starve others.
