@@ -257,6 +257,7 @@ size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
     drained_nics_.erase(nic);
   }
   size_t count = 0;
+  std::vector<uint64_t> peers;
   for (auto& [peer, link] : links_) {
     for (auto& path : link->paths) {
       if (!path || path->nic != nic) continue;
@@ -265,7 +266,11 @@ size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
                        drained ? wire::PathNotice::kDrained : wire::PathNotice::kUndrained);
       ++count;
     }
-    flush(*link);
+    peers.push_back(peer);
+  }
+  for (uint64_t peer : peers) {  // a flush may fail a path and lose its peer
+    auto it = links_.find(peer);
+    if (it != links_.end()) flush(*it->second);
   }
   spdlog::info("NIC {} {} ({} path(s))", nic, drained ? "drained" : "undrained", count);
   publish_snapshot();

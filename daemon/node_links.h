@@ -150,6 +150,9 @@ class NodeLinks {
     uint64_t backlog_bytes() const override {
       return conn->queued_bytes() + conn->kernel_unacknowledged_bytes();
     }
+    uint64_t unsent_bytes() const override {
+      return conn->queued_bytes() + conn->kernel_unsent_bytes();
+    }
     void abandon_placement_of(uint64_t channel_seq) override {
       conn->abandon_placement_of(channel_seq);
     }

@@ -529,6 +529,17 @@ TEST(ReliableChannelTest, ADrainedPathTakesNoNewFramesAndNothingIsResent) {
   EXPECT_EQ(net.channel(1).state(net.link(0).id[1]), ReliableChannel::PathState::kActive);
 }
 
+TEST(ReliableChannelTest, TheOnlyPathLeftCarriesFramesEvenWhenDrained) {
+  std::mt19937 rng(4);
+  SimNetwork net;
+  net.add_link();
+  net.channel(0).drain(net.link(0).id[0], true);
+  net.send_frames(0, 200, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));  // waiting for an undrained path would hang
+  net.expect_exact();
+  EXPECT_EQ(net.channel(0).state(net.link(0).id[0]), ReliableChannel::PathState::kDrained);
+}
+
 TEST(ReliableChannelTest, StripesInProportionToEachPathsMeasuredRate) {
   std::mt19937 rng(5);
   SimNetwork net;

@@ -33,6 +33,9 @@ class FramePath {
   // Bytes queued on this path that the peer has not received yet: what a new frame waits
   // behind (for TCP, the socket's unacknowledged bytes too).
   virtual uint64_t backlog_bytes() const = 0;
+  // Of those, the bytes not handed to the network yet. While a path always has some, the
+  // network sets its pace: only then is its rate measured.
+  virtual uint64_t unsent_bytes() const { return backlog_bytes(); }
   // If the frame being read straight into a placement has this channel sequence number,
   // the rest of it goes to waste: its other copy already arrived on another path.
   virtual void abandon_placement_of(uint64_t channel_seq) = 0;

@@ -83,7 +83,7 @@ ReliableChannel::TimePoint ReliableChannel::last_heard() const {
 
 // The active path expected to finish `bytes` first: its backlog over its measured rate
 // (paths not measured yet count as fast as the fastest measured one). With no active path,
-// a path on probation is better than waiting.
+// a path on probation is better than waiting, and a drained one better than a hang.
 uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
   double fastest = 0;
   for (const Path& p : paths_) {
@@ -92,7 +92,7 @@ uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
   if (fastest <= 0) fastest = 1;
   uint32_t best = kNoPath;
   double best_cost = 0;
-  for (PathState wanted : {PathState::kActive, PathState::kProbation}) {
+  for (PathState wanted : {PathState::kActive, PathState::kProbation, PathState::kDrained}) {
     for (uint32_t i = 0; i < paths_.size(); ++i) {
       const Path& p = paths_[i];
       if (p.state != wanted) continue;
@@ -335,7 +335,7 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
     }
     // Rate: bytes the network took over a span in which the path always had a backlog (so
     // the network, not the sender, set the pace).
-    if (p.io->backlog_bytes() == 0) p.busy_since_sample = false;
+    if (p.io->unsent_bytes() == 0) p.busy_since_sample = false;
     if (now - p.sample_start >= kRateSample) {
       const double seconds = std::chrono::duration<double>(now - p.sample_start).count();
       if (p.busy_since_sample && p.sent_bytes > 0) {
@@ -344,7 +344,7 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       }
       p.sent_bytes = 0;
       p.sample_start = now;
-      p.busy_since_sample = p.io->backlog_bytes() > 0;
+      p.busy_since_sample = p.io->unsent_bytes() > 0;
     }
     if (p.queued_since_tick || p.io->backlog_bytes() > 0) {
       p.last_sent = now;

@@ -137,7 +137,7 @@ class ReliableChannel {
     TimePoint live_since;
     uint64_t sent_bytes = 0;  // since the last rate sample
     TimePoint sample_start;
-    bool busy_since_sample = true;  // had a backlog at every tick since sample_start
+    bool busy_since_sample = true;  // had unsent bytes at every tick since sample_start
     double rate = 0;                // bytes/s, 0 until measured
   };
 

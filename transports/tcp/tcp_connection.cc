@@ -35,11 +35,19 @@ TcpConnection::~TcpConnection() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-uint64_t TcpConnection::kernel_unacknowledged_bytes() const {
+namespace {
+uint64_t socket_queue_bytes(int fd, unsigned long request) {
   int bytes = 0;
-  if (::ioctl(fd_, SIOCOUTQ, &bytes) != 0 || bytes < 0) return 0;
+  if (::ioctl(fd, request, &bytes) != 0 || bytes < 0) return 0;
   return static_cast<uint64_t>(bytes);
 }
+}  // namespace
+
+uint64_t TcpConnection::kernel_unacknowledged_bytes() const {
+  return socket_queue_bytes(fd_, SIOCOUTQ);
+}
+
+uint64_t TcpConnection::kernel_unsent_bytes() const { return socket_queue_bytes(fd_, SIOCOUTQNSD); }
 
 bool TcpConnection::fail(std::string reason) {
   if (error_.empty()) error_ = std::move(reason);

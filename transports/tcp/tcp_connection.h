@@ -72,6 +72,8 @@ class TcpConnection {
   // Bytes written to the socket that the peer has not acknowledged yet (SIOCOUTQ): the
   // kernel's send buffer holds megabytes, so a path's real backlog is both.
   uint64_t kernel_unacknowledged_bytes() const;
+  // Of those, the bytes the kernel has not sent yet (SIOCOUTQNSD).
+  uint64_t kernel_unsent_bytes() const;
 
   // Both return false once the connection has failed (error() says why); the owner then
   // closes it. on_readable stops after `max_bytes` so one busy peer cannot starve others.
