@@ -411,6 +411,12 @@ void ControlServer::on_peer_control(const transports::PeerIdentity& peer,
 
 void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& name,
                                          const std::string& reason) {
+  // Its data link may still wait out the grace period on silent paths; the daemon is gone.
+  if (data_links_.count(instance) != 0) {
+    engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
+      e.peer_daemon_gone(instance, text);
+    });
+  }
   for (const auto& failure : node_rendezvous_.drop_node(instance)) {
     for (uint64_t n : failure.notify) deliver_join_failed(n, failure.token, failure.message);
   }

@@ -61,6 +61,10 @@ class Engine {
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
   // An authenticated data connection to peer daemon `instance` (the engine owns `fd`).
   void add_peer_link(uint64_t instance, std::string name, int fd, std::string nic);
+  // The control connection to peer daemon `instance` closed: the daemon is gone.
+  void peer_daemon_gone(uint64_t instance, const std::string& reason) {
+    links_.peer_gone(instance, reason);
+  }
   // Drains (or undrains) local NIC `nic`'s paths: NodeLinks::drain_nic.
   size_t drain_nic(const std::string& nic, bool drained) { return links_.drain_nic(nic, drained); }
   // Any thread: the peer links as of the last ~100 ms.

@@ -151,6 +151,7 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic) {
     send_path_notice(link, *raw, wire::PathNotice::kDrained);
   }
   flush(link);
+  publish_snapshot();
 }
 
 std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h) {
@@ -165,7 +166,7 @@ std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
                           " gave up its channel to this node and opened a new one (it had no "
                           "path to this node for its grace period)";
       doomed_.push_back({link.peer, 0, link.last_failure});
-      return {};
+      return link.last_failure;  // not for the old channel: it fails this path now
     }
   }
   if (h.type != wire::FrameType::kPathNotice) return {};
@@ -180,9 +181,9 @@ std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
       case wire::PathNotice::kDrained:
       case wire::PathNotice::kUndrained: {
         const bool drained = static_cast<wire::PathNotice>(h.step) == wire::PathNotice::kDrained;
-        // This side's own drain of the NIC stays in force.
-        if (!drained && drained_nics_.count(other->nic) != 0) break;
-        link.channel->drain(other->id, drained);
+        other->peer_drained = drained;
+        // Drained while either side has it drained.
+        link.channel->drain(other->id, drained || drained_nics_.count(other->nic) != 0);
         spdlog::info("path to node {} over {} ({}) {} by node {}", link.name, other->nic,
                      other->local, drained ? "drained" : "undrained", link.name);
         break;
@@ -261,7 +262,7 @@ size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
   for (auto& [peer, link] : links_) {
     for (auto& path : link->paths) {
       if (!path || path->nic != nic) continue;
-      link->channel->drain(path->id, drained);
+      link->channel->drain(path->id, drained || path->peer_drained);
       send_path_notice(*link, *path,
                        drained ? wire::PathNotice::kDrained : wire::PathNotice::kUndrained);
       ++count;
@@ -377,6 +378,11 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->fd(), nullptr);
+  // Closed by abort (RST, no FIN): a FIN the kernel kept retransmitting would reach the
+  // peer when the NIC came back and read as "this daemon stopped", losing a peer that
+  // is in fact reconnecting.
+  const linger abort_on_close{1, 0};
+  ::setsockopt(path.conn->fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
   paths_by_key_.erase(path.key);
   link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
   link.paths[id].reset();                 // closes the socket; `path` is gone
@@ -387,7 +393,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
     return;
   }
   if (link.channel->live_paths() == 0) {
-    if (peer_closed) {  // its daemon stopped, or gave up on this node
+    if (peer_closed) {  // its daemon stopped, or gave this node up (an orderly close)
       lose(link.peer, std::move(reason));
       return;
     }
@@ -475,6 +481,7 @@ void NodeLinks::lose(uint64_t peer, std::string reason) {
     p.used = false;
     free_tokens_.push_back(token);
   }
+  publish_snapshot();
   if (handler_.on_lost) handler_.on_lost(peer, link->name, reason);
 }
 

@@ -88,6 +88,9 @@ class NodeLinks {
   // Follows local NICs going down and up (netlink); without it only silence and socket
   // errors fail paths. Returns "" or why it cannot.
   std::string watch_nics();
+  // The peer's daemon is gone (its control connection closed): lost now, not after the
+  // grace period its silent paths would get.
+  void peer_gone(uint64_t peer, const std::string& reason) { lose(peer, reason); }
   // Local NIC `nic` is down (`how`, for messages): its paths fail now and their peers are
   // told over their other paths. What netlink events lead to; returns how many failed.
   size_t nic_down(const std::string& nic, const std::string& how);
@@ -170,6 +173,7 @@ class NodeLinks {
     // IPv4 endpoints as address << 16 | port (path notices name paths by them); 0: not IPv4.
     uint64_t local_key = 0;
     uint64_t remote_key = 0;
+    bool peer_drained = false;  // the peer drained its end (a kPathNotice)
   };
   struct Link {
     uint64_t peer;

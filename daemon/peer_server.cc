@@ -311,6 +311,10 @@ bool PeerServer::start_connect(Conn& c) {
     // Known to be available: listen() checked it.
     if (!tcp_congestion_.empty()) transports::set_congestion_control(fd, tcp_congestion_);
     if (c.bind_address != 0) {  // the rail's own NIC
+      // Bound to the device too (where permitted: CAP_NET_RAW), so that while the NIC is
+      // down no other route carries a connection labelled with it.
+      ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c.rail_nic.c_str(),
+                   static_cast<socklen_t>(c.rail_nic.size()));
       sockaddr_in local{};
       local.sin_family = AF_INET;
       local.sin_addr.s_addr = htonl(c.bind_address);
@@ -597,12 +601,29 @@ std::vector<PeerServer::Rail> PeerServer::rails_to(
 }
 
 void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses) {
-  DataPeer& peer = data_peers_[instance];
-  peer.addresses = addresses;
+  data_peers_[instance].addresses = addresses;
+  // A rail may fail at once (no route): fail() then only records it, and whether the peer
+  // has no hope left is decided after every rail was tried.
+  opening_ = instance;
   for (const Rail& rail : rails_to(addresses)) {
+    DataPeer& peer = data_peers_[instance];
     if (peer.connecting.count(rail.nic) != 0) continue;
     connect_rail(instance, peer, rail);
   }
+  opening_ = 0;
+  auto it = data_peers_.find(instance);
+  if (it == data_peers_.end() || it->second.linked || !it->second.connecting.empty()) return;
+  const std::string reason = it->second.last_error;
+  data_peers_.erase(it);
+  if (callbacks_.on_data_failed) callbacks_.on_data_failed(instance, reason);
+}
+
+// The rail the engine's path over `nic` came from: that NIC's, or the fallback rail.
+std::string PeerServer::rail_key(const DataPeer& peer, const std::string& nic) const {
+  for (const Rail& rail : rails_to(peer.addresses)) {
+    if (rail.nic == nic || rail.nic.empty()) return rail.nic;
+  }
+  return nic;
 }
 
 void PeerServer::connect_rail(uint64_t instance, DataPeer& peer, const Rail& rail) {
@@ -632,14 +653,16 @@ void PeerServer::connect_rail(uint64_t instance, DataPeer& peer, const Rail& rai
 
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic) {
   auto it = data_peers_.find(instance);
-  if (it == data_peers_.end() || it->second.connecting.count(nic) != 0) return;
-  schedule_retry(instance, nic);
+  if (it == data_peers_.end()) return;
+  const std::string rail = rail_key(it->second, nic);
+  if (it->second.connecting.count(rail) != 0) return;
+  schedule_retry(instance, rail);
 }
 
 void PeerServer::nic_up(const std::string& nic) {
   bool any = false;
   for (auto& [instance, peer] : data_peers_) {
-    auto retry = peer.retries.find(nic);
+    auto retry = peer.retries.find(rail_key(peer, nic));
     if (retry == peer.retries.end() || !retry->second.scheduled) continue;
     retry->second.due = std::chrono::steady_clock::now();
     any = true;
@@ -776,9 +799,11 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
       DataPeer& peer = it->second;
       peer.connecting.erase(c.rail_nic);
       peer.last_error = reason;
-      if (peer.linked) {
-        schedule_retry(c.expected, c.rail_nic);
-      } else if (peer.connecting.empty()) {
+      if (c.expected == opening_) {
+        // connect_data decides once every rail was tried.
+      } else if (peer.linked || !peer.connecting.empty()) {
+        schedule_retry(c.expected, c.rail_nic);  // the peer is, or may yet be, linked
+      } else {
         report_data = true;
         data_peers_.erase(it);
       }

@@ -118,6 +118,7 @@ class PeerServer {
     std::string last_error;
   };
   std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
+  std::string rail_key(const DataPeer& peer, const std::string& nic) const;
   void connect_rail(uint64_t instance, DataPeer& peer, const Rail& rail);
   void schedule_retry(uint64_t instance, const std::string& nic);
   void run_retries();
@@ -149,6 +150,7 @@ class PeerServer {
   std::vector<Conn*> conns_;
   std::unordered_map<uint64_t, Conn*> control_;  // by instance: the connection to use
   std::map<uint64_t, DataPeer> data_peers_;
+  uint64_t opening_ = 0;  // connect_data is trying this peer's rails
   std::unordered_map<uint64_t, double> round_trip_s_;
   uint64_t refused_ = 0;
   std::string tcp_congestion_;

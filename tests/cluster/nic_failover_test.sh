@@ -8,6 +8,7 @@
 #   - a NIC becomes a silent black hole (nftables drops everything, the link stays up):
 #     found by the path timeout, no op fails;
 #   - a NIC flaps, down and up 10 times in 20 s: no op fails, it is taken back each time;
+#   - both NICs of one node go down for less than the grace period: no op fails;
 #   - both NICs of one node go down past the grace period: the other nodes' ops fail naming
 #     that node within the grace period + 1 s, and they then serve a new communicator.
 # Exit 77 (ctest SKIP) with the reason where namespaces or nft are unavailable.
@@ -150,6 +151,15 @@ returns=$(( $(grep -c "up over nic1" "$dir/n2/plexusd.log") - before ))
 [ "$returns" -ge 20 ] || fail "node 2's nic1 paths came back $returns times in 10 flaps (want 20: both peers, every time)"
 echo "taken back $returns times (2 peers x 10 flaps); $(cat "$dir/rounds0") load rounds exact"
 
+step "both NICs of node 2 down for 0.7 s, within the grace period: no op fails"
+start_load 0 1 2
+on 2 sh -c 'ip link set nic0 down; ip link set nic1 down; sleep 0.7; ip link set nic0 up; ip link set nic1 up'
+wait_paths 2 nic0 active 2 10 || fail "node 2's nic0 paths did not come back: $(on 2 "$ctl" paths)"
+wait_paths 2 nic1 active 2 10 || fail "node 2's nic1 paths did not come back: $(on 2 "$ctl" paths)"
+stop_load || fail "an op failed while node 2 was cut off within its grace period"
+grep -q "no path left to node n0" "$dir/n2/plexusd.log" || fail "node 2 never lost every path to node 0"
+echo "node 2 had no path left for 0.7 s and lost nothing; $(cat "$dir/rounds0") load rounds exact"
+
 step "both NICs of node 2 down past the grace period (${grace_ms} ms)"
 start_load 0 1 2
 # Both at once; the event is complete when the command returns.
@@ -172,4 +182,4 @@ start_load 0 1
 stop_load || fail "nodes 0 and 1 could not serve a new communicator after losing node 2"
 echo "nodes 0 and 1 then ran $(cat "$dir/rounds0") exact rounds on a new communicator"
 
-echo "PASS: drain, NIC down, black hole, flapping, and a node cut off past its grace"
+echo "PASS: drain, NIC down, black hole, flapping, a node cut off within and past its grace"

@@ -73,6 +73,11 @@ TEST(LinkMonitorTest, MalformedMessagesAreSkippedWithoutReadingPastTheBuffer) {
   header.nlmsg_len = 1 << 20;  // longer than the buffer
   std::memcpy(lying.data(), &header, sizeof(header));
   EXPECT_TRUE(parse_link_messages(lying).empty());
+  // A last message whose length is not a multiple of 4: aligning it steps past the end.
+  std::vector<std::byte> odd(good.begin(), good.begin() + sizeof(nlmsghdr) + 1);
+  header.nlmsg_len = sizeof(nlmsghdr) + 1;
+  std::memcpy(odd.data(), &header, sizeof(header));
+  EXPECT_TRUE(parse_link_messages(odd).empty());
 }
 
 TEST(LinkMonitorTest, ReportsAVethNicGoingUpAndDownInItsOwnNamespace) {

@@ -15,7 +15,8 @@ namespace plexus::transports {
 std::vector<LinkEvent> parse_link_messages(std::span<const std::byte> messages) {
   std::vector<LinkEvent> events;
   size_t at = 0;
-  while (messages.size() - at >= sizeof(nlmsghdr)) {
+  // `at` may step past the end (alignment of the last message): checked before subtracting.
+  while (at <= messages.size() && messages.size() - at >= sizeof(nlmsghdr)) {
     nlmsghdr header;
     std::memcpy(&header, messages.data() + at, sizeof(header));
     if (header.nlmsg_len < sizeof(nlmsghdr) || header.nlmsg_len > messages.size() - at) break;

@@ -60,10 +60,7 @@ bool TcpConnection::fail_closed(std::string reason) {
 }
 
 bool TcpConnection::fail_errno(const char* what) {
-  const int error = errno;
-  std::string reason = std::string(what) + std::strerror(error);
-  if (error == ECONNRESET || error == EPIPE) return fail_closed(std::move(reason));
-  return fail(std::move(reason));
+  return fail(std::string(what) + std::strerror(errno));
 }
 
 void TcpConnection::queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,

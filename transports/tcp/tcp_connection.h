@@ -93,8 +93,9 @@ class TcpConnection {
   bool reading_paused() const { return paused_; }
 
   const std::string& error() const { return error_; }
-  // The failure was the peer closing or resetting the connection (its process ended or it
-  // gave up on this path), not a network that went quiet.
+  // The failure was the peer closing the connection in order (a FIN: its process ended, or
+  // it gave the connection up). A reset is not counted: a peer's kernel also resets a
+  // connection it no longer knows, e.g. one its side aborted when a NIC went down.
   bool peer_closed() const { return peer_closed_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
