@@ -246,7 +246,9 @@ TEST(NodeLinksFailoverTest, ADrainMovesTrafficOffTheNicInBothDirectionsWithNothi
   EXPECT_EQ(a.links->drain_nic("rail1", false), 1u);
   pump_until(
       a, b, [] { return false; }, std::chrono::milliseconds(150));
-  for (const auto& path : b.links->snapshot().front().paths) EXPECT_EQ(path.state, "active");
+  const auto after = b.links->snapshot();  // kept: a range-for over a temporary's member dangles
+  ASSERT_NE(peer_info(after), nullptr);
+  for (const auto& path : after.front().paths) EXPECT_EQ(path.state, "active");
 }
 
 TEST(NodeLinksFailoverTest, APeerThatStartsANewChannelIsLostNotMixedWithTheOld) {
