@@ -267,7 +267,7 @@ void PeerServer::on_listen_readable() {
 }
 
 PeerServer::Conn* PeerServer::open(uint64_t instance, const std::vector<std::string>& addresses,
-                                   PeerRole role) {
+                                   PeerRole role, const Rail* rail) {
   auto* c = new Conn;
   c->server = this;
   c->connector = true;
@@ -276,6 +276,11 @@ PeerServer::Conn* PeerServer::open(uint64_t instance, const std::vector<std::str
   c->addresses = addresses;
   std::reverse(c->addresses.begin(), c->addresses.end());  // tried from the back
   conns_.push_back(c);
+  if (rail != nullptr) {
+    c->rail_nic = rail->nic;
+    c->bind_address = rail->local_address;
+    data_peers_[instance].connecting[rail->nic] = c;
+  }
   uv_timer_init(loop_, &c->timer);
   c->timer.data = c;
   c->open_handles = 1;
@@ -606,9 +611,8 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   // has no hope left is decided after every rail was tried.
   opening_ = instance;
   for (const Rail& rail : rails_to(addresses)) {
-    DataPeer& peer = data_peers_[instance];
-    if (peer.connecting.count(rail.nic) != 0) continue;
-    connect_rail(instance, peer, rail);
+    if (data_peers_[instance].connecting.count(rail.nic) != 0) continue;
+    open(instance, rail.peer_addresses, PeerRole::kData, &rail);  // a failure is recorded
   }
   opening_ = 0;
   auto it = data_peers_.find(instance);
@@ -624,31 +628,6 @@ std::string PeerServer::rail_key(const DataPeer& peer, const std::string& nic) c
     if (rail.nic == nic || rail.nic.empty()) return rail.nic;
   }
   return nic;
-}
-
-void PeerServer::connect_rail(uint64_t instance, DataPeer& peer, const Rail& rail) {
-  auto* c = new Conn;
-  c->server = this;
-  c->connector = true;
-  c->expected = instance;
-  c->role = PeerRole::kData;
-  c->rail_nic = rail.nic;
-  c->bind_address = rail.local_address;
-  c->addresses = rail.peer_addresses;
-  std::reverse(c->addresses.begin(), c->addresses.end());  // tried from the back
-  conns_.push_back(c);
-  peer.connecting[rail.nic] = c;
-  uv_timer_init(loop_, &c->timer);
-  c->timer.data = c;
-  c->open_handles = 1;
-  uv_timer_start(
-      &c->timer,
-      [](uv_timer_t* t) {
-        auto* conn = static_cast<Conn*>(t->data);
-        conn->server->fail(*conn, "no connection and handshake within 5 s");
-      },
-      kHandshakeTimeoutMs, 0);
-  start_connect(*c);  // on failure, fail() has reported it
 }
 
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic) {
@@ -728,7 +707,7 @@ void PeerServer::run_retries() {
       if (rail.nic != nic) continue;
       spdlog::debug("reconnecting to peer {:016x} over {} (attempt {})", instance,
                     nic.empty() ? "any NIC" : nic, it->second.retries[nic].attempts);
-      connect_rail(instance, it->second, rail);
+      open(instance, rail.peer_addresses, PeerRole::kData, &rail);
       break;
     }
   }

@@ -119,14 +119,15 @@ class PeerServer {
   };
   std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
   std::string rail_key(const DataPeer& peer, const std::string& nic) const;
-  void connect_rail(uint64_t instance, DataPeer& peer, const Rail& rail);
   void schedule_retry(uint64_t instance, const std::string& nic);
   void run_retries();
   void arm_retry_timer();
   std::string nic_of_local_end(int fd) const;
   void on_listen_readable();
+  // A connector to `instance`; with `rail`, a data connection over that rail (registered
+  // as the peer's connecting rail before the first attempt).
   Conn* open(uint64_t instance, const std::vector<std::string>& addresses,
-             transports::PeerRole role);
+             transports::PeerRole role, const Rail* rail = nullptr);
   bool start_connect(Conn& c);
   void on_event(Conn& c, int status, int events);
   void on_connected(Conn& c);

@@ -12,13 +12,8 @@ cluster=$repo/tools/cluster/plexus-cluster.sh
 bench=$build/tools/plexus-bench/plexus-bench
 export PLEXUS_BENCH=$bench
 
-probe=pxprobe$$
-if ! ip netns add "$probe" 2>/tmp/plexus-netns-probe.$$; then
-  echo "SKIP: cannot create network namespaces here: $(cat /tmp/plexus-netns-probe.$$)"
-  rm -f /tmp/plexus-netns-probe.$$
-  exit 77
-fi
-ip netns del "$probe"; rm -f /tmp/plexus-netns-probe.$$
+# shellcheck source=require_netns.sh
+. "$(dirname "$0")/require_netns.sh"
 
 fail() { echo "FAIL: $*"; exit 1; }
 # Every cluster this test makes is named mn<pid>x<k>; only those count as left behind, so

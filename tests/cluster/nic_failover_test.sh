@@ -19,13 +19,8 @@ cluster=$repo/tools/cluster/plexus-cluster.sh
 bench=$build/tools/plexus-bench/plexus-bench
 ctl=$build/tools/plexusctl/plexusctl
 
-probe=pxprobe$$
-if ! ip netns add "$probe" 2>/tmp/plexus-netns-probe.$$; then
-  echo "SKIP: cannot create network namespaces here: $(cat /tmp/plexus-netns-probe.$$)"
-  rm -f /tmp/plexus-netns-probe.$$
-  exit 77
-fi
-ip netns del "$probe"; rm -f /tmp/plexus-netns-probe.$$
+# shellcheck source=require_netns.sh
+. "$(dirname "$0")/require_netns.sh"
 command -v nft > /dev/null || { echo "SKIP: nft (Debian package nftables) is not installed"; exit 77; }
 
 name=fo$$

@@ -16,6 +16,7 @@
 #include <map>
 
 #include "daemon/node_links.h"
+#include "tests/unit/tcp_pair.h"
 
 namespace plexus::daemon {
 namespace {
@@ -24,22 +25,7 @@ using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 namespace wire = transports::wire;
 
-// A connected pair of loopback TCP sockets.
-std::pair<int, int> tcp_pair() {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  EXPECT_EQ(::listen(listener, 1), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const int server = ::accept(listener, nullptr, nullptr);
-  ::close(listener);
-  return {client, server};
-}
+using test::tcp_pair;
 
 std::byte pattern(uint32_t message, uint64_t offset) {
   return static_cast<std::byte>((message * 131 + offset * 7 + offset / 4099) & 0xFF);
