@@ -621,9 +621,9 @@ void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
   const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
   auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
   for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
-  auto drained = links.initDrained(static_cast<unsigned>(drained_nics_.size()));
-  unsigned d = 0;
-  for (const auto& nic : drained_nics_) drained.set(d++, nic);
+  const std::vector<std::string> drained_nics = engine_.drained_nics();
+  auto drained = links.initDrained(static_cast<unsigned>(drained_nics.size()));
+  for (unsigned d = 0; d < drained.size(); ++d) drained.set(d, drained_nics[d]);
   const auto peers = engine_.peer_links();
   auto list = links.initPeers(static_cast<unsigned>(peers.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
@@ -677,11 +677,6 @@ void ControlServer::handle_nic_drain(Connection& connection, uint32_t request_id
     return;
   }
   const bool drain = request.getDrained();
-  if (drain) {
-    drained_nics_.insert(nic);
-  } else {
-    drained_nics_.erase(nic);
-  }
   engine_.post([this, session, request_id, nic, drain](Engine& engine) {
     const size_t paths = engine.drain_nic(nic, drain);
     post([this, session, request_id, paths] {

@@ -149,7 +149,6 @@ class ControlServer {
   std::map<CommToken, Forming> forming_;
   std::set<uint64_t> data_links_;                     // peers the engine has a link to
   std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
-  std::set<std::string> drained_nics_;                // by plexusctl nic drain
   std::vector<std::shared_ptr<Comm>> comms_;
   uint64_t bad_messages_ = 0;
 };

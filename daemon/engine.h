@@ -69,6 +69,7 @@ class Engine {
   size_t drain_nic(const std::string& nic, bool drained) { return links_.drain_nic(nic, drained); }
   // Any thread: the peer links as of the last ~100 ms.
   std::vector<NodeLinks::PeerInfo> peer_links() const { return links_.snapshot(); }
+  std::vector<std::string> drained_nics() const { return links_.drained_snapshot(); }
 
   uint64_t ops_completed() const { return ops_completed_.load(std::memory_order_relaxed); }
   unsigned workers() const { return pool_.workers(); }

@@ -13,6 +13,8 @@
 #include <random>
 #include <system_error>
 
+#include "daemon/peer_server.h"
+
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
@@ -27,17 +29,12 @@ std::pair<std::string, uint64_t> endpoint(int fd, bool remote) {
   const int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &len)
                         : ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len);
   if (rc != 0) return {"?", 0};
-  char host[INET6_ADDRSTRLEN] = "?";
+  uint64_t key = 0;
   if (address.ss_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    const uint16_t port = ntohs(in->sin_port);
-    return {std::string(host) + ":" + std::to_string(port),
-            static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | port};
+    key = static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | ntohs(in->sin_port);
   }
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
-  ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-  return {"[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port)), 0};
+  return {address_text(reinterpret_cast<const sockaddr*>(&address)), key};
 }
 
 uint64_t random_incarnation() {
@@ -569,8 +566,15 @@ void NodeLinks::publish_snapshot() {
     }
     peers.push_back(std::move(info));
   }
+  std::vector<std::string> drained(drained_nics_.begin(), drained_nics_.end());
   std::lock_guard lock(snapshot_mutex_);
   snapshot_ = std::move(peers);
+  drained_snapshot_ = std::move(drained);
+}
+
+std::vector<std::string> NodeLinks::drained_snapshot() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return drained_snapshot_;
 }
 
 std::vector<NodeLinks::PeerInfo> NodeLinks::snapshot() const {

@@ -77,7 +77,6 @@ class NodeLinks {
 
   // Before the first link: whether channels number and acknowledge frames.
   void set_reliable(bool on) { channel_settings_.reliable = on; }
-  bool reliable() const { return channel_settings_.reliable; }
 
   // Readable when a link has I/O ready: the engine adds it to the set it parks on.
   int epoll_fd() const { return epoll_.get(); }
@@ -97,7 +96,8 @@ class NodeLinks {
   // Drained: the paths over `nic` (and those that join later) take no new frames, in
   // both directions (the peers are told). Returns how many paths it applies to now.
   size_t drain_nic(const std::string& nic, bool drained);
-  const std::set<std::string>& drained_nics() const { return drained_nics_; }
+  // The drained NICs as of the last snapshot; safe from any thread.
+  std::vector<std::string> drained_snapshot() const;
   // The links as of the last tick (at most ~100 ms old); safe from any thread.
   std::vector<PeerInfo> snapshot() const;
   bool has(uint64_t peer) const { return links_.count(peer) != 0; }
@@ -228,6 +228,7 @@ class NodeLinks {
   uint64_t ticks_ = 0;
   mutable std::mutex snapshot_mutex_;
   std::vector<PeerInfo> snapshot_;
+  std::vector<std::string> drained_snapshot_;
 };
 
 }  // namespace plexus::daemon

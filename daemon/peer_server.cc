@@ -35,6 +35,15 @@ using transports::PeerRole;
 constexpr uint64_t kHandshakeTimeoutMs = 5000;
 constexpr size_t kMaxControlFrameBytes = 1 << 20;
 
+uint32_t interface_speed_mbps(const std::string& name) {
+  std::ifstream in("/sys/class/net/" + name + "/speed");
+  long speed = 0;
+  if (in >> speed && speed > 0) return static_cast<uint32_t>(speed);
+  return 0;
+}
+
+}  // namespace
+
 std::string address_text(const sockaddr* sa) {
   char host[INET6_ADDRSTRLEN] = "?";
   uint16_t port = 0;
@@ -48,15 +57,6 @@ std::string address_text(const sockaddr* sa) {
   ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
   return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
 }
-
-uint32_t interface_speed_mbps(const std::string& name) {
-  std::ifstream in("/sys/class/net/" + name + "/speed");
-  long speed = 0;
-  if (in >> speed && speed > 0) return static_cast<uint32_t>(speed);
-  return 0;
-}
-
-}  // namespace
 
 bool parse_peer_address(const std::string& text, sockaddr_storage* out, socklen_t* len) {
   std::memset(out, 0, sizeof(*out));

@@ -162,6 +162,8 @@ class PeerServer {
   bool retry_timer_open_ = false;
 };
 
+// An IPv4 or IPv6 socket address as "ip:port" ("[ip]:port" for IPv6).
+std::string address_text(const sockaddr* address);
 // "ip:port" -> sockaddr; returns false when it is not one.
 bool parse_peer_address(const std::string& text, sockaddr_storage* out, socklen_t* len);
 
