@@ -45,7 +45,7 @@ class ControlServer {
   // Control thread: the engine lost its data connection to a peer daemon.
   void data_link_lost(uint64_t instance);
   // A path of the link to `instance` over local NIC `nic` failed (the link stays).
-  void data_path_lost(uint64_t instance, const std::string& nic);
+  void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
   void nic_up(const std::string& nic);
   // NICs peers are reached over (after start).
   size_t peer_nic_count() const;
@@ -103,7 +103,8 @@ class ControlServer {
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
   void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
-  void on_data_link(const transports::PeerIdentity& peer, int fd, const std::string& nic);
+  void on_data_link(const transports::PeerIdentity& peer, int fd, const std::string& nic,
+                    bool backup);
   void on_data_failed(uint64_t instance, const std::string& reason);
   void expire_multi_node(std::chrono::steady_clock::time_point now);
   std::optional<std::chrono::steady_clock::time_point> next_multi_node_deadline() const;

@@ -80,7 +80,8 @@ void ControlServer::start_peers() {
     on_peer_control_lost(id, name, reason);
   };
   callbacks.on_data_link = [this](const transports::PeerIdentity& peer, int fd,
-                                  const std::string& nic) { on_data_link(peer, fd, nic); };
+                                  const std::string& nic,
+                                  bool backup) { on_data_link(peer, fd, nic, backup); };
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
   };
@@ -93,8 +94,9 @@ void ControlServer::start_peers() {
 
 size_t ControlServer::peer_nic_count() const { return peers_ ? peers_->nic_count() : 0; }
 
-void ControlServer::data_path_lost(uint64_t instance, const std::string& nic) {
-  if (peers_) peers_->rail_lost(instance, nic);
+void ControlServer::data_path_lost(uint64_t instance, const std::string& nic,
+                                   const std::string& remote) {
+  if (peers_) peers_->rail_lost(instance, nic, remote);
 }
 
 void ControlServer::nic_up(const std::string& nic) {
@@ -432,11 +434,11 @@ void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& n
 }
 
 void ControlServer::on_data_link(const transports::PeerIdentity& peer, int fd,
-                                 const std::string& nic) {
+                                 const std::string& nic, bool backup) {
   data_links_.insert(peer.instance_id);
   data_link_errors_.erase(peer.instance_id);
-  engine_.post([id = peer.instance_id, name = peer.node_name, fd, nic](Engine& e) {
-    e.add_peer_link(id, name, fd, nic);
+  engine_.post([id = peer.instance_id, name = peer.node_name, fd, nic, backup](Engine& e) {
+    e.add_peer_link(id, name, fd, nic, backup);
   });
   std::vector<CommToken> tokens;
   for (const auto& [token, f] : forming_) tokens.push_back(token);

@@ -38,16 +38,17 @@ void Daemon::start() {
       [&d](uint64_t id, std::string reason) {
         d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
       },
-      Engine::LinkEvents{[&d](uint64_t instance) {
-                           d.control->post([&d, instance] { d.control->data_link_lost(instance); });
-                         },
-                         [&d](uint64_t instance, const std::string& nic) {
-                           d.control->post(
-                               [&d, instance, nic] { d.control->data_path_lost(instance, nic); });
-                         },
-                         [&d](const std::string& nic) {
-                           d.control->post([&d, nic] { d.control->nic_up(nic); });
-                         }});
+      Engine::LinkEvents{
+          [&d](uint64_t instance) {
+            d.control->post([&d, instance] { d.control->data_link_lost(instance); });
+          },
+          [&d](uint64_t instance, const std::string& nic, const std::string& remote) {
+            d.control->post(
+                [&d, instance, nic, remote] { d.control->data_path_lost(instance, nic, remote); });
+          },
+          [&d](const std::string& nic) {
+            d.control->post([&d, nic] { d.control->nic_up(nic); });
+          }});
   d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
   d.control->start();
   const bool acks = d.config.channel_acks == "on" ||

@@ -57,8 +57,8 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkEvents lin
                  [this](uint64_t peer, const std::string& name, const std::string& reason) {
                    on_peer_lost(peer, name, reason);
                  },
-                 [this](uint64_t peer, const std::string& nic) {
-                   if (link_events_.path_lost) link_events_.path_lost(peer, nic);
+                 [this](uint64_t peer, const std::string& nic, const std::string& remote) {
+                   if (link_events_.path_lost) link_events_.path_lost(peer, nic, remote);
                  },
                  [this](const std::string& nic) {
                    if (link_events_.nic_up) link_events_.nic_up(nic);

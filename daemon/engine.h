@@ -34,8 +34,10 @@ class Engine {
   // Called on the engine thread about the data links to peer daemons.
   struct LinkEvents {
     std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
-    // A path over local NIC `nic` failed; the link stays (NodeLinks::Handler::on_path_lost).
-    std::function<void(uint64_t instance, const std::string& nic)> path_lost;
+    // A path over local NIC `nic` to the peer's `remote` ("ip:port") failed; the link
+    // stays (NodeLinks::Handler::on_path_lost).
+    std::function<void(uint64_t instance, const std::string& nic, const std::string& remote)>
+        path_lost;
     std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
   };
 
@@ -59,8 +61,9 @@ class Engine {
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
-  // An authenticated data connection to peer daemon `instance` (the engine owns `fd`).
-  void add_peer_link(uint64_t instance, std::string name, int fd, std::string nic);
+  // An authenticated data connection to peer daemon `instance` (the engine owns `fd`);
+  // `backup`: across rails (NodeLinks::add).
+  void add_peer_link(uint64_t instance, std::string name, int fd, std::string nic, bool backup);
   // The control connection to peer daemon `instance` closed: the daemon is gone.
   void peer_daemon_gone(uint64_t instance, const std::string& reason) {
     links_.peer_gone(instance, reason);

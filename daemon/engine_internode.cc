@@ -23,8 +23,9 @@ std::string Engine::node_name(const Comm& comm, int node) const {
   return comm.span()->topology.node_names[static_cast<size_t>(node)];
 }
 
-void Engine::add_peer_link(uint64_t instance, std::string name, int fd, std::string nic) {
-  links_.add(instance, std::move(name), fd, std::move(nic));
+void Engine::add_peer_link(uint64_t instance, std::string name, int fd, std::string nic,
+                           bool backup) {
+  links_.add(instance, std::move(name), fd, std::move(nic), backup);
 }
 
 void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {

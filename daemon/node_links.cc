@@ -50,6 +50,8 @@ const char* state_name(transports::ReliableChannel::PathState state) {
       return "probation";
     case S::kActive:
       return "active";
+    case S::kStandby:
+      return "standby";
     case S::kDrained:
       return "drained";
     case S::kFailed:
@@ -76,7 +78,7 @@ const std::string* NodeLinks::name_of(uint64_t peer) const {
   return it == links_.end() ? nullptr : &it->second->name;
 }
 
-void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic) {
+void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bool backup) {
   auto it = links_.find(peer);
   if (it == links_.end()) {
     auto link = std::make_unique<Link>();
@@ -137,12 +139,12 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic) {
   paths_by_key_[raw->key] = raw;
   // A path joining a channel that has lost one before is on probation.
   const bool probation = link.channel->counters().path_failures > 0;
-  raw->id = link.channel->add_path(raw, Clock::now(), probation);
+  raw->id = link.channel->add_path(raw, Clock::now(), probation, backup);
   if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
   link.paths[raw->id] = std::move(path);
-  spdlog::info("path to node {} up over {} ({} -> {}){}", link.name,
+  spdlog::info("path to node {} up over {} ({} -> {}){}{}", link.name,
                raw->nic.empty() ? "?" : raw->nic, raw->local, raw->remote,
-               probation ? ", on probation" : "");
+               backup ? ", a backup across rails" : "", probation ? ", on probation" : "");
   if (!raw->nic.empty() && drained_nics_.count(raw->nic) != 0) {
     link.channel->drain(raw->id, true);
     send_path_notice(link, *raw, wire::PathNotice::kDrained);
@@ -178,6 +180,7 @@ std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
       case wire::PathNotice::kDrained:
       case wire::PathNotice::kUndrained: {
         const bool drained = static_cast<wire::PathNotice>(h.step) == wire::PathNotice::kDrained;
+        if (other->peer_drained == drained) break;  // a copy: notices go on every path
         other->peer_drained = drained;
         // Drained while either side has it drained.
         link.channel->drain(other->id, drained || drained_nics_.count(other->nic) != 0);
@@ -371,6 +374,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
   const uint32_t id = path.id;
   const bool peer_closed = path.conn->peer_closed();
   const std::string nic = path.nic;
+  const std::string remote = path.remote;
   spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
@@ -397,7 +401,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
     spdlog::warn("no path left to node {}: its frames wait up to {} ms for one to come back",
                  link.name, channel_settings_.last_path_grace.count());
   }
-  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic);
+  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote);
   if (links_.count(link.peer) != 0) flush(link);
 }
 

@@ -42,9 +42,11 @@ class NodeLinks {
     std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
     // The link to `peer` failed (reason says how); it has been removed.
     std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
-    // Optional: a path to `peer` over local NIC `nic` failed while the peer is kept (other
-    // paths, or the grace period); the side that opened it connects it again.
-    std::function<void(uint64_t peer, const std::string& nic)> on_path_lost;
+    // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote`,
+    // failed while the peer is kept (other paths, or the grace period); the side that
+    // opened it connects it again.
+    std::function<void(uint64_t peer, const std::string& nic, const std::string& remote)>
+        on_path_lost;
     // Optional: local NIC `nic` is up again (netlink).
     std::function<void(const std::string& nic)> on_nic_up;
   };
@@ -54,7 +56,7 @@ class NodeLinks {
     std::string nic;  // local interface
     std::string local;
     std::string remote;
-    std::string state;  // active, probation, drained
+    std::string state;  // active, standby (a backup), probation, drained
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     double rate_bytes_per_s = 0;  // measured while busy; 0 until then
@@ -82,8 +84,9 @@ class NodeLinks {
   int epoll_fd() const { return epoll_.get(); }
 
   // Takes a connected, authenticated socket to peer node `peer` over local NIC `nic` ("" when
-  // unknown): a path of its channel (the first one opens the channel).
-  void add(uint64_t peer, std::string name, int fd, std::string nic = "");
+  // unknown): a path of its channel (the first one opens the channel). `backup`: a
+  // pre-connected path across rails, on standby while the channel has an active path.
+  void add(uint64_t peer, std::string name, int fd, std::string nic = "", bool backup = false);
   // Follows local NICs going down and up (netlink); without it only silence and socket
   // errors fail paths. Returns "" or why it cannot.
   std::string watch_nics();

@@ -17,9 +17,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include "shm/framing.h"
@@ -108,7 +110,9 @@ struct PeerServer::Conn {
   std::vector<std::string> addresses;  // connector: those still to try
   uint64_t expected = 0;
   PeerRole role = PeerRole::kControl;
-  std::string rail_nic;       // data connector: its rail ("" for the fallback)
+  std::string rail_key;       // data connector: its rail (Rail::key)
+  std::string rail_nic;       // data connector: its rail's NIC ("" for the fallback)
+  bool backup_rail = false;   // data connector: a backup across rails
   uint32_t bind_address = 0;  // data connector: the local NIC's IPv4 address (host order)
   std::optional<PeerHandshake> handshake;
   bool is_established = false;
@@ -277,9 +281,11 @@ PeerServer::Conn* PeerServer::open(uint64_t instance, const std::vector<std::str
   std::reverse(c->addresses.begin(), c->addresses.end());  // tried from the back
   conns_.push_back(c);
   if (rail != nullptr) {
+    c->rail_key = rail->key;
     c->rail_nic = rail->nic;
+    c->backup_rail = rail->backup;
     c->bind_address = rail->local_address;
-    data_peers_[instance].connecting[rail->nic] = c;
+    data_peers_[instance].connecting[rail->key] = c;
   }
   uv_timer_init(loop_, &c->timer);
   c->timer.data = c;
@@ -518,16 +524,23 @@ void PeerServer::established(Conn& c) {
     if (c.connector) {
       auto it = data_peers_.find(c.expected);
       if (it != data_peers_.end()) {
-        it->second.connecting.erase(c.rail_nic);
-        it->second.retries.erase(c.rail_nic);
+        it->second.connecting.erase(c.rail_key);
+        it->second.retries.erase(c.rail_key);
         it->second.linked = true;
       }
+    } else if (!nic.empty() && nic != "lo") {
+      // Replies leave over the NIC the peer chose (where permitted: CAP_NET_RAW): a backup
+      // that crosses rails must not answer over this node's NIC on the peer's rail, which
+      // may be the one that is down.
+      ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, nic.c_str(),
+                   static_cast<socklen_t>(nic.size()));
     }
+    const bool backup = crosses_rails(fd);
     c.fd = -1;
-    spdlog::info("data connection with node {} ({}) over {} established", peer.node_name, c.address,
-                 nic.empty() ? "?" : nic);
+    spdlog::info("data connection with node {} ({}) over {} established{}", peer.node_name,
+                 c.address, nic.empty() ? "?" : nic, backup ? " (a backup across rails)" : "");
     close_conn(c);
-    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, fd, nic);
+    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, fd, nic, backup);
     return;
   }
   spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);
@@ -586,7 +599,11 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
 
 // Rails: each local NIC paired with the first peer address in its subnet (rail-matched:
 // NIC i of one node reaches NIC i of another over the same switch). Without any match (one
-// flat network, or loopback), one rail that may use any address.
+// flat network, or loopback), one rail that may use any address. With two rails or more,
+// the backup mapping: NIC i also to the peer's address on rail i+1 (mod the rail count), so
+// that when a node's NIC i and the peer's NIC i+1 are both down a path remains. A backup
+// needs a route between the rails (a spine): without one it is not tried, and the retries
+// look again.
 std::vector<PeerServer::Rail> PeerServer::rails_to(
     const std::vector<std::string>& addresses) const {
   std::vector<Rail> rails;
@@ -597,11 +614,21 @@ std::vector<PeerServer::Rail> PeerServer::rails_to(
       if (!parse_peer_address(text, &addr, &len) || addr.ss_family != AF_INET) continue;
       const uint32_t peer = ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr);
       if ((peer & nic.mask) != (nic.address & nic.mask)) continue;
-      rails.push_back({nic.name, nic.address, {text}});
+      rails.push_back({nic.name, nic.name, nic.address, {text}, false});
       break;
     }
   }
-  if (rails.empty()) rails.push_back({"", 0, addresses});
+  if (rails.empty()) {
+    rails.push_back({"", "", 0, addresses, false});
+    return rails;
+  }
+  const size_t matched = rails.size();
+  for (size_t i = 0; matched >= 2 && i < matched; ++i) {
+    const Rail from = rails[i];
+    const std::string to = rails[(i + 1) % matched].peer_addresses.front();
+    if (to == from.peer_addresses.front()) continue;  // NICs on one subnet: no other rail
+    rails.push_back({from.nic + ">" + to, from.nic, from.local_address, {to}, true});
+  }
   return rails;
 }
 
@@ -610,30 +637,48 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   // A rail may fail at once (no route): fail() then only records it, and whether the peer
   // has no hope left is decided after every rail was tried.
   opening_ = instance;
+  opening_failed_.clear();
   for (const Rail& rail : rails_to(addresses)) {
-    if (data_peers_[instance].connecting.count(rail.nic) != 0) continue;
+    if (data_peers_[instance].connecting.count(rail.key) != 0) continue;
+    if (rail.backup && !routed(rail.nic, rail.peer_addresses.front())) {
+      opening_failed_.push_back(rail.key);  // looked at again with the retries
+      continue;
+    }
     open(instance, rail.peer_addresses, PeerRole::kData, &rail);  // a failure is recorded
   }
   opening_ = 0;
   auto it = data_peers_.find(instance);
-  if (it == data_peers_.end() || it->second.linked || !it->second.connecting.empty()) return;
+  if (it == data_peers_.end()) return;
+  if (it->second.linked || !it->second.connecting.empty()) {
+    // The peer may yet be linked: the rails that failed at once are tried again later.
+    for (const std::string& key : opening_failed_) schedule_retry(instance, key);
+    opening_failed_.clear();
+    return;
+  }
+  opening_failed_.clear();
   const std::string reason = it->second.last_error;
   data_peers_.erase(it);
   if (callbacks_.on_data_failed) callbacks_.on_data_failed(instance, reason);
 }
 
-// The rail the engine's path over `nic` came from: that NIC's, or the fallback rail.
-std::string PeerServer::rail_key(const DataPeer& peer, const std::string& nic) const {
+// The rail the engine's path over `nic` to `remote` came from (its Rail::key), or the
+// fallback rail.
+std::string PeerServer::rail_key(const DataPeer& peer, const std::string& nic,
+                                 const std::string& remote) const {
   for (const Rail& rail : rails_to(peer.addresses)) {
-    if (rail.nic == nic || rail.nic.empty()) return rail.nic;
+    if (rail.nic.empty()) return rail.key;
+    if (rail.nic == nic && std::find(rail.peer_addresses.begin(), rail.peer_addresses.end(),
+                                     remote) != rail.peer_addresses.end()) {
+      return rail.key;
+    }
   }
   return nic;
 }
 
-void PeerServer::rail_lost(uint64_t instance, const std::string& nic) {
+void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote) {
   auto it = data_peers_.find(instance);
   if (it == data_peers_.end()) return;
-  const std::string rail = rail_key(it->second, nic);
+  const std::string rail = rail_key(it->second, nic, remote);
   if (it->second.connecting.count(rail) != 0) return;
   schedule_retry(instance, rail);
 }
@@ -641,10 +686,13 @@ void PeerServer::rail_lost(uint64_t instance, const std::string& nic) {
 void PeerServer::nic_up(const std::string& nic) {
   bool any = false;
   for (auto& [instance, peer] : data_peers_) {
-    auto retry = peer.retries.find(rail_key(peer, nic));
-    if (retry == peer.retries.end() || !retry->second.scheduled) continue;
-    retry->second.due = std::chrono::steady_clock::now();
-    any = true;
+    for (const Rail& rail : rails_to(peer.addresses)) {
+      if (rail.nic != nic) continue;
+      auto retry = peer.retries.find(rail.key);
+      if (retry == peer.retries.end() || !retry->second.scheduled) continue;
+      retry->second.due = std::chrono::steady_clock::now();
+      any = true;
+    }
   }
   if (any) run_retries();
 }
@@ -659,8 +707,8 @@ void PeerServer::forget_data_peer(uint64_t instance) {
 }
 
 // Exponential backoff: 100 ms, doubling, at most reconnect_max_.
-void PeerServer::schedule_retry(uint64_t instance, const std::string& nic) {
-  RailRetry& retry = data_peers_[instance].retries[nic];
+void PeerServer::schedule_retry(uint64_t instance, const std::string& key) {
+  RailRetry& retry = data_peers_[instance].retries[key];
   if (retry.scheduled) return;
   const auto wait = std::min<std::chrono::milliseconds>(
       reconnect_max_, std::chrono::milliseconds(100LL << std::min(retry.attempts, 16)));
@@ -700,13 +748,17 @@ void PeerServer::run_retries() {
       }
     }
   }
-  for (const auto& [instance, nic] : due) {
+  for (const auto& [instance, key] : due) {
     auto it = data_peers_.find(instance);
-    if (it == data_peers_.end() || it->second.connecting.count(nic) != 0) continue;
+    if (it == data_peers_.end() || it->second.connecting.count(key) != 0) continue;
     for (const Rail& rail : rails_to(it->second.addresses)) {
-      if (rail.nic != nic) continue;
+      if (rail.key != key) continue;
+      if (rail.backup && !routed(rail.nic, rail.peer_addresses.front())) {
+        schedule_retry(instance, key);  // no route between the rails (yet): nothing sent
+        break;
+      }
       spdlog::debug("reconnecting to peer {:016x} over {} (attempt {})", instance,
-                    nic.empty() ? "any NIC" : nic, it->second.retries[nic].attempts);
+                    key.empty() ? "any NIC" : key, it->second.retries[key].attempts);
       open(instance, rail.peer_addresses, PeerRole::kData, &rail);
       break;
     }
@@ -726,6 +778,59 @@ std::string PeerServer::nic_of_local_end(int fd) const {
     if (nic.address == local) return nic.name;
   }
   return (local >> 24) == 127 ? "lo" : "";
+}
+
+bool PeerServer::routed(const std::string& nic, const std::string& address) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (!parse_peer_address(address, &addr, &len) || addr.ss_family != AF_INET) return false;
+  const uint32_t wanted = reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr;
+  // Iface Destination Gateway Flags RefCnt Use Metric Mask ...; addresses as the kernel
+  // holds them (network order) printed in hex.
+  std::ifstream table("/proc/net/route");
+  std::string line;
+  std::getline(table, line);  // the header
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string iface;
+    std::string destination;
+    std::string gateway;
+    std::string flags;
+    std::string skip;
+    std::string mask;
+    if (!(fields >> iface >> destination >> gateway >> flags >> skip >> skip >> skip >> mask)) {
+      continue;
+    }
+    auto hex = [](const std::string& text) {
+      return static_cast<uint32_t>(std::strtoul(text.c_str(), nullptr, 16));
+    };
+    if (iface != nic || (hex(flags) & 0x1) == 0) continue;  // RTF_UP
+    const uint32_t net = hex(destination);
+    const uint32_t bits = hex(mask);
+    if ((wanted & bits) == net) return true;
+  }
+  return false;
+}
+
+bool PeerServer::crosses_rails(int fd) const {
+  sockaddr_storage local{};
+  sockaddr_storage remote{};
+  socklen_t local_len = sizeof(local);
+  socklen_t remote_len = sizeof(remote);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_len) != 0 ||
+      local.ss_family != AF_INET || remote.ss_family != AF_INET) {
+    return false;
+  }
+  const uint32_t here = ntohl(reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr);
+  const uint32_t there = ntohl(reinterpret_cast<sockaddr_in*>(&remote)->sin_addr.s_addr);
+  auto in_subnet = [there](const LocalNic& nic) {
+    return (there & nic.mask) == (nic.address & nic.mask);
+  };
+  const auto own = std::find_if(local_nics_.begin(), local_nics_.end(),
+                                [here](const LocalNic& nic) { return nic.address == here; });
+  if (own == local_nics_.end() || in_subnet(*own)) return false;
+  return std::any_of(local_nics_.begin(), local_nics_.end(), in_subnet);
 }
 
 double PeerServer::control_round_trip_s(uint64_t instance) const {
@@ -752,6 +857,9 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
   if (!c.is_established && !c.connector) {
     ++refused_;
     spdlog::warn("peer connection from {} refused: {}", c.address, reason);
+  } else if (c.backup_rail && !c.is_established) {
+    // Without a route between the rails a backup cannot be opened; that is no fault.
+    spdlog::debug("backup path to {} over {}: {}", name, c.rail_nic, reason);
   } else {
     spdlog::info("peer connection with {}: {}", name, reason);
   }
@@ -773,15 +881,15 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
   bool report_data = false;
   if (c.connector && c.role == PeerRole::kData && !c.handed_off) {
     auto it = data_peers_.find(c.expected);
-    if (it != data_peers_.end() && it->second.connecting.count(c.rail_nic) != 0 &&
-        it->second.connecting[c.rail_nic] == &c) {
+    if (it != data_peers_.end() && it->second.connecting.count(c.rail_key) != 0 &&
+        it->second.connecting[c.rail_key] == &c) {
       DataPeer& peer = it->second;
-      peer.connecting.erase(c.rail_nic);
-      peer.last_error = reason;
+      peer.connecting.erase(c.rail_key);
+      if (!c.backup_rail || peer.last_error.empty()) peer.last_error = reason;
       if (c.expected == opening_) {
-        // connect_data decides once every rail was tried.
+        opening_failed_.push_back(c.rail_key);  // connect_data decides once every rail was tried
       } else if (peer.linked || !peer.connecting.empty()) {
-        schedule_retry(c.expected, c.rail_nic);  // the peer is, or may yet be, linked
+        schedule_retry(c.expected, c.rail_key);  // the peer is, or may yet be, linked
       } else {
         report_data = true;
         data_peers_.erase(it);

@@ -34,8 +34,10 @@ class PeerServer {
     std::function<void(uint64_t instance, const std::string& name, const std::string& reason)>
         on_control_lost;
     // An authenticated data connection over local NIC `nic` ("" when no NIC has its
-    // address); the receiver owns `fd`.
-    std::function<void(const transports::PeerIdentity& peer, int fd, const std::string& nic)>
+    // address); `backup`: it crosses rails (its remote end is in another local NIC's
+    // subnet). The receiver owns `fd`.
+    std::function<void(const transports::PeerIdentity& peer, int fd, const std::string& nic,
+                       bool backup)>
         on_data_link;
     // No data connection to `instance` could be opened (every rail failed before one was
     // authenticated); rails of a peer already linked are retried instead.
@@ -67,11 +69,13 @@ class PeerServer {
                     capnp::MessageBuilder& message);
   // Opens a data connection to `instance` on every rail (a local NIC and the peer's address
   // in its subnet; when none match, one connection to any address) not connected or being
-  // connected. This side then keeps the rails up: rail_lost retries with backoff.
+  // connected, and with two rails or more a backup from each NIC to the peer's address on
+  // the next rail (used where a route joins the rails). This side then keeps them up:
+  // rail_lost retries with backoff.
   void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
-  // The engine's path to `instance` over local NIC `nic` failed: reconnect it (with
-  // exponential backoff) if this side opened it.
-  void rail_lost(uint64_t instance, const std::string& nic);
+  // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
+  // failed: reconnect it (with exponential backoff) if this side opened it.
+  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.
@@ -101,9 +105,11 @@ class PeerServer {
     uint32_t mask = 0;
   };
   struct Rail {
+    std::string key;  // in DataPeer's maps: the NIC, or "nic>ip:port" for a backup
     std::string nic;  // "" for the fallback: any address, no local binding
     uint32_t local_address = 0;
     std::vector<std::string> peer_addresses;
+    bool backup = false;  // a NIC to the peer's address on another rail
   };
   struct RailRetry {
     int attempts = 0;
@@ -112,17 +118,25 @@ class PeerServer {
   };
   struct DataPeer {  // a peer this side opens data connections to
     std::vector<std::string> addresses;
-    bool linked = false;                      // a rail has been established since the last forget
-    std::map<std::string, Conn*> connecting;  // by rail NIC
-    std::map<std::string, RailRetry> retries;
+    bool linked = false;                       // a rail has been established since the last forget
+    std::map<std::string, Conn*> connecting;   // by Rail::key
+    std::map<std::string, RailRetry> retries;  // by Rail::key
     std::string last_error;
   };
   std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
-  std::string rail_key(const DataPeer& peer, const std::string& nic) const;
-  void schedule_retry(uint64_t instance, const std::string& nic);
+  std::string rail_key(const DataPeer& peer, const std::string& nic,
+                       const std::string& remote) const;
+  void schedule_retry(uint64_t instance, const std::string& key);
   void run_retries();
   void arm_retry_timer();
   std::string nic_of_local_end(int fd) const;
+  // Whether the connection's remote end lies in the subnet of a local NIC other than the
+  // one it runs over (a backup across rails).
+  bool crosses_rails(int fd) const;
+  // Whether the routing table (main) has a route over `nic` that covers `address`
+  // ("ip:port"): a backup is only tried then, since a socket bound to a NIC with no route
+  // sends ARP queries for an off-link address until its connect times out.
+  static bool routed(const std::string& nic, const std::string& address);
   void on_listen_readable();
   // A connector to `instance`; with `rail`, a data connection over that rail (registered
   // as the peer's connecting rail before the first attempt).
@@ -151,7 +165,8 @@ class PeerServer {
   std::vector<Conn*> conns_;
   std::unordered_map<uint64_t, Conn*> control_;  // by instance: the connection to use
   std::map<uint64_t, DataPeer> data_peers_;
-  uint64_t opening_ = 0;  // connect_data is trying this peer's rails
+  uint64_t opening_ = 0;                     // connect_data is trying this peer's rails
+  std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once
   std::unordered_map<uint64_t, double> round_trip_s_;
   uint64_t refused_ = 0;
   std::string tcp_congestion_;

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# NIC failover across network namespaces: 3 nodes x 2 NICs (one bridge per rail), plexusd on
-# each, a load of 64 MiB allreduces on every node, each result checked exactly
-# (plexus-bench -c), while:
+# NIC failover across network namespaces: 3 nodes x 2 NICs (one bridge per rail, a spine
+# routing between them), plexusd on each, a load of 64 MiB allreduces on every node, each
+# result checked exactly (plexus-bench -c), while:
 #   - a NIC is drained and undrained (plexusctl nic): nothing is resent;
+#   - two nodes lose different rails (one NIC set down, the other's cable pulled) past the
+#     grace period: they share no rail, and the backup path across rails carries;
 #   - a NIC is set down mid-run and back: no op fails, the peers are told at once, the
 #     paths come back;
 #   - a NIC becomes a silent black hole (nftables drops everything, the link stays up):
@@ -33,9 +35,10 @@ fail() {
 }
 step() { echo "== $*"; }
 on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
+nic() { "$cluster" nic --name "$name" --node "$1" --nic "$2" "$3"; }  # node, NIC index, up|down
 trap '"$cluster" down --name "$name"' EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="--peer-grace-ms $grace_ms" \
-  "$cluster" up --name "$name" --nodes 3 --nics 2 --daemons "$build" || fail "cluster up"
+  "$cluster" up --name "$name" --nodes 3 --nics 2 --spine --daemons "$build" || fail "cluster up"
 
 # The load: communicator after communicator on every node, each running 64 MiB allreduces
 # whose results are all checked, until $dir/stop exists. Node 0 starts each round (go.<i>);
@@ -103,18 +106,43 @@ for n in 0 1 2; do
 done
 echo "drained and undrained, 0 bytes resent, $(cat "$dir/rounds0") load rounds exact"
 
+step "nic0 of node 0 down and nic1 of node 1 unplugged for 3 s (grace ${grace_ms} ms): the backup across rails carries"
+start_load 0 1 2
+# Each node keeps one backup per peer on each NIC: NIC i to the peer's rail i+1.
+wait_paths 0 nic1 standby 2 10 || fail "node 0 has no backup over nic1 to both peers: $(on 0 "$ctl" paths)"
+lost_before=$(grep -c "no path left to node n1" "$dir/n0/plexusd.log")
+nic 0 0 down
+"$cluster" cable --name "$name" --node 1 --nic 1 down
+sleep 1
+# Node 0 to node 1 now: only node 0's nic1 to node 1's nic0, through the spine.
+on 0 "$ctl" paths | sed -n '/^node n1/,/^$/p'
+sleep 2
+"$cluster" cable --name "$name" --node 1 --nic 1 up
+nic 0 0 up
+wait_paths 0 nic0 active 2 10 || fail "node 0's nic0 paths did not come back: $(on 0 "$ctl" paths)"
+stop_load || fail "an op failed or a result was wrong while nodes 0 and 1 shared no rail"
+[ "$(grep -c "no path left to node n1" "$dir/n0/plexusd.log")" -eq "$lost_before" ] ||
+  fail "node 0 had no path to node 1 although the backup across rails was there"
+grep -q "NIC nic1 went down" "$dir/n1/plexusd.log" || fail "node 1 did not see its nic1 lose carrier"
+echo "3 s with no shared rail, never without a path; $(cat "$dir/rounds0") load rounds exact"
+
 step "nic1 of node 1 set down mid-run for 1.5 s: no op fails, the peers are told, it comes back"
 start_load 0 1 2
-on 1 ip link set nic1 down
+seen_before=$(grep -c "NIC nic1 went down" "$dir/n1/plexusd.log")
+told_before=$(grep -c "node n1 reports its end" "$dir/n0/plexusd.log")
+nic 1 1 down
 sleep 1.5
-on 1 ip link set nic1 up
+nic 1 1 up
 wait_paths 1 nic1 active 2 10 || fail "node 1's nic1 paths did not come back: $(on 1 "$ctl" paths)"
 stop_load || fail "an op failed or a result was wrong around the NIC down"
-grep -q "NIC nic1 went down" "$dir/n1/plexusd.log" || fail "node 1 did not see its NIC go down"
-grep -q "node n1 reports its end" "$dir/n0/plexusd.log" || fail "node 0 was not told by node 1"
+[ "$(grep -c "NIC nic1 went down" "$dir/n1/plexusd.log")" -gt "$seen_before" ] ||
+  fail "node 1 did not see its NIC go down"
+[ "$(grep -c "node n1 reports its end" "$dir/n0/plexusd.log")" -gt "$told_before" ] ||
+  fail "node 0 was not told by node 1"
 echo "every result exact over $(cat "$dir/rounds0") load rounds; node 0 heard: $(grep -m1 -o "node n1 reports its end.*" "$dir/n0/plexusd.log")"
 
 step "nic1 of node 1 a silent black hole (nftables drop, link up) for 3 s"
+timeouts_before=$(grep -c "nic1.*failed: nothing received for" "$dir/n1/plexusd.log")
 start_load 0 1 2
 on 1 nft -f - <<'EOF' || fail "nft"
 table inet pxblackhole {
@@ -126,29 +154,31 @@ sleep 3
 on 1 nft delete table inet pxblackhole
 wait_paths 1 nic1 active 2 20 || fail "node 1's nic1 paths did not come back after the black hole: $(on 1 "$ctl" paths)"
 stop_load || fail "an op failed or a result was wrong during the black hole"
-grep -q "nic1.*failed: nothing received for" "$dir/n1/plexusd.log" ||
+[ "$(grep -c "nic1.*failed: nothing received for" "$dir/n1/plexusd.log")" -gt "$timeouts_before" ] ||
   fail "node 1 did not time out its paths over the black hole"
 echo "found by timeout: $(grep -m1 -o "failed: nothing received for.*" "$dir/n1/plexusd.log"); $(cat "$dir/rounds0") load rounds exact"
 
 step "nic1 of node 2 flaps: down 0.8 s, up 1.2 s, 10 times under load"
-before=$(grep -c "up over nic1" "$dir/n2/plexusd.log")
+before=$(grep "up over nic1" "$dir/n2/plexusd.log" | grep -vc "backup")
 start_load 0 1 2
 for flap in $(seq 10); do
-  on 2 ip link set nic1 down
+  nic 2 1 down
   sleep 0.8
-  on 2 ip link set nic1 up
+  nic 2 1 up
   sleep 1.2
 done
 wait_paths 2 nic1 active 2 10 || fail "node 2's nic1 paths did not come back after flapping: $(on 2 "$ctl" paths)"
 stop_load || fail "an op failed or a result was wrong while nic1 flapped"
-returns=$(( $(grep -c "up over nic1" "$dir/n2/plexusd.log") - before ))
+returns=$(( $(grep "up over nic1" "$dir/n2/plexusd.log" | grep -vc "backup") - before ))
 # Two peers, ten flaps: each flap brings both paths back.
 [ "$returns" -ge 20 ] || fail "node 2's nic1 paths came back $returns times in 10 flaps (want 20: both peers, every time)"
 echo "taken back $returns times (2 peers x 10 flaps); $(cat "$dir/rounds0") load rounds exact"
 
 step "both NICs of node 2 down for 0.7 s, within the grace period: no op fails"
 start_load 0 1 2
-on 2 sh -c 'ip link set nic0 down; ip link set nic1 down; sleep 0.7; ip link set nic0 up; ip link set nic1 up'
+nic 2 0 down; nic 2 1 down
+sleep 0.7
+nic 2 0 up; nic 2 1 up
 wait_paths 2 nic0 active 2 10 || fail "node 2's nic0 paths did not come back: $(on 2 "$ctl" paths)"
 wait_paths 2 nic1 active 2 10 || fail "node 2's nic1 paths did not come back: $(on 2 "$ctl" paths)"
 stop_load || fail "an op failed while node 2 was cut off within its grace period"
@@ -158,7 +188,7 @@ echo "node 2 had no path left for 0.7 s and lost nothing; $(cat "$dir/rounds0") 
 step "both NICs of node 2 down past the grace period (${grace_ms} ms)"
 start_load 0 1 2
 # Both at once; the event is complete when the command returns.
-on 2 sh -c 'ip link set nic0 down; ip link set nic1 down'
+nic 2 0 down; nic 2 1 down
 down_at=$(date +%s%N)
 for i in 0 1; do
   wait "${load_pids[$i]}" && fail "node $i's load went on with node 2 unreachable"
@@ -177,4 +207,4 @@ start_load 0 1
 stop_load || fail "nodes 0 and 1 could not serve a new communicator after losing node 2"
 echo "nodes 0 and 1 then ran $(cat "$dir/rounds0") exact rounds on a new communicator"
 
-echo "PASS: drain, NIC down, black hole, flapping, a node cut off within and past its grace"
+echo "PASS: drain, no shared rail, NIC down, black hole, flapping, a node cut off within and past its grace"

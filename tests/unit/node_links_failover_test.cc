@@ -46,7 +46,9 @@ struct Side {
       lost = std::to_string(peer) + " " + name + ": " + why;
       lost_at = Clock::now();
     };
-    handler.on_path_lost = [this](uint64_t, const std::string& nic) { paths_lost.push_back(nic); };
+    handler.on_path_lost = [this](uint64_t, const std::string& nic, const std::string&) {
+      paths_lost.push_back(nic);
+    };
     links = std::make_unique<NodeLinks>(handler, 64 * 1024, settings);
   }
   std::unique_ptr<NodeLinks> links;

@@ -124,11 +124,11 @@ class SimNetwork {
   TimePoint now() const { return start_ + std::chrono::milliseconds(step_); }
   int step_count() const { return step_; }
 
-  size_t add_link(int64_t bytes_per_step = 64 << 10, bool probation = false) {
+  size_t add_link(int64_t bytes_per_step = 64 << 10, bool probation = false, bool backup = false) {
     auto link = std::make_unique<Link>();
     link->bytes_per_step = bytes_per_step;
     for (int e = 0; e < 2; ++e) {
-      link->id[e] = ends_[e].channel->add_path(&link->end[e], now(), probation);
+      link->id[e] = ends_[e].channel->add_path(&link->end[e], now(), probation, backup);
     }
     links_.push_back(std::move(link));
     return links_.size() - 1;
@@ -538,6 +538,58 @@ TEST(ReliableChannelTest, TheOnlyPathLeftCarriesFramesEvenWhenDrained) {
   ASSERT_TRUE(net.run_until_done(rng, 5000));  // waiting for an undrained path would hang
   net.expect_exact();
   EXPECT_EQ(net.channel(0).state(net.link(0).id[0]), ReliableChannel::PathState::kDrained);
+}
+
+TEST(ReliableChannelTest, ABackupStandsByUntilNoActivePathIsLeftThenStandsByAgain) {
+  using State = ReliableChannel::PathState;
+  std::mt19937 rng(6);
+  SimNetwork net;
+  net.add_link();
+  const size_t backup = net.add_link(64 << 10, false, /*backup=*/true);
+  EXPECT_EQ(net.channel(0).state(net.link(backup).id[0]), State::kStandby);
+  EXPECT_EQ(net.channel(0).usable_paths(), 1u);
+  net.send_frames(0, 300, 30000, rng);
+  net.send_frames(1, 300, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  // Heartbeats and acknowledgements only: no payload byte in either direction.
+  EXPECT_EQ(net.link(backup).carried[0], 0u);
+  EXPECT_EQ(net.link(backup).carried[1], 0u);
+
+  net.send_frames(0, 300, 30000, rng);
+  net.step(rng);
+  net.kill(0);  // the rail-matched path goes: the backup carries everything
+  net.send_frames(0, 300, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  EXPECT_GT(net.link(backup).carried[0], 0u);
+  EXPECT_EQ(net.channel(0).state(net.link(backup).id[0]), State::kStandby);
+
+  // A rail-matched path returns: once past probation it carries, the backup stands by.
+  const size_t back = net.add_link(64 << 10, /*probation=*/true);
+  for (int i = 0; i < 600; ++i) net.step(rng);
+  EXPECT_EQ(net.channel(0).state(net.link(back).id[0]), State::kActive);
+  const uint64_t backup_carried = net.link(backup).carried[0];
+  net.send_frames(0, 300, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  EXPECT_EQ(net.link(backup).carried[0], backup_carried);
+  EXPECT_GT(net.channel(0).counters().frames_resent, 0u);  // the killed path's frames
+}
+
+TEST(ReliableChannelTest, ABackupOnProbationSettlesOnStandbyAndUndrainsToStandby) {
+  using State = ReliableChannel::PathState;
+  std::mt19937 rng(7);
+  SimNetwork net;
+  net.add_link();
+  const size_t backup = net.add_link(64 << 10, /*probation=*/true, /*backup=*/true);
+  const uint32_t id = net.link(backup).id[0];
+  EXPECT_EQ(net.channel(0).state(id), State::kProbation);
+  for (int i = 0; i < 600; ++i) net.step(rng);
+  EXPECT_EQ(net.channel(0).state(id), State::kStandby);
+  net.channel(0).drain(id, true);
+  EXPECT_EQ(net.channel(0).state(id), State::kDrained);
+  net.channel(0).drain(id, false);
+  EXPECT_EQ(net.channel(0).state(id), State::kStandby);
 }
 
 TEST(ReliableChannelTest, StripesInProportionToEachPathsMeasuredRate) {

@@ -5,14 +5,22 @@
 # namespace, so test traffic never leaves these namespaces. Optional tc tbf rate per NIC.
 #
 #   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--mtu BYTES] [--tcp-cc NAME]
-#                          [--daemons BUILD_DIR] [--on LIST] [--parallel] -- CMD...
+#                          [--spine] [--daemons BUILD_DIR] [--on LIST] [--parallel] -- CMD...
 #       create the cluster, run CMD on the chosen nodes (default all; one after another, or
 #       all at once with --parallel), tear everything down even when interrupted; exit with
 #       the first failing status
 #   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--mtu BYTES]
-#                        [--tcp-cc NAME] [--daemons BUILD_DIR]
+#                        [--tcp-cc NAME] [--spine] [--daemons BUILD_DIR]
 #   plexus-cluster.sh run --name TAG --node I -- CMD...
+#   plexus-cluster.sh nic --name TAG --node I --nic R up|down    set node I's NIC R up/down
+#   plexus-cluster.sh cable --name TAG --node I --nic R up|down  its switch port: carrier
 #   plexus-cluster.sh down --name TAG
+#
+# --spine routes between the rails as a spine would: the switch namespace forwards, with
+# address 198.18.r.254 on rail r, and each node reaches the other rails' subnets over each
+# of its NICs through it (metric 100: a rail's own subnet stays direct). A NIC set down
+# loses its routes, as on a host with no network manager; `nic ... up` puts them back.
+# `cable ... down` takes the switch port down: the NIC loses carrier, its routes stay.
 #
 # With --daemons, every node runs a plexusd that accepts its peers on port 7355 of every
 # NIC, named n<i>, holding the cluster's secret (a random file made for it). --mtu sets every
@@ -26,7 +34,7 @@
 # n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -34,8 +42,17 @@ ns_name() { echo "px$1-$2"; }  # tag, suffix
 
 address() { echo "198.18.$1.$(($2 + 1))"; }  # rail, node
 
+# Node n's routes to the other rails' subnets over NIC r, through the spine (--spine).
+spine_routes() {  # tag, node, nic, nics
+  local r=$3
+  for q in $(seq 0 $(($4 - 1))); do
+    [ "$q" -eq "$r" ] && continue
+    ip -n "$(ns_name "$1" "n$2")" route replace "198.18.$q.0/24" via "198.18.$r.254" dev "nic$r" metric 100
+  done
+}
+
 cluster_up() {
-  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5 mtu=$6 tcp_cc=$7
+  local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5 mtu=$6 tcp_cc=$7 spine=$8
   local dir=$state_root/plexus-cluster-$tag
   [ ! -e "$dir" ] || die "cluster '$tag' already exists ($dir)"
   [ "$nodes" -ge 1 ] && [ "$nodes" -le 250 ] || die "--nodes must be 1..250"
@@ -50,14 +67,17 @@ cluster_up() {
     grep -qw -- "$tcp_cc" <<< "$allowed" ||
       sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $tcp_cc"
   fi
+  [ -z "$spine" ] || [ "$nics" -ge 2 ] || die "--spine needs --nics 2 or more"
   mkdir -p "$dir"
-  printf 'nodes=%s\nnics=%s\n' "$nodes" "$nics" > "$dir/state"
+  printf 'nodes=%s\nnics=%s\nspine=%s\n' "$nodes" "$nics" "$spine" > "$dir/state"
   local sw; sw=$(ns_name "$tag" sw)
   ip netns add "$sw"
   ip -n "$sw" link set lo up
+  [ -z "$spine" ] || ip netns exec "$sw" sysctl -qw net.ipv4.ip_forward=1
   for r in $(seq 0 $((nics - 1))); do
     ip -n "$sw" link add "rail$r" type bridge
     ip -n "$sw" link set "rail$r" mtu "$mtu" up
+    [ -z "$spine" ] || ip -n "$sw" addr add "198.18.$r.254/24" dev "rail$r"
   done
   for n in $(seq 0 $((nodes - 1))); do
     local ns; ns=$(ns_name "$tag" "n$n")
@@ -67,6 +87,11 @@ cluster_up() {
     # algorithm's rounds leave each pair's connection idle between bursts).
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
     [ -z "$tcp_cc" ] || ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$tcp_cc"
+    if [ -n "$spine" ]; then
+      # A reply to another rail leaves over the NIC its connection is bound to, not the one
+      # the source address's subnet is on: no reverse-path filter may drop it.
+      ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+    fi
     for r in $(seq 0 $((nics - 1))); do
       # Created inside the node namespace, the peer end moved to the switch.
       ip -n "$ns" link add "nic$r" type veth peer name "n${n}r$r" netns "$sw"
@@ -77,6 +102,9 @@ cluster_up() {
         ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$rate" burst 256kb latency 50ms
       fi
     done
+    if [ -n "$spine" ]; then
+      for r in $(seq 0 $((nics - 1))); do spine_routes "$tag" "$n" "$r" "$nics"; done
+    fi
     if [ -n "$build" ]; then
       start_daemon "$tag" "$n"
     fi
@@ -142,11 +170,28 @@ cluster_run() {
   ip netns exec "$(ns_name "$tag" "n$node")" env "${vars[@]}" "$@"
 }
 
+# Sets node I's NIC R (or, for `cable`, its switch port) up or down.
+cluster_link() {  # what (nic|cable), tag, node, nic, up|down
+  local what=$1 tag=$2 node=$3 r=$4 to=$5
+  local dir=$state_root/plexus-cluster-$tag
+  [ -f "$dir/state" ] || die "no cluster '$tag'"
+  # shellcheck disable=SC1091
+  . "$dir/state"
+  [ "$node" -ge 0 ] && [ "$node" -lt "$nodes" ] || die "node $node is not in 0..$((nodes - 1))"
+  [ "$r" -ge 0 ] && [ "$r" -lt "$nics" ] || die "NIC $r is not in 0..$((nics - 1))"
+  if [ "$what" = cable ]; then
+    ip -n "$(ns_name "$tag" sw)" link set "n${node}r$r" "$to"
+    return
+  fi
+  ip -n "$(ns_name "$tag" "n$node")" link set "nic$r" "$to"
+  if [ "$to" = up ] && [ -n "${spine:-}" ]; then spine_routes "$tag" "$node" "$r" "$nics"; fi
+}
+
 cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 case "$cmd" in -h|--help) usage; exit 0 ;; esac
 shift
-tag="" nodes=2 nics=1 rate="" mtu=1500 tcp_cc="" build="" node="" on="" parallel=""
+tag="" nodes=2 nics=1 rate="" mtu=1500 tcp_cc="" build="" node="" on="" parallel="" spine="" nic="" to=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) tag=$2; shift 2 ;;
@@ -155,6 +200,9 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
     --tcp-cc) tcp_cc=$2; shift 2 ;;
+    --spine) spine=1; shift ;;
+    --nic) nic=$2; shift 2 ;;
+    up|down) to=$1; shift ;;  # nic, cable
     --daemons) build=$(cd "$2" && pwd); shift 2 ;;
     --node) node=$2; shift 2 ;;
     --on) on=$2; shift 2 ;;
@@ -169,7 +217,10 @@ case "$tag" in *[!a-z0-9]*) die "--name must be lowercase letters and digits" ;;
 
 case "$cmd" in
   up) [ -n "$tag" ] || die "up needs --name"
-      cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" "$tcp_cc" ;;
+      cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" "$tcp_cc" "$spine" ;;
+  nic|cable) [ -n "$tag" ] && [ -n "$node" ] && [ -n "$nic" ] && [ -n "$to" ] ||
+               die "$cmd needs --name, --node, --nic and up or down"
+             cluster_link "$cmd" "$tag" "$node" "$nic" "$to" ;;
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;
@@ -181,7 +232,7 @@ case "$cmd" in
     # Commands run in the background so that a signal interrupts the wait at once (bash
     # defers traps while a foreground child runs).
     trap '[ ${#children[@]} -gt 0 ] && kill "${children[@]}" 2>/dev/null; exit 130' INT TERM
-    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" "$tcp_cc"
+    cluster_up "$tag" "$nodes" "$nics" "$rate" "$build" "$mtu" "$tcp_cc" "$spine"
     targets=${on:-$(seq -s, 0 $((nodes - 1)))}
     status=0
     if [ -n "$parallel" ]; then
@@ -206,5 +257,5 @@ case "$cmd" in
       done
     fi
     exit $status ;;
-  *) die "unknown command '$cmd' (up, run, down, exec)" ;;
+  *) die "unknown command '$cmd' (up, run, nic, cable, down, exec)" ;;
 esac

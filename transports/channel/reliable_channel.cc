@@ -17,14 +17,15 @@ constexpr auto kRateSample = std::chrono::milliseconds(20);
 ReliableChannel::ReliableChannel(Settings settings, Handler handler)
     : settings_(settings), handler_(std::move(handler)) {}
 
-uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation) {
+uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation, bool backup) {
   uint32_t id = 0;
   while (id < paths_.size() && paths_[id].state != PathState::kFailed) ++id;
   if (id == paths_.size()) paths_.emplace_back();
   Path& p = paths_[id];
   p = Path{};
   p.io = io;
-  p.state = probation ? PathState::kProbation : PathState::kActive;
+  p.backup = backup;
+  p.state = probation ? PathState::kProbation : settled(p);
   p.last_received = now;
   p.last_sent = now - settings_.heartbeat_interval;  // announce liveness at the next tick
   p.live_since = now;
@@ -60,7 +61,8 @@ void ReliableChannel::drain(uint32_t path, bool drained) {
   if (drained) {
     set_state(path, PathState::kDrained, "");
   } else if (p.state == PathState::kDrained) {
-    set_state(path, PathState::kActive, "");
+    // Straight back: a drained path kept its heartbeats, so it is known to be live.
+    set_state(path, settled(p), "");
     pump();
   }
 }
@@ -83,7 +85,8 @@ ReliableChannel::TimePoint ReliableChannel::last_heard() const {
 
 // The active path expected to finish `bytes` first: its backlog over its measured rate
 // (paths not measured yet count as fast as the fastest measured one). With no active path,
-// a path on probation is better than waiting, and a drained one better than a hang.
+// a backup on standby, then a path on probation, is better than waiting, and a drained one
+// better than a hang.
 uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
   double fastest = 0;
   for (const Path& p : paths_) {
@@ -92,7 +95,8 @@ uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
   if (fastest <= 0) fastest = 1;
   uint32_t best = kNoPath;
   double best_cost = 0;
-  for (PathState wanted : {PathState::kActive, PathState::kProbation, PathState::kDrained}) {
+  for (PathState wanted :
+       {PathState::kActive, PathState::kStandby, PathState::kProbation, PathState::kDrained}) {
     for (uint32_t i = 0; i < paths_.size(); ++i) {
       const Path& p = paths_[i];
       if (p.state != wanted) continue;
@@ -144,7 +148,7 @@ void ReliableChannel::pump() {
     const uint32_t path = pick_path(frame->payload.size());
     if (path == kNoPath) return;
     if (paths_[path].state == PathState::kProbation) {
-      set_state(path, PathState::kActive, "taken early: no other path");
+      set_state(path, settled(paths_[path]), "taken early: no other path");
     }
     paths_[path].io->queue(frame->header, frame->payload, frame->header.channel_seq);
     paths_[path].queued_since_tick = true;
@@ -330,7 +334,7 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
     }
     if (p.state == PathState::kProbation && now - p.live_since >= settings_.stable_after) {
       ++counters_.failbacks;
-      set_state(i, PathState::kActive, "");
+      set_state(i, settled(p), "");
       pump();
     }
     // Rate: bytes the network took over a span in which the path always had a backlog (so

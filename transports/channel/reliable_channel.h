@@ -6,8 +6,10 @@
 // longer than the path timeout: every path carries a heartbeat when idle) has its
 // unacknowledged frames sent again on the others; the receiver drops the copies it already
 // has. A path that comes back is on probation until it has been live for `stable_after`;
-// a drained path takes no new frames. Notices (abort, departed) and zero-length frames are
-// fenced: delivered only after every frame sent before them, as on one TCP stream.
+// a drained path takes no new frames. A backup path (pre-connected, e.g. across rails) is on
+// standby: heartbeats only, frames once no active path is left. Notices (abort, departed) and
+// zero-length frames are fenced: delivered only after every frame sent before them, as on one TCP
+// stream.
 //
 // No I/O and no clock of its own: the owner queues nothing itself, does the reads and
 // writes of its paths, passes `now`, and calls tick() every few milliseconds.
@@ -49,7 +51,8 @@ class ReliableChannel {
     uint64_t incarnation = 0;
   };
 
-  enum class PathState { kProbation, kActive, kDrained, kFailed };
+  // kStandby: a healthy backup path (add_path's `backup`), used only without an active one.
+  enum class PathState { kProbation, kActive, kStandby, kDrained, kFailed };
 
   struct Handler {
     // A frame delivered once (never a duplicate). Return "" or why it is unacceptable.
@@ -86,8 +89,9 @@ class ReliableChannel {
 
   // A connected path (not owned: the owner keeps it until path_failed or the channel's
   // end). `probation`: a path coming back, which carries only heartbeats and
-  // acknowledgements until it has been live for stable_after. Returns its id.
-  uint32_t add_path(FramePath* path, TimePoint now, bool probation = false);
+  // acknowledgements until it has been live for stable_after. `backup`: it settles on
+  // standby rather than active. Returns its id.
+  uint32_t add_path(FramePath* path, TimePoint now, bool probation = false, bool backup = false);
   void path_failed(uint32_t path, const std::string& reason);
   // Drained paths take no new frames; what they have still drains.
   void drain(uint32_t path, bool drained);
@@ -118,7 +122,7 @@ class ReliableChannel {
   bool ack_due() const { return receiver_.ack_due(); }
 
   PathState state(uint32_t path) const { return paths_.at(path).state; }
-  size_t usable_paths() const;  // active ones
+  size_t usable_paths() const;  // active ones (standby ones not counted)
   size_t live_paths() const;    // not failed
   // When a frame last arrived on any path (own stalls discounted, as for silence).
   TimePoint last_heard() const;
@@ -131,6 +135,7 @@ class ReliableChannel {
   struct Path {
     FramePath* io = nullptr;
     PathState state = PathState::kActive;
+    bool backup = false;  // settles on kStandby
     TimePoint last_received;
     TimePoint last_sent;  // as of the last tick
     bool queued_since_tick = false;
@@ -142,6 +147,10 @@ class ReliableChannel {
   };
 
   uint32_t pick_path(uint64_t bytes) const;
+  // Where a path goes once it is proven (probation over, or undrained).
+  static PathState settled(const Path& p) {
+    return p.backup ? PathState::kStandby : PathState::kActive;
+  }
   uint32_t pick_control_path() const;
   void pump();  // queues waiting frames on paths
   void set_state(uint32_t path, PathState state, const std::string& detail);
