@@ -17,13 +17,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
+#include "daemon/route_table.h"
 #include "shm/framing.h"
 #include "transports/tcp/tcp_congestion.h"
 #include "transports/tcp/tcp_path_latency.h"
@@ -36,6 +35,14 @@ using transports::PeerRole;
 
 constexpr uint64_t kHandshakeTimeoutMs = 5000;
 constexpr size_t kMaxControlFrameBytes = 1 << 20;
+// How often a backup with no route between the rails is looked at again.
+constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
+
+// Binds `fd` to interface `nic`; false where not permitted (it needs CAP_NET_RAW).
+bool bind_to_device(int fd, const std::string& nic) {
+  return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, nic.c_str(),
+                      static_cast<socklen_t>(nic.size())) == 0;
+}
 
 uint32_t interface_speed_mbps(const std::string& name) {
   std::ifstream in("/sys/class/net/" + name + "/speed");
@@ -211,6 +218,16 @@ void PeerServer::listen(const std::string& address) {
                              (any ? "" : " that --peer-listen " + address + " covers") +
                              " (up: " + (names.empty() ? "none" : names) + ")");
   }
+  if (local_nics_.size() >= 2) {
+    // Backups across rails must leave over their own NIC; where that is not permitted
+    // they would only copy a rail.
+    const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    backups_ = probe >= 0 && bind_to_device(probe, local_nics_.front().name);
+    if (probe >= 0) ::close(probe);
+    if (!backups_) {
+      spdlog::warn("no backup paths across rails: binding a socket to a NIC needs CAP_NET_RAW");
+    }
+  }
   if (me_.addresses.empty()) {
     // Loopback only (a test, or a node with no other interface up).
     sockaddr_in* in = reinterpret_cast<sockaddr_in*>(&addr);
@@ -323,9 +340,13 @@ bool PeerServer::start_connect(Conn& c) {
     if (!tcp_congestion_.empty()) transports::set_congestion_control(fd, tcp_congestion_);
     if (c.bind_address != 0) {  // the rail's own NIC
       // Bound to the device too (where permitted: CAP_NET_RAW), so that while the NIC is
-      // down no other route carries a connection labelled with it.
-      ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c.rail_nic.c_str(),
-                   static_cast<socklen_t>(c.rail_nic.size()));
+      // down no other route carries a connection labelled with it. A backup must be: the
+      // direct route to the peer's rail would make it a copy of that rail.
+      if (!bind_to_device(fd, c.rail_nic) && c.backup_rail) {
+        last_error = "bind to " + c.rail_nic + ": " + std::strerror(errno);
+        ::close(fd);
+        continue;
+      }
       sockaddr_in local{};
       local.sin_family = AF_INET;
       local.sin_addr.s_addr = htonl(c.bind_address);
@@ -528,14 +549,13 @@ void PeerServer::established(Conn& c) {
         it->second.retries.erase(c.rail_key);
         it->second.linked = true;
       }
-    } else if (!nic.empty() && nic != "lo") {
-      // Replies leave over the NIC the peer chose (where permitted: CAP_NET_RAW): a backup
-      // that crosses rails must not answer over this node's NIC on the peer's rail, which
-      // may be the one that is down.
-      ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, nic.c_str(),
-                   static_cast<socklen_t>(nic.size()));
+    } else if (!nic.empty() && nic != "lo" && RouteTable::read().covers(nic, c.address)) {
+      // Replies leave over the NIC the peer chose where a route allows (and CAP_NET_RAW):
+      // a backup that crosses rails must not answer over this node's NIC on the peer's
+      // rail, which may be the one that is down.
+      bind_to_device(fd, nic);
     }
-    const bool backup = crosses_rails(fd);
+    const bool backup = c.connector ? c.backup_rail : accepted_backup(fd);
     c.fd = -1;
     spdlog::info("data connection with node {} ({}) over {} established{}", peer.node_name,
                  c.address, nic.empty() ? "?" : nic, backup ? " (a backup across rails)" : "");
@@ -597,39 +617,14 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
   if (c != nullptr) c->waiting.push_back(std::move(frame));
 }
 
-// Rails: each local NIC paired with the first peer address in its subnet (rail-matched:
-// NIC i of one node reaches NIC i of another over the same switch). Without any match (one
-// flat network, or loopback), one rail that may use any address. With two rails or more,
-// the backup mapping: NIC i also to the peer's address on rail i+1 (mod the rail count), so
-// that when a node's NIC i and the peer's NIC i+1 are both down a path remains. A backup
-// needs a route between the rails (a spine): without one it is not tried, and the retries
-// look again.
-std::vector<PeerServer::Rail> PeerServer::rails_to(
-    const std::vector<std::string>& addresses) const {
-  std::vector<Rail> rails;
-  for (const LocalNic& nic : local_nics_) {
-    for (const std::string& text : addresses) {
-      sockaddr_storage addr{};
-      socklen_t len = 0;
-      if (!parse_peer_address(text, &addr, &len) || addr.ss_family != AF_INET) continue;
-      const uint32_t peer = ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr);
-      if ((peer & nic.mask) != (nic.address & nic.mask)) continue;
-      rails.push_back({nic.name, nic.name, nic.address, {text}, false});
-      break;
-    }
-  }
-  if (rails.empty()) {
-    rails.push_back({"", "", 0, addresses, false});
-    return rails;
-  }
-  const size_t matched = rails.size();
-  for (size_t i = 0; matched >= 2 && i < matched; ++i) {
-    const Rail from = rails[i];
-    const std::string to = rails[(i + 1) % matched].peer_addresses.front();
-    if (to == from.peer_addresses.front()) continue;  // NICs on one subnet: no other rail
-    rails.push_back({from.nic + ">" + to, from.nic, from.local_address, {to}, true});
-  }
+std::vector<Rail> PeerServer::rails_to(const std::vector<std::string>& addresses) const {
+  std::vector<Rail> rails = plan_rails(local_nics_, addresses);
+  if (!backups_) std::erase_if(rails, [](const Rail& rail) { return rail.backup; });
   return rails;
+}
+
+bool PeerServer::openable(const Rail& rail) {
+  return !rail.backup || RouteTable::read().covers(rail.nic, rail.peer_addresses.front());
 }
 
 void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses) {
@@ -638,10 +633,11 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   // has no hope left is decided after every rail was tried.
   opening_ = instance;
   opening_failed_.clear();
+  std::vector<std::string> unrouted;  // backups with no route between the rails
   for (const Rail& rail : rails_to(addresses)) {
     if (data_peers_[instance].connecting.count(rail.key) != 0) continue;
-    if (rail.backup && !routed(rail.nic, rail.peer_addresses.front())) {
-      opening_failed_.push_back(rail.key);  // looked at again with the retries
+    if (!openable(rail)) {
+      unrouted.push_back(rail.key);
       continue;
     }
     open(instance, rail.peer_addresses, PeerRole::kData, &rail);  // a failure is recorded
@@ -652,6 +648,7 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   if (it->second.linked || !it->second.connecting.empty()) {
     // The peer may yet be linked: the rails that failed at once are tried again later.
     for (const std::string& key : opening_failed_) schedule_retry(instance, key);
+    for (const std::string& key : unrouted) schedule_retry(instance, key, kUnroutedBackupRecheck);
     opening_failed_.clear();
     return;
   }
@@ -661,24 +658,10 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   if (callbacks_.on_data_failed) callbacks_.on_data_failed(instance, reason);
 }
 
-// The rail the engine's path over `nic` to `remote` came from (its Rail::key), or the
-// fallback rail.
-std::string PeerServer::rail_key(const DataPeer& peer, const std::string& nic,
-                                 const std::string& remote) const {
-  for (const Rail& rail : rails_to(peer.addresses)) {
-    if (rail.nic.empty()) return rail.key;
-    if (rail.nic == nic && std::find(rail.peer_addresses.begin(), rail.peer_addresses.end(),
-                                     remote) != rail.peer_addresses.end()) {
-      return rail.key;
-    }
-  }
-  return nic;
-}
-
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote) {
   auto it = data_peers_.find(instance);
   if (it == data_peers_.end()) return;
-  const std::string rail = rail_key(it->second, nic, remote);
+  const std::string rail = rail_key_of(rails_to(it->second.addresses), nic, remote);
   if (it->second.connecting.count(rail) != 0) return;
   schedule_retry(instance, rail);
 }
@@ -687,7 +670,7 @@ void PeerServer::nic_up(const std::string& nic) {
   bool any = false;
   for (auto& [instance, peer] : data_peers_) {
     for (const Rail& rail : rails_to(peer.addresses)) {
-      if (rail.nic != nic) continue;
+      if (!rail.nic.empty() && rail.nic != nic) continue;  // the fallback may use any NIC
       auto retry = peer.retries.find(rail.key);
       if (retry == peer.retries.end() || !retry->second.scheduled) continue;
       retry->second.due = std::chrono::steady_clock::now();
@@ -707,11 +690,14 @@ void PeerServer::forget_data_peer(uint64_t instance) {
 }
 
 // Exponential backoff: 100 ms, doubling, at most reconnect_max_.
-void PeerServer::schedule_retry(uint64_t instance, const std::string& key) {
+void PeerServer::schedule_retry(uint64_t instance, const std::string& key,
+                                std::chrono::milliseconds at_least) {
   RailRetry& retry = data_peers_[instance].retries[key];
   if (retry.scheduled) return;
-  const auto wait = std::min<std::chrono::milliseconds>(
-      reconnect_max_, std::chrono::milliseconds(100LL << std::min(retry.attempts, 16)));
+  const auto wait = std::max(
+      at_least,
+      std::min<std::chrono::milliseconds>(
+          reconnect_max_, std::chrono::milliseconds(100LL << std::min(retry.attempts, 16))));
   ++retry.attempts;
   retry.scheduled = true;
   retry.due = std::chrono::steady_clock::now() + wait;
@@ -753,8 +739,8 @@ void PeerServer::run_retries() {
     if (it == data_peers_.end() || it->second.connecting.count(key) != 0) continue;
     for (const Rail& rail : rails_to(it->second.addresses)) {
       if (rail.key != key) continue;
-      if (rail.backup && !routed(rail.nic, rail.peer_addresses.front())) {
-        schedule_retry(instance, key);  // no route between the rails (yet): nothing sent
+      if (!openable(rail)) {  // no route between the rails (yet): nothing is sent
+        schedule_retry(instance, key, kUnroutedBackupRecheck);
         break;
       }
       spdlog::debug("reconnecting to peer {:016x} over {} (attempt {})", instance,
@@ -780,39 +766,15 @@ std::string PeerServer::nic_of_local_end(int fd) const {
   return (local >> 24) == 127 ? "lo" : "";
 }
 
-bool PeerServer::routed(const std::string& nic, const std::string& address) {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  if (!parse_peer_address(address, &addr, &len) || addr.ss_family != AF_INET) return false;
-  const uint32_t wanted = reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr;
-  // Iface Destination Gateway Flags RefCnt Use Metric Mask ...; addresses as the kernel
-  // holds them (network order) printed in hex.
-  std::ifstream table("/proc/net/route");
-  std::string line;
-  std::getline(table, line);  // the header
-  while (std::getline(table, line)) {
-    std::istringstream fields(line);
-    std::string iface;
-    std::string destination;
-    std::string gateway;
-    std::string flags;
-    std::string skip;
-    std::string mask;
-    if (!(fields >> iface >> destination >> gateway >> flags >> skip >> skip >> skip >> mask)) {
-      continue;
-    }
-    auto hex = [](const std::string& text) {
-      return static_cast<uint32_t>(std::strtoul(text.c_str(), nullptr, 16));
-    };
-    if (iface != nic || (hex(flags) & 0x1) == 0) continue;  // RTF_UP
-    const uint32_t net = hex(destination);
-    const uint32_t bits = hex(mask);
-    if ((wanted & bits) == net) return true;
-  }
-  return false;
+bool PeerServer::reconnecting(const Conn& c) const {
+  if (!c.connector || c.role != PeerRole::kData) return false;
+  auto peer = data_peers_.find(c.expected);
+  if (peer == data_peers_.end()) return false;
+  auto retry = peer->second.retries.find(c.rail_key);
+  return retry != peer->second.retries.end() && retry->second.attempts > 1;
 }
 
-bool PeerServer::crosses_rails(int fd) const {
+bool PeerServer::accepted_backup(int fd) const {
   sockaddr_storage local{};
   sockaddr_storage remote{};
   socklen_t local_len = sizeof(local);
@@ -822,15 +784,8 @@ bool PeerServer::crosses_rails(int fd) const {
       local.ss_family != AF_INET || remote.ss_family != AF_INET) {
     return false;
   }
-  const uint32_t here = ntohl(reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr);
-  const uint32_t there = ntohl(reinterpret_cast<sockaddr_in*>(&remote)->sin_addr.s_addr);
-  auto in_subnet = [there](const LocalNic& nic) {
-    return (there & nic.mask) == (nic.address & nic.mask);
-  };
-  const auto own = std::find_if(local_nics_.begin(), local_nics_.end(),
-                                [here](const LocalNic& nic) { return nic.address == here; });
-  if (own == local_nics_.end() || in_subnet(*own)) return false;
-  return std::any_of(local_nics_.begin(), local_nics_.end(), in_subnet);
+  return crosses_rails(local_nics_, ntohl(reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr),
+                       ntohl(reinterpret_cast<sockaddr_in*>(&remote)->sin_addr.s_addr));
 }
 
 double PeerServer::control_round_trip_s(uint64_t instance) const {
@@ -857,9 +812,11 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
   if (!c.is_established && !c.connector) {
     ++refused_;
     spdlog::warn("peer connection from {} refused: {}", c.address, reason);
-  } else if (c.backup_rail && !c.is_established) {
-    // Without a route between the rails a backup cannot be opened; that is no fault.
-    spdlog::debug("backup path to {} over {}: {}", name, c.rail_nic, reason);
+  } else if (!c.handshake && (c.backup_rail || reconnecting(c))) {
+    // A backup that could not connect (the route between the rails is down), or a rail
+    // that failed again while its NIC is down: its first failure was logged. A refused
+    // handshake is logged as for any connection.
+    spdlog::debug("peer connection with {} over {}: {}", name, c.rail_key, reason);
   } else {
     spdlog::info("peer connection with {}: {}", name, reason);
   }

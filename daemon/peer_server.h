@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/rail_plan.h"
 #include "transports/peer/peer_handshake.h"
 
 namespace plexus::daemon {
@@ -99,18 +100,6 @@ class PeerServer {
 
  private:
   struct Conn;
-  struct LocalNic {
-    std::string name;
-    uint32_t address = 0;  // IPv4, host order
-    uint32_t mask = 0;
-  };
-  struct Rail {
-    std::string key;  // in DataPeer's maps: the NIC, or "nic>ip:port" for a backup
-    std::string nic;  // "" for the fallback: any address, no local binding
-    uint32_t local_address = 0;
-    std::vector<std::string> peer_addresses;
-    bool backup = false;  // a NIC to the peer's address on another rail
-  };
   struct RailRetry {
     int attempts = 0;
     std::chrono::steady_clock::time_point due{};
@@ -123,20 +112,19 @@ class PeerServer {
     std::map<std::string, RailRetry> retries;  // by Rail::key
     std::string last_error;
   };
+  // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
   std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
-  std::string rail_key(const DataPeer& peer, const std::string& nic,
-                       const std::string& remote) const;
-  void schedule_retry(uint64_t instance, const std::string& key);
+  // Whether `rail` can be opened now: a backup needs a route over its NIC (RouteTable).
+  static bool openable(const Rail& rail);
+  void schedule_retry(uint64_t instance, const std::string& key,
+                      std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
   void run_retries();
   void arm_retry_timer();
   std::string nic_of_local_end(int fd) const;
-  // Whether the connection's remote end lies in the subnet of a local NIC other than the
-  // one it runs over (a backup across rails).
-  bool crosses_rails(int fd) const;
-  // Whether the routing table (main) has a route over `nic` that covers `address`
-  // ("ip:port"): a backup is only tried then, since a socket bound to a NIC with no route
-  // sends ARP queries for an off-link address until its connect times out.
-  static bool routed(const std::string& nic, const std::string& address);
+  // Whether accepted connection `fd` is a backup across rails (crosses_rails).
+  bool accepted_backup(int fd) const;
+  // Whether data connector `c` is a rail's second or later reconnection attempt.
+  bool reconnecting(const Conn& c) const;
   void on_listen_readable();
   // A connector to `instance`; with `rail`, a data connection over that rail (registered
   // as the peer's connecting rail before the first attempt).
@@ -172,6 +160,7 @@ class PeerServer {
   std::string tcp_congestion_;
   std::vector<std::string> nic_filter_;
   std::vector<LocalNic> local_nics_;
+  bool backups_ = true;  // off where sockets cannot be bound to a NIC (no CAP_NET_RAW)
   std::chrono::milliseconds reconnect_max_{2000};
   uv_timer_t retry_timer_{};
   bool retry_timer_open_ = false;

@@ -3,8 +3,8 @@
 # routing between them), plexusd on each, a load of 64 MiB allreduces on every node, each
 # result checked exactly (plexus-bench -c), while:
 #   - a NIC is drained and undrained (plexusctl nic): nothing is resent;
-#   - two nodes lose different rails (one NIC set down, the other's cable pulled) past the
-#     grace period: they share no rail, and the backup path across rails carries;
+#   - two nodes lose different rails (one NIC set down, the other's cable pulled) for 5 s,
+#     past the grace period: they share no rail, and the backup path across rails carries;
 #   - a NIC is set down mid-run and back: no op fails, the peers are told at once, the
 #     paths come back;
 #   - a NIC becomes a silent black hole (nftables drops everything, the link stays up):
@@ -35,14 +35,17 @@ fail() {
 }
 step() { echo "== $*"; }
 on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
-nic() { "$cluster" nic --name "$name" --node "$1" --nic "$2" "$3"; }  # node, NIC index, up|down
+# node, NIC index, up|down: the node's NIC itself, or its switch port (carrier).
+nic() { "$cluster" nic --name "$name" --node "$1" --nic "$2" "$3" || fail "nic $*"; }
+cable() { "$cluster" cable --name "$name" --node "$1" --nic "$2" "$3" || fail "cable $*"; }
 trap '"$cluster" down --name "$name"' EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="--peer-grace-ms $grace_ms" \
   "$cluster" up --name "$name" --nodes 3 --nics 2 --spine --daemons "$build" || fail "cluster up"
 
 # The load: communicator after communicator on every node, each running 64 MiB allreduces
-# whose results are all checked, until $dir/stop exists. Node 0 starts each round (go.<i>);
-# the others follow it, or end when it says so (end.<i>).
+# ($PX_LOAD_ITERS of them, default 1) whose results are all checked, until $dir/stop
+# exists. Node 0 starts each round (go.<i>); the others follow it, or end when it says so
+# (end.<i>).
 round=0
 start_load() {  # nodes...
   rm -f "$dir/stop" "$dir"/go.* "$dir"/end.* "$dir"/id.*
@@ -62,7 +65,7 @@ start_load() {  # nodes...
           [ -e "$d/go.$i" ] || { echo "node 0 did not start round $i within 60 s"; exit 1; }
         fi
         "$0" --nodes "$nodes" --node "$me" --id-file "$d/id.$i" -C allreduce -b 64M -e 64M \
-          -n 1 -w 0 -c 2 --timeout-s 120 > "$d/load$me.$i" 2>&1 ||
+          -n "${PX_LOAD_ITERS:-1}" -w 0 -c 2 --timeout-s 120 > "$d/load$me.$i" 2>&1 ||
           { s=$?; echo "node $me, load round $i:"; cat "$d/load$me.$i"; exit $s; }
         echo "$i" > "$d/rounds$me"
       done' "$bench" "$(seq -s, 1 $# | sed 's/[0-9]\+/1/g')" "$1" > "$dir/load$n.log" 2>&1 &
@@ -86,6 +89,15 @@ wait_paths() {  # node nic state count seconds
   for _ in $(seq $(($5 * 10))); do [ "$(paths_in_state "$1" "$2" "$3")" -ge "$4" ] && return 0; sleep 0.1; done
   return 1
 }
+# Bytes (both ways) on node $1's standby paths to node $2 (plexusctl paths --json: each
+# path's fields in name order, state after the byte counts).
+standby_bytes_to() {
+  on "$1" "$ctl" paths --json | awk -v peer="\"$2\"" '
+    /"node":/ { mine = ($2 ~ peer) }
+    /"bytes_received":|"bytes_sent":/ { gsub(",", "", $2); bytes += $2 }
+    /"state":/ { if (mine && $2 ~ /standby/) total += bytes; bytes = 0 }
+    END { printf "%.0f\n", total }'
+}
 resent_bytes() { on "$1" "$ctl" paths --json | grep -o '"bytes_resent": [0-9]*' | awk '{s += $2} END {print s + 0}'; }
 
 step "drain nic1 of node 0 under load, then undrain: results exact, nothing resent"
@@ -106,25 +118,34 @@ for n in 0 1 2; do
 done
 echo "drained and undrained, 0 bytes resent, $(cat "$dir/rounds0") load rounds exact"
 
-step "nic0 of node 0 down and nic1 of node 1 unplugged for 3 s (grace ${grace_ms} ms): the backup across rails carries"
-start_load 0 1 2
+step "nic0 of node 0 down and nic1 of node 1 unplugged for 5 s (grace ${grace_ms} ms): the backup across rails carries"
+# A long round (30 allreduces on one communicator) spans the fault: forming a communicator
+# needs the control connection, which the fault cuts (it is anchored on node 0's nic0).
+PX_LOAD_ITERS=30 start_load 0 1 2
 # Each node keeps one backup per peer on each NIC: NIC i to the peer's rail i+1.
 wait_paths 0 nic1 standby 2 10 || fail "node 0 has no backup over nic1 to both peers: $(on 0 "$ctl" paths)"
 lost_before=$(grep -c "no path left to node n1" "$dir/n0/plexusd.log")
+lost_before_1=$(grep -c "no path left to node n0" "$dir/n1/plexusd.log")
+carried_at=$(standby_bytes_to 0 n1)
 nic 0 0 down
-"$cluster" cable --name "$name" --node 1 --nic 1 down
+cable 1 1 down
 sleep 1
 # Node 0 to node 1 now: only node 0's nic1 to node 1's nic0, through the spine.
 on 0 "$ctl" paths | sed -n '/^node n1/,/^$/p'
-sleep 2
-"$cluster" cable --name "$name" --node 1 --nic 1 up
+sleep 4
+carried=$(( $(standby_bytes_to 0 n1) - carried_at ))
+cable 1 1 up
 nic 0 0 up
 wait_paths 0 nic0 active 2 10 || fail "node 0's nic0 paths did not come back: $(on 0 "$ctl" paths)"
 stop_load || fail "an op failed or a result was wrong while nodes 0 and 1 shared no rail"
+[ "$carried" -gt $((64 << 20)) ] ||
+  fail "node 0's backup to node 1 carried $carried bytes in 5 s with no shared rail"
 [ "$(grep -c "no path left to node n1" "$dir/n0/plexusd.log")" -eq "$lost_before" ] ||
   fail "node 0 had no path to node 1 although the backup across rails was there"
+[ "$(grep -c "no path left to node n0" "$dir/n1/plexusd.log")" -eq "$lost_before_1" ] ||
+  fail "node 1 had no path to node 0 although the backup across rails was there"
 grep -q "NIC nic1 went down" "$dir/n1/plexusd.log" || fail "node 1 did not see its nic1 lose carrier"
-echo "3 s with no shared rail, never without a path; $(cat "$dir/rounds0") load rounds exact"
+echo "5 s with no shared rail, never without a path: the backup carried $((carried >> 20)) MiB; $(cat "$dir/rounds0") load round(s) of 30 allreduces exact"
 
 step "nic1 of node 1 set down mid-run for 1.5 s: no op fails, the peers are told, it comes back"
 start_load 0 1 2

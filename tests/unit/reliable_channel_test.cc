@@ -31,6 +31,7 @@ class SimPathEnd : public FramePath {
              uint64_t token) override {
     outbox.push_back({header, payload, token});
     backlog += wire::kDataFrameHeaderBytes + payload.size();
+    if (header.type == wire::FrameType::kAck) ++acks;
   }
   uint64_t backlog_bytes() const override { return backlog; }
   void abandon_placement_of(uint64_t seq) override { abandoned.push_back(seq); }
@@ -40,6 +41,7 @@ class SimPathEnd : public FramePath {
   uint64_t backlog = 0;
   std::vector<uint64_t> abandoned;
   int64_t network_silence = -1;  // what the "kernel" says; -1: unknown
+  uint64_t acks = 0;             // acknowledgements queued here
 };
 
 // Two channels (ends 0 and 1) and the paths between them, stepped 1 ms at a time.
@@ -551,9 +553,12 @@ TEST(ReliableChannelTest, ABackupStandsByUntilNoActivePathIsLeftThenStandsByAgai
   net.send_frames(0, 300, 30000, rng);
   net.send_frames(1, 300, 30000, rng);
   ASSERT_TRUE(net.run_until_done(rng, 5000));
-  // Heartbeats and acknowledgements only: no payload byte in either direction.
+  // Heartbeats only: no payload byte in either direction, and the acknowledgements go on
+  // the active path.
   EXPECT_EQ(net.link(backup).carried[0], 0u);
   EXPECT_EQ(net.link(backup).carried[1], 0u);
+  EXPECT_EQ(net.link(backup).end[0].acks + net.link(backup).end[1].acks, 0u);
+  EXPECT_GT(net.link(0).end[0].acks + net.link(0).end[1].acks, 0u);
 
   net.send_frames(0, 300, 30000, rng);
   net.step(rng);

@@ -154,13 +154,19 @@ cluster_down() {
   rm -rf "$dir"
 }
 
-cluster_run() {
-  local tag=$1 node=$2; shift 2
-  local dir=$state_root/plexus-cluster-$tag
-  [ -f "$dir/state" ] || die "no cluster '$tag'"
+# Sets dir and cluster TAG's nodes, nics and spine; checks that node I is one of its nodes.
+load_cluster() {  # tag, node
+  dir=$state_root/plexus-cluster-$1
+  [ -f "$dir/state" ] || die "no cluster '$1'"
+  spine=""
   # shellcheck disable=SC1091
   . "$dir/state"
-  [ "$node" -ge 0 ] && [ "$node" -lt "$nodes" ] || die "node $node is not in 0..$((nodes - 1))"
+  [ "$2" -ge 0 ] && [ "$2" -lt "$nodes" ] || die "node $2 is not in 0..$((nodes - 1))"
+}
+
+cluster_run() {
+  local tag=$1 node=$2 dir; shift 2
+  load_cluster "$tag" "$node"
   local vars=(PLEXUS_NODE="$node" PLEXUS_CLUSTER_NODES="$nodes" PLEXUS_CLUSTER_NICS="$nics"
               PLEXUS_CLUSTER_DIR="$dir")
   [ -S "$dir/n$node/plexusd.sock" ] && vars+=(PLEXUS_SOCKET="$dir/n$node/plexusd.sock")
@@ -172,19 +178,15 @@ cluster_run() {
 
 # Sets node I's NIC R (or, for `cable`, its switch port) up or down.
 cluster_link() {  # what (nic|cable), tag, node, nic, up|down
-  local what=$1 tag=$2 node=$3 r=$4 to=$5
-  local dir=$state_root/plexus-cluster-$tag
-  [ -f "$dir/state" ] || die "no cluster '$tag'"
-  # shellcheck disable=SC1091
-  . "$dir/state"
-  [ "$node" -ge 0 ] && [ "$node" -lt "$nodes" ] || die "node $node is not in 0..$((nodes - 1))"
+  local what=$1 tag=$2 node=$3 r=$4 to=$5 dir
+  load_cluster "$tag" "$node"
   [ "$r" -ge 0 ] && [ "$r" -lt "$nics" ] || die "NIC $r is not in 0..$((nics - 1))"
   if [ "$what" = cable ]; then
     ip -n "$(ns_name "$tag" sw)" link set "n${node}r$r" "$to"
     return
   fi
   ip -n "$(ns_name "$tag" "n$node")" link set "nic$r" "$to"
-  if [ "$to" = up ] && [ -n "${spine:-}" ]; then spine_routes "$tag" "$node" "$r" "$nics"; fi
+  if [ "$to" = up ] && [ -n "$spine" ]; then spine_routes "$tag" "$node" "$r" "$nics"; fi
 }
 
 cmd=${1:-}
@@ -213,6 +215,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || die "needs root (ip netns, tc)"
+[ -z "$to" ] || [ "$cmd" = nic ] || [ "$cmd" = cable ] || die "'$to' is only for nic and cable"
 case "$tag" in *[!a-z0-9]*) die "--name must be lowercase letters and digits" ;; esac
 
 case "$cmd" in

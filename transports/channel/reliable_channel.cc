@@ -112,15 +112,20 @@ uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
   return kNoPath;
 }
 
-// Acknowledgements and heartbeats go on the live path with the least backlog.
+// Acknowledgements go on the live path with the least backlog; on a backup only when no
+// other is left (an idle backup would otherwise take them all, and a silent fault of the
+// route between the rails would then hold them up until the path timeout).
 uint32_t ReliableChannel::pick_control_path() const {
   uint32_t best = kNoPath;
-  for (uint32_t i = 0; i < paths_.size(); ++i) {
-    const Path& p = paths_[i];
-    if (p.state == PathState::kFailed) continue;
-    if (best == kNoPath || p.io->backlog_bytes() < paths_[best].io->backlog_bytes()) best = i;
+  for (const bool standby : {false, true}) {
+    for (uint32_t i = 0; i < paths_.size(); ++i) {
+      const Path& p = paths_[i];
+      if (p.state == PathState::kFailed || (p.state == PathState::kStandby) != standby) continue;
+      if (best == kNoPath || p.io->backlog_bytes() < paths_[best].io->backlog_bytes()) best = i;
+    }
+    if (best != kNoPath) return best;
   }
-  return best;
+  return kNoPath;
 }
 
 void ReliableChannel::send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,

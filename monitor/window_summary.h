@@ -1,0 +1,32 @@
+// What a run of windows (WindowRing::recent) adds up to: totals, throughput over the busy
+// windows, and chunk-latency percentiles from the merged histograms.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+#include "monitor/latency_histogram.h"
+#include "monitor/window_ring.h"
+
+namespace plexus::monitor {
+
+struct WindowSummary {
+  size_t windows = 0;
+  size_t busy_windows = 0;  // with a chunk either way
+  uint64_t bytes_out = 0;
+  uint64_t bytes_in = 0;
+  uint64_t chunks_out = 0;
+  uint64_t chunks_in = 0;
+  uint64_t resent_bytes = 0;
+  uint64_t errors = 0;
+  // Bytes sent per second of busy windows: the rate while there was traffic, which idle
+  // gaps between collectives do not dilute.
+  double busy_out_bytes_per_s = 0;
+  LatencySummary latency;
+};
+
+WindowSummary summarize(std::span<const WindowRing::Window> windows,
+                        std::chrono::nanoseconds width);
+
+}  // namespace plexus::monitor
