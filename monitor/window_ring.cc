@@ -5,6 +5,16 @@
 
 namespace plexus::monitor {
 
+TrafficCounts& TrafficCounts::operator+=(const TrafficCounts& other) {
+  bytes_out += other.bytes_out;
+  bytes_in += other.bytes_in;
+  chunks_out += other.chunks_out;
+  chunks_in += other.chunks_in;
+  resent_bytes += other.resent_bytes;
+  errors += other.errors;
+  return *this;
+}
+
 WindowRing::WindowRing(std::chrono::nanoseconds width, size_t windows)
     : width_(width), size_(windows), slots_(std::make_unique<Slot[]>(windows)) {
   if (width < std::chrono::microseconds(1)) {
@@ -35,20 +45,22 @@ WindowRing::Slot& WindowRing::slot_for(Clock::time_point now) {
   return slot;
 }
 
-void WindowRing::sent(Clock::time_point now, uint64_t bytes) {
+void WindowRing::count_chunk(Clock::time_point now, uint64_t bytes, Counter Slot::*slot_bytes,
+                             Counter Slot::*slot_chunks, Counter& total_bytes,
+                             Counter& total_chunks) {
   Slot& slot = slot_for(now);
-  bump(slot.bytes_out, bytes);
-  bump(slot.chunks_out, 1);
-  bump(total_bytes_out_, bytes);
-  bump(total_chunks_out_, 1);
+  bump(slot.*slot_bytes, bytes);
+  bump(slot.*slot_chunks, 1);
+  bump(total_bytes, bytes);
+  bump(total_chunks, 1);
+}
+
+void WindowRing::sent(Clock::time_point now, uint64_t bytes) {
+  count_chunk(now, bytes, &Slot::bytes_out, &Slot::chunks_out, total_bytes_out_, total_chunks_out_);
 }
 
 void WindowRing::received(Clock::time_point now, uint64_t bytes) {
-  Slot& slot = slot_for(now);
-  bump(slot.bytes_in, bytes);
-  bump(slot.chunks_in, 1);
-  bump(total_bytes_in_, bytes);
-  bump(total_chunks_in_, 1);
+  count_chunk(now, bytes, &Slot::bytes_in, &Slot::chunks_in, total_bytes_in_, total_chunks_in_);
 }
 
 void WindowRing::acknowledged(Clock::time_point now, std::chrono::nanoseconds latency) {

@@ -17,31 +17,28 @@
 
 namespace plexus::monitor {
 
+// What moved: in a window, over a run of windows, or since a ring was made.
+struct TrafficCounts {
+  uint64_t bytes_out = 0;
+  uint64_t bytes_in = 0;
+  uint64_t chunks_out = 0;
+  uint64_t chunks_in = 0;
+  uint64_t resent_bytes = 0;
+  uint64_t errors = 0;
+  bool busy() const { return chunks_out + chunks_in > 0; }
+  TrafficCounts& operator+=(const TrafficCounts& other);
+};
+
 class WindowRing {
  public:
   using Clock = std::chrono::steady_clock;
 
-  struct Window {       // a reader's copy
-    int64_t index = 0;  // window number: it starts at index * width on the steady clock
-    uint64_t bytes_out = 0;
-    uint64_t bytes_in = 0;
-    uint64_t chunks_out = 0;
-    uint64_t chunks_in = 0;
-    uint64_t resent_bytes = 0;
-    uint64_t errors = 0;
+  struct Window : TrafficCounts {  // a reader's copy
+    int64_t index = 0;             // window number: it starts at index * width on the steady clock
     uint64_t latency_max_ns = 0;
     LatencyCounts latency{};
-    bool busy() const { return chunks_out + chunks_in > 0; }
   };
-
-  struct Totals {  // since the ring was made; never decrease
-    uint64_t bytes_out = 0;
-    uint64_t bytes_in = 0;
-    uint64_t chunks_out = 0;
-    uint64_t chunks_in = 0;
-    uint64_t resent_bytes = 0;
-    uint64_t errors = 0;
-  };
+  using Totals = TrafficCounts;  // since the ring was made; never decrease
 
   // `width` at least 1 us; `windows` at least 2.
   WindowRing(std::chrono::nanoseconds width, size_t windows);
@@ -84,6 +81,9 @@ class WindowRing {
                   std::memory_order_relaxed);
   }
   Slot& slot_for(Clock::time_point now);
+  // One chunk one way: into the window's counters and the totals.
+  void count_chunk(Clock::time_point now, uint64_t bytes, Counter Slot::*slot_bytes,
+                   Counter Slot::*slot_chunks, Counter& total_bytes, Counter& total_chunks);
 
   std::chrono::nanoseconds width_;
   size_t size_;

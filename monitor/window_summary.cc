@@ -12,12 +12,7 @@ WindowSummary summarize(std::span<const WindowRing::Window> windows,
   uint64_t busy_bytes_out = 0;
   for (const WindowRing::Window& w : windows) {
     ++s.windows;
-    s.bytes_out += w.bytes_out;
-    s.bytes_in += w.bytes_in;
-    s.chunks_out += w.chunks_out;
-    s.chunks_in += w.chunks_in;
-    s.resent_bytes += w.resent_bytes;
-    s.errors += w.errors;
+    s += w;
     if (w.busy()) {
       ++s.busy_windows;
       busy_bytes_out += w.bytes_out;

@@ -11,15 +11,9 @@
 
 namespace plexus::monitor {
 
-struct WindowSummary {
+struct WindowSummary : TrafficCounts {
   size_t windows = 0;
   size_t busy_windows = 0;  // with a chunk either way
-  uint64_t bytes_out = 0;
-  uint64_t bytes_in = 0;
-  uint64_t chunks_out = 0;
-  uint64_t chunks_in = 0;
-  uint64_t resent_bytes = 0;
-  uint64_t errors = 0;
   // Bytes sent per second of busy windows: the rate while there was traffic, which idle
   // gaps between collectives do not dilute.
   double busy_out_bytes_per_s = 0;
