@@ -1,6 +1,7 @@
 // plexusd settings: defaults, then the config file, then command-line flags.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,20 @@ struct Config {
   uint32_t heartbeat_ms = 50;         // an idle path sends a heartbeat this often
   uint32_t failback_stable_ms = 500;  // a returning path's probation
   uint32_t peer_grace_ms = 2000;      // the last path to a peer: silence allowed before it fails
+
+  // Windowed telemetry per path and NIC (monitor/window_ring.h): "on" or "off".
+  std::string telemetry = "on";
+  uint32_t telemetry_window_us = 1000;
+  uint32_t telemetry_history_s = 10;  // kept in memory, cut to kMaxTelemetryWindows windows
 };
+
+// Windows kept per path and per NIC at most (about 170 bytes each).
+inline constexpr size_t kMaxTelemetryWindows = 20000;
+
+inline size_t telemetry_windows(const Config& config) {
+  const uint64_t wanted =
+      uint64_t{config.telemetry_history_s} * 1000000 / std::max(config.telemetry_window_us, 1u) + 1;
+  return static_cast<size_t>(std::clamp<uint64_t>(wanted, 2, kMaxTelemetryWindows));
+}
 
 }  // namespace plexus::daemon

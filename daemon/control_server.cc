@@ -613,47 +613,6 @@ void ControlServer::on_rendezvous_timer() {
   arm_rendezvous_timer();
 }
 
-void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
-  capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
-  auto links = root.initLinksReply();
-  const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
-  auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
-  for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
-  const std::vector<std::string> drained_nics = engine_.drained_nics();
-  auto drained = links.initDrained(static_cast<unsigned>(drained_nics.size()));
-  for (unsigned d = 0; d < drained.size(); ++d) drained.set(d, drained_nics[d]);
-  const auto peers = engine_.peer_links();
-  auto list = links.initPeers(static_cast<unsigned>(peers.size()));
-  for (unsigned i = 0; i < list.size(); ++i) {
-    const NodeLinks::PeerInfo& info = peers[i];
-    auto out = list[i];
-    out.setNode(info.name);
-    out.setInstance(info.instance);
-    out.setAcks(info.reliable);
-    out.setFramesSent(info.counters.frames_sent);
-    out.setFramesResent(info.counters.frames_resent);
-    out.setBytesResent(info.counters.bytes_resent);
-    out.setDuplicatesDropped(info.counters.duplicates_dropped);
-    out.setPathFailures(info.counters.path_failures);
-    out.setFailbacks(info.counters.failbacks);
-    out.setDownForMs(info.down_for_ms);
-    auto paths = out.initPaths(static_cast<unsigned>(info.paths.size()));
-    for (unsigned p = 0; p < paths.size(); ++p) {
-      const NodeLinks::PathInfo& path = info.paths[p];
-      paths[p].setNic(path.nic);
-      paths[p].setLocal(path.local);
-      paths[p].setRemote(path.remote);
-      paths[p].setState(path.state);
-      paths[p].setBytesSent(path.bytes_sent);
-      paths[p].setBytesReceived(path.bytes_received);
-      paths[p].setRateBytesPerS(path.rate_bytes_per_s);
-    }
-  }
-  send_message(connection, reply);
-}
-
 void ControlServer::handle_nic_drain(Connection& connection, uint32_t request_id,
                                      control::NicDrain::Reader request) {
   const uint64_t session = connection.session->id();

@@ -75,6 +75,10 @@ Engine::Engine(const Config& config, SessionCloser close_session, LinkEvents lin
   ev.data.fd = links_.epoll_fd();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, links_.epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
+  if (config.telemetry == "on") {
+    links_.set_telemetry(std::chrono::microseconds(config.telemetry_window_us),
+                         telemetry_windows(config));
+  }
   if (!config.peer_listen.empty()) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {

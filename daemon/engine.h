@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,6 +74,10 @@ class Engine {
   // Any thread: the peer links as of the last ~100 ms.
   std::vector<NodeLinks::PeerInfo> peer_links() const { return links_.snapshot(); }
   std::vector<std::string> drained_nics() const { return links_.drained_snapshot(); }
+  // Any thread: each NIC's telemetry windows (empty with telemetry off).
+  std::map<std::string, std::shared_ptr<const monitor::WindowRing>> nic_windows() const {
+    return links_.nic_windows();
+  }
 
   uint64_t ops_completed() const { return ops_completed_.load(std::memory_order_relaxed); }
   unsigned workers() const { return pool_.workers(); }

@@ -77,11 +77,28 @@ int main(int argc, char** argv) {
                  "CPU-bound nodes: docs/BENCHMARKS.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--telemetry", config.telemetry,
+                 "Windowed telemetry of every path to a peer daemon and every NIC: data bytes "
+                 "and chunks each way, resent bytes, failures, and chunk latency (send to "
+                 "acknowledgement, with channel acks), recorded without locks")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--telemetry-window-us", config.telemetry_window_us, "Telemetry window width")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 1000000u));
+  app.add_option("--telemetry-history-s", config.telemetry_history_s,
+                 "Seconds of telemetry windows kept in memory per path and NIC (at most " +
+                     std::to_string(plexus::daemon::kMaxTelemetryWindows) +
+                     " windows: narrower windows keep less time)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3600u));
   std::string nics_text;
   app.add_option("--nics", nics_text,
                  "Reach peer daemons over these interfaces, comma-separated (default: every "
                  "non-loopback interface with an IPv4 address, with --peer-listen 0.0.0.0:PORT). "
-                 "Each is a rail: one data connection per peer NIC in its subnet");
+                 "Each is a rail: one data connection per peer NIC in its subnet, and with two "
+                 "or more a backup from each NIC to the peer's next rail where a route joins "
+                 "the rails");
   app.add_option("--reconnect-max-ms", config.reconnect_max_ms,
                  "A failed path to a peer is reconnected after 100 ms, then waits doubling up to "
                  "this long between attempts")

@@ -97,7 +97,12 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
         return handler_.on_placed(peer, header);
       };
     }
-    h.on_released = [this](uint64_t token) { chunk_sent(token); };
+    h.on_released = [this](uint64_t token, uint32_t path) { chunk_sent(token, path); };
+    h.on_resent = [this, peer](uint32_t path, uint64_t bytes) {
+      if (Path* p = path_of(peer, path)) {
+        p->record([&](monitor::WindowRing& w) { w.resent(Clock::now(), bytes); });
+      }
+    };
     transports::ReliableChannel::Settings settings = channel_settings_;
     settings.incarnation = random_incarnation();
     link->channel = std::make_unique<transports::ReliableChannel>(settings, std::move(h));
@@ -111,14 +116,28 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
   raw->nic = std::move(nic);
   std::tie(raw->local, raw->local_key) = endpoint(fd, false);
   std::tie(raw->remote, raw->remote_key) = endpoint(fd, true);
+  if (telemetry_width_.count() > 0) {
+    raw->windows = std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
+    std::lock_guard lock(snapshot_mutex_);
+    auto& nic_ring = nic_windows_[raw->nic.empty() ? "?" : raw->nic];
+    if (!nic_ring) {
+      nic_ring = std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
+    }
+    raw->nic_windows = nic_ring;
+  }
   transports::TcpConnection::Callbacks callbacks;
   callbacks.on_frame = [this, raw](const wire::DataFrameHeader& h,
                                    std::span<const std::byte> payload) {
     std::string error = on_path_frame(*raw, h);
     if (!error.empty() || h.type == wire::FrameType::kPathNotice) return error;
-    return raw->link->channel->receive(raw->id, h, payload, Clock::now());
+    const auto now = Clock::now();
+    if (h.type == wire::FrameType::kData && !payload.empty()) {
+      raw->record([&](monitor::WindowRing& w) { w.received(now, payload.size()); });
+    }
+    return raw->link->channel->receive(raw->id, h, payload, now);
   };
   callbacks.on_sent = [raw](uint64_t token, size_t bytes) {
+    if (bytes > 0) raw->record([&](monitor::WindowRing& w) { w.sent(Clock::now(), bytes); });
     raw->link->channel->on_path_sent(raw->id, token, bytes);
   };
   if (handler_.place) {
@@ -126,7 +145,9 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
       return raw->link->channel->place(raw->id, h, transports::ReliableChannel::Clock::now());
     };
     callbacks.on_placed = [raw](const wire::DataFrameHeader& h) {
-      return raw->link->channel->placed(raw->id, h, transports::ReliableChannel::Clock::now());
+      const auto now = Clock::now();
+      raw->record([&](monitor::WindowRing& w) { w.received(now, h.length); });
+      return raw->link->channel->placed(raw->id, h, now);
     };
   }
   wire::DataFrameLimits limits;
@@ -279,7 +300,8 @@ size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
 }
 
 uint64_t NodeLinks::take_token(uint64_t peer, std::shared_ptr<void> keep_alive,
-                               std::function<void()> done) {
+                               std::function<void()> done,
+                               transports::ReliableChannel::TimePoint now) {
   uint64_t token;
   if (!free_tokens_.empty()) {
     token = free_tokens_.back();
@@ -293,11 +315,24 @@ uint64_t NodeLinks::take_token(uint64_t peer, std::shared_ptr<void> keep_alive,
   p.keep_alive = std::move(keep_alive);
   p.done = std::move(done);
   p.used = true;
+  p.sent_at = now;
   return token;
 }
 
-void NodeLinks::chunk_sent(uint64_t token) {
+NodeLinks::Path* NodeLinks::path_of(uint64_t peer, uint32_t path) const {
+  auto it = links_.find(peer);
+  if (it == links_.end() || path >= it->second->paths.size()) return nullptr;
+  return it->second->paths[path].get();
+}
+
+void NodeLinks::chunk_sent(uint64_t token, uint32_t path) {
   Pending& p = pending_[token];
+  if (channel_settings_.reliable && telemetry_width_.count() > 0) {
+    if (Path* over = path_of(p.peer, path)) {  // null: that path has failed since
+      const auto now = Clock::now();
+      over->record([&](monitor::WindowRing& w) { w.acknowledged(now, now - p.sent_at); });
+    }
+  }
   std::function<void()> done = std::move(p.done);
   p.keep_alive.reset();
   p.done = nullptr;
@@ -319,6 +354,7 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   h.step = step;
   uint64_t offset = 0;
   uint32_t chunk = 0;
+  const auto now = Clock::now();
   do {
     const auto bytes =
         static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes_, data.size() - offset));
@@ -326,7 +362,7 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
     h.chunk = chunk++;
     h.offset = offset;
     h.length = bytes;
-    const uint64_t token = take_token(peer, keep_alive, last ? std::move(done) : nullptr);
+    const uint64_t token = take_token(peer, keep_alive, last ? std::move(done) : nullptr, now);
     link.channel->send(h, data.subspan(offset, bytes), token);
     offset += bytes;
   } while (offset < data.size());
@@ -347,7 +383,7 @@ bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, ui
   h.chunk = chunk;
   h.offset = offset;
   h.length = 0;
-  link.channel->send(h, {}, take_token(peer, nullptr, std::move(done)));
+  link.channel->send(h, {}, take_token(peer, nullptr, std::move(done), Clock::now()));
   flush(link);
   return true;
 }
@@ -378,6 +414,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
   spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
+  path.record([](monitor::WindowRing& w) { w.error(Clock::now()); });
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->fd(), nullptr);
   // Closed by abort (RST, no FIN): a FIN the kernel kept retransmitting would reach the
   // peer when the NIC came back and read as "this daemon stopped", losing a peer that
@@ -443,7 +480,7 @@ void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_i
   h.length = static_cast<uint32_t>(text->size());
   const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
                                            text->size());
-  link.channel->send(h, payload, take_token(peer, text, nullptr));
+  link.channel->send(h, payload, take_token(peer, text, nullptr, Clock::now()));
   flush(link);
 }
 
@@ -566,6 +603,7 @@ void NodeLinks::publish_snapshot() {
       p.bytes_sent = path->conn->bytes_sent();
       p.bytes_received = path->conn->bytes_received();
       p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
+      p.windows = path->windows;
       info.paths.push_back(std::move(p));
     }
     peers.push_back(std::move(info));
@@ -579,6 +617,11 @@ void NodeLinks::publish_snapshot() {
 std::vector<std::string> NodeLinks::drained_snapshot() const {
   std::lock_guard lock(snapshot_mutex_);
   return drained_snapshot_;
+}
+
+std::map<std::string, std::shared_ptr<const monitor::WindowRing>> NodeLinks::nic_windows() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return {nic_windows_.begin(), nic_windows_.end()};
 }
 
 std::vector<NodeLinks::PeerInfo> NodeLinks::snapshot() const {

@@ -9,8 +9,10 @@
 // Single-threaded (the engine thread), but for snapshot().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -19,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "monitor/window_ring.h"
 #include "shm/memfd.h"
 #include "transports/channel/reliable_channel.h"
 #include "transports/netlink/link_monitor.h"
@@ -60,6 +63,9 @@ class NodeLinks {
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     double rate_bytes_per_s = 0;  // measured while busy; 0 until then
+    // Its windowed telemetry (null when off): data bytes and chunks each way, resent bytes,
+    // failures, and the time from a chunk's send to its acknowledgement.
+    std::shared_ptr<const monitor::WindowRing> windows;
   };
   struct PeerInfo {
     uint64_t instance = 0;
@@ -79,6 +85,15 @@ class NodeLinks {
 
   // Before the first link: whether channels number and acknowledge frames.
   void set_reliable(bool on) { channel_settings_.reliable = on; }
+  // Before the first link: windowed telemetry per path and per NIC, `windows` of `width`
+  // each kept (monitor/window_ring.h); a zero width turns it off.
+  void set_telemetry(std::chrono::nanoseconds width, size_t windows) {
+    telemetry_width_ = width;
+    telemetry_windows_ = windows;
+  }
+  // Per local NIC ("?" when unknown), the windows of every path over it, past and present
+  // (empty when telemetry is off); safe from any thread.
+  std::map<std::string, std::shared_ptr<const monitor::WindowRing>> nic_windows() const;
 
   // Readable when a link has I/O ready: the engine adds it to the set it parks on.
   int epoll_fd() const { return epoll_.get(); }
@@ -177,6 +192,16 @@ class NodeLinks {
     uint64_t local_key = 0;
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
+    // Telemetry (null when off): this path's windows and its NIC's.
+    std::shared_ptr<monitor::WindowRing> windows;
+    std::shared_ptr<monitor::WindowRing> nic_windows;
+    template <typename Record>
+    void record(Record record) {
+      if (windows) {
+        record(*windows);
+        record(*nic_windows);
+      }
+    }
   };
   struct Link {
     uint64_t peer;
@@ -193,12 +218,17 @@ class NodeLinks {
   };
   struct Pending {  // one queued chunk
     uint64_t peer = 0;
+    transports::ReliableChannel::TimePoint sent_at;  // handed to the channel
     std::shared_ptr<void> keep_alive;
     std::function<void()> done;  // on the message's last chunk only
     bool used = false;
   };
-  uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done);
-  void chunk_sent(uint64_t token);
+  uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done,
+                      transports::ReliableChannel::TimePoint now);
+  // The peer has chunk `token` (acknowledged, or written when unacknowledged), its latest
+  // copy sent on channel path `path`.
+  void chunk_sent(uint64_t token, uint32_t path);
+  Path* path_of(uint64_t peer, uint32_t path) const;
   void update_interest(Path& path);
   void flush(Link& link);  // writes now; fails paths that cannot
   // `notify`: tell the peer over another path (the failure is local: a NIC went down).
@@ -232,6 +262,9 @@ class NodeLinks {
   mutable std::mutex snapshot_mutex_;
   std::vector<PeerInfo> snapshot_;
   std::vector<std::string> drained_snapshot_;
+  std::chrono::nanoseconds telemetry_width_{0};
+  size_t telemetry_windows_ = 0;
+  std::map<std::string, std::shared_ptr<monitor::WindowRing>> nic_windows_;  // under the mutex
 };
 
 }  // namespace plexus::daemon

@@ -112,14 +112,47 @@ struct StatusReply {
   badMessages @10 :UInt64;
 }
 
+# The last second of a path's or NIC's telemetry windows (absent with telemetry off).
+struct WindowStats {
+  seconds @0 :Float64;         # the span these cover
+  busyWindows @1 :UInt32;      # windows with a data chunk either way
+  bytesOut @2 :UInt64;         # data payload
+  bytesIn @3 :UInt64;
+  resentBytes @4 :UInt64;
+  errors @5 :UInt64;           # path failures
+  busyOutBytesPerS @6 :Float64;  # sent per second of busy windows
+  latencySamples @7 :UInt64;   # chunks acknowledged (send to acknowledgement)
+  latencyP50Us @8 :Float64;
+  latencyP99Us @9 :Float64;
+  latencyMaxUs @10 :Float64;
+}
+
 struct PathInfo {
   nic @0 :Text;
   local @1 :Text;         # "ip:port"
   remote @2 :Text;
-  state @3 :Text;         # active, probation, drained
+  state @3 :Text;         # active, standby (a backup), probation, drained
   bytesSent @4 :UInt64;
   bytesReceived @5 :UInt64;
   rateBytesPerS @6 :Float64;
+  hasRecent @7 :Bool;
+  recent @8 :WindowStats;
+}
+
+struct NicInfo {
+  name @0 :Text;
+  address @1 :Text;
+  state @2 :Text;          # the kernel's operstate: up, down, ...
+  speedMbps @3 :UInt32;    # 0: unknown
+  drained @4 :Bool;
+  paths @5 :UInt32;        # live paths over it now
+  # Since the daemon started (0 with telemetry off):
+  bytesOut @6 :UInt64;
+  bytesIn @7 :UInt64;
+  resentBytes @8 :UInt64;
+  failures @9 :UInt64;
+  hasRecent @10 :Bool;
+  recent @11 :WindowStats;
 }
 
 struct PeerLinkInfo {
@@ -140,6 +173,8 @@ struct LinksReply {
   nics @0 :List(Text);    # where this daemon reaches peers
   drained @1 :List(Text);
   peers @2 :List(PeerLinkInfo);
+  nicInfo @3 :List(NicInfo);
+  telemetryWindowUs @4 :UInt32;  # 0: telemetry off
 }
 
 struct NicDrainReply {

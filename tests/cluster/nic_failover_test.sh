@@ -117,6 +117,14 @@ for n in 0 1 2; do
   [ "$(resent_bytes $n)" -eq 0 ] || fail "node $n resent $(resent_bytes $n) bytes during a drain"
 done
 echo "drained and undrained, 0 bytes resent, $(cat "$dir/rounds0") load rounds exact"
+# The NICs' telemetry counted that load (fields of each NIC at 4 spaces; its last second's
+# window stats, under "recent", deeper).
+on 0 "$ctl" nics
+nics_json=$(on 0 "$ctl" nics --json)
+out_total=$(awk '/^    "bytes_out":/ { gsub(",", "", $2); s += $2 } END { printf "%.0f\n", s }' <<< "$nics_json")
+[ "$out_total" -gt $((64 << 20)) ] ||
+  fail "plexusctl nics: node 0's NICs sent $out_total bytes over the load rounds"
+grep -q '"latency_samples"' <<< "$nics_json" || fail "plexusctl nics --json has no window stats"
 
 step "nic0 of node 0 down and nic1 of node 1 unplugged for 5 s (grace ${grace_ms} ms): the backup across rails carries"
 # A long round (30 allreduces on one communicator) spans the fault: forming a communicator

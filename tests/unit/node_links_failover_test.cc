@@ -3,7 +3,7 @@
 // far off), no byte is lost; with no path left the peer is kept for the grace period, a
 // path back within it carries what waited, and past it the error names the peer; a drain
 // moves traffic off a NIC with nothing resent; a peer that starts a new channel is not
-// mixed with the old one.
+// mixed with the old one. Telemetry: the path and NIC windows count exactly what moved.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,10 +12,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
 #include "daemon/node_links.h"
+#include "monitor/window_summary.h"
 #include "tests/unit/tcp_pair.h"
 
 namespace plexus::daemon {
@@ -106,6 +108,15 @@ void send(Side& from, uint64_t peer, uint32_t step, Message& m, size_t bytes) {
 bool exact(const Side& to, uint32_t step, const Message& m) {
   auto it = to.received.find(step);
   return it != to.received.end() && it->second == m.data;
+}
+
+// A path over rail0, and one message of `bytes` from a to b over it, acknowledged.
+void one_message_on_one_path(Side& a, Side& b, size_t bytes) {
+  connect(a, b, "rail0");
+  Message m;
+  send(a, 2, 0, m, bytes);
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return m.done; }, std::chrono::seconds(10)));
 }
 
 const NodeLinks::PeerInfo* peer_info(const std::vector<NodeLinks::PeerInfo>& peers) {
@@ -242,11 +253,7 @@ TEST(NodeLinksFailoverTest, ADrainMovesTrafficOffTheNicInBothDirectionsWithNothi
 TEST(NodeLinksFailoverTest, APeerThatStartsANewChannelIsLostNotMixedWithTheOld) {
   Side a(slow_timeouts());
   Side b(slow_timeouts());
-  connect(a, b, "rail0");
-  Message m;
-  send(a, 2, 0, m, 64 << 10);
-  ASSERT_TRUE(pump_until(
-      a, b, [&] { return m.done; }, std::chrono::seconds(10)));
+  ASSERT_NO_FATAL_FAILURE(one_message_on_one_path(a, b, 64 << 10));
   // b gives its channel up (as after its grace) and opens a new one to a.
   Side b2(slow_timeouts());
   auto [fa, fb] = tcp_pair();
@@ -255,6 +262,79 @@ TEST(NodeLinksFailoverTest, APeerThatStartsANewChannelIsLostNotMixedWithTheOld) 
   ASSERT_TRUE(pump_until(
       a, b2, [&] { return !a.lost.empty(); }, std::chrono::seconds(5)));
   EXPECT_THAT(a.lost, HasSubstr("gave up its channel to this node"));
+}
+
+// Every path's windows, summed (data bytes and chunks since the path was made; latency
+// samples of the windows still kept).
+struct Seen {
+  monitor::TrafficCounts totals;
+  uint64_t latency_samples = 0;
+  size_t paths_used = 0;
+};
+Seen seen_on_paths(const Side& side) {
+  Seen seen;
+  const auto peers = side.links->snapshot();
+  for (const auto& peer : peers) {
+    for (const auto& path : peer.paths) {
+      if (!path.windows) continue;
+      const auto totals = path.windows->totals();
+      seen.totals += totals;
+      if (totals.busy()) ++seen.paths_used;
+      const auto windows = path.windows->recent(Clock::now(), path.windows->capacity());
+      seen.latency_samples += monitor::summarize(windows, path.windows->width()).latency.count;
+    }
+  }
+  return seen;
+}
+
+TEST(NodeLinksTelemetryTest, PathAndNicWindowsCountExactlyWhatMovedAndEveryAcknowledgement) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  for (Side* side : {&a, &b}) side->links->set_telemetry(std::chrono::milliseconds(1), 20000);
+  connect(a, b, "rail0");
+  connect(a, b, "rail1");
+  constexpr int kMessages = 8;
+  constexpr uint64_t kBytes = 1 << 20;
+  std::vector<Message> messages(kMessages);
+  for (uint32_t i = 0; i < kMessages; ++i) send(a, 2, i, messages[i], kBytes);
+  ASSERT_TRUE(pump_until(
+      a, b,
+      [&] {
+        return std::all_of(messages.begin(), messages.end(),
+                           [](const Message& m) { return m.done; });
+      },
+      std::chrono::seconds(20)));
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(150));  // a snapshot is published
+  const uint64_t chunks = kMessages * kBytes / (64 << 10);
+  const Seen sent = seen_on_paths(a);
+  EXPECT_EQ(sent.totals.bytes_out, kMessages * kBytes);
+  EXPECT_EQ(sent.totals.chunks_out, chunks);
+  EXPECT_EQ(sent.totals.resent_bytes, 0u);
+  EXPECT_EQ(sent.paths_used, 2u) << "striped over both paths";
+  EXPECT_EQ(sent.latency_samples, chunks) << "one latency per acknowledged chunk";
+  const Seen received = seen_on_paths(b);
+  EXPECT_EQ(received.totals.bytes_in, kMessages * kBytes);
+  EXPECT_EQ(received.totals.chunks_in, chunks);
+  EXPECT_EQ(received.totals.bytes_out, 0u);
+
+  const auto nics = a.links->nic_windows();
+  ASSERT_EQ(nics.size(), 2u);
+  EXPECT_EQ(nics.at("rail0")->totals().bytes_out + nics.at("rail1")->totals().bytes_out,
+            kMessages * kBytes);
+  EXPECT_EQ(a.links->nic_down("rail0", "went down (test)"), 1u);
+  EXPECT_EQ(nics.at("rail0")->totals().errors, 1u);
+  EXPECT_EQ(nics.at("rail1")->totals().errors, 0u);
+}
+
+TEST(NodeLinksTelemetryTest, OffRecordsNothing) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  ASSERT_NO_FATAL_FAILURE(one_message_on_one_path(a, b, 256 << 10));
+  const auto peers = a.links->snapshot();
+  ASSERT_EQ(peers.size(), 1u);
+  for (const auto& path : peers.front().paths) EXPECT_EQ(path.windows, nullptr);
+  EXPECT_TRUE(a.links->nic_windows().empty());
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ class SimNetwork {
           return received(e, header, dest);
         };
       }
-      h.on_released = [this, e](uint64_t token) {
+      h.on_released = [this, e](uint64_t token, uint32_t) {
         auto& end = ends_[e];
         ++end.released.at(token);
         // Poison: a copy sent after release would carry these bytes and be caught.
@@ -344,7 +344,7 @@ TEST(ChannelReceiverTest, DropsDuplicatesAndMovesTheCumulativePointOverGaps) {
 
 TEST(ChannelSenderTest, RefusesAnAcknowledgementOfFramesNeverSentAndKeepsTheWindow) {
   ChannelSender s;
-  std::vector<uint64_t> released;
+  std::vector<ChannelSender::Released> released;
   for (uint64_t i = 0; i < kChannelWindowFrames + 3; ++i) s.add({}, {}, i);
   EXPECT_NE(s.acknowledge(kChannelWindowFrames + 4, &released), "");
   EXPECT_TRUE(released.empty());
@@ -355,7 +355,7 @@ TEST(ChannelSenderTest, RefusesAnAcknowledgementOfFramesNeverSentAndKeepsTheWind
   }
   EXPECT_EQ(handed_out, kChannelWindowFrames);  // the window is full
   EXPECT_EQ(s.acknowledge(2, &released), "");
-  EXPECT_EQ(released, (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(released, (std::vector<ChannelSender::Released>{{0, 0}, {1, 0}}));
   while (ChannelSender::Frame* f = s.next_waiting()) {
     s.assigned(*f, 1);
     ++handed_out;

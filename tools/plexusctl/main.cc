@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -125,8 +126,33 @@ void print_comms(const json& s) {
   }
 }
 
+json recent_to_json(control::WindowStats::Reader w) {
+  return {{"seconds", w.getSeconds()},
+          {"busy_windows", w.getBusyWindows()},
+          {"bytes_out", w.getBytesOut()},
+          {"bytes_in", w.getBytesIn()},
+          {"resent_bytes", w.getResentBytes()},
+          {"errors", w.getErrors()},
+          {"busy_out_bytes_per_s", w.getBusyOutBytesPerS()},
+          {"latency_samples", w.getLatencySamples()},
+          {"latency_p50_us", w.getLatencyP50Us()},
+          {"latency_p99_us", w.getLatencyP99Us()},
+          {"latency_max_us", w.getLatencyMaxUs()}};
+}
+
 json links_to_json(control::LinksReply::Reader links) {
   json out;
+  out["telemetry_window_us"] = links.getTelemetryWindowUs();
+  out["nic_info"] = json::array();
+  for (auto n : links.getNicInfo()) {
+    json nic = {{"name", n.getName().cStr()},         {"address", n.getAddress().cStr()},
+                {"state", n.getState().cStr()},       {"speed_mbps", n.getSpeedMbps()},
+                {"drained", n.getDrained()},          {"paths", n.getPaths()},
+                {"bytes_out", n.getBytesOut()},       {"bytes_in", n.getBytesIn()},
+                {"resent_bytes", n.getResentBytes()}, {"failures", n.getFailures()}};
+    if (n.getHasRecent()) nic["recent"] = recent_to_json(n.getRecent());
+    out["nic_info"].push_back(nic);
+  }
   out["nics"] = json::array();
   for (auto n : links.getNics()) out["nics"].push_back(n.cStr());
   out["drained"] = json::array();
@@ -135,13 +161,15 @@ json links_to_json(control::LinksReply::Reader links) {
   for (auto p : links.getPeers()) {
     json paths = json::array();
     for (auto path : p.getPaths()) {
-      paths.push_back({{"nic", path.getNic().cStr()},
-                       {"local", path.getLocal().cStr()},
-                       {"remote", path.getRemote().cStr()},
-                       {"state", path.getState().cStr()},
-                       {"bytes_sent", path.getBytesSent()},
-                       {"bytes_received", path.getBytesReceived()},
-                       {"rate_bytes_per_s", path.getRateBytesPerS()}});
+      json x = {{"nic", path.getNic().cStr()},
+                {"local", path.getLocal().cStr()},
+                {"remote", path.getRemote().cStr()},
+                {"state", path.getState().cStr()},
+                {"bytes_sent", path.getBytesSent()},
+                {"bytes_received", path.getBytesReceived()},
+                {"rate_bytes_per_s", path.getRateBytesPerS()}};
+      if (path.getHasRecent()) x["recent"] = recent_to_json(path.getRecent());
+      paths.push_back(x);
     }
     out["peers"].push_back({{"node", p.getNode().cStr()},
                             {"instance", p.getInstance()},
@@ -156,6 +184,60 @@ json links_to_json(control::LinksReply::Reader links) {
                             {"paths", paths}});
   }
   return out;
+}
+
+// "120 us", "3.4 ms", "1.20 s"
+std::string human_us(double us) {
+  char text[32];
+  if (us < 1000) {
+    std::snprintf(text, sizeof(text), "%.0f us", us);
+  } else if (us < 1e6) {
+    std::snprintf(text, sizeof(text), "%.1f ms", us / 1e3);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f s", us / 1e6);
+  }
+  return text;
+}
+
+void print_nics(const json& links) {
+  const unsigned window_us = links["telemetry_window_us"].get<unsigned>();
+  if (window_us == 0) {
+    std::printf("telemetry off (plexusd --telemetry off): no rates or latency\n");
+  } else {
+    std::printf("telemetry: %u us windows; rates and chunk latency over the last second\n",
+                window_us);
+  }
+  if (links["nic_info"].empty()) {
+    std::printf("no NICs serve peer daemons (no --peer-listen)\n");
+    return;
+  }
+  std::printf("%-10s %-8s %-9s %-16s %5s %12s %12s %19s %8s %10s\n", "NIC", "STATE", "SPEED",
+              "ADDRESS", "PATHS", "OUT/s", "IN/s", "LATENCY p50/p99", "FAILURES", "RESENT");
+  for (const auto& n : links["nic_info"]) {
+    const unsigned speed = n["speed_mbps"].get<unsigned>();
+    const std::string speed_text = speed == 0          ? "?"
+                                   : speed % 1000 == 0 ? std::to_string(speed / 1000) + " Gb/s"
+                                                       : std::to_string(speed) + " Mb/s";
+    std::string out_rate = "-", in_rate = "-", latency = "-";
+    if (n.contains("recent")) {
+      const json& r = n["recent"];
+      const double seconds = std::max(r["seconds"].get<double>(), 1e-9);
+      out_rate = human_bytes(static_cast<uint64_t>(r["bytes_out"].get<double>() / seconds)) + "/s";
+      in_rate = human_bytes(static_cast<uint64_t>(r["bytes_in"].get<double>() / seconds)) + "/s";
+      if (r["latency_samples"].get<uint64_t>() > 0) {
+        latency = human_us(r["latency_p50_us"].get<double>()) + " / " +
+                  human_us(r["latency_p99_us"].get<double>());
+      }
+    }
+    const std::string state =
+        n["state"].get<std::string>() + (n["drained"].get<bool>() ? ",drained" : "");
+    std::printf("%-10s %-8s %-9s %-16s %5u %12s %12s %19s %8llu %10s\n",
+                n["name"].get<std::string>().c_str(), state.c_str(), speed_text.c_str(),
+                n["address"].get<std::string>().c_str(), n["paths"].get<unsigned>(),
+                out_rate.c_str(), in_rate.c_str(), latency.c_str(),
+                static_cast<unsigned long long>(n["failures"].get<uint64_t>()),
+                human_bytes(n["resent_bytes"].get<uint64_t>()).c_str());
+  }
 }
 
 void print_paths(const json& links) {
@@ -210,6 +292,10 @@ int main(int argc, char** argv) {
       "paths",
       "Data links to peer daemons: each path's NIC, state, bytes, measured rate, and "
       "each peer's failovers and resent bytes");
+  auto* nics_cmd = app.add_subcommand(
+      "nics",
+      "The NICs that serve peer daemons: state, speed, paths, data rates and chunk latency "
+      "over the last second, failures and resent bytes since the daemon started");
   auto* nic_cmd = app.add_subcommand(
       "nic",
       "drain NAME: move traffic to peers off a NIC (no new frames on it, in both "
@@ -222,7 +308,7 @@ int main(int argc, char** argv) {
   for (auto* sub : {drain_cmd, undrain_cmd}) {
     sub->add_option("NAME", nic_name, "The interface, as in plexusctl paths")->required();
   }
-  for (auto* sub : {status_cmd, comms_cmd, paths_cmd, nic_cmd, drain_cmd, undrain_cmd}) {
+  for (auto* sub : {status_cmd, comms_cmd, paths_cmd, nics_cmd, nic_cmd, drain_cmd, undrain_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -239,7 +325,7 @@ int main(int argc, char** argv) {
     channel.call(hello_message);
     capnp::MallocMessageBuilder request;
     auto message = request.initRoot<control::ClientMessage>();
-    if (paths_cmd->parsed()) {
+    if (paths_cmd->parsed() || nics_cmd->parsed()) {
       message.setLinks();
     } else if (nic_cmd->parsed()) {
       auto drain = message.initNicDrain();
@@ -274,11 +360,16 @@ int main(int argc, char** argv) {
     return kExitDaemonUnavailable;
   }
   if (as_json) {
-    std::cout << (comms_cmd->parsed() ? result["comms"] : result).dump(2) << "\n";
+    const json& shown = comms_cmd->parsed()  ? result["comms"]
+                        : nics_cmd->parsed() ? result["nic_info"]
+                                             : result;
+    std::cout << shown.dump(2) << "\n";
   } else if (comms_cmd->parsed()) {
     print_comms(result);
   } else if (paths_cmd->parsed()) {
     print_paths(result);
+  } else if (nics_cmd->parsed()) {
+    print_nics(result);
   } else if (nic_cmd->parsed()) {
     std::printf("NIC %s %s (%u path(s) over it now)\n", nic_name.c_str(),
                 drain_cmd->parsed() ? "drained" : "undrained", result["paths"].get<unsigned>());

@@ -43,13 +43,13 @@ void ChannelSender::assigned(Frame& frame, uint32_t path) {
   if (!waiting_.empty() && waiting_.front() == frame.header.channel_seq) waiting_.pop_front();
 }
 
-std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<uint64_t>* released) {
+std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<Released>* released) {
   if (cumulative >= next_seq_) {
     return "acknowledgement of frame " + std::to_string(cumulative) + " but only " +
            std::to_string(next_seq_ - 1) + " were sent";
   }
   while (acked_ < cumulative) {
-    released->push_back(frames_.front().token);
+    released->push_back({frames_.front().token, frames_.front().path});
     frames_.pop_front();
     ++acked_;
   }

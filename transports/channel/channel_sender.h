@@ -36,10 +36,15 @@ class ChannelSender {
   Frame* next_waiting();
   void assigned(Frame& frame, uint32_t path);
 
-  // The peer has every frame up to `cumulative`. Appends the tokens now released, in
+  struct Released {
+    uint64_t token = 0;
+    uint32_t path = kNoPath;  // where its latest copy went
+    bool operator==(const Released&) const = default;
+  };
+  // The peer has every frame up to `cumulative`. Appends the frames now released, in
   // sequence order. Returns "" or why the acknowledgement is impossible (it covers frames
   // never sent).
-  std::string acknowledge(uint64_t cumulative, std::vector<uint64_t>* released);
+  std::string acknowledge(uint64_t cumulative, std::vector<Released>* released);
 
   // Every unacknowledged frame whose latest copy went on `path` waits again (for another
   // path). Returns how many bytes of payload that is.

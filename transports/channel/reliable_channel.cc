@@ -135,7 +135,7 @@ void ReliableChannel::send(const wire::DataFrameHeader& header, std::span<const 
     h.channel_seq = 0;
     const uint32_t path = pick_path(payload.size());
     if (path == kNoPath) {  // lost, as on a broken TCP connection
-      if (handler_.on_released) handler_.on_released(token);
+      if (handler_.on_released) handler_.on_released(token, kNoPath);
       return;
     }
     paths_[path].io->queue(h, payload, token);
@@ -161,6 +161,7 @@ void ReliableChannel::pump() {
     if (frame->sends > 1) {
       ++counters_.frames_resent;
       counters_.bytes_resent += frame->payload.size();
+      if (handler_.on_resent) handler_.on_resent(path, frame->payload.size());
     } else {
       ++counters_.frames_sent;
     }
@@ -190,7 +191,7 @@ std::string ReliableChannel::take_acknowledgement(const wire::DataFrameHeader& h
   std::string error = sender_.acknowledge(header.channel_seq, &released_);
   if (!error.empty()) return error;
   if (handler_.on_released) {
-    for (uint64_t token : released_) handler_.on_released(token);
+    for (const auto& frame : released_) handler_.on_released(frame.token, frame.path);
   }
   pump();  // the window may have opened
   return {};
@@ -292,7 +293,7 @@ std::string ReliableChannel::placed(uint32_t path, const wire::DataFrameHeader& 
 void ReliableChannel::on_path_sent(uint32_t path, uint64_t token, uint64_t bytes) {
   paths_.at(path).sent_bytes += bytes;
   if (!settings_.reliable && token != kControlToken && handler_.on_released) {
-    handler_.on_released(token);
+    handler_.on_released(token, path);
   }
 }
 

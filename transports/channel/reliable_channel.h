@@ -62,7 +62,9 @@ class ReliableChannel {
     std::function<std::string(const wire::DataFrameHeader&)> on_placed;
     // The frame queued with `token` is done with: acknowledged by the peer (or written, when
     // not reliable). Its payload may change now.
-    std::function<void(uint64_t token)> on_released;
+    std::function<void(uint64_t token, uint32_t path)> on_released;  // path: its latest copy's
+    // Optional: a frame of `bytes` payload goes again, on `path` (its previous one failed).
+    std::function<void(uint32_t path, uint64_t bytes)> on_resent;
     // A path changed state (detail: why it failed, or "").
     std::function<void(uint32_t path, PathState state, const std::string& detail)> on_path_state;
   };
@@ -173,8 +175,8 @@ class ReliableChannel {
     wire::DataFrameHeader header;
     std::vector<std::byte> payload;
   };
-  std::map<uint64_t, HeldFrame> fenced_;  // by channel_seq: waiting for earlier frames
-  std::vector<uint64_t> released_;        // scratch for acknowledge()
+  std::map<uint64_t, HeldFrame> fenced_;           // by channel_seq: waiting for earlier frames
+  std::vector<ChannelSender::Released> released_;  // scratch for acknowledge()
   Counters counters_;
   TimePoint last_tick_{};
 };
