@@ -117,12 +117,13 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
   std::tie(raw->local, raw->local_key) = endpoint(fd, false);
   std::tie(raw->remote, raw->remote_key) = endpoint(fd, true);
   if (telemetry_width_.count() > 0) {
-    raw->windows = std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
+    auto ring = [this] {
+      return std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
+    };
+    raw->windows = ring();
     std::lock_guard lock(snapshot_mutex_);
     auto& nic_ring = nic_windows_[raw->nic.empty() ? "?" : raw->nic];
-    if (!nic_ring) {
-      nic_ring = std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
-    }
+    if (!nic_ring) nic_ring = ring();
     raw->nic_windows = nic_ring;
   }
   transports::TcpConnection::Callbacks callbacks;

@@ -22,7 +22,6 @@
 #include <optional>
 #include <stdexcept>
 
-#include "daemon/route_table.h"
 #include "shm/framing.h"
 #include "transports/tcp/tcp_congestion.h"
 #include "transports/tcp/tcp_path_latency.h"
@@ -623,8 +622,10 @@ std::vector<Rail> PeerServer::rails_to(const std::vector<std::string>& addresses
   return rails;
 }
 
-bool PeerServer::openable(const Rail& rail) {
-  return !rail.backup || RouteTable::read().covers(rail.nic, rail.peer_addresses.front());
+bool PeerServer::openable(const Rail& rail, std::optional<RouteTable>& routes) {
+  if (!rail.backup) return true;
+  if (!routes) routes = RouteTable::read();
+  return routes->covers(rail.nic, rail.peer_addresses.front());
 }
 
 void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses) {
@@ -634,9 +635,10 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   opening_ = instance;
   opening_failed_.clear();
   std::vector<std::string> unrouted;  // backups with no route between the rails
+  std::optional<RouteTable> routes;
   for (const Rail& rail : rails_to(addresses)) {
     if (data_peers_[instance].connecting.count(rail.key) != 0) continue;
-    if (!openable(rail)) {
+    if (!openable(rail, routes)) {
       unrouted.push_back(rail.key);
       continue;
     }
@@ -734,12 +736,13 @@ void PeerServer::run_retries() {
       }
     }
   }
+  std::optional<RouteTable> routes;
   for (const auto& [instance, key] : due) {
     auto it = data_peers_.find(instance);
     if (it == data_peers_.end() || it->second.connecting.count(key) != 0) continue;
     for (const Rail& rail : rails_to(it->second.addresses)) {
       if (rail.key != key) continue;
-      if (!openable(rail)) {  // no route between the rails (yet): nothing is sent
+      if (!openable(rail, routes)) {  // no route between the rails (yet): nothing is sent
         schedule_retry(instance, key, kUnroutedBackupRecheck);
         break;
       }

@@ -15,11 +15,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "daemon/rail_plan.h"
+#include "daemon/route_table.h"
 #include "transports/peer/peer_handshake.h"
 
 namespace plexus::daemon {
@@ -114,8 +116,9 @@ class PeerServer {
   };
   // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
   std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
-  // Whether `rail` can be opened now: a backup needs a route over its NIC (RouteTable).
-  static bool openable(const Rail& rail);
+  // Whether `rail` can be opened now: a backup needs a route over its NIC. `routes` is
+  // read on first need, once for all the rails a caller looks at.
+  static bool openable(const Rail& rail, std::optional<RouteTable>& routes);
   void schedule_retry(uint64_t instance, const std::string& key,
                       std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
   void run_retries();
