@@ -8,6 +8,7 @@ find_package(Boost 1.74 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)  # core + pull: the /metrics endpoint
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)  # HMAC-SHA256 for the peer handshake
 
 # CUDA: optional from the start (GPU buffers arrive with a later issue).

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -15,7 +16,10 @@
 #include <vector>
 
 #include "daemon/algorithms/cost_model.h"
+#include "daemon/job_metrics.h"
 #include "daemon/node_topology.h"
+#include "monitor/rank_skew.h"
+#include "monitor/stall_watch.h"
 #include "shm/entry_validation.h"
 
 namespace plexus::daemon {
@@ -48,6 +52,11 @@ struct Contribution {
 struct PendingCollective {
   std::vector<Contribution> parts;  // by rank; session == nullptr until it arrives
   int arrived = 0;
+  // With telemetry on: when the first and the last local rank submitted it, and which
+  // rank was last (op timing and the rank-skew rule).
+  std::chrono::steady_clock::time_point first_arrival{};
+  std::chrono::steady_clock::time_point all_arrived{};
+  int last_rank = -1;
 };
 
 class Comm {
@@ -86,6 +95,10 @@ class Comm {
   // it may still finish (its node sent their data first), later ones fail.
   std::string remote_departure;
   uint64_t remote_limit = UINT64_MAX;
+  std::string job;  // its first local rank's job (Session::job), for reports and metrics
+  std::shared_ptr<JobCounters> job_counters;      // that job's (null if it had no session)
+  monitor::StallWatch stall_watch;                // on the oldest pending collective
+  std::optional<monitor::RankSkewDetector> skew;  // with telemetry on
 
   // Any thread.
   std::atomic<uint64_t> ops_completed{0};

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "shm/idle_strategy.h"
 
 namespace plexus::daemon {
@@ -49,7 +51,25 @@ struct Config {
   std::string telemetry = "on";
   uint32_t telemetry_window_us = 1000;
   uint32_t telemetry_history_s = 10;  // kept in memory, cut to kMaxTelemetryWindows windows
+
+  // Events and anomaly rules (monitor/).
+  std::string events_file;       // events appended here as JSON lines; empty: memory only
+  uint32_t stall_ms = 1000;      // a collective with no progress this long is reported
+  uint32_t rank_skew_ms = 10;    // a rank this late, op after op, is reported
+  double slow_path_ratio = 0.5;  // a path sending under this share of its peers' median
+
+  // The Prometheus exporter: "on" or "off", and where it serves /metrics.
+  std::string metrics = "on";
+  std::string metrics_listen = "127.0.0.1:9355";
 };
+
+// This node's name in messages, events and to peers: --node-name, else the host name.
+inline std::string effective_node_name(const Config& config) {
+  if (!config.node_name.empty()) return config.node_name;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
 
 // Windows kept per path and per NIC at most (about 170 bytes each).
 inline constexpr size_t kMaxTelemetryWindows = 20000;

@@ -242,6 +242,12 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::NIC_DRAIN:
         handle_nic_drain(connection, request_id, message.getNicDrain());
         break;
+      case control::ClientMessage::OPS:
+        handle_ops(connection.session->id(), request_id);
+        break;
+      case control::ClientMessage::EVENTS:
+        handle_events(connection, request_id, message.getEvents());
+        break;
       default:
         ++bad_messages_;
         send_error(connection.session->id(), request_id, PLEXUS_ERR_PROTOCOL,
@@ -281,6 +287,12 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
     return;
   }
   session.process_name = std::string(hello.getProcessName()).substr(0, 64);
+  session.job = job_label(hello.hasJobName() && hello.getJobName().size() > 0
+                              ? std::string(hello.getJobName())
+                              : session.process_name);
+  if (hello.getRole() == control::Role::RANK) {
+    session.job_counters = engine_.job_counters().for_job(session.job);
+  }
   connection.greeted = true;
   capnp::MallocMessageBuilder reply;
   auto root = reply.initRoot<control::DaemonMessage>();
@@ -557,6 +569,12 @@ bool ControlServer::send_message(Connection& connection, capnp::MessageBuilder& 
     return false;
   }
   return true;
+}
+
+std::vector<std::shared_ptr<const Session>> ControlServer::sessions() const {
+  std::vector<std::shared_ptr<const Session>> out;
+  for (const auto& [id, c] : connections_) out.push_back(c->session);
+  return out;
 }
 
 ControlServer::Connection* ControlServer::find_connection(uint64_t session_id) {

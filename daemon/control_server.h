@@ -23,6 +23,7 @@
 #include "daemon/engine.h"
 #include "daemon/node_rendezvous.h"
 #include "daemon/peer_server.h"
+#include "monitor/metric_families.h"
 #include "shm/control.capnp.h"
 #include "shm/framing.h"
 
@@ -49,6 +50,8 @@ class ControlServer {
   void nic_up(const std::string& nic);
   // NICs peers are reached over (after start).
   size_t peer_nic_count() const;
+  // Control thread: every metric of a Prometheus scrape (control_server_metrics.cc).
+  void collect_metrics(monitor::MetricFamilies& metrics);
 
   uint64_t instance_id() const { return instance_id_; }
   // Where peers reach this daemon (after start(); empty without --peer-listen).
@@ -70,6 +73,13 @@ class ControlServer {
   void handle_links(Connection& connection, uint32_t request_id);
   void handle_nic_drain(Connection& connection, uint32_t request_id,
                         shm::control::NicDrain::Reader request);
+  // plexusctl ops and events (control_server_monitor.cc).
+  void handle_ops(uint64_t session_id, uint32_t request_id);
+  void send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report);
+  void handle_events(Connection& connection, uint32_t request_id,
+                     shm::control::EventsRequest::Reader request);
+  // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
+  static std::string operstate(const std::string& nic);
   void send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
                   const std::string& message);
   bool send_message(Connection& connection, capnp::MessageBuilder& message,
@@ -80,6 +90,8 @@ class ControlServer {
   void run_posted();
   void prune_finished_comms();
   Connection* find_connection(uint64_t session_id);
+  // Every connected client's session.
+  std::vector<std::shared_ptr<const Session>> sessions() const;
   // Replies to every joiner and hands the communicator to the engine.
   void form_comm(const CommToken& token, int nranks,
                  const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);

@@ -15,11 +15,9 @@ using Clock = monitor::WindowRing::Clock;
 // What the windows of the last second add up to.
 void fill_recent(control::WindowStats::Builder out, const monitor::WindowRing& ring,
                  Clock::time_point now) {
-  const size_t count = static_cast<size_t>(std::chrono::seconds(1) / ring.width());
-  const auto windows = ring.recent(now, std::max<size_t>(count, 1));
-  const monitor::WindowSummary s = monitor::summarize(windows, ring.width());
+  const monitor::WindowSummary s = monitor::summarize_recent(ring, now, std::chrono::seconds(1));
   out.setSeconds(std::chrono::duration<double>(ring.width()).count() *
-                 static_cast<double>(windows.size()));
+                 static_cast<double>(s.windows));
   out.setBusyWindows(static_cast<uint32_t>(s.busy_windows));
   out.setBytesOut(s.bytes_out);
   out.setBytesIn(s.bytes_in);
@@ -32,14 +30,13 @@ void fill_recent(control::WindowStats::Builder out, const monitor::WindowRing& r
   out.setLatencyMaxUs(s.latency.max_us);
 }
 
-// The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
-std::string operstate(const std::string& nic) {
+}  // namespace
+
+std::string ControlServer::operstate(const std::string& nic) {
   std::ifstream in("/sys/class/net/" + nic + "/operstate");
   std::string state;
   return in >> state ? state : "unknown";
 }
-
-}  // namespace
 
 void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
   const auto now = Clock::now();

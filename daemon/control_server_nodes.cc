@@ -40,12 +40,6 @@ uint64_t comm_id_of(const CommToken& token) {
   return id;
 }
 
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
 }  // namespace
 
 std::vector<std::string> ControlServer::peer_addresses() const {
@@ -70,7 +64,7 @@ void ControlServer::start_peers() {
   }
   transports::PeerIdentity me;
   me.instance_id = instance_id_;
-  me.node_name = config_.node_name.empty() ? host_name() : config_.node_name;
+  me.node_name = effective_node_name(config_);
   PeerServer::Callbacks callbacks;
   callbacks.on_control = [this](const transports::PeerIdentity& peer, kj::Array<capnp::word> w) {
     on_peer_control(peer, std::move(w));

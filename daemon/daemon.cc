@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <condition_variable>
+#include <future>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
@@ -8,6 +9,7 @@
 #include "daemon/control_server.h"
 #include "daemon/engine.h"
 #include "daemon/reduce.h"
+#include "monitor/prometheus_endpoint.h"
 #include "shm/framing.h"
 
 namespace plexus::daemon {
@@ -17,6 +19,7 @@ struct Daemon::Impl {
   std::string socket_path;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ControlServer> control;
+  std::unique_ptr<monitor::PrometheusEndpoint> metrics;
   std::mutex mutex;
   std::condition_variable stopped_cv;
   bool stopped = false;
@@ -24,6 +27,7 @@ struct Daemon::Impl {
 
 Daemon::Daemon(Config config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
+  impl_->config.node_name = effective_node_name(impl_->config);
   impl_->socket_path =
       impl_->config.socket_path.empty() ? shm::default_socket_path() : impl_->config.socket_path;
 }
@@ -32,6 +36,7 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::start() {
   Impl& d = *impl_;
+  auto events = std::make_shared<monitor::EventLog>(d.config.node_name, d.config.events_file);
   // The engine asks the control thread to close sessions that broke the ring protocol.
   d.engine = std::make_unique<Engine>(
       d.config,
@@ -43,12 +48,18 @@ void Daemon::start() {
             d.control->post([&d, instance] { d.control->data_link_lost(instance); });
           },
           [&d](uint64_t instance, const std::string& nic, const std::string& remote) {
+            d.engine->events().emit(
+                "path_failed", "warning", "the path over NIC " + nic + " to " + remote + " failed",
+                {{"nic", nic}, {"remote", remote}, {"peer_instance", instance}});
             d.control->post(
                 [&d, instance, nic, remote] { d.control->data_path_lost(instance, nic, remote); });
           },
           [&d](const std::string& nic) {
+            d.engine->events().emit("nic_up", "info", "NIC " + nic + " is up again",
+                                    {{"nic", nic}});
             d.control->post([&d, nic] { d.control->nic_up(nic); });
-          }});
+          }},
+      events);
   d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
   d.control->start();
   const bool acks = d.config.channel_acks == "on" ||
@@ -59,6 +70,35 @@ void Daemon::start() {
                  d.config.channel_acks);
   }
   d.engine->start();
+  if (d.config.metrics == "on") {
+    // One scrape: the control thread gathers the metrics; the exporter's thread waits for
+    // them (an empty scrape if the daemon is stopping or the control thread is stuck).
+    auto scrape = [&d]() -> std::vector<prometheus::MetricFamily> {
+      auto promise = std::make_shared<std::promise<std::vector<prometheus::MetricFamily>>>();
+      auto future = promise->get_future();
+      d.control->post([&d, promise] {
+        monitor::MetricFamilies metrics;
+        d.control->collect_metrics(metrics);
+        promise->set_value(metrics.take());
+      });
+      try {
+        if (future.wait_for(std::chrono::seconds(2)) == std::future_status::ready) {
+          return future.get();
+        }
+      } catch (const std::future_error&) {
+        // The control thread stopped before running it.
+      }
+      return {};
+    };
+    try {
+      d.metrics = std::make_unique<monitor::PrometheusEndpoint>(d.config.metrics_listen, scrape);
+    } catch (...) {
+      d.control->stop();
+      d.engine->stop();
+      throw;
+    }
+    spdlog::info("metrics at {}", d.metrics->url());
+  }
   spdlog::info("plexusd {} ready: {} reduction workers, reduce kernels {}", PLEXUS_VERSION_STRING,
                d.engine->workers(), reduce_kernel_isa());
 }
@@ -71,6 +111,7 @@ void Daemon::stop() {
     d.stopped = true;
   }
   d.stopped_cv.notify_all();
+  d.metrics.reset();  // before what its scrapes read
   if (d.control) d.control->stop();
   if (d.engine) d.engine->stop();
   d.control.reset();

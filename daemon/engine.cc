@@ -35,8 +35,11 @@ transports::ReliableChannel::Settings channel_settings(const Config& config) {
 
 }  // namespace
 
-Engine::Engine(const Config& config, SessionCloser close_session, LinkEvents link_events)
+Engine::Engine(const Config& config, SessionCloser close_session, LinkEvents link_events,
+               std::shared_ptr<monitor::EventLog> events)
     : config_(config),
+      events_(events ? std::move(events) : std::make_shared<monitor::EventLog>(config.node_name)),
+      timing_(config.telemetry == "on"),
       close_session_(std::move(close_session)),
       pool_(default_workers(config)),
       executor_(pool_, config.parallel_threshold_bytes),
@@ -137,6 +140,7 @@ void Engine::loop() {
       progress = true;
     }
     publish_completions();
+    maybe_watch_ops(!progress);
     if (progress) {
       idle.reset();
     } else if (idle.idle()) {
@@ -220,6 +224,11 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
 void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   const int n = comm->nranks();
   comm->next_seq.assign(static_cast<size_t>(n), 0);
+  watched_.push_back(comm);
+  if (timing_) {
+    comm->skew.emplace(
+        monitor::RankSkewRule{.min_lateness = std::chrono::milliseconds(config_.rank_skew_ms)});
+  }
   comm->members_present = comm->local_ranks();
   if (comm->span()) register_multi_node(comm);
   for (int rank = 0; rank < n; ++rank) {
@@ -238,6 +247,10 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
       continue;
     }
     session->comms[member.handle] = CommMembership{comm, rank};
+    if (!comm->job_counters) {
+      comm->job = session->job;
+      comm->job_counters = session->job_counters;
+    }
   }
 }
 
@@ -319,6 +332,10 @@ void Engine::member_gone(Comm& comm, int rank) {
 void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
                        const Session* aborting_session) {
   const bool first = !comm.broken();
+  if (first && timing_ && !comm.collectives.empty() && comm.collectives.front().arrived > 0) {
+    record_finished(comm, comm.collectives.front(), comm.first_seq,
+                    comm.internode ? comm.internode->active_algorithm : "local", status);
+  }
   comm.mark_broken(status, reason);
   if (comm.internode) {
     // The op's network part stops here; the scratch stays alive for queued sends. Its
@@ -386,7 +403,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   part.session = &session;
   shm::ValidationResult result = shm::validate_entry_fields(raw, &part.entry);
   if (!result.ok()) {
-    session.bad_entries.fetch_add(1, std::memory_order_relaxed);
+    count_bad_entry(session);
     complete(&session, raw.user_data, result.status, result.error);
     return;
   }
@@ -398,7 +415,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
     it = session.comms.find(part.entry.comm);
   }
   if (it == session.comms.end()) {
-    session.bad_entries.fetch_add(1, std::memory_order_relaxed);
+    count_bad_entry(session);
     complete(&session, raw.user_data, PLEXUS_ERR_INVALID_ARGUMENT,
              "communicator handle " + std::to_string(part.entry.comm) +
                  " is not a communicator of this process");
@@ -414,7 +431,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
       raw, comm.nranks(), part.rank, [&](uint32_t region) { return session.region_bytes(region); },
       &part.entry);
   if (!result.ok()) {
-    session.bad_entries.fetch_add(1, std::memory_order_relaxed);
+    count_bad_entry(session);
     complete(&session, raw.user_data, result.status,
              std::string(shm::opcode_name(raw.opcode)) + " on rank " + std::to_string(part.rank) +
                  ": " + result.error);
@@ -449,6 +466,7 @@ void Engine::submit_collective(Comm& comm, Contribution part) {
   PendingCollective& op = comm.collectives[index];
   op.parts[rank] = std::move(part);
   ++op.arrived;
+  if (timing_) note_arrival(comm, op, static_cast<int>(rank));
   run_ready_collectives(comm);
 }
 
@@ -522,6 +540,8 @@ void Engine::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq)
   comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
   comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
   ops_completed_.fetch_add(1, std::memory_order_relaxed);
+  count_op(comm, first);
+  if (timing_) record_finished(comm, op, seq, "local", PLEXUS_SUCCESS);
   for (auto& part : op.parts) complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
 }
 
@@ -565,6 +585,8 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
     comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
     comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
     ops_completed_.fetch_add(1, std::memory_order_relaxed);
+    count_op(comm, send.entry);
+    count_op(comm, recv.entry);
     complete(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
     complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
   }
@@ -573,6 +595,9 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
 void Engine::complete(Session* session, uint64_t user_data, plexus_result_t status,
                       const std::string& message) {
   if (session == nullptr || session->removed) return;
+  if (status != PLEXUS_SUCCESS && session->job_counters) {
+    bump_single_writer(session->job_counters->failed_completions, uint64_t{1});
+  }
   shm::CompletionEntry entry;
   entry.user_data = user_data;
   entry.status = status;

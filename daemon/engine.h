@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,8 +22,10 @@
 #include "daemon/internode_state.h"
 #include "daemon/local_collectives.h"
 #include "daemon/node_links.h"
+#include "daemon/op_report.h"
 #include "daemon/session.h"
 #include "daemon/worker_pool.h"
+#include "monitor/event_log.h"
 
 namespace plexus::daemon {
 
@@ -42,7 +45,9 @@ class Engine {
     std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
   };
 
-  Engine(const Config& config, SessionCloser close_session, LinkEvents link_events = {});
+  // `events`: where the engine's anomaly rules report (a memory-only log when null).
+  Engine(const Config& config, SessionCloser close_session, LinkEvents link_events = {},
+         std::shared_ptr<monitor::EventLog> events = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -78,6 +83,15 @@ class Engine {
   std::map<std::string, std::shared_ptr<const monitor::WindowRing>> nic_windows() const {
     return links_.nic_windows();
   }
+
+  // Any thread.
+  monitor::EventLog& events() const { return *events_; }
+  // Engine thread only: the collectives in flight and the last ones finished.
+  OpsReport ops_report() const;
+  // Any thread: what the Prometheus exporter reads.
+  JobCounterTable& job_counters() { return job_counters_; }
+  const OpDurationHistograms& op_durations() const { return op_durations_; }
+  uint64_t bad_entries() const { return bad_entries_.load(std::memory_order_relaxed); }
 
   uint64_t ops_completed() const { return ops_completed_.load(std::memory_order_relaxed); }
   unsigned workers() const { return pool_.workers(); }
@@ -139,7 +153,30 @@ class Engine {
   static int node_of(const Comm& comm, uint64_t instance);
   std::string node_name(const Comm& comm, int node) const;
 
+  // Op watching (engine_ops.cc): timing, the stall and rank-skew rules, the ops report.
+  using Clock = std::chrono::steady_clock;
+  // A local rank submitted its part of `op` (it is in op.parts already).
+  void note_arrival(Comm& comm, PendingCollective& op, int rank);
+  // Looks for stalled collectives every ~100 ms; `idle`: the loop found nothing to do.
+  void maybe_watch_ops(bool idle);
+  void watch_ops(Clock::time_point now);
+  void record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
+                       const std::string& algorithm, plexus_result_t status);
+  InflightOpReport describe_op(const Comm& comm, size_t index, Clock::time_point now) const;
+  // Counts one op of `comm`'s job that completed (metrics).
+  void count_op(const Comm& comm, const shm::ValidatedEntry& entry);
+  void count_bad_entry(Session& session);
+
   Config config_;
+  std::shared_ptr<monitor::EventLog> events_;
+  bool timing_ = false;  // telemetry on: ops are timed, the rank-skew rule runs
+  std::vector<std::weak_ptr<Comm>> watched_;  // every communicator, for the stall watch
+  std::deque<FinishedOpReport> finished_ops_;
+  JobCounterTable job_counters_;
+  OpDurationHistograms op_durations_;
+  std::atomic<uint64_t> bad_entries_{0};
+  Clock::time_point next_watch_{};
+  uint32_t loop_ticks_ = 0;
   SessionCloser close_session_;
   WorkerPool pool_;
   LocalExecutor executor_;

@@ -141,6 +141,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
       std::make_shared<InternodeOp>(span.topology, args, std::move(local), algorithm, state.scratch,
                                     post_send, SliceOptions{}, std::move(rank_memory_owner));
   state.active_seq = seq;
+  state.active_algorithm = algo::algorithm_name(algorithm);
   std::shared_ptr<InternodeOp> op_ptr = state.active;
   op_ptr->start();
   if (!op_ptr->failure().empty()) {
@@ -172,6 +173,11 @@ void Engine::finish_internode_op(Comm& comm) {
   comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
   comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
   ops_completed_.fetch_add(1, std::memory_order_relaxed);
+  count_op(comm, op->local_parts().front().entry);
+  if (timing_) {
+    record_finished(comm, comm.collectives.front(), comm.first_seq, state.active_algorithm,
+                    PLEXUS_SUCCESS);
+  }
   for (const Contribution& part : op->local_parts()) {
     complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
   }
@@ -286,6 +292,7 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
       break;
   }
   if ((h.op_seq & kP2PFlag) != 0) return on_p2p_frame(comm, node, h, payload);
+  ++state.frames_in;
   if (state.active && h.op_seq == state.active_seq) {
     std::string error = state.active->deliver(node, h.step, h.offset, payload);
     if (!error.empty()) {
@@ -335,6 +342,7 @@ std::string Engine::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHea
   Comm& comm = *it->second;
   InternodeState& state = *comm.internode;
   if (!state.active || h.op_seq != state.active_seq) return {};
+  ++state.frames_in;
   state.active->deliver_placed(node_of(comm, peer), h.step, h.offset, h.length);
   if (!state.active->failure().empty()) defer_failure(comm, state.active->failure());
   if (state.active->network_done()) progress_.push_back(it->second);
@@ -342,7 +350,8 @@ std::string Engine::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHea
 }
 
 void Engine::on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason) {
-  spdlog::warn("data connection to node {} lost: {}", name, reason);
+  events_->emit("peer_lost", "error", "data connection to node " + name + " lost: " + reason,
+                {{"peer", name}, {"peer_instance", peer}, {"reason", reason}});
   for (auto& [id, comm] : comm_by_id_) {
     if (node_of(*comm, peer) < 0 || comm->broken()) continue;
     defer_failure(*comm, "lost the data connection to node " + name + " (" + reason +

@@ -64,6 +64,7 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
     const Contribution sent = std::move(it->second);
     c->internode->sends_in_flight.erase(it);
     c->bytes_moved.fetch_add(sent.entry.send.bytes, std::memory_order_relaxed);
+    count_op(*c, sent.entry);
     complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
   };
   // The sender's pool stays mapped while the kernel may still read it.
@@ -148,6 +149,7 @@ void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
     comm.bytes_moved.fetch_add(want, std::memory_order_relaxed);
     comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
     ops_completed_.fetch_add(1, std::memory_order_relaxed);
+    count_op(comm, recv.entry);
     complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
   }
   // A source that left sent everything before its departure notice: what is still

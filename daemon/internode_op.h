@@ -86,6 +86,7 @@ class InternodeOp final {
   void send_done(int node, uint32_t message);
   // Every slice has run and been copied out to the local ranks.
   bool network_done() const { return finished_ == layout_.slices; }
+  uint64_t slices_finished() const { return finished_; }
   // Non-empty once the op cannot go on (a held piece that did not fit, a plan too large).
   const std::string& failure() const { return failure_; }
   // Whether the rounds run in the local rank's receive buffer instead of scratch: an

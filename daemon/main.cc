@@ -92,6 +92,32 @@ int main(int argc, char** argv) {
                      " windows: narrower windows keep less time)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600u));
+  app.add_option("--events-file", config.events_file,
+                 "Append events (stalled ops, slow paths, rank skew, failed paths, lost peers) "
+                 "here as JSON lines; plexusctl events shows the last 1024 either way");
+  app.add_option("--stall-ms", config.stall_ms,
+                 "A collective that makes no progress this long (no rank submits, no data "
+                 "arrives) is reported as stalled, naming the rank or node it waits for")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 3600000u));
+  app.add_option("--rank-skew-ms", config.rank_skew_ms,
+                 "A rank that submits this long after the first, in 12 of 16 collectives in a "
+                 "row, is reported (with --telemetry on)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 600000u));
+  app.add_option("--slow-path-ratio", config.slow_path_ratio,
+                 "A path to a peer daemon is reported as slow when its sending rate (over the "
+                 "telemetry windows it sent in: 50 or more in the last second) is under this "
+                 "share of the median of this node's other such paths")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 0.99));
+  app.add_option("--metrics", config.metrics,
+                 "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--metrics-listen", config.metrics_listen,
+                 "Where /metrics is served: IP:PORT (port 0 picks a free one, logged at start)")
+      ->capture_default_str();
   std::string nics_text;
   app.add_option("--nics", nics_text,
                  "Reach peer daemons over these interfaces, comma-separated (default: every "

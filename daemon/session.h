@@ -10,8 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
+#include "daemon/job_metrics.h"
 #include "shm/memfd.h"
 #include "shm/ring.h"
 
@@ -34,6 +36,10 @@ struct CommMembership {
   int rank = 0;
 };
 
+// A job name as it may appear in reports and metric labels: at most 64 characters of
+// [A-Za-z0-9_.:-], others replaced by '_'; "unnamed" when empty.
+std::string job_label(std::string_view name);
+
 class Session {
  public:
   Session(uint64_t id, PeerCredentials creds) : id_(id), creds_(creds) {}
@@ -44,7 +50,9 @@ class Session {
   // Set once by the control thread before the engine learns of the session.
   SessionRole role = SessionRole::kAdmin;
   std::string process_name;
-  shm::Mapping pool;  // region 0
+  std::string job;                            // Hello.jobName, else the process name
+  std::shared_ptr<JobCounters> job_counters;  // rank sessions
+  shm::Mapping pool;                          // region 0
   std::optional<shm::RingMemory> rings;
   shm::UniqueFd submission_eventfd;  // client -> daemon doorbell
   shm::UniqueFd completion_eventfd;  // daemon -> client wakeup

@@ -90,6 +90,10 @@ std::vector<WindowRing::Window> WindowRing::recent(Clock::time_point now, size_t
   for (int64_t index = current - static_cast<int64_t>(count); index < current; ++index) {
     Window w;
     w.index = index;
+    if (index < 0) {  // before the clock's epoch: nothing was recorded there
+      out.push_back(w);
+      continue;
+    }
     const Slot& slot = slots_[static_cast<size_t>(index % static_cast<int64_t>(size_))];
     const uint64_t before = slot.sequence.load(std::memory_order_acquire);
     if (before % 2 == 0 && slot.index.load(std::memory_order_relaxed) == index) {

@@ -13,6 +13,7 @@ WindowSummary summarize(std::span<const WindowRing::Window> windows,
   for (const WindowRing::Window& w : windows) {
     ++s.windows;
     s += w;
+    if (w.chunks_out > 0) ++s.sending_windows;
     if (w.busy()) {
       ++s.busy_windows;
       busy_bytes_out += w.bytes_out;
@@ -25,11 +26,24 @@ WindowSummary summarize(std::span<const WindowRing::Window> windows,
         std::chrono::duration<double>(width).count() * static_cast<double>(s.busy_windows);
     s.busy_out_bytes_per_s = static_cast<double>(busy_bytes_out) / seconds;
   }
+  if (s.sending_windows > 0) {
+    // Bytes out only come with chunks out, so busy_bytes_out is what the sending windows sent.
+    const double seconds =
+        std::chrono::duration<double>(width).count() * static_cast<double>(s.sending_windows);
+    s.sending_bytes_per_s = static_cast<double>(busy_bytes_out) / seconds;
+  }
   for (uint64_t c : merged) s.latency.count += c;
   s.latency.max_us = static_cast<double>(max_ns) / 1000.0;
   s.latency.p50_us = latency_quantile_us(merged, 0.50, s.latency.max_us);
   s.latency.p99_us = latency_quantile_us(merged, 0.99, s.latency.max_us);
   return s;
+}
+
+WindowSummary summarize_recent(const WindowRing& ring, WindowRing::Clock::time_point now,
+                               std::chrono::nanoseconds span) {
+  const auto count = static_cast<size_t>(std::max<int64_t>(span / ring.width(), 1));
+  const auto windows = ring.recent(now, count);
+  return summarize(windows, ring.width());
 }
 
 }  // namespace plexus::monitor

@@ -17,6 +17,7 @@ struct Hello {
   role @1 :Role;
   poolBytes @2 :UInt64;   # size of the pool memfd attached to this frame (rank role)
   processName @3 :Text;
+  jobName @4 :Text;       # $PLEXUS_JOB, else the process name: groups sessions in metrics
 }
 
 struct CommInit {
@@ -48,7 +49,14 @@ struct ClientMessage {
     status @4 :Void;
     links @5 :Void;         # the data links to peer daemons and their paths
     nicDrain @6 :NicDrain;
+    ops @7 :Void;           # collectives in flight and the last ones finished
+    events @8 :EventsRequest;
   }
+}
+
+struct EventsRequest {
+  after @0 :UInt64;       # sequence number of the last event already seen (0: from the oldest kept)
+  max @1 :UInt32;
 }
 
 struct Error {
@@ -181,6 +189,59 @@ struct NicDrainReply {
   paths @0 :UInt32;       # paths over the NIC now
 }
 
+struct OpRank {
+  rank @0 :UInt32;
+  pid @1 :Int32;
+  node @2 :Text;
+}
+
+struct InflightOp {
+  comm @0 :Text;          # token prefix
+  job @1 :Text;
+  collective @2 :Text;
+  seq @3 :UInt64;         # collective number within the communicator
+  bytes @4 :UInt64;       # count x element size
+  algorithm @5 :Text;     # between nodes; "local" on one node; "" before it starts
+  state @6 :Text;         # "waiting for ranks", "running"
+  ageMs @7 :UInt64;       # since the first local rank submitted it
+  idleMs @8 :UInt64;      # since it last made progress
+  stalled @9 :Bool;       # idle for the stall threshold or longer
+  arrived @10 :UInt32;    # local ranks that submitted it
+  localRanks @11 :UInt32;
+  missingRanks @12 :List(OpRank);  # local ranks that have not submitted it
+  waitingNodes @13 :List(Text);    # peer nodes whose data for it has not all come
+  slicesDone @14 :UInt64;
+  slices @15 :UInt64;
+  waitingFor @16 :Text;   # the above as a sentence
+}
+
+struct FinishedOp {
+  comm @0 :Text;
+  job @1 :Text;
+  collective @2 :Text;
+  seq @3 :UInt64;
+  bytes @4 :UInt64;
+  algorithm @5 :Text;
+  status @6 :Text;        # "ok" or the error's name
+  endUnixMs @7 :Int64;
+  arrivalSpreadUs @8 :UInt64;  # first to last local rank submitting it
+  runUs @9 :UInt64;            # last submission to completion
+  lastRank @10 :Int32;         # the local rank that submitted last
+}
+
+struct OpsReply {
+  node @0 :Text;
+  stallMs @1 :UInt32;
+  inflight @2 :List(InflightOp);
+  finished @3 :List(FinishedOp);  # newest last; empty with telemetry off
+}
+
+struct EventsReply {
+  lines @0 :List(Text);   # one JSON object each, oldest first
+  nextAfter @1 :UInt64;   # pass as `after` to continue
+  missed @2 :UInt64;      # events no longer kept in memory (see the event file)
+}
+
 struct DaemonMessage {
   requestId @0 :UInt32;
   union {
@@ -191,5 +252,7 @@ struct DaemonMessage {
     statusReply @5 :StatusReply;
     linksReply @6 :LinksReply;
     nicDrainReply @7 :NicDrainReply;
+    opsReply @8 :OpsReply;
+    eventsReply @9 :EventsReply;
   }
 }

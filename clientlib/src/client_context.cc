@@ -87,6 +87,8 @@ ClientContext::ClientContext() {
   hello.setRole(control::Role::RANK);
   hello.setPoolBytes(pool_->size());
   hello.setProcessName(process_name());
+  // Groups this process's ops with its job's in the daemon's reports and metrics.
+  if (const char* job = std::getenv("PLEXUS_JOB"); job != nullptr) hello.setJobName(job);
   const int pool_fd = pool_->fd();
   Reply reply = control_->call(message, std::span<const int>(&pool_fd, 1));
   capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());

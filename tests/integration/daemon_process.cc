@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +24,16 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args) {
   dir_ = pattern;
   socket_path_ = dir_ + "/plexusd.sock";
   log_path_ = dir_ + "/plexusd.log";
+  events_path_ = dir_ + "/events.jsonl";
   std::vector<std::string> args = {PLEXUSD_PATH, "--socket", socket_path_, "--log-level", "debug"};
+  auto given = [&extra_args](const std::string& flag) {
+    return std::find(extra_args.begin(), extra_args.end(), flag) != extra_args.end();
+  };
+  // Many test daemons run at once: each serves metrics on a port of its own.
+  if (!given("--metrics") && !given("--metrics-listen")) {
+    args.insert(args.end(), {"--metrics-listen", "127.0.0.1:0"});
+  }
+  if (!given("--events-file")) args.insert(args.end(), {"--events-file", events_path_});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = ::fork();
   if (pid_ == 0) {

@@ -24,11 +24,14 @@ class DaemonProcess {
   void kill_now();
   // The daemon's log so far (stderr+stdout).
   std::string log() const;
+  // Where it appends events (--events-file), unless the test passed its own.
+  const std::string& events_path() const { return events_path_; }
 
  private:
   std::string dir_;
   std::string socket_path_;
   std::string log_path_;
+  std::string events_path_;
   pid_t pid_ = -1;
   int exit_status_ = -1;
 };

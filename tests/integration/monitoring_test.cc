@@ -1,0 +1,198 @@
+// Monitoring against a real plexusd through plexusctl: a rank that never submits its
+// collective is named (rank, pid, node) by plexusctl ops --stuck and by an event within
+// 2 s; events follow; every command says clearly when no daemon runs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/integration/command_output.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/rank_processes.h"
+#include "tests/integration/test_data.h"
+
+namespace plexus::test {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+CommandOutput plexusctl(const std::string& socket, std::vector<std::string> args) {
+  std::vector<std::string> argv = {PLEXUSCTL_PATH, "--socket", socket};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+std::string describe(const char* call, plexus_result_t r) {
+  return std::string(call) + ": " + plexus_result_string(r) + ": " + plexus_get_last_error();
+}
+
+// Each rank allreduces 1024 floats once; `late_rank` first sleeps `late` (after init).
+RankBody allreduce_with_late_rank(int late_rank, std::chrono::milliseconds late) {
+  return [=](int rank, int n, const plexus_unique_id_t& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    float* buf;
+    if (auto r = plexus_alloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float))) {
+      return describe("alloc", r);
+    }
+    fill_input(buf, PLEXUS_FLOAT32, PLEXUS_SUM, rank, 1024);
+    if (rank == late_rank) std::this_thread::sleep_for(late);
+    if (auto r = plexus_allreduce(buf, buf, 1024, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
+      return describe("allreduce", r);
+    }
+    std::string error = compare(buf, PLEXUS_FLOAT32, 1024, [&](size_t j) {
+      return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j);
+    });
+    plexus_comm_destroy(comm);
+    return error;
+  };
+}
+
+std::vector<json> event_lines(const std::string& text) {
+  std::vector<json> events;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) events.push_back(json::parse(line));
+  }
+  return events;
+}
+
+TEST(MonitoringTest, RankThatNeverSubmitsIsNamedByOpsStuckAndAnEventWithinTwoSeconds) {
+  DaemonProcess daemon({"--node-name", "node-a", "--stall-ms", "1000"});
+  const std::string socket = daemon.socket_path();
+  json stuck;
+  std::chrono::milliseconds found_after{-1};
+  std::vector<pid_t> rank_pids;
+  auto results = run_ranks(
+      socket, 3, allreduce_with_late_rank(2, std::chrono::milliseconds(4500)),
+      std::chrono::seconds(60), [&](const std::vector<pid_t>& pids) {
+        rank_pids = pids;
+        // The clock starts at the fork, before the ranks have even joined: a bound on how
+        // long the stall took to be named from when ranks 0 and 1 submitted.
+        const auto start = Clock::now();
+        while (Clock::now() - start < std::chrono::milliseconds(3000)) {
+          CommandOutput out = plexusctl(socket, {"ops", "--stuck", "--json"});
+          ASSERT_EQ(out.exit_code, 0) << out.err;
+          json ops = json::parse(out.out);
+          if (!ops["inflight"].empty()) {
+            stuck = ops;
+            found_after =
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        ASSERT_FALSE(stuck.is_null()) << "plexusctl ops --stuck named nothing within 3 s";
+        const std::string who = "rank 2 (pid " + std::to_string(pids[2]) + ") on node node-a";
+        // The table says the same.
+        CommandOutput table = plexusctl(socket, {"ops", "--stuck"});
+        EXPECT_EQ(table.exit_code, 0) << table.err;
+        EXPECT_THAT(table.out, HasSubstr(who));
+        EXPECT_THAT(table.out, HasSubstr("STALLED"));
+        EXPECT_THAT(table.out, HasSubstr("allreduce"));
+        // So does an event, in plexusctl events and in the event file.
+        CommandOutput events = plexusctl(socket, {"events", "--json"});
+        EXPECT_EQ(events.exit_code, 0) << events.err;
+        bool named = false;
+        for (const json& e : event_lines(events.out)) {
+          if (e["kind"] != "op_stalled") continue;
+          named = e["message"].get<std::string>().find(who) != std::string::npos &&
+                  e["evidence"]["missing_ranks"][0]["pid"] == pids[2] && e["node"] == "node-a";
+        }
+        EXPECT_TRUE(named) << "no op_stalled event names " << who << ":\n" << events.out;
+        std::ifstream file(daemon.events_path());
+        std::stringstream text;
+        text << file.rdbuf();
+        EXPECT_THAT(text.str(), HasSubstr("\"kind\":\"op_stalled\""));
+        EXPECT_THAT(text.str(), HasSubstr(who));
+        CommandOutput table_events = plexusctl(socket, {"events"});
+        EXPECT_THAT(table_events.out, HasSubstr("op_stalled"));
+        EXPECT_THAT(table_events.out, HasSubstr(who));
+      });
+  EXPECT_EQ(failures(results), "");
+  ASSERT_FALSE(stuck.is_null());
+  std::printf("plexusctl ops --stuck named the rank %lld ms after the ranks were forked\n",
+              static_cast<long long>(found_after.count()));
+  EXPECT_LE(found_after.count(), 2000) << "named after " << found_after.count() << " ms";
+  ASSERT_EQ(stuck["inflight"].size(), 1u) << stuck.dump(2);
+  const json& op = stuck["inflight"][0];
+  EXPECT_EQ(op["collective"], "allreduce");
+  EXPECT_EQ(op["bytes"], 4096);
+  EXPECT_EQ(op["state"], "waiting for ranks");
+  EXPECT_EQ(op["arrived"], 2);
+  EXPECT_EQ(op["local_ranks"], 3);
+  EXPECT_GE(op["idle_ms"].get<uint64_t>(), 1000u);
+  ASSERT_EQ(op["missing_ranks"].size(), 1u);
+  EXPECT_EQ(op["missing_ranks"][0]["rank"], 2);
+  EXPECT_EQ(op["missing_ranks"][0]["pid"], rank_pids[2]);
+  EXPECT_EQ(op["missing_ranks"][0]["node"], "node-a");
+
+  // Once rank 2 came, nothing is in flight, and the finished op shows who was late.
+  CommandOutput after = plexusctl(socket, {"ops", "--json"});
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  json ops = json::parse(after.out);
+  EXPECT_TRUE(ops["inflight"].empty()) << ops.dump(2);
+  ASSERT_FALSE(ops["finished"].empty());
+  const json& done = ops["finished"].back();
+  EXPECT_EQ(done["status"], "ok");
+  EXPECT_EQ(done["last_rank"], 2);
+  EXPECT_GE(done["arrival_spread_us"].get<uint64_t>(), 4000000u);
+}
+
+TEST(MonitoringTest, EventsFollowPrintsEventsAsTheyHappen) {
+  DaemonProcess daemon({"--stall-ms", "200"});
+  CommandOutput followed;
+  std::thread follower([&] {
+    followed = plexusctl(daemon.socket_path(),
+                         {"events", "--follow", "--for", "4", "--last", "0", "--json"});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it is following by now
+  auto results = run_ranks(daemon.socket_path(), 2,
+                           allreduce_with_late_rank(1, std::chrono::milliseconds(800)));
+  follower.join();
+  EXPECT_EQ(failures(results), "");
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  size_t stalls = 0;
+  for (const json& e : event_lines(followed.out)) stalls += e["kind"] == "op_stalled" ? 1 : 0;
+  EXPECT_EQ(stalls, 1u) << followed.out;
+}
+
+TEST(MonitoringTest, EveryCommandSaysClearlyThatNoDaemonRuns) {
+  const std::string socket = "/tmp/plexus-no-daemon-here/plexusd.sock";
+  for (std::vector<std::string> args : {std::vector<std::string>{"status"},
+                                        {"comms"},
+                                        {"paths"},
+                                        {"nics"},
+                                        {"ops"},
+                                        {"ops", "--stuck", "--json"},
+                                        {"events"},
+                                        {"events", "--follow", "--for", "1"},
+                                        {"nic", "drain", "eth0"}}) {
+    CommandOutput out = plexusctl(socket, args);
+    EXPECT_EQ(out.exit_code, 2) << args[0] << ": " << out.err;
+    EXPECT_THAT(out.err, HasSubstr(socket)) << args[0];
+    EXPECT_EQ(out.out, "") << args[0];
+  }
+}
+
+TEST(MonitoringTest, OpsOnAnIdleDaemonSaysNothingIsInFlight) {
+  DaemonProcess daemon({"--node-name", "node-b"});
+  CommandOutput table = plexusctl(daemon.socket_path(), {"ops", "--finished"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("node node-b: 0 collective(s) in flight"));
+  EXPECT_THAT(table.out, HasSubstr("no finished collectives recorded"));
+  CommandOutput js = plexusctl(daemon.socket_path(), {"ops", "--json"});
+  json ops = json::parse(js.out);
+  EXPECT_EQ(ops["node"], "node-b");
+  EXPECT_EQ(ops["stall_ms"], 1000);
+  EXPECT_TRUE(ops["inflight"].empty());
+}
+
+}  // namespace
+}  // namespace plexus::test

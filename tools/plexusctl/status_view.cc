@@ -1,0 +1,104 @@
+#include "tools/plexusctl/status_view.h"
+
+#include <cstdio>
+
+#include "tools/plexusctl/format.h"
+
+namespace plexus::ctl {
+
+namespace control = shm::control;
+
+json status_to_json(control::StatusReply::Reader status) {
+  json out;
+  out["version"] = status.getVersion().cStr();
+  out["pid"] = status.getPid();
+  out["uptime_ms"] = status.getUptimeMs();
+  out["socket"] = status.getSocketPath().cStr();
+  out["workers"] = status.getWorkers();
+  out["reduce_isa"] = status.getReduceIsa().cStr();
+  out["ops_completed"] = status.getOpsCompleted();
+  out["bad_entries"] = status.getBadEntries();
+  out["bad_messages"] = status.getBadMessages();
+  out["sessions"] = json::array();
+  for (auto s : status.getSessions()) {
+    out["sessions"].push_back({{"id", s.getId()},
+                               {"pid", s.getPid()},
+                               {"uid", s.getUid()},
+                               {"role", s.getRole() == control::Role::RANK ? "rank" : "admin"},
+                               {"process", s.getProcessName().cStr()},
+                               {"pool_bytes", s.getPoolBytes()},
+                               {"comms", s.getComms()},
+                               {"ops_submitted", s.getOpsSubmitted()},
+                               {"bad_entries", s.getBadEntries()}});
+  }
+  out["comms"] = json::array();
+  for (auto c : status.getComms()) {
+    json ranks = json::array();
+    for (auto r : c.getRanks()) {
+      ranks.push_back({{"rank", r.getRank()}, {"pid", r.getPid()}, {"session", r.getSessionId()}});
+    }
+    out["comms"].push_back({{"id", c.getTokenPrefix().cStr()},
+                            {"nranks", c.getNranks()},
+                            {"state", c.getState().cStr()},
+                            {"broken_reason", c.getBrokenReason().cStr()},
+                            {"ops_completed", c.getOpsCompleted()},
+                            {"bytes_moved", c.getBytesMoved()},
+                            {"ranks", ranks}});
+  }
+  return out;
+}
+
+void print_status(const json& s) {
+  const uint64_t up_s = s["uptime_ms"].get<uint64_t>() / 1000;
+  size_t ranks = 0;
+  for (const auto& session : s["sessions"]) ranks += session["role"] == "rank" ? 1 : 0;
+  std::printf("plexusd %s  pid %u  up %llus  socket %s\n", s["version"].get<std::string>().c_str(),
+              s["pid"].get<unsigned>(), static_cast<unsigned long long>(up_s),
+              s["socket"].get<std::string>().c_str());
+  std::printf("workers %u (+ engine thread), reduce kernels %s\n", s["workers"].get<unsigned>(),
+              s["reduce_isa"].get<std::string>().c_str());
+  std::printf(
+      "rank sessions %zu, communicators %zu, ops completed %llu, bad ring entries %llu, "
+      "bad control messages %llu\n",
+      ranks, s["comms"].size(), static_cast<unsigned long long>(s["ops_completed"].get<uint64_t>()),
+      static_cast<unsigned long long>(s["bad_entries"].get<uint64_t>()),
+      static_cast<unsigned long long>(s["bad_messages"].get<uint64_t>()));
+  if (ranks == 0) return;
+  std::printf("\n%-8s %-8s %-6s %-16s %10s %6s %12s %8s\n", "SESSION", "PID", "UID", "PROCESS",
+              "POOL", "COMMS", "OPS", "BAD");
+  for (const auto& x : s["sessions"]) {
+    if (x["role"] != "rank") continue;
+    std::printf("%-8llu %-8d %-6u %-16s %10s %6u %12llu %8llu\n",
+                static_cast<unsigned long long>(x["id"].get<uint64_t>()), x["pid"].get<int>(),
+                x["uid"].get<unsigned>(), x["process"].get<std::string>().c_str(),
+                human_bytes(x["pool_bytes"].get<uint64_t>()).c_str(), x["comms"].get<unsigned>(),
+                static_cast<unsigned long long>(x["ops_submitted"].get<uint64_t>()),
+                static_cast<unsigned long long>(x["bad_entries"].get<uint64_t>()));
+  }
+}
+
+void print_comms(const json& s) {
+  if (s["comms"].empty()) {
+    std::printf("no communicators\n");
+    return;
+  }
+  std::printf("%-10s %6s %-7s %12s %12s  %s\n", "COMM", "RANKS", "STATE", "OPS", "MOVED",
+              "RANK:PID");
+  for (const auto& c : s["comms"]) {
+    std::string members;
+    for (const auto& r : c["ranks"]) {
+      if (!members.empty()) members += " ";
+      members +=
+          std::to_string(r["rank"].get<unsigned>()) + ":" + std::to_string(r["pid"].get<int>());
+    }
+    std::printf("%-10s %6u %-7s %12llu %12s  %s\n", c["id"].get<std::string>().c_str(),
+                c["nranks"].get<unsigned>(), c["state"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(c["ops_completed"].get<uint64_t>()),
+                human_bytes(c["bytes_moved"].get<uint64_t>()).c_str(), members.c_str());
+    if (c["state"] == "broken") {
+      std::printf("           reason: %s\n", c["broken_reason"].get<std::string>().c_str());
+    }
+  }
+}
+
+}  // namespace plexus::ctl
