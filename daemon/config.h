@@ -56,7 +56,7 @@ struct Config {
   std::string events_file;       // events appended here as JSON lines; empty: memory only
   uint32_t stall_ms = 1000;      // a collective with no progress this long is reported
   uint32_t rank_skew_ms = 10;    // a rank this late, op after op, is reported
-  double slow_path_ratio = 0.5;  // a path sending under this share of its peers' median
+  double slow_path_ratio = 0.1;  // a path under this share of its siblings' median
 
   // The Prometheus exporter: "on" or "off", and where it serves /metrics.
   std::string metrics = "on";

@@ -95,6 +95,13 @@ void ControlServer::start() {
   uv_async_init(&loop_, &wakeup_,
                 [](uv_async_t* h) { static_cast<ControlServer*>(h->loop->data)->run_posted(); });
   uv_timer_init(&loop_, &rendezvous_timer_);
+  uv_timer_init(&loop_, &path_watch_timer_);
+  if (peers_ && config_.telemetry == "on") {
+    uv_timer_start(
+        &path_watch_timer_,
+        [](uv_timer_t* h) { static_cast<ControlServer*>(h->loop->data)->check_slow_paths(); },
+        kPathWatchIntervalMs, kPathWatchIntervalMs);
+  }
   uv_poll_init(&loop_, &listen_poll_, listen_fd_);
   uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
     static_cast<ControlServer*>(h->loop->data)->on_listen_readable();
@@ -145,6 +152,7 @@ void ControlServer::run_posted() {
   uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&rendezvous_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&path_watch_timer_), nullptr);
   ::close(listen_fd_);
   listen_fd_ = -1;
 }

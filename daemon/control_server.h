@@ -78,6 +78,8 @@ class ControlServer {
   void send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report);
   void handle_events(Connection& connection, uint32_t request_id,
                      shm::control::EventsRequest::Reader request);
+  // The slow-path rule over every path's last second of windows (control_server_monitor.cc).
+  void check_slow_paths();
   // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
   static std::string operstate(const std::string& nic);
   void send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
@@ -132,6 +134,13 @@ class ControlServer {
   uv_poll_t listen_poll_{};
   uv_async_t wakeup_{};
   uv_timer_t rendezvous_timer_{};
+  uv_timer_t path_watch_timer_{};  // the slow-path rule, with telemetry on
+  static constexpr uint64_t kPathWatchIntervalMs = 250;
+  // The slow-path rule looks at the last kSlowPathSpan of each path's windows.
+  static constexpr std::chrono::milliseconds kSlowPathSpan{1000};
+  static constexpr int kSlowPathConfirmations = 3;
+  std::map<std::string, int> slow_path_streaks_;  // by path: looks in a row found slow
+  std::set<std::string> slow_paths_reported_;     // and not yet seen back at par
   int listen_fd_ = -1;
   std::thread thread_;
   bool running_ = false;

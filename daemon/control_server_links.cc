@@ -78,6 +78,10 @@ void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
       paths[p].setBytesSent(path.bytes_sent);
       paths[p].setBytesReceived(path.bytes_received);
       paths[p].setRateBytesPerS(path.rate_bytes_per_s);
+      paths[p].setDeliveryBytesPerS(path.delivery_bytes_per_s);
+      paths[p].setDeliveryAppLimited(path.delivery_app_limited);
+      paths[p].setRttUs(path.rtt_us);
+      paths[p].setKernelUnsentBytes(path.kernel_unsent_bytes);
       if (path.windows) {
         paths[p].setHasRecent(true);
         fill_recent(paths[p].initRecent(), *path.windows, now);

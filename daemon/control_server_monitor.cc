@@ -1,11 +1,16 @@
 // plexusctl ops and events: the engine's ops report (built on the engine thread, sent from
 // this one) and pages of the event log.
+#include <spdlog/spdlog.h>
+
 #include "daemon/control_server.h"
+#include "monitor/slow_paths.h"
+#include "monitor/window_summary.h"
 
 namespace plexus::daemon {
 namespace {
 
 namespace control = shm::control;
+using monitor::PathTraffic;
 
 constexpr uint32_t kMaxEventsPerReply = 512;
 
@@ -77,6 +82,73 @@ void ControlServer::send_ops(uint64_t session_id, uint32_t request_id, const Ops
     out.setLastRank(op.last_rank);
   }
   send_message(*connection, reply);
+}
+
+void ControlServer::check_slow_paths() {
+  const auto now = monitor::WindowRing::Clock::now();
+  struct Judged {
+    std::string key, peer, nic, remote;
+    uint64_t bytes_out = 0;  // over the span: evidence
+  };
+  std::vector<Judged> paths;
+  std::vector<PathTraffic> traffic;
+  size_t group = 0;
+  for (const NodeLinks::PeerInfo& peer : engine_.peer_links()) {
+    for (const NodeLinks::PathInfo& path : peer.paths) {
+      // A standby backup or a drained path carries nothing by design.
+      if (!path.windows || path.state == "standby" || path.state == "drained") continue;
+      const monitor::WindowSummary s = monitor::summarize_recent(*path.windows, now, kSlowPathSpan);
+      paths.push_back({peer.name + "|" + path.nic + "|" + path.remote, peer.name, path.nic,
+                       path.remote, s.bytes_out});
+      traffic.push_back({group, path.delivery_bytes_per_s, path.delivery_app_limited,
+                         s.sending_windows, path.kernel_unsent_bytes});
+    }
+    ++group;
+  }
+  const std::vector<monitor::PathVerdict> verdicts =
+      monitor::judge_paths(traffic, monitor::SlowPathRule{1, config_.slow_path_ratio});
+  std::map<std::string, int> streaks;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const Judged& p = paths[i];
+    const monitor::PathVerdict& v = verdicts[i];
+    const int before = slow_path_streaks_.count(p.key) > 0 ? slow_path_streaks_[p.key] : 0;
+    if (v.kind == monitor::PathVerdict::kAtPar) {
+      slow_paths_reported_.erase(p.key);  // reported again if it slows down again
+      continue;
+    }
+    // Slow in consecutive looks: one low sample (a receiver descheduled for a moment) is not
+    // a slow path.
+    if (v.kind != monitor::PathVerdict::kSlow) continue;
+    const int streak = streaks[p.key] = before + 1;
+    if (streak < kSlowPathConfirmations || !slow_paths_reported_.insert(p.key).second) {
+      continue;
+    }
+    const PathTraffic& t = traffic[i];
+    const double ratio = t.rate_bytes_per_s / v.siblings_median_rate;
+    const double seconds = std::chrono::duration<double>(kSlowPathSpan).count();
+    engine_.events().emit(
+        "slow_path", "warning",
+        fmt::format("the path over NIC {} to node {} ({}) delivers {:.1f} MB/s, {:.3f} of the "
+                    "median of its {} sibling path(s) to that node ({:.1f} MB/s); it sent "
+                    "{:.1f} MB in the last {:.1f} s and has {:.1f} MB queued",
+                    p.nic, p.peer, p.remote, t.rate_bytes_per_s / 1e6, ratio, v.siblings,
+                    v.siblings_median_rate / 1e6, static_cast<double>(p.bytes_out) / 1e6, seconds,
+                    static_cast<double>(t.unsent_bytes) / 1e6),
+        {{"nic", p.nic},
+         {"peer", p.peer},
+         {"remote", p.remote},
+         {"delivery_bytes_per_s", t.rate_bytes_per_s},
+         {"siblings_median_delivery_bytes_per_s", v.siblings_median_rate},
+         {"ratio", ratio},
+         {"threshold_ratio", config_.slow_path_ratio},
+         {"bytes_out", p.bytes_out},
+         {"busy_windows", t.busy_windows},
+         {"kernel_unsent_bytes", t.unsent_bytes},
+         {"siblings", v.siblings},
+         {"span_s", seconds},
+         {"confirmations", streak}});
+  }
+  slow_path_streaks_ = std::move(streaks);
 }
 
 void ControlServer::handle_events(Connection& connection, uint32_t request_id,

@@ -106,9 +106,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 600000u));
   app.add_option("--slow-path-ratio", config.slow_path_ratio,
-                 "A path to a peer daemon is reported as slow when its sending rate (over the "
-                 "telemetry windows it sent in: 50 or more in the last second) is under this "
-                 "share of the median of this node's other such paths")
+                 "A path to a peer daemon is reported as slow (with --telemetry on) when, in "
+                 "three looks in a row (250 ms apart), its throughput (the "
+                 "kernel's delivery rate) is under this share of the median of its busy sibling "
+                 "paths to the same peer (one per rail; busy: sent in the last second, or has "
+                 "bytes queued)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 0.99));
   app.add_option("--metrics", config.metrics,

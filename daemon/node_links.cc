@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "daemon/peer_server.h"
+#include "transports/tcp/tcp_delivery.h"
 
 namespace plexus::daemon {
 
@@ -604,6 +605,12 @@ void NodeLinks::publish_snapshot() {
       p.bytes_sent = path->conn->bytes_sent();
       p.bytes_received = path->conn->bytes_received();
       p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
+      if (const auto delivery = transports::tcp_delivery(path->conn->fd())) {
+        p.delivery_bytes_per_s = delivery->rate_bytes_per_s;
+        p.delivery_app_limited = delivery->app_limited;
+        p.rtt_us = delivery->rtt_us;
+        p.kernel_unsent_bytes = delivery->unsent_bytes;
+      }
       p.windows = path->windows;
       info.paths.push_back(std::move(p));
     }

@@ -63,6 +63,11 @@ class NodeLinks {
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     double rate_bytes_per_s = 0;  // measured while busy; 0 until then
+    // The kernel's latest delivery-rate sample and RTT (transports/tcp/tcp_delivery.h).
+    double delivery_bytes_per_s = 0;
+    bool delivery_app_limited = false;
+    double rtt_us = 0;
+    uint64_t kernel_unsent_bytes = 0;  // queued in its socket, not yet sent
     // Its windowed telemetry (null when off): data bytes and chunks each way, resent bytes,
     // failures, and the time from a chunk's send to its acknowledgement.
     std::shared_ptr<const monitor::WindowRing> windows;

@@ -11,27 +11,31 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+bool measured(const PathTraffic& path, const SlowPathRule& rule) {
+  return (path.busy_windows >= rule.min_busy_windows || path.unsent_bytes > 0) &&
+         path.rate_bytes_per_s > 0;
+}
+
 }  // namespace
 
-std::vector<SlowPath> find_slow_paths(std::span<const PathSendingRate> paths,
-                                      const SlowPathRule& rule) {
-  std::vector<SlowPath> slow;
+std::vector<PathVerdict> judge_paths(std::span<const PathTraffic> paths, const SlowPathRule& rule) {
+  std::vector<PathVerdict> verdicts(paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
-    if (paths[i].sending_windows < rule.min_sending_windows) continue;
-    std::vector<double> peers;
+    if (!measured(paths[i], rule) || paths[i].app_limited) continue;
+    std::vector<double> rates;
     for (size_t j = 0; j < paths.size(); ++j) {
-      if (j != i && paths[j].sending_windows >= rule.min_sending_windows) {
-        peers.push_back(paths[j].bytes_per_s);
+      if (j != i && paths[j].group == paths[i].group && measured(paths[j], rule)) {
+        rates.push_back(paths[j].rate_bytes_per_s);
       }
     }
-    if (peers.empty()) continue;
-    const size_t peer_count = peers.size();
-    const double peers_median = median(std::move(peers));
-    if (paths[i].bytes_per_s < rule.ratio * peers_median) {
-      slow.push_back({i, paths[i].bytes_per_s, peers_median, peer_count});
-    }
+    if (rates.empty()) continue;
+    PathVerdict& v = verdicts[i];
+    v.siblings = rates.size();
+    v.siblings_median_rate = median(std::move(rates));
+    v.kind = paths[i].rate_bytes_per_s < rule.ratio * v.siblings_median_rate ? PathVerdict::kSlow
+                                                                             : PathVerdict::kAtPar;
   }
-  return slow;
+  return verdicts;
 }
 
 }  // namespace plexus::monitor

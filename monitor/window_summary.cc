@@ -26,12 +26,6 @@ WindowSummary summarize(std::span<const WindowRing::Window> windows,
         std::chrono::duration<double>(width).count() * static_cast<double>(s.busy_windows);
     s.busy_out_bytes_per_s = static_cast<double>(busy_bytes_out) / seconds;
   }
-  if (s.sending_windows > 0) {
-    // Bytes out only come with chunks out, so busy_bytes_out is what the sending windows sent.
-    const double seconds =
-        std::chrono::duration<double>(width).count() * static_cast<double>(s.sending_windows);
-    s.sending_bytes_per_s = static_cast<double>(busy_bytes_out) / seconds;
-  }
   for (uint64_t c : merged) s.latency.count += c;
   s.latency.max_us = static_cast<double>(max_ns) / 1000.0;
   s.latency.p50_us = latency_quantile_us(merged, 0.50, s.latency.max_us);

@@ -17,10 +17,7 @@ struct WindowSummary : TrafficCounts {
   // Bytes sent per second of busy windows: the rate while there was traffic, which idle
   // gaps between collectives do not dilute.
   double busy_out_bytes_per_s = 0;
-  // Windows a data chunk was sent in, and bytes sent per second of those: the sending rate
-  // the slow-path rule compares (monitor/slow_paths.h).
-  size_t sending_windows = 0;
-  double sending_bytes_per_s = 0;
+  size_t sending_windows = 0;  // with a data chunk sent (monitor/slow_paths.h)
   LatencySummary latency;
 };
 

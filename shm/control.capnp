@@ -145,6 +145,10 @@ struct PathInfo {
   rateBytesPerS @6 :Float64;
   hasRecent @7 :Bool;
   recent @8 :WindowStats;
+  deliveryBytesPerS @9 :Float64;  # the kernel's latest delivery-rate sample (TCP_INFO)
+  deliveryAppLimited @10 :Bool;   # that sample had too little data queued to say much
+  rttUs @11 :Float64;
+  kernelUnsentBytes @12 :UInt64;  # queued in its socket, not yet sent
 }
 
 struct NicInfo {

@@ -80,58 +80,70 @@ TEST(RankSkewTest, JitterAndRotatingStragglersAreNotSkew) {
   }
 }
 
-// Sending windows of a path: `sends` windows each sending `bytes_per_window`, recorded
-// into a real ring and summarized as the daemon's monitor does.
-PathSendingRate rate_from_windows(size_t sends, uint64_t bytes_per_window) {
+// A path over a span as the daemon's monitor sees it: the kernel's delivery rate, and
+// `sends` windows each sending two chunks (every other window idle) recorded into a real
+// ring and summarized for its busy windows.
+PathTraffic traffic(size_t group, double rate, size_t sends, bool app_limited = false,
+                    uint64_t unsent = 0) {
   const auto width = 1ms;
   WindowRing ring(width, 2000);
   for (size_t w = 0; w < sends; ++w) {
-    // Two chunks per window; every other window idle (gaps must not count against it).
     const auto start = Clock::time_point(width * static_cast<int64_t>(2 * w + 1));
-    ring.sent(start, bytes_per_window / 2);
-    ring.sent(start + 100us, bytes_per_window - bytes_per_window / 2);
+    ring.sent(start, 1000);
+    ring.sent(start + 100us, 1000);
   }
   const auto now = Clock::time_point(width * static_cast<int64_t>(2 * sends + 2));
   const WindowSummary s = summarize(ring.recent(now, 1999), width);
-  return {s.sending_bytes_per_s, s.sending_windows};
+  return {group, rate, app_limited, s.sending_windows, unsent};
 }
 
-TEST(SlowPathsTest, SendingRateCountsOnlyWindowsThatSent) {
-  const PathSendingRate r = rate_from_windows(100, 125000);
-  EXPECT_EQ(r.sending_windows, 100u);
-  EXPECT_DOUBLE_EQ(r.bytes_per_s, 125000.0 / 0.001);  // 125 MB/s, not half that
+std::vector<PathVerdict::Kind> kinds(const std::vector<PathTraffic>& paths, SlowPathRule rule) {
+  std::vector<PathVerdict::Kind> out;
+  for (const PathVerdict& v : judge_paths(paths, rule)) out.push_back(v.kind);
+  return out;
 }
 
-TEST(SlowPathsTest, APathFarBelowItsPeersMedianIsSlow) {
-  std::vector<PathSendingRate> paths = {rate_from_windows(200, 125000),
-                                        rate_from_windows(180, 120000),
-                                        rate_from_windows(150, 12500),  // a tenth
-                                        rate_from_windows(210, 118000)};
-  const auto slow = find_slow_paths(paths, SlowPathRule{50, 0.5});
-  ASSERT_EQ(slow.size(), 1u);
-  EXPECT_EQ(slow[0].index, 2u);
-  EXPECT_EQ(slow[0].peers, 3u);
-  EXPECT_DOUBLE_EQ(slow[0].peers_median_bytes_per_s, 120000.0 / 0.001);
-  EXPECT_DOUBLE_EQ(slow[0].bytes_per_s, 12500.0 / 0.001);
+using K = PathVerdict::Kind;
+constexpr SlowPathRule kRule{1, 0.3};
+
+TEST(SlowPathsTest, BusyWindowsAreTheWindowsThatSent) {
+  const PathTraffic t = traffic(3, 1e9, 100);
+  EXPECT_EQ(t.group, 3u);
+  EXPECT_EQ(t.busy_windows, 100u);
 }
 
-TEST(SlowPathsTest, TooFewWindowsOrNoPeersOrAMildDipIsNotSlow) {
-  // The slow one sent in too few windows to judge.
-  std::vector<PathSendingRate> few = {rate_from_windows(200, 125000), rate_from_windows(20, 1000)};
-  EXPECT_TRUE(find_slow_paths(few, SlowPathRule{50, 0.5}).empty());
-  // Alone: nothing to compare with.
-  std::vector<PathSendingRate> alone = {rate_from_windows(200, 1000)};
-  EXPECT_TRUE(find_slow_paths(alone, SlowPathRule{50, 0.5}).empty());
-  // 60% of the median is under par, not slow at ratio 0.5.
-  std::vector<PathSendingRate> dip = {rate_from_windows(200, 100000),
-                                      rate_from_windows(200, 60000)};
-  EXPECT_TRUE(find_slow_paths(dip, SlowPathRule{50, 0.5}).empty());
-  // With two paths the slower is judged against the other alone.
-  std::vector<PathSendingRate> two = {rate_from_windows(200, 100000),
-                                      rate_from_windows(200, 40000)};
-  const auto slow = find_slow_paths(two, SlowPathRule{50, 0.5});
-  ASSERT_EQ(slow.size(), 1u);
-  EXPECT_EQ(slow[0].index, 1u);
+TEST(SlowPathsTest, APathFarBelowItsSiblingsMedianIsSlow) {
+  // Peer 0 over four rails, one delivering 2.4 MB/s (a 20 Mbit/s shaper) that sent in no
+  // window of the span but has bytes queued; peer 1 over two even rails.
+  std::vector<PathTraffic> paths = {
+      traffic(0, 1.0e9, 200), traffic(0, 0.9e9, 180, true), traffic(0, 2.4e6, 0, false, 900000),
+      traffic(0, 1.1e9, 210), traffic(1, 5e8, 100),         traffic(1, 4e8, 100)};
+  const auto verdicts = judge_paths(paths, kRule);
+  EXPECT_EQ(kinds(paths, kRule),
+            (std::vector<K>{K::kAtPar, K::kUnjudged, K::kSlow, K::kAtPar, K::kAtPar, K::kAtPar}));
+  EXPECT_EQ(verdicts[2].siblings, 3u);
+  EXPECT_DOUBLE_EQ(verdicts[2].siblings_median_rate, 1.0e9);
+}
+
+TEST(SlowPathsTest, IdleUnmeasuredAppLimitedApartOrAMildDipIsNotSlow) {
+  // Idle (no window, nothing queued), or no rate yet: unjudged, and no sibling to the other.
+  EXPECT_EQ(kinds({traffic(0, 1e9, 200), traffic(0, 1e6, 0), traffic(0, 0, 200)}, kRule),
+            (std::vector<K>{K::kUnjudged, K::kUnjudged, K::kUnjudged}));
+  // A low sample taken with too little queued says nothing about the path.
+  EXPECT_EQ(kinds({traffic(0, 1e9, 200), traffic(0, 1e6, 200, true)}, kRule),
+            (std::vector<K>{K::kAtPar, K::kUnjudged}));
+  // Busy paths to different peers are not siblings, however different.
+  EXPECT_EQ(kinds({traffic(0, 1e9, 200), traffic(1, 1e6, 200)}, kRule),
+            (std::vector<K>{K::kUnjudged, K::kUnjudged}));
+  // 40% of the sibling is under par, not slow at ratio 0.3.
+  EXPECT_EQ(kinds({traffic(0, 1e9, 200), traffic(0, 4e8, 200)}, kRule),
+            (std::vector<K>{K::kAtPar, K::kAtPar}));
+  // Judged against an app-limited sibling's sample (a lower bound on it).
+  EXPECT_EQ(kinds({traffic(0, 1e9, 200, true), traffic(0, 2e8, 200)}, kRule),
+            (std::vector<K>{K::kUnjudged, K::kSlow}));
+  // Several busy windows required, when asked for.
+  EXPECT_EQ(kinds({traffic(0, 1e9, 200), traffic(0, 2e8, 3)}, SlowPathRule{12, 0.3}),
+            (std::vector<K>{K::kUnjudged, K::kUnjudged}));
 }
 
 TEST(EventLogTest, EventsAreNumberedJsonLinesKeptInMemoryAndAppendedToTheFile) {

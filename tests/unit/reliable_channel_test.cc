@@ -619,6 +619,34 @@ TEST(ReliableChannelTest, StripesInProportionToEachPathsMeasuredRate) {
               3.0, 0.6);
 }
 
+TEST(ReliableChannelTest, APathMeasuredSlowIsMeasuredAgainOnceItRecovers) {
+  std::mt19937 rng(11);
+  SimNetwork net;
+  net.add_link(96 << 10);
+  net.add_link(8 << 10);  // slow at first: measured at a twelfth of the other
+  for (int round = 0; round < 30; ++round) {
+    net.send_frames(0, 100, 32768, rng);
+    for (int i = 0; i < 10; ++i) net.step(rng);
+  }
+  ASSERT_TRUE(net.run_until_done(rng, 10000));
+  ASSERT_GT(net.channel(0).rate_estimate(net.link(1).id[0]), 0);
+  ASSERT_LT(net.channel(0).rate_estimate(net.link(1).id[0]),
+            net.channel(0).rate_estimate(net.link(0).id[0]) / 4);
+  // It recovers. A low estimate alone would keep it starved of the backlog it is measured
+  // with; after a second without a sample the estimate is forgotten and it gets a share.
+  net.link(1).bytes_per_step = 96 << 10;
+  const uint64_t before[2] = {net.link(0).carried[0], net.link(1).carried[0]};
+  for (int round = 0; round < 300; ++round) {
+    net.send_frames(0, 20, 32768, rng);
+    for (int i = 0; i < 10; ++i) net.step(rng);
+  }
+  ASSERT_TRUE(net.run_until_done(rng, 10000));
+  net.expect_exact();
+  const double fast = static_cast<double>(net.link(0).carried[0] - before[0]);
+  const double recovered = static_cast<double>(net.link(1).carried[0] - before[1]);
+  EXPECT_GT(recovered / (fast + recovered), 0.3) << "the recovered path stayed starved";
+}
+
 TEST(ReliableChannelTest, FramesWaitWhileNoPathIsLeftAndGoOnTheNextOne) {
   std::mt19937 rng(9);
   SimNetwork net;

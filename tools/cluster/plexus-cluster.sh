@@ -14,6 +14,7 @@
 #   plexus-cluster.sh run --name TAG --node I -- CMD...
 #   plexus-cluster.sh nic --name TAG --node I --nic R up|down    set node I's NIC R up/down
 #   plexus-cluster.sh cable --name TAG --node I --nic R up|down  its switch port: carrier
+#   plexus-cluster.sh shape --name TAG --node I --nic R --rate RATE|off  tbf on that NIC alone
 #   plexus-cluster.sh down --name TAG
 #
 # --spine routes between the rails as a spine would: the switch namespace forwards, with
@@ -34,7 +35,7 @@
 # n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -189,6 +190,16 @@ cluster_link() {  # what (nic|cable), tag, node, nic, up|down
   if [ "$to" = up ] && [ -n "$spine" ]; then spine_routes "$tag" "$node" "$r" "$nics"; fi
 }
 
+# A slow NIC: node I's NIC R sends at RATE (tc tbf), or unshaped again with "off".
+cluster_shape() {  # tag, node, nic, rate
+  local tag=$1 node=$2 r=$3 to=$4 ns
+  load_cluster "$tag" "$node"
+  [ "$r" -ge 0 ] && [ "$r" -lt "$nics" ] || die "NIC $r is not in 0..$((nics - 1))"
+  ns=$(ns_name "$tag" "n$node")
+  ip netns exec "$ns" tc qdisc del dev "nic$r" root 2>/dev/null || true
+  [ "$to" = off ] || ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$to" burst 256kb latency 50ms
+}
+
 cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 case "$cmd" in -h|--help) usage; exit 0 ;; esac
@@ -224,6 +235,9 @@ case "$cmd" in
   nic|cable) [ -n "$tag" ] && [ -n "$node" ] && [ -n "$nic" ] && [ -n "$to" ] ||
                die "$cmd needs --name, --node, --nic and up or down"
              cluster_link "$cmd" "$tag" "$node" "$nic" "$to" ;;
+  shape) [ -n "$tag" ] && [ -n "$node" ] && [ -n "$nic" ] && [ -n "$rate" ] ||
+           die "shape needs --name, --node, --nic and --rate RATE|off"
+         cluster_shape "$tag" "$node" "$nic" "$rate" ;;
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;

@@ -53,7 +53,11 @@ json links_to_json(control::LinksReply::Reader links) {
                 {"state", path.getState().cStr()},
                 {"bytes_sent", path.getBytesSent()},
                 {"bytes_received", path.getBytesReceived()},
-                {"rate_bytes_per_s", path.getRateBytesPerS()}};
+                {"rate_bytes_per_s", path.getRateBytesPerS()},
+                {"delivery_bytes_per_s", path.getDeliveryBytesPerS()},
+                {"delivery_app_limited", path.getDeliveryAppLimited()},
+                {"rtt_us", path.getRttUs()},
+                {"kernel_unsent_bytes", path.getKernelUnsentBytes()}};
       if (path.getHasRecent()) x["recent"] = recent_to_json(path.getRecent());
       paths.push_back(x);
     }

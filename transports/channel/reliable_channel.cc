@@ -11,6 +11,10 @@ namespace {
 constexpr uint64_t kControlToken = UINT64_MAX;
 // Rate samples span at least this long, over which the path had a backlog throughout.
 constexpr auto kRateSample = std::chrono::milliseconds(20);
+// A rate not measured again for this long is forgotten: a path once measured slow gets a
+// fair share again and is measured afresh, rather than being starved of the backlog that
+// would show it has recovered.
+constexpr auto kRateForgetAfter = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -351,6 +355,9 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       if (p.busy_since_sample && p.sent_bytes > 0) {
         const double sample = static_cast<double>(p.sent_bytes) / seconds;
         p.rate = p.rate > 0 ? 0.7 * p.rate + 0.3 * sample : sample;
+        p.rate_measured_at = now;
+      } else if (p.rate > 0 && now - p.rate_measured_at >= kRateForgetAfter) {
+        p.rate = 0;
       }
       p.sent_bytes = 0;
       p.sample_start = now;

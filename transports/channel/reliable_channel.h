@@ -146,6 +146,7 @@ class ReliableChannel {
     TimePoint sample_start;
     bool busy_since_sample = true;  // had unsent bytes at every tick since sample_start
     double rate = 0;                // bytes/s, 0 until measured
+    TimePoint rate_measured_at;     // the last sample
   };
 
   uint32_t pick_path(uint64_t bytes) const;

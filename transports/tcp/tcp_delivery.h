@@ -1,0 +1,23 @@
+// The kernel's view of a TCP connection's pace (TCP_INFO): its latest delivery-rate sample
+// (bytes the receiver acknowledged per second over the last round trip), whether the sender
+// had too little data queued for the sample to reflect the path, and the smoothed RTT.
+// Queued data behind a slow link (a shaped or degraded NIC) shows here at once, where
+// user-space counters only see a socket buffer taking bytes in bursts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace plexus::transports {
+
+struct TcpDelivery {
+  double rate_bytes_per_s = 0;
+  bool app_limited = false;
+  double rtt_us = 0;
+  uint64_t unsent_bytes = 0;  // queued in the socket, not yet sent
+};
+
+// Nothing when `fd` is not a TCP socket (or the kernel has no delivery rate).
+std::optional<TcpDelivery> tcp_delivery(int fd);
+
+}  // namespace plexus::transports
