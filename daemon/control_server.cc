@@ -505,6 +505,7 @@ void ControlServer::handle_status(Connection& connection, uint32_t request_id) {
   root.setRequestId(request_id);
   auto status = root.initStatusReply();
   status.setVersion(PLEXUS_VERSION_STRING);
+  status.setNodeName(config_.node_name);
   status.setPid(static_cast<uint32_t>(::getpid()));
   status.setUptimeMs(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                std::chrono::steady_clock::now() - started_at_)
@@ -529,8 +530,10 @@ void ControlServer::handle_status(Connection& connection, uint32_t request_id) {
     info.setComms(s.comm_count.load());
     info.setOpsSubmitted(s.ops_submitted.load());
     info.setBadEntries(s.bad_entries.load());
+    info.setJob(s.job);
     bad_entries += s.bad_entries.load();
   }
+  fill_jobs(status);
   status.setBadEntries(bad_entries);
   auto comms = status.initComms(static_cast<unsigned>(comms_.size()));
   for (size_t k = 0; k < comms_.size(); ++k) {

@@ -70,6 +70,7 @@ class ControlServer {
   void handle_comm_leave(Connection& connection, uint32_t request_id,
                          shm::control::CommLeave::Reader leave);
   void handle_status(Connection& connection, uint32_t request_id);
+  void fill_jobs(shm::control::StatusReply::Builder status);
   void handle_links(Connection& connection, uint32_t request_id);
   void handle_nic_drain(Connection& connection, uint32_t request_id,
                         shm::control::NicDrain::Reader request);

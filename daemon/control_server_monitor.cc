@@ -5,6 +5,7 @@
 #include "daemon/control_server.h"
 #include "monitor/slow_paths.h"
 #include "monitor/window_summary.h"
+#include "shm/entry_validation.h"
 
 namespace plexus::daemon {
 namespace {
@@ -149,6 +150,32 @@ void ControlServer::check_slow_paths() {
          {"confirmations", streak}});
   }
   slow_path_streaks_ = std::move(streaks);
+}
+
+void ControlServer::fill_jobs(control::StatusReply::Builder status) {
+  std::map<std::string, uint32_t> sessions;
+  for (const auto& session : this->sessions()) {
+    if (session->role == SessionRole::kRank) ++sessions[session->job];
+  }
+  const auto jobs = engine_.job_counters().all();
+  auto list = status.initJobs(static_cast<unsigned>(jobs.size()));
+  for (unsigned i = 0; i < list.size(); ++i) {
+    const JobCounters& job = *jobs[i];
+    auto out = list[i];
+    out.setName(job.job);
+    out.setSessions(sessions[job.job]);
+    out.setFailedCompletions(job.failed_completions.load(std::memory_order_relaxed));
+    std::vector<uint8_t> used;
+    for (uint8_t op = 1; op < kOpKinds; ++op) {
+      if (job.ops[op].load(std::memory_order_relaxed) > 0) used.push_back(op);
+    }
+    auto counts = out.initCollectives(static_cast<unsigned>(used.size()));
+    for (unsigned k = 0; k < counts.size(); ++k) {
+      counts[k].setCollective(shm::opcode_name(used[k]));
+      counts[k].setOps(job.ops[used[k]].load(std::memory_order_relaxed));
+      counts[k].setPayloadBytes(job.payload_bytes[used[k]].load(std::memory_order_relaxed));
+    }
+  }
 }
 
 void ControlServer::handle_events(Connection& connection, uint32_t request_id,

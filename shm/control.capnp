@@ -104,6 +104,21 @@ struct SessionInfo {
   comms @6 :UInt32;
   opsSubmitted @7 :UInt64;
   badEntries @8 :UInt64;
+  job @9 :Text;
+}
+
+struct CollectiveCount {
+  collective @0 :Text;
+  ops @1 :UInt64;
+  payloadBytes @2 :UInt64;
+}
+
+# A job's counters since the daemon started (they outlive its sessions).
+struct JobInfo {
+  name @0 :Text;
+  sessions @1 :UInt32;     # rank sessions connected now
+  collectives @2 :List(CollectiveCount);
+  failedCompletions @3 :UInt64;
 }
 
 struct StatusReply {
@@ -118,6 +133,8 @@ struct StatusReply {
   opsCompleted @8 :UInt64;
   badEntries @9 :UInt64;
   badMessages @10 :UInt64;
+  jobs @11 :List(JobInfo);
+  nodeName @12 :Text;
 }
 
 # The last second of a path's or NIC's telemetry windows (absent with telemetry off).

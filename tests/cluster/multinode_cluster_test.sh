@@ -109,7 +109,7 @@ next_name
   echo "strangers refused and logged:"; grep -h "refused" "$d/n0/plexusd.log" | head -2
   # A daemon on node 2 without the secret.
   ip netns exec "px$tag-n2" "'"$build"'/daemon/plexusd" --socket "$d/rogue.sock" \
-    --peer-listen 0.0.0.0:7356 --node-name rogue > "$d/rogue.log" 2>&1 &
+    --peer-listen 0.0.0.0:7356 --node-name rogue --metrics off > "$d/rogue.log" 2>&1 &
   rogue=$!
   for _ in $(seq 100); do [ -S "$d/rogue.sock" ] && break; sleep 0.02; done
   rm -f "$d/id"

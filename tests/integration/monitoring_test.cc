@@ -181,6 +181,46 @@ TEST(MonitoringTest, EveryCommandSaysClearlyThatNoDaemonRuns) {
   }
 }
 
+TEST(MonitoringTest, JobsAndTopShowWhatRan) {
+  DaemonProcess daemon({"--node-name", "node-t"});
+  ::setenv("PLEXUS_JOB", "train-x", 1);
+  auto results = run_ranks(daemon.socket_path(), 2,
+                           allreduce_with_late_rank(-1, std::chrono::milliseconds(0)));
+  ::unsetenv("PLEXUS_JOB");
+  ASSERT_EQ(failures(results), "");
+  CommandOutput jobs = plexusctl(daemon.socket_path(), {"jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_THAT(jobs.out, HasSubstr("train-x"));
+  EXPECT_THAT(jobs.out, HasSubstr("allreduce 1"));
+  json listed = json::parse(plexusctl(daemon.socket_path(), {"jobs", "--json"}).out);
+  ASSERT_EQ(listed.size(), 1u) << listed.dump(2);
+  EXPECT_EQ(listed[0]["name"], "train-x");
+  EXPECT_EQ(listed[0]["failed_completions"], 0);
+  EXPECT_EQ(listed[0]["collectives"][0]["collective"], "allreduce");
+  EXPECT_EQ(listed[0]["collectives"][0]["ops"], 1);
+  EXPECT_EQ(listed[0]["collectives"][0]["payload_bytes"], 4096);
+  // top: a fresh screen per refresh, then it stops after -n frames.
+  CommandOutput top = plexusctl(daemon.socket_path(), {"top", "-n", "2", "--interval", "0.2"});
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  size_t frames = 0;
+  for (size_t at = top.out.find("\033[H\033[2Jplexus top  node node-t"); at != std::string::npos;
+       at = top.out.find("\033[H\033[2Jplexus top  node node-t", at + 1)) {
+    ++frames;
+  }
+  EXPECT_EQ(frames, 2u) << top.out;
+  EXPECT_THAT(top.out, HasSubstr("train-x"));
+  EXPECT_THAT(top.out, HasSubstr("collective(s) in flight"));
+  CommandOutput top_json =
+      plexusctl(daemon.socket_path(), {"top", "-n", "2", "--interval", "0.1", "--json"});
+  const auto lines = event_lines(top_json.out);
+  ASSERT_EQ(lines.size(), 2u) << top_json.out;
+  for (const json& frame : lines) {
+    EXPECT_EQ(frame["status"]["node"], "node-t");
+    EXPECT_TRUE(frame["links"].contains("nic_info"));
+    EXPECT_TRUE(frame["ops"]["inflight"].is_array());
+  }
+}
+
 TEST(MonitoringTest, OpsOnAnIdleDaemonSaysNothingIsInFlight) {
   DaemonProcess daemon({"--node-name", "node-b"});
   CommandOutput table = plexusctl(daemon.socket_path(), {"ops", "--finished"});

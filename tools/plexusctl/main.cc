@@ -14,6 +14,7 @@
 #include "tools/plexusctl/links_view.h"
 #include "tools/plexusctl/ops_view.h"
 #include "tools/plexusctl/status_view.h"
+#include "tools/plexusctl/top_view.h"
 
 namespace {
 
@@ -68,6 +69,47 @@ void show_events(AdminClient& client, const EventsOptions& options, bool as_json
   }
 }
 
+struct TopOptions {
+  double interval_s = 1.0;
+  uint32_t iterations = 0;  // 0: until interrupted
+};
+
+// The three reports one frame of top needs.
+void fetch_top(AdminClient& client, json& status, json& links, json& ops) {
+  client.call([](control::ClientMessage::Builder m) { m.setStatus(); },
+              [&](control::DaemonMessage::Reader r) {
+                status = plexus::ctl::status_to_json(r.getStatusReply());
+              });
+  client.call([](control::ClientMessage::Builder m) { m.setLinks(); },
+              [&](control::DaemonMessage::Reader r) {
+                links = plexus::ctl::links_to_json(r.getLinksReply());
+              });
+  client.call(
+      [](control::ClientMessage::Builder m) { m.setOps(); },
+      [&](control::DaemonMessage::Reader r) { ops = plexus::ctl::ops_to_json(r.getOpsReply()); });
+}
+
+void show_top(AdminClient& client, const TopOptions& options, bool as_json) {
+  json previous;
+  auto previous_at = std::chrono::steady_clock::now();
+  for (uint32_t frame = 0; options.iterations == 0 || frame < options.iterations; ++frame) {
+    if (frame > 0) std::this_thread::sleep_for(std::chrono::duration<double>(options.interval_s));
+    json status, links, ops;
+    fetch_top(client, status, links, ops);
+    const auto now = std::chrono::steady_clock::now();
+    if (as_json) {
+      std::cout << json{{"status", status}, {"links", links}, {"ops", ops}}.dump() << "\n";
+    } else {
+      std::printf("\033[H\033[2J");  // home, clear: a fresh screen each frame
+      plexus::ctl::print_top(status, links, ops, previous.is_null() ? nullptr : &previous,
+                             std::chrono::duration<double>(now - previous_at).count());
+    }
+    std::fflush(stdout);
+    previous = std::move(status);
+    previous_at = now;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +122,20 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto* status_cmd = app.add_subcommand("status", "Daemon summary and its rank sessions");
   auto* comms_cmd = app.add_subcommand("comms", "Communicators, their ranks and state");
+  auto* jobs_cmd = app.add_subcommand(
+      "jobs",
+      "Jobs ($PLEXUS_JOB of their ranks, else the process name): ranks connected, ops and "
+      "payload by collective, failed completions, since the daemon started");
+  TopOptions top_options;
+  auto* top_cmd = app.add_subcommand(
+      "top",
+      "A live screen of the node: NIC rates and latency, jobs' op rates, collectives in flight "
+      "(--json: one JSON object per refresh)");
+  top_cmd->add_option("--interval", top_options.interval_s, "Seconds between refreshes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  top_cmd->add_option("--iterations,-n", top_options.iterations,
+                      "Stop after this many refreshes (default: until ^C)");
   auto* paths_cmd = app.add_subcommand(
       "paths",
       "Data links to peer daemons: each path's NIC, state, bytes, measured rate, and "
@@ -126,8 +182,8 @@ int main(int argc, char** argv) {
   for (auto* sub : {drain_cmd, undrain_cmd}) {
     sub->add_option("NAME", nic_name, "The interface, as in plexusctl paths")->required();
   }
-  for (auto* sub : {status_cmd, comms_cmd, paths_cmd, nics_cmd, ops_cmd, events_cmd, nic_cmd,
-                    drain_cmd, undrain_cmd}) {
+  for (auto* sub : {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd,
+                    events_cmd, nic_cmd, drain_cmd, undrain_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -138,6 +194,10 @@ int main(int argc, char** argv) {
     AdminClient client(socket_path);
     if (events_cmd->parsed()) {
       show_events(client, events_options, as_json);
+      return 0;
+    }
+    if (top_cmd->parsed()) {
+      show_top(client, top_options, as_json);
       return 0;
     }
     client.call(
@@ -180,11 +240,14 @@ int main(int argc, char** argv) {
   if (ops_cmd->parsed() && stuck_only) result = plexus::ctl::only_stuck(std::move(result));
   if (as_json) {
     const json& shown = comms_cmd->parsed()  ? result["comms"]
+                        : jobs_cmd->parsed() ? result["jobs"]
                         : nics_cmd->parsed() ? result["nic_info"]
                                              : result;
     std::cout << shown.dump(2) << "\n";
   } else if (comms_cmd->parsed()) {
     plexus::ctl::print_comms(result);
+  } else if (jobs_cmd->parsed()) {
+    plexus::ctl::print_jobs(result);
   } else if (paths_cmd->parsed()) {
     plexus::ctl::print_paths(result);
   } else if (nics_cmd->parsed()) {

@@ -11,6 +11,7 @@ namespace control = shm::control;
 json status_to_json(control::StatusReply::Reader status) {
   json out;
   out["version"] = status.getVersion().cStr();
+  out["node"] = status.getNodeName().cStr();
   out["pid"] = status.getPid();
   out["uptime_ms"] = status.getUptimeMs();
   out["socket"] = status.getSocketPath().cStr();
@@ -29,7 +30,21 @@ json status_to_json(control::StatusReply::Reader status) {
                                {"pool_bytes", s.getPoolBytes()},
                                {"comms", s.getComms()},
                                {"ops_submitted", s.getOpsSubmitted()},
-                               {"bad_entries", s.getBadEntries()}});
+                               {"bad_entries", s.getBadEntries()},
+                               {"job", s.getJob().cStr()}});
+  }
+  out["jobs"] = json::array();
+  for (auto j : status.getJobs()) {
+    json collectives = json::array();
+    for (auto c : j.getCollectives()) {
+      collectives.push_back({{"collective", c.getCollective().cStr()},
+                             {"ops", c.getOps()},
+                             {"payload_bytes", c.getPayloadBytes()}});
+    }
+    out["jobs"].push_back({{"name", j.getName().cStr()},
+                           {"sessions", j.getSessions()},
+                           {"failed_completions", j.getFailedCompletions()},
+                           {"collectives", collectives}});
   }
   out["comms"] = json::array();
   for (auto c : status.getComms()) {
@@ -52,7 +67,8 @@ void print_status(const json& s) {
   const uint64_t up_s = s["uptime_ms"].get<uint64_t>() / 1000;
   size_t ranks = 0;
   for (const auto& session : s["sessions"]) ranks += session["role"] == "rank" ? 1 : 0;
-  std::printf("plexusd %s  pid %u  up %llus  socket %s\n", s["version"].get<std::string>().c_str(),
+  std::printf("plexusd %s on node %s  pid %u  up %llus  socket %s\n",
+              s["version"].get<std::string>().c_str(), s["node"].get<std::string>().c_str(),
               s["pid"].get<unsigned>(), static_cast<unsigned long long>(up_s),
               s["socket"].get<std::string>().c_str());
   std::printf("workers %u (+ engine thread), reduce kernels %s\n", s["workers"].get<unsigned>(),
@@ -64,16 +80,42 @@ void print_status(const json& s) {
       static_cast<unsigned long long>(s["bad_entries"].get<uint64_t>()),
       static_cast<unsigned long long>(s["bad_messages"].get<uint64_t>()));
   if (ranks == 0) return;
-  std::printf("\n%-8s %-8s %-6s %-16s %10s %6s %12s %8s\n", "SESSION", "PID", "UID", "PROCESS",
-              "POOL", "COMMS", "OPS", "BAD");
+  std::printf("\n%-8s %-8s %-6s %-16s %-16s %10s %6s %12s %8s\n", "SESSION", "PID", "UID",
+              "PROCESS", "JOB", "POOL", "COMMS", "OPS", "BAD");
   for (const auto& x : s["sessions"]) {
     if (x["role"] != "rank") continue;
-    std::printf("%-8llu %-8d %-6u %-16s %10s %6u %12llu %8llu\n",
+    std::printf("%-8llu %-8d %-6u %-16s %-16s %10s %6u %12llu %8llu\n",
                 static_cast<unsigned long long>(x["id"].get<uint64_t>()), x["pid"].get<int>(),
                 x["uid"].get<unsigned>(), x["process"].get<std::string>().c_str(),
+                x["job"].get<std::string>().c_str(),
                 human_bytes(x["pool_bytes"].get<uint64_t>()).c_str(), x["comms"].get<unsigned>(),
                 static_cast<unsigned long long>(x["ops_submitted"].get<uint64_t>()),
                 static_cast<unsigned long long>(x["bad_entries"].get<uint64_t>()));
+  }
+}
+
+void print_jobs(const json& s) {
+  if (s["jobs"].empty()) {
+    std::printf("no jobs yet (a rank's job is $PLEXUS_JOB, else its process name)\n");
+    return;
+  }
+  std::printf("%-20s %6s %10s %12s %8s  %s\n", "JOB", "RANKS", "OPS", "PAYLOAD", "FAILED",
+              "BY COLLECTIVE");
+  for (const auto& j : s["jobs"]) {
+    uint64_t ops = 0;
+    uint64_t bytes = 0;
+    std::string by;
+    for (const auto& c : j["collectives"]) {
+      ops += c["ops"].get<uint64_t>();
+      bytes += c["payload_bytes"].get<uint64_t>();
+      by += (by.empty() ? "" : ", ") + c["collective"].get<std::string>() + " " +
+            std::to_string(c["ops"].get<uint64_t>());
+    }
+    std::printf("%-20s %6u %10llu %12s %8llu  %s\n", j["name"].get<std::string>().c_str(),
+                j["sessions"].get<unsigned>(), static_cast<unsigned long long>(ops),
+                human_bytes(bytes).c_str(),
+                static_cast<unsigned long long>(j["failed_completions"].get<uint64_t>()),
+                by.c_str());
   }
 }
 
