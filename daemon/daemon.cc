@@ -1,5 +1,7 @@
 #include "daemon/daemon.h"
 
+#include <malloc.h>
+
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -25,6 +27,22 @@ struct Daemon::Impl {
   bool stopped = false;
 };
 
+namespace {
+
+// glibc serves a large allocation with mmap and, when one is freed, raises its threshold
+// for the next to that size: which buffers the data path reallocates per op come from
+// fresh, page-faulting mappings then depends on what was freed before. Measured: allreduce
+// busbw at 64 MiB between two nodes fell to 55% when the telemetry rings (1.8 MB each)
+// shifted it (docs/BENCHMARKS.md). Fixed thresholds: blocks under 32 MiB come from the
+// heap and are reused; up to 64 MiB of free heap is kept rather than returned and faulted
+// back in.
+void tune_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
+}  // namespace
+
 Daemon::Daemon(Config config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
   impl_->config.node_name = effective_node_name(impl_->config);
@@ -36,6 +54,7 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::start() {
   Impl& d = *impl_;
+  tune_allocator();
   auto events = std::make_shared<monitor::EventLog>(d.config.node_name, d.config.events_file);
   // The engine asks the control thread to close sessions that broke the ring protocol.
   d.engine = std::make_unique<Engine>(

@@ -171,6 +171,9 @@ InflightOpReport Engine::describe_op(const Comm& comm, size_t index, Clock::time
   }
   if (op.first_arrival != Clock::time_point{}) {
     r.age_ms = ms_between(op.first_arrival, now);
+    // The stall watch looks every 100 ms: it may have first seen the op's state before
+    // this op began (the previous one's last moments).
+    r.idle_ms = std::min(r.idle_ms, r.age_ms);
   } else if (oldest) {
     r.age_ms = r.idle_ms;  // untimed (telemetry off): at least this old
   }
