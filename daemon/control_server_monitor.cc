@@ -15,6 +15,17 @@ using monitor::PathTraffic;
 
 constexpr uint32_t kMaxEventsPerReply = 512;
 
+// What an op in flight and a finished one both say.
+template <typename Builder, typename Report>
+void fill_op(Builder out, const Report& op) {
+  out.setComm(op.comm);
+  out.setJob(op.job);
+  out.setCollective(op.collective);
+  out.setSeq(op.seq);
+  out.setBytes(op.bytes);
+  out.setAlgorithm(op.algorithm);
+}
+
 void fill_rank(control::OpRank::Builder out, const OpRankRef& rank) {
   out.setRank(static_cast<uint32_t>(rank.rank));
   out.setPid(rank.pid);
@@ -46,12 +57,7 @@ void ControlServer::send_ops(uint64_t session_id, uint32_t request_id, const Ops
   for (unsigned i = 0; i < inflight.size(); ++i) {
     const InflightOpReport& op = report.inflight[i];
     auto out = inflight[i];
-    out.setComm(op.comm);
-    out.setJob(op.job);
-    out.setCollective(op.collective);
-    out.setSeq(op.seq);
-    out.setBytes(op.bytes);
-    out.setAlgorithm(op.algorithm);
+    fill_op(out, op);
     out.setState(op.state);
     out.setAgeMs(op.age_ms);
     out.setIdleMs(op.idle_ms);
@@ -70,12 +76,7 @@ void ControlServer::send_ops(uint64_t session_id, uint32_t request_id, const Ops
   for (unsigned i = 0; i < finished.size(); ++i) {
     const FinishedOpReport& op = report.finished[i];
     auto out = finished[i];
-    out.setComm(op.comm);
-    out.setJob(op.job);
-    out.setCollective(op.collective);
-    out.setSeq(op.seq);
-    out.setBytes(op.bytes);
-    out.setAlgorithm(op.algorithm);
+    fill_op(out, op);
     out.setStatus(op.status);
     out.setEndUnixMs(op.end_unix_ms);
     out.setArrivalSpreadUs(op.arrival_spread_us);

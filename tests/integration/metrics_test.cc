@@ -32,10 +32,6 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-std::string describe(const char* call, plexus_result_t r) {
-  return std::string(call) + ": " + plexus_result_string(r) + ": " + plexus_get_last_error();
-}
-
 // The URL plexusd logged ("metrics at http://127.0.0.1:PORT/metrics"); it comes just
 // after the socket appears, so wait for it a little.
 std::string metrics_url(const DaemonProcess& daemon) {

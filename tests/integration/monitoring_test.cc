@@ -28,10 +28,6 @@ CommandOutput plexusctl(const std::string& socket, std::vector<std::string> args
   return run_command(argv);
 }
 
-std::string describe(const char* call, plexus_result_t r) {
-  return std::string(call) + ": " + plexus_result_string(r) + ": " + plexus_get_last_error();
-}
-
 // Each rank allreduces 1024 floats once; `late_rank` first sleeps `late` (after init).
 RankBody allreduce_with_late_rank(int late_rank, std::chrono::milliseconds late) {
   return [=](int rank, int n, const plexus_unique_id_t& id) -> std::string {

@@ -132,4 +132,8 @@ std::string failures(const std::vector<RankResult>& results) {
   return text;
 }
 
+std::string describe(const char* call, plexus_result_t result) {
+  return std::string(call) + ": " + plexus_result_string(result) + ": " + plexus_get_last_error();
+}
+
 }  // namespace plexus::test

@@ -44,4 +44,7 @@ std::vector<RankResult> run_ranks_with_id(
 // "rank 1: <message>; rank 3: <message>" for the ranks that failed; "" if none.
 std::string failures(const std::vector<RankResult>& results);
 
+// A rank body's sentence for a failed call: "allreduce: peer lost: <the last error>".
+std::string describe(const char* call, plexus_result_t result);
+
 }  // namespace plexus::test

@@ -29,10 +29,6 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-std::string describe(const char* call, plexus_result_t r) {
-  return std::string(call) + ": " + plexus_result_string(r) + ": " + plexus_get_last_error();
-}
-
 // A correct n-rank job: a few allreduces, checked exactly.
 std::string healthy_job(const std::string& socket_path, int nranks) {
   auto results = run_ranks(socket_path, nranks, [](int rank, int n, const auto& id) -> std::string {
