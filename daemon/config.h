@@ -58,6 +58,8 @@ struct Config {
   uint32_t rank_skew_ms = 10;    // a rank this late, op after op, is reported
   double slow_path_ratio = 0.1;  // a path under this share of its siblings' median
 
+  std::string admin_group;  // its members may run admin commands too (admin_access.h)
+
   // The Prometheus exporter: "on" or "off", and where it serves /metrics.
   std::string metrics = "on";
   std::string metrics_listen = "127.0.0.1:9355";

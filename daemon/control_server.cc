@@ -44,7 +44,10 @@ std::runtime_error os_error(const std::string& what) {
 }  // namespace
 
 ControlServer::ControlServer(const Config& config, std::string socket_path, Engine& engine)
-    : config_(config), socket_path_(std::move(socket_path)), engine_(engine) {}
+    : config_(config),
+      socket_path_(std::move(socket_path)),
+      engine_(engine),
+      admin_(admin_policy(config.admin_group)) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -645,12 +648,12 @@ void ControlServer::on_rendezvous_timer() {
 void ControlServer::handle_nic_drain(Connection& connection, uint32_t request_id,
                                      control::NicDrain::Reader request) {
   const uint64_t session = connection.session->id();
-  const uint32_t uid = connection.session->creds().uid;
-  if (uid != 0 && uid != ::geteuid()) {
+  const PeerCredentials& creds = connection.session->creds();
+  if (!is_admin(admin_, creds)) {
     send_error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "draining a NIC needs root or plexusd's own user (uid " +
-                   std::to_string(::geteuid()) + "); this request came from uid " +
-                   std::to_string(uid));
+               "draining a NIC needs " + admin_requirement(admin_) +
+                   "; this request came from uid " + std::to_string(creds.uid) + " (pid " +
+                   std::to_string(creds.pid) + ")");
     return;
   }
   const std::string nic = request.getNic().cStr();

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/admin_access.h"
 #include "daemon/algorithms/cost_model.h"
 #include "daemon/comm_rendezvous.h"
 #include "daemon/config.h"
@@ -129,6 +130,7 @@ class ControlServer {
   Config config_;
   std::string socket_path_;
   Engine& engine_;
+  AdminPolicy admin_;
   std::chrono::steady_clock::time_point started_at_;
 
   uv_loop_t loop_{};

@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
                  "bytes queued)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 0.99));
+  app.add_option("--admin-group", config.admin_group,
+                 "Members of this group (primary or supplementary) may run admin commands "
+                 "(plexusctl nic drain|undrain) besides root and plexusd's own user; every "
+                 "other plexusctl command is read-only and open to all local users");
   app.add_option("--metrics", config.metrics,
                  "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")
       ->capture_default_str()

@@ -11,7 +11,8 @@
 
 namespace plexus::test {
 
-CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
+CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::milliseconds limit,
+                          const std::function<void()>& in_child) {
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -21,6 +22,7 @@ CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::mil
   if (pid == 0) {
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
+    if (in_child) in_child();
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@ struct CommandOutput {
   std::string err;
 };
 
+// `in_child` runs in the child before exec (e.g. to drop to another user).
 CommandOutput run_command(const std::vector<std::string>& argv,
-                          std::chrono::milliseconds limit = std::chrono::seconds(20));
+                          std::chrono::milliseconds limit = std::chrono::seconds(20),
+                          const std::function<void()>& in_child = {});
 
 }  // namespace plexus::test

@@ -1,11 +1,15 @@
 // Monitoring against a real plexusd through plexusctl: a rank that never submits its
 // collective is named (rank, pid, node) by plexusctl ops --stuck and by an event within
 // 2 s; events follow; every command says clearly when no daemon runs.
+#include <grp.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -215,6 +219,57 @@ TEST(MonitoringTest, JobsAndTopShowWhatRan) {
     EXPECT_TRUE(frame["links"].contains("nic_info"));
     EXPECT_TRUE(frame["ops"]["inflight"].is_array());
   }
+}
+
+// Runs in a child before exec: become user nobody (65534) in exactly `groups`.
+std::function<void()> as_nobody(std::vector<gid_t> groups) {
+  return [groups] {
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(65534) != 0 ||
+        ::setuid(65534) != 0) {
+      ::_exit(126);
+    }
+  };
+}
+
+TEST(MonitoringTest, AdminCommandsNeedRootTheDaemonsUserOrTheAdminGroup) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "needs root: plexusctl is run as user nobody with chosen groups";
+  }
+  const group* users = ::getgrnam("users");
+  if (users == nullptr) GTEST_SKIP() << "this host has no group 'users' to make the admin group";
+  const gid_t admin_gid = users->gr_gid;
+  DaemonProcess daemon({"--admin-group", "users"});
+  const std::string socket = daemon.socket_path();
+  // Let user nobody reach the socket (the test's directory is private).
+  std::filesystem::permissions(std::filesystem::path(socket).parent_path(),
+                               std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  const std::vector<std::string> drain = {PLEXUSCTL_PATH, "--socket", socket,
+                                          "nic",          "drain",    "eth9"};
+  // A member through a supplementary group passes; the daemon then says the NIC is unknown.
+  CommandOutput member = run_command(drain, std::chrono::seconds(20), as_nobody({admin_gid}));
+  EXPECT_EQ(member.exit_code, 1) << member.err;
+  EXPECT_THAT(member.err, HasSubstr("'eth9' is not a NIC this plexusd reaches peers over"));
+  // Not a member: refused, saying who may.
+  CommandOutput stranger = run_command(drain, std::chrono::seconds(20), as_nobody({65534}));
+  EXPECT_EQ(stranger.exit_code, 1) << stranger.err;
+  EXPECT_THAT(stranger.err,
+              HasSubstr("draining a NIC needs root, plexusd's own user (uid 0) or a member of "
+                        "group users (--admin-group); this request came from uid 65534"));
+  // Read-only commands are open to it.
+  CommandOutput status = run_command({PLEXUSCTL_PATH, "--socket", socket, "status"},
+                                     std::chrono::seconds(20), as_nobody({65534}));
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+}
+
+TEST(MonitoringTest, AnUnknownAdminGroupStopsTheDaemonNamingIt) {
+  const std::string dir = "/tmp/plexus-admin-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  CommandOutput out = run_command({PLEXUSD_PATH, "--socket", dir + "/plexusd.sock", "--metrics",
+                                   "off", "--admin-group", "no-such-group-here"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_THAT(out.out + out.err, HasSubstr("--admin-group no-such-group-here: no such group"));
 }
 
 TEST(MonitoringTest, OpsOnAnIdleDaemonSaysNothingIsInFlight) {

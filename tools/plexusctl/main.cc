@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
   auto* nic_cmd = app.add_subcommand(
       "nic",
       "drain NAME: move traffic to peers off a NIC (no new frames on it, in both "
-      "directions; nothing is resent); undrain NAME: take it back. Needs root or "
-      "plexusd's own user");
+      "directions; nothing is resent); undrain NAME: take it back. Needs root, plexusd's own "
+      "user or a member of plexusd --admin-group");
   nic_cmd->require_subcommand(1);
   std::string nic_name;
   auto* drain_cmd = nic_cmd->add_subcommand("drain", "Move traffic off NIC NAME");
