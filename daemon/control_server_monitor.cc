@@ -113,7 +113,8 @@ void ControlServer::check_slow_paths() {
   for (size_t i = 0; i < paths.size(); ++i) {
     const Judged& p = paths[i];
     const monitor::PathVerdict& v = verdicts[i];
-    const int before = slow_path_streaks_.count(p.key) > 0 ? slow_path_streaks_[p.key] : 0;
+    const auto previous = slow_path_streaks_.find(p.key);
+    const int before = previous == slow_path_streaks_.end() ? 0 : previous->second;
     if (v.kind == monitor::PathVerdict::kAtPar) {
       slow_paths_reported_.erase(p.key);  // reported again if it slows down again
       continue;

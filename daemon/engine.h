@@ -4,10 +4,10 @@
 // through post().
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -161,7 +161,7 @@ class Engine {
   void maybe_watch_ops(bool idle);
   void watch_ops(Clock::time_point now);
   void record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
-                       const std::string& algorithm, plexus_result_t status);
+                       const char* algorithm, plexus_result_t status);
   InflightOpReport describe_op(const Comm& comm, size_t index, Clock::time_point now) const;
   // Counts one op of `comm`'s job that completed (metrics).
   void count_op(const Comm& comm, const shm::ValidatedEntry& entry);
@@ -171,7 +171,20 @@ class Engine {
   std::shared_ptr<monitor::EventLog> events_;
   bool timing_ = false;  // telemetry on: ops are timed, the rank-skew rule runs
   std::vector<std::weak_ptr<Comm>> watched_;  // every communicator, for the stall watch
-  std::deque<FinishedOpReport> finished_ops_;
+  // The last kFinishedOpsKept finished ops, raw (formatted by ops_report).
+  struct FinishedOp {
+    CommToken token{};
+    std::shared_ptr<const JobCounters> job;  // its name
+    shm::Opcode opcode{};
+    uint64_t seq = 0;
+    uint64_t bytes = 0;
+    const char* algorithm = "";
+    plexus_result_t status = PLEXUS_SUCCESS;
+    Clock::time_point first_arrival{}, all_arrived{}, end{};
+    int last_rank = -1;
+  };
+  std::array<FinishedOp, kFinishedOpsKept> finished_ops_{};
+  size_t finished_next_ = 0;  // ops recorded so far
   JobCounterTable job_counters_;
   OpDurationHistograms op_durations_;
   std::atomic<uint64_t> bad_entries_{0};

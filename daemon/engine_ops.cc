@@ -78,31 +78,26 @@ void Engine::note_arrival(Comm& comm, PendingCollective& op, int rank) {
 }
 
 void Engine::record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
-                             const std::string& algorithm, plexus_result_t status) {
+                             const char* algorithm, plexus_result_t status) {
   const Contribution* part = first_part(op);
   if (part == nullptr) return;
   const auto now = Clock::now();
-  FinishedOpReport r;
-  r.comm = token_prefix(comm.token());
-  r.job = comm.job;
-  r.collective = shm::opcode_name(static_cast<uint8_t>(part->entry.opcode));
+  // Per op: raw fields into a fixed ring; names and wall-clock time only when reported.
+  FinishedOp& r = finished_ops_[finished_next_++ % finished_ops_.size()];
+  r.token = comm.token();
+  r.job = comm.job_counters;
+  r.opcode = part->entry.opcode;
   r.seq = seq;
   r.bytes = part->entry.count * shm::dtype_size(part->entry.dtype);
   r.algorithm = algorithm;
-  r.status = result_name(status);
-  r.end_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  if (op.all_arrived != Clock::time_point{}) {
-    r.arrival_spread_us = us_between(op.first_arrival, op.all_arrived);
-    r.run_us = us_between(op.all_arrived, now);
-  }
+  r.status = status;
+  r.first_arrival = op.first_arrival;
+  r.all_arrived = op.all_arrived;
+  r.end = now;
   r.last_rank = op.last_rank;
   if (status == PLEXUS_SUCCESS && op.first_arrival != Clock::time_point{}) {
     op_durations_.record(part->entry.opcode, now - op.first_arrival);
   }
-  finished_ops_.push_back(std::move(r));
-  while (finished_ops_.size() > kFinishedOpsKept) finished_ops_.pop_front();
 }
 
 void Engine::count_op(const Comm& comm, const shm::ValidatedEntry& entry) {
@@ -208,7 +203,31 @@ OpsReport Engine::ops_report() const {
       report.inflight.push_back(describe_op(*comm, i, now));
     }
   }
-  report.finished.assign(finished_ops_.begin(), finished_ops_.end());
+  // Wall-clock end times from the steady clock's offset now (one read for the report).
+  const auto wall_now = std::chrono::system_clock::now();
+  const size_t kept = std::min(finished_next_, finished_ops_.size());
+  for (size_t i = finished_next_ - kept; i < finished_next_; ++i) {
+    const FinishedOp& op = finished_ops_[i % finished_ops_.size()];
+    FinishedOpReport r;
+    r.comm = token_prefix(op.token);
+    r.job = op.job ? op.job->job : std::string();
+    r.collective = shm::opcode_name(static_cast<uint8_t>(op.opcode));
+    r.seq = op.seq;
+    r.bytes = op.bytes;
+    r.algorithm = op.algorithm;
+    r.status = result_name(op.status);
+    r.end_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        (wall_now - std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                        now - op.end))
+                            .time_since_epoch())
+                        .count();
+    if (op.all_arrived != Clock::time_point{}) {
+      r.arrival_spread_us = us_between(op.first_arrival, op.all_arrived);
+      r.run_us = us_between(op.all_arrived, op.end);
+    }
+    r.last_rank = op.last_rank;
+    report.finished.push_back(std::move(r));
+  }
   return report;
 }
 

@@ -43,7 +43,7 @@ struct InternodeState {
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
   std::shared_ptr<InternodeOp> active;  // shared: send completions hold it weakly
   uint64_t active_seq = 0;              // op number of `active`
-  std::string active_algorithm;         // its algorithm's name
+  const char* active_algorithm = "";    // its algorithm's name (algo::algorithm_name)
   uint64_t frames_in = 0;               // data frames delivered to it: progress for the stall watch
   std::deque<HeldFrame> early;          // frames for later ops
   size_t early_bytes = 0;
