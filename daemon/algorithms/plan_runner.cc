@@ -1,6 +1,7 @@
 // The plan runner's bookkeeping: message lookup, early and held pieces, pending sends, round ends.
 #include "daemon/algorithms/plan_runner.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace plexus::daemon::algo {
@@ -225,10 +226,19 @@ void PlanRunner::deliver_placed(int peer, uint32_t message, uint64_t offset, uin
 
 std::vector<int> PlanRunner::waiting_for() const {
   std::vector<int> peers;
-  if (done()) return peers;
-  for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
-    const Step& s = plan_.steps[i];
-    if (is_receive(s) && received_[i] < s.bytes) peers.push_back(s.peer);
+  auto add = [&peers](int peer) {
+    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  };
+  if (round_ < plan_.rounds()) {
+    for (uint32_t i = plan_.round_begin(round_); i < plan_.round_ends[round_]; ++i) {
+      const Step& s = plan_.steps[i];
+      if (is_receive(s) && received_[i] < s.bytes) add(s.peer);
+    }
+  }
+  // Past the last round (or in a round whose receives are in), what is left are sends the
+  // peers have not acknowledged: a node that went away mid-op is found here too.
+  if (peers.empty()) {
+    for (uint32_t i : pending_sends_) add(plan_.steps[i].peer);
   }
   return peers;
 }

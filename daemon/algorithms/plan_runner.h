@@ -63,7 +63,8 @@ class PlanRunner {
 
   bool done() const { return round_ >= plan_.rounds() && pending_sends_.empty(); }
   size_t round() const { return round_; }
-  // Peers whose messages the current round still waits for (diagnostics).
+  // Peers whose messages the current round still waits for or, when none, peers that have
+  // not acknowledged a send yet (diagnostics; valid in any state, finished included).
   std::vector<int> waiting_for() const;
   // Whether any message from `peer`, in this round or a later one, is still incomplete.
   bool expects_from(int peer) const;

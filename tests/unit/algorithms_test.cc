@@ -385,6 +385,34 @@ TEST(PlanRunnerTest, PiecesThatDoNotFitThePlanAreRefusedWithAReason) {
   EXPECT_FALSE(runner.done());
 }
 
+// The op watch asks what a runner waits for at any moment. Once every receive is in but a
+// send is not acknowledged (its peer's node went away), the answer is that peer; asking
+// then must not read past the last round (it did: a segfault in a failover test).
+TEST(PlanRunnerTest, WaitingForNamesAPeerThatHasNotAcknowledgedTheLastSend) {
+  Shape s;  // an allgather: the segment received is not the one sent, so it lands at once
+  s.collective = Collective::kAllgather;
+  s.participants = 2;
+  s.me = 1;
+  s.elem_bytes = 4;
+  s.segments = {4, 4};
+  const Plan plan = make_plan(Algorithm::kRing, s);
+  ASSERT_EQ(plan.rounds(), 1u);
+  std::vector<Word> work(8);
+  NullTransport transport;  // never reports a send done
+  PlanRunner runner(plan, {reinterpret_cast<std::byte*>(work.data()), 32, nullptr, 0, 4}, add_words,
+                    transport);
+  runner.start();
+  std::vector<std::byte> piece(16);
+  ASSERT_EQ(runner.deliver(0, 0, 0, {piece.data(), 16}), "");
+  EXPECT_EQ(runner.round(), plan.rounds());  // every round's receives are in
+  EXPECT_FALSE(runner.done());
+  EXPECT_EQ(runner.waiting_for(), std::vector<int>{0});
+  EXPECT_FALSE(runner.expects_from(0));
+  runner.send_done(0, 0);
+  EXPECT_TRUE(runner.done());
+  EXPECT_TRUE(runner.waiting_for().empty());
+}
+
 // A transport that finishes every send inside post_send (a socket that takes all bytes at
 // once does): the runner must not move to the next round while it starts this one.
 class InstantTransport : public PlanTransport {
