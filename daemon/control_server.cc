@@ -259,6 +259,12 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::EVENTS:
         handle_events(connection, request_id, message.getEvents());
         break;
+      case control::ClientMessage::REGISTER_GPU_MEMORY:
+        handle_register_gpu_memory(*connection.session, request_id, message.getRegisterGpuMemory());
+        break;
+      case control::ClientMessage::RELEASE_GPU_MEMORY:
+        handle_release_gpu_memory(*connection.session, request_id, message.getReleaseGpuMemory());
+        break;
       default:
         ++bad_messages_;
         send_error(connection.session->id(), request_id, PLEXUS_ERR_PROTOCOL,

@@ -70,6 +70,10 @@ class ControlServer {
                         shm::control::CommInit::Reader init);
   void handle_comm_leave(Connection& connection, uint32_t request_id,
                          shm::control::CommLeave::Reader leave);
+  // control_server_gpu.cc
+  void handle_register_gpu_memory(const Session& session, uint32_t request_id,
+                                  shm::control::GpuMemory::Reader memory);
+  void handle_release_gpu_memory(const Session& session, uint32_t request_id, uint32_t region);
   void handle_status(Connection& connection, uint32_t request_id);
   void fill_jobs(shm::control::StatusReply::Builder status);
   void handle_links(Connection& connection, uint32_t request_id);

@@ -82,6 +82,11 @@ void ControlServer::send_ops(uint64_t session_id, uint32_t request_id, const Ops
     out.setArrivalSpreadUs(op.arrival_spread_us);
     out.setRunUs(op.run_us);
     out.setLastRank(op.last_rank);
+    out.setSlices(op.slices);
+    out.setLocalInUs(op.local_in_us);
+    out.setNetworkUs(op.network_us);
+    out.setLocalOutUs(op.local_out_us);
+    out.setSlowestSliceUs(op.slowest_slice_us);
   }
   send_message(*connection, reply);
 }

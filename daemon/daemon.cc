@@ -19,6 +19,7 @@ namespace plexus::daemon {
 struct Daemon::Impl {
   Config config;
   std::string socket_path;
+  std::shared_ptr<gpu::DeviceMemory> device_memory;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ControlServer> control;
   std::unique_ptr<monitor::PrometheusEndpoint> metrics;
@@ -43,8 +44,10 @@ void tune_allocator() {
 
 }  // namespace
 
-Daemon::Daemon(Config config) : impl_(std::make_unique<Impl>()) {
+Daemon::Daemon(Config config, std::shared_ptr<gpu::DeviceMemory> device_memory)
+    : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
+  impl_->device_memory = std::move(device_memory);
   impl_->config.node_name = effective_node_name(impl_->config);
   impl_->socket_path =
       impl_->config.socket_path.empty() ? shm::default_socket_path() : impl_->config.socket_path;
@@ -79,6 +82,7 @@ void Daemon::start() {
             d.control->post([&d, nic] { d.control->nic_up(nic); });
           }},
       events);
+  if (d.device_memory) d.engine->use_device_memory(d.device_memory);
   d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
   d.control->start();
   const bool acks = d.config.channel_acks == "on" ||

@@ -8,10 +8,15 @@
 #include "daemon/config.h"
 
 namespace plexus::daemon {
+namespace gpu {
+class DeviceMemory;
+}
 
 class Daemon {
  public:
-  explicit Daemon(Config config);
+  // `device_memory`: the node's GPUs; null (the service) opens them through CUDA when a
+  // client first registers GPU memory. Tests pass one over host memory.
+  explicit Daemon(Config config, std::shared_ptr<gpu::DeviceMemory> device_memory = nullptr);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

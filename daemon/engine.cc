@@ -16,6 +16,8 @@ namespace plexus::daemon {
 namespace {
 
 constexpr uint32_t kBatchEntries = 64;
+// How often a parked engine looks at the ready flags of entries held for GPU streams.
+constexpr long kStreamLookNs = 20000;
 
 unsigned default_workers(const Config& config) {
   if (config.workers > 0) return config.workers;
@@ -133,7 +135,14 @@ void Engine::loop() {
       run_commands();
       progress = true;
     }
-    for (size_t i = 0; i < sessions_.size(); ++i) progress |= poll_session(*sessions_[i]);
+    for (size_t i = 0; i < sessions_.size(); ++i) {
+      Session& session = *sessions_[i];
+      if (!session.staging.empty() || !session.copying_back.empty()) {
+        progress |= advance_gpu_copies(session);
+      }
+      if (!session.held_for_stream.empty()) progress |= release_held_entries(session);
+      progress |= poll_session(session);
+    }
     if (links_.active()) progress |= links_.poll(0);
     if (!progress_.empty()) {
       internode_progress();
@@ -169,7 +178,12 @@ void Engine::park() {
     int timeout = static_cast<int>(config_.engine_idle.park_timeout_ms);
     // Peer links need a tick every few milliseconds (heartbeats, silent paths).
     if (links_.max_sleep_ms() >= 0) timeout = std::min(timeout, links_.max_sleep_ms());
-    int n = ::epoll_wait(epoll_fd_.get(), events, 16, timeout);
+    // A GPU stream sets its ready flag, and a copy engine ends a copy, with no doorbell:
+    // look again soon while either is awaited.
+    const timespec stream_look{0, kStreamLookNs};
+    const timespec park_for{timeout / 1000, static_cast<long>(timeout % 1000) * 1000000L};
+    int n = ::epoll_pwait2(epoll_fd_.get(), events, 16, watching_gpu() ? &stream_look : &park_for,
+                           nullptr);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd != links_.epoll_fd()) shm::drain_eventfd(events[i].data.fd);
     }
@@ -216,6 +230,13 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
     member_gone(comm, rank);
   }
   session->comms.clear();
+  // Its GPU allocations are unmapped now; ops still in flight hold their own mappings.
+  // Its staging goes here too, on the engine thread that owns the pinned-buffer cache
+  // (a copy still running is waited for: its buffers are freed after it).
+  session->gpu_regions.clear();
+  session->staging.clear();
+  session->copying_back.clear();
+  session->staged_ops.clear();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd.get(), nullptr);
   std::erase(to_publish_, session.get());
   sessions_.erase(it);
@@ -393,7 +414,7 @@ bool Engine::poll_session(Session& session) {
   for (uint32_t i = 0; i < n && !session.removed; ++i) {
     ++session.inflight;
     session.ops_submitted.fetch_add(1, std::memory_order_relaxed);
-    handle_entry(session, batch_[i]);
+    accept_entry(session, batch_[i]);
   }
   return n > 0;
 }
@@ -402,9 +423,12 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   Contribution part;
   part.session = &session;
   shm::ValidationResult result = shm::validate_entry_fields(raw, &part.entry);
+  if (result.ok() && part.entry.stream_ordered) {
+    result = shm::validate_stream_flags(part.entry.stream_flags, session.pool.size());
+  }
   if (!result.ok()) {
     count_bad_entry(session);
-    complete(&session, raw.user_data, result.status, result.error);
+    refuse_entry(session, raw, result.status, result.error);
     return;
   }
   auto it = session.comms.find(part.entry.comm);
@@ -416,15 +440,15 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   }
   if (it == session.comms.end()) {
     count_bad_entry(session);
-    complete(&session, raw.user_data, PLEXUS_ERR_INVALID_ARGUMENT,
-             "communicator handle " + std::to_string(part.entry.comm) +
-                 " is not a communicator of this process");
+    refuse_entry(session, raw, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "communicator handle " + std::to_string(part.entry.comm) +
+                     " is not a communicator of this process");
     return;
   }
   Comm& comm = *it->second.comm;
   part.rank = it->second.rank;
   if (comm.broken()) {
-    complete(&session, raw.user_data, comm.broken_status(), comm.broken_reason());
+    refuse_entry(session, raw, comm.broken_status(), comm.broken_reason());
     return;
   }
   result = shm::validate_entry_buffers(
@@ -432,17 +456,61 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
       &part.entry);
   if (!result.ok()) {
     count_bad_entry(session);
-    complete(&session, raw.user_data, result.status,
-             std::string(shm::opcode_name(raw.opcode)) + " on rank " + std::to_string(part.rank) +
-                 ": " + result.error);
+    refuse_entry(session, raw, result.status,
+                 std::string(shm::opcode_name(raw.opcode)) + " on rank " +
+                     std::to_string(part.rank) + ": " + result.error);
     return;
   }
-  if (part.entry.send.bytes > 0) {
+  if (part.entry.send.bytes > 0 && part.entry.send.region == shm::kHostPoolRegion) {
     part.send = session.region_base(part.entry.send.region) + part.entry.send.offset;
   }
-  if (part.entry.recv.bytes > 0) {
+  if (part.entry.recv.bytes > 0 && part.entry.recv.region == shm::kHostPoolRegion) {
     part.recv = session.region_base(part.entry.recv.region) + part.entry.recv.offset;
   }
+  // An op on GPU buffers or a stream is found again at its completion by its user_data, so
+  // that must be its own among the session's ops in flight: an entry that would share it
+  // with such an op, either way round, is refused and the op in flight left untouched.
+  const bool keyed_by_id = part.entry.stream_ordered ||
+                           part.entry.send.region != shm::kHostPoolRegion ||
+                           part.entry.recv.region != shm::kHostPoolRegion;
+  const bool id_in_flight = session.ops_in_flight.contains(raw.user_data);
+  if (id_in_flight && (keyed_by_id || session.staged_ops.contains(raw.user_data) ||
+                       session.stream_releases.contains(raw.user_data))) {
+    count_bad_entry(session);
+    refuse_entry(session, raw, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "user_data " + std::to_string(raw.user_data) +
+                     " is already in flight on GPU buffers or a stream");
+    return;
+  }
+  gpu::StagedOp* staged = nullptr;
+  if (part.entry.send.region != shm::kHostPoolRegion ||
+      part.entry.recv.region != shm::kHostPoolRegion) {
+    const std::string error = stage_gpu_buffers(session, part, &staged);
+    if (!error.empty()) {
+      refuse_entry(session, raw, PLEXUS_ERR_SYSTEM,
+                   std::string(shm::opcode_name(raw.opcode)) + " on rank " +
+                       std::to_string(part.rank) + ": " + error);
+      return;
+    }
+  }
+  if (part.entry.stream_ordered) {
+    session.stream_releases.emplace(
+        raw.user_data, Session::StreamRelease{part.entry.stream_flags, part.entry.stream_ticket});
+  }
+  ++session.ops_in_flight[raw.user_data];
+  // The engine goes on with other work while the copy engines bring the input in; the
+  // session's later ops queue behind it.
+  std::string copy_error;
+  if (staged != nullptr) start_staged_input(session, *staged);
+  if (!session.staging.empty() ||
+      (staged != nullptr && (!staged->input_ready(&copy_error) || !copy_error.empty()))) {
+    session.staging.push_back(std::move(part));
+    return;
+  }
+  dispatch(comm, std::move(part));
+}
+
+void Engine::dispatch(Comm& comm, Contribution part) {
   if (is_point_to_point(part.entry.opcode)) {
     submit_p2p(comm, std::move(part));
   } else {
@@ -592,8 +660,46 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
   }
 }
 
+void Engine::refuse_entry(Session& session, const shm::SubmissionEntry& raw, plexus_result_t status,
+                          const std::string& message) {
+  // Whatever else is wrong with it, a stream waiting on the entry is let go.
+  if ((raw.flags & shm::kEntryStreamOrdered) != 0 && raw.stream_ticket != 0 &&
+      shm::validate_stream_flags(raw.stream_flags, session.pool.size()).ok()) {
+    auto* flags = reinterpret_cast<shm::StreamFlags*>(session.pool.data() + raw.stream_flags);
+    flags->done.store(raw.stream_ticket, std::memory_order_release);
+  }
+  post_completion(&session, raw.user_data, status, message);
+}
+
 void Engine::complete(Session* session, uint64_t user_data, plexus_result_t status,
                       const std::string& message) {
+  if (session == nullptr || session->removed) return;
+  if (!session->staged_ops.empty()) {
+    if (auto it = session->staged_ops.find(user_data); it != session->staged_ops.end()) {
+      std::unique_ptr<gpu::StagedOp> op = std::move(it->second);
+      session->staged_ops.erase(it);
+      if (status == PLEXUS_SUCCESS && op->has_device_result()) {
+        // The completion (and the stream's done flag) waits until the result is there.
+        op->start_copy_back(*device_memory_);
+        session->copying_back.push_back({user_data, std::move(op)});
+        return;
+      }
+    }
+  }
+  finish_op(session, user_data, status, message);
+}
+
+void Engine::finish_op(Session* session, uint64_t user_data, plexus_result_t status,
+                       const std::string& message) {
+  if (!session->stream_releases.empty()) release_stream(*session, user_data);
+  if (auto it = session->ops_in_flight.find(user_data); it != session->ops_in_flight.end()) {
+    if (--it->second == 0) session->ops_in_flight.erase(it);
+  }
+  post_completion(session, user_data, status, message);
+}
+
+void Engine::post_completion(Session* session, uint64_t user_data, plexus_result_t status,
+                             const std::string& message) {
   if (session == nullptr || session->removed) return;
   if (status != PLEXUS_SUCCESS && session->job_counters) {
     bump_single_writer(session->job_counters->failed_completions, uint64_t{1});

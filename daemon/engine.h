@@ -19,10 +19,12 @@
 
 #include "daemon/comm.h"
 #include "daemon/config.h"
+#include "daemon/gpu/device_memory.h"
 #include "daemon/internode_state.h"
 #include "daemon/local_collectives.h"
 #include "daemon/node_links.h"
 #include "daemon/op_report.h"
+#include "daemon/op_stage_times.h"
 #include "daemon/session.h"
 #include "daemon/worker_pool.h"
 #include "monitor/event_log.h"
@@ -67,6 +69,16 @@ class Engine {
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
+  // A GPU allocation of the session: its new region id, or 0 with *error (engine_gpu.cc).
+  // The node's GPUs, given before start(); without it they are opened on the first GPU
+  // registration (tests give a DeviceMemory over host memory).
+  void use_device_memory(std::shared_ptr<gpu::DeviceMemory> device) {
+    device_memory_ = std::move(device);
+  }
+  uint32_t register_gpu_memory(uint64_t session_id, const shm::GpuExport& exported,
+                               std::string* error);
+  // False when the session has no such region.
+  bool release_gpu_memory(uint64_t session_id, uint32_t region);
   // An authenticated data connection to peer daemon `instance` (the engine owns `fd`);
   // `backup`: across rails (NodeLinks::add).
   void add_peer_link(uint64_t instance, std::string name, int fd, std::string nic, bool backup);
@@ -106,6 +118,23 @@ class Engine {
   void run_ready_collectives(Comm& comm);
   void execute_collective(Comm& comm, PendingCollective& op, uint64_t seq);
   std::string find_mismatch(const Comm& comm, const PendingCollective& op, uint64_t seq) const;
+  // A submitted entry refused before it became an op (nothing staged is touched); a
+  // stream-ordered one releases its stream.
+  void refuse_entry(Session& session, const shm::SubmissionEntry& raw, plexus_result_t status,
+                    const std::string& message);
+  // Stream-ordered entries (engine_stream.cc): handled now, or held until their stream
+  // reaches them; held entries taken up as their streams do. Returns whether any was.
+  void accept_entry(Session& session, const shm::SubmissionEntry& raw);
+  bool release_held_entries(Session& session);
+  bool stream_reached(const Session& session, const shm::SubmissionEntry& raw) const;
+  // Writes `done` of the stream-ordered op `user_data` of the session, if it is one.
+  void release_stream(Session& session, uint64_t user_data);
+  // GPU work that rings no doorbell: entries held for a stream, or copies in flight. The
+  // engine then parks only briefly.
+  bool watching_gpu() const;
+  void post_completion(Session* session, uint64_t user_data, plexus_result_t status,
+                       const std::string& message);
+  // An op ends: its GPU result goes back to the device first, then the completion.
   void complete(Session* session, uint64_t user_data, plexus_result_t status,
                 const std::string& message);
   void fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
@@ -161,11 +190,26 @@ class Engine {
   void maybe_watch_ops(bool idle);
   void watch_ops(Clock::time_point now);
   void record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
-                       const char* algorithm, plexus_result_t status);
+                       const char* algorithm, plexus_result_t status,
+                       const OpStageTimes& stages = {});
   InflightOpReport describe_op(const Comm& comm, size_t index, Clock::time_point now) const;
   // Counts one op of `comm`'s job that completed (metrics).
   void count_op(const Comm& comm, const shm::ValidatedEntry& entry);
   void count_bad_entry(Session& session);
+  // Points part.send / part.recv at host copies of the entry's GPU spans and starts
+  // copying its input in (engine_gpu.cc): "" or why not; *staged is the copy's owner.
+  std::string stage_gpu_buffers(Session& session, Contribution& part, gpu::StagedOp** staged);
+  // Starts copying a staged op's input in, unless an earlier op of the session has yet to
+  // write its result where it reads: false then (asked again as that op moves on).
+  bool start_staged_input(Session& session, gpu::StagedOp& op);
+  // Hands a validated op to its communicator.
+  void dispatch(Comm& comm, Contribution part);
+  // Moves on the session's ops whose GPU copies have ended: the staged ones to their
+  // communicators, the copied-back ones to their completions. True if any moved.
+  bool advance_gpu_copies(Session& session);
+  // Ends an op: its stream is let go, its user_data freed, its completion posted.
+  void finish_op(Session* session, uint64_t user_data, plexus_result_t status,
+                 const std::string& message);
 
   Config config_;
   std::shared_ptr<monitor::EventLog> events_;
@@ -182,6 +226,7 @@ class Engine {
     plexus_result_t status = PLEXUS_SUCCESS;
     Clock::time_point first_arrival{}, all_arrived{}, end{};
     int last_rank = -1;
+    OpStageTimes stages;
   };
   std::array<FinishedOp, kFinishedOpsKept> finished_ops_{};
   size_t finished_next_ = 0;  // ops recorded so far
@@ -203,6 +248,9 @@ class Engine {
   std::atomic<bool> has_commands_{false};
 
   std::vector<std::shared_ptr<Session>> sessions_;
+  // The node's GPUs, opened when the first GPU allocation is registered.
+  std::shared_ptr<gpu::DeviceMemory> device_memory_;
+  std::string no_device_memory_;  // why there is none, once opening failed
   std::vector<Session*> to_publish_;
   std::vector<shm::SubmissionEntry> batch_;
   std::atomic<uint64_t> ops_completed_{0};

@@ -137,9 +137,9 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
       local.front().entry.recv.region == shm::kHostPoolRegion) {
     rank_memory_owner = shared_session(local.front().session);
   }
-  state.active =
-      std::make_shared<InternodeOp>(span.topology, args, std::move(local), algorithm, state.scratch,
-                                    post_send, SliceOptions{}, std::move(rank_memory_owner));
+  state.active = std::make_shared<InternodeOp>(
+      span.topology, args, std::move(local), algorithm, state.scratch, post_send,
+      SliceOptions{.timed = timing_}, std::move(rank_memory_owner));
   state.active_seq = seq;
   state.active_algorithm = algo::algorithm_name(algorithm);
   std::shared_ptr<InternodeOp> op_ptr = state.active;
@@ -176,7 +176,7 @@ void Engine::finish_internode_op(Comm& comm) {
   count_op(comm, op->local_parts().front().entry);
   if (timing_) {
     record_finished(comm, comm.collectives.front(), comm.first_seq, state.active_algorithm,
-                    PLEXUS_SUCCESS);
+                    PLEXUS_SUCCESS, op->stage_times());
   }
   for (const Contribution& part : op->local_parts()) {
     complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});

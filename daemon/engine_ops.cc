@@ -78,7 +78,8 @@ void Engine::note_arrival(Comm& comm, PendingCollective& op, int rank) {
 }
 
 void Engine::record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
-                             const char* algorithm, plexus_result_t status) {
+                             const char* algorithm, plexus_result_t status,
+                             const OpStageTimes& stages) {
   const Contribution* part = first_part(op);
   if (part == nullptr) return;
   const auto now = Clock::now();
@@ -95,6 +96,7 @@ void Engine::record_finished(const Comm& comm, const PendingCollective& op, uint
   r.all_arrived = op.all_arrived;
   r.end = now;
   r.last_rank = op.last_rank;
+  r.stages = stages;
   if (status == PLEXUS_SUCCESS && op.first_arrival != Clock::time_point{}) {
     op_durations_.record(part->entry.opcode, now - op.first_arrival);
   }
@@ -226,6 +228,15 @@ OpsReport Engine::ops_report() const {
       r.run_us = us_between(op.all_arrived, op.end);
     }
     r.last_rank = op.last_rank;
+    auto us = [](std::chrono::nanoseconds t) {
+      return static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(t).count());
+    };
+    r.slices = op.stages.slices;
+    r.local_in_us = us(op.stages.local_in);
+    r.network_us = us(op.stages.network);
+    r.local_out_us = us(op.stages.local_out);
+    r.slowest_slice_us = us(op.stages.slowest_slice_network);
     report.finished.push_back(std::move(r));
   }
   return report;

@@ -2,6 +2,7 @@
 #include "daemon/internode_op.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "daemon/reduce.h"
@@ -9,6 +10,8 @@
 #include "shm/ring_layout.h"
 
 namespace plexus::daemon {
+
+using Clock = std::chrono::steady_clock;
 
 algo::Collective InternodeOp::collective_of(shm::Opcode opcode) {
   switch (opcode) {
@@ -78,6 +81,7 @@ struct InternodeOp::Slice {
   std::span<std::byte> work;  // where the rounds run: scratch, or the rank's buffer
   SliceTransport transport;   // holds the slice's scratch
   std::unique_ptr<algo::PlanRunner> runner;
+  Clock::time_point rounds_began{};  // timed ops only
 };
 
 std::shared_ptr<OpScratch> ScratchPool::take() {
@@ -295,6 +299,7 @@ void InternodeOp::start_slice(uint64_t index) {
   slice->transport.scratch = scratch_->take();
   OpScratch& s = *slice->transport.scratch;
   slice->transport.keep_alive = slice->transport.scratch;
+  const auto began = options_.timed ? Clock::now() : Clock::time_point{};
   // Count 0: the parts have no buffers at all (null pointers), and the plan is empty.
   if (slice->count > 0) {
     local_phase_in(*slice);
@@ -311,6 +316,10 @@ void InternodeOp::start_slice(uint64_t index) {
   };
   slice->runner =
       std::make_unique<algo::PlanRunner>(plan_of(index), buffers, reduce, slice->transport);
+  if (options_.timed) {
+    slice->rounds_began = Clock::now();
+    stage_times_.local_in += slice->rounds_began - began;
+  }
   algo::PlanRunner& runner = *slice->runner;
   running_.push_back(std::move(slice));
   ++runner_depth_;
@@ -333,8 +342,16 @@ void InternodeOp::start_slice(uint64_t index) {
 }
 
 void InternodeOp::finish_slice(Slice& slice) {
+  const auto rounds_ended = options_.timed ? Clock::now() : Clock::time_point{};
   if (slice.count > 0) written_ += local_phase_out(slice);
   ++finished_;
+  if (!options_.timed) return;
+  const auto rounds = rounds_ended - slice.rounds_began;
+  stage_times_.network += rounds;
+  stage_times_.slowest_slice_network =
+      std::max<std::chrono::nanoseconds>(stage_times_.slowest_slice_network, rounds);
+  stage_times_.local_out += Clock::now() - rounds_ended;
+  ++stage_times_.slices;
 }
 
 void InternodeOp::pump() {

@@ -21,6 +21,7 @@
 #include "daemon/local_collectives.h"
 #include "daemon/node_topology.h"
 #include "daemon/op_slices.h"
+#include "daemon/op_stage_times.h"
 
 namespace plexus::daemon {
 
@@ -44,6 +45,7 @@ class ScratchPool {
 struct SliceOptions {
   uint64_t work_bytes = kSliceWorkBytes;
   uint32_t in_flight = kSlicesInFlight;
+  bool timed = false;  // measure stage_times()
 };
 
 class InternodeOp final {
@@ -97,6 +99,8 @@ class InternodeOp final {
   std::vector<const void*> placement_owners() const;
   // Bytes written to local ranks' receive buffers so far.
   uint64_t bytes_written() const { return written_; }
+  // Time per stage over the slices finished so far (SliceOptions::timed; else zeros).
+  const OpStageTimes& stage_times() const { return stage_times_; }
 
   const std::vector<Contribution>& local_parts() const { return parts_; }
   const SliceLayout& layout() const { return layout_; }
@@ -151,6 +155,7 @@ class InternodeOp final {
   uint64_t next_slice_ = 0;
   uint64_t finished_ = 0;
   uint64_t written_ = 0;
+  OpStageTimes stage_times_;
   int runner_depth_ = 0;  // plan-runner calls on the stack
   bool pumping_ = false;
   std::string failure_;

@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(100u, 3600000u));
   app.add_option("--rank-skew-ms", config.rank_skew_ms,
-                 "A rank that submits this long after the first, in 12 of 16 collectives in a "
-                 "row, is reported (with --telemetry on)")
+                 "A rank that submits last, this long after the first, in 12 of the last 16 "
+                 "collectives of a communicator is reported (with --telemetry on)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 600000u));
   app.add_option("--slow-path-ratio", config.slow_path_ratio,

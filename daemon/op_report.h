@@ -51,6 +51,12 @@ struct FinishedOpReport {
   uint64_t arrival_spread_us = 0;  // first to last local rank submitting it
   uint64_t run_us = 0;             // last submission to completion
   int last_rank = -1;
+  // Multi-node ops: time per stage summed over `slices` (OpStageTimes); 0 slices: none.
+  uint64_t slices = 0;
+  uint64_t local_in_us = 0;
+  uint64_t network_us = 0;
+  uint64_t local_out_us = 0;
+  uint64_t slowest_slice_us = 0;  // the slowest slice's inter-node rounds
 };
 
 struct OpsReport {

@@ -7,12 +7,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "daemon/comm.h"
+#include "daemon/gpu/gpu_regions.h"
+#include "daemon/gpu/staged_op.h"
 #include "daemon/job_metrics.h"
 #include "shm/memfd.h"
 #include "shm/ring.h"
@@ -60,7 +65,33 @@ class Session {
   // Engine thread only.
   std::optional<shm::DaemonRingEnd> ring_end;
   std::unordered_map<uint32_t, CommMembership> comms;  // handle -> membership
-  uint32_t inflight = 0;  // consumed entries whose completion is not yet posted
+  uint32_t inflight = 0;        // consumed entries whose completion is not yet posted
+  gpu::GpuRegions gpu_regions;  // regions 1.. (registered GPU allocations)
+  // Host copies of GPU buffers of ops in flight, by the entry's user_data (a client that
+  // reuses user_data while both are in flight only confuses its own results).
+  std::unordered_multimap<uint64_t, std::unique_ptr<gpu::StagedOp>> staged_ops;
+  // Ops whose GPU input is still being copied in, in submission order, and the session's
+  // ops after them: a rank's ops must reach its communicators in the order it called them.
+  std::deque<Contribution> staging;
+  // Ops whose result is being copied back to a GPU: their completion waits for it.
+  struct CopyingBack {
+    uint64_t user_data;
+    std::unique_ptr<gpu::StagedOp> op;
+  };
+  std::vector<CopyingBack> copying_back;
+  uint64_t staged_count = 0;  // StagedOp::order of the next
+  // Entries held until their GPU stream reaches them (StreamFlags::ready), in submission
+  // order: the entries after one wait behind it, since a communicator's ops are matched in
+  // the order they were called.
+  std::deque<shm::SubmissionEntry> held_for_stream;
+  // Stream-ordered ops in flight: user_data -> where to write `done` when they end.
+  struct StreamRelease {
+    uint64_t flags_offset;
+    uint32_t ticket;
+  };
+  std::unordered_multimap<uint64_t, StreamRelease> stream_releases;
+  // The session's validated ops in flight by user_data (how many share each).
+  std::unordered_map<uint64_t, uint32_t> ops_in_flight;
   bool needs_publish = false;
   bool removed = false;
 
@@ -72,8 +103,9 @@ class Session {
   // Control thread only: handle numbers for new memberships.
   uint32_t next_comm_handle = 1;
 
+  // Engine thread (GPU regions).
   uint64_t region_bytes(uint32_t region) const {
-    return region == shm::kHostPoolRegion ? pool.size() : 0;
+    return region == shm::kHostPoolRegion ? pool.size() : gpu_regions.bytes(region);
   }
   std::byte* region_base(uint32_t region) const {
     return region == shm::kHostPoolRegion ? pool.data() : nullptr;

@@ -51,7 +51,16 @@ struct ClientMessage {
     nicDrain @6 :NicDrain;
     ops @7 :Void;           # collectives in flight and the last ones finished
     events @8 :EventsRequest;
+    registerGpuMemory @9 :GpuMemory;
+    releaseGpuMemory @10 :UInt32;  # a region id from GpuMemoryReply
   }
+}
+
+# One GPU allocation of the client, exported once and mapped by the daemon once.
+struct GpuMemory {
+  ipcHandle @0 :Data;     # 64 bytes from cuIpcGetMemHandle
+  bytes @1 :UInt64;       # the whole allocation
+  deviceUuid @2 :Data;    # 16 bytes: the GPU it is on
 }
 
 struct EventsRequest {
@@ -248,6 +257,12 @@ struct FinishedOp {
   arrivalSpreadUs @8 :UInt64;  # first to last local rank submitting it
   runUs @9 :UInt64;            # last submission to completion
   lastRank @10 :Int32;         # the local rank that submitted last
+  # Multi-node ops: time per stage summed over the slices (which overlap); slices 0: none.
+  slices @11 :UInt64;
+  localInUs @12 :UInt64;       # gathering or reducing the local ranks' inputs
+  networkUs @13 :UInt64;       # the inter-node rounds
+  localOutUs @14 :UInt64;      # copying results out to the local ranks
+  slowestSliceUs @15 :UInt64;  # the slowest slice's inter-node rounds
 }
 
 struct OpsReply {
@@ -275,5 +290,7 @@ struct DaemonMessage {
     nicDrainReply @7 :NicDrainReply;
     opsReply @8 :OpsReply;
     eventsReply @9 :EventsReply;
+    gpuMemoryReply @10 :UInt32;      # the region id entries name for the allocation
+    releaseGpuMemoryReply @11 :Void;
   }
 }

@@ -13,6 +13,11 @@ ValidationResult invalid(std::string message) {
   return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::move(message));
 }
 
+std::string hex_byte(uint8_t b) {
+  static const char* digits = "0123456789abcdef";
+  return {digits[b >> 4], digits[b & 15]};
+}
+
 bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_mul_overflow(a, b, out);
 }
@@ -58,12 +63,31 @@ ValidationResult validate_entry_fields(const SubmissionEntry& entry, ValidatedEn
     return invalid("redop " + std::to_string(entry.redop) + " is not a known reduction");
   }
   out->redop = uses_redop(out->opcode) ? static_cast<plexus_redop_t>(entry.redop) : PLEXUS_SUM;
-  if (entry.flags != 0 || entry.reserved0 != 0 || entry.reserved1 != 0) {
-    return invalid("flags/reserved fields must be zero");
+  if ((entry.flags & ~kEntryStreamOrdered) != 0) {
+    return invalid("flags 0x" + hex_byte(entry.flags) + " has unknown bits");
   }
+  out->stream_ordered = (entry.flags & kEntryStreamOrdered) != 0;
+  if (!out->stream_ordered && (entry.stream_ticket != 0 || entry.stream_flags != 0)) {
+    return invalid("stream_ticket and stream_flags must be zero without the stream-ordered flag");
+  }
+  if (out->stream_ordered && entry.stream_ticket == 0) {
+    return invalid("stream_ticket 0 (a stream-ordered entry's ticket is never 0)");
+  }
+  out->stream_ticket = entry.stream_ticket;
+  out->stream_flags = entry.stream_flags;
   out->comm = entry.comm;
   out->count = entry.count;
   out->peer = entry.peer;
+  return {};
+}
+
+ValidationResult validate_stream_flags(uint64_t offset, uint64_t pool_bytes) {
+  if (offset % alignof(StreamFlags) != 0 || offset > pool_bytes ||
+      pool_bytes - offset < sizeof(StreamFlags)) {
+    return invalid("stream_flags offset " + std::to_string(offset) + " is not an aligned " +
+                   std::to_string(sizeof(StreamFlags)) + "-byte slot within the " +
+                   std::to_string(pool_bytes) + "-byte pool");
+  }
   return {};
 }
 

@@ -28,6 +28,11 @@ struct ValidatedEntry {
   BufferSpan send;
   BufferSpan recv;
   bool in_place = false;
+  // Stream-ordered (SubmissionEntry::flags): its ticket and flags' pool offset, whose
+  // place in the pool the engine checks (validate_stream_flags).
+  bool stream_ordered = false;
+  uint32_t stream_ticket = 0;
+  uint64_t stream_flags = 0;
 };
 
 struct ValidationResult {
@@ -53,6 +58,8 @@ ValidationResult compute_buffer_spans(const SubmissionEntry& entry, int nranks, 
                                       ValidatedEntry* out);
 ValidationResult check_span_in_region(const char* which, const BufferSpan& span,
                                       uint64_t region_bytes);
+// A stream-ordered entry's flags must lie within the pool, 8-byte aligned.
+ValidationResult validate_stream_flags(uint64_t offset, uint64_t pool_bytes);
 // Reductions load whole elements and regions are page-aligned: an offset inside an
 // element would make the daemon do misaligned loads.
 ValidationResult check_alignment(const ValidatedEntry& entry);

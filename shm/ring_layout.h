@@ -40,22 +40,36 @@ constexpr bool uses_redop(Opcode op) {
 // regions (registered GPU allocations) get ids from the daemon.
 inline constexpr uint32_t kHostPoolRegion = 0;
 
+// SubmissionEntry::flags bits.
+inline constexpr uint8_t kEntryStreamOrdered = 1;
+
+// A stream-ordered op's flags in the session's pool, shared by the client's GPU stream and
+// the daemon: the stream writes the entry's ticket to `ready` once the work queued before
+// the op is done (cuStreamWriteValue32); the daemon starts the op only then, and writes
+// the ticket to `done` once the op has ended, in error too (the stream waits for it with
+// cuStreamWaitValue32 before the work queued after the op).
+struct alignas(8) StreamFlags {
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> done;
+};
+static_assert(sizeof(StreamFlags) == 8);
+
 // One submitted operation, 64 bytes. Every field is hostile until validated.
 struct SubmissionEntry {
   uint64_t user_data;  // echoed in the completion
   uint8_t opcode;      // Opcode
   uint8_t dtype;       // plexus_dtype_t
   uint8_t redop;       // plexus_redop_t
-  uint8_t flags;       // must be 0
+  uint8_t flags;       // 0 or kEntryStreamOrdered
   uint32_t comm;       // session-local communicator handle from CommInit
   uint64_t count;      // elements, meaning per opcode as in plexus.h
   uint64_t send_offset;
   uint64_t recv_offset;
   uint32_t send_region;
   uint32_t recv_region;
-  int32_t peer;  // root (broadcast, reduce) or peer (send, recv); else 0
-  uint32_t reserved0;
-  uint64_t reserved1;
+  int32_t peer;            // root (broadcast, reduce) or peer (send, recv); else 0
+  uint32_t stream_ticket;  // stream-ordered: the value of its StreamFlags (never 0); else 0
+  uint64_t stream_flags;   // stream-ordered: pool offset of its StreamFlags; else 0
 };
 static_assert(sizeof(SubmissionEntry) == 64);
 

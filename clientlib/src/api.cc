@@ -5,13 +5,19 @@
 #include <capnp/serialize.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "clientlib/src/client_context.h"
 #include "clientlib/src/control_channel.h"
+#include "clientlib/src/gpu_stream.h"
 #include "clientlib/src/last_error.h"
 #include "plexus/plexus.h"
 #include "shm/dtype.h"
@@ -82,6 +88,69 @@ plexus_result_t check_comm(plexus_comm_t comm, const char* call) {
     return fail(PLEXUS_ERR_COMM_ABORTED,
                 std::string(call) + ": the communicator was destroyed or aborted");
   }
+  CommState& state = *comm->state;
+  std::lock_guard lock(state.async_mutex);
+  if (state.async_status != PLEXUS_SUCCESS) {
+    const plexus_result_t status = state.async_status;
+    state.async_status = PLEXUS_SUCCESS;
+    return fail(status, std::string(call) + ": an earlier stream-ordered call failed: " +
+                            std::exchange(state.async_message, {}));
+  }
+  return PLEXUS_SUCCESS;
+}
+
+// The stream-ordered part of a call (plexus_comm_set_stream): the stream writes the slot's
+// ticket to its ready flag once the work before the call is done, the entry goes to the
+// daemon now, and the stream waits for the done flag before the work after it. Returns
+// with the op queued; takes ownership of req.
+plexus_result_t submit_on_stream(ClientContext& ctx, void* stream, shm::SubmissionEntry entry,
+                                 plexus_request* req, plexus_request_t* request, const char* call) {
+  auto refuse = [&](plexus_result_t status, const std::string& why) {
+    if (req->staging != nullptr) ctx.pool().deallocate(req->staging);
+    delete req;
+    return fail(status, std::string(call) + ": " + why);
+  };
+  if (req->staging != nullptr) {
+    return refuse(PLEXUS_ERR_INVALID_ARGUMENT,
+                  "a stream-ordered call takes GPU buffers or plexus_alloc memory, not other "
+                  "host memory (it would be copied before the stream got to the call)");
+  }
+  if (t_group.depth > 0) {
+    return refuse(PLEXUS_ERR_INVALID_ARGUMENT,
+                  "stream-ordered calls cannot be grouped yet (plexus_group_start)");
+  }
+  if (std::string e = check_stream_not_capturing(stream); !e.empty()) {
+    return refuse(PLEXUS_ERR_INVALID_ARGUMENT, e);
+  }
+  StreamSlot slot;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    bool all_busy = false;
+    std::string e = ctx.stream_flags().acquire(&slot, &all_busy);
+    if (e.empty()) break;
+    if (!all_busy) return refuse(PLEXUS_ERR_SYSTEM, e);
+    if (std::chrono::steady_clock::now() > give_up) {
+      return refuse(PLEXUS_ERR_TIMEOUT, e + " and none ended for 60 s");
+    }
+    if (!ctx.progress()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (std::string e = stream_write_value(stream, slot.ready_device, slot.ticket); !e.empty()) {
+    ctx.stream_flags().release(slot.index, slot.ticket);
+    return refuse(PLEXUS_ERR_SYSTEM, e);
+  }
+  entry.flags = shm::kEntryStreamOrdered;
+  entry.stream_ticket = slot.ticket;
+  entry.stream_flags = slot.pool_offset;
+  req->stream_slot = slot.index;
+  req->stream_ticket = slot.ticket;
+  req->detached = request == nullptr;
+  ctx.submit(req, entry);
+  // Past this point req may already be complete (and, detached, freed).
+  if (std::string e = stream_wait_value(stream, slot.done_device, slot.ticket); !e.empty()) {
+    return fail(PLEXUS_ERR_SYSTEM, std::string(call) + ": the call was queued but the stream " +
+                                       "will not wait for it: " + e);
+  }
+  if (request != nullptr) *request = req;
   return PLEXUS_SUCCESS;
 }
 
@@ -108,6 +177,40 @@ plexus_result_t place_buffers(ClientContext& ctx, const BufferPlan& plan, const 
   }
   const bool send_in_pool = plan.send_bytes == 0 || pool.contains(plan.send, plan.send_bytes);
   const bool recv_in_pool = plan.recv_bytes == 0 || pool.contains(plan.recv, plan.recv_bytes);
+  std::optional<GpuSpan> send_gpu;
+  std::optional<GpuSpan> recv_gpu;
+  std::string error;
+  if (!send_in_pool) send_gpu = ctx.gpu().locate(ctx.control(), plan.send, plan.send_bytes, &error);
+  if (!error.empty()) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": sendbuff: " + error);
+  }
+  if (!recv_in_pool) recv_gpu = ctx.gpu().locate(ctx.control(), plan.recv, plan.recv_bytes, &error);
+  if (!error.empty()) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": recvbuff: " + error);
+  }
+  if (send_gpu || recv_gpu) {
+    // Device buffers go to the daemon as they are; a host buffer beside one must be in
+    // the pool (staging it would serialise a host copy behind the GPU op).
+    if ((!send_in_pool && !send_gpu) || (!recv_in_pool && !recv_gpu)) {
+      return fail(
+          PLEXUS_ERR_INVALID_ARGUMENT,
+          std::string(call) + ": one buffer is GPU memory and the other is host memory " +
+              "outside the pool: use plexus_alloc for the host one, or GPU memory for both");
+    }
+    if (send_gpu) {
+      entry->send_region = send_gpu->region;
+      entry->send_offset = send_gpu->offset;
+    } else {
+      entry->send_offset = plan.send_bytes ? pool.offset_of(plan.send) : 0;
+    }
+    if (recv_gpu) {
+      entry->recv_region = recv_gpu->region;
+      entry->recv_offset = recv_gpu->offset;
+    } else {
+      entry->recv_offset = plan.recv_bytes ? pool.offset_of(plan.recv) : 0;
+    }
+    return PLEXUS_SUCCESS;
+  }
   if (send_in_pool && recv_in_pool) {
     entry->send_offset = plan.send_bytes ? pool.offset_of(plan.send) : 0;
     entry->recv_offset = plan.recv_bytes ? pool.offset_of(plan.recv) : 0;
@@ -194,6 +297,10 @@ plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count
         delete req;
         return r;
       }
+    }
+    if (void* stream = comm->state->stream; stream != nullptr) {
+      ctx.progress();  // completions of earlier stream-ordered calls nobody waits for
+      return submit_on_stream(ctx, stream, entry, req, request, call);
     }
     if (t_group.depth > 0) {
       req->owned_by_group = request == nullptr;
@@ -483,6 +590,28 @@ plexus_result_t plexus_free(void* ptr) {
   return guarded([&]() -> plexus_result_t {
     if (!ClientContext::get().pool().deallocate(ptr)) {
       return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_free: pointer was not from plexus_alloc");
+    }
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t plexus_comm_set_stream(plexus_comm_t comm, void* cuda_stream) {
+  if (plexus_result_t r = check_comm(comm, "plexus_comm_set_stream"); r != PLEXUS_SUCCESS) return r;
+  if (cuda_stream != nullptr) {
+    if (std::string e = check_stream_not_capturing(cuda_stream); !e.empty()) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_set_stream: " + e);
+    }
+  }
+  comm->state->stream = cuda_stream;
+  return PLEXUS_SUCCESS;
+}
+
+plexus_result_t plexus_gpu_forget(const void* ptr) {
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    if (!ctx.gpu().forget(ctx.control(), ptr)) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                  "plexus_gpu_forget: the pointer is in no GPU allocation registered with plexusd");
     }
     return PLEXUS_SUCCESS;
   });

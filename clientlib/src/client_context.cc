@@ -80,6 +80,7 @@ ClientContext::ClientContext() {
   control_ = std::make_unique<ControlChannel>(
       shm::default_socket_path(), static_cast<int>(env_u64("PLEXUS_CONNECT_TIMEOUT_MS", 1000)));
   pool_ = std::make_unique<shm::ClientPool>(env_u64("PLEXUS_POOL_SIZE", kDefaultPoolBytes));
+  stream_flags_ = std::make_unique<StreamFlagSlots>(*pool_);
 
   capnp::MallocMessageBuilder message;
   auto hello = message.initRoot<control::ClientMessage>().initHello();
@@ -160,6 +161,23 @@ void ClientContext::complete(uint64_t id, plexus_result_t status, std::string me
   }
   req->status = status;
   req->message = std::move(message);
+  if (req->stream_slot >= 0) {
+    // The daemon wrote `done` before completing; if it died first, the stream goes on now.
+    stream_flags_->release(req->stream_slot, req->stream_ticket);
+    req->stream_slot = -1;
+  }
+  if (req->detached) {
+    if (status != PLEXUS_SUCCESS && req->comm) {
+      std::lock_guard lock(req->comm->async_mutex);
+      if (req->comm->async_status == PLEXUS_SUCCESS) {
+        req->comm->async_status = status;
+        req->comm->async_message = req->message;
+      }
+    }
+    if (req->comm) req->comm->outstanding.fetch_sub(1, std::memory_order_release);
+    delete req;
+    return;
+  }
   if (req->comm) req->comm->outstanding.fetch_sub(1, std::memory_order_release);
   req->done.store(true, std::memory_order_release);
 }

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "clientlib/src/control_channel.h"
+#include "clientlib/src/gpu_buffers.h"
+#include "clientlib/src/stream_flag_slots.h"
 #include "plexus/plexus.h"
 #include "shm/idle_strategy.h"
 #include "shm/pool.h"
@@ -26,6 +28,12 @@ struct CommState {
   int rank = 0;
   std::atomic<int> outstanding{0};
   std::atomic<bool> closed{false};
+  void* stream = nullptr;  // plexus_comm_set_stream: calls are ordered on this CUDA stream
+  // The failure of a stream-ordered call made without a request, reported by the next
+  // call on the communicator.
+  std::mutex async_mutex;
+  plexus_result_t async_status = PLEXUS_SUCCESS;
+  std::string async_message;
 };
 
 }  // namespace plexus::client
@@ -43,7 +51,10 @@ struct plexus_request {
   size_t copy_out_bytes = 0;
   size_t copy_out_offset = 0;   // within staging
   bool owned_by_group = false;  // NULL request inside a group: waited at group end
-  size_t bytes = 0;             // data the op moves for this rank; large ops park at once
+  int stream_slot = -1;         // stream-ordered: its StreamFlagSlots slot until completion
+  uint32_t stream_ticket = 0;
+  bool detached = false;  // stream-ordered with no request: freed at completion
+  size_t bytes = 0;       // data the op moves for this rank; large ops park at once
 };
 
 namespace plexus::client {
@@ -55,6 +66,8 @@ class ClientContext {
 
   shm::ClientPool& pool() { return *pool_; }
   ControlChannel& control() { return *control_; }
+  GpuBuffers& gpu() { return gpu_; }
+  StreamFlagSlots& stream_flags() { return *stream_flags_; }
   uint64_t session_id() const { return session_id_; }
 
   // Registers a request for the entry and submits it (or buffers it in the calling
@@ -79,7 +92,9 @@ class ClientContext {
   void wait_until(Done&& done, shm::IdleSettings idle);
 
   std::unique_ptr<ControlChannel> control_;
+  GpuBuffers gpu_;
   std::unique_ptr<shm::ClientPool> pool_;
+  std::unique_ptr<StreamFlagSlots> stream_flags_;  // over pool_
   std::optional<shm::RingMemory> rings_;
   std::optional<shm::ClientRingEnd> ring_end_;
   shm::UniqueFd submission_eventfd_;

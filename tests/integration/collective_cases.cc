@@ -37,19 +37,48 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
   plexus_request_t req = nullptr;
   std::string error;
   const plexus_dtype_t d = c.dtype;
+  // GPU buffers: what the call gets for a mirror pointer, and the copies around the call.
+  const size_t span = un * count * elem;
+  auto at = [&](std::byte* p) -> std::byte* {
+    if (buf.device_a == nullptr) return p;
+    if (p >= buf.a && p < buf.a + span) return buf.device_a + (p - buf.a);
+    return buf.device_b + (p - buf.b);
+  };
+  auto mirror = [&](bool to_device) -> std::string {
+    if (buf.device_a == nullptr) return {};
+    std::string e = to_device ? buf.copy(buf.device_a, buf.a, span, true)
+                              : buf.copy(buf.a, buf.device_a, span, false);
+    if (e.empty()) {
+      e = to_device ? buf.copy(buf.device_b, buf.b, span, true)
+                    : buf.copy(buf.b, buf.device_b, span, false);
+    }
+    return e;
+  };
+  // Runs `call` on the device copies; its result as wait_for gives it.
+  auto on_device = [&](auto&& call) -> std::string {
+    if (std::string e = mirror(true); !e.empty()) return "to the device: " + e;
+    std::string e = call();
+    if (e.empty()) e = mirror(false);
+    return e;
+  };
 
   if (c.collective == "allreduce") {
     fill_input(buf.a, d, c.op, rank, count);
-    void* recv = c.in_place ? buf.a : buf.b;
-    error = wait_for(plexus_allreduce(buf.a, recv, count, d, c.op, comm, &req), &req, "allreduce");
+    std::byte* recv = c.in_place ? buf.a : buf.b;
+    error = on_device([&] {
+      return wait_for(plexus_allreduce(at(buf.a), at(recv), count, d, c.op, comm, &req), &req,
+                      "allreduce");
+    });
     if (error.empty()) {
       error = compare(recv, d, count, [&](size_t j) { return reduced_bits(d, c.op, n, j); });
     }
   } else if (c.collective == "reduce") {
     fill_input(buf.a, d, c.op, rank, count);
-    void* recv = c.in_place ? buf.a : buf.b;
-    error =
-        wait_for(plexus_reduce(buf.a, recv, count, d, c.op, c.root, comm, &req), &req, "reduce");
+    std::byte* recv = c.in_place ? buf.a : buf.b;
+    error = on_device([&] {
+      return wait_for(plexus_reduce(at(buf.a), at(recv), count, d, c.op, c.root, comm, &req), &req,
+                      "reduce");
+    });
     if (error.empty() && rank == c.root) {
       error = compare(recv, d, count, [&](size_t j) { return reduced_bits(d, c.op, n, j); });
     }
@@ -59,18 +88,22 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
     }
   } else if (c.collective == "reducescatter") {
     fill_input(buf.a, d, c.op, rank, count * un);
-    void* recv = c.in_place ? buf.a + ur * count * elem : buf.b;
-    error = wait_for(plexus_reducescatter(buf.a, recv, count, d, c.op, comm, &req), &req,
-                     "reducescatter");
+    std::byte* recv = c.in_place ? buf.a + ur * count * elem : buf.b;
+    error = on_device([&] {
+      return wait_for(plexus_reducescatter(at(buf.a), at(recv), count, d, c.op, comm, &req), &req,
+                      "reducescatter");
+    });
     if (error.empty()) {
       error = compare(recv, d, count,
                       [&](size_t j) { return reduced_bits(d, c.op, n, ur * count + j); });
     }
   } else if (c.collective == "broadcast") {
     if (rank == c.root) fill_input(buf.a, d, PLEXUS_SUM, rank, count);
-    void* recv = c.in_place ? buf.a : buf.b;
-    error =
-        wait_for(plexus_broadcast(buf.a, recv, count, d, c.root, comm, &req), &req, "broadcast");
+    std::byte* recv = c.in_place ? buf.a : buf.b;
+    error = on_device([&] {
+      return wait_for(plexus_broadcast(at(buf.a), at(recv), count, d, c.root, comm, &req), &req,
+                      "broadcast");
+    });
     if (error.empty()) {
       error =
           compare(recv, d, count, [&](size_t j) { return input_bits(d, PLEXUS_SUM, c.root, j); });
@@ -78,7 +111,10 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
   } else if (c.collective == "allgather") {
     std::byte* send = c.in_place ? buf.b + ur * count * elem : buf.a;
     fill_input(send, d, PLEXUS_SUM, rank, count);
-    error = wait_for(plexus_allgather(send, buf.b, count, d, comm, &req), &req, "allgather");
+    error = on_device([&] {
+      return wait_for(plexus_allgather(at(send), at(buf.b), count, d, comm, &req), &req,
+                      "allgather");
+    });
     if (error.empty()) {
       error = compare(buf.b, d, count * un, [&](size_t j) {
         return input_bits(d, PLEXUS_SUM, static_cast<int>(j / count), j % count);
@@ -87,8 +123,10 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
   } else if (c.collective == "alltoall") {
     // Rank r's block for rank d holds input(r, d*count + j).
     fill_input(buf.a, d, PLEXUS_SUM, rank, count * un);
-    void* recv = c.in_place ? buf.a : buf.b;
-    error = wait_for(plexus_alltoall(buf.a, recv, count, d, comm, &req), &req, "alltoall");
+    std::byte* recv = c.in_place ? buf.a : buf.b;
+    error = on_device([&] {
+      return wait_for(plexus_alltoall(at(buf.a), at(recv), count, d, comm, &req), &req, "alltoall");
+    });
     if (error.empty()) {
       error = compare(recv, d, count * un, [&](size_t j) {
         return input_bits(d, PLEXUS_SUM, static_cast<int>(j / count), ur * count + j % count);
@@ -99,14 +137,17 @@ std::string run_case(const Case& c, int rank, int n, plexus_comm_t comm, const B
     fill_input(buf.a, d, PLEXUS_SUM, rank, count);
     const int next = (rank + 1) % n;
     const int prev = (rank + n - 1) % n;
-    plexus_request_t send_req = nullptr;
-    plexus_request_t recv_req = nullptr;
-    plexus_group_start();
-    plexus_result_t s = plexus_send(buf.a, count, d, next, comm, &send_req);
-    plexus_result_t r = plexus_recv(buf.b, count, d, prev, comm, &recv_req);
-    plexus_group_end();
-    error = wait_for(s, &send_req, "send");
-    if (error.empty()) error = wait_for(r, &recv_req, "recv");
+    error = on_device([&] {
+      plexus_request_t send_req = nullptr;
+      plexus_request_t recv_req = nullptr;
+      plexus_group_start();
+      plexus_result_t s = plexus_send(at(buf.a), count, d, next, comm, &send_req);
+      plexus_result_t r = plexus_recv(at(buf.b), count, d, prev, comm, &recv_req);
+      plexus_group_end();
+      std::string e = wait_for(s, &send_req, "send");
+      std::string e2 = wait_for(r, &recv_req, "recv");
+      return e.empty() ? e2 : e;
+    });
     if (error.empty()) {
       error =
           compare(buf.b, d, count, [&](size_t j) { return input_bits(d, PLEXUS_SUM, prev, j); });

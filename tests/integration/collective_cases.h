@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "plexus/plexus.h"
@@ -24,10 +25,17 @@ struct Case {
   std::string describe() const;
 };
 
-// Buffers for one rank: from the pool (zero copy) or from the heap (staged).
+// Buffers for one rank: from the pool (zero copy) or from the heap (staged); or GPU
+// buffers, with a and b their host mirrors: a case fills and checks the mirrors, copies
+// them to the device before its call, passes the device addresses, and copies back after.
 struct Buffers {
   std::byte* a = nullptr;  // send (or the in-place buffer)
   std::byte* b = nullptr;  // recv
+  std::byte* device_a = nullptr;
+  std::byte* device_b = nullptr;
+  // Copies `bytes` between host and device memory (to_device: host -> device); "" or why not.
+  std::function<std::string(std::byte* dst, const std::byte* src, size_t bytes, bool to_device)>
+      copy;
 };
 
 std::string call_failed(const char* call, plexus_result_t r);

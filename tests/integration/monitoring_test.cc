@@ -1,6 +1,7 @@
 // Monitoring against a real plexusd through plexusctl: a rank that never submits its
 // collective is named (rank, pid, node) by plexusctl ops --stuck and by an event within
-// 2 s; events follow; every command says clearly when no daemon runs.
+// 2 s; a rank late op after op by a rank_skew event; events follow; every command says
+// clearly when no daemon runs.
 #include <grp.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -32,23 +34,26 @@ CommandOutput plexusctl(const std::string& socket, std::vector<std::string> args
   return run_command(argv);
 }
 
-// Each rank allreduces 1024 floats once; `late_rank` first sleeps `late` (after init).
-RankBody allreduce_with_late_rank(int late_rank, std::chrono::milliseconds late) {
+// Each rank allreduces `count` floats `ops` times; `late_rank` first sleeps `late` each time.
+RankBody allreduce_with_late_rank(int late_rank, std::chrono::milliseconds late, int ops = 1,
+                                  uint64_t count = 1024) {
   return [=](int rank, int n, const plexus_unique_id_t& id) -> std::string {
     plexus_comm_t comm;
     if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
     float* buf;
-    if (auto r = plexus_alloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float))) {
+    if (auto r = plexus_alloc(reinterpret_cast<void**>(&buf), count * sizeof(float))) {
       return describe("alloc", r);
     }
-    fill_input(buf, PLEXUS_FLOAT32, PLEXUS_SUM, rank, 1024);
-    if (rank == late_rank) std::this_thread::sleep_for(late);
-    if (auto r = plexus_allreduce(buf, buf, 1024, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
-      return describe("allreduce", r);
+    std::string error;
+    for (int op = 0; op < ops && error.empty(); ++op) {
+      fill_input(buf, PLEXUS_FLOAT32, PLEXUS_SUM, rank, count);
+      if (rank == late_rank) std::this_thread::sleep_for(late);
+      if (auto r = plexus_allreduce(buf, buf, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
+        return describe("allreduce", r);
+      }
+      error = compare(buf, PLEXUS_FLOAT32, count,
+                      [&](size_t j) { return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j); });
     }
-    std::string error = compare(buf, PLEXUS_FLOAT32, 1024, [&](size_t j) {
-      return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j);
-    });
     plexus_comm_destroy(comm);
     return error;
   };
@@ -143,6 +148,93 @@ TEST(MonitoringTest, RankThatNeverSubmitsIsNamedByOpsStuckAndAnEventWithinTwoSec
   EXPECT_EQ(done["status"], "ok");
   EXPECT_EQ(done["last_rank"], 2);
   EXPECT_GE(done["arrival_spread_us"].get<uint64_t>(), 4000000u);
+}
+
+std::vector<json> events_of_kind(const std::string& socket, const std::string& kind) {
+  CommandOutput out = plexusctl(socket, {"events", "--json"});
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  std::vector<json> found;
+  for (const json& e : event_lines(out.out)) {
+    if (e["kind"] == kind) found.push_back(e);
+  }
+  return found;
+}
+
+// 16 allreduces with nobody late raise nothing; 16 with rank 1 submitting 30 ms after rank
+// 0 each time raise one rank_skew event naming rank 1, its pid and node.
+TEST(MonitoringTest, ARankSubmittingLateOpAfterOpIsReportedAsSkew) {
+  DaemonProcess daemon(
+      {"--node-name", "node-s", "--telemetry", "on", "--rank-skew-ms", "10", "--stall-ms", "5000"});
+  const std::string socket = daemon.socket_path();
+  auto in_step =
+      run_ranks(socket, 2, allreduce_with_late_rank(-1, std::chrono::milliseconds(0), 16));
+  ASSERT_EQ(failures(in_step), "");
+  EXPECT_TRUE(events_of_kind(socket, "rank_skew").empty()) << "skew reported with no rank late";
+
+  std::vector<pid_t> pids;
+  auto skewed = run_ranks(socket, 2, allreduce_with_late_rank(1, std::chrono::milliseconds(30), 16),
+                          std::chrono::seconds(60),
+                          [&](const std::vector<pid_t>& started) { pids = started; });
+  ASSERT_EQ(failures(skewed), "");
+  ASSERT_EQ(pids.size(), 2u);
+  const auto skew = events_of_kind(socket, "rank_skew");
+  ASSERT_EQ(skew.size(), 1u) << "the rule is quiet for 10 s after a report";
+  const json& e = skew[0];
+  EXPECT_EQ(e["severity"], "warning");
+  EXPECT_EQ(e["node"], "node-s");
+  EXPECT_EQ(e["evidence"]["rank"], 1);
+  EXPECT_EQ(e["evidence"]["pid"], pids[1]);
+  EXPECT_EQ(e["evidence"]["of_ops"], 16);
+  EXPECT_GE(e["evidence"]["late_ops"].get<int>(), 12);
+  EXPECT_GE(e["evidence"]["median_lateness_us"].get<int64_t>(), 25000);
+  EXPECT_THAT(e["message"].get<std::string>(),
+              HasSubstr("rank 1 (pid " + std::to_string(pids[1]) + ")"));
+  // The finished ops say who was last, and by how much.
+  json ops = json::parse(plexusctl(socket, {"ops", "--finished", "--json"}).out);
+  ASSERT_FALSE(ops["finished"].empty());
+  EXPECT_EQ(ops["finished"].back()["last_rank"], 1);
+  EXPECT_GE(ops["finished"].back()["arrival_spread_us"].get<uint64_t>(), 25000u);
+}
+
+// A two-node allreduce, timed: the finished op says where its time went, stage by stage
+// over its slices; a single-node op has no stages.
+TEST(MonitoringTest, AFinishedMultiNodeOpShowsItsStages) {
+  std::vector<std::unique_ptr<DaemonProcess>> nodes;
+  for (const char* name : {"stage-a", "stage-b"}) {
+    nodes.push_back(std::make_unique<DaemonProcess>(std::vector<std::string>{
+        "--peer-listen", "127.0.0.1:0", "--node-name", name, "--telemetry", "on"}));
+  }
+  const std::string a = nodes[0]->socket_path();
+  const std::string b = nodes[1]->socket_path();
+  constexpr uint64_t kCount = 4u << 20;  // 16 MiB: several 2 MiB slices
+  auto results = run_ranks_across(
+      {a, a, b, b}, allreduce_with_late_rank(-1, std::chrono::milliseconds(0), 1, kCount));
+  ASSERT_EQ(failures(results), "") << nodes[0]->log() << nodes[1]->log();
+  CommandOutput out = plexusctl(a, {"ops", "--finished", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const json ops = json::parse(out.out);
+  ASSERT_EQ(ops["finished"].size(), 1u) << ops.dump(2);
+  const json& op = ops["finished"][0];
+  EXPECT_EQ(op["bytes"], kCount * 4);
+  EXPECT_GE(op["slices"].get<uint64_t>(), 2u) << op.dump(2);
+  EXPECT_GT(op["local_in_us"].get<uint64_t>(), 0u) << op.dump(2);
+  EXPECT_GT(op["network_us"].get<uint64_t>(), 0u) << op.dump(2);
+  EXPECT_GT(op["local_out_us"].get<uint64_t>(), 0u) << op.dump(2);
+  // Every slice's rounds lie within the op's run; the slowest is one of them.
+  EXPECT_LE(op["slowest_slice_us"].get<uint64_t>(), op["network_us"].get<uint64_t>());
+  EXPECT_LE(op["slowest_slice_us"].get<uint64_t>(), op["run_us"].get<uint64_t>() + 1);
+  EXPECT_GE(op["slowest_slice_us"].get<uint64_t>() * op["slices"].get<uint64_t>(),
+            op["network_us"].get<uint64_t>());
+  CommandOutput table = plexusctl(a, {"ops", "--finished"});
+  EXPECT_THAT(table.out, HasSubstr("STAGES"));
+  EXPECT_THAT(table.out, HasSubstr(" slices, slowest "));
+  std::printf("%s", table.out.c_str());
+
+  auto local = run_ranks(a, 2, allreduce_with_late_rank(-1, std::chrono::milliseconds(0)));
+  ASSERT_EQ(failures(local), "");
+  const json after = json::parse(plexusctl(a, {"ops", "--finished", "--json"}).out);
+  ASSERT_EQ(after["finished"].size(), 2u);
+  EXPECT_EQ(after["finished"][1]["slices"], 0) << "a single-node op has no inter-node stages";
 }
 
 TEST(MonitoringTest, EventsFollowPrintsEventsAsTheyHappen) {

@@ -1,5 +1,6 @@
 #include "tests/integration/raw_client.h"
 
+#include "shm/framing.h"
 #include "shm/unix_socket.h"
 
 #include <poll.h>
@@ -20,6 +21,35 @@ namespace control = shm::control;
 
 RawClient::RawClient(const std::string& socket_path)
     : channel_(std::make_unique<client::ControlChannel>(socket_path, 1000)) {}
+
+namespace {
+
+std::string gpu_memory_answer(const client::Reply& reply) {
+  capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+  auto answer = reader.getRoot<control::DaemonMessage>();
+  if (answer.isError()) return answer.getError().getMessage().cStr();
+  if (answer.isGpuMemoryReply()) return "region " + std::to_string(answer.getGpuMemoryReply());
+  if (answer.isReleaseGpuMemoryReply()) return "released";
+  return "other reply";
+}
+
+}  // namespace
+
+std::string RawClient::register_gpu_memory(std::span<const uint8_t> ipc_handle,
+                                           std::span<const uint8_t> device_uuid, uint64_t bytes) {
+  capnp::MallocMessageBuilder message;
+  auto memory = message.initRoot<control::ClientMessage>().initRegisterGpuMemory();
+  memory.setIpcHandle(kj::arrayPtr(ipc_handle.data(), ipc_handle.size()));
+  memory.setDeviceUuid(kj::arrayPtr(device_uuid.data(), device_uuid.size()));
+  memory.setBytes(bytes);
+  return gpu_memory_answer(channel_->call(message));
+}
+
+std::string RawClient::release_gpu_memory(uint32_t region) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<control::ClientMessage>().setReleaseGpuMemory(region);
+  return gpu_memory_answer(channel_->call(message));
+}
 
 std::string RawClient::hello_with_fd(int fd, uint64_t declared_bytes) {
   capnp::MallocMessageBuilder message;

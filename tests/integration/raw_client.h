@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "clientlib/src/control_channel.h"
@@ -32,6 +33,12 @@ class RawClient {
     uint64_t bad_messages = 0;
   };
   Counters status();
+
+  // registerGpuMemory with these fields: "region N", or the daemon's error message.
+  std::string register_gpu_memory(std::span<const uint8_t> ipc_handle,
+                                  std::span<const uint8_t> device_uuid, uint64_t bytes);
+  // releaseGpuMemory: "released", or the daemon's error message.
+  std::string release_gpu_memory(uint32_t region);
 
   // Throws if the SQ stays full for a second (the daemon holding this client back).
   void submit(const shm::SubmissionEntry& entry);

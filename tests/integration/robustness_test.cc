@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -330,8 +331,15 @@ TEST_F(HostileRingTest, EveryHostileFieldCompletesWithAnErrorAndTheSessionGoesOn
       {"opcode 200", [](auto& e) { e.opcode = 200; }, "opcode 200"},
       {"dtype 77", [](auto& e) { e.dtype = 77; }, "dtype 77"},
       {"redop 9", [](auto& e) { e.redop = 9; }, "redop 9"},
-      {"flags", [](auto& e) { e.flags = 1; }, "must be zero"},
-      {"reserved", [](auto& e) { e.reserved1 = 42; }, "must be zero"},
+      {"flags", [](auto& e) { e.flags = 4; }, "flags 0x04 has unknown bits"},
+      {"stream fields", [](auto& e) { e.stream_flags = 42; }, "must be zero"},
+      {"stream flags outside the pool",
+       [](auto& e) {
+         e.flags = shm::kEntryStreamOrdered;
+         e.stream_ticket = 1;
+         e.stream_flags = 1 << 20;
+       },
+       "stream_flags offset 1048576"},
       {"unknown comm", [](auto& e) { e.comm = 999; }, "communicator handle 999"},
       {"offset past pool", [](auto& e) { e.send_offset = 1 << 20; },
        "outside its 1048576-byte region"},
@@ -373,6 +381,147 @@ TEST_F(HostileRingTest, EveryHostileFieldCompletesWithAnErrorAndTheSessionGoesOn
   ASSERT_TRUE(cqe.has_value());
   EXPECT_EQ(cqe->status, PLEXUS_SUCCESS) << std::string(cqe->message, cqe->message_len);
   EXPECT_EQ(raw_->status().bad_entries, bad_before + cases.size());
+}
+
+// The daemon's answer to a GPU registration request as raw bytes: the region, or the error.
+std::string gpu_request(RawClient& raw, size_t handle_bytes, size_t uuid_bytes,
+                        uint32_t release_region = 0) {
+  if (release_region != 0) return raw.release_gpu_memory(release_region);
+  const std::vector<uint8_t> handle(handle_bytes, 0x5a);
+  const std::vector<uint8_t> uuid(uuid_bytes, 0x17);
+  return raw.register_gpu_memory(handle, uuid, 1 << 20);
+}
+
+// Forged GPU registrations: malformed ones are refused naming the field, a handle no
+// driver made (or a daemon without GPUs) is refused saying why, releasing what was never
+// registered is an error; the session goes on serving.
+TEST_F(HostileRingTest, ForgedGpuRegistrationsAreRefusedAndTheSessionGoesOn) {
+  EXPECT_THAT(gpu_request(*raw_, 10, 16), HasSubstr("64-byte ipcHandle"));
+  EXPECT_THAT(gpu_request(*raw_, 64, 3), HasSubstr("16-byte deviceUuid"));
+  const std::string forged = gpu_request(*raw_, 64, 16);
+  EXPECT_THAT(forged, ::testing::Not(HasSubstr("region"))) << forged;
+  // Without a GPU: "cannot take GPU buffers: no CUDA driver ..."; with one: the device
+  // with that uuid is not on this node.
+  EXPECT_THAT(forged, ::testing::AnyOf(HasSubstr("cannot take GPU buffers"),
+                                       HasSubstr("is not one of this node's")));
+  EXPECT_THAT(gpu_request(*raw_, 0, 0, 3), HasSubstr("GPU region 3 is not registered"));
+  // An entry naming a region never registered is refused like any other bad field.
+  shm::SubmissionEntry e = valid_allreduce(1);
+  e.recv_region = 1;
+  raw_->submit(e);
+  auto bad = raw_->next_completion(5000);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_THAT(std::string(bad->message, bad->message_len), HasSubstr("region 1"));
+  raw_->submit(valid_allreduce(2));
+  auto cqe = raw_->next_completion(5000);
+  ASSERT_TRUE(cqe.has_value());
+  EXPECT_EQ(cqe->status, PLEXUS_SUCCESS) << std::string(cqe->message, cqe->message_len);
+}
+
+// The daemon's side of stream ordering, with this test writing the ready flag as a GPU
+// stream would: a stream-ordered entry, and the entries behind it, wait for their ready
+// flag; the done flag is written when the op ends, and when a stream-ordered entry is
+// refused, so a stream is never left waiting.
+TEST_F(HostileRingTest, StreamOrderedEntriesWaitForTheirReadyFlagAndReleaseTheirStream) {
+  auto* flags = static_cast<shm::StreamFlags*>(raw_->pool().allocate(sizeof(shm::StreamFlags)));
+  ASSERT_NE(flags, nullptr);
+  flags->ready.store(0);
+  flags->done.store(0);
+  shm::SubmissionEntry ordered = valid_allreduce(1);
+  ordered.flags = shm::kEntryStreamOrdered;
+  ordered.stream_ticket = 5;
+  ordered.stream_flags = raw_->pool().offset_of(flags);
+  raw_->submit(ordered);
+  raw_->submit(valid_allreduce(2));  // after it in the ring: waits behind it
+  EXPECT_FALSE(raw_->next_completion(300).has_value()) << "ran before its stream got there";
+  EXPECT_EQ(flags->done.load(), 0u);
+  flags->ready.store(4);  // an older ticket of the same slot is not this one
+  EXPECT_FALSE(raw_->next_completion(100).has_value());
+  flags->ready.store(5, std::memory_order_release);
+  auto first = raw_->next_completion(5000);
+  auto second = raw_->next_completion(5000);
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  EXPECT_EQ(first->user_data, 1u);
+  EXPECT_EQ(first->status, PLEXUS_SUCCESS) << std::string(first->message, first->message_len);
+  EXPECT_EQ(second->user_data, 2u);
+  EXPECT_EQ(flags->done.load(std::memory_order_acquire), 5u);
+
+  // Refused (a bad dtype), it still lets its stream go, once its turn comes.
+  shm::SubmissionEntry bad = ordered;
+  bad.user_data = 3;
+  bad.stream_ticket = 6;
+  bad.dtype = 99;
+  flags->ready.store(6, std::memory_order_release);
+  raw_->submit(bad);
+  auto refused = raw_->next_completion(5000);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_THAT(std::string(refused->message, refused->message_len), HasSubstr("dtype 99"));
+  EXPECT_EQ(flags->done.load(std::memory_order_acquire), 6u);
+
+  // Ready before it is submitted: it runs at once.
+  shm::SubmissionEntry early = ordered;
+  early.user_data = 9;
+  early.stream_ticket = 7;
+  flags->ready.store(7, std::memory_order_release);
+  raw_->submit(early);
+  auto done = raw_->next_completion(5000);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->status, PLEXUS_SUCCESS);
+  EXPECT_EQ(flags->done.load(), 7u);
+  raw_->submit(valid_allreduce(10));
+  auto after = raw_->next_completion(5000);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->status, PLEXUS_SUCCESS);
+}
+
+// user_data finds a stream-ordered (or GPU) op again at its completion, so it must be that
+// op's own: an op on a stream with the user_data of a plain op still in flight is refused
+// (its stream released), and the plain op completes as it should.
+TEST_F(RobustnessTest, AStreamOrderedEntryReusingTheIdOfAnOpInFlightIsRefused) {
+  RawClient a(socket());
+  RawClient b(socket());
+  a.hello_with_pool(1 << 20);
+  b.hello_with_pool(1 << 20);
+  const uint8_t token[16] = {0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,
+                             0x59, 0x5a, 0x5b, 0x5c, 0x5d, 0x5e, 0x5f, 0x60};
+  uint32_t handle_b = 0;
+  std::thread join_b([&] { handle_b = b.comm_init(token, 2, 1, 5000); });
+  const uint32_t handle_a = a.comm_init(token, 2, 0, 5000);
+  join_b.join();
+  auto allreduce = [](uint32_t handle, uint64_t user_data) {
+    shm::SubmissionEntry e{};
+    e.user_data = user_data;
+    e.opcode = static_cast<uint8_t>(shm::Opcode::kAllReduce);
+    e.dtype = PLEXUS_FLOAT32;
+    e.redop = PLEXUS_SUM;
+    e.comm = handle;
+    e.count = 16;
+    e.send_offset = 4096;
+    e.recv_offset = 8192;
+    return e;
+  };
+  a.submit(allreduce(handle_a, 5));  // in flight: rank 1 has not submitted
+  auto* flags = static_cast<shm::StreamFlags*>(a.pool().allocate(sizeof(shm::StreamFlags)));
+  ASSERT_NE(flags, nullptr);
+  flags->done.store(0);
+  flags->ready.store(3);
+  shm::SubmissionEntry ordered = allreduce(handle_a, 5);
+  ordered.flags = shm::kEntryStreamOrdered;
+  ordered.stream_ticket = 3;
+  ordered.stream_flags = a.pool().offset_of(flags);
+  a.submit(ordered);
+  auto refused = a.next_completion(5000);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->user_data, 5u);
+  EXPECT_THAT(std::string(refused->message, refused->message_len),
+              HasSubstr("user_data 5 is already in flight"));
+  EXPECT_EQ(flags->done.load(std::memory_order_acquire), 3u) << "its stream was left waiting";
+  b.submit(allreduce(handle_b, 1));
+  auto first = a.next_completion(5000);
+  auto other = b.next_completion(5000);
+  ASSERT_TRUE(first.has_value() && other.has_value());
+  EXPECT_EQ(first->status, PLEXUS_SUCCESS) << std::string(first->message, first->message_len);
+  EXPECT_EQ(other->status, PLEXUS_SUCCESS) << std::string(other->message, other->message_len);
 }
 
 TEST_F(HostileRingTest, CorruptSubmissionTailClosesOnlyThatSession) {

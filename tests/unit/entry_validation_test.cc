@@ -167,21 +167,41 @@ TEST(EntryFieldsTest, IgnoresRedopForNonReductions) {
   }
 }
 
-TEST(EntryFieldsTest, RejectsNonzeroFlagsAndReservedFields) {
-  auto check = [](auto mutate, const char* what) {
+TEST(EntryFieldsTest, RejectsUnknownFlagsAndStreamFieldsWithoutTheStreamFlag) {
+  auto check = [](auto mutate, const char* what, const char* message) {
     SubmissionEntry e = make_entry(Opcode::kAllReduce, PLEXUS_FLOAT32, 1);
     mutate(e);
     ValidatedEntry out;
     ValidationResult r = validate_entry_fields(e, &out);
     SCOPED_TRACE(what);
-    expect_invalid(r, "flags/reserved fields must be zero");
+    expect_invalid(r, message);
   };
-  check([](SubmissionEntry& e) { e.flags = 1; }, "flags 1");
-  check([](SubmissionEntry& e) { e.flags = 0x80; }, "flags 0x80");
-  check([](SubmissionEntry& e) { e.reserved0 = 1; }, "reserved0 1");
-  check([](SubmissionEntry& e) { e.reserved0 = 0x80000000u; }, "reserved0 high bit");
-  check([](SubmissionEntry& e) { e.reserved1 = 1; }, "reserved1 1");
-  check([](SubmissionEntry& e) { e.reserved1 = 1ull << 63; }, "reserved1 high bit");
+  check([](SubmissionEntry& e) { e.flags = 2; }, "flags 2", "flags 0x02 has unknown bits");
+  check([](SubmissionEntry& e) { e.flags = 0x81; }, "flags 0x81", "flags 0x81 has unknown bits");
+  const char* zero = "must be zero without the stream-ordered flag";
+  check([](SubmissionEntry& e) { e.stream_ticket = 1; }, "ticket 1", zero);
+  check([](SubmissionEntry& e) { e.stream_ticket = 0x80000000u; }, "ticket high bit", zero);
+  check([](SubmissionEntry& e) { e.stream_flags = 1; }, "flags offset 1", zero);
+  check([](SubmissionEntry& e) { e.stream_flags = 1ull << 63; }, "flags offset high bit", zero);
+  check([](SubmissionEntry& e) { e.flags = kEntryStreamOrdered; }, "ticket 0", "stream_ticket 0");
+}
+
+TEST(EntryFieldsTest, AStreamOrderedEntryCarriesItsTicketAndFlagsWhichMustFitThePool) {
+  SubmissionEntry e = make_entry(Opcode::kAllReduce, PLEXUS_FLOAT32, 1);
+  e.flags = kEntryStreamOrdered;
+  e.stream_ticket = 77;
+  e.stream_flags = 4096;
+  ValidatedEntry out;
+  ASSERT_TRUE(validate_entry_fields(e, &out).ok());
+  EXPECT_TRUE(out.stream_ordered);
+  EXPECT_EQ(out.stream_ticket, 77u);
+  EXPECT_EQ(out.stream_flags, 4096u);
+  EXPECT_TRUE(validate_stream_flags(4096, 8192).ok());
+  EXPECT_TRUE(validate_stream_flags(8184, 8192).ok());
+  expect_invalid(validate_stream_flags(8188, 8192), "not an aligned 8-byte slot");
+  expect_invalid(validate_stream_flags(8192, 8192), "within the 8192-byte pool");
+  expect_invalid(validate_stream_flags(4, 8192), "stream_flags offset 4");
+  expect_invalid(validate_stream_flags(UINT64_MAX - 7, 8192), "not an aligned");
 }
 
 TEST(EntryFieldsTest, OpcodeNames) {

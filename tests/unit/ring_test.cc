@@ -77,8 +77,8 @@ SubmissionEntry make_submission(uint64_t seq) {
   e.send_region = static_cast<uint32_t>(seq >> 3);
   e.recv_region = static_cast<uint32_t>(seq >> 4);
   e.peer = static_cast<int32_t>(seq % 17) - 8;
-  e.reserved0 = static_cast<uint32_t>(seq ^ 0x5a5a5a5a);
-  e.reserved1 = seq * 0x9e3779b97f4a7c15ull;
+  e.stream_ticket = static_cast<uint32_t>(seq ^ 0x5a5a5a5a);
+  e.stream_flags = seq * 0x9e3779b97f4a7c15ull;
   return e;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "shm/dtype.h"
 #include "tools/plexus-bench/bench_math.h"
 #include "tools/plexus-bench/collective_runner.h"
+#include "tools/plexus-bench/device_buffers.h"
 #include "tools/plexus-bench/plexus_call.h"
 #include "tools/plexus-bench/report.h"
 
@@ -25,6 +27,7 @@ nlohmann::ordered_json config_json(const BenchOptions& options, int nranks) {
   for (const Collective collective : options.collectives) {
     collectives.push_back(collective_name(collective));
   }
+  config["device"] = options.device;
   config["datatype"] = options.dtype_text;
   config["redop"] = options.op_text;
   config["root"] = options.root_text;
@@ -160,13 +163,19 @@ int run_rank(const BenchOptions& options, const RankIdentity& identity) {
     resources.join(identity);
     // Every row's buffers fit in max_bytes: a row's size is its larger buffer.
     resources.allocate(static_cast<size_t>(std::max<uint64_t>(options.max_bytes, kScratchBytes)));
+    std::unique_ptr<DeviceBuffers> device;
+    RankBuffers buffers = resources.buffers();
+    if (options.device == "cuda") {
+      device = make_cuda_buffers();
+      device->attach(&buffers);
+    }
 
     TimingOptions timing;
     timing.warmup_iters = options.warmup_iters;
     timing.iters = options.iters;
     timing.check_iters = options.check_iters;
     timing.stat = options.stat;
-    CollectiveRunner runner(resources.comm(), identity.rank, nranks, resources.buffers(), timing);
+    CollectiveRunner runner(resources.comm(), identity.rank, nranks, buffers, timing);
 
     std::optional<JsonReport> json;
     if (prints && !options.json_path.empty())

@@ -30,10 +30,14 @@ CollectiveRunner::CollectiveRunner(plexus_comm_t comm, int rank, int nranks, Ran
 
 CollectiveRunner::CallBuffers CollectiveRunner::call_buffers(const RunSpec& spec,
                                                              bool in_place) const {
-  if (!in_place) return {buffers_.send, buffers_.recv};
+  const bool device = buffers_.device_send != nullptr;
+  if (!in_place) {
+    return device ? CallBuffers{buffers_.device_send, buffers_.device_recv}
+                  : CallBuffers{buffers_.send, buffers_.recv};
+  }
   // The in-place forms plexus.h defines: allgather sends from its own block of the result,
   // reducescatter receives into its own block of the input, the rest use one buffer.
-  std::byte* buffer = byte_ptr(buffers_.recv);
+  std::byte* buffer = byte_ptr(device ? buffers_.device_recv : buffers_.recv);
   const size_t own_block =
       static_cast<size_t>(rank_) * spec.shape.count * shm::dtype_size(spec.dtype);
   switch (spec.collective) {
@@ -106,6 +110,15 @@ DataPattern CollectiveRunner::pattern_for(const RunSpec& spec, uint32_t seed) co
 }
 
 void CollectiveRunner::prepare(const RunSpec& spec, bool in_place, const DataPattern& pattern) {
+  fill_mirrors(spec, in_place, pattern);
+  if (buffers_.device_send != nullptr) {
+    buffers_.copy(buffers_.device_send, buffers_.send, buffers_.bytes, true);
+    buffers_.copy(buffers_.device_recv, buffers_.recv, buffers_.bytes, true);
+  }
+}
+
+void CollectiveRunner::fill_mirrors(const RunSpec& spec, bool in_place,
+                                    const DataPattern& pattern) {
   const size_t type_size = shm::dtype_size(spec.dtype);
   const size_t count = spec.shape.count;
   std::byte* recv = byte_ptr(buffers_.recv);
@@ -238,6 +251,9 @@ VariantResult CollectiveRunner::run(const RunSpec& spec, bool in_place) {
     prepare(spec, in_place, pattern);
     run_once(spec, buffers);
     result.checked = true;
+    if (buffers_.device_recv != nullptr) {
+      buffers_.copy(buffers_.recv, buffers_.device_recv, buffers_.bytes, false);
+    }
     result.wrong = sum_across_ranks(count_wrong(spec, in_place, pattern));
     if (result.wrong != 0) break;
   }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "plexus/plexus.h"
 #include "tools/plexus-bench/bench_math.h"
@@ -18,6 +19,11 @@ struct RankBuffers {
   void* recv = nullptr;     // also the buffer of the in-place variants
   size_t bytes = 0;         // size of send and of recv each
   void* scratch = nullptr;  // kScratchBytes for the runner's own cross-rank reductions
+  // --device cuda: the calls get these GPU buffers; send and recv above are their host
+  // mirrors, copied to the device before the timed and the checked runs and back for checks.
+  void* device_send = nullptr;
+  void* device_recv = nullptr;
+  std::function<void(void* dst, const void* src, size_t bytes, bool to_device)> copy;
 };
 inline constexpr size_t kScratchBytes = 64;
 
@@ -69,7 +75,9 @@ class CollectiveRunner {
 
   CallBuffers call_buffers(const RunSpec& spec, bool in_place) const;
   void run_once(const RunSpec& spec, const CallBuffers& buffers);
+  // Fills the buffers (the host ones, copied to the device ones when there are).
   void prepare(const RunSpec& spec, bool in_place, const DataPattern& pattern);
+  void fill_mirrors(const RunSpec& spec, bool in_place, const DataPattern& pattern);
   uint64_t count_wrong(const RunSpec& spec, bool in_place, const DataPattern& pattern) const;
   DataPattern pattern_for(const RunSpec& spec, uint32_t seed) const;
   // Element-wise maximum over the ranks of (first, second).

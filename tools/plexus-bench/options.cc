@@ -168,6 +168,11 @@ std::variant<BenchOptions, int> parse_options(int argc, char** argv) {
       ->type_name("RANK")
       ->check(check_that(is_root, "a rank or 'all'"))
       ->capture_default_str();
+  app.add_option("--device", options.device,
+                 "Where each rank's buffers live: host (plexus_alloc, zero copy) or cuda (the "
+                 "first GPU; the daemon moves the data with its copy engines, checks read it back)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "cuda"}));
   app.add_option("-J,--output_file", options.json_path,
                  "Also write the results as JSON to FILE (rank 0, at the end; nccl-tests'\n"
                  "keys where they overlap). Any name is accepted and an existing file is\n"

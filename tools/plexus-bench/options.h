@@ -35,6 +35,7 @@ struct BenchOptions {
   std::optional<int> root = 0;  // nullopt: every rank in turn (-r all)
   std::string root_text = "0";
   std::string json_path;
+  std::string device = "host";  // host: plexus_alloc buffers; cuda: GPU buffers
   TimeStat stat = TimeStat::kMean;
   int spawn = 0;  // 0: this process is one rank of a job started by the user
   // Across nodes: ranks per node (node i holds the next ranks_per_node[i] ranks), which

@@ -105,6 +105,27 @@ plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
 plexus_result_t plexus_alloc(void** ptr, size_t bytes);
 plexus_result_t plexus_free(void* ptr);
 
+/* GPU buffers: collectives take CUDA device pointers (cudaMalloc memory) as they are; the
+ * daemon moves the data with the GPU's copy engines, and this process launches no kernel
+ * and spends no SM time on it. Each allocation is registered with plexusd when first used
+ * and stays mapped by the daemon until this process exits, a new allocation takes its
+ * addresses, or plexus_gpu_forget is called with a pointer into it: call that before
+ * cudaFree of a buffer whose memory should go back to the GPU at once. Managed memory is
+ * refused; a host buffer beside a GPU one must come from plexus_alloc. Without a CUDA
+ * driver every pointer is host memory. Returns PLEXUS_ERR_INVALID_ARGUMENT when ptr is
+ * in no registered allocation. */
+plexus_result_t plexus_gpu_forget(const void* ptr);
+
+/* Stream order: after plexus_comm_set_stream(comm, stream) (a CUstream / cudaStream_t;
+ * NULL goes back to host order), the calls on comm from this thread are ordered on that
+ * stream and return at once. The op starts when the stream's earlier work is done, and the
+ * stream's later work waits for it; both through stream memory operations on flags the
+ * daemon watches (cuStreamWriteValue32 / cuStreamWaitValue32): no kernel and no host
+ * callback. Buffers must be GPU memory or from plexus_alloc. A stream being captured into
+ * a CUDA graph is refused (the daemon must see each launch). With request == NULL the call
+ * is not waited for; its failure is returned by the next call on comm. Not in groups yet. */
+plexus_result_t plexus_comm_set_stream(plexus_comm_t comm, void* cuda_stream);
+
 /* Collectives. Each returns at once; *request (if request is not NULL) is completed
  * with plexus_wait/plexus_test. With request == NULL the call waits itself.
  * In-place: sendbuff == recvbuff (allgather: sendbuff == recvbuff + rank*sendcount;

@@ -1,0 +1,69 @@
+// Stream memory operations through the driver loaded at run time: cuStreamWriteValue32
+// (ordered after the stream's earlier work, with its writes visible) and
+// cuStreamWaitValue32 on flags in host memory registered for the device.
+#include "clientlib/src/gpu_stream.h"
+#include "shm/cuda_driver.h"
+
+namespace plexus::client {
+namespace {
+
+CUstream as_stream(void* stream) { return static_cast<CUstream>(stream); }
+
+}  // namespace
+
+std::string map_for_device(void* host, size_t bytes, uint64_t* device) {
+  std::string why;
+  const shm::CudaDriver* d = shm::CudaDriver::get(&why);
+  if (d == nullptr) return why;
+  std::string error = d->check(
+      d->mem_host_register(host, bytes, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE),
+      "cuMemHostRegister of the stream flags");
+  if (!error.empty()) return error;
+  CUdeviceptr address = 0;
+  error = d->check(d->mem_host_get_device_pointer(&address, host, 0), "cuMemHostGetDevicePointer");
+  if (!error.empty()) {
+    d->mem_host_unregister(host);
+    return error;
+  }
+  *device = static_cast<uint64_t>(address);
+  return {};
+}
+
+void unmap_for_device(void* host) {
+  if (const shm::CudaDriver* d = shm::CudaDriver::get(nullptr)) d->mem_host_unregister(host);
+}
+
+std::string check_stream_not_capturing(void* stream) {
+  std::string why;
+  const shm::CudaDriver* d = shm::CudaDriver::get(&why);
+  if (d == nullptr) return why;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  std::string error =
+      d->check(d->stream_is_capturing(as_stream(stream), &status), "cuStreamIsCapturing");
+  if (!error.empty()) return error;
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return "the stream is being captured into a CUDA graph: a stream-ordered call cannot be "
+           "captured (plexusd must see each launch); make the call outside the capture";
+  }
+  return {};
+}
+
+std::string stream_write_value(void* stream, uint64_t device, uint32_t value) {
+  std::string why;
+  const shm::CudaDriver* d = shm::CudaDriver::get(&why);
+  if (d == nullptr) return why;
+  return d->check(d->stream_write_value32(as_stream(stream), static_cast<CUdeviceptr>(device),
+                                          value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                  "cuStreamWriteValue32");
+}
+
+std::string stream_wait_value(void* stream, uint64_t device, uint32_t value) {
+  std::string why;
+  const shm::CudaDriver* d = shm::CudaDriver::get(&why);
+  if (d == nullptr) return why;
+  return d->check(d->stream_wait_value32(as_stream(stream), static_cast<CUdeviceptr>(device), value,
+                                         CU_STREAM_WAIT_VALUE_EQ),
+                  "cuStreamWaitValue32");
+}
+
+}  // namespace plexus::client

@@ -1,0 +1,69 @@
+#include "clientlib/src/stream_flag_slots.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "clientlib/src/gpu_stream.h"
+
+namespace plexus::client {
+namespace {
+constexpr uintptr_t kPage = 4096;
+}
+
+StreamFlagSlots::~StreamFlagSlots() {
+  if (block_ != nullptr) unmap_for_device(block_);
+  if (allocation_ != nullptr) pool_.deallocate(allocation_);
+}
+
+std::string StreamFlagSlots::map_block() {
+  allocation_ = pool_.allocate(kBlockBytes + kPage);
+  if (allocation_ == nullptr) {
+    return "the shared pool has no room for the " + std::to_string(kBlockBytes) +
+           "-byte stream flags (raise PLEXUS_POOL_SIZE)";
+  }
+  const auto at = (reinterpret_cast<uintptr_t>(allocation_) + kPage - 1) & ~(kPage - 1);
+  block_ = reinterpret_cast<std::byte*>(at);
+  std::memset(block_, 0, kBlockBytes);
+  std::string error = map_for_device(block_, kBlockBytes, &block_device_);
+  if (!error.empty()) {
+    pool_.deallocate(allocation_);
+    allocation_ = nullptr;
+    block_ = nullptr;
+    return error;
+  }
+  for (size_t i = kSlots; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
+  return {};
+}
+
+std::string StreamFlagSlots::acquire(StreamSlot* slot, bool* all_busy) {
+  std::lock_guard lock(mutex_);
+  *all_busy = false;
+  if (block_ == nullptr) {
+    if (std::string error = map_block(); !error.empty()) return error;
+  }
+  if (free_.empty()) {
+    *all_busy = true;
+    return "all " + std::to_string(kSlots) +
+           " stream flags are in use (that many stream-ordered "
+           "calls are in flight)";
+  }
+  slot->index = free_.back();
+  free_.pop_back();
+  slot->ticket = next_ticket_++;
+  if (next_ticket_ == 0) next_ticket_ = 1;  // 0 is every flag's first value
+  const uint64_t within = static_cast<uint64_t>(slot->index) * sizeof(shm::StreamFlags);
+  slot->pool_offset = pool_.offset_of(block_ + within);
+  slot->ready_device = block_device_ + within + offsetof(shm::StreamFlags, ready);
+  slot->done_device = block_device_ + within + offsetof(shm::StreamFlags, done);
+  return {};
+}
+
+void StreamFlagSlots::release(int index, uint32_t ticket) {
+  std::lock_guard lock(mutex_);
+  auto* flags = reinterpret_cast<shm::StreamFlags*>(block_ + static_cast<size_t>(index) *
+                                                                 sizeof(shm::StreamFlags));
+  flags->done.store(ticket, std::memory_order_release);
+  free_.push_back(index);
+}
+
+}  // namespace plexus::client

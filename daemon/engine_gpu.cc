@@ -1,0 +1,122 @@
+// The engine's side of GPU buffers: registering a process's allocations as regions, and
+// staging an op's GPU spans through host memory around the host algorithms, the copies
+// polled from the engine loop so that they never hold up other sessions.
+#include <spdlog/spdlog.h>
+
+#include "daemon/engine.h"
+
+namespace plexus::daemon {
+
+uint32_t Engine::register_gpu_memory(uint64_t session_id, const shm::GpuExport& exported,
+                                     std::string* error) {
+  Session* session = find_session(session_id);
+  if (session == nullptr) {
+    *error = "the session ended";
+    return 0;
+  }
+  if (!device_memory_ && no_device_memory_.empty()) {
+    device_memory_ = gpu::open_device_memory(&no_device_memory_);
+    if (device_memory_) {
+      spdlog::info("GPU buffers: {}", device_memory_->describe());
+    } else {
+      spdlog::warn("GPU buffers refused: {}", no_device_memory_);
+    }
+  }
+  if (!device_memory_) {
+    *error = "this daemon cannot take GPU buffers: " + no_device_memory_;
+    return 0;
+  }
+  const uint32_t region = session->gpu_regions.add(*device_memory_, exported, error);
+  if (region == 0) {
+    *error = "GPU allocation of " + std::to_string(exported.bytes) + " bytes from " +
+             session->describe() + ": " + *error;
+  }
+  return region;
+}
+
+bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
+  Session* session = find_session(session_id);
+  return session != nullptr && session->gpu_regions.release(region);
+}
+
+std::string Engine::stage_gpu_buffers(Session& session, Contribution& part,
+                                      gpu::StagedOp** staged) {
+  if (!device_memory_) return "GPU region named, but no GPU allocation was registered";
+  std::string error;
+  auto op = gpu::StagedOp::stage(*device_memory_, session.gpu_regions, part.entry, &part.send,
+                                 &part.recv, &error);
+  if (!op) return "staging its GPU buffers: " + error;
+  op->order = ++session.staged_count;
+  *staged = op.get();
+  session.staged_ops.emplace(part.entry.user_data, std::move(op));
+  return {};
+}
+
+bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
+  for (const auto& [user_data, other] : session.staged_ops) {
+    if (other->order < op.order && op.reads_result_of(*other)) return false;
+  }
+  for (const auto& other : session.copying_back) {
+    if (op.reads_result_of(*other.op)) return false;
+  }
+  op.start_input(*device_memory_);
+  return true;
+}
+
+bool Engine::advance_gpu_copies(Session& session) {
+  bool moved = false;
+  while (!session.removed && !session.staging.empty()) {
+    const uint64_t user_data = session.staging.front().entry.user_data;
+    std::string copy_error;
+    if (auto it = session.staged_ops.find(user_data); it != session.staged_ops.end()) {
+      gpu::StagedOp& op = *it->second;
+      if (!op.input_started() && !start_staged_input(session, op)) break;
+      if (!op.input_ready(&copy_error)) break;
+    }
+    Contribution part = std::move(session.staging.front());
+    session.staging.pop_front();
+    moved = true;
+    auto membership = session.comms.find(part.entry.comm);
+    if (membership == session.comms.end()) {
+      complete(&session, user_data, PLEXUS_ERR_INVALID_ARGUMENT,
+               "communicator handle " + std::to_string(part.entry.comm) +
+                   " was destroyed while the op's GPU input was being copied");
+      continue;
+    }
+    Comm& comm = *membership->second.comm;
+    if (comm.broken()) {
+      complete(&session, user_data, comm.broken_status(), comm.broken_reason());
+      continue;
+    }
+    if (!copy_error.empty()) {
+      // The other ranks would wait for this one forever: the communicator fails, naming it.
+      const std::string reason =
+          std::string(shm::opcode_name(static_cast<uint8_t>(part.entry.opcode))) + " on rank " +
+          std::to_string(part.rank) + " (" + session.describe() +
+          "): copying its GPU input to the host: " + copy_error;
+      complete(&session, user_data, PLEXUS_ERR_SYSTEM, reason);
+      fail_comm(comm, PLEXUS_ERR_SYSTEM, reason, nullptr);
+      continue;
+    }
+    dispatch(comm, std::move(part));
+  }
+  for (size_t i = 0; i < session.copying_back.size() && !session.removed;) {
+    std::string copy_error;
+    if (!session.copying_back[i].op->copied_back(&copy_error)) {
+      ++i;
+      continue;
+    }
+    const uint64_t user_data = session.copying_back[i].user_data;
+    session.copying_back.erase(session.copying_back.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+    if (copy_error.empty()) {
+      finish_op(&session, user_data, PLEXUS_SUCCESS, {});
+    } else {
+      finish_op(&session, user_data, PLEXUS_ERR_SYSTEM,
+                "copying the result back to the GPU: " + copy_error);
+    }
+  }
+  return moved;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,67 @@
+// Stream-ordered ops: the client's GPU stream says when the work before an op is done by
+// writing the entry's ticket to its ready flag (no kernel, no host callback); the engine
+// holds the entry until then, and writes the done flag when the op ends, which lets the
+// stream go on. A stream that never gets there holds only its own session's entries.
+#include <atomic>
+
+#include "daemon/engine.h"
+
+namespace plexus::daemon {
+namespace {
+
+const shm::StreamFlags* flags_of(const Session& session, uint64_t offset) {
+  return reinterpret_cast<const shm::StreamFlags*>(session.pool.data() + offset);
+}
+
+}  // namespace
+
+bool Engine::stream_reached(const Session& session, const shm::SubmissionEntry& raw) const {
+  if ((raw.flags & shm::kEntryStreamOrdered) == 0) return true;
+  // A malformed one goes on at once, to be refused by handle_entry.
+  if (raw.stream_ticket == 0 ||
+      !shm::validate_stream_flags(raw.stream_flags, session.pool.size()).ok()) {
+    return true;
+  }
+  return flags_of(session, raw.stream_flags)->ready.load(std::memory_order_acquire) ==
+         raw.stream_ticket;
+}
+
+void Engine::accept_entry(Session& session, const shm::SubmissionEntry& raw) {
+  if (session.held_for_stream.empty() && stream_reached(session, raw)) {
+    handle_entry(session, raw);
+    return;
+  }
+  session.held_for_stream.push_back(raw);
+}
+
+bool Engine::release_held_entries(Session& session) {
+  bool released = false;
+  while (!session.removed && !session.held_for_stream.empty() &&
+         stream_reached(session, session.held_for_stream.front())) {
+    const shm::SubmissionEntry raw = session.held_for_stream.front();
+    session.held_for_stream.pop_front();
+    handle_entry(session, raw);
+    released = true;
+  }
+  return released;
+}
+
+void Engine::release_stream(Session& session, uint64_t user_data) {
+  auto it = session.stream_releases.find(user_data);
+  if (it == session.stream_releases.end()) return;
+  auto* flags = reinterpret_cast<shm::StreamFlags*>(session.pool.data() + it->second.flags_offset);
+  flags->done.store(it->second.ticket, std::memory_order_release);
+  session.stream_releases.erase(it);
+}
+
+bool Engine::watching_gpu() const {
+  for (const auto& session : sessions_) {
+    if (!session->held_for_stream.empty() || !session->staging.empty() ||
+        !session->copying_back.empty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,321 @@
+// DeviceMemory over the CUDA driver API: client allocations mapped with
+// cuIpcOpenMemHandle in each device's primary context, copies on two streams per device
+// (the copy engines), chunked so both engines work on a large copy and polled through
+// events (the engine thread never blocks on one), host staging pinned
+// with cuMemHostRegister and cached by size class (registering costs far more than a copy).
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "daemon/gpu/device_memory.h"
+#include "shm/cuda_driver.h"
+
+namespace plexus::daemon::gpu {
+namespace {
+
+constexpr uint64_t kCopyChunkBytes = 8u << 20;
+constexpr uint64_t kHostCacheBytes = 1u << 30;  // freed pinned buffers kept for reuse
+constexpr size_t kStreamsPerDevice = 2;
+
+std::string uuid_text(const std::byte* uuid) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "GPU-";
+  for (size_t i = 0; i < shm::kGpuUuidBytes; ++i) {
+    const auto b = static_cast<unsigned>(uuid[i]);
+    out += hex[b >> 4];
+    out += hex[b & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) out += '-';
+  }
+  return out;
+}
+
+uint64_t size_class(uint64_t bytes) {
+  uint64_t c = 4096;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+class CudaDeviceMemory;
+
+struct Device {
+  int ordinal = 0;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::array<std::byte, shm::kGpuUuidBytes> uuid{};
+  std::array<CUstream, kStreamsPerDevice> streams{};
+};
+
+class CudaMapping final : public DeviceMapping {
+ public:
+  // `owner` keeps `device` (its streams and context) alive while the mapping lives.
+  CudaMapping(std::shared_ptr<const DeviceMemory> owner, const shm::CudaDriver& driver,
+              const Device& device, CUdeviceptr base, uint64_t bytes)
+      : DeviceMapping(static_cast<uint64_t>(base), bytes),
+        owner_(std::move(owner)),
+        driver_(driver),
+        device_(device) {}
+  ~CudaMapping() override {
+    driver_.ctx_set_current(device_.context);
+    driver_.ipc_close_mem_handle(static_cast<CUdeviceptr>(device_address()));
+  }
+  const Device& device() const { return device_; }
+
+ private:
+  std::shared_ptr<const DeviceMemory> owner_;
+  const shm::CudaDriver& driver_;
+  const Device& device_;
+};
+
+// One copy's completion: an event recorded after its last chunk on each stream it used.
+class CudaCopy final : public CopyInFlight {
+ public:
+  // `owner` keeps the context and streams alive while the copy lives.
+  CudaCopy(std::shared_ptr<const DeviceMemory> owner, const shm::CudaDriver& driver,
+           CUcontext context)
+      : owner_(std::move(owner)), driver_(driver), context_(context) {}
+  ~CudaCopy() override {
+    if (!finished_) wait();
+    driver_.ctx_set_current(context_);
+    for (CUevent e : events_) driver_.event_destroy(e);
+  }
+  std::string record(CUstream stream) {
+    CUevent event = nullptr;
+    std::string error =
+        driver_.check(driver_.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    if (!error.empty()) return error;
+    events_.push_back(event);
+    return driver_.check(driver_.event_record(event, stream), "cuEventRecord");
+  }
+  void fail(std::string error) {
+    if (error_.empty()) error_ = std::move(error);
+  }
+  bool done(std::string* error) override {
+    if (!finished_) {
+      driver_.ctx_set_current(context_);
+      for (; waited_ < events_.size(); ++waited_) {
+        const CUresult r = driver_.event_query(events_[waited_]);
+        if (r == CUDA_ERROR_NOT_READY) return false;
+        fail(driver_.check(r, "copy engine (cuEventQuery)"));
+      }
+      finished_ = true;
+    }
+    *error = error_;
+    return true;
+  }
+  std::string wait() override {
+    if (!finished_) {
+      driver_.ctx_set_current(context_);
+      for (; waited_ < events_.size(); ++waited_) {
+        fail(driver_.check(driver_.event_synchronize(events_[waited_]),
+                           "copy engine (cuEventSynchronize)"));
+      }
+      finished_ = true;
+    }
+    return error_;
+  }
+
+ private:
+  std::shared_ptr<const DeviceMemory> owner_;
+  const shm::CudaDriver& driver_;
+  CUcontext context_;
+  std::vector<CUevent> events_;
+  size_t waited_ = 0;  // events before this one have completed
+  bool finished_ = false;
+  std::string error_;
+};
+
+class CudaDeviceMemory final : public DeviceMemory {
+ public:
+  CudaDeviceMemory(const shm::CudaDriver& driver, std::vector<std::unique_ptr<Device>> devices)
+      : driver_(driver), devices_(std::move(devices)) {}
+
+  ~CudaDeviceMemory() override {
+    for (auto& [size, buffers] : cached_) {
+      for (std::byte* p : buffers) release_host(p);
+    }
+    for (auto& d : devices_) {
+      driver_.ctx_set_current(d->context);
+      for (CUstream s : d->streams) driver_.stream_destroy(s);
+      driver_.primary_ctx_release(d->device);
+    }
+  }
+
+  std::shared_ptr<DeviceMapping> open(const shm::GpuExport& exported, std::string* error) override {
+    const Device* device = nullptr;
+    for (const auto& d : devices_) {
+      if (std::memcmp(d->uuid.data(), exported.device_uuid.data(), shm::kGpuUuidBytes) == 0) {
+        device = d.get();
+      }
+    }
+    if (device == nullptr) {
+      *error = "GPU " + uuid_text(exported.device_uuid.data()) + " is not one of this node's " +
+               std::to_string(devices_.size()) + " GPU(s)";
+      return nullptr;
+    }
+    driver_.ctx_set_current(device->context);
+    CUipcMemHandle handle;
+    static_assert(sizeof(handle.reserved) == shm::kGpuIpcHandleBytes);
+    std::memcpy(handle.reserved, exported.ipc_handle.data(), shm::kGpuIpcHandleBytes);
+    CUdeviceptr base = 0;
+    *error = driver_.check(
+        driver_.ipc_open_mem_handle(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+        "cuIpcOpenMemHandle");
+    if (!error->empty()) return nullptr;
+    auto mapping =
+        std::make_shared<CudaMapping>(shared_from_this(), driver_, *device, base, exported.bytes);
+    // The size is the client's claim: what the driver mapped bounds it.
+    CUdeviceptr range_base = 0;
+    size_t range_bytes = 0;
+    *error = driver_.check(driver_.mem_get_address_range(&range_base, &range_bytes, base),
+                           "cuMemGetAddressRange");
+    if (!error->empty()) return nullptr;
+    if (range_base != base || range_bytes < exported.bytes) {
+      *error = "the handle maps " + std::to_string(range_bytes) + " bytes, the process said " +
+               std::to_string(exported.bytes);
+      return nullptr;
+    }
+    return mapping;
+  }
+
+  HostBuffer allocate_host(uint64_t bytes, std::string* error) override {
+    const uint64_t c = size_class(std::max<uint64_t>(bytes, 1));
+    auto& cached = cached_[c];
+    if (!cached.empty()) {
+      std::byte* p = cached.back();
+      cached.pop_back();
+      cached_bytes_ -= c;
+      return HostBuffer(p, HostBufferDeleter{shared_from_this(), c});
+    }
+    void* p = std::aligned_alloc(4096, c);
+    if (p == nullptr) {
+      *error = "no host memory for " + std::to_string(c) + " bytes of GPU staging";
+      return HostBuffer(nullptr, HostBufferDeleter{});
+    }
+    // Pageable memory works too, only slower: a refusal (memlock limits) is not an error.
+    if (driver_.mem_host_register(p, c, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS) {
+      pinned_.insert(static_cast<std::byte*>(p));
+    }
+    return HostBuffer(static_cast<std::byte*>(p), HostBufferDeleter{shared_from_this(), c});
+  }
+
+  std::unique_ptr<CopyInFlight> start_to_host(std::byte* host, const DeviceMapping& mapping,
+                                              uint64_t offset, uint64_t bytes) override {
+    const auto& m = static_cast<const CudaMapping&>(mapping);
+    return chunked(m.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
+      return driver_.check(
+          driver_.memcpy_dtoh_async(host + at, m.device_address() + offset + at, n, stream),
+          "cuMemcpyDtoHAsync");
+    });
+  }
+
+  std::unique_ptr<CopyInFlight> start_to_device(const DeviceMapping& mapping, uint64_t offset,
+                                                const std::byte* host, uint64_t bytes) override {
+    const auto& m = static_cast<const CudaMapping&>(mapping);
+    return chunked(m.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
+      return driver_.check(
+          driver_.memcpy_htod_async(m.device_address() + offset + at, host + at, n, stream),
+          "cuMemcpyHtoDAsync");
+    });
+  }
+
+  std::unique_ptr<CopyInFlight> start_device_to_device(const DeviceMapping& to, uint64_t to_offset,
+                                                       const DeviceMapping& from,
+                                                       uint64_t from_offset,
+                                                       uint64_t bytes) override {
+    const auto& dst = static_cast<const CudaMapping&>(to);
+    return chunked(dst.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
+      return driver_.check(
+          driver_.memcpy_dtod_async(dst.device_address() + to_offset + at,
+                                    from.device_address() + from_offset + at, n, stream),
+          "cuMemcpyDtoDAsync");
+    });
+  }
+
+  std::string describe() const override {
+    return "cuda (" + std::to_string(devices_.size()) + " GPU(s))";
+  }
+
+ protected:
+  void free_host(std::byte* p, uint64_t bytes) override {
+    if (cached_bytes_ + bytes <= kHostCacheBytes) {
+      cached_[bytes].push_back(p);
+      cached_bytes_ += bytes;
+      return;
+    }
+    release_host(p);
+  }
+
+ private:
+  void release_host(std::byte* p) {
+    if (pinned_.erase(p) > 0) driver_.mem_host_unregister(p);
+    std::free(p);
+  }
+
+  // Issues the copy in chunks alternating over the device's streams (both copy engines
+  // work on a large copy), then an event on each stream used, which the copy polls.
+  template <typename Issue>
+  std::unique_ptr<CopyInFlight> chunked(const Device& device, uint64_t bytes, Issue&& issue) {
+    if (bytes == 0) return std::make_unique<FinishedCopy>();
+    driver_.ctx_set_current(device.context);
+    auto copy = std::make_unique<CudaCopy>(shared_from_this(), driver_, device.context);
+    std::string error;
+    size_t next = 0;
+    for (uint64_t at = 0; at < bytes && error.empty(); at += kCopyChunkBytes) {
+      error = issue(at, std::min(kCopyChunkBytes, bytes - at), device.streams[next]);
+      next = (next + 1) % device.streams.size();
+    }
+    const size_t used =
+        std::min<uint64_t>(device.streams.size(), (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
+    for (size_t i = 0; i < used; ++i) {
+      std::string recorded = copy->record(device.streams[i]);
+      if (error.empty()) error = std::move(recorded);
+    }
+    // What was issued still runs: the copy waits for it before it says it failed.
+    if (!error.empty()) copy->fail(std::move(error));
+    return copy;
+  }
+
+  const shm::CudaDriver& driver_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::map<uint64_t, std::vector<std::byte*>> cached_;  // size class -> free buffers
+  uint64_t cached_bytes_ = 0;
+  std::set<std::byte*> pinned_;
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
+  const shm::CudaDriver* driver = shm::CudaDriver::get(why);
+  if (driver == nullptr) return nullptr;
+  int count = 0;
+  *why = driver->check(driver->device_get_count(&count), "cuDeviceGetCount");
+  if (!why->empty()) return nullptr;
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int i = 0; i < count; ++i) {
+    auto d = std::make_unique<Device>();
+    d->ordinal = i;
+    CUuuid uuid;
+    *why = driver->check(driver->device_get(&d->device, i), "cuDeviceGet");
+    if (why->empty())
+      *why = driver->check(driver->device_get_uuid(&uuid, d->device), "cuDeviceGetUuid");
+    if (why->empty()) {
+      *why = driver->check(driver->primary_ctx_retain(&d->context, d->device),
+                           "cuDevicePrimaryCtxRetain");
+    }
+    if (!why->empty()) return nullptr;
+    std::memcpy(d->uuid.data(), uuid.bytes, shm::kGpuUuidBytes);
+    driver->ctx_set_current(d->context);
+    for (CUstream& s : d->streams) {
+      *why = driver->check(driver->stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      if (!why->empty()) return nullptr;
+    }
+    devices.push_back(std::move(d));
+  }
+  return std::make_shared<CudaDeviceMemory>(*driver, std::move(devices));
+}
+
+}  // namespace plexus::daemon::gpu

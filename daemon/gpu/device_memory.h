@@ -1,0 +1,122 @@
+// What the daemon needs of the GPUs on its node: map an allocation a client exported,
+// and move bytes between it and host memory with the copy engines (no kernel, no SM).
+// CUDA implements it (cuda_device_memory.cc); tests implement it over host memory. Used
+// only by the engine thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "shm/gpu_export.h"
+
+namespace plexus::daemon::gpu {
+
+// A client allocation mapped into the daemon; unmapped when the last reference goes
+// (a region table entry, and each op in flight on it).
+class DeviceMapping {
+ public:
+  virtual ~DeviceMapping() = default;
+  uint64_t bytes() const { return bytes_; }
+  uint64_t device_address() const { return address_; }
+
+ protected:
+  DeviceMapping(uint64_t address, uint64_t bytes) : address_(address), bytes_(bytes) {}
+
+ private:
+  uint64_t address_;
+  uint64_t bytes_;
+};
+
+// A copy issued to the copy engines. The engine thread polls it between other work, so
+// one client's large copy never stalls another client's ops.
+class CopyInFlight {
+ public:
+  // Waits for a copy still running: the memory it reads and writes is freed after it.
+  virtual ~CopyInFlight() = default;
+  // False while it runs; true once it ended, with *error "" or why it failed.
+  virtual bool done(std::string* error) = 0;
+  // Blocks until it ends: "" or why it failed.
+  virtual std::string wait() = 0;
+};
+
+// A copy that ended before it started (nothing to copy, or issuing it failed).
+class FinishedCopy final : public CopyInFlight {
+ public:
+  explicit FinishedCopy(std::string error = {}) : error_(std::move(error)) {}
+  bool done(std::string* error) override {
+    *error = error_;
+    return true;
+  }
+  std::string wait() override { return error_; }
+
+ private:
+  std::string error_;
+};
+
+// Host memory the copy engines read and write at full speed (pinned where the device
+// allows it); returned to the allocator's cache when freed.
+class DeviceMemory;
+struct HostBufferDeleter {
+  std::shared_ptr<DeviceMemory> owner;  // the allocator outlives its buffers
+  uint64_t bytes = 0;
+  void operator()(std::byte* p) const;
+};
+using HostBuffer = std::unique_ptr<std::byte[], HostBufferDeleter>;
+
+// Held by shared_ptr: mappings and host buffers keep it alive (a session may outlive the
+// engine at shutdown).
+class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
+ public:
+  virtual ~DeviceMemory() = default;
+  // Maps `exported` (the driver checks the handle; the size is the client's claim and is
+  // checked against what the driver maps). Null with *error naming the cause.
+  virtual std::shared_ptr<DeviceMapping> open(const shm::GpuExport& exported,
+                                              std::string* error) = 0;
+  virtual HostBuffer allocate_host(uint64_t bytes, std::string* error) = 0;
+  // Copies [offset, offset + bytes) of `mapping` to or from host memory on the copy
+  // engines and returns at once; the copy says when it is done. The caller has checked
+  // the range, and keeps `host` alive until then (a copy destroyed early waits for itself).
+  virtual std::unique_ptr<CopyInFlight> start_to_host(std::byte* host, const DeviceMapping& mapping,
+                                                      uint64_t offset, uint64_t bytes) = 0;
+  virtual std::unique_ptr<CopyInFlight> start_to_device(const DeviceMapping& mapping,
+                                                        uint64_t offset, const std::byte* host,
+                                                        uint64_t bytes) = 0;
+  // Device to device, both mapped here (one node's GPUs: a copy-engine copy).
+  virtual std::unique_ptr<CopyInFlight> start_device_to_device(const DeviceMapping& to,
+                                                               uint64_t to_offset,
+                                                               const DeviceMapping& from,
+                                                               uint64_t from_offset,
+                                                               uint64_t bytes) = 0;
+  // The same, waiting for the copy: "" or why it failed (benchmarks, tests).
+  std::string to_host(std::byte* host, const DeviceMapping& mapping, uint64_t offset,
+                      uint64_t bytes) {
+    return start_to_host(host, mapping, offset, bytes)->wait();
+  }
+  std::string to_device(const DeviceMapping& mapping, uint64_t offset, const std::byte* host,
+                        uint64_t bytes) {
+    return start_to_device(mapping, offset, host, bytes)->wait();
+  }
+  std::string device_to_device(const DeviceMapping& to, uint64_t to_offset,
+                               const DeviceMapping& from, uint64_t from_offset, uint64_t bytes) {
+    return start_device_to_device(to, to_offset, from, from_offset, bytes)->wait();
+  }
+  // "cuda (2 devices)", for status and logs.
+  virtual std::string describe() const = 0;
+
+ protected:
+  friend struct HostBufferDeleter;
+  virtual void free_host(std::byte* p, uint64_t bytes) = 0;
+};
+
+inline void HostBufferDeleter::operator()(std::byte* p) const {
+  if (p != nullptr && owner != nullptr) owner->free_host(p, bytes);
+}
+
+// The node's GPUs through CUDA, or null with *why (built without CUDA, no driver, no
+// device): the daemon then refuses GPU registrations with that reason.
+std::shared_ptr<DeviceMemory> open_device_memory(std::string* why);
+
+}  // namespace plexus::daemon::gpu

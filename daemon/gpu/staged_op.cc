@@ -1,0 +1,114 @@
+#include "daemon/gpu/staged_op.h"
+
+#include <algorithm>
+
+namespace plexus::daemon::gpu {
+namespace {
+
+bool on_gpu(const shm::BufferSpan& span) {
+  return span.bytes > 0 && span.region != shm::kHostPoolRegion;
+}
+
+}  // namespace
+
+std::unique_ptr<StagedOp> StagedOp::stage(DeviceMemory& device, const GpuRegions& regions,
+                                          const shm::ValidatedEntry& entry, const std::byte** send,
+                                          std::byte** recv, std::string* error) {
+  auto op = std::unique_ptr<StagedOp>(new StagedOp);
+  const shm::BufferSpan& s = entry.send;
+  const shm::BufferSpan& r = entry.recv;
+  const bool send_gpu = on_gpu(s);
+  const bool recv_gpu = on_gpu(r);
+  if (send_gpu) op->send_mapping_ = regions.mapping(s.region);
+  if (recv_gpu) op->recv_mapping_ = regions.mapping(r.region);
+  if ((send_gpu && !op->send_mapping_) || (recv_gpu && !op->recv_mapping_)) {
+    *error = "a GPU region that is not registered";  // validation checked: a daemon bug
+    return nullptr;
+  }
+  const bool shared = send_gpu && recv_gpu && s.region == r.region &&
+                      s.offset < r.offset + r.bytes && r.offset < s.offset + s.bytes;
+  // One host buffer: the union of overlapping spans, else the send part then the recv part.
+  uint64_t first = 0;
+  if (shared) {
+    first = std::min(s.offset, r.offset);
+    op->staged_bytes_ = std::max(s.offset + s.bytes, r.offset + r.bytes) - first;
+  } else {
+    op->staged_bytes_ = (send_gpu ? s.bytes : 0) + (recv_gpu ? r.bytes : 0);
+  }
+  op->buffer_ = device.allocate_host(op->staged_bytes_, error);
+  if (!op->buffer_) return nullptr;
+  std::byte* host = op->buffer_.get();
+  if (shared) {
+    op->read_offset_ = first;
+    op->read_bytes_ = op->staged_bytes_;
+    *send = host + (s.offset - first);
+    *recv = host + (r.offset - first);
+  } else {
+    if (send_gpu) {
+      op->read_offset_ = s.offset;
+      op->read_bytes_ = s.bytes;
+      *send = host;
+    }
+    if (recv_gpu) *recv = host + (send_gpu ? s.bytes : 0);
+  }
+  if (send_gpu) {
+    op->read_region_ = s.region;
+    op->read_host_ = host;
+  }
+  if (recv_gpu) {
+    op->recv_region_ = r.region;
+    op->recv_offset_ = r.offset;
+    op->recv_bytes_ = r.bytes;
+    op->recv_host_ = *recv;
+  }
+  return op;
+}
+
+bool StagedOp::reads_result_of(const StagedOp& earlier) const {
+  return read_bytes_ > 0 && earlier.recv_mapping_ && !earlier.result_written_ &&
+         earlier.recv_region_ == read_region_ &&
+         read_offset_ < earlier.recv_offset_ + earlier.recv_bytes_ &&
+         earlier.recv_offset_ < read_offset_ + read_bytes_;
+}
+
+void StagedOp::start_input(DeviceMemory& device) {
+  input_started_ = true;
+  if (read_bytes_ > 0)
+    copy_ = device.start_to_host(read_host_, *send_mapping_, read_offset_, read_bytes_);
+}
+
+bool StagedOp::input_ready(std::string* error) {
+  if (!input_started_) return false;
+  if (copy_) {
+    if (!copy_->done(&copy_error_)) return false;
+    copy_.reset();
+  }
+  *error = copy_error_;
+  return true;
+}
+
+void StagedOp::start_copy_back(DeviceMemory& device) {
+  copy_error_.clear();
+  if (recv_mapping_)
+    copy_ = device.start_to_device(*recv_mapping_, recv_offset_, recv_host_, recv_bytes_);
+}
+
+bool StagedOp::copied_back(std::string* error) {
+  if (copy_) {
+    if (!copy_->done(&copy_error_)) return false;
+    copy_.reset();
+  }
+  result_written_ = true;
+  *error = copy_error_;
+  return true;
+}
+
+std::string StagedOp::copy_back(DeviceMemory& device) {
+  start_copy_back(device);
+  if (copy_) copy_error_ = copy_->wait();
+  copy_.reset();
+  result_written_ = true;
+  return copy_error_;
+}
+
+}  // namespace plexus::daemon::gpu

@@ -1,0 +1,69 @@
+// Host copies of one op's GPU buffers. The daemon's algorithms and reductions run on host
+// memory (no kernel anywhere), so an op on GPU buffers has its input copied from the
+// device before it runs and its result copied back before it completes, by the copy
+// engines, which the engine thread polls rather than waits for. Spans of one allocation that
+// overlap (the in-place forms) share one host copy, so the op sees the same layout it would on the
+// device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "daemon/gpu/device_memory.h"
+#include "daemon/gpu/gpu_regions.h"
+#include "shm/entry_validation.h"
+
+namespace plexus::daemon::gpu {
+
+class StagedOp {
+ public:
+  // Prepares host copies of the spans of `entry` that name GPU regions of `regions`
+  // (checked by validation to lie within them) and points *send / *recv at them; spans in
+  // the host pool are left alone. Null with *error when the host memory cannot be had.
+  // The input is copied in by start_input, once no earlier op still has a result to
+  // write where it reads (reads_result_of).
+  static std::unique_ptr<StagedOp> stage(DeviceMemory& device, const GpuRegions& regions,
+                                         const shm::ValidatedEntry& entry, const std::byte** send,
+                                         std::byte** recv, std::string* error);
+  // Whether this op reads device memory that `earlier` has yet to write its result to:
+  // its input must wait for that result (as on one CUDA stream, later reads see it).
+  bool reads_result_of(const StagedOp& earlier) const;
+  void start_input(DeviceMemory& device);
+  bool input_started() const { return input_started_; }
+  // False while the input is not yet in; true once it is (or failed: *error, each time
+  // it is asked).
+  bool input_ready(std::string* error);
+  // Whether the result (the receive span) goes back to a GPU.
+  bool has_device_result() const { return recv_mapping_ != nullptr; }
+  // Starts copying the result back; copied_back polls it as input_ready does.
+  void start_copy_back(DeviceMemory& device);
+  bool copied_back(std::string* error);
+  // Both at once, waiting: "" or why not.
+  std::string copy_back(DeviceMemory& device);
+  uint64_t staged_bytes() const { return staged_bytes_; }
+  // Its place among its session's staged ops (later ops have larger ones).
+  uint64_t order = 0;
+
+ private:
+  HostBuffer buffer_;
+  uint64_t staged_bytes_ = 0;
+  std::shared_ptr<DeviceMapping> recv_mapping_;  // null: the result is not on a GPU
+  uint64_t recv_offset_ = 0;
+  uint64_t recv_bytes_ = 0;
+  const std::byte* recv_host_ = nullptr;
+  std::shared_ptr<DeviceMapping> send_mapping_;  // kept mapped while the op runs
+  // What is read from the device: [read_offset_, + read_bytes_) of read_region_.
+  uint32_t read_region_ = 0;
+  uint64_t read_offset_ = 0;
+  uint64_t read_bytes_ = 0;
+  std::byte* read_host_ = nullptr;
+  uint32_t recv_region_ = 0;
+  bool input_started_ = false;
+  bool result_written_ = false;  // copied back (or never will be)
+  std::string copy_error_;       // of the last copy that ended
+  // The copy running, if any. Last: destroyed first, it waits before the buffer is freed.
+  std::unique_ptr<CopyInFlight> copy_;
+};
+
+}  // namespace plexus::daemon::gpu

@@ -1,0 +1,100 @@
+// Loading the driver: dlopen, then cuGetProcAddress for each entry point at the ABI
+// version of the headers we were built with (the driver keeps older versions of changed
+// functions under the same name).
+#include "shm/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace plexus::shm {
+namespace {
+
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                    CUdriverProcAddressQueryResult*);
+
+struct Loaded {
+  CudaDriver driver;
+  std::string why;  // non-empty: no driver
+};
+
+Loaded load() {
+  Loaded out;
+  void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* error = ::dlerror();
+    out.why = std::string("no CUDA driver: ") + (error != nullptr ? error : "libcuda.so.1");
+    return out;
+  }
+  // Never dlclosed: the driver stays for the life of the process.
+  auto get_proc = reinterpret_cast<GetProcAddress>(::dlsym(library, "cuGetProcAddress_v2"));
+  if (get_proc == nullptr) {
+    out.why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
+    return out;
+  }
+  CudaDriver& d = out.driver;
+#define PLEXUS_CUDA_LOAD(member, symbol)                                                       \
+  {                                                                                            \
+    void* fn = nullptr;                                                                        \
+    CUdriverProcAddressQueryResult found{};                                                    \
+    if (get_proc(#symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=           \
+            CUDA_SUCCESS ||                                                                    \
+        fn == nullptr) {                                                                       \
+      out.why = "the CUDA driver has no " #symbol " for CUDA " + std::to_string(CUDA_VERSION); \
+      return out;                                                                              \
+    }                                                                                          \
+    d.member = reinterpret_cast<decltype(d.member)>(fn);                                       \
+  }
+  PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_LOAD)
+#undef PLEXUS_CUDA_LOAD
+  out.why = d.check(d.init(0), "cuInit");
+  if (out.why.empty()) {
+    int devices = 0;
+    out.why = d.check(d.device_get_count(&devices), "cuDeviceGetCount");
+    if (out.why.empty() && devices == 0) out.why = "the CUDA driver sees no device";
+  }
+  return out;
+}
+
+}  // namespace
+
+const CudaDriver* CudaDriver::get(std::string* why) {
+  static std::once_flag once;
+  static Loaded* loaded = nullptr;  // leaked: used until exit, from any thread
+  std::call_once(once, [] { loaded = new Loaded(load()); });
+  if (!loaded->why.empty()) {
+    if (why != nullptr) *why = loaded->why;
+    return nullptr;
+  }
+  return &loaded->driver;
+}
+
+const CudaDriver* CudaDriver::get_if_loaded() {
+  static std::atomic<bool> loaded{false};
+  if (!loaded.load(std::memory_order_acquire)) {
+    void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (library == nullptr) return nullptr;
+    ::dlclose(library);  // RTLD_NOLOAD took a reference
+    loaded.store(true, std::memory_order_release);
+  }
+  return get(nullptr);
+}
+
+std::string CudaDriver::describe(CUresult result) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (get_error_name == nullptr || get_error_name(result, &name) != CUDA_SUCCESS) name = nullptr;
+  if (get_error_string == nullptr || get_error_string(result, &text) != CUDA_SUCCESS)
+    text = nullptr;
+  std::string out = name != nullptr ? name : "CUresult " + std::to_string(static_cast<int>(result));
+  if (text != nullptr) out += std::string(" (") + text + ")";
+  return out;
+}
+
+std::string CudaDriver::check(CUresult result, const char* what) const {
+  if (result == CUDA_SUCCESS) return {};
+  return std::string(what) + ": " + describe(result);
+}
+
+}  // namespace plexus::shm

@@ -1,0 +1,94 @@
+#include "tests/gpu/gpu_rank.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shm/cuda_driver.h"
+
+namespace plexus::test {
+
+std::string gpu_unavailable_reason() {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string why;
+    const std::string answer = shm::CudaDriver::get(&why) != nullptr ? "" : why;
+    (void)!::write(fds[1], answer.data(), answer.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string answer;
+  char chunk[256];
+  for (ssize_t n; (n = ::read(fds[0], chunk, sizeof(chunk))) > 0;) answer.append(chunk, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status)) return "the CUDA probe process crashed";
+  return answer;
+}
+
+RankGpu::RankGpu() {
+  const shm::CudaDriver* d = shm::CudaDriver::get(&error_);
+  if (d == nullptr) return;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  error_ = d->check(d->device_get(&device, 0), "cuDeviceGet");
+  if (error_.empty())
+    error_ = d->check(d->primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
+  if (error_.empty()) error_ = d->check(d->ctx_set_current(context), "cuCtxSetCurrent");
+  device_ = device;
+  context_ = context;
+}
+
+RankGpu::~RankGpu() {
+  const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+  if (d == nullptr || context_ == nullptr) return;
+  free(device_a_);
+  free(device_b_);
+  d->primary_ctx_release(device_);
+}
+
+std::byte* RankGpu::allocate(size_t bytes) {
+  const shm::CudaDriver* d = shm::CudaDriver::get(&error_);
+  if (d == nullptr) return nullptr;
+  CUdeviceptr p = 0;
+  error_ = d->check(d->mem_alloc(&p, bytes), "cuMemAlloc");
+  return error_.empty() ? reinterpret_cast<std::byte*>(p) : nullptr;
+}
+
+void RankGpu::free(std::byte* device) {
+  const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+  if (d != nullptr && device != nullptr) d->mem_free(reinterpret_cast<CUdeviceptr>(device));
+}
+
+std::string RankGpu::copy(std::byte* dst, const std::byte* src, size_t bytes, bool to_device) {
+  std::string why;
+  const shm::CudaDriver* d = shm::CudaDriver::get(&why);
+  if (d == nullptr) return why;
+  std::string error =
+      to_device
+          ? d->check(d->memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, bytes, nullptr),
+                     "cuMemcpyHtoDAsync")
+          : d->check(d->memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), bytes, nullptr),
+                     "cuMemcpyDtoHAsync");
+  if (error.empty()) error = d->check(d->stream_synchronize(nullptr), "cuStreamSynchronize");
+  return error;
+}
+
+Buffers RankGpu::buffers(std::byte* host_a, std::byte* host_b, size_t bytes) {
+  if (device_a_ == nullptr) device_a_ = allocate(bytes);
+  if (device_b_ == nullptr) device_b_ = allocate(bytes);
+  Buffers b;
+  b.a = host_a;
+  b.b = host_b;
+  b.device_a = device_a_;
+  b.device_b = device_b_;
+  b.copy = [this](std::byte* dst, const std::byte* src, size_t n, bool to_device) {
+    return copy(dst, src, n, to_device);
+  };
+  return b;
+}
+
+}  // namespace plexus::test

@@ -1,0 +1,41 @@
+// Helpers for the GPU tests: whether this machine has a usable GPU (asked in a child
+// process: a process that initialises CUDA must not fork ranks afterwards), and, in a rank
+// process, the first GPU's context and device memory through the driver Plexus loads.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "tests/integration/collective_cases.h"
+
+namespace plexus::test {
+
+// "" when a GPU can be used here, else why not (for GTEST_SKIP).
+std::string gpu_unavailable_reason();
+
+// One rank's GPU: the first device's primary context made current. Rank processes only.
+class RankGpu {
+ public:
+  RankGpu();
+  ~RankGpu();
+  RankGpu(const RankGpu&) = delete;
+  RankGpu& operator=(const RankGpu&) = delete;
+
+  const std::string& error() const { return error_; }  // non-empty: unusable
+  // Device memory (null with error() set on failure) and its release.
+  std::byte* allocate(size_t bytes);
+  void free(std::byte* device);
+  // Synchronous copies: "" or why not.
+  std::string copy(std::byte* dst, const std::byte* src, size_t bytes, bool to_device);
+  // Buffers for run_case: host mirrors of `bytes` each and two device buffers.
+  Buffers buffers(std::byte* host_a, std::byte* host_b, size_t bytes);
+
+ private:
+  std::string error_;
+  void* context_ = nullptr;
+  int device_ = 0;
+  std::byte* device_a_ = nullptr;
+  std::byte* device_b_ = nullptr;
+};
+
+}  // namespace plexus::test

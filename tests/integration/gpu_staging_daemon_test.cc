@@ -1,0 +1,226 @@
+// The daemon's GPU path without a GPU: plexusd in this process over a DeviceMemory of host
+// memory whose copies finish only after the engine has polled them a while, as copy
+// engines finish after the call that started them. Raw clients register "allocations" and
+// submit entries naming them. Shows that an op runs only once its input is in, that its
+// completion waits for its result to be back, that a failed copy fails the communicator
+// naming the rank, and that a client killed while its copy runs costs the others nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/daemon.h"
+#include "plexus/plexus.h"
+#include "tests/integration/raw_client.h"
+#include "tests/unit/host_device_memory.h"
+
+namespace plexus::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kCount = 64;  // floats per buffer
+constexpr uint64_t kBytes = kCount * sizeof(float);
+
+class GpuStagingDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/plexus-gpu-staging-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+    daemon::Config config;
+    config.socket_path = dir_ + "/plexusd.sock";
+    config.metrics = "off";
+    device_ = std::make_shared<HostDeviceMemory>();
+    // Every "allocation" is made before the daemon can look one up (the table is not
+    // shared safely with its engine thread).
+    for (auto& e : exports_) e = device_->allocate(2 * kBytes);
+    daemon_ = std::make_unique<daemon::Daemon>(config, device_);
+    daemon_->start();
+  }
+  void TearDown() override {
+    clients_.clear();
+    if (daemon_) daemon_->stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // `n` rank sessions joined in one communicator; returns their handles.
+  std::vector<uint32_t> join(int n) {
+    uint8_t token[16];
+    for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0x30 + i + 16 * tokens_);
+    ++tokens_;
+    std::vector<RawClient*> joining;
+    for (int r = 0; r < n; ++r) {
+      clients_.push_back(std::make_unique<RawClient>(daemon_->socket_path()));
+      clients_.back()->hello_with_pool(1 << 20);
+      joining.push_back(clients_.back().get());
+    }
+    std::vector<uint32_t> handles(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        handles[static_cast<size_t>(r)] = joining[static_cast<size_t>(r)]->comm_init(
+            token, static_cast<uint32_t>(n), static_cast<uint32_t>(r), 5000);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return handles;
+  }
+
+  // Registers exports_[which] for `client`: its region id.
+  uint32_t register_allocation(RawClient& client, size_t which) {
+    const shm::GpuExport& e = exports_[which];
+    std::array<uint8_t, shm::kGpuIpcHandleBytes> handle;
+    std::array<uint8_t, shm::kGpuUuidBytes> uuid;
+    std::memcpy(handle.data(), e.ipc_handle.data(), handle.size());
+    std::memcpy(uuid.data(), e.device_uuid.data(), uuid.size());
+    const std::string reply = client.register_gpu_memory(handle, uuid, e.bytes);
+    EXPECT_THAT(reply, HasSubstr("region ")) << reply;
+    return reply.starts_with("region ") ? static_cast<uint32_t>(std::stoul(reply.substr(7))) : 0;
+  }
+
+  float* floats(size_t which) {
+    return reinterpret_cast<float*>(device_->block(exports_[which]).data());
+  }
+
+  static shm::SubmissionEntry allreduce(uint64_t user_data, uint32_t comm, uint32_t region,
+                                        uint64_t send_offset, uint64_t recv_offset) {
+    shm::SubmissionEntry e{};
+    e.user_data = user_data;
+    e.opcode = static_cast<uint8_t>(shm::Opcode::kAllReduce);
+    e.dtype = PLEXUS_FLOAT32;
+    e.redop = PLEXUS_SUM;
+    e.comm = comm;
+    e.count = kCount;
+    e.send_region = region;
+    e.recv_region = region;
+    e.send_offset = send_offset;
+    e.recv_offset = recv_offset;
+    return e;
+  }
+
+  static std::string text(const shm::CompletionEntry& c) {
+    return std::string(c.message, c.message_len);
+  }
+
+  std::string dir_;
+  std::shared_ptr<HostDeviceMemory> device_;
+  std::array<shm::GpuExport, 3> exports_;
+  std::unique_ptr<daemon::Daemon> daemon_;
+  std::vector<std::unique_ptr<RawClient>> clients_;
+  int tokens_ = 0;
+};
+
+TEST_F(GpuStagingDaemonTest, OpsRunOnlyOnceTheirInputIsInAndCompleteOnceTheResultIsBack) {
+  device_->polls_per_copy = 200;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      floats(r)[i] = static_cast<float>(i + 1000 * r);
+      floats(r)[kCount + i] = -1.0f;
+    }
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    // Out of place, then in place on the result, then a host-pool op queued behind both.
+    clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
+    clients_[r]->submit(allreduce(2, comms[r], regions[r], kBytes, kBytes));
+    shm::SubmissionEntry host = allreduce(3, comms[r], shm::kHostPoolRegion, 4096, 8192);
+    clients_[r]->submit(host);
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    std::vector<uint64_t> done;
+    for (int k = 0; k < 3; ++k) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << "rank " << r << " has " << done.size() << " of 3";
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+      done.push_back(c->user_data);
+    }
+    EXPECT_THAT(done, ::testing::UnorderedElementsAre(1u, 2u, 3u));
+  }
+  // (i) + (i + 1000) summed, then that summed over both ranks again: exact in float.
+  for (size_t r = 0; r < 2; ++r) {
+    for (uint64_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(floats(r)[kCount + i], 2.0f * static_cast<float>(2 * i + 1000)) << r << " " << i;
+      ASSERT_EQ(floats(r)[i], static_cast<float>(i + 1000 * r)) << "the send span is untouched";
+    }
+  }
+  EXPECT_EQ(device_->copies_running.load(), 0);
+  EXPECT_EQ(device_->copies_to_host.load(), 4);
+  EXPECT_EQ(device_->copies_to_device.load(), 4);
+}
+
+TEST_F(GpuStagingDaemonTest, AFailedInputCopyFailsTheCommunicatorNamingTheRankAndOthersGoOn) {
+  const std::vector<uint32_t> comms = join(2);
+  const uint32_t region = register_allocation(*clients_[0], 0);
+  ASSERT_NE(region, 0u);
+  device_->fail_copies = true;
+  clients_[0]->submit(allreduce(7, comms[0], region, 0, kBytes));
+  clients_[1]->submit(allreduce(8, comms[1], shm::kHostPoolRegion, 4096, 8192));
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "rank " << r << " was left waiting";
+    EXPECT_EQ(c->status, PLEXUS_ERR_SYSTEM);
+    EXPECT_THAT(text(*c), HasSubstr("on rank 0"));
+    EXPECT_THAT(text(*c), HasSubstr("copying its GPU input to the host: copy failed"));
+  }
+  device_->fail_copies = false;
+  // The daemon goes on: a new communicator of the same clients works.
+  uint8_t token[16];
+  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xe0 + i);
+  std::vector<uint32_t> again(2);
+  std::thread second([&] { again[1] = clients_[1]->comm_init(token, 2, 1, 5000); });
+  again[0] = clients_[0]->comm_init(token, 2, 0, 5000);
+  second.join();
+  for (size_t r = 0; r < 2; ++r) {
+    clients_[r]->submit(allreduce(9, again[r], r == 0 ? region : shm::kHostPoolRegion,
+                                  r == 0 ? 0 : 4096, r == 0 ? kBytes : 8192));
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+  }
+}
+
+TEST_F(GpuStagingDaemonTest, AClientKilledWhileItsCopyRunsCostsTheOthersNothing) {
+  device_->polls_per_copy = 1 << 30;  // never ends by polling: only when waited for
+  const std::vector<uint32_t> comms = join(2);
+  const uint32_t region = register_allocation(*clients_[0], 0);
+  ASSERT_NE(region, 0u);
+  clients_[0]->submit(allreduce(1, comms[0], region, 0, kBytes));
+  for (int i = 0; i < 500 && device_->copies_running.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(device_->copies_running.load(), 1);
+  EXPECT_FALSE(clients_[0]->next_completion(100).has_value()) << "ran before its input was in";
+  clients_[0].reset();  // the client dies with its copy in flight
+  clients_[1]->submit(allreduce(2, comms[1], shm::kHostPoolRegion, 4096, 8192));
+  auto c = clients_[1]->next_completion(5000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->status, PLEXUS_ERR_PEER_LOST);
+  EXPECT_THAT(text(*c), HasSubstr("rank 0"));
+  EXPECT_EQ(device_->copies_running.load(), 0) << "its copy was waited for, not abandoned";
+  EXPECT_EQ(device_->closed.load(), 1) << "its allocation was unmapped";
+  EXPECT_EQ(device_->host_buffers_freed.load(), device_->host_buffers.load());
+  // The survivor goes on, alone.
+  uint8_t token[16];
+  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xf0 + i);
+  const uint32_t alone = clients_[1]->comm_init(token, 1, 0, 5000);
+  clients_[1]->submit(allreduce(3, alone, shm::kHostPoolRegion, 4096, 8192));
+  c = clients_[1]->next_completion(5000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+}
+
+}  // namespace
+}  // namespace plexus::test

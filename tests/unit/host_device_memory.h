@@ -1,0 +1,154 @@
+// A DeviceMemory over host memory, for testing the daemon's GPU path where there is no
+// GPU: "allocations" are host blocks named by an id in the handle's first 8 bytes; it
+// counts what was opened and closed, and can be told to fail a copy or to finish one
+// only after being polled a while.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/gpu/device_memory.h"
+
+namespace plexus::test {
+
+class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
+ public:
+  // A new "device allocation" of `bytes` and its export.
+  shm::GpuExport allocate(uint64_t bytes) {
+    const uint64_t id = next_id_++;
+    blocks_[id].assign(bytes, std::byte{0});
+    shm::GpuExport e;
+    std::memcpy(e.ipc_handle.data(), &id, sizeof(id));
+    e.bytes = bytes;
+    return e;
+  }
+  std::vector<std::byte>& block(const shm::GpuExport& e) { return blocks_[id_of(e)]; }
+
+  std::shared_ptr<daemon::gpu::DeviceMapping> open(const shm::GpuExport& e,
+                                                   std::string* error) override {
+    auto it = blocks_.find(id_of(e));
+    if (it == blocks_.end()) {
+      *error = "no such allocation";
+      return nullptr;
+    }
+    if (e.bytes > it->second.size()) {
+      *error = "the handle maps " + std::to_string(it->second.size()) + " bytes";
+      return nullptr;
+    }
+    ++opened;
+    return std::make_shared<Mapping>(this, it->second.data(), e.bytes);
+  }
+  daemon::gpu::HostBuffer allocate_host(uint64_t bytes, std::string*) override {
+    ++host_buffers;
+    return daemon::gpu::HostBuffer(new std::byte[bytes > 0 ? bytes : 1],
+                                   daemon::gpu::HostBufferDeleter{shared_from_this(), bytes});
+  }
+  std::unique_ptr<daemon::gpu::CopyInFlight> start_to_host(std::byte* host,
+                                                           const daemon::gpu::DeviceMapping& m,
+                                                           uint64_t offset,
+                                                           uint64_t bytes) override {
+    ++copies_to_host;
+    return start(host, address(m) + offset, bytes);
+  }
+  std::unique_ptr<daemon::gpu::CopyInFlight> start_to_device(const daemon::gpu::DeviceMapping& m,
+                                                             uint64_t offset, const std::byte* host,
+                                                             uint64_t bytes) override {
+    ++copies_to_device;
+    return start(address(m) + offset, host, bytes);
+  }
+  std::unique_ptr<daemon::gpu::CopyInFlight> start_device_to_device(
+      const daemon::gpu::DeviceMapping& to, uint64_t to_offset,
+      const daemon::gpu::DeviceMapping& from, uint64_t from_offset, uint64_t bytes) override {
+    return start(address(to) + to_offset, address(from) + from_offset, bytes);
+  }
+  std::string describe() const override { return "host (test)"; }
+
+  // Atomic: a test reads them while a daemon's engine thread uses this device.
+  std::atomic<int> opened{0};
+  std::atomic<int> closed{0};
+  std::atomic<int> host_buffers{0};
+  std::atomic<int> host_buffers_freed{0};
+  std::atomic<int> copies_to_host{0};
+  std::atomic<int> copies_to_device{0};
+  std::atomic<bool> fail_copies{false};
+  // A copy moves its bytes only when polled this many times (or waited for): as a copy
+  // engine does, later than the call that started it.
+  std::atomic<int> polls_per_copy{0};
+  std::atomic<int> copies_running{0};
+
+ protected:
+  void free_host(std::byte* p, uint64_t) override {
+    ++host_buffers_freed;
+    delete[] p;
+  }
+
+ private:
+  // Moves the bytes when it ends, so reading them early shows up in the result.
+  class Copy final : public daemon::gpu::CopyInFlight {
+   public:
+    Copy(HostDeviceMemory* owner, std::byte* to, const std::byte* from, uint64_t bytes)
+        : owner_(owner), to_(to), from_(from), bytes_(bytes), polls_left_(owner->polls_per_copy) {
+      ++owner_->copies_running;
+    }
+    ~Copy() override { wait(); }
+    bool done(std::string* error) override {
+      if (polls_left_ > 0) {
+        --polls_left_;
+        return false;
+      }
+      *error = wait();
+      return true;
+    }
+    std::string wait() override {
+      if (!finished_) {
+        finished_ = true;
+        --owner_->copies_running;
+        if (owner_->fail_copies) {
+          error_ = "copy failed (test)";
+        } else {
+          std::memmove(to_, from_, bytes_);
+        }
+      }
+      return error_;
+    }
+
+   private:
+    HostDeviceMemory* owner_;
+    std::byte* to_;
+    const std::byte* from_;
+    uint64_t bytes_;
+    int polls_left_;
+    bool finished_ = false;
+    std::string error_;
+  };
+  std::unique_ptr<daemon::gpu::CopyInFlight> start(std::byte* to, const std::byte* from,
+                                                   uint64_t bytes) {
+    return std::make_unique<Copy>(this, to, from, bytes);
+  }
+
+  class Mapping final : public daemon::gpu::DeviceMapping {
+   public:
+    Mapping(HostDeviceMemory* owner, std::byte* at, uint64_t bytes)
+        : DeviceMapping(reinterpret_cast<uint64_t>(at), bytes), owner_(owner) {}
+    ~Mapping() override { ++owner_->closed; }
+
+   private:
+    HostDeviceMemory* owner_;
+  };
+  static uint64_t id_of(const shm::GpuExport& e) {
+    uint64_t id;
+    std::memcpy(&id, e.ipc_handle.data(), sizeof(id));
+    return id;
+  }
+  static std::byte* address(const daemon::gpu::DeviceMapping& m) {
+    return reinterpret_cast<std::byte*>(m.device_address());
+  }
+  std::map<uint64_t, std::vector<std::byte>> blocks_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace plexus::test
