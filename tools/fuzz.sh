@@ -11,10 +11,14 @@ build=$root/build-fuzz
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DPLEXUS_FUZZ=ON -DPLEXUS_BUILD_PEER_BENCH=OFF \
   -DPLEXUS_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$(nproc)" --target data_frame_fuzz handshake_fuzz
-# The seeds come from a plain (non-libFuzzer) build of the same target's seed list.
-seeds=$build/seeds
-cmake -S "$root" -B "$seeds" -DPLEXUS_WITH_CUDA=OFF -DPLEXUS_BUILD_PEER_BENCH=OFF >/dev/null
-cmake --build "$seeds" -j "$(nproc)" --target data_frame_fuzz handshake_fuzz
+# The seeds come from a plain (non-libFuzzer) build of the same target's seed list: the
+# build in $PLEXUS_SEEDS_BUILD when it has one (CI's first leg), else one made here.
+seeds=${PLEXUS_SEEDS_BUILD:-$build/seeds}
+if [ ! -x "$seeds/tests/fuzz/data_frame_fuzz" ] || [ ! -x "$seeds/tests/fuzz/handshake_fuzz" ]; then
+  seeds=$build/seeds
+  cmake -S "$root" -B "$seeds" -DPLEXUS_WITH_CUDA=OFF -DPLEXUS_BUILD_PEER_BENCH=OFF >/dev/null
+  cmake --build "$seeds" -j "$(nproc)" --target data_frame_fuzz handshake_fuzz
+fi
 for target in data_frame_fuzz handshake_fuzz; do
   corpus=$build/corpus/$target
   mkdir -p "$corpus" "$build/crashes"
