@@ -259,9 +259,13 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::EVENTS:
         handle_events(connection, request_id, message.getEvents());
         break;
-      case control::ClientMessage::REGISTER_GPU_MEMORY:
-        handle_register_gpu_memory(*connection.session, request_id, message.getRegisterGpuMemory());
+      case control::ClientMessage::REGISTER_GPU_MEMORY: {
+        std::vector<shm::UniqueFd> fds = std::move(connection.received_fds);
+        connection.received_fds.clear();
+        handle_register_gpu_memory(*connection.session, request_id, message.getRegisterGpuMemory(),
+                                   std::move(fds));
         break;
+      }
       case control::ClientMessage::RELEASE_GPU_MEMORY:
         handle_release_gpu_memory(*connection.session, request_id, message.getReleaseGpuMemory());
         break;

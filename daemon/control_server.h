@@ -71,8 +71,10 @@ class ControlServer {
   void handle_comm_leave(Connection& connection, uint32_t request_id,
                          shm::control::CommLeave::Reader leave);
   // control_server_gpu.cc
+  // `fds`: what came with the message (a VMM allocation's handle).
   void handle_register_gpu_memory(const Session& session, uint32_t request_id,
-                                  shm::control::GpuMemory::Reader memory);
+                                  shm::control::GpuMemory::Reader memory,
+                                  std::vector<shm::UniqueFd> fds);
   void handle_release_gpu_memory(const Session& session, uint32_t request_id, uint32_t region);
   void handle_status(Connection& connection, uint32_t request_id);
   void fill_jobs(shm::control::StatusReply::Builder status);

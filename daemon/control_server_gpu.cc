@@ -1,6 +1,9 @@
-// GPU allocations registered by rank processes: checked here, mapped by the engine (which
-// owns the GPU state), answered here.
+// GPU allocations registered by rank processes: checked here (a VMM allocation's handle
+// comes as the message's one file descriptor), mapped by the engine (which owns the GPU
+// state), answered here.
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "daemon/control_server.h"
 #include "daemon/engine.h"
@@ -11,7 +14,8 @@ namespace plexus::daemon {
 namespace control = shm::control;
 
 void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t request_id,
-                                               control::GpuMemory::Reader memory) {
+                                               control::GpuMemory::Reader memory,
+                                               std::vector<shm::UniqueFd> fds) {
   const uint64_t id = session.id();
   if (session.role != SessionRole::kRank) {
     send_error(id, request_id, PLEXUS_ERR_PROTOCOL, "an admin session cannot register GPU memory");
@@ -19,18 +23,34 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
   }
   auto handle = memory.getIpcHandle();
   auto uuid = memory.getDeviceUuid();
-  if (handle.size() != shm::kGpuIpcHandleBytes || uuid.size() != shm::kGpuUuidBytes) {
+  const bool vmm = memory.getHandleType() == control::GpuHandleType::POSIX_FD;
+  if (memory.getHandleType() != control::GpuHandleType::CUDA_IPC && !vmm) {
     send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "a GPU registration needs a " + std::to_string(shm::kGpuIpcHandleBytes) +
-                   "-byte ipcHandle and a " + std::to_string(shm::kGpuUuidBytes) +
-                   "-byte deviceUuid, not " + std::to_string(handle.size()) + " and " +
-                   std::to_string(uuid.size()));
+               "GPU handle type " + std::to_string(static_cast<int>(memory.getHandleType())) +
+                   " is not one this daemon knows (cudaIpc or posixFd)");
+    return;
+  }
+  const size_t want_handle = vmm ? 0 : shm::kGpuIpcHandleBytes;
+  if (handle.size() != want_handle || uuid.size() != shm::kGpuUuidBytes) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               std::string("a ") + (vmm ? "posixFd" : "cudaIpc") + " GPU registration needs a " +
+                   std::to_string(want_handle) + "-byte ipcHandle and a " +
+                   std::to_string(shm::kGpuUuidBytes) + "-byte deviceUuid, not " +
+                   std::to_string(handle.size()) + " and " + std::to_string(uuid.size()));
+    return;
+  }
+  if (fds.size() != (vmm ? 1u : 0u)) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               std::string("a ") + (vmm ? "posixFd" : "cudaIpc") + " GPU registration carries " +
+                   (vmm ? "one file descriptor" : "no file descriptor") + ", not " +
+                   std::to_string(fds.size()));
     return;
   }
   shm::GpuExport exported;
   std::memcpy(exported.ipc_handle.data(), handle.begin(), handle.size());
   std::memcpy(exported.device_uuid.data(), uuid.begin(), uuid.size());
   exported.bytes = memory.getBytes();
+  if (vmm) exported.posix_fd = std::make_shared<const shm::UniqueFd>(std::move(fds.front()));
   engine_.post([this, id, request_id, exported](Engine& engine) {
     std::string error;
     const uint32_t region = engine.register_gpu_memory(id, exported, &error);

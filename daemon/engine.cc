@@ -136,7 +136,9 @@ void Engine::loop() {
       progress = true;
     }
     for (size_t i = 0; i < sessions_.size(); ++i) {
-      Session& session = *sessions_[i];
+      // Held: a command run from within (handle_entry) may remove this very session.
+      const std::shared_ptr<Session> holder = sessions_[i];
+      Session& session = *holder;
       if (!session.staging.empty() || !session.copying_back.empty()) {
         progress |= advance_gpu_copies(session);
       }
@@ -676,7 +678,7 @@ void Engine::complete(Session* session, uint64_t user_data, plexus_result_t stat
   if (session == nullptr || session->removed) return;
   if (!session->staged_ops.empty()) {
     if (auto it = session->staged_ops.find(user_data); it != session->staged_ops.end()) {
-      std::unique_ptr<gpu::StagedOp> op = std::move(it->second);
+      std::shared_ptr<gpu::StagedOp> op = std::move(it->second);
       session->staged_ops.erase(it);
       if (status == PLEXUS_SUCCESS && op->has_device_result()) {
         // The completion (and the stream's done flag) waits until the result is there.

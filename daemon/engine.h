@@ -64,7 +64,6 @@ class Engine {
 
   // Engine thread only (from posted closures).
   void add_session(std::shared_ptr<Session> session);
-  std::shared_ptr<Session> session_ptr(const Session* session) const;
   void remove_session(uint64_t session_id, const std::string& reason);
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.

@@ -48,7 +48,7 @@ std::string Engine::stage_gpu_buffers(Session& session, Contribution& part,
   if (!op) return "staging its GPU buffers: " + error;
   op->order = ++session.staged_count;
   *staged = op.get();
-  session.staged_ops.emplace(part.entry.user_data, std::move(op));
+  session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
   return {};
 }
 

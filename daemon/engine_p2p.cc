@@ -14,13 +14,6 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-std::shared_ptr<Session> Engine::session_ptr(const Session* session) const {
-  for (const auto& s : sessions_) {
-    if (s.get() == session) return s;
-  }
-  return nullptr;
-}
-
 void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
   const auto n = static_cast<uint64_t>(comm.nranks());
   const bool is_send = part.entry.opcode == shm::Opcode::kSend;
@@ -54,6 +47,7 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
   const std::span<const std::byte> data(part.send, bytes);
   const uint64_t id = state.next_send_id++;
   const Session* session = part.session;
+  const uint64_t user_data = part.entry.user_data;
   state.sends_in_flight.emplace(id, std::move(part));
   std::weak_ptr<Comm> weak = comm_by_id_[span.comm_id];
   auto done = [this, weak, id] {
@@ -67,8 +61,13 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
     count_op(*c, sent.entry);
     complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
   };
-  // The sender's pool stays mapped while the kernel may still read it.
-  std::shared_ptr<void> keep_alive = session_ptr(session);
+  // The sender's pool stays mapped while the kernel may still read it, and so does the
+  // host copy of a GPU buffer: the op may fail and be forgotten before the link is done.
+  std::shared_ptr<void> keep_alive = shared_session(session);
+  if (auto staged = session->staged_ops.find(user_data); staged != session->staged_ops.end()) {
+    keep_alive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+        std::move(keep_alive), staged->second);
+  }
   bool queued =
       links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
   if (queued) {

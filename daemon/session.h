@@ -68,15 +68,16 @@ class Session {
   uint32_t inflight = 0;        // consumed entries whose completion is not yet posted
   gpu::GpuRegions gpu_regions;  // regions 1.. (registered GPU allocations)
   // Host copies of GPU buffers of ops in flight, by the entry's user_data (a client that
-  // reuses user_data while both are in flight only confuses its own results).
-  std::unordered_multimap<uint64_t, std::unique_ptr<gpu::StagedOp>> staged_ops;
+  // reuses user_data while both are in flight only confuses its own results). Shared:
+  // a send to another node holds its op's host copy until the link has written it.
+  std::unordered_multimap<uint64_t, std::shared_ptr<gpu::StagedOp>> staged_ops;
   // Ops whose GPU input is still being copied in, in submission order, and the session's
   // ops after them: a rank's ops must reach its communicators in the order it called them.
   std::deque<Contribution> staging;
   // Ops whose result is being copied back to a GPU: their completion waits for it.
   struct CopyingBack {
     uint64_t user_data;
-    std::unique_ptr<gpu::StagedOp> op;
+    std::shared_ptr<gpu::StagedOp> op;
   };
   std::vector<CopyingBack> copying_back;
   uint64_t staged_count = 0;  // StagedOp::order of the next

@@ -58,9 +58,15 @@ struct ClientMessage {
 
 # One GPU allocation of the client, exported once and mapped by the daemon once.
 struct GpuMemory {
-  ipcHandle @0 :Data;     # 64 bytes from cuIpcGetMemHandle
+  ipcHandle @0 :Data;     # cudaIpc: 64 bytes from cuIpcGetMemHandle; posixFd: empty
   bytes @1 :UInt64;       # the whole allocation
   deviceUuid @2 :Data;    # 16 bytes: the GPU it is on
+  handleType @3 :GpuHandleType;
+}
+
+enum GpuHandleType {
+  cudaIpc @0;   # cudaMalloc memory
+  posixFd @1;   # cuMemCreate memory: the message carries its shareable handle (one fd)
 }
 
 struct EventsRequest {

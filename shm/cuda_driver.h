@@ -12,42 +12,54 @@
 namespace plexus::shm {
 
 // X(member, driver symbol): every entry point Plexus uses.
-#define PLEXUS_CUDA_DRIVER_ENTRY_POINTS(X)                  \
-  X(init, cuInit)                                           \
-  X(get_error_name, cuGetErrorName)                         \
-  X(get_error_string, cuGetErrorString)                     \
-  X(driver_get_version, cuDriverGetVersion)                 \
-  X(device_get_count, cuDeviceGetCount)                     \
-  X(device_get, cuDeviceGet)                                \
-  X(device_get_uuid, cuDeviceGetUuid)                       \
-  X(primary_ctx_retain, cuDevicePrimaryCtxRetain)           \
-  X(primary_ctx_release, cuDevicePrimaryCtxRelease)         \
-  X(ctx_set_current, cuCtxSetCurrent)                       \
-  X(ctx_get_current, cuCtxGetCurrent)                       \
-  X(pointer_get_attributes, cuPointerGetAttributes)         \
-  X(mem_get_address_range, cuMemGetAddressRange)            \
-  X(ipc_get_mem_handle, cuIpcGetMemHandle)                  \
-  X(ipc_open_mem_handle, cuIpcOpenMemHandle)                \
-  X(ipc_close_mem_handle, cuIpcCloseMemHandle)              \
-  X(stream_create, cuStreamCreate)                          \
-  X(stream_destroy, cuStreamDestroy)                        \
-  X(stream_synchronize, cuStreamSynchronize)                \
-  X(stream_is_capturing, cuStreamIsCapturing)               \
-  X(stream_write_value32, cuStreamWriteValue32)             \
-  X(stream_wait_value32, cuStreamWaitValue32)               \
-  X(event_create, cuEventCreate)                            \
-  X(event_record, cuEventRecord)                            \
-  X(event_query, cuEventQuery)                              \
-  X(event_synchronize, cuEventSynchronize)                  \
-  X(event_destroy, cuEventDestroy)                          \
-  X(memcpy_dtoh_async, cuMemcpyDtoHAsync)                   \
-  X(memcpy_htod_async, cuMemcpyHtoDAsync)                   \
-  X(memcpy_dtod_async, cuMemcpyDtoDAsync)                   \
-  X(mem_host_register, cuMemHostRegister)                   \
-  X(mem_host_unregister, cuMemHostUnregister)               \
-  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer) \
-  X(mem_alloc, cuMemAlloc)                                  \
-  X(mem_free, cuMemFree)
+#define PLEXUS_CUDA_DRIVER_ENTRY_POINTS(X)                                 \
+  X(init, cuInit)                                                          \
+  X(get_error_name, cuGetErrorName)                                        \
+  X(get_error_string, cuGetErrorString)                                    \
+  X(driver_get_version, cuDriverGetVersion)                                \
+  X(device_get_count, cuDeviceGetCount)                                    \
+  X(device_get, cuDeviceGet)                                               \
+  X(device_get_uuid, cuDeviceGetUuid)                                      \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain)                          \
+  X(primary_ctx_release, cuDevicePrimaryCtxRelease)                        \
+  X(ctx_set_current, cuCtxSetCurrent)                                      \
+  X(ctx_get_current, cuCtxGetCurrent)                                      \
+  X(pointer_get_attributes, cuPointerGetAttributes)                        \
+  X(mem_get_address_range, cuMemGetAddressRange)                           \
+  X(ipc_get_mem_handle, cuIpcGetMemHandle)                                 \
+  X(ipc_open_mem_handle, cuIpcOpenMemHandle)                               \
+  X(ipc_close_mem_handle, cuIpcCloseMemHandle)                             \
+  X(stream_create, cuStreamCreate)                                         \
+  X(stream_destroy, cuStreamDestroy)                                       \
+  X(stream_synchronize, cuStreamSynchronize)                               \
+  X(stream_is_capturing, cuStreamIsCapturing)                              \
+  X(stream_write_value32, cuStreamWriteValue32)                            \
+  X(stream_wait_value32, cuStreamWaitValue32)                              \
+  X(event_create, cuEventCreate)                                           \
+  X(event_record, cuEventRecord)                                           \
+  X(event_query, cuEventQuery)                                             \
+  X(event_synchronize, cuEventSynchronize)                                 \
+  X(event_destroy, cuEventDestroy)                                         \
+  X(memcpy_dtoh_async, cuMemcpyDtoHAsync)                                  \
+  X(memcpy_htod_async, cuMemcpyHtoDAsync)                                  \
+  X(memcpy_dtod_async, cuMemcpyDtoDAsync)                                  \
+  X(mem_host_register, cuMemHostRegister)                                  \
+  X(mem_host_unregister, cuMemHostUnregister)                              \
+  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer)                \
+  X(mem_alloc, cuMemAlloc)                                                 \
+  X(mem_free, cuMemFree)                                                   \
+  X(mem_retain_allocation_handle, cuMemRetainAllocationHandle)             \
+  X(mem_get_allocation_properties, cuMemGetAllocationPropertiesFromHandle) \
+  X(mem_export_to_shareable_handle, cuMemExportToShareableHandle)          \
+  X(mem_import_from_shareable_handle, cuMemImportFromShareableHandle)      \
+  X(mem_address_reserve, cuMemAddressReserve)                              \
+  X(mem_address_free, cuMemAddressFree)                                    \
+  X(mem_map, cuMemMap)                                                     \
+  X(mem_unmap, cuMemUnmap)                                                 \
+  X(mem_set_access, cuMemSetAccess)                                        \
+  X(mem_release, cuMemRelease)                                             \
+  X(mem_create, cuMemCreate)                                               \
+  X(mem_get_allocation_granularity, cuMemGetAllocationGranularity)
 
 struct CudaDriver {
 #define PLEXUS_CUDA_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;

@@ -134,7 +134,12 @@ plexus_result_t submit_on_stream(ClientContext& ctx, void* stream, shm::Submissi
     }
     if (!ctx.progress()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  if (std::string e = stream_write_value(stream, slot.ready_device, slot.ticket); !e.empty()) {
+  // Both stream operations are queued before the entry goes to the daemon, so that one the
+  // driver refuses leaves nothing running (done was reset below this ticket by acquire, so
+  // the wait holds until the daemon writes it).
+  std::string e = stream_write_value(stream, slot.ready_device, slot.ticket);
+  if (e.empty()) e = stream_wait_value(stream, slot.done_device, slot.ticket);
+  if (!e.empty()) {
     ctx.stream_flags().release(slot.index, slot.ticket);
     return refuse(PLEXUS_ERR_SYSTEM, e);
   }
@@ -144,12 +149,9 @@ plexus_result_t submit_on_stream(ClientContext& ctx, void* stream, shm::Submissi
   req->stream_slot = slot.index;
   req->stream_ticket = slot.ticket;
   req->detached = request == nullptr;
+  ctx.watch_daemon_for_streams();
   ctx.submit(req, entry);
   // Past this point req may already be complete (and, detached, freed).
-  if (std::string e = stream_wait_value(stream, slot.done_device, slot.ticket); !e.empty()) {
-    return fail(PLEXUS_ERR_SYSTEM, std::string(call) + ": the call was queued but the stream " +
-                                       "will not wait for it: " + e);
-  }
   if (request != nullptr) *request = req;
   return PLEXUS_SUCCESS;
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace plexus::client {
 namespace {
@@ -252,6 +253,22 @@ void ClientContext::wait_until(Done&& done, shm::IdleSettings settings) {
       ring_end_->finish_park();
     }
   }
+}
+
+void ClientContext::watch_daemon_for_streams() {
+  std::call_once(stream_watch_started_, [this] {
+    // Detached: the context lives as long as the process. poll costs nothing until the
+    // socket hangs up; the bounded timeout only rechecks dead_.
+    std::thread([this] {
+      while (!dead_.load()) {
+        pollfd pfd{control_->fd(), POLLRDHUP, 0};
+        if (::poll(&pfd, 1, 1000) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+          daemon_gone();
+          return;
+        }
+      }
+    }).detach();
+  });
 }
 
 void ClientContext::wait(plexus_request* req) {

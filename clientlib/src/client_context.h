@@ -82,6 +82,11 @@ class ClientContext {
   bool progress();
   // Waits until comm has no outstanding requests.
   void quiesce(CommState& comm);
+  // Before the first stream-ordered call: starts a thread that watches the daemon's
+  // socket, so that if plexusd dies the done flags of stream-ordered calls are written
+  // here and no GPU stream waits forever (the host may be blocked on that stream, making
+  // no call that would notice).
+  void watch_daemon_for_streams();
 
  private:
   ClientContext();
@@ -111,6 +116,7 @@ class ClientContext {
   uint64_t next_request_id_ = 1;
   std::atomic<bool> dead_{false};
   std::string dead_reason_;
+  std::once_flag stream_watch_started_;
 };
 
 }  // namespace plexus::client

@@ -2,6 +2,8 @@
 
 #include <capnp/serialize.h>
 
+#include <vector>
+
 #include "clientlib/src/gpu_pointer.h"
 #include "shm/framing.h"
 
@@ -47,12 +49,19 @@ uint32_t GpuBuffers::register_allocation(ControlChannel& control, const GpuAlloc
   if (!error->empty()) return 0;
   capnp::MallocMessageBuilder message;
   auto memory = message.initRoot<control::ClientMessage>().initRegisterGpuMemory();
-  memory.setIpcHandle(kj::arrayPtr(reinterpret_cast<const kj::byte*>(exported.ipc_handle.data()),
-                                   exported.ipc_handle.size()));
+  if (!exported.posix_fd) {
+    memory.setIpcHandle(kj::arrayPtr(reinterpret_cast<const kj::byte*>(exported.ipc_handle.data()),
+                                     exported.ipc_handle.size()));
+  }
   memory.setDeviceUuid(kj::arrayPtr(reinterpret_cast<const kj::byte*>(exported.device_uuid.data()),
                                     exported.device_uuid.size()));
   memory.setBytes(exported.bytes);
-  Reply reply = control.call(message);
+  std::vector<int> fds;
+  if (exported.posix_fd) {
+    memory.setHandleType(control::GpuHandleType::POSIX_FD);
+    fds.push_back(exported.posix_fd->get());
+  }
+  Reply reply = control.call(message, fds);  // the fd is closed here when `exported` goes
   capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
   auto root = reader.getRoot<control::DaemonMessage>();
   if (root.isError()) {

@@ -61,8 +61,10 @@ std::string stream_wait_value(void* stream, uint64_t device, uint32_t value) {
   std::string why;
   const shm::CudaDriver* d = shm::CudaDriver::get(&why);
   if (d == nullptr) return why;
+  // GEQ is cyclic ((int32_t)(*flag - value) >= 0): a later call's ticket in the same slot
+  // also lets this wait go, should the GPU reach it only after the slot was reused.
   return d->check(d->stream_wait_value32(as_stream(stream), static_cast<CUdeviceptr>(device), value,
-                                         CU_STREAM_WAIT_VALUE_EQ),
+                                         CU_STREAM_WAIT_VALUE_GEQ),
                   "cuStreamWaitValue32");
 }
 

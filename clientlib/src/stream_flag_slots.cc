@@ -52,6 +52,10 @@ std::string StreamFlagSlots::acquire(StreamSlot* slot, bool* all_busy) {
   slot->ticket = next_ticket_++;
   if (next_ticket_ == 0) next_ticket_ = 1;  // 0 is every flag's first value
   const uint64_t within = static_cast<uint64_t>(slot->index) * sizeof(shm::StreamFlags);
+  // The done flag starts just below the ticket: a value left from a use long ago could
+  // otherwise read as cyclically later than it and let the stream go early.
+  auto* flags = reinterpret_cast<shm::StreamFlags*>(block_ + within);
+  flags->done.store(slot->ticket - 1, std::memory_order_release);
   slot->pool_offset = pool_.offset_of(block_ + within);
   slot->ready_device = block_device_ + within + offsetof(shm::StreamFlags, ready);
   slot->done_device = block_device_ + within + offsetof(shm::StreamFlags, done);

@@ -1,5 +1,6 @@
 // DeviceMemory over the CUDA driver API: client allocations mapped with
-// cuIpcOpenMemHandle in each device's primary context, copies on two streams per device
+// cuIpcOpenMemHandle (cudaMalloc memory) or imported from a POSIX file descriptor and
+// mapped (cuMemCreate memory) in each device's primary context, copies on two streams per device
 // (the copy engines), chunked so both engines work on a large copy and polled through
 // events (the engine thread never blocks on one), host staging pinned
 // with cuMemHostRegister and cached by size class (registering costs far more than a copy).
@@ -49,18 +50,38 @@ struct Device {
   std::array<CUstream, kStreamsPerDevice> streams{};
 };
 
+// A VMM allocation imported here: what was done to map it, undone in reverse.
+struct VmmImport {
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr reserved = 0;  // the address range, once reserved
+  size_t bytes = 0;
+  bool mapped = false;
+  void undo(const shm::CudaDriver& driver) {
+    if (mapped) driver.mem_unmap(reserved, bytes);
+    if (reserved != 0) driver.mem_address_free(reserved, bytes);
+    if (handle != 0) driver.mem_release(handle);
+    *this = VmmImport{};
+  }
+};
+
 class CudaMapping final : public DeviceMapping {
  public:
   // `owner` keeps `device` (its streams and context) alive while the mapping lives.
+  // `vmm`: how a cuMemCreate allocation was mapped; empty for an IPC-opened one.
   CudaMapping(std::shared_ptr<const DeviceMemory> owner, const shm::CudaDriver& driver,
-              const Device& device, CUdeviceptr base, uint64_t bytes)
+              const Device& device, CUdeviceptr base, uint64_t bytes, VmmImport vmm = {})
       : DeviceMapping(static_cast<uint64_t>(base), bytes),
         owner_(std::move(owner)),
         driver_(driver),
-        device_(device) {}
+        device_(device),
+        vmm_(vmm) {}
   ~CudaMapping() override {
     driver_.ctx_set_current(device_.context);
-    driver_.ipc_close_mem_handle(static_cast<CUdeviceptr>(device_address()));
+    if (vmm_.handle != 0) {
+      vmm_.undo(driver_);
+    } else {
+      driver_.ipc_close_mem_handle(static_cast<CUdeviceptr>(device_address()));
+    }
   }
   const Device& device() const { return device_; }
 
@@ -68,6 +89,7 @@ class CudaMapping final : public DeviceMapping {
   std::shared_ptr<const DeviceMemory> owner_;
   const shm::CudaDriver& driver_;
   const Device& device_;
+  VmmImport vmm_;
 };
 
 // One copy's completion: an event recorded after its last chunk on each stream it used.
@@ -157,6 +179,7 @@ class CudaDeviceMemory final : public DeviceMemory {
       return nullptr;
     }
     driver_.ctx_set_current(device->context);
+    if (exported.posix_fd) return open_vmm(*device, exported, error);
     CUipcMemHandle handle;
     static_assert(sizeof(handle.reserved) == shm::kGpuIpcHandleBytes);
     std::memcpy(handle.reserved, exported.ipc_handle.data(), shm::kGpuIpcHandleBytes);
@@ -179,6 +202,57 @@ class CudaDeviceMemory final : public DeviceMemory {
       return nullptr;
     }
     return mapping;
+  }
+
+  // A cuMemCreate allocation from its shareable handle: imported, given an address range
+  // here, mapped and made readable and writable by its device. The size is the client's
+  // claim; cuMemMap refuses more than the allocation holds.
+  std::shared_ptr<DeviceMapping> open_vmm(const Device& device, const shm::GpuExport& exported,
+                                          std::string* error) {
+    VmmImport vmm;
+    vmm.bytes = exported.bytes;
+    auto fail = [&](CUresult r, const char* what) {
+      *error = driver_.check(r, what);
+      if (error->empty()) return false;
+      vmm.undo(driver_);
+      return true;
+    };
+    void* shareable = reinterpret_cast<void*>(static_cast<uintptr_t>(exported.posix_fd->get()));
+    if (fail(driver_.mem_import_from_shareable_handle(&vmm.handle, shareable,
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+             "cuMemImportFromShareableHandle")) {
+      return nullptr;
+    }
+    CUmemAllocationProp prop{};
+    if (fail(driver_.mem_get_allocation_properties(&prop, vmm.handle),
+             "cuMemGetAllocationPropertiesFromHandle")) {
+      return nullptr;
+    }
+    if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != device.ordinal) {
+      vmm.undo(driver_);
+      *error = "the allocation is not device memory of " + uuid_text(exported.device_uuid.data()) +
+               " (device " + std::to_string(device.ordinal) + "), as the process said";
+      return nullptr;
+    }
+    if (fail(driver_.mem_address_reserve(&vmm.reserved, vmm.bytes, 0, 0, 0),
+             "cuMemAddressReserve")) {
+      return nullptr;
+    }
+    if (fail(driver_.mem_map(vmm.reserved, vmm.bytes, 0, vmm.handle, 0),
+             "cuMemMap (is the size the process gave the allocation's own?)")) {
+      return nullptr;
+    }
+    vmm.mapped = true;
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device.ordinal;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (fail(driver_.mem_set_access(vmm.reserved, vmm.bytes, &access, 1), "cuMemSetAccess")) {
+      return nullptr;
+    }
+    const CUdeviceptr base = vmm.reserved;
+    return std::make_shared<CudaMapping>(shared_from_this(), driver_, device, base, exported.bytes,
+                                         vmm);
   }
 
   HostBuffer allocate_host(uint64_t bytes, std::string* error) override {
@@ -272,6 +346,10 @@ class CudaDeviceMemory final : public DeviceMemory {
         std::min<uint64_t>(device.streams.size(), (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
     for (size_t i = 0; i < used; ++i) {
       std::string recorded = copy->record(device.streams[i]);
+      if (recorded.empty()) continue;
+      // No event to poll on this stream: its chunks are waited for here (rare, and the
+      // host buffer must not be reused under them).
+      driver_.stream_synchronize(device.streams[i]);
       if (error.empty()) error = std::move(recorded);
     }
     // What was issued still runs: the copy waits for it before it says it failed.

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -145,6 +146,53 @@ TEST(GpuBuffersTest, AFreedBufferReusedIsRegisteredAfreshAndSpansPastTheEndAreRe
   EXPECT_EQ(failures(results), "") << daemon.log();
 }
 
+// cuMemCreate memory has no IPC handle: libplexus sends its POSIX file descriptor and
+// plexusd imports and maps it. An allocation that did not ask for that handle type is
+// refused naming what to ask for.
+TEST(GpuBuffersTest, CuMemCreateAllocationsGoByTheirFileDescriptorOthersAreRefusedSayingWhy) {
+  SKIP_WITHOUT_GPU();
+  DaemonProcess daemon;
+  auto results = run_ranks(
+      daemon.socket_path(), 2, [](int rank, int n, const plexus_unique_id_t& id) -> std::string {
+        RankGpu gpu;
+        if (!gpu.error().empty()) return "GPU: " + gpu.error();
+        plexus_comm_t comm;
+        if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+        constexpr size_t kCount = (1 << 20) + 5;
+        std::vector<float> host(kCount);
+        std::byte* device = gpu.allocate_vmm(kCount * sizeof(float), true);
+        if (device == nullptr) return "GPU: " + gpu.error();
+        for (int round = 0; round < 2; ++round) {  // the second from the cached registration
+          fill_input(host.data(), PLEXUS_FLOAT32, PLEXUS_SUM, rank + round * 10, kCount);
+          std::string error = gpu.copy(device, reinterpret_cast<std::byte*>(host.data()),
+                                       kCount * sizeof(float), true);
+          if (!error.empty()) return error;
+          if (auto r = plexus_allreduce(device, device, kCount, PLEXUS_FLOAT32, PLEXUS_SUM, comm,
+                                        nullptr)) {
+            return describe("allreduce on cuMemCreate memory", r);
+          }
+          error = gpu.copy(reinterpret_cast<std::byte*>(host.data()), device,
+                           kCount * sizeof(float), false);
+          if (!error.empty()) return error;
+          error = expect_sum_of_two(host, round * 10, round);
+          if (!error.empty()) return error;
+        }
+        std::byte* private_memory = gpu.allocate_vmm(4096, false);
+        if (private_memory == nullptr) return "GPU: " + gpu.error();
+        const plexus_result_t r = plexus_allreduce(private_memory, private_memory, 16,
+                                                   PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+        if (r != PLEXUS_ERR_INVALID_ARGUMENT ||
+            std::string(plexus_get_last_error()).find("CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR") ==
+                std::string::npos) {
+          return describe("cuMemCreate without a shareable handle", r) + ": " +
+                 plexus_get_last_error();
+        }
+        plexus_comm_destroy(comm);
+        return std::string();
+      });
+  EXPECT_EQ(failures(results), "") << daemon.log();
+}
+
 TEST(GpuBuffersTest, AClientKilledWhileTheDaemonHoldsItsHandlesDisturbsNoOneElse) {
   SKIP_WITHOUT_GPU();
   DaemonProcess daemon;
@@ -254,6 +302,59 @@ TEST(GpuStreamTest, AnAllreduceQueuedOnAStreamBetweenCopiesIsExactWithOneHostWai
         return std::string();
       });
   EXPECT_EQ(failures(results), "") << daemon.log();
+}
+
+// plexusd killed while a stream waits on a stream-ordered call nobody waits for on the
+// host: libplexus's watch of the daemon writes the done flag, so the stream goes on (the
+// host was blocked in cuStreamSynchronize, making no call), and the next call says why.
+TEST(GpuStreamTest, ADaemonKilledUnderAWaitingStreamLetsTheStreamGoAndSaysSo) {
+  SKIP_WITHOUT_GPU();
+  DaemonProcess daemon;
+  auto results = run_ranks(
+      daemon.socket_path(), 2,
+      [](int rank, int n, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t comm;
+        if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(30));  // never joins the op
+          return {};
+        }
+        RankGpu gpu;
+        if (!gpu.error().empty()) return "GPU: " + gpu.error();
+        const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+        CUstream stream = nullptr;
+        if (auto e = d->check(d->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+            !e.empty()) {
+          return e;
+        }
+        std::byte* device = gpu.allocate(1024 * sizeof(float));
+        if (device == nullptr) return "GPU: " + gpu.error();
+        if (auto r = plexus_comm_set_stream(comm, stream)) return describe("set_stream", r);
+        if (auto r =
+                plexus_allreduce(device, device, 1024, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
+          return describe("allreduce on a stream", r);
+        }
+        // The daemon is killed while this waits (rank 1 never joined the op).
+        const auto start = std::chrono::steady_clock::now();
+        if (auto e = d->check(d->stream_synchronize(stream), "cuStreamSynchronize"); !e.empty()) {
+          return e;
+        }
+        const auto waited = std::chrono::steady_clock::now() - start;
+        if (waited > std::chrono::seconds(10)) return "the stream was held for over 10 s";
+        const plexus_result_t r =
+            plexus_allreduce(device, device, 1, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+        if (r != PLEXUS_ERR_DAEMON_LOST) {
+          return "after the daemon died, expected DAEMON_LOST, got " + describe("allreduce", r);
+        }
+        return {};
+      },
+      std::chrono::seconds(40),
+      [&](const auto& pids) {
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        daemon.kill_now();
+        ::kill(pids[1], SIGKILL);
+      });
+  EXPECT_TRUE(results[0].ok) << results[0].message;
 }
 
 // Where there is no GPU, asking for stream order says why it cannot be had.

@@ -47,6 +47,11 @@ RankGpu::~RankGpu() {
   if (d == nullptr || context_ == nullptr) return;
   free(device_a_);
   free(device_b_);
+  for (const Vmm& v : vmm_) {
+    d->mem_unmap(v.address, v.bytes);
+    d->mem_address_free(v.address, v.bytes);
+    d->mem_release(v.handle);
+  }
   d->primary_ctx_release(device_);
 }
 
@@ -56,6 +61,43 @@ std::byte* RankGpu::allocate(size_t bytes) {
   CUdeviceptr p = 0;
   error_ = d->check(d->mem_alloc(&p, bytes), "cuMemAlloc");
   return error_.empty() ? reinterpret_cast<std::byte*>(p) : nullptr;
+}
+
+std::byte* RankGpu::allocate_vmm(size_t bytes, bool posix_fd) {
+  const shm::CudaDriver* d = shm::CudaDriver::get(&error_);
+  if (d == nullptr) return nullptr;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  prop.requestedHandleTypes =
+      posix_fd ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  size_t granularity = 0;
+  error_ = d->check(
+      d->mem_get_allocation_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+      "cuMemGetAllocationGranularity");
+  if (!error_.empty()) return nullptr;
+  const size_t size = (bytes + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle = 0;
+  error_ = d->check(d->mem_create(&handle, size, &prop, 0), "cuMemCreate");
+  if (!error_.empty()) return nullptr;
+  CUdeviceptr address = 0;
+  error_ = d->check(d->mem_address_reserve(&address, size, 0, 0, 0), "cuMemAddressReserve");
+  if (error_.empty()) error_ = d->check(d->mem_map(address, size, 0, handle, 0), "cuMemMap");
+  if (error_.empty()) {
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    error_ = d->check(d->mem_set_access(address, size, &access, 1), "cuMemSetAccess");
+  }
+  if (!error_.empty()) {
+    d->mem_unmap(address, size);  // each refuses harmlessly what was not done
+    if (address != 0) d->mem_address_free(address, size);
+    d->mem_release(handle);
+    return nullptr;
+  }
+  vmm_.push_back(Vmm{address, size, handle});
+  return reinterpret_cast<std::byte*>(address);
 }
 
 void RankGpu::free(std::byte* device) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "tests/integration/collective_cases.h"
 
@@ -25,6 +26,10 @@ class RankGpu {
   // Device memory (null with error() set on failure) and its release.
   std::byte* allocate(size_t bytes);
   void free(std::byte* device);
+  // A cuMemCreate (VMM) allocation of at least `bytes`, mapped read-write here; with
+  // `posix_fd` its requestedHandleTypes include CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
+  // Freed with the RankGpu.
+  std::byte* allocate_vmm(size_t bytes, bool posix_fd);
   // Synchronous copies: "" or why not.
   std::string copy(std::byte* dst, const std::byte* src, size_t bytes, bool to_device);
   // Buffers for run_case: host mirrors of `bytes` each and two device buffers.
@@ -36,6 +41,12 @@ class RankGpu {
   int device_ = 0;
   std::byte* device_a_ = nullptr;
   std::byte* device_b_ = nullptr;
+  struct Vmm {
+    unsigned long long address;
+    size_t bytes;
+    unsigned long long handle;
+  };
+  std::vector<Vmm> vmm_;
 };
 
 }  // namespace plexus::test

@@ -36,13 +36,15 @@ std::string gpu_memory_answer(const client::Reply& reply) {
 }  // namespace
 
 std::string RawClient::register_gpu_memory(std::span<const uint8_t> ipc_handle,
-                                           std::span<const uint8_t> device_uuid, uint64_t bytes) {
+                                           std::span<const uint8_t> device_uuid, uint64_t bytes,
+                                           uint16_t handle_type, std::span<const int> fds) {
   capnp::MallocMessageBuilder message;
   auto memory = message.initRoot<control::ClientMessage>().initRegisterGpuMemory();
   memory.setIpcHandle(kj::arrayPtr(ipc_handle.data(), ipc_handle.size()));
   memory.setDeviceUuid(kj::arrayPtr(device_uuid.data(), device_uuid.size()));
   memory.setBytes(bytes);
-  return gpu_memory_answer(channel_->call(message));
+  memory.setHandleType(static_cast<control::GpuHandleType>(handle_type));
+  return gpu_memory_answer(channel_->call(message, fds));
 }
 
 std::string RawClient::release_gpu_memory(uint32_t region) {

@@ -34,9 +34,11 @@ class RawClient {
   };
   Counters status();
 
-  // registerGpuMemory with these fields: "region N", or the daemon's error message.
+  // registerGpuMemory with these fields (handle_type: GpuHandleType's number) and `fds`
+  // with it: "region N", or the daemon's error message.
   std::string register_gpu_memory(std::span<const uint8_t> ipc_handle,
-                                  std::span<const uint8_t> device_uuid, uint64_t bytes);
+                                  std::span<const uint8_t> device_uuid, uint64_t bytes,
+                                  uint16_t handle_type = 0, std::span<const int> fds = {});
   // releaseGpuMemory: "released", or the daemon's error message.
   std::string release_gpu_memory(uint32_t region);
 

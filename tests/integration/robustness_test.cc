@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -413,6 +414,55 @@ TEST_F(HostileRingTest, ForgedGpuRegistrationsAreRefusedAndTheSessionGoesOn) {
   ASSERT_TRUE(bad.has_value());
   EXPECT_THAT(std::string(bad->message, bad->message_len), HasSubstr("region 1"));
   raw_->submit(valid_allreduce(2));
+  auto cqe = raw_->next_completion(5000);
+  ASSERT_TRUE(cqe.has_value());
+  EXPECT_EQ(cqe->status, PLEXUS_SUCCESS) << std::string(cqe->message, cqe->message_len);
+}
+
+size_t open_fds(pid_t pid) {
+  size_t n = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// A VMM (cuMemCreate) registration carries its allocation's shareable handle as one file
+// descriptor: a wrong count or a handle where none belongs is refused naming it, an
+// unknown handle type too, and a descriptor that is no allocation (/dev/null) is refused
+// by the driver, or by a daemon without one. None of the descriptors is kept.
+TEST_F(HostileRingTest, ForgedVmmRegistrationsAreRefusedAndTheirDescriptorsClosed) {
+  const std::vector<uint8_t> uuid(16, 0x17);
+  const std::vector<uint8_t> ipc(64, 0x5a);
+  const size_t fds_before = open_fds(daemon_->pid());
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  const int two[] = {null_fd, null_fd};
+  EXPECT_THAT(raw_->register_gpu_memory({}, uuid, 1 << 21, 1),
+              HasSubstr("posixFd GPU registration carries one file descriptor, not 0"));
+  EXPECT_THAT(raw_->register_gpu_memory({}, uuid, 1 << 21, 1, two),
+              HasSubstr("carries one file descriptor, not 2"));
+  EXPECT_THAT(raw_->register_gpu_memory(ipc, uuid, 1 << 21, 0, std::span(two, 1)),
+              HasSubstr("cudaIpc GPU registration carries no file descriptor, not 1"));
+  EXPECT_THAT(raw_->register_gpu_memory(ipc, uuid, 1 << 21, 1, std::span(two, 1)),
+              HasSubstr("needs a 0-byte ipcHandle"));
+  EXPECT_THAT(raw_->register_gpu_memory({}, uuid, 1 << 21, 9, std::span(two, 1)),
+              HasSubstr("GPU handle type 9 is not one this daemon knows"));
+  const std::string forged = raw_->register_gpu_memory({}, uuid, 1 << 21, 1, std::span(two, 1));
+  EXPECT_THAT(forged, ::testing::AnyOf(HasSubstr("cannot take GPU buffers"),
+                                       HasSubstr("cuMemImportFromShareableHandle")))
+      << forged;
+  ::close(null_fd);
+  // The engine drops its copy of the last one just after the reply: give it a moment.
+  size_t fds_after = open_fds(daemon_->pid());
+  for (int i = 0; i < 200 && fds_after != fds_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    fds_after = open_fds(daemon_->pid());
+  }
+  EXPECT_EQ(fds_after, fds_before) << "a descriptor sent with a registration stayed open";
+  raw_->submit(valid_allreduce(1));
   auto cqe = raw_->next_completion(5000);
   ASSERT_TRUE(cqe.has_value());
   EXPECT_EQ(cqe->status, PLEXUS_SUCCESS) << std::string(cqe->message, cqe->message_len);
