@@ -26,6 +26,9 @@ struct Config {
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;
   uint64_t max_pool_bytes = 64ull << 30;  // largest client pool the daemon maps
+  // Host memory the staging copies of one process's GPU ops in flight may hold together:
+  // an op past it is refused, so one client cannot take the node's memory.
+  uint64_t max_gpu_staging_bytes = 16ull << 30;
   IdleConfig engine_idle;
   std::string log_level = "info";
 

@@ -54,6 +54,11 @@ class ControlServer {
   // Control thread: every metric of a Prometheus scrape (control_server_metrics.cc).
   void collect_metrics(monitor::MetricFamilies& metrics);
 
+  // The node's GPUs, given before start() (tests); else opened on the first registration.
+  void use_device_memory(std::shared_ptr<gpu::DeviceMemory> device) {
+    device_memory_ = std::move(device);
+  }
+
   uint64_t instance_id() const { return instance_id_; }
   // Where peers reach this daemon (after start(); empty without --peer-listen).
   std::vector<std::string> peer_addresses() const;
@@ -136,6 +141,10 @@ class ControlServer {
   Config config_;
   std::string socket_path_;
   Engine& engine_;
+  // Opened here, off the engine thread (the driver's start takes a while), with every
+  // allocation's mapping; the engine gets both with the registration.
+  std::shared_ptr<gpu::DeviceMemory> device_memory_;
+  std::string no_device_memory_;  // why there is none, once opening failed
   AdminPolicy admin_;
   std::chrono::steady_clock::time_point started_at_;
 

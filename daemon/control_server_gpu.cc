@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "daemon/control_server.h"
 #include "daemon/engine.h"
 #include "shm/control.capnp.h"
@@ -51,9 +53,36 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
   std::memcpy(exported.device_uuid.data(), uuid.begin(), uuid.size());
   exported.bytes = memory.getBytes();
   if (vmm) exported.posix_fd = std::make_shared<const shm::UniqueFd>(std::move(fds.front()));
-  engine_.post([this, id, request_id, exported](Engine& engine) {
+  if (exported.bytes == 0) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, "a GPU allocation of 0 bytes");
+    return;
+  }
+  // The driver's calls (its start on the first registration, then opening each handle)
+  // block: here they hold up other processes' control messages, not their collectives.
+  if (!device_memory_ && no_device_memory_.empty()) {
+    device_memory_ = gpu::open_device_memory(&no_device_memory_);
+    if (device_memory_) {
+      spdlog::info("GPU buffers: {}", device_memory_->describe());
+    } else {
+      spdlog::warn("GPU buffers refused: {}", no_device_memory_);
+    }
+  }
+  if (!device_memory_) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "this daemon cannot take GPU buffers: " + no_device_memory_);
+    return;
+  }
+  std::string open_error;
+  std::shared_ptr<gpu::DeviceMapping> mapping = device_memory_->open(exported, &open_error);
+  if (!mapping) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "GPU allocation of " + std::to_string(exported.bytes) + " bytes from " +
+                   session.describe() + ": " + open_error);
+    return;
+  }
+  engine_.post([this, id, request_id, device = device_memory_, mapping](Engine& engine) {
     std::string error;
-    const uint32_t region = engine.register_gpu_memory(id, exported, &error);
+    const uint32_t region = engine.register_gpu_memory(id, device, mapping, &error);
     post([this, id, request_id, region, error] {
       if (region == 0) {
         send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, error);

@@ -82,8 +82,8 @@ void Daemon::start() {
             d.control->post([&d, nic] { d.control->nic_up(nic); });
           }},
       events);
-  if (d.device_memory) d.engine->use_device_memory(d.device_memory);
   d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
+  if (d.device_memory) d.control->use_device_memory(d.device_memory);
   d.control->start();
   const bool acks = d.config.channel_acks == "on" ||
                     (d.config.channel_acks == "auto" && d.control->peer_nic_count() >= 2);

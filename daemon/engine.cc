@@ -16,8 +16,15 @@ namespace plexus::daemon {
 namespace {
 
 constexpr uint32_t kBatchEntries = 64;
-// How often a parked engine looks at the ready flags of entries held for GPU streams.
-constexpr long kStreamLookNs = 20000;
+// How often a parked engine looks at the ready flags of entries held for GPU streams and
+// at running copies: every 20 µs at first, then a 64th of how long nothing has moved (a
+// stream blocked for seconds costs ~1000 wakeups a second, not 50000), at most 1 ms.
+constexpr std::chrono::nanoseconds kGpuLookFirst{20000};
+constexpr std::chrono::nanoseconds kGpuLookMost{1000000};
+
+std::chrono::nanoseconds gpu_look_interval(std::chrono::steady_clock::duration waited) {
+  return std::clamp<std::chrono::nanoseconds>(waited / 64, kGpuLookFirst, kGpuLookMost);
+}
 
 unsigned default_workers(const Config& config) {
   if (config.workers > 0) return config.workers;
@@ -139,10 +146,15 @@ void Engine::loop() {
       // Held: a command run from within (handle_entry) may remove this very session.
       const std::shared_ptr<Session> holder = sessions_[i];
       Session& session = *holder;
+      bool gpu_moved = false;
       if (!session.staging.empty() || !session.copying_back.empty()) {
-        progress |= advance_gpu_copies(session);
+        gpu_moved |= advance_gpu_copies(session);
       }
-      if (!session.held_for_stream.empty()) progress |= release_held_entries(session);
+      if (!session.held_for_stream.empty()) gpu_moved |= release_held_entries(session);
+      if (gpu_moved) {
+        gpu_still_since_ = {};
+        progress = true;
+      }
       progress |= poll_session(session);
     }
     if (links_.active()) progress |= links_.poll(0);
@@ -182,10 +194,15 @@ void Engine::park() {
     if (links_.max_sleep_ms() >= 0) timeout = std::min(timeout, links_.max_sleep_ms());
     // A GPU stream sets its ready flag, and a copy engine ends a copy, with no doorbell:
     // look again soon while either is awaited.
-    const timespec stream_look{0, kStreamLookNs};
-    const timespec park_for{timeout / 1000, static_cast<long>(timeout % 1000) * 1000000L};
-    int n = ::epoll_pwait2(epoll_fd_.get(), events, 16, watching_gpu() ? &stream_look : &park_for,
-                           nullptr);
+    timespec park_for{timeout / 1000, static_cast<long>(timeout % 1000) * 1000000L};
+    if (watching_gpu()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (gpu_still_since_ == std::chrono::steady_clock::time_point{}) gpu_still_since_ = now;
+      park_for = {0, static_cast<long>(gpu_look_interval(now - gpu_still_since_).count())};
+    } else {
+      gpu_still_since_ = {};
+    }
+    int n = ::epoll_pwait2(epoll_fd_.get(), events, 16, &park_for, nullptr);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd != links_.epoll_fd()) shm::drain_eventfd(events[i].data.fd);
     }
@@ -487,9 +504,10 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   gpu::StagedOp* staged = nullptr;
   if (part.entry.send.region != shm::kHostPoolRegion ||
       part.entry.recv.region != shm::kHostPoolRegion) {
-    const std::string error = stage_gpu_buffers(session, part, &staged);
-    if (!error.empty()) {
-      refuse_entry(session, raw, PLEXUS_ERR_SYSTEM,
+    std::string error;
+    if (const plexus_result_t status = stage_gpu_buffers(session, part, &staged, &error);
+        status != PLEXUS_SUCCESS) {
+      refuse_entry(session, raw, status,
                    std::string(shm::opcode_name(raw.opcode)) + " on rank " +
                        std::to_string(part.rank) + ": " + error);
       return;

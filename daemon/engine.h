@@ -68,14 +68,15 @@ class Engine {
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
-  // A GPU allocation of the session: its new region id, or 0 with *error (engine_gpu.cc).
-  // The node's GPUs, given before start(); without it they are opened on the first GPU
-  // registration (tests give a DeviceMemory over host memory).
+  // The node's GPUs (the control server opens them on the first GPU registration; tests
+  // give a DeviceMemory over host memory). Before start(), or on the engine thread.
   void use_device_memory(std::shared_ptr<gpu::DeviceMemory> device) {
     device_memory_ = std::move(device);
   }
-  uint32_t register_gpu_memory(uint64_t session_id, const shm::GpuExport& exported,
-                               std::string* error);
+  // A GPU allocation of the session, mapped by `device` already: its new region id, or 0
+  // with *error (engine_gpu.cc).
+  uint32_t register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
+                               std::shared_ptr<gpu::DeviceMapping> mapping, std::string* error);
   // False when the session has no such region.
   bool release_gpu_memory(uint64_t session_id, uint32_t region);
   // An authenticated data connection to peer daemon `instance` (the engine owns `fd`);
@@ -195,9 +196,11 @@ class Engine {
   // Counts one op of `comm`'s job that completed (metrics).
   void count_op(const Comm& comm, const shm::ValidatedEntry& entry);
   void count_bad_entry(Session& session);
-  // Points part.send / part.recv at host copies of the entry's GPU spans and starts
-  // copying its input in (engine_gpu.cc): "" or why not; *staged is the copy's owner.
-  std::string stage_gpu_buffers(Session& session, Contribution& part, gpu::StagedOp** staged);
+  // Points part.send / part.recv at host copies of the entry's GPU spans (engine_gpu.cc);
+  // *staged is the copies' owner. Else the status and *error: NO_MEMORY past the process's
+  // staging budget.
+  plexus_result_t stage_gpu_buffers(Session& session, Contribution& part, gpu::StagedOp** staged,
+                                    std::string* error);
   // Starts copying a staged op's input in, unless an earlier op of the session has yet to
   // write its result where it reads: false then (asked again as that op moves on).
   bool start_staged_input(Session& session, gpu::StagedOp& op);
@@ -249,7 +252,8 @@ class Engine {
   std::vector<std::shared_ptr<Session>> sessions_;
   // The node's GPUs, opened when the first GPU allocation is registered.
   std::shared_ptr<gpu::DeviceMemory> device_memory_;
-  std::string no_device_memory_;  // why there is none, once opening failed
+  // Since when no GPU stream or copy the engine watches has moved (unset: one just did).
+  std::chrono::steady_clock::time_point gpu_still_since_{};
   std::vector<Session*> to_publish_;
   std::vector<shm::SubmissionEntry> batch_;
   std::atomic<uint64_t> ops_completed_{0};

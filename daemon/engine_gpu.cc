@@ -7,29 +7,20 @@
 
 namespace plexus::daemon {
 
-uint32_t Engine::register_gpu_memory(uint64_t session_id, const shm::GpuExport& exported,
+uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
+                                     std::shared_ptr<gpu::DeviceMapping> mapping,
                                      std::string* error) {
   Session* session = find_session(session_id);
   if (session == nullptr) {
     *error = "the session ended";
     return 0;
   }
-  if (!device_memory_ && no_device_memory_.empty()) {
-    device_memory_ = gpu::open_device_memory(&no_device_memory_);
-    if (device_memory_) {
-      spdlog::info("GPU buffers: {}", device_memory_->describe());
-    } else {
-      spdlog::warn("GPU buffers refused: {}", no_device_memory_);
-    }
-  }
-  if (!device_memory_) {
-    *error = "this daemon cannot take GPU buffers: " + no_device_memory_;
-    return 0;
-  }
-  const uint32_t region = session->gpu_regions.add(*device_memory_, exported, error);
+  if (!device_memory_) device_memory_ = std::move(device);
+  const uint64_t bytes = mapping->bytes();
+  const uint32_t region = session->gpu_regions.add_mapped(std::move(mapping), error);
   if (region == 0) {
-    *error = "GPU allocation of " + std::to_string(exported.bytes) + " bytes from " +
-             session->describe() + ": " + *error;
+    *error = "GPU allocation of " + std::to_string(bytes) + " bytes from " + session->describe() +
+             ": " + *error;
   }
   return region;
 }
@@ -39,17 +30,34 @@ bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
   return session != nullptr && session->gpu_regions.release(region);
 }
 
-std::string Engine::stage_gpu_buffers(Session& session, Contribution& part,
-                                      gpu::StagedOp** staged) {
-  if (!device_memory_) return "GPU region named, but no GPU allocation was registered";
-  std::string error;
+plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part,
+                                          gpu::StagedOp** staged, std::string* error) {
+  if (!device_memory_) {
+    *error = "GPU region named, but no GPU allocation was registered";
+    return PLEXUS_ERR_SYSTEM;
+  }
+  const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
+  const uint64_t held = *session.staging_bytes;
+  const uint64_t limit = config_.max_gpu_staging_bytes;
+  if (needed > limit || held > limit - needed) {
+    *error = "its GPU buffers need " + std::to_string(needed) +
+             " bytes of host staging, and this process's GPU ops in flight hold " +
+             std::to_string(held) + " of the " + std::to_string(limit) +
+             " allowed (plexusd --max-gpu-staging-bytes; wait for earlier ops, or make them "
+             "smaller)";
+    return PLEXUS_ERR_NO_MEMORY;
+  }
   auto op = gpu::StagedOp::stage(*device_memory_, session.gpu_regions, part.entry, &part.send,
-                                 &part.recv, &error);
-  if (!op) return "staging its GPU buffers: " + error;
+                                 &part.recv, error);
+  if (!op) {
+    *error = "staging its GPU buffers: " + *error;
+    return PLEXUS_ERR_NO_MEMORY;
+  }
+  op->charge_to(session.staging_bytes);
   op->order = ++session.staged_count;
   *staged = op.get();
   session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
-  return {};
+  return PLEXUS_SUCCESS;
 }
 
 bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {

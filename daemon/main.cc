@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-pool-bytes", config.max_pool_bytes, "Largest client pool accepted")
       ->capture_default_str();
+  app.add_option("--max-gpu-staging-bytes", config.max_gpu_staging_bytes,
+                 "Host memory the copies of one process's GPU buffers may take while its ops "
+                 "are in flight; an op past it is refused with PLEXUS_ERR_NO_MEMORY")
+      ->capture_default_str();
   app.add_option("--spin-us", config.engine_idle.phases.spin_us,
                  "Idle strategy: busy-poll this long after the last work (default: 50 with 4 or "
                  "more cores, else 0)")

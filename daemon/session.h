@@ -81,6 +81,8 @@ class Session {
   };
   std::vector<CopyingBack> copying_back;
   uint64_t staged_count = 0;  // StagedOp::order of the next
+  // Host bytes its staged ops hold (Config::max_gpu_staging_bytes bounds it).
+  std::shared_ptr<uint64_t> staging_bytes = std::make_shared<uint64_t>(0);
   // Entries held until their GPU stream reaches them (StreamFlags::ready), in submission
   // order: the entries after one wait behind it, since a communicator's ops are matched in
   // the order they were called.

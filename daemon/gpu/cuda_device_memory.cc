@@ -12,6 +12,8 @@
 #include <set>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "daemon/gpu/device_memory.h"
 #include "shm/cuda_driver.h"
 
@@ -270,8 +272,15 @@ class CudaDeviceMemory final : public DeviceMemory {
       return HostBuffer(nullptr, HostBufferDeleter{});
     }
     // Pageable memory works too, only slower: a refusal (memlock limits) is not an error.
-    if (driver_.mem_host_register(p, c, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS) {
+    const CUresult pinned = driver_.mem_host_register(p, c, CU_MEMHOSTREGISTER_PORTABLE);
+    if (pinned == CUDA_SUCCESS) {
       pinned_.insert(static_cast<std::byte*>(p));
+    } else if (!warned_unpinned_) {
+      warned_unpinned_ = true;  // once: every later buffer would say the same
+      spdlog::warn(
+          "GPU staging buffers are not pinned ({}; RLIMIT_MEMLOCK?): copies run at "
+          "pageable speed",
+          driver_.check(pinned, "cuMemHostRegister"));
     }
     return HostBuffer(static_cast<std::byte*>(p), HostBufferDeleter{shared_from_this(), c});
   }
@@ -362,6 +371,7 @@ class CudaDeviceMemory final : public DeviceMemory {
   std::map<uint64_t, std::vector<std::byte*>> cached_;  // size class -> free buffers
   uint64_t cached_bytes_ = 0;
   std::set<std::byte*> pinned_;
+  bool warned_unpinned_ = false;
 };
 
 }  // namespace

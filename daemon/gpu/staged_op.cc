@@ -9,7 +9,34 @@ bool on_gpu(const shm::BufferSpan& span) {
   return span.bytes > 0 && span.region != shm::kHostPoolRegion;
 }
 
+// Overlapping spans of one allocation (the in-place forms) share one host copy.
+bool shares_one_copy(const shm::BufferSpan& s, const shm::BufferSpan& r) {
+  return on_gpu(s) && on_gpu(r) && s.region == r.region && s.offset < r.offset + r.bytes &&
+         r.offset < s.offset + s.bytes;
+}
+
 }  // namespace
+
+uint64_t StagedOp::host_bytes_for(const shm::ValidatedEntry& entry) {
+  const shm::BufferSpan& s = entry.send;
+  const shm::BufferSpan& r = entry.recv;
+  if (shares_one_copy(s, r)) {
+    return std::max(s.offset + s.bytes, r.offset + r.bytes) - std::min(s.offset, r.offset);
+  }
+  return (on_gpu(s) ? s.bytes : 0) + (on_gpu(r) ? r.bytes : 0);
+}
+
+void StagedOp::charge_to(std::shared_ptr<uint64_t> total) {
+  if (charged_to_) *charged_to_ -= staged_bytes_;
+  charged_to_ = std::move(total);
+  if (charged_to_) *charged_to_ += staged_bytes_;
+}
+
+StagedOp::~StagedOp() {
+  // The copy first: its destructor waits for it, and the buffer must outlive it.
+  copy_.reset();
+  if (charged_to_) *charged_to_ -= staged_bytes_;
+}
 
 std::unique_ptr<StagedOp> StagedOp::stage(DeviceMemory& device, const GpuRegions& regions,
                                           const shm::ValidatedEntry& entry, const std::byte** send,
@@ -25,16 +52,10 @@ std::unique_ptr<StagedOp> StagedOp::stage(DeviceMemory& device, const GpuRegions
     *error = "a GPU region that is not registered";  // validation checked: a daemon bug
     return nullptr;
   }
-  const bool shared = send_gpu && recv_gpu && s.region == r.region &&
-                      s.offset < r.offset + r.bytes && r.offset < s.offset + s.bytes;
+  const bool shared = shares_one_copy(s, r);
   // One host buffer: the union of overlapping spans, else the send part then the recv part.
-  uint64_t first = 0;
-  if (shared) {
-    first = std::min(s.offset, r.offset);
-    op->staged_bytes_ = std::max(s.offset + s.bytes, r.offset + r.bytes) - first;
-  } else {
-    op->staged_bytes_ = (send_gpu ? s.bytes : 0) + (recv_gpu ? r.bytes : 0);
-  }
+  const uint64_t first = shared ? std::min(s.offset, r.offset) : 0;
+  op->staged_bytes_ = host_bytes_for(entry);
   op->buffer_ = device.allocate_host(op->staged_bytes_, error);
   if (!op->buffer_) return nullptr;
   std::byte* host = op->buffer_.get();

@@ -26,6 +26,12 @@ class StagedOp {
   static std::unique_ptr<StagedOp> stage(DeviceMemory& device, const GpuRegions& regions,
                                          const shm::ValidatedEntry& entry, const std::byte** send,
                                          std::byte** recv, std::string* error);
+  // The host bytes stage() takes for `entry`.
+  static uint64_t host_bytes_for(const shm::ValidatedEntry& entry);
+  // Adds staged_bytes() to *total until this op is destroyed (a process's staging budget;
+  // the op may outlive its bookkeeping while a link still sends from it).
+  void charge_to(std::shared_ptr<uint64_t> total);
+  ~StagedOp();
   // Whether this op reads device memory that `earlier` has yet to write its result to:
   // its input must wait for that result (as on one CUDA stream, later reads see it).
   bool reads_result_of(const StagedOp& earlier) const;
@@ -46,6 +52,8 @@ class StagedOp {
   uint64_t order = 0;
 
  private:
+  StagedOp() = default;
+  std::shared_ptr<uint64_t> charged_to_;
   HostBuffer buffer_;
   uint64_t staged_bytes_ = 0;
   std::shared_ptr<DeviceMapping> recv_mapping_;  // null: the result is not on a GPU

@@ -38,13 +38,15 @@ class GpuStagingDaemonTest : public ::testing::Test {
     daemon::Config config;
     config.socket_path = dir_ + "/plexusd.sock";
     config.metrics = "off";
+    configure(config);
     device_ = std::make_shared<HostDeviceMemory>();
     // Every "allocation" is made before the daemon can look one up (the table is not
-    // shared safely with its engine thread).
+    // shared safely with the daemon's threads).
     for (auto& e : exports_) e = device_->allocate(2 * kBytes);
     daemon_ = std::make_unique<daemon::Daemon>(config, device_);
     daemon_->start();
   }
+  virtual void configure(daemon::Config&) {}
   void TearDown() override {
     clients_.clear();
     if (daemon_) daemon_->stop();
@@ -220,6 +222,44 @@ TEST_F(GpuStagingDaemonTest, AClientKilledWhileItsCopyRunsCostsTheOthersNothing)
   c = clients_[1]->next_completion(5000);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+}
+
+// Room for one out-of-place op's host copies (two spans of kBytes) at a time.
+class GpuStagingBudgetTest : public GpuStagingDaemonTest {
+ protected:
+  void configure(daemon::Config& config) override { config.max_gpu_staging_bytes = 2 * kBytes; }
+};
+
+// One process's GPU ops in flight hold at most --max-gpu-staging-bytes of host copies: an
+// op past it is refused with NO_MEMORY naming the flag, the op in flight is untouched,
+// and the room comes back when it ends.
+TEST_F(GpuStagingBudgetTest, AnOpPastTheProcessStagingBudgetIsRefusedAndTheRoomComesBack) {
+  const std::vector<uint32_t> comms = join(2);
+  const uint32_t region = register_allocation(*clients_[0], 0);
+  ASSERT_NE(region, 0u);
+  for (uint64_t i = 0; i < kCount; ++i) floats(0)[i] = static_cast<float>(i);
+  clients_[0]->submit(allreduce(1, comms[0], region, 0, kBytes));  // waits for rank 1
+  clients_[0]->submit(allreduce(2, comms[0], region, 0, kBytes));
+  auto refused = clients_[0]->next_completion(5000);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->user_data, 2u);
+  EXPECT_EQ(refused->status, PLEXUS_ERR_NO_MEMORY);
+  EXPECT_THAT(text(*refused), HasSubstr("need " + std::to_string(2 * kBytes) + " bytes"));
+  EXPECT_THAT(text(*refused), HasSubstr("hold " + std::to_string(2 * kBytes) + " of the"));
+  EXPECT_THAT(text(*refused), HasSubstr("--max-gpu-staging-bytes"));
+  // Rank 1 joins the first: it completes, exact, and the same op fits again.
+  for (uint64_t round : {1u, 3u}) {
+    if (round == 3) clients_[0]->submit(allreduce(3, comms[0], region, 0, kBytes));
+    clients_[1]->submit(allreduce(round, comms[1], shm::kHostPoolRegion, 4096, 8192));
+    for (size_t r = 0; r < 2; ++r) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << "rank " << r << " op " << round;
+      EXPECT_EQ(c->user_data, round);
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+    }
+  }
+  // The pool's zeros were added: the result is rank 0's input.
+  for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(0)[kCount + i], static_cast<float>(i));
 }
 
 }  // namespace
