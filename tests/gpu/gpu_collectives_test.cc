@@ -64,6 +64,23 @@ std::string expect_sum_of_two(const std::vector<float>& out, int first, int roun
   return {};
 }
 
+// One in-place float allreduce of `count` elements on `device` by two ranks, checked
+// exactly: rank r's input is the test input of r + 10 * round. "" or what went wrong.
+std::string checked_allreduce(RankGpu& gpu, std::byte* device, size_t count, int rank, int round,
+                              plexus_comm_t comm) {
+  std::vector<float> host(count);
+  fill_input(host.data(), PLEXUS_FLOAT32, PLEXUS_SUM, rank + round * 10, count);
+  std::string error =
+      gpu.copy(device, reinterpret_cast<std::byte*>(host.data()), count * sizeof(float), true);
+  if (!error.empty()) return error;
+  if (auto r = plexus_allreduce(device, device, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
+    return describe("allreduce", r);
+  }
+  error = gpu.copy(reinterpret_cast<std::byte*>(host.data()), device, count * sizeof(float), false);
+  if (!error.empty()) return error;
+  return expect_sum_of_two(host, round * 10, round);  // ranks 10r and 10r + 1
+}
+
 RankBody run_gpu_cases(const std::vector<Case>& cases) {
   return [cases](int rank, int n, const plexus_unique_id_t& id) -> std::string {
     RankGpu gpu;
@@ -107,24 +124,13 @@ TEST(GpuBuffersTest, AFreedBufferReusedIsRegisteredAfreshAndSpansPastTheEndAreRe
         plexus_comm_t comm;
         if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
         constexpr size_t kCount = 1 << 18;
-        std::vector<float> host(kCount);
         for (int round = 0; round < 3; ++round) {
           std::byte* device = gpu.allocate(kCount * sizeof(float));
           if (device == nullptr) return "GPU: " + gpu.error();
-          fill_input(host.data(), PLEXUS_FLOAT32, PLEXUS_SUM, rank + round * 10, kCount);
-          std::string error = gpu.copy(device, reinterpret_cast<std::byte*>(host.data()),
-                                       kCount * sizeof(float), true);
-          if (!error.empty()) return error;
-          if (auto r = plexus_allreduce(device, device, kCount, PLEXUS_FLOAT32, PLEXUS_SUM, comm,
-                                        nullptr)) {
-            return describe("allreduce", r);
+          if (std::string error = checked_allreduce(gpu, device, kCount, rank, round, comm);
+              !error.empty()) {
+            return error;
           }
-          error = gpu.copy(reinterpret_cast<std::byte*>(host.data()), device,
-                           kCount * sizeof(float), false);
-          if (!error.empty()) return error;
-          // Inputs of round r: ranks r*10 and r*10 + 1.
-          error = expect_sum_of_two(host, round * 10, round);
-          if (!error.empty()) return error;
           if (round == 2) {
             // One element past the allocation: refused before anything is sent.
             plexus_result_t r = plexus_allreduce(device, device, kCount + 1, PLEXUS_FLOAT32,
@@ -159,23 +165,13 @@ TEST(GpuBuffersTest, CuMemCreateAllocationsGoByTheirFileDescriptorOthersAreRefus
         plexus_comm_t comm;
         if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
         constexpr size_t kCount = (1 << 20) + 5;
-        std::vector<float> host(kCount);
         std::byte* device = gpu.allocate_vmm(kCount * sizeof(float), true);
         if (device == nullptr) return "GPU: " + gpu.error();
         for (int round = 0; round < 2; ++round) {  // the second from the cached registration
-          fill_input(host.data(), PLEXUS_FLOAT32, PLEXUS_SUM, rank + round * 10, kCount);
-          std::string error = gpu.copy(device, reinterpret_cast<std::byte*>(host.data()),
-                                       kCount * sizeof(float), true);
-          if (!error.empty()) return error;
-          if (auto r = plexus_allreduce(device, device, kCount, PLEXUS_FLOAT32, PLEXUS_SUM, comm,
-                                        nullptr)) {
-            return describe("allreduce on cuMemCreate memory", r);
+          if (std::string error = checked_allreduce(gpu, device, kCount, rank, round, comm);
+              !error.empty()) {
+            return "cuMemCreate memory: " + error;
           }
-          error = gpu.copy(reinterpret_cast<std::byte*>(host.data()), device,
-                           kCount * sizeof(float), false);
-          if (!error.empty()) return error;
-          error = expect_sum_of_two(host, round * 10, round);
-          if (!error.empty()) return error;
         }
         std::byte* private_memory = gpu.allocate_vmm(4096, false);
         if (private_memory == nullptr) return "GPU: " + gpu.error();
