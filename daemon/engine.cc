@@ -157,6 +157,10 @@ void Engine::loop() {
       }
       progress |= poll_session(session);
     }
+    if (!direct_copies_.empty() && advance_direct_copies()) {
+      gpu_still_since_ = {};
+      progress = true;
+    }
     if (links_.active()) progress |= links_.poll(0);
     if (!progress_.empty()) {
       internode_progress();
@@ -505,7 +509,11 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   if (part.entry.send.region != shm::kHostPoolRegion ||
       part.entry.recv.region != shm::kHostPoolRegion) {
     std::string error;
-    if (const plexus_result_t status = stage_gpu_buffers(session, part, &staged, &error);
+    // A send or receive within the node needs no host copy: one copy moves it when matched.
+    const bool direct = shm::is_point_to_point(part.entry.opcode) && part.entry.peer >= 0 &&
+                        part.entry.peer < comm.nranks() &&
+                        !comm.members()[static_cast<size_t>(part.entry.peer)].remote;
+    if (const plexus_result_t status = stage_gpu_buffers(session, part, direct, &staged, &error);
         status != PLEXUS_SUCCESS) {
       refuse_entry(session, raw, status,
                    std::string(shm::opcode_name(raw.opcode)) + " on rank " +
@@ -669,12 +677,18 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
       complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, message);
       continue;
     }
-    const uint64_t bytes = executor_.copy(recv.recv, send.send, recv.entry.recv.bytes);
-    comm.bytes_moved.fetch_add(bytes, std::memory_order_relaxed);
+    comm.bytes_moved.fetch_add(recv.entry.recv.bytes, std::memory_order_relaxed);
     comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
     ops_completed_.fetch_add(1, std::memory_order_relaxed);
     count_op(comm, send.entry);
     count_op(comm, recv.entry);
+    if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
+      if (direct_op(send) || direct_op(recv)) {
+        start_direct_copy(std::move(send), std::move(recv));
+        continue;
+      }
+    }
+    executor_.copy(recv.recv, send.send, recv.entry.recv.bytes);
     complete(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
     complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
   }

@@ -199,8 +199,17 @@ class Engine {
   // Points part.send / part.recv at host copies of the entry's GPU spans (engine_gpu.cc);
   // *staged is the copies' owner. Else the status and *error: NO_MEMORY past the process's
   // staging budget.
-  plexus_result_t stage_gpu_buffers(Session& session, Contribution& part, gpu::StagedOp** staged,
-                                    std::string* error);
+  // `direct`: a send or receive to a rank of this node, moved later by one copy from
+  // where its data is to where it goes (StagedOp::direct), with no host copy of its own.
+  plexus_result_t stage_gpu_buffers(Session& session, Contribution& part, bool direct,
+                                    gpu::StagedOp** staged, std::string* error);
+  // The direct op of a matched send or receive, or null (engine_gpu.cc).
+  std::shared_ptr<gpu::StagedOp> direct_op(const Contribution& part) const;
+  // Moves a matched local send and receive of which one or both are direct by one copy;
+  // both complete when it ends.
+  void start_direct_copy(Contribution send, Contribution recv);
+  // Completes the matched pairs whose copy has ended. True if any did.
+  bool advance_direct_copies();
   // Starts copying a staged op's input in, unless an earlier op of the session has yet to
   // write its result where it reads: false then (asked again as that op moves on).
   bool start_staged_input(Session& session, gpu::StagedOp& op);
@@ -265,6 +274,20 @@ class Engine {
   std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
   size_t unknown_bytes_ = 0;
   std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at
+  // Matched local sends and receives moved by one copy (GPU to GPU, or to or from a host
+  // pool), in flight. Their sessions are held: a host pool must stay mapped under the copy.
+  struct DirectCopy {
+    std::shared_ptr<Session> send_session;
+    std::shared_ptr<Session> recv_session;
+    uint64_t send_user_data;
+    uint64_t recv_user_data;
+    int send_rank;
+    int recv_rank;
+    std::shared_ptr<gpu::StagedOp> from;  // null: the send is in its host pool
+    std::shared_ptr<gpu::StagedOp> to;    // null: the receive is in its host pool
+    std::unique_ptr<gpu::CopyInFlight> copy;
+  };
+  std::vector<DirectCopy> direct_copies_;
 };
 
 }  // namespace plexus::daemon

@@ -30,11 +30,20 @@ bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
   return session != nullptr && session->gpu_regions.release(region);
 }
 
-plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part,
+plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, bool direct,
                                           gpu::StagedOp** staged, std::string* error) {
   if (!device_memory_) {
     *error = "GPU region named, but no GPU allocation was registered";
     return PLEXUS_ERR_SYSTEM;
+  }
+  if (direct) {
+    std::unique_ptr<gpu::StagedOp> op =
+        gpu::StagedOp::direct(session.gpu_regions, part.entry, error);
+    if (!op) return PLEXUS_ERR_SYSTEM;
+    op->order = ++session.staged_count;
+    *staged = op.get();
+    session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
+    return PLEXUS_SUCCESS;
   }
   const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
   const uint64_t held = *session.staging_bytes;
@@ -62,13 +71,61 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part,
 
 bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
   for (const auto& [user_data, other] : session.staged_ops) {
-    if (other->order < op.order && op.reads_result_of(*other)) return false;
+    if (other->order < op.order && (op.reads_result_of(*other) || op.overwrites_input_of(*other))) {
+      return false;
+    }
   }
   for (const auto& other : session.copying_back) {
     if (op.reads_result_of(*other.op)) return false;
   }
   op.start_input(*device_memory_);
   return true;
+}
+
+std::shared_ptr<gpu::StagedOp> Engine::direct_op(const Contribution& part) const {
+  const Session& session = *part.session;
+  auto it = session.staged_ops.find(part.entry.user_data);
+  if (it == session.staged_ops.end() || !it->second->is_direct()) return nullptr;
+  return it->second;
+}
+
+void Engine::start_direct_copy(Contribution send, Contribution recv) {
+  DirectCopy d;
+  d.send_session = shared_session(send.session);
+  d.recv_session = shared_session(recv.session);
+  d.send_user_data = send.entry.user_data;
+  d.recv_user_data = recv.entry.user_data;
+  d.send_rank = send.rank;
+  d.recv_rank = recv.rank;
+  d.from = direct_op(send);
+  d.to = direct_op(recv);
+  d.copy = gpu::StagedOp::copy_between(*device_memory_, d.from.get(), send.send, d.to.get(),
+                                       recv.recv, recv.entry.recv.bytes);
+  direct_copies_.push_back(std::move(d));
+}
+
+bool Engine::advance_direct_copies() {
+  bool moved = false;
+  for (size_t i = 0; i < direct_copies_.size();) {
+    std::string error;
+    if (!direct_copies_[i].copy->done(&error)) {
+      ++i;
+      continue;
+    }
+    DirectCopy d = std::move(direct_copies_[i]);
+    direct_copies_.erase(direct_copies_.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+    if (error.empty()) {
+      complete(d.send_session.get(), d.send_user_data, PLEXUS_SUCCESS, {});
+      complete(d.recv_session.get(), d.recv_user_data, PLEXUS_SUCCESS, {});
+    } else {
+      const std::string message = "moving rank " + std::to_string(d.send_rank) +
+                                  "'s send to rank " + std::to_string(d.recv_rank) + ": " + error;
+      complete(d.send_session.get(), d.send_user_data, PLEXUS_ERR_SYSTEM, message);
+      complete(d.recv_session.get(), d.recv_user_data, PLEXUS_ERR_SYSTEM, message);
+    }
+  }
+  return moved;
 }
 
 bool Engine::advance_gpu_copies(Session& session) {

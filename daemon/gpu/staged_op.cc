@@ -1,6 +1,7 @@
 #include "daemon/gpu/staged_op.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace plexus::daemon::gpu {
 namespace {
@@ -16,6 +17,53 @@ bool shares_one_copy(const shm::BufferSpan& s, const shm::BufferSpan& r) {
 }
 
 }  // namespace
+
+std::unique_ptr<StagedOp> StagedOp::direct(const GpuRegions& regions,
+                                           const shm::ValidatedEntry& entry, std::string* error) {
+  auto op = std::unique_ptr<StagedOp>(new StagedOp);
+  op->direct_ = true;
+  const shm::BufferSpan& s = entry.send;
+  const shm::BufferSpan& r = entry.recv;
+  if (on_gpu(s)) {
+    op->send_mapping_ = regions.mapping(s.region);
+    if (!op->send_mapping_) {
+      *error = "a GPU region that is not registered";  // validation checked: a daemon bug
+      return nullptr;
+    }
+    // What it reads, for the order of the session's ops (reads_result_of).
+    op->read_region_ = s.region;
+    op->read_offset_ = s.offset;
+    op->read_bytes_ = s.bytes;
+  }
+  if (on_gpu(r)) {
+    op->recv_mapping_ = regions.mapping(r.region);
+    if (!op->recv_mapping_) {
+      *error = "a GPU region that is not registered";
+      return nullptr;
+    }
+    op->recv_region_ = r.region;
+    op->recv_offset_ = r.offset;
+    op->recv_bytes_ = r.bytes;
+  }
+  return op;
+}
+
+std::unique_ptr<CopyInFlight> StagedOp::copy_between(DeviceMemory& device, const StagedOp* from,
+                                                     const std::byte* from_host, const StagedOp* to,
+                                                     std::byte* to_host, uint64_t bytes) {
+  const bool from_gpu = from != nullptr && from->send_mapping_;
+  const bool to_gpu = to != nullptr && to->recv_mapping_;
+  if (bytes == 0) return std::make_unique<FinishedCopy>();
+  if (from_gpu && to_gpu) {
+    return device.start_device_to_device(*to->recv_mapping_, to->recv_offset_, *from->send_mapping_,
+                                         from->read_offset_, bytes);
+  }
+  if (from_gpu)
+    return device.start_to_host(to_host, *from->send_mapping_, from->read_offset_, bytes);
+  if (to_gpu) return device.start_to_device(*to->recv_mapping_, to->recv_offset_, from_host, bytes);
+  std::memcpy(to_host, from_host, bytes);
+  return std::make_unique<FinishedCopy>();
+}
 
 uint64_t StagedOp::host_bytes_for(const shm::ValidatedEntry& entry) {
   const shm::BufferSpan& s = entry.send;
@@ -92,9 +140,16 @@ bool StagedOp::reads_result_of(const StagedOp& earlier) const {
          earlier.recv_offset_ < read_offset_ + read_bytes_;
 }
 
+bool StagedOp::overwrites_input_of(const StagedOp& earlier) const {
+  return earlier.direct_ && earlier.read_bytes_ > 0 && recv_mapping_ && recv_bytes_ > 0 &&
+         earlier.read_region_ == recv_region_ &&
+         recv_offset_ < earlier.read_offset_ + earlier.read_bytes_ &&
+         earlier.read_offset_ < recv_offset_ + recv_bytes_;
+}
+
 void StagedOp::start_input(DeviceMemory& device) {
   input_started_ = true;
-  if (read_bytes_ > 0)
+  if (read_bytes_ > 0 && !direct_)
     copy_ = device.start_to_host(read_host_, *send_mapping_, read_offset_, read_bytes_);
 }
 

@@ -26,6 +26,18 @@ class StagedOp {
   static std::unique_ptr<StagedOp> stage(DeviceMemory& device, const GpuRegions& regions,
                                          const shm::ValidatedEntry& entry, const std::byte** send,
                                          std::byte** recv, std::string* error);
+  // An op moved by one copy straight from where its data is to where it goes, with no
+  // host copy of its own (a send or receive whose peer is on this node): it holds its
+  // GPU spans' mappings and keeps its place in the session's order, and copy_between
+  // moves the data once it is matched. Null with *error as stage().
+  static std::unique_ptr<StagedOp> direct(const GpuRegions& regions,
+                                          const shm::ValidatedEntry& entry, std::string* error);
+  bool is_direct() const { return direct_; }
+  // Starts the one copy of a matched send and receive: `from` / `to` are their direct ops,
+  // or null where that side is in a host pool (at from_host / to_host). D2D, D2H or H2D.
+  static std::unique_ptr<CopyInFlight> copy_between(DeviceMemory& device, const StagedOp* from,
+                                                    const std::byte* from_host, const StagedOp* to,
+                                                    std::byte* to_host, uint64_t bytes);
   // The host bytes stage() takes for `entry`.
   static uint64_t host_bytes_for(const shm::ValidatedEntry& entry);
   // Adds staged_bytes() to *total until this op is destroyed (a process's staging budget;
@@ -35,13 +47,17 @@ class StagedOp {
   // Whether this op reads device memory that `earlier` has yet to write its result to:
   // its input must wait for that result (as on one CUDA stream, later reads see it).
   bool reads_result_of(const StagedOp& earlier) const;
+  // Whether this op writes where `earlier`, a direct op not yet matched, will read: it
+  // must wait for that op (which reads the device when it is matched, not when submitted).
+  bool overwrites_input_of(const StagedOp& earlier) const;
   void start_input(DeviceMemory& device);
   bool input_started() const { return input_started_; }
   // False while the input is not yet in; true once it is (or failed: *error, each time
   // it is asked).
   bool input_ready(std::string* error);
-  // Whether the result (the receive span) goes back to a GPU.
-  bool has_device_result() const { return recv_mapping_ != nullptr; }
+  // Whether the result (the receive span) goes back to a GPU by a copy of its own (a
+  // direct op's result is written by copy_between).
+  bool has_device_result() const { return recv_mapping_ != nullptr && !direct_; }
   // Starts copying the result back; copied_back polls it as input_ready does.
   void start_copy_back(DeviceMemory& device);
   bool copied_back(std::string* error);
@@ -68,6 +84,7 @@ class StagedOp {
   std::byte* read_host_ = nullptr;
   uint32_t recv_region_ = 0;
   bool input_started_ = false;
+  bool direct_ = false;
   bool result_written_ = false;  // copied back (or never will be)
   std::string copy_error_;       // of the last copy that ended
   // The copy running, if any. Last: destroyed first, it waits before the buffer is freed.

@@ -108,6 +108,21 @@ class GpuStagingDaemonTest : public ::testing::Test {
     return e;
   }
 
+  // A send to or a receive from `peer` of kCount floats at `offset` of `region`.
+  static shm::SubmissionEntry p2p(uint64_t user_data, bool send, uint32_t comm, int peer,
+                                  uint32_t region, uint64_t offset) {
+    shm::SubmissionEntry e{};
+    e.user_data = user_data;
+    e.opcode = static_cast<uint8_t>(send ? shm::Opcode::kSend : shm::Opcode::kRecv);
+    e.dtype = PLEXUS_FLOAT32;
+    e.comm = comm;
+    e.count = kCount;
+    e.peer = peer;
+    (send ? e.send_region : e.recv_region) = region;
+    (send ? e.send_offset : e.recv_offset) = offset;
+    return e;
+  }
+
   static std::string text(const shm::CompletionEntry& c) {
     return std::string(c.message, c.message_len);
   }
@@ -222,6 +237,93 @@ TEST_F(GpuStagingDaemonTest, AClientKilledWhileItsCopyRunsCostsTheOthersNothing)
   c = clients_[1]->next_completion(5000);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+}
+
+// A send and receive within the node take one copy from where the data is to where it
+// goes: GPU to GPU, GPU to a host pool, a host pool to GPU; no host copy of their own.
+TEST_F(GpuStagingDaemonTest, SendsAndReceivesWithinTheNodeMoveByOneCopyWithNoHostStaging) {
+  device_->polls_per_copy = 50;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
+      floats(r)[kCount + i] = -1.0f;
+    }
+  }
+  // GPU to GPU, then rank 1's GPU to rank 0's host pool and back into rank 0's GPU.
+  clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
+  clients_[1]->submit(p2p(1, false, comms[1], 0, regions[1], kBytes));
+  clients_[1]->submit(p2p(2, true, comms[1], 0, regions[1], 0));
+  clients_[0]->submit(p2p(2, false, comms[0], 1, shm::kHostPoolRegion, 4096));
+  for (size_t r = 0; r < 2; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << "rank " << r << " op " << k;
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+    }
+  }
+  // Once rank 0 has it in its pool (a buffer is the caller's again at its completion).
+  clients_[0]->submit(p2p(3, true, comms[0], 0, shm::kHostPoolRegion, 4096));  // to itself
+  clients_[0]->submit(p2p(4, false, comms[0], 0, regions[0], kBytes));
+  for (int k = 0; k < 2; ++k) {
+    auto c = clients_[0]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "the send to itself, op " << k;
+    EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+  }
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 1000)) << "GPU to GPU, " << i;
+    ASSERT_EQ(floats(0)[kCount + i], static_cast<float>(i + 2000)) << "through the pool, " << i;
+  }
+  EXPECT_EQ(device_->copies_device_to_device.load(), 1);
+  EXPECT_EQ(device_->copies_to_host.load(), 1);
+  EXPECT_EQ(device_->copies_to_device.load(), 1);
+  EXPECT_EQ(device_->host_buffers.load(), 0) << "a send or receive within the node was staged";
+}
+
+// A direct receive's result is read by the op after it only once the copy has written it,
+// and an op that writes where an unmatched direct send reads waits for that send.
+TEST_F(GpuStagingDaemonTest, OpsAroundADirectSendOrReceiveSeeTheOrderTheyWereCalledIn) {
+  device_->polls_per_copy = 200;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
+      floats(r)[kCount + i] = -1.0f;
+    }
+  }
+  // Rank 0 sends its [0, kBytes) and then reduces in place there; rank 1 reduces first
+  // (its [0, kBytes) into its pool) and receives only later. Rank 0's allreduce must not
+  // write before the send has read.
+  clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
+  clients_[0]->submit(allreduce(2, comms[0], regions[0], 0, 0));
+  shm::SubmissionEntry reduce = allreduce(2, comms[1], regions[1], 0, 8192);
+  reduce.recv_region = shm::kHostPoolRegion;
+  clients_[1]->submit(reduce);
+  EXPECT_FALSE(clients_[0]->next_completion(200).has_value())
+      << "rank 0's allreduce ran while its unmatched send was still to read the same bytes";
+  // Rank 1 receives, then reduces in place on what it received.
+  clients_[1]->submit(p2p(1, false, comms[1], 0, regions[1], kBytes));
+  clients_[1]->submit(allreduce(3, comms[1], regions[1], kBytes, kBytes));
+  clients_[0]->submit(allreduce(3, comms[0], shm::kHostPoolRegion, 4096, 8192));
+  for (size_t r = 0; r < 2; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << "rank " << r << " op " << k;
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+    }
+  }
+  for (uint64_t i = 0; i < kCount; ++i) {
+    // Rank 0's allreduce: its input plus rank 1's.
+    ASSERT_EQ(floats(0)[i], static_cast<float>(2 * i + 3000)) << i;
+    // Rank 1 received rank 0's input as it was before that allreduce, then added zeros.
+    ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 1000)) << i;
+  }
 }
 
 // Room for one out-of-place op's host copies (two spans of kBytes) at a time.

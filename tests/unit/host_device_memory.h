@@ -63,6 +63,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   std::unique_ptr<daemon::gpu::CopyInFlight> start_device_to_device(
       const daemon::gpu::DeviceMapping& to, uint64_t to_offset,
       const daemon::gpu::DeviceMapping& from, uint64_t from_offset, uint64_t bytes) override {
+    ++copies_device_to_device;
     return start(address(to) + to_offset, address(from) + from_offset, bytes);
   }
   std::string describe() const override { return "host (test)"; }
@@ -74,6 +75,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   std::atomic<int> host_buffers_freed{0};
   std::atomic<int> copies_to_host{0};
   std::atomic<int> copies_to_device{0};
+  std::atomic<int> copies_device_to_device{0};
   std::atomic<bool> fail_copies{false};
   // A copy moves its bytes only when polled this many times (or waited for): as a copy
   // engine does, later than the call that started it.
