@@ -716,6 +716,7 @@ void Engine::complete(Session* session, uint64_t user_data, plexus_result_t stat
         // The completion (and the stream's done flag) waits until the result is there.
         op->start_copy_back(*device_memory_);
         session->copying_back.push_back({user_data, std::move(op)});
+        gpu_still_since_ = {};
         return;
       }
     }

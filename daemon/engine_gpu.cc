@@ -59,11 +59,13 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, 
   auto op = gpu::StagedOp::stage(*device_memory_, session.gpu_regions, part.entry, &part.send,
                                  &part.recv, error);
   if (!op) {
+    // No host memory (the message says so), or a daemon bug.
     *error = "staging its GPU buffers: " + *error;
-    return PLEXUS_ERR_NO_MEMORY;
+    return PLEXUS_ERR_SYSTEM;
   }
   op->charge_to(session.staging_bytes);
   op->order = ++session.staged_count;
+  gpu_still_since_ = {};  // its input copy is new work to watch
   *staged = op.get();
   session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
   return PLEXUS_SUCCESS;
@@ -71,12 +73,20 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, 
 
 bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
   for (const auto& [user_data, other] : session.staged_ops) {
-    if (other->order < op.order && (op.reads_result_of(*other) || op.overwrites_input_of(*other))) {
-      return false;
+    if (other->order >= op.order) continue;
+    if (op.reads_result_of(*other) || op.overwrites_result_of(*other)) return false;
+    if (op.overwrites_input_of(*other)) {
+      if (!other->matched() && !other->has_snapshot()) {
+        const std::string error = other->snapshot_input(*device_memory_, session.staging_bytes);
+        if (!error.empty()) {
+          spdlog::warn("{}: copying a send's input to the host: {}", session.describe(), error);
+        }
+      }
+      if (!other->input_safe_to_overwrite()) return false;
     }
   }
   for (const auto& other : session.copying_back) {
-    if (op.reads_result_of(*other.op)) return false;
+    if (op.reads_result_of(*other.op) || op.overwrites_result_of(*other.op)) return false;
   }
   op.start_input(*device_memory_);
   return true;
@@ -99,6 +109,7 @@ void Engine::start_direct_copy(Contribution send, Contribution recv) {
   d.recv_rank = recv.rank;
   d.from = direct_op(send);
   d.to = direct_op(recv);
+  gpu_still_since_ = {};  // a new copy to watch: look soon
   d.copy = gpu::StagedOp::copy_between(*device_memory_, d.from.get(), send.send, d.to.get(),
                                        recv.recv, recv.entry.recv.bytes);
   direct_copies_.push_back(std::move(d));

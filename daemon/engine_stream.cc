@@ -32,6 +32,7 @@ void Engine::accept_entry(Session& session, const shm::SubmissionEntry& raw) {
     return;
   }
   session.held_for_stream.push_back(raw);
+  gpu_still_since_ = {};  // new GPU work to watch: look soon, whatever else has waited long
 }
 
 bool Engine::release_held_entries(Session& session) {

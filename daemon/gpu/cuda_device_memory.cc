@@ -245,16 +245,29 @@ class CudaDeviceMemory final : public DeviceMemory {
       return nullptr;
     }
     vmm.mapped = true;
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device.ordinal;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (fail(driver_.mem_set_access(vmm.reserved, vmm.bytes, &access, 1), "cuMemSetAccess")) {
+    // Readable by every GPU here, so that a copy from or to another GPU's memory (a send
+    // between ranks on two GPUs) can use it; where peers cannot reach it, by its own only.
+    std::vector<CUmemAccessDesc> access;
+    access.push_back(access_for(device.ordinal));
+    for (const auto& other : devices_) {
+      if (other->ordinal != device.ordinal) access.push_back(access_for(other->ordinal));
+    }
+    if (driver_.mem_set_access(vmm.reserved, vmm.bytes, access.data(), access.size()) !=
+            CUDA_SUCCESS &&
+        fail(driver_.mem_set_access(vmm.reserved, vmm.bytes, access.data(), 1), "cuMemSetAccess")) {
       return nullptr;
     }
     const CUdeviceptr base = vmm.reserved;
     return std::make_shared<CudaMapping>(shared_from_this(), driver_, device, base, exported.bytes,
                                          vmm);
+  }
+
+  static CUmemAccessDesc access_for(int ordinal) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = ordinal;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return access;
   }
 
   HostBuffer allocate_host(uint64_t bytes, std::string* error) override {

@@ -48,9 +48,23 @@ std::unique_ptr<StagedOp> StagedOp::direct(const GpuRegions& regions,
   return op;
 }
 
-std::unique_ptr<CopyInFlight> StagedOp::copy_between(DeviceMemory& device, const StagedOp* from,
-                                                     const std::byte* from_host, const StagedOp* to,
+std::unique_ptr<CopyInFlight> StagedOp::copy_between(DeviceMemory& device, StagedOp* from,
+                                                     const std::byte* from_host, StagedOp* to,
                                                      std::byte* to_host, uint64_t bytes) {
+  if (from != nullptr) from->matched_ = true;
+  if (to != nullptr) to->matched_ = true;
+  if (from != nullptr && from->snapshot_ != nullptr) {
+    if (from->copy_) {
+      // Rare: matched while its snapshot is still coming in; a short wait on a copy engine.
+      from->copy_error_ = from->copy_->wait();
+      from->copy_.reset();
+    }
+    if (!from->copy_error_.empty()) {
+      return std::make_unique<FinishedCopy>("copying its input to the host: " + from->copy_error_);
+    }
+    from_host = from->snapshot_;
+    from = nullptr;
+  }
   const bool from_gpu = from != nullptr && from->send_mapping_;
   const bool to_gpu = to != nullptr && to->recv_mapping_;
   if (bytes == 0) return std::make_unique<FinishedCopy>();
@@ -138,6 +152,35 @@ bool StagedOp::reads_result_of(const StagedOp& earlier) const {
          earlier.recv_region_ == read_region_ &&
          read_offset_ < earlier.recv_offset_ + earlier.recv_bytes_ &&
          earlier.recv_offset_ < read_offset_ + read_bytes_;
+}
+
+std::string StagedOp::snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget) {
+  if (!direct_ || matched_ || snapshot_ != nullptr || read_bytes_ == 0) return {};
+  std::string error;
+  buffer_ = device.allocate_host(read_bytes_, &error);
+  if (!buffer_) return error;
+  snapshot_ = buffer_.get();
+  staged_bytes_ = read_bytes_;
+  charge_to(std::move(budget));
+  copy_ = device.start_to_host(snapshot_, *send_mapping_, read_offset_, read_bytes_);
+  return {};
+}
+
+bool StagedOp::input_safe_to_overwrite() {
+  if (!direct_ || read_bytes_ == 0) return true;
+  if (matched_ || snapshot_ == nullptr) return false;  // read by a copy to come, or running
+  if (copy_) {
+    if (!copy_->done(&copy_error_)) return false;
+    copy_.reset();
+  }
+  return true;
+}
+
+bool StagedOp::overwrites_result_of(const StagedOp& earlier) const {
+  return recv_mapping_ && recv_bytes_ > 0 && earlier.recv_mapping_ && !earlier.result_written_ &&
+         earlier.recv_region_ == recv_region_ &&
+         recv_offset_ < earlier.recv_offset_ + earlier.recv_bytes_ &&
+         earlier.recv_offset_ < recv_offset_ + recv_bytes_;
 }
 
 bool StagedOp::overwrites_input_of(const StagedOp& earlier) const {

@@ -35,9 +35,21 @@ class StagedOp {
   bool is_direct() const { return direct_; }
   // Starts the one copy of a matched send and receive: `from` / `to` are their direct ops,
   // or null where that side is in a host pool (at from_host / to_host). D2D, D2H or H2D.
-  static std::unique_ptr<CopyInFlight> copy_between(DeviceMemory& device, const StagedOp* from,
-                                                    const std::byte* from_host, const StagedOp* to,
+  // A send whose input was snapshotted goes from its host copy (waited for, if still
+  // running). Marks both ops matched.
+  static std::unique_ptr<CopyInFlight> copy_between(DeviceMemory& device, StagedOp* from,
+                                                    const std::byte* from_host, StagedOp* to,
                                                     std::byte* to_host, uint64_t bytes);
+  // A direct send not yet matched that a later op of its process will overwrite: its input
+  // is copied to the host now, and the send goes from there once matched, so the later op
+  // waits only for that copy, never for the peer (a send to itself, or an in-place exchange,
+  // would otherwise wait forever). Charged to `budget`. "" or why not.
+  std::string snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget);
+  bool matched() const { return matched_; }
+  bool has_snapshot() const { return snapshot_ != nullptr; }
+  // Whether a later op may now write where this op reads: not a direct op, or a direct
+  // send not matched whose snapshot is in.
+  bool input_safe_to_overwrite();
   // The host bytes stage() takes for `entry`.
   static uint64_t host_bytes_for(const shm::ValidatedEntry& entry);
   // Adds staged_bytes() to *total until this op is destroyed (a process's staging budget;
@@ -47,6 +59,9 @@ class StagedOp {
   // Whether this op reads device memory that `earlier` has yet to write its result to:
   // its input must wait for that result (as on one CUDA stream, later reads see it).
   bool reads_result_of(const StagedOp& earlier) const;
+  // Whether this op writes where `earlier` has yet to write its result: it waits, so that
+  // the later result is the one left (as on one stream).
+  bool overwrites_result_of(const StagedOp& earlier) const;
   // Whether this op writes where `earlier`, a direct op not yet matched, will read: it
   // must wait for that op (which reads the device when it is matched, not when submitted).
   bool overwrites_input_of(const StagedOp& earlier) const;
@@ -85,8 +100,10 @@ class StagedOp {
   uint32_t recv_region_ = 0;
   bool input_started_ = false;
   bool direct_ = false;
-  bool result_written_ = false;  // copied back (or never will be)
-  std::string copy_error_;       // of the last copy that ended
+  bool matched_ = false;           // a direct op whose copy_between has started
+  std::byte* snapshot_ = nullptr;  // a direct send's input, copied to host (in buffer_)
+  bool result_written_ = false;    // copied back (or never will be)
+  std::string copy_error_;         // of the last copy that ended
   // The copy running, if any. Last: destroyed first, it waits before the buffer is freed.
   std::unique_ptr<CopyInFlight> copy_;
 };

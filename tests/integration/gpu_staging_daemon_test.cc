@@ -283,8 +283,9 @@ TEST_F(GpuStagingDaemonTest, SendsAndReceivesWithinTheNodeMoveByOneCopyWithNoHos
   EXPECT_EQ(device_->host_buffers.load(), 0) << "a send or receive within the node was staged";
 }
 
-// A direct receive's result is read by the op after it only once the copy has written it,
-// and an op that writes where an unmatched direct send reads waits for that send.
+// A direct receive's result is read by the op after it only once the copy has written it.
+// An op that writes where an unmatched direct send reads goes on once the send's input is
+// copied aside (never waiting for the peer), and the send carries the bytes as they were.
 TEST_F(GpuStagingDaemonTest, OpsAroundADirectSendOrReceiveSeeTheOrderTheyWereCalledIn) {
   device_->polls_per_copy = 200;
   const std::vector<uint32_t> comms = join(2);
@@ -297,22 +298,25 @@ TEST_F(GpuStagingDaemonTest, OpsAroundADirectSendOrReceiveSeeTheOrderTheyWereCal
       floats(r)[kCount + i] = -1.0f;
     }
   }
-  // Rank 0 sends its [0, kBytes) and then reduces in place there; rank 1 reduces first
-  // (its [0, kBytes) into its pool) and receives only later. Rank 0's allreduce must not
-  // write before the send has read.
+  // Rank 0 sends its [0, kBytes) and then reduces in place there; rank 1 reduces (its
+  // [0, kBytes) into its pool) and receives only after rank 0's allreduce has ended.
   clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
   clients_[0]->submit(allreduce(2, comms[0], regions[0], 0, 0));
   shm::SubmissionEntry reduce = allreduce(2, comms[1], regions[1], 0, 8192);
   reduce.recv_region = shm::kHostPoolRegion;
   clients_[1]->submit(reduce);
-  EXPECT_FALSE(clients_[0]->next_completion(200).has_value())
-      << "rank 0's allreduce ran while its unmatched send was still to read the same bytes";
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "rank " << r << "'s allreduce waited for the send's peer";
+    EXPECT_EQ(c->user_data, 2u);
+    EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+  }
   // Rank 1 receives, then reduces in place on what it received.
   clients_[1]->submit(p2p(1, false, comms[1], 0, regions[1], kBytes));
   clients_[1]->submit(allreduce(3, comms[1], regions[1], kBytes, kBytes));
   clients_[0]->submit(allreduce(3, comms[0], shm::kHostPoolRegion, 4096, 8192));
   for (size_t r = 0; r < 2; ++r) {
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 2; ++k) {
       auto c = clients_[r]->next_completion(5000);
       ASSERT_TRUE(c.has_value()) << "rank " << r << " op " << k;
       EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
@@ -323,6 +327,56 @@ TEST_F(GpuStagingDaemonTest, OpsAroundADirectSendOrReceiveSeeTheOrderTheyWereCal
     ASSERT_EQ(floats(0)[i], static_cast<float>(2 * i + 3000)) << i;
     // Rank 1 received rank 0's input as it was before that allreduce, then added zeros.
     ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 1000)) << i;
+  }
+}
+
+// A send to itself then a receive into the same bytes, and two ranks exchanging in place
+// (each sends a buffer, then receives into it): none waits forever, both exact. And a
+// receive after an allreduce into the same bytes leaves the receive's data (the later op).
+TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
+  device_->polls_per_copy = 200;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
+      floats(r)[kCount + i] = -1.0f;
+    }
+  }
+  auto expect_done = [&](size_t r, int n, const char* what) {
+    for (int k = 0; k < n; ++k) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << what << ": rank " << r << " op " << k << " never ended";
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
+    }
+  };
+  clients_[0]->submit(p2p(1, true, comms[0], 0, regions[0], 0));
+  clients_[0]->submit(p2p(2, false, comms[0], 0, regions[0], 0));
+  expect_done(0, 2, "a send to itself, then a receive into the same bytes");
+  for (size_t r = 0; r < 2; ++r) {
+    const int peer = 1 - static_cast<int>(r);
+    clients_[r]->submit(p2p(3, true, comms[r], peer, regions[r], 0));
+    clients_[r]->submit(p2p(4, false, comms[r], peer, regions[r], 0));
+  }
+  expect_done(0, 2, "an in-place exchange");
+  expect_done(1, 2, "an in-place exchange");
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(0)[i], static_cast<float>(i + 2000)) << i;
+    ASSERT_EQ(floats(1)[i], static_cast<float>(i + 1000)) << i;
+  }
+  // Rank 1: an allreduce into [kBytes, 2 kBytes), then a receive into the same bytes; rank
+  // 0 sends at once and joins the allreduce only later.
+  clients_[1]->submit(allreduce(5, comms[1], regions[1], kBytes, kBytes));
+  clients_[1]->submit(p2p(6, false, comms[1], 0, regions[1], kBytes));
+  clients_[0]->submit(p2p(6, true, comms[0], 1, regions[0], 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  clients_[0]->submit(allreduce(5, comms[0], shm::kHostPoolRegion, 4096, 8192));
+  expect_done(0, 2, "send and allreduce");
+  expect_done(1, 2, "allreduce and receive");
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 2000)) << "the receive's data, " << i;
   }
 }
 
