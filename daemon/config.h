@@ -29,6 +29,10 @@ struct Config {
   // Host memory the staging copies of one process's GPU ops in flight may hold together:
   // an op past it is refused, so one client cannot take the node's memory.
   uint64_t max_gpu_staging_bytes = 16ull << 30;
+  // An allreduce within the node whose every rank's buffers are on GPUs, of at least this
+  // many bytes per rank, is reduced by the daemon's own kernel on the GPU (it uses SMs of
+  // that GPU, none of the clients' processes) instead of through host memory. 0: never.
+  uint64_t gpu_reduce_kernel_bytes = 0;
   IdleConfig engine_idle;
   std::string log_level = "info";
 

@@ -210,6 +210,16 @@ class Engine {
   void start_direct_copy(Contribution send, Contribution recv);
   // Completes the matched pairs whose copy has ended. True if any did.
   bool advance_direct_copies();
+  // Whether `entry` (a rank's part of a collective) goes to the daemon's reduction kernel
+  // on the GPU, so takes no host copy (config gpu_reduce_kernel_bytes).
+  bool reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry);
+  // A ready collective with direct parts (engine_gpu.cc): handed to the kernel (true, it
+  // completes later), or failed (true, its parts completed), or its direct parts staged
+  // now, synchronously, to run on the host (false: the caller runs it). The fallback is for
+  // ranks the kernel cannot reach (a host buffer, a GPU without peer access).
+  bool start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq);
+  // Completes the reductions whose kernel has ended. True if any did.
+  bool advance_gpu_reductions();
   // Starts copying a staged op's input in, unless an earlier op of the session has yet to
   // write its result where it reads: false then (asked again as that op moves on).
   bool start_staged_input(Session& session, gpu::StagedOp& op);
@@ -288,6 +298,19 @@ class Engine {
     std::unique_ptr<gpu::CopyInFlight> copy;
   };
   std::vector<DirectCopy> direct_copies_;
+  // Collectives the daemon's kernel is reducing on a GPU; sessions and ops are held so
+  // that the mappings it reads and writes stay until it ends.
+  struct GpuReduction {
+    std::shared_ptr<Comm> comm;
+    PendingCollective op;
+    uint64_t seq = 0;
+    std::vector<std::shared_ptr<Session>> sessions;
+    std::vector<std::shared_ptr<gpu::StagedOp>> staged;
+    std::unique_ptr<gpu::CopyInFlight> run;
+  };
+  std::vector<GpuReduction> gpu_reductions_;
+  bool warned_kernel_unavailable_ = false;
+  bool warned_kernel_fallback_ = false;
 };
 
 }  // namespace plexus::daemon

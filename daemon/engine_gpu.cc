@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/engine.h"
+#include "daemon/gpu/reduce_kernel_args.h"
 
 namespace plexus::daemon {
 
@@ -135,6 +136,111 @@ bool Engine::advance_direct_copies() {
       complete(d.send_session.get(), d.send_user_data, PLEXUS_ERR_SYSTEM, message);
       complete(d.recv_session.get(), d.recv_user_data, PLEXUS_ERR_SYSTEM, message);
     }
+  }
+  return moved;
+}
+
+bool Engine::reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry) {
+  if (config_.gpu_reduce_kernel_bytes == 0 || entry.opcode != shm::Opcode::kAllReduce ||
+      comm.internode || comm.nranks() > gpu::kMaxKernelReduceRanks ||
+      entry.recv.bytes < config_.gpu_reduce_kernel_bytes ||
+      entry.send.region == shm::kHostPoolRegion || entry.recv.region == shm::kHostPoolRegion ||
+      !device_memory_) {
+    return false;
+  }
+  const std::string why = device_memory_->reduce_kernel_unavailable();
+  if (why.empty()) return true;
+  if (!warned_kernel_unavailable_) {
+    warned_kernel_unavailable_ = true;  // once: it will not change
+    spdlog::warn("--gpu-reduce-kernel-bytes is set, but {}: reductions run on the host", why);
+  }
+  return false;
+}
+
+bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq) {
+  const shm::ValidatedEntry& first = op.parts[0].entry;
+  const std::string what = std::string(shm::opcode_name(static_cast<uint8_t>(first.opcode))) +
+                           " #" + std::to_string(seq) + " of communicator " +
+                           token_prefix(comm.token());
+  std::vector<std::shared_ptr<gpu::StagedOp>> staged(op.parts.size());
+  bool every_rank_on_gpu = true;
+  for (size_t r = 0; r < op.parts.size(); ++r) {
+    staged[r] = direct_op(op.parts[r]);
+    // A copy aside is host memory: the kernel cannot read it.
+    if (!staged[r] || staged[r]->has_snapshot()) every_rank_on_gpu = false;
+  }
+  std::string why = "rank(s) with host buffers";
+  if (every_rank_on_gpu) {
+    std::vector<gpu::DeviceSpan> inputs, outputs;
+    for (const auto& s : staged) {
+      inputs.push_back(s->device_input());
+      outputs.push_back(s->device_output());
+    }
+    gpu::DeviceReduction reduction{first.dtype, first.redop, first.count,
+                                   static_cast<uint32_t>(comm.nranks())};
+    std::unique_ptr<gpu::CopyInFlight> run =
+        device_memory_->start_reduce(reduction, inputs, outputs, &why);
+    if (run) {
+      GpuReduction g;
+      for (size_t r = 0; r < op.parts.size(); ++r) {
+        staged[r]->mark_matched();
+        g.sessions.push_back(shared_session(op.parts[r].session));
+      }
+      g.comm = op.parts[0].session->comms.at(first.comm).comm;
+      g.op = std::move(op);
+      g.seq = seq;
+      g.staged = std::move(staged);
+      g.run = std::move(run);
+      gpu_reductions_.push_back(std::move(g));
+      gpu_still_since_ = {};
+      return true;
+    }
+  }
+  if (!warned_kernel_fallback_) {
+    warned_kernel_fallback_ = true;  // once: a job that mixes buffers does so every op
+    spdlog::warn("{}: not reduced on the GPU ({}); staged through host memory instead", what, why);
+  }
+  for (size_t r = 0; r < op.parts.size(); ++r) {
+    if (!staged[r]) continue;
+    Contribution& part = op.parts[r];
+    const std::string error =
+        staged[r]->stage_now(*device_memory_, part.entry, &part.send, &part.recv);
+    if (error.empty()) continue;
+    const std::string reason =
+        what + ": rank " + std::to_string(r) + " (" + part.session->describe() + "): " + error;
+    for (auto& p : op.parts) complete(p.session, p.entry.user_data, PLEXUS_ERR_SYSTEM, reason);
+    return true;
+  }
+  return false;
+}
+
+bool Engine::advance_gpu_reductions() {
+  bool moved = false;
+  for (size_t i = 0; i < gpu_reductions_.size();) {
+    std::string error;
+    if (!gpu_reductions_[i].run->done(&error)) {
+      ++i;
+      continue;
+    }
+    GpuReduction g = std::move(gpu_reductions_[i]);
+    gpu_reductions_.erase(gpu_reductions_.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+    const shm::ValidatedEntry& first = g.op.parts[0].entry;
+    const plexus_result_t status = error.empty() ? PLEXUS_SUCCESS : PLEXUS_ERR_SYSTEM;
+    std::string message;
+    if (error.empty()) {
+      Comm& comm = *g.comm;
+      comm.ops_completed.fetch_add(1, std::memory_order_relaxed);
+      comm.bytes_moved.fetch_add(first.recv.bytes * g.op.parts.size(), std::memory_order_relaxed);
+      ops_completed_.fetch_add(1, std::memory_order_relaxed);
+      count_op(comm, first);
+    } else {
+      message = std::string(shm::opcode_name(static_cast<uint8_t>(first.opcode))) + " #" +
+                std::to_string(g.seq) + " of communicator " + token_prefix(g.comm->token()) +
+                ", reduced on the GPU by plexusd's kernel: " + error;
+    }
+    if (timing_) record_finished(*g.comm, g.op, g.seq, "gpu-kernel", status);
+    for (auto& part : g.op.parts) complete(part.session, part.entry.user_data, status, message);
   }
   return moved;
 }

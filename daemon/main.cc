@@ -40,6 +40,11 @@ int main(int argc, char** argv) {
                  "Host memory the copies of one process's GPU buffers may take while its ops "
                  "are in flight; an op past it is refused with PLEXUS_ERR_NO_MEMORY")
       ->capture_default_str();
+  app.add_option("--gpu-reduce-kernel-bytes", config.gpu_reduce_kernel_bytes,
+                 "Reduce an allreduce within the node whose ranks' buffers are all on GPUs, of "
+                 "at least this many bytes per rank, with plexusd's own kernel on the GPU "
+                 "(copy engines and host memory otherwise); 0: never")
+      ->capture_default_str();
   app.add_option("--spin-us", config.engine_idle.phases.spin_us,
                  "Idle strategy: busy-poll this long after the last work (default: 50 with 4 or "
                  "more cores, else 0)")

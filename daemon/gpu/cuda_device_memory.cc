@@ -4,18 +4,27 @@
 // (the copy engines), chunked so both engines work on a large copy and polled through
 // events (the engine thread never blocks on one), host staging pinned
 // with cuMemHostRegister and cached by size class (registering costs far more than a copy).
+// With nvcc at build time, also the daemon's own reduction kernel (reduce_kernels.cu),
+// loaded on a GPU the first time it is asked to reduce there.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <span>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "daemon/gpu/device_memory.h"
 #include "shm/cuda_driver.h"
+
+#ifdef PLEXUS_HAVE_REDUCE_KERNEL
+#include "daemon/gpu/cuda_kernel_driver.h"
+#include "daemon/gpu/reduce_kernel_args.h"
+#include "daemon/gpu/reduce_kernel_image.h"
+#endif
 
 namespace plexus::daemon::gpu {
 namespace {
@@ -50,6 +59,12 @@ struct Device {
   CUcontext context = nullptr;
   std::array<std::byte, shm::kGpuUuidBytes> uuid{};
   std::array<CUstream, kStreamsPerDevice> streams{};
+  // The reduction kernels, once loaded here (null until then); why they could not be.
+  CUmodule kernel_module = nullptr;
+  std::array<std::array<CUfunction, PLEXUS_NUM_REDOPS>, PLEXUS_NUM_DTYPES> kernels{};
+  CUstream kernel_stream = nullptr;
+  int multiprocessors = 1;
+  std::string kernel_error;
 };
 
 // A VMM allocation imported here: what was done to map it, undone in reverse.
@@ -164,6 +179,13 @@ class CudaDeviceMemory final : public DeviceMemory {
     for (auto& d : devices_) {
       driver_.ctx_set_current(d->context);
       for (CUstream s : d->streams) driver_.stream_destroy(s);
+#ifdef PLEXUS_HAVE_REDUCE_KERNEL
+      if (d->kernel_stream != nullptr) driver_.stream_destroy(d->kernel_stream);
+      if (const auto* kernels = CudaKernelDriver::get(nullptr);
+          kernels != nullptr && d->kernel_module != nullptr) {
+        kernels->module_unload(d->kernel_module);
+      }
+#endif
       driver_.primary_ctx_release(d->device);
     }
   }
@@ -331,6 +353,73 @@ class CudaDeviceMemory final : public DeviceMemory {
     });
   }
 
+  std::string reduce_kernel_unavailable() const override {
+#ifdef PLEXUS_HAVE_REDUCE_KERNEL
+    std::string why;
+    if (CudaKernelDriver::get(&why) == nullptr) return why;
+    return {};
+#else
+    return "plexusd was built without nvcc, so without its reduction kernel";
+#endif
+  }
+
+  std::unique_ptr<CopyInFlight> start_reduce(const DeviceReduction& reduction,
+                                             const std::vector<DeviceSpan>& inputs,
+                                             const std::vector<DeviceSpan>& outputs,
+                                             std::string* error) override {
+#ifndef PLEXUS_HAVE_REDUCE_KERNEL
+    (void)reduction, (void)inputs, (void)outputs;
+    *error = reduce_kernel_unavailable();
+    return nullptr;
+#else
+    const CudaKernelDriver* kernels = CudaKernelDriver::get(error);
+    if (kernels == nullptr) return nullptr;
+    if (inputs.empty() || outputs.empty() || inputs.size() > kMaxKernelReduceRanks ||
+        outputs.size() > kMaxKernelReduceRanks || reduction.dtype >= PLEXUS_NUM_DTYPES ||
+        reduction.op >= PLEXUS_NUM_REDOPS) {
+      *error = "a reduction the kernel does not take (" + std::to_string(inputs.size()) +
+               " inputs, " + std::to_string(outputs.size()) + " outputs)";
+      return nullptr;
+    }
+    Device& run = mutable_device(static_cast<const CudaMapping&>(*outputs[0].mapping).device());
+    driver_.ctx_set_current(run.context);
+    if (!load_kernels(*kernels, run, error)) return nullptr;
+    ReduceKernelArgs args{};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& m = static_cast<const CudaMapping&>(*inputs[i].mapping);
+      if (!reach(*kernels, run, m.device(), error)) return nullptr;
+      args.inputs[i] = reinterpret_cast<const void*>(m.device_address() + inputs[i].offset);
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const auto& m = static_cast<const CudaMapping&>(*outputs[i].mapping);
+      if (!reach(*kernels, run, m.device(), error)) return nullptr;
+      args.outputs[i] = reinterpret_cast<void*>(m.device_address() + outputs[i].offset);
+    }
+    args.count = reduction.count;
+    args.inputs_used = static_cast<uint32_t>(inputs.size());
+    args.outputs_used = static_cast<uint32_t>(outputs.size());
+    args.avg_divisor = reduction.avg_divisor;
+    if (reduction.count == 0) return std::make_unique<FinishedCopy>();
+    constexpr unsigned kThreads = 256;
+    // Enough blocks to fill every SM several times over; each loops over the rest.
+    const uint64_t wanted = (reduction.count + kThreads - 1) / kThreads;
+    const auto blocks = static_cast<unsigned>(
+        std::min<uint64_t>(wanted, static_cast<uint64_t>(run.multiprocessors) * 16));
+    void* params[] = {&args};
+    const std::string launched = driver_.check(
+        kernels->launch_kernel(run.kernels[reduction.dtype][reduction.op], blocks, 1, 1, kThreads,
+                               1, 1, 0, run.kernel_stream, params, nullptr),
+        "cuLaunchKernel (the daemon's reduction kernel)");
+    if (!launched.empty()) return std::make_unique<FinishedCopy>(launched);
+    auto done = std::make_unique<CudaCopy>(shared_from_this(), driver_, run.context);
+    if (std::string recorded = done->record(run.kernel_stream); !recorded.empty()) {
+      driver_.stream_synchronize(run.kernel_stream);  // nothing else to wait on
+      done->fail(std::move(recorded));
+    }
+    return done;
+#endif
+  }
+
   std::string describe() const override {
     return "cuda (" + std::to_string(devices_.size()) + " GPU(s))";
   }
@@ -378,6 +467,82 @@ class CudaDeviceMemory final : public DeviceMemory {
     if (!error.empty()) copy->fail(std::move(error));
     return copy;
   }
+
+#ifdef PLEXUS_HAVE_REDUCE_KERNEL
+  Device& mutable_device(const Device& device) {
+    for (auto& d : devices_) {
+      if (d.get() == &device) return *d;
+    }
+    std::abort();  // a mapping always names one of ours
+  }
+
+  // Loads the kernels on `device` once (its context current); a failure is kept, so
+  // that later ops go to the host at once, naming it.
+  bool load_kernels(const CudaKernelDriver& kernels, Device& device, std::string* error) {
+    if (device.kernel_module != nullptr) return true;
+    if (device.kernel_error.empty()) {
+      const std::span<const unsigned char> image = reduce_kernel_image();
+      std::string e = driver_.check(kernels.module_load_data(&device.kernel_module, image.data()),
+                                    "cuModuleLoadData (the daemon's reduction kernels)");
+      for (int d = 0; d < PLEXUS_NUM_DTYPES && e.empty(); ++d) {
+        for (int o = 0; o < PLEXUS_NUM_REDOPS && e.empty(); ++o) {
+          const std::string name = "plexus_reduce_" + std::to_string(d) + "_" + std::to_string(o);
+          e = driver_.check(kernels.module_get_function(
+                                &device.kernels[static_cast<size_t>(d)][static_cast<size_t>(o)],
+                                device.kernel_module, name.c_str()),
+                            "cuModuleGetFunction");
+          if (!e.empty()) e += " (" + name + ")";
+        }
+      }
+      if (e.empty()) {
+        e = driver_.check(
+            kernels.device_get_attribute(&device.multiprocessors,
+                                         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device.device),
+            "cuDeviceGetAttribute");
+      }
+      if (e.empty()) {
+        e = driver_.check(driver_.stream_create(&device.kernel_stream, CU_STREAM_NON_BLOCKING),
+                          "cuStreamCreate");
+      }
+      if (e.empty()) {
+        spdlog::info("GPU {}: the daemon's reduction kernels loaded ({} bytes)", device.ordinal,
+                     image.size());
+        return true;
+      }
+      if (device.kernel_module != nullptr) kernels.module_unload(device.kernel_module);
+      device.kernel_module = nullptr;
+      device.kernel_error = "GPU " + std::to_string(device.ordinal) + ": " + e;
+      spdlog::warn("{}: reductions there run on the host", device.kernel_error);
+    }
+    *error = device.kernel_error;
+    return false;
+  }
+
+  // Whether a kernel on `run` may read and write `other`'s memory: the same GPU, or peer
+  // access, enabled the first time it is needed.
+  bool reach(const CudaKernelDriver& kernels, const Device& run, const Device& other,
+             std::string* error) {
+    if (&run == &other || peers_enabled_.contains({run.ordinal, other.ordinal})) return true;
+    int can = 0;
+    *error = driver_.check(kernels.device_can_access_peer(&can, run.device, other.device),
+                           "cuDeviceCanAccessPeer");
+    if (error->empty() && can == 0) {
+      *error = "GPU " + std::to_string(run.ordinal) + " cannot reach GPU " +
+               std::to_string(other.ordinal) + "'s memory (no peer access)";
+    }
+    if (error->empty()) {
+      const CUresult r = kernels.ctx_enable_peer_access(other.context, 0);
+      if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+        *error = driver_.check(r, "cuCtxEnablePeerAccess");
+      }
+    }
+    if (!error->empty()) return false;
+    peers_enabled_.insert({run.ordinal, other.ordinal});
+    return true;
+  }
+
+  std::set<std::pair<int, int>> peers_enabled_;  // (from, to) ordinals
+#endif
 
   const shm::CudaDriver& driver_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "plexus/plexus.h"
 #include "shm/gpu_export.h"
 
 namespace plexus::daemon::gpu {
@@ -54,6 +56,20 @@ class FinishedCopy final : public CopyInFlight {
 
  private:
   std::string error_;
+};
+
+// Where one rank's input or result of a reduction on the GPU lies.
+struct DeviceSpan {
+  const DeviceMapping* mapping = nullptr;
+  uint64_t offset = 0;
+};
+
+// An element-wise reduction the daemon's kernel runs: what reduce_arrays does on the host.
+struct DeviceReduction {
+  plexus_dtype_t dtype = PLEXUS_FLOAT32;
+  plexus_redop_t op = PLEXUS_SUM;
+  uint64_t count = 0;
+  uint32_t avg_divisor = 1;
 };
 
 // Host memory the copy engines read and write at full speed (pinned where the device
@@ -102,6 +118,23 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
   std::string device_to_device(const DeviceMapping& to, uint64_t to_offset,
                                const DeviceMapping& from, uint64_t from_offset, uint64_t bytes) {
     return start_device_to_device(to, to_offset, from, from_offset, bytes)->wait();
+  }
+  // Whether start_reduce can run here: "" or why not (built without nvcc, no GPU, ...).
+  virtual std::string reduce_kernel_unavailable() const {
+    return "this device has no reduction kernel";
+  }
+  // Folds `inputs` element-wise in order (the daemon's kernel, on the GPU of outputs[0],
+  // launched on the daemon's own stream) into every span of `outputs`; returns at once, as
+  // the copies do. An output may be the very same span as an input. Null with *error
+  // where it cannot run (a GPU that cannot reach another's memory): the caller then
+  // reduces on the host. The caller keeps the mappings alive until it has ended.
+  virtual std::unique_ptr<CopyInFlight> start_reduce(const DeviceReduction& reduction,
+                                                     const std::vector<DeviceSpan>& inputs,
+                                                     const std::vector<DeviceSpan>& outputs,
+                                                     std::string* error) {
+    (void)reduction, (void)inputs, (void)outputs;
+    *error = reduce_kernel_unavailable();
+    return nullptr;
   }
   // "cuda (2 devices)", for status and logs.
   virtual std::string describe() const = 0;

@@ -106,46 +106,87 @@ std::unique_ptr<StagedOp> StagedOp::stage(DeviceMemory& device, const GpuRegions
   auto op = std::unique_ptr<StagedOp>(new StagedOp);
   const shm::BufferSpan& s = entry.send;
   const shm::BufferSpan& r = entry.recv;
-  const bool send_gpu = on_gpu(s);
-  const bool recv_gpu = on_gpu(r);
-  if (send_gpu) op->send_mapping_ = regions.mapping(s.region);
-  if (recv_gpu) op->recv_mapping_ = regions.mapping(r.region);
-  if ((send_gpu && !op->send_mapping_) || (recv_gpu && !op->recv_mapping_)) {
+  if (on_gpu(s)) op->send_mapping_ = regions.mapping(s.region);
+  if (on_gpu(r)) op->recv_mapping_ = regions.mapping(r.region);
+  if ((on_gpu(s) && !op->send_mapping_) || (on_gpu(r) && !op->recv_mapping_)) {
     *error = "a GPU region that is not registered";  // validation checked: a daemon bug
     return nullptr;
   }
+  if (!op->lay_out(device, entry, send, recv, error)) return nullptr;
+  return op;
+}
+
+bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
+                       const std::byte** send, std::byte** recv, std::string* error) {
+  const shm::BufferSpan& s = entry.send;
+  const shm::BufferSpan& r = entry.recv;
+  const bool send_gpu = on_gpu(s);
+  const bool recv_gpu = on_gpu(r);
   const bool shared = shares_one_copy(s, r);
   // One host buffer: the union of overlapping spans, else the send part then the recv part.
   const uint64_t first = shared ? std::min(s.offset, r.offset) : 0;
-  op->staged_bytes_ = host_bytes_for(entry);
-  op->buffer_ = device.allocate_host(op->staged_bytes_, error);
-  if (!op->buffer_) return nullptr;
-  std::byte* host = op->buffer_.get();
+  staged_bytes_ = host_bytes_for(entry);
+  buffer_ = device.allocate_host(staged_bytes_, error);
+  if (!buffer_) return false;
+  std::byte* host = buffer_.get();
   if (shared) {
-    op->read_offset_ = first;
-    op->read_bytes_ = op->staged_bytes_;
+    read_offset_ = first;
+    read_bytes_ = staged_bytes_;
     *send = host + (s.offset - first);
     *recv = host + (r.offset - first);
   } else {
     if (send_gpu) {
-      op->read_offset_ = s.offset;
-      op->read_bytes_ = s.bytes;
+      read_offset_ = s.offset;
+      read_bytes_ = s.bytes;
       *send = host;
     }
     if (recv_gpu) *recv = host + (send_gpu ? s.bytes : 0);
   }
   if (send_gpu) {
-    op->read_region_ = s.region;
-    op->read_host_ = host;
+    read_region_ = s.region;
+    read_host_ = host;
   }
   if (recv_gpu) {
-    op->recv_region_ = r.region;
-    op->recv_offset_ = r.offset;
-    op->recv_bytes_ = r.bytes;
-    op->recv_host_ = *recv;
+    recv_region_ = r.region;
+    recv_offset_ = r.offset;
+    recv_bytes_ = r.bytes;
+    recv_host_ = *recv;
   }
-  return op;
+  return true;
 }
+
+std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
+                                const std::byte** send, std::byte** recv) {
+  if (!direct_) return "a daemon bug: staging an op that is staged already";
+  // Its input as it was when it was called: the copy aside if a later op has since
+  // written there, else the device now.
+  if (copy_) copy_error_ = copy_->wait();
+  copy_.reset();
+  if (!copy_error_.empty()) return "copying its input to the host: " + copy_error_;
+  HostBuffer snapshot = std::move(buffer_);
+  const std::byte* snapshot_at = snapshot_;
+  std::shared_ptr<uint64_t> budget = std::move(charged_to_);
+  if (budget) *budget -= staged_bytes_;
+  staged_bytes_ = 0;
+  direct_ = false;
+  matched_ = true;
+  snapshot_ = nullptr;
+  std::string error;
+  if (!lay_out(device, entry, send, recv, &error)) return error;
+  charge_to(std::move(budget));
+  input_started_ = true;
+  if (entry.send.bytes == 0 || !send_mapping_) return {};
+  if (snapshot_at != nullptr) {
+    std::memcpy(const_cast<std::byte*>(*send), snapshot_at, entry.send.bytes);
+    return {};
+  }
+  error = device.to_host(read_host_, *send_mapping_, read_offset_, read_bytes_);
+  return error.empty() ? error : "copying its input to the host: " + error;
+}
+
+DeviceSpan StagedOp::device_input() const { return {send_mapping_.get(), read_offset_}; }
+
+DeviceSpan StagedOp::device_output() const { return {recv_mapping_.get(), recv_offset_}; }
 
 bool StagedOp::reads_result_of(const StagedOp& earlier) const {
   return read_bytes_ > 0 && earlier.recv_mapping_ && !earlier.result_written_ &&

@@ -50,6 +50,17 @@ class StagedOp {
   // Whether a later op may now write where this op reads: not a direct op, or a direct
   // send not matched whose snapshot is in.
   bool input_safe_to_overwrite();
+  // A direct op turned into a staged one at once, its input copied in before this returns
+  // (from its copy aside, if it has one): for a collective whose ranks' buffers cannot all
+  // be reached by the device's kernel. *send / *recv as stage(). "" or why not.
+  std::string stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
+                        const std::byte** send, std::byte** recv);
+  // A direct op's GPU spans (null mapping where that side is not on a GPU).
+  DeviceSpan device_input() const;
+  DeviceSpan device_output() const;
+  // A direct op handed to the device whole (a reduction kernel): its input is read from
+  // now on, so later ops writing there wait for its end.
+  void mark_matched() { matched_ = true; }
   // The host bytes stage() takes for `entry`.
   static uint64_t host_bytes_for(const shm::ValidatedEntry& entry);
   // Adds staged_bytes() to *total until this op is destroyed (a process's staging budget;
@@ -84,6 +95,9 @@ class StagedOp {
 
  private:
   StagedOp() = default;
+  // Host copies of the entry's GPU spans (mappings already held): the buffer and fields.
+  bool lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry, const std::byte** send,
+               std::byte** recv, std::string* error);
   std::shared_ptr<uint64_t> charged_to_;
   HostBuffer buffer_;
   uint64_t staged_bytes_ = 0;

@@ -114,6 +114,32 @@ TEST(GpuCollectivesTest, EveryCollectiveAndDtypeOnDeviceBuffersIsExactFromTwoToF
   }
 }
 
+// plexusd --gpu-reduce-kernel-bytes 1: every allreduce on device buffers is reduced by the
+// daemon's own kernel, exactly as the host would (every dtype and op, 2 to 4 processes, in
+// place and out of place); the log shows the kernel loaded and no op sent to the host.
+TEST(GpuReduceKernelTest, EveryAllreduceDtypeAndOpOnTheDaemonsKernelIsExact) {
+  SKIP_WITHOUT_GPU();
+  DaemonProcess daemon({"--gpu-reduce-kernel-bytes", "1"});
+  for (int n : {2, 3, 4}) {
+    std::vector<Case> cases;
+    for (int dtype = 0; dtype < PLEXUS_NUM_DTYPES; ++dtype) {
+      for (int op = 0; op < PLEXUS_NUM_REDOPS; ++op) {
+        for (bool in_place : {false, true}) {
+          for (size_t count : {size_t{7}, size_t{(1 << 18) + 3}}) {
+            cases.push_back(Case{"allreduce", static_cast<plexus_dtype_t>(dtype),
+                                 static_cast<plexus_redop_t>(op), count, in_place, 0});
+          }
+        }
+      }
+    }
+    auto results =
+        run_ranks(daemon.socket_path(), n, run_gpu_cases(cases), std::chrono::seconds(300));
+    EXPECT_EQ(failures(results), "") << n << " ranks\n" << daemon.log();
+  }
+  EXPECT_THAT(daemon.log(), HasSubstr("the daemon's reduction kernels loaded"));
+  EXPECT_THAT(daemon.log(), ::testing::Not(HasSubstr("not reduced on the GPU")));
+}
+
 TEST(GpuBuffersTest, AFreedBufferReusedIsRegisteredAfreshAndSpansPastTheEndAreRefused) {
   SKIP_WITHOUT_GPU();
   DaemonProcess daemon;

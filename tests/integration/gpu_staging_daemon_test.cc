@@ -380,6 +380,180 @@ TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   }
 }
 
+// plexusd --gpu-reduce-kernel-bytes: allreduces of at least kBytes per rank on GPU buffers
+// go to the device's reduction kernel (here, reduce_arrays run when the "kernel" has been
+// polled as long as a copy).
+class GpuReduceKernelTest : public GpuStagingDaemonTest {
+ protected:
+  void configure(daemon::Config& config) override { config.gpu_reduce_kernel_bytes = kBytes; }
+
+  // Rank r's input: i + 100 r + 1 at [0, kBytes) of its allocation, -1 where results go.
+  void fill_inputs(size_t ranks) {
+    for (size_t r = 0; r < ranks; ++r) {
+      for (uint64_t i = 0; i < kCount; ++i) {
+        floats(r)[i] = static_cast<float>(i + 100 * r + 1);
+        floats(r)[kCount + i] = -1.0f;
+      }
+    }
+  }
+  static float sum_of_inputs(uint64_t i, size_t ranks) {
+    float sum = 0;
+    for (size_t r = 0; r < ranks; ++r) sum += static_cast<float>(i + 100 * r + 1);
+    return sum;
+  }
+  void expect_done(size_t ranks, int ops, const char* what) {
+    for (size_t r = 0; r < ranks; ++r) {
+      for (int k = 0; k < ops; ++k) {
+        auto c = clients_[r]->next_completion(5000);
+        ASSERT_TRUE(c.has_value()) << what << ": rank " << r << " op " << k << " never ended";
+        EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
+      }
+    }
+  }
+};
+
+TEST_F(GpuReduceKernelTest, AnAllreduceOnGpuBuffersIsReducedByTheKernelWithNoHostCopy) {
+  device_->has_kernel = true;
+  device_->polls_per_copy = 200;
+  const std::vector<uint32_t> comms = join(3);
+  std::array<uint32_t, 3> regions{};
+  for (size_t r = 0; r < 3; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+  }
+  fill_inputs(3);
+  // Out of place, then twice in place on the result, queued at once: each reads what the
+  // one before wrote (the kernel's results land only when it has been polled a while).
+  for (size_t r = 0; r < 3; ++r) {
+    clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
+    clients_[r]->submit(allreduce(2, comms[r], regions[r], kBytes, kBytes));
+    clients_[r]->submit(allreduce(3, comms[r], regions[r], kBytes, kBytes));
+  }
+  expect_done(3, 3, "allreduces on the kernel");
+  for (size_t r = 0; r < 3; ++r) {
+    for (uint64_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(floats(r)[kCount + i], 9 * sum_of_inputs(i, 3)) << "rank " << r << ", " << i;
+      ASSERT_EQ(floats(r)[i], static_cast<float>(i + 100 * r + 1)) << "input changed, " << i;
+    }
+  }
+  EXPECT_EQ(device_->reductions.load(), 3);
+  EXPECT_EQ(device_->host_buffers.load(), 0) << "an op for the kernel was staged";
+  EXPECT_EQ(device_->copies_to_host.load(), 0);
+  // Smaller than --gpu-reduce-kernel-bytes: through host memory, as without the kernel.
+  for (size_t r = 0; r < 3; ++r) {
+    shm::SubmissionEntry small = allreduce(4, comms[r], regions[r], 0, kBytes);
+    small.count = kCount / 2;
+    clients_[r]->submit(small);
+  }
+  expect_done(3, 1, "a small allreduce");
+  EXPECT_EQ(device_->reductions.load(), 3);
+  EXPECT_GT(device_->host_buffers.load(), 0);
+  for (uint64_t i = 0; i < kCount / 2; ++i) ASSERT_EQ(floats(1)[kCount + i], sum_of_inputs(i, 3));
+}
+
+TEST_F(GpuReduceKernelTest, RanksTheKernelCannotTakeAreReducedOnTheHostExactly) {
+  device_->has_kernel = true;
+  device_->polls_per_copy = 50;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+  }
+  // The device refuses (a GPU that cannot reach the other's memory): staged there and then.
+  fill_inputs(2);
+  device_->refuse_reduce = true;
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
+  expect_done(2, 1, "a refused kernel");
+  for (size_t r = 0; r < 2; ++r) {
+    for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(r)[kCount + i], sum_of_inputs(i, 2));
+  }
+  EXPECT_EQ(device_->reductions.load(), 0);
+  device_->refuse_reduce = false;
+  // Rank 1's buffers in its host pool: rank 0's GPU part is staged when they meet.
+  fill_inputs(2);
+  auto* pool = static_cast<float*>(clients_[1]->pool().allocate(2 * kBytes));
+  ASSERT_NE(pool, nullptr);
+  for (uint64_t i = 0; i < kCount; ++i) pool[i] = static_cast<float>(i + 100 + 1);
+  const uint64_t at = clients_[1]->pool().offset_of(pool);
+  clients_[0]->submit(allreduce(2, comms[0], regions[0], 0, kBytes));
+  clients_[1]->submit(allreduce(2, comms[1], shm::kHostPoolRegion, at, at + kBytes));
+  expect_done(2, 1, "a GPU rank beside a host rank");
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(0)[kCount + i], sum_of_inputs(i, 2)) << i;
+    ASSERT_EQ(pool[kCount + i], sum_of_inputs(i, 2)) << i;
+  }
+  EXPECT_EQ(device_->reductions.load(), 0);
+  // And the kernel again, once every rank is on a GPU it can take.
+  fill_inputs(2);
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(3, comms[r], regions[r], 0, kBytes));
+  expect_done(2, 1, "the kernel after host fallbacks");
+  EXPECT_EQ(device_->reductions.load(), 1);
+  for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(1)[kCount + i], sum_of_inputs(i, 2));
+}
+
+TEST_F(GpuReduceKernelTest, AFailedKernelFailsTheOpOnEveryRankNamingItAndTheNextWorks) {
+  device_->has_kernel = true;
+  device_->polls_per_copy = 20;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+  }
+  fill_inputs(2);
+  device_->fail_copies = true;
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "rank " << r << " was left waiting";
+    EXPECT_EQ(c->status, PLEXUS_ERR_SYSTEM);
+    EXPECT_THAT(text(*c), HasSubstr("allreduce #0 of communicator"));
+    EXPECT_THAT(text(*c), HasSubstr("reduced on the GPU by plexusd's kernel: copy failed (test)"));
+  }
+  device_->fail_copies = false;
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(2, comms[r], regions[r], 0, kBytes));
+  expect_done(2, 1, "the allreduce after a failed one");
+  for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(0)[kCount + i], sum_of_inputs(i, 2));
+}
+
+// A client killed while the kernel reduces its buffers: the kernel is let finish with the
+// mapping held, then the mapping goes; the other rank is served again.
+TEST_F(GpuReduceKernelTest, AClientKilledWhileTheKernelRunsCostsTheOthersNothing) {
+  device_->has_kernel = true;
+  device_->polls_per_copy = 1000000;  // runs until waited for
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+  }
+  fill_inputs(2);
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
+  for (int i = 0; i < 500 && device_->reductions.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(device_->reductions.load(), 1);
+  const int closed_before = device_->closed.load();
+  clients_[0].reset();
+  for (int i = 0; i < 500 && device_->closed.load() == closed_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(device_->closed.load(), closed_before)
+      << "rank 0's allocation was unmapped under the running kernel";
+  device_->polls_per_copy = 0;
+  // The kernel is still polled (a long count): the survivor's op ends once it is done.
+  uint8_t token[16];
+  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xe0 + i);
+  const uint32_t alone = clients_[1]->comm_init(token, 1, 0, 5000);
+  ASSERT_NE(alone, 0u);
+  clients_[1]->submit(allreduce(2, alone, shm::kHostPoolRegion, 4096, 8192));
+  auto c = clients_[1]->next_completion(5000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->user_data, 2u) << "the survivor's op waited behind the dead client's kernel";
+  EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+}
+
 // Room for one out-of-place op's host copies (two spans of kBytes) at a time.
 class GpuStagingBudgetTest : public GpuStagingDaemonTest {
  protected:

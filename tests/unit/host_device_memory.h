@@ -6,12 +6,15 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "daemon/gpu/device_memory.h"
+#include "daemon/reduce.h"
+#include "shm/dtype.h"
 
 namespace plexus::test {
 
@@ -66,6 +69,33 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     ++copies_device_to_device;
     return start(address(to) + to_offset, address(from) + from_offset, bytes);
   }
+  std::string reduce_kernel_unavailable() const override {
+    return has_kernel ? "" : "no reduction kernel (test)";
+  }
+  // The kernel's work on the host, when polled as long as a copy: reduce_arrays.
+  std::unique_ptr<daemon::gpu::CopyInFlight> start_reduce(
+      const daemon::gpu::DeviceReduction& r, const std::vector<daemon::gpu::DeviceSpan>& inputs,
+      const std::vector<daemon::gpu::DeviceSpan>& outputs, std::string* error) override {
+    if (!has_kernel) {
+      *error = reduce_kernel_unavailable();
+      return nullptr;
+    }
+    if (refuse_reduce) {
+      *error = "GPU 1 cannot reach GPU 0's memory (test)";
+      return nullptr;
+    }
+    ++reductions;
+    std::vector<const void*> in;
+    for (const auto& span : inputs) in.push_back(address(*span.mapping) + span.offset);
+    std::vector<std::byte*> out;
+    for (const auto& span : outputs) out.push_back(address(*span.mapping) + span.offset);
+    return std::make_unique<Copy>(this, [r, in, out] {
+      std::vector<std::byte> result(r.count * shm::dtype_size(r.dtype));
+      daemon::reduce_arrays(r.dtype, r.op, in.data(), static_cast<int>(in.size()), result.data(),
+                            r.count, r.avg_divisor);
+      for (std::byte* o : out) std::memcpy(o, result.data(), result.size());
+    });
+  }
   std::string describe() const override { return "host (test)"; }
 
   // Atomic: a test reads them while a daemon's engine thread uses this device.
@@ -76,7 +106,12 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   std::atomic<int> copies_to_host{0};
   std::atomic<int> copies_to_device{0};
   std::atomic<int> copies_device_to_device{0};
-  std::atomic<bool> fail_copies{false};
+  std::atomic<bool> fail_copies{false};  // copies and reductions alike
+  // start_reduce: whether it runs at all, whether it refuses (as a GPU that cannot reach
+  // another's memory), how many ran.
+  std::atomic<bool> has_kernel{false};
+  std::atomic<bool> refuse_reduce{false};
+  std::atomic<int> reductions{0};
   // A copy moves its bytes only when polled this many times (or waited for): as a copy
   // engine does, later than the call that started it.
   std::atomic<int> polls_per_copy{0};
@@ -92,8 +127,8 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   // Moves the bytes when it ends, so reading them early shows up in the result.
   class Copy final : public daemon::gpu::CopyInFlight {
    public:
-    Copy(HostDeviceMemory* owner, std::byte* to, const std::byte* from, uint64_t bytes)
-        : owner_(owner), to_(to), from_(from), bytes_(bytes), polls_left_(owner->polls_per_copy) {
+    Copy(HostDeviceMemory* owner, std::function<void()> move)
+        : owner_(owner), move_(std::move(move)), polls_left_(owner->polls_per_copy) {
       ++owner_->copies_running;
     }
     ~Copy() override { wait(); }
@@ -112,7 +147,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
         if (owner_->fail_copies) {
           error_ = "copy failed (test)";
         } else {
-          std::memmove(to_, from_, bytes_);
+          move_();
         }
       }
       return error_;
@@ -120,16 +155,14 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
 
    private:
     HostDeviceMemory* owner_;
-    std::byte* to_;
-    const std::byte* from_;
-    uint64_t bytes_;
+    std::function<void()> move_;
     int polls_left_;
     bool finished_ = false;
     std::string error_;
   };
   std::unique_ptr<daemon::gpu::CopyInFlight> start(std::byte* to, const std::byte* from,
                                                    uint64_t bytes) {
-    return std::make_unique<Copy>(this, to, from, bytes);
+    return std::make_unique<Copy>(this, [to, from, bytes] { std::memmove(to, from, bytes); });
   }
 
   class Mapping final : public daemon::gpu::DeviceMapping {
