@@ -161,7 +161,7 @@ void Engine::loop() {
       gpu_still_since_ = {};
       progress = true;
     }
-    if (!gpu_reductions_.empty() && advance_gpu_reductions()) {
+    if (!gpu_collectives_.empty() && advance_gpu_collectives()) {
       gpu_still_since_ = {};
       progress = true;
     }
@@ -514,11 +514,12 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
       part.entry.recv.region != shm::kHostPoolRegion) {
     std::string error;
     // A send or receive within the node needs no host copy: one copy moves it when matched.
-    // So does a collective the daemon's kernel reduces on the GPU, where the spans lie.
+    // Nor do a copy collective within the node (its blocks moved by the copy engines) and
+    // a collective the daemon's kernel reduces on the GPU, where the spans lie.
     const bool direct = (shm::is_point_to_point(part.entry.opcode) && part.entry.peer >= 0 &&
                          part.entry.peer < comm.nranks() &&
                          !comm.members()[static_cast<size_t>(part.entry.peer)].remote) ||
-                        reduces_on_gpu(comm, part.entry);
+                        moves_on_copy_engines(comm, part.entry) || reduces_on_gpu(comm, part.entry);
     if (const plexus_result_t status = stage_gpu_buffers(session, part, direct, &staged, &error);
         status != PLEXUS_SUCCESS) {
       refuse_entry(session, raw, status,
@@ -636,14 +637,12 @@ void Engine::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq)
     fail_comm(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
     return;
   }
-  // Only the kernel's collectives have direct parts: none to look for without it.
-  if (config_.gpu_reduce_kernel_bytes > 0) {
-    const bool any_direct =
-        std::any_of(op.parts.begin(), op.parts.end(),
-                    [&](const Contribution& p) { return direct_op(p) != nullptr; });
-    if (any_direct && start_gpu_reduction(comm, op, seq)) return;
-  }
   const auto& first = op.parts[0].entry;
+  if (has_direct_part(op)) {
+    const bool started = shm::is_copy_collective(first.opcode) ? start_gpu_copies(comm, op, seq)
+                                                               : start_gpu_reduction(comm, op, seq);
+    if (started) return;
+  }
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
   const uint64_t bytes = executor_.run(args, op.parts);
   comm.ops_completed.fetch_add(1, std::memory_order_relaxed);

@@ -213,13 +213,33 @@ class Engine {
   // Whether `entry` (a rank's part of a collective) goes to the daemon's reduction kernel
   // on the GPU, so takes no host copy (config gpu_reduce_kernel_bytes).
   bool reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry);
+  // Whether `entry` is a rank's part of a broadcast, allgather or alltoall within the node,
+  // moved block by block by the copy engines from where each input lies to where each
+  // result goes, so takes no host copy. An in-place alltoall is staged (its blocks would
+  // be overwritten while other ranks' copies read them).
+  bool moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const;
+  // Whether any rank's part of `op` is direct (StagedOp::direct).
+  bool has_direct_part(const PendingCollective& op) const;
   // A ready collective with direct parts (engine_gpu.cc): handed to the kernel (true, it
   // completes later), or failed (true, its parts completed), or its direct parts staged
   // now, synchronously, to run on the host (false: the caller runs it). The fallback is for
   // ranks the kernel cannot reach (a host buffer, a GPU without peer access).
   bool start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq);
-  // Completes the reductions whose kernel has ended. True if any did.
-  bool advance_gpu_reductions();
+  // A ready broadcast, allgather or alltoall with direct parts: every block's copy started
+  // on the copy engines (true, it completes when the last ends), or, for an alltoall with
+  // a rank in place, its direct parts staged now to run on the host (false), or failed
+  // (true, its parts completed).
+  bool start_gpu_copies(Comm& comm, PendingCollective& op, uint64_t seq);
+  // Stages a collective's direct parts now, waiting for their input, so that the host runs
+  // it: true, or false with every part completed with the error naming the rank.
+  bool stage_direct_parts_now(PendingCollective& op, const std::string& what);
+  // Holds a collective the kernel or the copy engines have started (`run`) until it ends.
+  void hand_to_gpu(PendingCollective& op, uint64_t seq,
+                   std::vector<std::shared_ptr<gpu::StagedOp>> staged,
+                   std::unique_ptr<gpu::CopyInFlight> run, const char* algorithm,
+                   const char* run_by);
+  // Completes the collectives whose kernel or copies have ended. True if any did.
+  bool advance_gpu_collectives();
   // Starts copying a staged op's input in, unless an earlier op of the session has yet to
   // write its result where it reads: false then (asked again as that op moves on).
   bool start_staged_input(Session& session, gpu::StagedOp& op);
@@ -298,17 +318,20 @@ class Engine {
     std::unique_ptr<gpu::CopyInFlight> copy;
   };
   std::vector<DirectCopy> direct_copies_;
-  // Collectives the daemon's kernel is reducing on a GPU; sessions and ops are held so
-  // that the mappings it reads and writes stay until it ends.
-  struct GpuReduction {
+  // Collectives the daemon's kernel is reducing on a GPU, or its copy engines are moving;
+  // sessions and ops are held so that the mappings and host pools they read and write
+  // stay until they end.
+  struct GpuCollective {
     std::shared_ptr<Comm> comm;
     PendingCollective op;
     uint64_t seq = 0;
     std::vector<std::shared_ptr<Session>> sessions;
     std::vector<std::shared_ptr<gpu::StagedOp>> staged;
     std::unique_ptr<gpu::CopyInFlight> run;
+    const char* algorithm = "";  // for plexusctl ops --finished: "gpu-kernel", "copy-engines"
+    const char* run_by = "";     // for an error: "reduced on the GPU by plexusd's kernel"
   };
-  std::vector<GpuReduction> gpu_reductions_;
+  std::vector<GpuCollective> gpu_collectives_;
   bool warned_kernel_unavailable_ = false;
   bool warned_kernel_fallback_ = false;
 };

@@ -3,8 +3,12 @@
 // polled from the engine loop so that they never hold up other sessions.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "daemon/engine.h"
+#include "daemon/gpu/copy_group.h"
 #include "daemon/gpu/reduce_kernel_args.h"
+#include "shm/dtype.h"
 
 namespace plexus::daemon {
 
@@ -157,11 +161,47 @@ bool Engine::reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry) 
   return false;
 }
 
+bool Engine::moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const {
+  return shm::is_copy_collective(entry.opcode) && !comm.internode && device_memory_ &&
+         !(entry.opcode == shm::Opcode::kAllToAll && entry.in_place);
+}
+
+bool Engine::has_direct_part(const PendingCollective& op) const {
+  return std::any_of(op.parts.begin(), op.parts.end(), [&](const Contribution& part) {
+    return part.session != nullptr && !part.session->staged_ops.empty() &&
+           direct_op(part) != nullptr;
+  });
+}
+
+namespace {
+
+// "allgather #3 of communicator 0a1b2c3d", for logs and errors.
+std::string collective_title(const shm::ValidatedEntry& entry, uint64_t seq, const Comm& comm) {
+  return std::string(shm::opcode_name(static_cast<uint8_t>(entry.opcode))) + " #" +
+         std::to_string(seq) + " of communicator " + token_prefix(comm.token());
+}
+
+}  // namespace
+
+bool Engine::stage_direct_parts_now(PendingCollective& op, const std::string& what) {
+  for (size_t r = 0; r < op.parts.size(); ++r) {
+    Contribution& part = op.parts[r];
+    const std::shared_ptr<gpu::StagedOp> staged = direct_op(part);
+    if (!staged) continue;
+    const std::string error =
+        staged->stage_now(*device_memory_, part.entry, &part.send, &part.recv);
+    if (error.empty()) continue;
+    const std::string reason =
+        what + ": rank " + std::to_string(r) + " (" + part.session->describe() + "): " + error;
+    for (auto& p : op.parts) complete(p.session, p.entry.user_data, PLEXUS_ERR_SYSTEM, reason);
+    return false;
+  }
+  return true;
+}
+
 bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq) {
   const shm::ValidatedEntry& first = op.parts[0].entry;
-  const std::string what = std::string(shm::opcode_name(static_cast<uint8_t>(first.opcode))) +
-                           " #" + std::to_string(seq) + " of communicator " +
-                           token_prefix(comm.token());
+  const std::string what = collective_title(first, seq, comm);
   std::vector<std::shared_ptr<gpu::StagedOp>> staged(op.parts.size());
   bool every_rank_on_gpu = true;
   for (size_t r = 0; r < op.parts.size(); ++r) {
@@ -181,18 +221,9 @@ bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq
     std::unique_ptr<gpu::CopyInFlight> run =
         device_memory_->start_reduce(reduction, inputs, outputs, &why);
     if (run) {
-      GpuReduction g;
-      for (size_t r = 0; r < op.parts.size(); ++r) {
-        staged[r]->mark_matched();
-        g.sessions.push_back(shared_session(op.parts[r].session));
-      }
-      g.comm = op.parts[0].session->comms.at(first.comm).comm;
-      g.op = std::move(op);
-      g.seq = seq;
-      g.staged = std::move(staged);
-      g.run = std::move(run);
-      gpu_reductions_.push_back(std::move(g));
-      gpu_still_since_ = {};
+      for (const auto& s : staged) s->mark_matched();
+      hand_to_gpu(op, seq, std::move(staged), std::move(run), "gpu-kernel",
+                  "reduced on the GPU by plexusd's kernel");
       return true;
     }
   }
@@ -200,30 +231,83 @@ bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq
     warned_kernel_fallback_ = true;  // once: a job that mixes buffers does so every op
     spdlog::warn("{}: not reduced on the GPU ({}); staged through host memory instead", what, why);
   }
-  for (size_t r = 0; r < op.parts.size(); ++r) {
-    if (!staged[r]) continue;
-    Contribution& part = op.parts[r];
-    const std::string error =
-        staged[r]->stage_now(*device_memory_, part.entry, &part.send, &part.recv);
-    if (error.empty()) continue;
-    const std::string reason =
-        what + ": rank " + std::to_string(r) + " (" + part.session->describe() + "): " + error;
-    for (auto& p : op.parts) complete(p.session, p.entry.user_data, PLEXUS_ERR_SYSTEM, reason);
-    return true;
-  }
-  return false;
+  return !stage_direct_parts_now(op, what);
 }
 
-bool Engine::advance_gpu_reductions() {
+bool Engine::start_gpu_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
+  const shm::ValidatedEntry& first = op.parts[0].entry;
+  const size_t n = op.parts.size();
+  if (first.opcode == shm::Opcode::kAllToAll &&
+      std::any_of(op.parts.begin(), op.parts.end(),
+                  [](const Contribution& part) { return part.entry.in_place; })) {
+    // That rank's blocks would be overwritten while other ranks' copies still read them:
+    // the host runs it, from a snapshot of those blocks.
+    return !stage_direct_parts_now(op, collective_title(first, seq, comm));
+  }
+  std::vector<std::shared_ptr<gpu::StagedOp>> staged(n);
+  for (size_t r = 0; r < n; ++r) staged[r] = direct_op(op.parts[r]);
+  const uint64_t block = first.count * shm::dtype_size(first.dtype);
+  auto copies = std::make_unique<gpu::CopyGroup>();
+  // A block from where rank `from`'s input lies (its GPU, its copy aside or its host pool)
+  // to where rank `to`'s result goes: one copy, on the copy engines where a GPU is either
+  // side.
+  auto copy = [&](size_t from, uint64_t from_at, size_t to, uint64_t to_at) {
+    copies->add(gpu::StagedOp::copy_part(*device_memory_, staged[from].get(), op.parts[from].send,
+                                         from_at, staged[to].get(), op.parts[to].recv, to_at,
+                                         block));
+  };
+  switch (first.opcode) {
+    case shm::Opcode::kBroadcast:
+      for (size_t to = 0; to < n; ++to) copy(static_cast<size_t>(first.peer), 0, to, 0);
+      break;
+    case shm::Opcode::kAllGather:
+      for (size_t to = 0; to < n; ++to) {
+        for (size_t from = 0; from < n; ++from) copy(from, 0, to, from * block);
+      }
+      break;
+    case shm::Opcode::kAllToAll:
+      for (size_t to = 0; to < n; ++to) {
+        for (size_t from = 0; from < n; ++from) copy(from, to * block, to, from * block);
+      }
+      break;
+    default:
+      break;  // is_copy_collective: none other
+  }
+  for (const auto& s : staged) {
+    if (s) s->mark_matched();
+  }
+  hand_to_gpu(op, seq, std::move(staged), std::move(copies), "copy-engines",
+              "moved by the copy engines");
+  return true;
+}
+
+void Engine::hand_to_gpu(PendingCollective& op, uint64_t seq,
+                         std::vector<std::shared_ptr<gpu::StagedOp>> staged,
+                         std::unique_ptr<gpu::CopyInFlight> run, const char* algorithm,
+                         const char* run_by) {
+  GpuCollective g;
+  for (const auto& part : op.parts) g.sessions.push_back(shared_session(part.session));
+  g.comm = op.parts[0].session->comms.at(op.parts[0].entry.comm).comm;
+  g.op = std::move(op);
+  g.seq = seq;
+  g.staged = std::move(staged);
+  g.run = std::move(run);
+  g.algorithm = algorithm;
+  g.run_by = run_by;
+  gpu_collectives_.push_back(std::move(g));
+  gpu_still_since_ = {};
+}
+
+bool Engine::advance_gpu_collectives() {
   bool moved = false;
-  for (size_t i = 0; i < gpu_reductions_.size();) {
+  for (size_t i = 0; i < gpu_collectives_.size();) {
     std::string error;
-    if (!gpu_reductions_[i].run->done(&error)) {
+    if (!gpu_collectives_[i].run->done(&error)) {
       ++i;
       continue;
     }
-    GpuReduction g = std::move(gpu_reductions_[i]);
-    gpu_reductions_.erase(gpu_reductions_.begin() + static_cast<std::ptrdiff_t>(i));
+    GpuCollective g = std::move(gpu_collectives_[i]);
+    gpu_collectives_.erase(gpu_collectives_.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;
     const shm::ValidatedEntry& first = g.op.parts[0].entry;
     const plexus_result_t status = error.empty() ? PLEXUS_SUCCESS : PLEXUS_ERR_SYSTEM;
@@ -235,11 +319,9 @@ bool Engine::advance_gpu_reductions() {
       ops_completed_.fetch_add(1, std::memory_order_relaxed);
       count_op(comm, first);
     } else {
-      message = std::string(shm::opcode_name(static_cast<uint8_t>(first.opcode))) + " #" +
-                std::to_string(g.seq) + " of communicator " + token_prefix(g.comm->token()) +
-                ", reduced on the GPU by plexusd's kernel: " + error;
+      message = collective_title(first, g.seq, *g.comm) + ", " + g.run_by + ": " + error;
     }
-    if (timing_) record_finished(*g.comm, g.op, g.seq, "gpu-kernel", status);
+    if (timing_) record_finished(*g.comm, g.op, g.seq, g.algorithm, status);
     for (auto& part : g.op.parts) complete(part.session, part.entry.user_data, status, message);
   }
   return moved;

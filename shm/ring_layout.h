@@ -35,6 +35,10 @@ constexpr bool is_rooted(Opcode op) { return op == Opcode::kBroadcast || op == O
 constexpr bool uses_redop(Opcode op) {
   return op == Opcode::kAllReduce || op == Opcode::kReduce || op == Opcode::kReduceScatter;
 }
+// Collectives that only copy blocks from inputs to results (no reduction).
+constexpr bool is_copy_collective(Opcode op) {
+  return op == Opcode::kBroadcast || op == Opcode::kAllGather || op == Opcode::kAllToAll;
+}
 
 // Buffer regions an entry may name. Region 0 is the session's host pool; later
 // regions (registered GPU allocations) get ids from the daemon.

@@ -59,6 +59,9 @@ struct Device {
   CUcontext context = nullptr;
   std::array<std::byte, shm::kGpuUuidBytes> uuid{};
   std::array<CUstream, kStreamsPerDevice> streams{};
+  // The stream the next copy starts on: copies smaller than a chunk (a collective's many
+  // blocks) take turns, so both copy engines work on them.
+  mutable size_t next_stream = 0;
   // The reduction kernels, once loaded here (null until then); why they could not be.
   CUmodule kernel_module = nullptr;
   std::array<std::array<CUfunction, PLEXUS_NUM_REDOPS>, PLEXUS_NUM_DTYPES> kernels{};
@@ -448,19 +451,22 @@ class CudaDeviceMemory final : public DeviceMemory {
     driver_.ctx_set_current(device.context);
     auto copy = std::make_unique<CudaCopy>(shared_from_this(), driver_, device.context);
     std::string error;
-    size_t next = 0;
+    const size_t first = device.next_stream;
+    size_t next = first;
     for (uint64_t at = 0; at < bytes && error.empty(); at += kCopyChunkBytes) {
       error = issue(at, std::min(kCopyChunkBytes, bytes - at), device.streams[next]);
       next = (next + 1) % device.streams.size();
     }
+    device.next_stream = next;
     const size_t used =
         std::min<uint64_t>(device.streams.size(), (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
     for (size_t i = 0; i < used; ++i) {
-      std::string recorded = copy->record(device.streams[i]);
+      const CUstream stream = device.streams[(first + i) % device.streams.size()];
+      std::string recorded = copy->record(stream);
       if (recorded.empty()) continue;
       // No event to poll on this stream: its chunks are waited for here (rare, and the
       // host buffer must not be reused under them).
-      driver_.stream_synchronize(device.streams[i]);
+      driver_.stream_synchronize(stream);
       if (error.empty()) error = std::move(recorded);
     }
     // What was issued still runs: the copy waits for it before it says it failed.

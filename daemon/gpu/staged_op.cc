@@ -48,9 +48,10 @@ std::unique_ptr<StagedOp> StagedOp::direct(const GpuRegions& regions,
   return op;
 }
 
-std::unique_ptr<CopyInFlight> StagedOp::copy_between(DeviceMemory& device, StagedOp* from,
-                                                     const std::byte* from_host, StagedOp* to,
-                                                     std::byte* to_host, uint64_t bytes) {
+std::unique_ptr<CopyInFlight> StagedOp::copy_part(DeviceMemory& device, StagedOp* from,
+                                                  const std::byte* from_host, uint64_t from_at,
+                                                  StagedOp* to, std::byte* to_host, uint64_t to_at,
+                                                  uint64_t bytes) {
   if (from != nullptr) from->matched_ = true;
   if (to != nullptr) to->matched_ = true;
   if (from != nullptr && from->snapshot_ != nullptr) {
@@ -69,13 +70,24 @@ std::unique_ptr<CopyInFlight> StagedOp::copy_between(DeviceMemory& device, Stage
   const bool to_gpu = to != nullptr && to->recv_mapping_;
   if (bytes == 0) return std::make_unique<FinishedCopy>();
   if (from_gpu && to_gpu) {
-    return device.start_device_to_device(*to->recv_mapping_, to->recv_offset_, *from->send_mapping_,
-                                         from->read_offset_, bytes);
+    const uint64_t source = from->read_offset_ + from_at;
+    const uint64_t target = to->recv_offset_ + to_at;
+    if (from->send_mapping_ == to->recv_mapping_ && source == target) {
+      return std::make_unique<FinishedCopy>();
+    }
+    return device.start_device_to_device(*to->recv_mapping_, target, *from->send_mapping_, source,
+                                         bytes);
   }
-  if (from_gpu)
-    return device.start_to_host(to_host, *from->send_mapping_, from->read_offset_, bytes);
-  if (to_gpu) return device.start_to_device(*to->recv_mapping_, to->recv_offset_, from_host, bytes);
-  std::memcpy(to_host, from_host, bytes);
+  if (from_gpu) {
+    return device.start_to_host(to_host + to_at, *from->send_mapping_, from->read_offset_ + from_at,
+                                bytes);
+  }
+  if (to_gpu) {
+    return device.start_to_device(*to->recv_mapping_, to->recv_offset_ + to_at, from_host + from_at,
+                                  bytes);
+  }
+  if (to_host + to_at != from_host + from_at)
+    std::memcpy(to_host + to_at, from_host + from_at, bytes);
   return std::make_unique<FinishedCopy>();
 }
 

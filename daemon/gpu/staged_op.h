@@ -39,7 +39,16 @@ class StagedOp {
   // running). Marks both ops matched.
   static std::unique_ptr<CopyInFlight> copy_between(DeviceMemory& device, StagedOp* from,
                                                     const std::byte* from_host, StagedOp* to,
-                                                    std::byte* to_host, uint64_t bytes);
+                                                    std::byte* to_host, uint64_t bytes) {
+    return copy_part(device, from, from_host, 0, to, to_host, 0, bytes);
+  }
+  // The same for a part of the spans: `bytes` from `from_at` into the input to `to_at`
+  // into the result (a block of a collective moved by the copy engines). A copy onto the
+  // very bytes it reads (an in-place rank's own block) is none.
+  static std::unique_ptr<CopyInFlight> copy_part(DeviceMemory& device, StagedOp* from,
+                                                 const std::byte* from_host, uint64_t from_at,
+                                                 StagedOp* to, std::byte* to_host, uint64_t to_at,
+                                                 uint64_t bytes);
   // A direct send not yet matched that a later op of its process will overwrite: its input
   // is copied to the host now, and the send goes from there once matched, so the later op
   // waits only for that copy, never for the peer (a send to itself, or an in-place exchange,

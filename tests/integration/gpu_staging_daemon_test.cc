@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -378,6 +379,293 @@ TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   for (uint64_t i = 0; i < kCount; ++i) {
     ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 2000)) << "the receive's data, " << i;
   }
+}
+
+// Broadcasts, allgathers and alltoalls within the node: each block moved by one copy on
+// the copy engines from where the input lies to where the result goes (GPU to GPU, or to
+// or from a rank's host pool), with no host staging; a copy's failure fails the op on
+// every rank, naming it.
+class GpuCopyCollectiveTest : public GpuStagingDaemonTest {
+ protected:
+  static constexpr uint64_t kBlock = kCount / 4;  // floats per block
+  static constexpr uint64_t kBlockBytes = kBlock * sizeof(float);
+
+  static shm::SubmissionEntry copy_op(uint64_t user_data, shm::Opcode opcode, uint32_t comm,
+                                      uint64_t count, uint32_t send_region, uint64_t send_offset,
+                                      uint32_t recv_region, uint64_t recv_offset, int root = 0) {
+    shm::SubmissionEntry e{};
+    e.user_data = user_data;
+    e.opcode = static_cast<uint8_t>(opcode);
+    e.dtype = PLEXUS_FLOAT32;
+    e.comm = comm;
+    e.count = count;
+    e.peer = root;
+    e.send_region = send_region;
+    e.send_offset = send_offset;
+    e.recv_region = recv_region;
+    e.recv_offset = recv_offset;
+    return e;
+  }
+  // Rank r's input: 1000 (r + 1) + i at [0, kBytes) of its allocation, -1 where results go.
+  void fill(size_t ranks) {
+    for (size_t r = 0; r < ranks; ++r) {
+      for (uint64_t i = 0; i < kCount; ++i) {
+        floats(r)[i] = input(r, i);
+        floats(r)[kCount + i] = -1.0f;
+      }
+    }
+  }
+  static float input(size_t rank, uint64_t i) { return static_cast<float>(1000 * (rank + 1) + i); }
+  std::vector<uint32_t> join_on_gpus(size_t ranks) {
+    const std::vector<uint32_t> comms = join(static_cast<int>(ranks));
+    for (size_t r = 0; r < ranks; ++r) {
+      regions_[r] = register_allocation(*clients_[r], r);
+      EXPECT_NE(regions_[r], 0u);
+    }
+    return comms;
+  }
+  void expect_done(size_t ranks, const char* what) {
+    for (size_t r = 0; r < ranks; ++r) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << what << ": rank " << r << " never ended";
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
+    }
+  }
+  struct Counts {
+    int d2d, to_host, to_device;
+  };
+  Counts counts() const {
+    return {device_->copies_device_to_device.load(), device_->copies_to_host.load(),
+            device_->copies_to_device.load()};
+  }
+  std::array<uint32_t, 3> regions_{};
+};
+
+TEST_F(GpuCopyCollectiveTest, BlocksMoveOnTheCopyEnginesWithNoHostStaging) {
+  device_->polls_per_copy = 50;  // results land only when the engine has polled a while
+  const std::vector<uint32_t> comms = join_on_gpus(3);
+  fill(3);
+  // Broadcast from rank 1, out of place: one copy to every rank, the root's own included.
+  for (size_t r = 0; r < 3; ++r) {
+    clients_[r]->submit(copy_op(1, shm::Opcode::kBroadcast, comms[r], kCount, regions_[r], 0,
+                                regions_[r], kBytes, 1));
+  }
+  expect_done(3, "broadcast");
+  for (size_t r = 0; r < 3; ++r) {
+    for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(r)[kCount + i], input(1, i)) << r;
+  }
+  Counts c = counts();
+  EXPECT_EQ(c.d2d, 3);
+  // Allgather: rank s's first block to block s of every rank's result.
+  fill(3);
+  for (size_t r = 0; r < 3; ++r) {
+    clients_[r]->submit(
+        copy_op(2, shm::Opcode::kAllGather, comms[r], kBlock, regions_[r], 0, regions_[r], kBytes));
+  }
+  expect_done(3, "allgather");
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t s = 0; s < 3; ++s) {
+      for (uint64_t i = 0; i < kBlock; ++i) {
+        ASSERT_EQ(floats(r)[kCount + s * kBlock + i], input(s, i)) << r << " " << s << " " << i;
+      }
+    }
+    ASSERT_EQ(floats(r)[kCount + 3 * kBlock], -1.0f) << "written past the result";
+  }
+  EXPECT_EQ(counts().d2d, c.d2d + 9);
+  // Alltoall, out of place: block d of rank s's input to block s of rank d's result.
+  fill(3);
+  c = counts();
+  for (size_t r = 0; r < 3; ++r) {
+    clients_[r]->submit(
+        copy_op(3, shm::Opcode::kAllToAll, comms[r], kBlock, regions_[r], 0, regions_[r], kBytes));
+  }
+  expect_done(3, "alltoall");
+  for (size_t d = 0; d < 3; ++d) {
+    for (size_t s = 0; s < 3; ++s) {
+      for (uint64_t i = 0; i < kBlock; ++i) {
+        ASSERT_EQ(floats(d)[kCount + s * kBlock + i], input(s, d * kBlock + i))
+            << d << " " << s << " " << i;
+      }
+    }
+  }
+  EXPECT_EQ(counts().d2d, c.d2d + 9);
+  EXPECT_EQ(counts().to_host, 0);
+  EXPECT_EQ(counts().to_device, 0);
+  EXPECT_EQ(device_->host_buffers.load(), 0) << "a copy collective within the node was staged";
+  EXPECT_EQ(device_->copies_running.load(), 0);
+}
+
+TEST_F(GpuCopyCollectiveTest, ARankInItsHostPoolIsCopiedToAndFromDirectly) {
+  device_->polls_per_copy = 20;
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  // Rank 1's allgather buffers are in its host pool.
+  auto* pool = static_cast<float*>(clients_[1]->pool().allocate(4 * kBlockBytes));
+  ASSERT_NE(pool, nullptr);
+  for (uint64_t i = 0; i < kBlock; ++i) pool[i] = input(1, i);
+  for (uint64_t i = kBlock; i < 4 * kBlock; ++i) pool[i] = -1.0f;
+  const uint64_t at = clients_[1]->pool().offset_of(pool);
+  clients_[0]->submit(
+      copy_op(1, shm::Opcode::kAllGather, comms[0], kBlock, regions_[0], 0, regions_[0], kBytes));
+  clients_[1]->submit(copy_op(1, shm::Opcode::kAllGather, comms[1], kBlock, shm::kHostPoolRegion,
+                              at, shm::kHostPoolRegion, at + 2 * kBlockBytes));
+  expect_done(2, "allgather, one rank in its host pool");
+  for (size_t s = 0; s < 2; ++s) {
+    for (uint64_t i = 0; i < kBlock; ++i) {
+      ASSERT_EQ(floats(0)[kCount + s * kBlock + i], input(s, i)) << "rank 0, block " << s;
+      ASSERT_EQ(pool[2 * kBlock + s * kBlock + i], input(s, i)) << "rank 1, block " << s;
+    }
+  }
+  // GPU to GPU for rank 0's own block; rank 1's block to the GPU; rank 0's to the pool.
+  EXPECT_EQ(counts().d2d, 1);
+  EXPECT_EQ(counts().to_device, 1);
+  EXPECT_EQ(counts().to_host, 1);
+  EXPECT_EQ(device_->host_buffers.load(), 0);
+}
+
+// In place: an allgather whose input is its own block and a broadcast whose root's input is
+// its result move no block onto itself; an alltoall in place is staged through host memory
+// (its blocks are overwritten while others read them). All exact.
+TEST_F(GpuCopyCollectiveTest, InPlaceFormsAreExact) {
+  device_->polls_per_copy = 20;
+  const std::vector<uint32_t> comms = join_on_gpus(3);
+  fill(3);
+  for (size_t r = 0; r < 3; ++r) {
+    // Rank r's input is block r of its result, at [kBytes + r kBlockBytes).
+    for (uint64_t i = 0; i < kBlock; ++i) floats(r)[kCount + r * kBlock + i] = input(r, i);
+    clients_[r]->submit(copy_op(1, shm::Opcode::kAllGather, comms[r], kBlock, regions_[r],
+                                kBytes + r * kBlockBytes, regions_[r], kBytes));
+  }
+  expect_done(3, "allgather in place");
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t s = 0; s < 3; ++s) {
+      for (uint64_t i = 0; i < kBlock; ++i) {
+        ASSERT_EQ(floats(r)[kCount + s * kBlock + i], input(s, i)) << r << " " << s << " " << i;
+      }
+    }
+  }
+  EXPECT_EQ(counts().d2d, 6) << "a rank's own block was copied onto itself";
+  for (size_t r = 0; r < 3; ++r) {
+    clients_[r]->submit(
+        copy_op(2, shm::Opcode::kBroadcast, comms[r], kCount, regions_[r], 0, regions_[r], 0, 2));
+  }
+  expect_done(3, "broadcast in place");
+  for (size_t r = 0; r < 3; ++r) {
+    for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(r)[i], input(2, i)) << r << " " << i;
+  }
+  EXPECT_EQ(counts().d2d, 8);
+  fill(3);
+  for (size_t r = 0; r < 3; ++r) {
+    // Ranks 0 and 2 in place, rank 1 out of place.
+    const uint64_t recv_at = r == 1 ? kBytes : 0;
+    clients_[r]->submit(
+        copy_op(3, shm::Opcode::kAllToAll, comms[r], kBlock, regions_[r], 0, regions_[r], recv_at));
+  }
+  expect_done(3, "alltoall, two ranks in place");
+  for (size_t d = 0; d < 3; ++d) {
+    const uint64_t recv_at = d == 1 ? kCount : 0;
+    for (size_t s = 0; s < 3; ++s) {
+      for (uint64_t i = 0; i < kBlock; ++i) {
+        ASSERT_EQ(floats(d)[recv_at + s * kBlock + i], input(s, d * kBlock + i))
+            << d << " " << s << " " << i;
+      }
+    }
+  }
+  EXPECT_EQ(counts().d2d, 8) << "an alltoall with a rank in place was moved by the copy engines";
+  EXPECT_GT(device_->host_buffers.load(), 0);
+}
+
+// A receive into an allgather's input, called after the allgather and matched before the
+// other rank joins it: the allgather carries its input as it was when called (copied
+// aside), and the receive does not wait for the other rank's allgather.
+TEST_F(GpuCopyCollectiveTest, AWriteAfterAnUnmatchedCollectiveLeavesItsInputAsCalled) {
+  device_->polls_per_copy = 20;
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  clients_[0]->submit(
+      copy_op(1, shm::Opcode::kAllGather, comms[0], kBlock, regions_[0], 0, regions_[0], kBytes));
+  clients_[0]->submit(p2p(2, false, comms[0], 1, regions_[0], 0));
+  clients_[1]->submit(p2p(2, true, comms[1], 0, regions_[1], kBytes));  // sends -1s
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "rank " << r << "'s receive waited for the allgather";
+    EXPECT_EQ(c->user_data, 2u);
+    EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+  }
+  ASSERT_EQ(floats(0)[0], -1.0f) << "the receive did not land";
+  for (uint64_t i = 0; i < kCount; ++i) floats(1)[kCount + i] = -2.0f;
+  clients_[1]->submit(
+      copy_op(1, shm::Opcode::kAllGather, comms[1], kBlock, regions_[1], 0, regions_[1], kBytes));
+  expect_done(1, "rank 0's allgather");
+  auto c = clients_[1]->next_completion(5000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+  for (size_t r = 0; r < 2; ++r) {
+    for (uint64_t i = 0; i < kBlock; ++i) {
+      ASSERT_EQ(floats(r)[kCount + i], input(0, i)) << "rank " << r << ": rank 0's block, " << i;
+      ASSERT_EQ(floats(r)[kCount + kBlock + i], input(1, i)) << "rank " << r << ": block 1";
+    }
+  }
+}
+
+TEST_F(GpuCopyCollectiveTest, AFailedCopyFailsTheOpOnEveryRankNamingItAndTheNextWorks) {
+  device_->polls_per_copy = 5;
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  device_->fail_copies = true;
+  for (size_t r = 0; r < 2; ++r) {
+    clients_[r]->submit(
+        copy_op(1, shm::Opcode::kAllToAll, comms[r], kBlock, regions_[r], 0, regions_[r], kBytes));
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "rank " << r << " was left waiting";
+    EXPECT_EQ(c->status, PLEXUS_ERR_SYSTEM);
+    EXPECT_THAT(text(*c), HasSubstr("alltoall #0 of communicator"));
+    EXPECT_THAT(text(*c), HasSubstr("moved by the copy engines: copy failed (test)"));
+  }
+  device_->fail_copies = false;
+  for (size_t r = 0; r < 2; ++r) {
+    clients_[r]->submit(copy_op(2, shm::Opcode::kBroadcast, comms[r], kCount, regions_[r], 0,
+                                regions_[r], kBytes, 0));
+  }
+  expect_done(2, "the broadcast after a failed alltoall");
+  for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(1)[kCount + i], input(0, i)) << i;
+}
+
+// A client killed while its blocks are being copied: the copies finish with its mapping
+// held, then it goes; the other rank is served again.
+TEST_F(GpuCopyCollectiveTest, AClientKilledWhileItsBlocksMoveCostsTheOthersNothing) {
+  device_->polls_per_copy = 1000000;  // runs until waited for
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  for (size_t r = 0; r < 2; ++r) {
+    clients_[r]->submit(
+        copy_op(1, shm::Opcode::kAllGather, comms[r], kBlock, regions_[r], 0, regions_[r], kBytes));
+  }
+  for (int i = 0; i < 500 && device_->copies_running.load() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(device_->copies_running.load(), 4);
+  const int closed_before = device_->closed.load();
+  clients_[0].reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(device_->closed.load(), closed_before)
+      << "rank 0's allocation was unmapped under a running copy";
+  device_->polls_per_copy = 0;
+  uint8_t token[16];
+  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xd0 + i);
+  const uint32_t alone = clients_[1]->comm_init(token, 1, 0, 5000);
+  ASSERT_NE(alone, 0u);
+  clients_[1]->submit(allreduce(2, alone, shm::kHostPoolRegion, 4096, 8192));
+  std::optional<shm::CompletionEntry> c;
+  for (int k = 0; k < 2; ++k) {
+    c = clients_[1]->next_completion(5000);
+    ASSERT_TRUE(c.has_value());
+    if (c->user_data == 2u) break;
+  }
+  EXPECT_EQ(c->user_data, 2u);
+  EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
 }
 
 // plexusd --gpu-reduce-kernel-bytes: allreduces of at least kBytes per rank on GPU buffers
