@@ -77,21 +77,31 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, 
 }
 
 bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
+  // Every earlier op whose result this op reads or overwrites is waited for first; only
+  // then may a copy aside of an earlier op's input be taken (before, it could copy bytes
+  // an op earlier still has yet to write).
   for (const auto& [user_data, other] : session.staged_ops) {
-    if (other->order >= op.order) continue;
-    if (op.reads_result_of(*other) || op.overwrites_result_of(*other)) return false;
-    if (op.overwrites_input_of(*other)) {
-      if (!other->matched() && !other->has_snapshot()) {
-        const std::string error = other->snapshot_input(*device_memory_, session.staging_bytes);
-        if (!error.empty()) {
-          spdlog::warn("{}: copying a send's input to the host: {}", session.describe(), error);
-        }
-      }
-      if (!other->input_safe_to_overwrite()) return false;
-    }
+    if (other->order < op.order && (op.reads_result_of(*other) || op.overwrites_result_of(*other)))
+      return false;
   }
   for (const auto& other : session.copying_back) {
     if (op.reads_result_of(*other.op) || op.overwrites_result_of(*other.op)) return false;
+  }
+  for (const auto& [user_data, other] : session.staged_ops) {
+    if (other->order >= op.order || !op.overwrites_input_of(*other)) continue;
+    // Not started: it waits for an earlier result itself, so its input is not yet there.
+    if (!other->input_started()) return false;
+    if (!other->matched() && !other->has_snapshot()) {
+      const std::string error = other->snapshot_input(*device_memory_, session.staging_bytes,
+                                                      config_.max_gpu_staging_bytes);
+      if (!error.empty() && other->first_refusal()) {
+        spdlog::warn(
+            "{}: not copying a send's input to the host ({}): the op that overwrites it "
+            "waits until the send is matched",
+            session.describe(), error);
+      }
+    }
+    if (!other->input_safe_to_overwrite()) return false;
   }
   op.start_input(*device_memory_);
   return true;
@@ -188,12 +198,27 @@ bool Engine::stage_direct_parts_now(PendingCollective& op, const std::string& wh
     Contribution& part = op.parts[r];
     const std::shared_ptr<gpu::StagedOp> staged = direct_op(part);
     if (!staged) continue;
-    const std::string error =
-        staged->stage_now(*device_memory_, part.entry, &part.send, &part.recv);
+    Session& session = *part.session;
+    // The process's staging budget, as for an op staged when called (its copy aside, if
+    // any, is given back first).
+    const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
+    const uint64_t held = *session.staging_bytes - staged->snapshot_bytes();
+    const uint64_t limit = config_.max_gpu_staging_bytes;
+    plexus_result_t status = PLEXUS_ERR_NO_MEMORY;
+    std::string error;
+    if (needed > limit || held > limit - needed) {
+      error = "staging its GPU buffers through host memory needs " + std::to_string(needed) +
+              " bytes, and this process's GPU ops in flight hold " + std::to_string(held) +
+              " of the " + std::to_string(limit) + " allowed (plexusd --max-gpu-staging-bytes)";
+    } else {
+      status = PLEXUS_ERR_SYSTEM;
+      error = staged->stage_now(*device_memory_, part.entry, &part.send, &part.recv,
+                                session.staging_bytes);
+    }
     if (error.empty()) continue;
     const std::string reason =
-        what + ": rank " + std::to_string(r) + " (" + part.session->describe() + "): " + error;
-    for (auto& p : op.parts) complete(p.session, p.entry.user_data, PLEXUS_ERR_SYSTEM, reason);
+        what + ": rank " + std::to_string(r) + " (" + session.describe() + "): " + error;
+    for (auto& p : op.parts) complete(p.session, p.entry.user_data, status, reason);
     return false;
   }
   return true;

@@ -76,6 +76,9 @@ struct VmmImport {
   CUdeviceptr reserved = 0;  // the address range, once reserved
   size_t bytes = 0;
   bool mapped = false;
+  // Device ordinals (bit i: GPU i) cuMemSetAccess made it readable by: its own GPU, and
+  // those that can reach it. Peer access does not open VMM memory; only this does.
+  uint64_t readable_by = 0;
   void undo(const shm::CudaDriver& driver) {
     if (mapped) driver.mem_unmap(reserved, bytes);
     if (reserved != 0) driver.mem_address_free(reserved, bytes);
@@ -104,6 +107,12 @@ class CudaMapping final : public DeviceMapping {
     }
   }
   const Device& device() const { return device_; }
+  // Whether a copy or kernel on GPU `ordinal` may touch it: an IPC-opened allocation by
+  // peer access (the caller's concern), a cuMemCreate one only where access was granted.
+  bool readable_by(int ordinal) const {
+    return vmm_.handle == 0 ||
+           (ordinal >= 0 && ordinal < 64 && ((vmm_.readable_by >> ordinal) & 1));
+  }
 
  private:
   std::shared_ptr<const DeviceMemory> owner_;
@@ -270,23 +279,30 @@ class CudaDeviceMemory final : public DeviceMemory {
       return nullptr;
     }
     vmm.mapped = true;
-    // Readable by every GPU here, so that a copy from or to another GPU's memory (a send
-    // between ranks on two GPUs) can use it; where peers cannot reach it, by its own only.
-    std::vector<CUmemAccessDesc> access;
-    access.push_back(access_for(device.ordinal));
-    for (const auto& other : devices_) {
-      if (other->ordinal != device.ordinal) access.push_back(access_for(other->ordinal));
-    }
-    if (driver_.mem_set_access(vmm.reserved, vmm.bytes, access.data(), access.size()) !=
-            CUDA_SUCCESS &&
-        fail(driver_.mem_set_access(vmm.reserved, vmm.bytes, access.data(), 1), "cuMemSetAccess")) {
+    // Readable by its own GPU, and by each other GPU here that can reach it, one at a time
+    // (on a node of unconnected GPU pairs, asking for all at once fails), so that a copy
+    // from or to another GPU's memory (a send between ranks on two GPUs) can use it. Which
+    // were granted is kept: nothing runs on a GPU that was not (readable_by).
+    const CUmemAccessDesc own = access_for(device.ordinal);
+    if (fail(driver_.mem_set_access(vmm.reserved, vmm.bytes, &own, 1), "cuMemSetAccess")) {
       return nullptr;
+    }
+    vmm.readable_by = ordinal_bit(device.ordinal);
+    for (const auto& other : devices_) {
+      if (other->ordinal == device.ordinal) continue;
+      const CUmemAccessDesc access = access_for(other->ordinal);
+      if (driver_.mem_set_access(vmm.reserved, vmm.bytes, &access, 1) == CUDA_SUCCESS) {
+        vmm.readable_by |= ordinal_bit(other->ordinal);
+      }
     }
     const CUdeviceptr base = vmm.reserved;
     return std::make_shared<CudaMapping>(shared_from_this(), driver_, device, base, exported.bytes,
                                          vmm);
   }
 
+  static uint64_t ordinal_bit(int ordinal) {
+    return ordinal >= 0 && ordinal < 64 ? uint64_t{1} << ordinal : 0;
+  }
   static CUmemAccessDesc access_for(int ordinal) {
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -348,6 +364,13 @@ class CudaDeviceMemory final : public DeviceMemory {
                                                        uint64_t from_offset,
                                                        uint64_t bytes) override {
     const auto& dst = static_cast<const CudaMapping&>(to);
+    const auto& src = static_cast<const CudaMapping&>(from);
+    if (!src.readable_by(dst.device().ordinal)) {
+      return std::make_unique<FinishedCopy>(
+          "GPU " + std::to_string(dst.device().ordinal) + " was not granted access to GPU " +
+          std::to_string(src.device().ordinal) +
+          "'s cuMemCreate allocation (cuMemSetAccess refused it: no peer path between them)");
+    }
     return chunked(dst.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
       return driver_.check(
           driver_.memcpy_dtod_async(dst.device_address() + to_offset + at,
@@ -390,12 +413,12 @@ class CudaDeviceMemory final : public DeviceMemory {
     ReduceKernelArgs args{};
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& m = static_cast<const CudaMapping&>(*inputs[i].mapping);
-      if (!reach(*kernels, run, m.device(), error)) return nullptr;
+      if (!reach(*kernels, run, m, error)) return nullptr;
       args.inputs[i] = reinterpret_cast<const void*>(m.device_address() + inputs[i].offset);
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const auto& m = static_cast<const CudaMapping&>(*outputs[i].mapping);
-      if (!reach(*kernels, run, m.device(), error)) return nullptr;
+      if (!reach(*kernels, run, m, error)) return nullptr;
       args.outputs[i] = reinterpret_cast<void*>(m.device_address() + outputs[i].offset);
     }
     args.count = reduction.count;
@@ -524,10 +547,17 @@ class CudaDeviceMemory final : public DeviceMemory {
     return false;
   }
 
-  // Whether a kernel on `run` may read and write `other`'s memory: the same GPU, or peer
-  // access, enabled the first time it is needed.
-  bool reach(const CudaKernelDriver& kernels, const Device& run, const Device& other,
+  // Whether a kernel on `run` may read and write `mapping`: granted to `run` if it is a
+  // cuMemCreate allocation, and on the same GPU or by peer access, enabled the first time
+  // it is needed.
+  bool reach(const CudaKernelDriver& kernels, const Device& run, const CudaMapping& mapping,
              std::string* error) {
+    const Device& other = mapping.device();
+    if (!mapping.readable_by(run.ordinal)) {
+      *error = "GPU " + std::to_string(run.ordinal) + " was not granted access to GPU " +
+               std::to_string(other.ordinal) + "'s cuMemCreate allocation";
+      return false;
+    }
     if (&run == &other || peers_enabled_.contains({run.ordinal, other.ordinal})) return true;
     int can = 0;
     *error = driver_.check(kernels.device_can_access_peer(&can, run.device, other.device),

@@ -168,7 +168,8 @@ bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
 }
 
 std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
-                                const std::byte** send, std::byte** recv) {
+                                const std::byte** send, std::byte** recv,
+                                std::shared_ptr<uint64_t> budget) {
   if (!direct_) return "a daemon bug: staging an op that is staged already";
   // Its input as it was when it was called: the copy aside if a later op has since
   // written there, else the device now.
@@ -177,8 +178,7 @@ std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry&
   if (!copy_error_.empty()) return "copying its input to the host: " + copy_error_;
   HostBuffer snapshot = std::move(buffer_);
   const std::byte* snapshot_at = snapshot_;
-  std::shared_ptr<uint64_t> budget = std::move(charged_to_);
-  if (budget) *budget -= staged_bytes_;
+  charge_to(nullptr);  // the copy aside's bytes, given back
   staged_bytes_ = 0;
   direct_ = false;
   matched_ = true;
@@ -207,8 +207,14 @@ bool StagedOp::reads_result_of(const StagedOp& earlier) const {
          earlier.recv_offset_ < read_offset_ + read_bytes_;
 }
 
-std::string StagedOp::snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget) {
+std::string StagedOp::snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget,
+                                     uint64_t limit) {
   if (!direct_ || matched_ || snapshot_ != nullptr || read_bytes_ == 0) return {};
+  const uint64_t held = budget ? *budget : 0;
+  if (read_bytes_ > limit || held > limit - read_bytes_) {
+    return std::to_string(read_bytes_) + " bytes past the process's --max-gpu-staging-bytes (" +
+           std::to_string(held) + " of " + std::to_string(limit) + " held)";
+  }
   std::string error;
   buffer_ = device.allocate_host(read_bytes_, &error);
   if (!buffer_) return error;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "daemon/gpu/device_memory.h"
 #include "daemon/gpu/gpu_regions.h"
@@ -52,8 +53,13 @@ class StagedOp {
   // A direct send not yet matched that a later op of its process will overwrite: its input
   // is copied to the host now, and the send goes from there once matched, so the later op
   // waits only for that copy, never for the peer (a send to itself, or an in-place exchange,
-  // would otherwise wait forever). Charged to `budget`. "" or why not.
-  std::string snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget);
+  // would otherwise wait forever). Charged to `budget`, which may not pass `limit`. "" or
+  // why not.
+  std::string snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget,
+                             uint64_t limit);
+  // True the first time it is called: a refused copy aside (asked again as the op waits)
+  // is logged once.
+  bool first_refusal() { return !std::exchange(snapshot_refused_, true); }
   bool matched() const { return matched_; }
   bool has_snapshot() const { return snapshot_ != nullptr; }
   // Whether a later op may now write where this op reads: not a direct op, or a direct
@@ -61,9 +67,12 @@ class StagedOp {
   bool input_safe_to_overwrite();
   // A direct op turned into a staged one at once, its input copied in before this returns
   // (from its copy aside, if it has one): for a collective whose ranks' buffers cannot all
-  // be reached by the device's kernel. *send / *recv as stage(). "" or why not.
+  // be reached by the device's kernel. *send / *recv as stage(); the host copies are
+  // charged to `budget` (the caller checked the room). "" or why not.
   std::string stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
-                        const std::byte** send, std::byte** recv);
+                        const std::byte** send, std::byte** recv, std::shared_ptr<uint64_t> budget);
+  // Host bytes a copy aside holds now (released when stage_now lays the op out afresh).
+  uint64_t snapshot_bytes() const { return snapshot_ != nullptr ? staged_bytes_ : 0; }
   // A direct op's GPU spans (null mapping where that side is not on a GPU).
   DeviceSpan device_input() const;
   DeviceSpan device_output() const;
@@ -124,6 +133,7 @@ class StagedOp {
   bool input_started_ = false;
   bool direct_ = false;
   bool matched_ = false;           // a direct op whose copy_between has started
+  bool snapshot_refused_ = false;  // a copy aside was refused (logged once)
   std::byte* snapshot_ = nullptr;  // a direct send's input, copied to host (in buffer_)
   bool result_written_ = false;    // copied back (or never will be)
   std::string copy_error_;         // of the last copy that ended

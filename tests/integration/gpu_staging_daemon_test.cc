@@ -381,6 +381,43 @@ TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   }
 }
 
+// A receive, a send of the same bytes, and a receive into them again, called at once (a
+// relay) and matched in another order: the send carries what the first receive brought,
+// never the bytes from before it (no copy aside is taken while an earlier receive has yet to
+// write there), and the buffer ends with the second receive's data.
+TEST_F(GpuStagingDaemonTest, ARelayedBufferIsSentAsReceivedNotAsItWasBefore) {
+  device_->polls_per_copy = 20;
+  const std::vector<uint32_t> comms = join(3);
+  std::array<uint32_t, 3> regions{};
+  for (size_t r = 0; r < 3; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
+      floats(r)[kCount + i] = -1.0f;
+    }
+  }
+  clients_[0]->submit(p2p(1, false, comms[0], 1, regions[0], 0));
+  clients_[0]->submit(p2p(2, true, comms[0], 2, regions[0], 0));
+  clients_[0]->submit(p2p(3, false, comms[0], 2, regions[0], 0));
+  clients_[2]->submit(p2p(1, false, comms[2], 0, regions[2], kBytes));
+  clients_[2]->submit(p2p(2, true, comms[2], 0, regions[2], 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(clients_[0]->next_completion(0).has_value()) << "ended before rank 1 sent";
+  clients_[1]->submit(p2p(1, true, comms[1], 0, regions[1], 0));
+  for (const auto& [rank, ops] : {std::pair<size_t, int>{0, 3}, {1, 1}, {2, 2}}) {
+    for (int k = 0; k < ops; ++k) {
+      auto c = clients_[rank]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << "rank " << rank << " op " << k << " never ended";
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+    }
+  }
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(2)[kCount + i], static_cast<float>(i + 2000)) << "relayed, " << i;
+    ASSERT_EQ(floats(0)[i], static_cast<float>(i + 3000)) << "the second receive's data, " << i;
+  }
+}
+
 // Broadcasts, allgathers and alltoalls within the node: each block moved by one copy on
 // the copy engines from where the input lies to where the result goes (GPU to GPU, or to
 // or from a rank's host pool), with no host staging; a copy's failure fails the op on
@@ -840,6 +877,81 @@ TEST_F(GpuReduceKernelTest, AClientKilledWhileTheKernelRunsCostsTheOthersNothing
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->user_data, 2u) << "the survivor's op waited behind the dead client's kernel";
   EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+}
+
+// Room for less than one buffer's host copy.
+class GpuSmallStagingBudgetTest : public GpuStagingDaemonTest {
+ protected:
+  void configure(daemon::Config& config) override {
+    config.max_gpu_staging_bytes = kBytes / 2;
+    config.gpu_reduce_kernel_bytes = kBytes;
+  }
+};
+
+// A copy aside that would pass --max-gpu-staging-bytes is not taken: the op overwriting
+// the send's input waits until the send is matched instead, and both end exact.
+TEST_F(GpuSmallStagingBudgetTest, ACopyAsidePastTheBudgetIsNotTakenAndTheWriterWaits) {
+  device_->polls_per_copy = 20;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) {
+      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
+      floats(r)[kCount + i] = -1.0f;
+    }
+  }
+  clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
+  clients_[0]->submit(p2p(2, false, comms[0], 1, regions[0], 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(clients_[0]->next_completion(0).has_value()) << "ended before rank 1 called";
+  clients_[1]->submit(p2p(2, true, comms[1], 0, regions[1], 0));
+  clients_[1]->submit(p2p(1, false, comms[1], 0, regions[1], kBytes));
+  for (size_t r = 0; r < 2; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      auto c = clients_[r]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << "rank " << r << " op " << k << " never ended";
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+    }
+  }
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 1000)) << "sent as called, " << i;
+    ASSERT_EQ(floats(0)[i], static_cast<float>(i + 2000)) << "received, " << i;
+  }
+  EXPECT_EQ(device_->host_buffers.load(), 0) << "a copy aside past the budget was taken";
+}
+
+// A collective meant for the kernel that must be staged after all (the kernel refused it)
+// is held to the same budget: refused on every rank with NO_MEMORY naming the flag; the
+// next one, on the kernel, is exact.
+TEST_F(GpuSmallStagingBudgetTest, AKernelFallbackPastTheBudgetIsRefusedNamingTheFlag) {
+  device_->has_kernel = true;
+  device_->refuse_reduce = true;
+  const std::vector<uint32_t> comms = join(2);
+  std::array<uint32_t, 2> regions{};
+  for (size_t r = 0; r < 2; ++r) {
+    regions[r] = register_allocation(*clients_[r], r);
+    ASSERT_NE(regions[r], 0u);
+    for (uint64_t i = 0; i < kCount; ++i) floats(r)[i] = static_cast<float>(i + r);
+  }
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value()) << "rank " << r << " was left waiting";
+    EXPECT_EQ(c->status, PLEXUS_ERR_NO_MEMORY) << text(*c);
+    EXPECT_THAT(text(*c), HasSubstr("rank 0"));
+    EXPECT_THAT(text(*c), HasSubstr("--max-gpu-staging-bytes"));
+  }
+  device_->refuse_reduce = false;
+  for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(2, comms[r], regions[r], 0, kBytes));
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = clients_[r]->next_completion(5000);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+  }
+  for (uint64_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(2 * i + 1));
 }
 
 // Room for one out-of-place op's host copies (two spans of kBytes) at a time.
