@@ -93,6 +93,27 @@ class GpuStagingDaemonTest : public ::testing::Test {
     return reinterpret_cast<float*>(device_->block(exports_[which]).data());
   }
 
+  // `ranks` rank sessions joined in one communicator, rank r's allocation r registered as
+  // regions_[r]; their handles.
+  std::vector<uint32_t> join_on_gpus(size_t ranks) {
+    const std::vector<uint32_t> comms = join(static_cast<int>(ranks));
+    for (size_t r = 0; r < ranks; ++r) {
+      regions_[r] = register_allocation(*clients_[r], r);
+      EXPECT_NE(regions_[r], 0u);
+    }
+    return comms;
+  }
+  // Rank r's input: 1000 (r + 1) + i at [0, kBytes) of its allocation, -1 where results go.
+  void fill(size_t ranks) {
+    for (size_t r = 0; r < ranks; ++r) {
+      for (uint64_t i = 0; i < kCount; ++i) {
+        floats(r)[i] = input(r, i);
+        floats(r)[kCount + i] = -1.0f;
+      }
+    }
+  }
+  static float input(size_t rank, uint64_t i) { return static_cast<float>(1000 * (rank + 1) + i); }
+
   static shm::SubmissionEntry allreduce(uint64_t user_data, uint32_t comm, uint32_t region,
                                         uint64_t send_offset, uint64_t recv_offset) {
     shm::SubmissionEntry e{};
@@ -131,6 +152,7 @@ class GpuStagingDaemonTest : public ::testing::Test {
   std::string dir_;
   std::shared_ptr<HostDeviceMemory> device_;
   std::array<shm::GpuExport, 3> exports_;
+  std::array<uint32_t, 3> regions_{};
   std::unique_ptr<daemon::Daemon> daemon_;
   std::vector<std::unique_ptr<RawClient>> clients_;
   int tokens_ = 0;
@@ -244,16 +266,9 @@ TEST_F(GpuStagingDaemonTest, AClientKilledWhileItsCopyRunsCostsTheOthersNothing)
 // goes: GPU to GPU, GPU to a host pool, a host pool to GPU; no host copy of their own.
 TEST_F(GpuStagingDaemonTest, SendsAndReceivesWithinTheNodeMoveByOneCopyWithNoHostStaging) {
   device_->polls_per_copy = 50;
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-    for (uint64_t i = 0; i < kCount; ++i) {
-      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
-      floats(r)[kCount + i] = -1.0f;
-    }
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  const auto& regions = regions_;
   // GPU to GPU, then rank 1's GPU to rank 0's host pool and back into rank 0's GPU.
   clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
   clients_[1]->submit(p2p(1, false, comms[1], 0, regions[1], kBytes));
@@ -289,16 +304,9 @@ TEST_F(GpuStagingDaemonTest, SendsAndReceivesWithinTheNodeMoveByOneCopyWithNoHos
 // copied aside (never waiting for the peer), and the send carries the bytes as they were.
 TEST_F(GpuStagingDaemonTest, OpsAroundADirectSendOrReceiveSeeTheOrderTheyWereCalledIn) {
   device_->polls_per_copy = 200;
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-    for (uint64_t i = 0; i < kCount; ++i) {
-      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
-      floats(r)[kCount + i] = -1.0f;
-    }
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  const auto& regions = regions_;
   // Rank 0 sends its [0, kBytes) and then reduces in place there; rank 1 reduces (its
   // [0, kBytes) into its pool) and receives only after rank 0's allreduce has ended.
   clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
@@ -336,16 +344,9 @@ TEST_F(GpuStagingDaemonTest, OpsAroundADirectSendOrReceiveSeeTheOrderTheyWereCal
 // receive after an allreduce into the same bytes leaves the receive's data (the later op).
 TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   device_->polls_per_copy = 200;
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-    for (uint64_t i = 0; i < kCount; ++i) {
-      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
-      floats(r)[kCount + i] = -1.0f;
-    }
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  const auto& regions = regions_;
   auto expect_done = [&](size_t r, int n, const char* what) {
     for (int k = 0; k < n; ++k) {
       auto c = clients_[r]->next_completion(5000);
@@ -381,25 +382,21 @@ TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   }
 }
 
-// A receive, a send of the same bytes, and a receive into them again, called at once (a
-// relay) and matched in another order: the send carries what the first receive brought,
-// never the bytes from before it (no copy aside is taken while an earlier receive has yet to
-// write there), and the buffer ends with the second receive's data.
+// A relay, called at once: a receive into [0, kBytes), a send of [kBytes / 2, 3 kBytes / 2)
+// (half of it what the receive brings), and a receive into [kBytes, 2 kBytes), which
+// overwrites the rest of what the send reads but nothing the first receive writes. The
+// send carries what the first receive brought: no copy aside of its input is taken
+// before its own input is in (the first receive has landed).
 TEST_F(GpuStagingDaemonTest, ARelayedBufferIsSentAsReceivedNotAsItWasBefore) {
-  device_->polls_per_copy = 20;
-  const std::vector<uint32_t> comms = join(3);
-  std::array<uint32_t, 3> regions{};
-  for (size_t r = 0; r < 3; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-    for (uint64_t i = 0; i < kCount; ++i) {
-      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
-      floats(r)[kCount + i] = -1.0f;
-    }
-  }
+  // Copies move their bytes the first time they are looked at (as a copy engine would at
+  // once), so that a copy aside taken too early holds the old bytes.
+  device_->polls_per_copy = 0;
+  const std::vector<uint32_t> comms = join_on_gpus(3);
+  fill(3);
+  const auto& regions = regions_;
   clients_[0]->submit(p2p(1, false, comms[0], 1, regions[0], 0));
-  clients_[0]->submit(p2p(2, true, comms[0], 2, regions[0], 0));
-  clients_[0]->submit(p2p(3, false, comms[0], 2, regions[0], 0));
+  clients_[0]->submit(p2p(2, true, comms[0], 2, regions[0], kBytes / 2));
+  clients_[0]->submit(p2p(3, false, comms[0], 2, regions[0], kBytes));
   clients_[2]->submit(p2p(1, false, comms[2], 0, regions[2], kBytes));
   clients_[2]->submit(p2p(2, true, comms[2], 0, regions[2], 0));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -412,9 +409,14 @@ TEST_F(GpuStagingDaemonTest, ARelayedBufferIsSentAsReceivedNotAsItWasBefore) {
       EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
     }
   }
+  for (uint64_t i = 0; i < kCount / 2; ++i) {
+    ASSERT_EQ(floats(2)[kCount + i], static_cast<float>(kCount / 2 + i + 2000))
+        << "relayed: what the first receive brought, " << i;
+    ASSERT_EQ(floats(2)[kCount + kCount / 2 + i], -1.0f) << "relayed: the bytes after it, " << i;
+  }
   for (uint64_t i = 0; i < kCount; ++i) {
-    ASSERT_EQ(floats(2)[kCount + i], static_cast<float>(i + 2000)) << "relayed, " << i;
-    ASSERT_EQ(floats(0)[i], static_cast<float>(i + 3000)) << "the second receive's data, " << i;
+    ASSERT_EQ(floats(0)[i], static_cast<float>(i + 2000)) << "the first receive's data, " << i;
+    ASSERT_EQ(floats(0)[kCount + i], static_cast<float>(i + 3000)) << "the second's, " << i;
   }
 }
 
@@ -443,24 +445,6 @@ class GpuCopyCollectiveTest : public GpuStagingDaemonTest {
     e.recv_offset = recv_offset;
     return e;
   }
-  // Rank r's input: 1000 (r + 1) + i at [0, kBytes) of its allocation, -1 where results go.
-  void fill(size_t ranks) {
-    for (size_t r = 0; r < ranks; ++r) {
-      for (uint64_t i = 0; i < kCount; ++i) {
-        floats(r)[i] = input(r, i);
-        floats(r)[kCount + i] = -1.0f;
-      }
-    }
-  }
-  static float input(size_t rank, uint64_t i) { return static_cast<float>(1000 * (rank + 1) + i); }
-  std::vector<uint32_t> join_on_gpus(size_t ranks) {
-    const std::vector<uint32_t> comms = join(static_cast<int>(ranks));
-    for (size_t r = 0; r < ranks; ++r) {
-      regions_[r] = register_allocation(*clients_[r], r);
-      EXPECT_NE(regions_[r], 0u);
-    }
-    return comms;
-  }
   void expect_done(size_t ranks, const char* what) {
     for (size_t r = 0; r < ranks; ++r) {
       auto c = clients_[r]->next_completion(5000);
@@ -475,7 +459,6 @@ class GpuCopyCollectiveTest : public GpuStagingDaemonTest {
     return {device_->copies_device_to_device.load(), device_->copies_to_host.load(),
             device_->copies_to_device.load()};
   }
-  std::array<uint32_t, 3> regions_{};
 };
 
 TEST_F(GpuCopyCollectiveTest, BlocksMoveOnTheCopyEnginesWithNoHostStaging) {
@@ -740,12 +723,8 @@ class GpuReduceKernelTest : public GpuStagingDaemonTest {
 TEST_F(GpuReduceKernelTest, AnAllreduceOnGpuBuffersIsReducedByTheKernelWithNoHostCopy) {
   device_->has_kernel = true;
   device_->polls_per_copy = 200;
-  const std::vector<uint32_t> comms = join(3);
-  std::array<uint32_t, 3> regions{};
-  for (size_t r = 0; r < 3; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(3);
+  const auto& regions = regions_;
   fill_inputs(3);
   // Out of place, then twice in place on the result, queued at once: each reads what the
   // one before wrote (the kernel's results land only when it has been polled a while).
@@ -779,12 +758,8 @@ TEST_F(GpuReduceKernelTest, AnAllreduceOnGpuBuffersIsReducedByTheKernelWithNoHos
 TEST_F(GpuReduceKernelTest, RanksTheKernelCannotTakeAreReducedOnTheHostExactly) {
   device_->has_kernel = true;
   device_->polls_per_copy = 50;
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  const auto& regions = regions_;
   // The device refuses (a GPU that cannot reach the other's memory): staged there and then.
   fill_inputs(2);
   device_->refuse_reduce = true;
@@ -820,12 +795,8 @@ TEST_F(GpuReduceKernelTest, RanksTheKernelCannotTakeAreReducedOnTheHostExactly) 
 TEST_F(GpuReduceKernelTest, AFailedKernelFailsTheOpOnEveryRankNamingItAndTheNextWorks) {
   device_->has_kernel = true;
   device_->polls_per_copy = 20;
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  const auto& regions = regions_;
   fill_inputs(2);
   device_->fail_copies = true;
   for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
@@ -847,12 +818,8 @@ TEST_F(GpuReduceKernelTest, AFailedKernelFailsTheOpOnEveryRankNamingItAndTheNext
 TEST_F(GpuReduceKernelTest, AClientKilledWhileTheKernelRunsCostsTheOthersNothing) {
   device_->has_kernel = true;
   device_->polls_per_copy = 1000000;  // runs until waited for
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  const auto& regions = regions_;
   fill_inputs(2);
   for (size_t r = 0; r < 2; ++r) clients_[r]->submit(allreduce(1, comms[r], regions[r], 0, kBytes));
   for (int i = 0; i < 500 && device_->reductions.load() == 0; ++i) {
@@ -892,16 +859,9 @@ class GpuSmallStagingBudgetTest : public GpuStagingDaemonTest {
 // the send's input waits until the send is matched instead, and both end exact.
 TEST_F(GpuSmallStagingBudgetTest, ACopyAsidePastTheBudgetIsNotTakenAndTheWriterWaits) {
   device_->polls_per_copy = 20;
-  const std::vector<uint32_t> comms = join(2);
-  std::array<uint32_t, 2> regions{};
-  for (size_t r = 0; r < 2; ++r) {
-    regions[r] = register_allocation(*clients_[r], r);
-    ASSERT_NE(regions[r], 0u);
-    for (uint64_t i = 0; i < kCount; ++i) {
-      floats(r)[i] = static_cast<float>(i + 1000 * (r + 1));
-      floats(r)[kCount + i] = -1.0f;
-    }
-  }
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  const auto& regions = regions_;
   clients_[0]->submit(p2p(1, true, comms[0], 1, regions[0], 0));
   clients_[0]->submit(p2p(2, false, comms[0], 1, regions[0], 0));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
