@@ -11,9 +11,6 @@
 namespace plexus::shm {
 namespace {
 
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                    CUdriverProcAddressQueryResult*);
-
 struct Loaded {
   CudaDriver driver;
   std::string why;  // non-empty: no driver
@@ -28,24 +25,12 @@ Loaded load() {
     return out;
   }
   // Never dlclosed: the driver stays for the life of the process.
-  auto get_proc = reinterpret_cast<GetProcAddress>(::dlsym(library, "cuGetProcAddress_v2"));
-  if (get_proc == nullptr) {
-    out.why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
-    return out;
-  }
+  const CudaGetProcAddress get_proc = cuda_get_proc_address(library, &out.why);
+  if (get_proc == nullptr) return out;
   CudaDriver& d = out.driver;
-#define PLEXUS_CUDA_LOAD(member, symbol)                                                       \
-  {                                                                                            \
-    void* fn = nullptr;                                                                        \
-    CUdriverProcAddressQueryResult found{};                                                    \
-    if (get_proc(#symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=           \
-            CUDA_SUCCESS ||                                                                    \
-        fn == nullptr) {                                                                       \
-      out.why = "the CUDA driver has no " #symbol " for CUDA " + std::to_string(CUDA_VERSION); \
-      return out;                                                                              \
-    }                                                                                          \
-    d.member = reinterpret_cast<decltype(d.member)>(fn);                                       \
-  }
+#define PLEXUS_CUDA_LOAD(member, symbol)                                                          \
+  d.member = reinterpret_cast<decltype(d.member)>(cuda_entry_point(get_proc, #symbol, &out.why)); \
+  if (d.member == nullptr) return out;
   PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_LOAD)
 #undef PLEXUS_CUDA_LOAD
   out.why = d.check(d.init(0), "cuInit");
@@ -58,6 +43,24 @@ Loaded load() {
 }
 
 }  // namespace
+
+CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why) {
+  auto get_proc = reinterpret_cast<CudaGetProcAddress>(::dlsym(library, "cuGetProcAddress_v2"));
+  if (get_proc == nullptr) *why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
+  return get_proc;
+}
+
+void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, std::string* why) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found{};
+  if (get_proc(symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+      fn == nullptr) {
+    *why = std::string("the CUDA driver has no ") + symbol + " for CUDA " +
+           std::to_string(CUDA_VERSION);
+    return nullptr;
+  }
+  return fn;
+}
 
 const CudaDriver* CudaDriver::get(std::string* why) {
   static std::once_flag once;

@@ -61,6 +61,15 @@ namespace plexus::shm {
   X(mem_create, cuMemCreate)                                               \
   X(mem_get_allocation_granularity, cuMemGetAllocationGranularity)
 
+// The driver's cuGetProcAddress_v2 from `library` (a dlopen handle of libcuda.so.1): null
+// with *why when the driver is older than CUDA 12.
+using CudaGetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                        CUdriverProcAddressQueryResult*);
+CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why);
+// Entry point `symbol` at the ABI version of the headers we were built with (the driver
+// keeps older versions of changed functions under the same name): null with *why naming it.
+void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, std::string* why);
+
 struct CudaDriver {
 #define PLEXUS_CUDA_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;
   PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_MEMBER)

@@ -4,11 +4,10 @@
 
 #include <mutex>
 
+#include "shm/cuda_driver.h"
+
 namespace plexus::daemon::gpu {
 namespace {
-
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                    CUdriverProcAddressQueryResult*);
 
 struct Loaded {
   CudaKernelDriver driver;
@@ -23,24 +22,13 @@ Loaded load() {
     out.why = "the CUDA driver is not loaded";
     return out;
   }
-  auto get_proc = reinterpret_cast<GetProcAddress>(::dlsym(library, "cuGetProcAddress_v2"));
-  if (get_proc == nullptr) {
-    out.why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
-    return out;
-  }
+  const shm::CudaGetProcAddress get_proc = shm::cuda_get_proc_address(library, &out.why);
+  if (get_proc == nullptr) return out;
   CudaKernelDriver& d = out.driver;
-#define PLEXUS_CUDA_KERNEL_LOAD(member, symbol)                                                \
-  {                                                                                            \
-    void* fn = nullptr;                                                                        \
-    CUdriverProcAddressQueryResult found{};                                                    \
-    if (get_proc(#symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=           \
-            CUDA_SUCCESS ||                                                                    \
-        fn == nullptr) {                                                                       \
-      out.why = "the CUDA driver has no " #symbol " for CUDA " + std::to_string(CUDA_VERSION); \
-      return out;                                                                              \
-    }                                                                                          \
-    d.member = reinterpret_cast<decltype(d.member)>(fn);                                       \
-  }
+#define PLEXUS_CUDA_KERNEL_LOAD(member, symbol)                                                 \
+  d.member =                                                                                    \
+      reinterpret_cast<decltype(d.member)>(shm::cuda_entry_point(get_proc, #symbol, &out.why)); \
+  if (d.member == nullptr) return out;
   PLEXUS_CUDA_KERNEL_ENTRY_POINTS(PLEXUS_CUDA_KERNEL_LOAD)
 #undef PLEXUS_CUDA_KERNEL_LOAD
   return out;
