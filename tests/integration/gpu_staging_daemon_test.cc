@@ -30,6 +30,17 @@ using ::testing::HasSubstr;
 constexpr uint64_t kCount = 64;  // floats per buffer
 constexpr uint64_t kBytes = kCount * sizeof(float);
 
+// Registers the "allocation" `e` for `client`: its region id (0 if refused).
+uint32_t register_export(RawClient& client, const shm::GpuExport& e) {
+  std::array<uint8_t, shm::kGpuIpcHandleBytes> handle;
+  std::array<uint8_t, shm::kGpuUuidBytes> uuid;
+  std::memcpy(handle.data(), e.ipc_handle.data(), handle.size());
+  std::memcpy(uuid.data(), e.device_uuid.data(), uuid.size());
+  const std::string reply = client.register_gpu_memory(handle, uuid, e.bytes);
+  EXPECT_THAT(reply, HasSubstr("region ")) << reply;
+  return reply.starts_with("region ") ? static_cast<uint32_t>(std::stoul(reply.substr(7))) : 0;
+}
+
 class GpuStagingDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,14 +90,7 @@ class GpuStagingDaemonTest : public ::testing::Test {
 
   // Registers exports_[which] for `client`: its region id.
   uint32_t register_allocation(RawClient& client, size_t which) {
-    const shm::GpuExport& e = exports_[which];
-    std::array<uint8_t, shm::kGpuIpcHandleBytes> handle;
-    std::array<uint8_t, shm::kGpuUuidBytes> uuid;
-    std::memcpy(handle.data(), e.ipc_handle.data(), handle.size());
-    std::memcpy(uuid.data(), e.device_uuid.data(), uuid.size());
-    const std::string reply = client.register_gpu_memory(handle, uuid, e.bytes);
-    EXPECT_THAT(reply, HasSubstr("region ")) << reply;
-    return reply.starts_with("region ") ? static_cast<uint32_t>(std::stoul(reply.substr(7))) : 0;
+    return register_export(client, exports_[which]);
   }
 
   float* floats(size_t which) {
@@ -844,6 +848,184 @@ TEST_F(GpuReduceKernelTest, AClientKilledWhileTheKernelRunsCostsTheOthersNothing
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->user_data, 2u) << "the survivor's op waited behind the dead client's kernel";
   EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+}
+
+// Two daemons in this process, each over a host-memory device of its own, joined through
+// their peer listeners on loopback, one rank on each with its buffers on its node's "GPU":
+// the network path of GPU buffers. Each node copies its rank's input to the host, the
+// daemons run the op between them (in slices, at this size), and each copies its rank's
+// result back before the op completes.
+class GpuTwoNodeTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kFloats = 1 << 20;  // 4 MiB per buffer: several slices
+  static constexpr uint64_t kBufferBytes = kFloats * sizeof(float);
+
+  struct Node {
+    std::string dir;
+    std::shared_ptr<HostDeviceMemory> device;
+    shm::GpuExport allocation;  // three buffers of kBufferBytes
+    std::unique_ptr<daemon::Daemon> daemon;
+    std::unique_ptr<RawClient> client;
+    uint32_t region = 0;
+    uint32_t comm = 0;
+    float* floats() { return reinterpret_cast<float*>(device->block(allocation).data()); }
+  };
+
+  void SetUp() override {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Node& node = nodes_[i];
+      char dir_template[] = "/tmp/plexus-gpu-2node-XXXXXX";
+      ASSERT_NE(::mkdtemp(dir_template), nullptr);
+      node.dir = dir_template;
+      daemon::Config config;
+      config.socket_path = node.dir + "/plexusd.sock";
+      config.metrics = "off";
+      config.peer_listen = "127.0.0.1:0";
+      config.node_name = i == 0 ? "gpu-a" : "gpu-b";
+      node.device = std::make_shared<HostDeviceMemory>();
+      node.allocation = node.device->allocate(3 * kBufferBytes);
+      node.daemon = std::make_unique<daemon::Daemon>(config, node.device);
+      node.daemon->start();
+    }
+    const RootDaemon root = RawClient::root_of(nodes_[0].daemon->socket_path());
+    ASSERT_FALSE(root.addresses.empty()) << "node a has no peer address";
+    uint8_t token[16];
+    for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0x90 + i);
+    for (auto& node : nodes_) {
+      node.client = std::make_unique<RawClient>(node.daemon->socket_path());
+      node.client->hello_with_pool(1 << 20);
+    }
+    std::vector<std::thread> joining;
+    for (size_t r = 0; r < nodes_.size(); ++r) {
+      joining.emplace_back([&, r] {
+        nodes_[r].comm =
+            nodes_[r].client->comm_init(token, 2, static_cast<uint32_t>(r), 10000, root);
+      });
+    }
+    for (auto& t : joining) t.join();
+    for (auto& node : nodes_) {
+      node.region = register_export(*node.client, node.allocation);
+      ASSERT_NE(node.region, 0u);
+    }
+  }
+  void TearDown() override {
+    for (auto& node : nodes_) node.client.reset();
+    for (auto& node : nodes_) {
+      if (node.daemon) node.daemon->stop();
+    }
+    for (auto& node : nodes_) std::filesystem::remove_all(node.dir);
+  }
+
+  static shm::SubmissionEntry entry(uint64_t user_data, shm::Opcode opcode, uint32_t comm,
+                                    uint64_t count, uint32_t region, uint64_t send_offset,
+                                    uint64_t recv_offset, int peer = 0) {
+    shm::SubmissionEntry e{};
+    e.user_data = user_data;
+    e.opcode = static_cast<uint8_t>(opcode);
+    e.dtype = PLEXUS_FLOAT32;
+    e.redop = PLEXUS_SUM;
+    e.comm = comm;
+    e.count = count;
+    e.peer = peer;
+    if (opcode != shm::Opcode::kRecv) e.send_region = region;
+    if (opcode != shm::Opcode::kSend) e.recv_region = region;
+    e.send_offset = send_offset;
+    e.recv_offset = recv_offset;
+    return e;
+  }
+  // Rank r's first buffer: i % 4096 + 10000 (r + 1), exact in float; the rest -1.
+  static float input(size_t rank, uint64_t i) {
+    return static_cast<float>(i % 4096 + 10000 * (rank + 1));
+  }
+  void fill() {
+    for (size_t r = 0; r < nodes_.size(); ++r) {
+      float* f = nodes_[r].floats();
+      for (uint64_t i = 0; i < kFloats; ++i) f[i] = input(r, i);
+      std::fill(f + kFloats, f + 3 * kFloats, -1.0f);
+    }
+  }
+  void expect_done(uint64_t user_data, const char* what) {
+    for (size_t r = 0; r < nodes_.size(); ++r) {
+      auto c = nodes_[r].client->next_completion(10000);
+      ASSERT_TRUE(c.has_value()) << what << ": the rank on node " << r << " never ended";
+      EXPECT_EQ(c->user_data, user_data) << what;
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS)
+          << what << ": " << std::string(c->message, c->message_len);
+    }
+  }
+
+  std::array<Node, 2> nodes_;
+};
+
+TEST_F(GpuTwoNodeTest, CollectivesAndSendsAcrossNodesOnGpuBuffersAreExact) {
+  for (auto& node : nodes_) node.device->polls_per_copy = 20;
+  fill();
+  // Allreduce out of place, then in place on its result, queued at once.
+  for (auto& node : nodes_) {
+    node.client->submit(
+        entry(1, shm::Opcode::kAllReduce, node.comm, kFloats, node.region, 0, kBufferBytes));
+    node.client->submit(entry(2, shm::Opcode::kAllReduce, node.comm, kFloats, node.region,
+                              kBufferBytes, kBufferBytes));
+  }
+  expect_done(1, "allreduce");
+  expect_done(2, "allreduce in place on its result");
+  for (size_t r = 0; r < 2; ++r) {
+    const float* f = nodes_[r].floats();
+    for (uint64_t i = 0; i < kFloats; ++i) {
+      ASSERT_EQ(f[kFloats + i], 2 * (input(0, i) + input(1, i))) << "node " << r << ", " << i;
+      ASSERT_EQ(f[i], input(r, i)) << "the input changed, node " << r << ", " << i;
+    }
+    // One copy to the host of each op's input, one back of each result, nothing else.
+    EXPECT_EQ(nodes_[r].device->copies_to_host.load(), 2);
+    EXPECT_EQ(nodes_[r].device->copies_to_device.load(), 2);
+    EXPECT_EQ(nodes_[r].device->copies_device_to_device.load(), 0);
+  }
+  // Allgather of half a buffer from each node into [kBufferBytes, 2 kBufferBytes).
+  fill();
+  for (auto& node : nodes_) {
+    node.client->submit(
+        entry(3, shm::Opcode::kAllGather, node.comm, kFloats / 2, node.region, 0, kBufferBytes));
+  }
+  expect_done(3, "allgather");
+  for (size_t r = 0; r < 2; ++r) {
+    const float* f = nodes_[r].floats();
+    for (size_t s = 0; s < 2; ++s) {
+      for (uint64_t i = 0; i < kFloats / 2; ++i) {
+        ASSERT_EQ(f[kFloats + s * (kFloats / 2) + i], input(s, i)) << r << " " << s << " " << i;
+      }
+    }
+  }
+  // A send from node a's GPU buffer to a receive into node b's, and one back.
+  fill();
+  nodes_[0].client->submit(
+      entry(4, shm::Opcode::kSend, nodes_[0].comm, kFloats, nodes_[0].region, 0, 0, 1));
+  nodes_[1].client->submit(entry(4, shm::Opcode::kRecv, nodes_[1].comm, kFloats, nodes_[1].region,
+                                 0, 2 * kBufferBytes, 0));
+  expect_done(4, "a send across nodes");
+  const float* b = nodes_[1].floats();
+  for (uint64_t i = 0; i < kFloats; ++i) ASSERT_EQ(b[2 * kFloats + i], input(0, i)) << i;
+}
+
+// A copy that fails on one node fails the op on both nodes, naming the rank, what failed
+// and, on the other node, the node it failed on; neither rank is left waiting.
+TEST_F(GpuTwoNodeTest, AFailedCopyOnOneNodeFailsTheOpOnBothNamingIt) {
+  fill();
+  nodes_[1].device->fail_copies = true;
+  for (auto& node : nodes_) {
+    node.client->submit(
+        entry(1, shm::Opcode::kAllReduce, node.comm, kFloats, node.region, 0, kBufferBytes));
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    auto c = nodes_[r].client->next_completion(10000);
+    ASSERT_TRUE(c.has_value()) << "the rank on node " << r << " was left waiting";
+    EXPECT_NE(c->status, PLEXUS_SUCCESS);
+    const std::string message(c->message, c->message_len);
+    EXPECT_THAT(message, HasSubstr("allreduce on rank 1"));
+    EXPECT_THAT(message, HasSubstr("copying its GPU input to the host: copy failed (test)"));
+    if (r == 0) {
+      EXPECT_THAT(message, HasSubstr("node gpu-b")) << "the other node is named";
+    }
+  }
 }
 
 // Room for less than one buffer's host copy.

@@ -79,18 +79,40 @@ void RawClient::hello_with_pool(size_t pool_bytes) {
 }
 
 uint32_t RawClient::comm_init(const uint8_t (&token)[16], uint32_t nranks, uint32_t rank,
-                              uint32_t timeout_ms) {
+                              uint32_t timeout_ms, const RootDaemon& root) {
   capnp::MallocMessageBuilder message;
   auto init = message.initRoot<control::ClientMessage>().initCommInit();
   init.setToken(kj::arrayPtr(reinterpret_cast<const kj::byte*>(token), 16));
   init.setNranks(nranks);
   init.setRank(rank);
   init.setTimeoutMs(timeout_ms);
+  init.setRootInstance(root.instance);
+  auto addresses = init.initRootAddresses(static_cast<unsigned>(root.addresses.size()));
+  for (size_t i = 0; i < root.addresses.size(); ++i) {
+    addresses.set(static_cast<unsigned>(i), root.addresses[i]);
+  }
   client::Reply reply = channel_->call(message);
   capnp::FlatArrayMessageReader reader(reply.words);
+  auto answer = reader.getRoot<control::DaemonMessage>();
+  if (answer.isError()) throw std::runtime_error(answer.getError().getMessage().cStr());
+  return answer.getCommInitReply().getComm();
+}
+
+RootDaemon RawClient::root_of(const std::string& socket_path) {
+  client::ControlChannel channel(socket_path, 1000);
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<control::ClientMessage>().initHello();
+  hello.setProtocolVersion(shm::kProtocolVersion);
+  hello.setRole(control::Role::ADMIN);
+  client::Reply reply = channel.call(message);
+  capnp::FlatArrayMessageReader reader(reply.words);
   auto root = reader.getRoot<control::DaemonMessage>();
-  if (root.isError()) throw std::runtime_error(root.getError().getMessage().cStr());
-  return root.getCommInitReply().getComm();
+  if (!root.isHelloReply()) throw std::runtime_error("the daemon refused an admin hello");
+  RootDaemon out;
+  out.instance = root.getHelloReply().getInstanceId();
+  for (auto address : root.getHelloReply().getPeerAddresses())
+    out.addresses.push_back(address.cStr());
+  return out;
 }
 
 void RawClient::hello_admin() {

@@ -6,12 +6,20 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "clientlib/src/control_channel.h"
 #include "shm/pool.h"
 #include "shm/ring.h"
 
 namespace plexus::test {
+
+// Where a multi-node communicator forms: a daemon's instance id and peer addresses (what
+// a unique id made by that daemon holds); empty: this node only.
+struct RootDaemon {
+  uint64_t instance = 0;
+  std::vector<std::string> addresses;
+};
 
 class RawClient {
  public:
@@ -24,7 +32,9 @@ class RawClient {
   std::string hello_with_fd(int fd, uint64_t declared_bytes);
   // Joins a communicator; returns its handle or throws with the daemon's error.
   uint32_t comm_init(const uint8_t (&token)[16], uint32_t nranks, uint32_t rank,
-                     uint32_t timeout_ms);
+                     uint32_t timeout_ms, const RootDaemon& root = RootDaemon{});
+  // This client's daemon as a root (an admin hello on a connection of its own).
+  static RootDaemon root_of(const std::string& socket_path);
   // Hello as plexusctl does (no pool, no rings).
   void hello_admin();
   // A status request as this session (after a hello); returns the daemon's counters.
