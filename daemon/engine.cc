@@ -165,6 +165,10 @@ void Engine::loop() {
       gpu_still_since_ = {};
       progress = true;
     }
+    if (!input_waits_.empty() && resume_input_waits()) {
+      gpu_still_since_ = {};
+      progress = true;
+    }
     if (links_.active()) progress |= links_.poll(0);
     if (!progress_.empty()) {
       internode_progress();
@@ -538,7 +542,9 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   std::string copy_error;
   if (staged != nullptr) start_staged_input(session, *staged);
   if (!session.staging.empty() ||
-      (staged != nullptr && (!staged->input_ready(&copy_error) || !copy_error.empty()))) {
+      (staged != nullptr && !(staged->input_ready(&copy_error) && copy_error.empty()) &&
+       !(copy_error.empty() && runs_while_input_arrives(comm, *staged, part.entry))) ||
+      (staged != nullptr && overwrites_arriving_input(session, *staged))) {
     session.staging.push_back(std::move(part));
     return;
   }

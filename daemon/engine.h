@@ -245,6 +245,19 @@ class Engine {
   bool start_staged_input(Session& session, gpu::StagedOp& op);
   // Hands a validated op to its communicator.
   void dispatch(Comm& comm, Contribution part);
+  // Whether a staged op may go to its communicator while its input is still coming in: a
+  // collective between nodes, whose slices each wait for their own input (stage_gpu_slices).
+  bool runs_while_input_arrives(const Comm& comm, const gpu::StagedOp& op,
+                                const shm::ValidatedEntry& entry) const;
+  // Whether `op` writes where an earlier op of the session is still copying its input in
+  // (one that runs while its input arrives): it waits.
+  bool overwrites_arriving_input(Session& session, const gpu::StagedOp& op);
+  // Hands `op` the staged GPU inputs and results of its local parts (InternodeOp::
+  // DeviceStaging); null when it has none, else where a failed input copy is described.
+  std::shared_ptr<std::string> stage_gpu_slices(InternodeOp& op);
+  // Starts the slices whose input has come in; fails the communicator (naming the rank)
+  // when an input copy failed. True if anything moved.
+  bool resume_input_waits();
   // Moves on the session's ops whose GPU copies have ended: the staged ones to their
   // communicators, the copied-back ones to their completions. True if any moved.
   bool advance_gpu_copies(Session& session);
@@ -332,6 +345,13 @@ class Engine {
     const char* run_by = "";     // for an error: "reduced on the GPU by plexusd's kernel"
   };
   std::vector<GpuCollective> gpu_collectives_;
+  // Multi-node ops whose next slice waits for a GPU input still being copied in.
+  struct InputWait {
+    std::weak_ptr<Comm> comm;
+    std::weak_ptr<InternodeOp> op;
+    std::shared_ptr<std::string> failure;  // stage_gpu_slices': set when a copy failed
+  };
+  std::vector<InputWait> input_waits_;
   bool warned_kernel_unavailable_ = false;
   bool warned_kernel_fallback_ = false;
 };

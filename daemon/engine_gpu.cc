@@ -352,6 +352,86 @@ bool Engine::advance_gpu_collectives() {
   return moved;
 }
 
+bool Engine::overwrites_arriving_input(Session& session, const gpu::StagedOp& op) {
+  for (const auto& [user_data, other] : session.staged_ops) {
+    if (other->order < op.order && op.overwrites_arriving_input_of(*other)) return true;
+  }
+  return false;
+}
+
+bool Engine::runs_while_input_arrives(const Comm& comm, const gpu::StagedOp& op,
+                                      const shm::ValidatedEntry& entry) const {
+  return comm.internode != nullptr && !shm::is_point_to_point(entry.opcode) && op.input_started() &&
+         !op.is_direct();
+}
+
+std::shared_ptr<std::string> Engine::stage_gpu_slices(InternodeOp& op) {
+  std::vector<std::shared_ptr<gpu::StagedOp>> staged;
+  std::vector<std::string> names;
+  bool any = false;
+  for (const Contribution& part : op.local_parts()) {
+    std::shared_ptr<gpu::StagedOp> s;
+    if (auto it = part.session->staged_ops.find(part.entry.user_data);
+        it != part.session->staged_ops.end() && !it->second->is_direct()) {
+      s = it->second;
+    }
+    any |= s != nullptr;
+    staged.push_back(std::move(s));
+    names.push_back(std::string(shm::opcode_name(static_cast<uint8_t>(part.entry.opcode))) +
+                    " on rank " + std::to_string(part.rank) + " (" + part.session->describe() +
+                    ")");
+  }
+  if (!any) return nullptr;
+  auto failure = std::make_shared<std::string>();
+  InternodeOp::DeviceStaging staging;
+  staging.input_in = [staged, names, failure](size_t i, uint64_t bytes, std::string* error) {
+    if (!staged[i]) return true;
+    std::string copy_error;
+    if (staged[i]->send_in_through(bytes, &copy_error)) return true;
+    if (!copy_error.empty()) {
+      *error = names[i] + ": copying its GPU input to the host: " + copy_error;
+      *failure = *error;
+    }
+    return false;
+  };
+  staging.written = [staged, device = device_memory_](size_t i, uint64_t offset, uint64_t bytes) {
+    if (staged[i]) staged[i]->start_copy_back_part(*device, offset, bytes);
+  };
+  op.stage_through(std::move(staging));
+  return failure;
+}
+
+bool Engine::resume_input_waits() {
+  bool moved = false;
+  for (size_t i = 0; i < input_waits_.size();) {
+    const std::shared_ptr<Comm> comm = input_waits_[i].comm.lock();
+    const std::shared_ptr<InternodeOp> op =
+        comm && comm->internode ? comm->internode->active : nullptr;
+    if (!op || op != input_waits_[i].op.lock()) {
+      input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    op->resume();
+    if (!input_waits_[i].failure->empty()) {
+      const std::string reason = "collective #" + std::to_string(comm->internode->active_seq) +
+                                 ": " + *input_waits_[i].failure;
+      input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+      fail_comm(*comm, PLEXUS_ERR_SYSTEM, reason, nullptr);
+      moved = true;
+      continue;
+    }
+    if (!op->failure().empty()) defer_failure(*comm, op->failure());
+    if (op->network_done()) progress_.push_back(comm);
+    if (op->waiting_for_input()) {
+      ++i;
+      continue;
+    }
+    input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+  }
+  return moved;
+}
+
 bool Engine::advance_gpu_copies(Session& session) {
   bool moved = false;
   while (!session.removed && !session.staging.empty()) {
@@ -360,7 +440,15 @@ bool Engine::advance_gpu_copies(Session& session) {
     if (auto it = session.staged_ops.find(user_data); it != session.staged_ops.end()) {
       gpu::StagedOp& op = *it->second;
       if (!op.input_started() && !start_staged_input(session, op)) break;
-      if (!op.input_ready(&copy_error)) break;
+      if (!op.input_ready(&copy_error)) {
+        auto membership = session.comms.find(session.staging.front().entry.comm);
+        if (membership == session.comms.end() ||
+            !runs_while_input_arrives(*membership->second.comm, op,
+                                      session.staging.front().entry)) {
+          break;
+        }
+      }
+      if (overwrites_arriving_input(session, op)) break;
     }
     Contribution part = std::move(session.staging.front());
     session.staging.pop_front();

@@ -56,7 +56,7 @@ void Engine::release_stream(Session& session, uint64_t user_data) {
 }
 
 bool Engine::watching_gpu() const {
-  if (!direct_copies_.empty() || !gpu_collectives_.empty()) return true;
+  if (!direct_copies_.empty() || !gpu_collectives_.empty() || !input_waits_.empty()) return true;
   for (const auto& session : sessions_) {
     if (!session->held_for_stream.empty() || !session->staging.empty() ||
         !session->copying_back.empty()) {

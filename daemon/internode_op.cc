@@ -244,15 +244,17 @@ uint64_t InternodeOp::local_phase_out(const Slice& slice) {
   switch (collective_of(args_.opcode)) {
     case algo::Collective::kAllreduce:
     case algo::Collective::kBroadcast:
-      for (const Contribution& part : parts_) {
-        copy_out(part.recv + a, w, n);
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        copy_out(parts_[i].recv + a, w, n);
+        if (staging_.written) staging_.written(i, a, n * e);
         written += n * e;
       }
       break;
     case algo::Collective::kReduce:
-      for (const Contribution& part : parts_) {
-        if (part.rank != args_.root) continue;
-        copy_out(part.recv + a, w, n);
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        if (parts_[i].rank != args_.root) continue;
+        copy_out(parts_[i].recv + a, w, n);
+        if (staging_.written) staging_.written(i, a, n * e);
         written += n * e;
       }
       break;
@@ -266,8 +268,9 @@ uint64_t InternodeOp::local_phase_out(const Slice& slice) {
       }
       break;
     case algo::Collective::kReduceScatter:
-      for (const Contribution& part : parts_) {
-        copy_out(part.recv + a, w + node_order_offset(part.rank, n) * e, n);
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        copy_out(parts_[i].recv + a, w + node_order_offset(parts_[i].rank, n) * e, n);
+        if (staging_.written) staging_.written(i, a, n * e);
         written += n * e;
       }
       break;
@@ -291,6 +294,29 @@ uint64_t InternodeOp::local_phase_out(const Slice& slice) {
 }
 
 void InternodeOp::start() { pump(); }
+
+bool InternodeOp::input_in_for(uint64_t index) {
+  waiting_for_input_ = false;
+  if (!staging_.input_in) return true;
+  const uint64_t block = args_.count * elem_;
+  const uint64_t end = (layout_.first(index) + layout_.count_of(index)) * elem_;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    const uint64_t send_bytes = parts_[i].entry.send.bytes;
+    if (send_bytes == 0 || block == 0) continue;
+    // The slice reads [first, first + count) of every per-rank block the send span holds.
+    const uint64_t needed = std::min(send_bytes, (send_bytes / block - 1) * block + end);
+    std::string error;
+    if (staging_.input_in(i, needed, &error)) continue;
+    if (!error.empty()) {
+      fail("rank " + std::to_string(parts_[i].rank) +
+           ": copying its GPU input to the host: " + error);
+    } else {
+      waiting_for_input_ = true;
+    }
+    return false;
+  }
+  return true;
+}
 
 void InternodeOp::start_slice(uint64_t index) {
   auto slice = std::make_unique<Slice>(*this, index);
@@ -369,7 +395,7 @@ void InternodeOp::pump() {
       changed = true;
     }
     while (running_.size() < options_.in_flight && next_slice_ < layout_.slices &&
-           failure_.empty()) {
+           failure_.empty() && input_in_for(next_slice_)) {
       start_slice(next_slice_++);
       changed = true;
     }

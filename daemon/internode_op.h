@@ -71,6 +71,22 @@ class InternodeOp final {
   static algo::Shape shape_for(const NodeTopology& topology, const CollectiveArgs& args);
   static algo::Collective collective_of(shm::Opcode opcode);
 
+  // Local parts on GPUs, staged through host memory (engine_gpu.cc): a slice starts only
+  // once every part's input for it is in, and each part's result is handed back as each
+  // slice writes it, so that the copies overlap the network rounds.
+  struct DeviceStaging {
+    // Whether part `index`'s first `bytes` of input are in host memory; false with *error
+    // set when its copy failed (the op then fails, naming the rank).
+    std::function<bool(size_t index, uint64_t bytes, std::string* error)> input_in;
+    // Part `index`'s result [offset, offset + bytes) of its receive span is written.
+    std::function<void(size_t index, uint64_t offset, uint64_t bytes)> written;
+  };
+  // Before start().
+  void stage_through(DeviceStaging staging) { staging_ = std::move(staging); }
+  // Whether a slice waits for its input (resume() once more of it is in).
+  bool waiting_for_input() const { return waiting_for_input_; }
+  void resume() { pump(); }
+
   // Starts the first slices.
   void start();
   // A piece of message `message` (slice and message within it) from `node`. Returns "" or
@@ -129,6 +145,8 @@ class InternodeOp final {
   void finish_slice(Slice& slice);
   void fail(std::string why);
 
+  // Whether every local part's input for slice `index` is in (DeviceStaging::input_in).
+  bool input_in_for(uint64_t index);
   void local_phase_in(Slice& slice);  // gather or reduce the local inputs into scratch
   uint64_t local_phase_out(const Slice& slice);
   void reduce_into(std::byte* out, std::span<const std::byte* const> inputs, uint64_t count);
@@ -156,6 +174,8 @@ class InternodeOp final {
   uint64_t finished_ = 0;
   uint64_t written_ = 0;
   OpStageTimes stage_times_;
+  DeviceStaging staging_;
+  bool waiting_for_input_ = false;
   int runner_depth_ = 0;  // plan-runner calls on the stack
   bool pumping_ = false;
   std::string failure_;

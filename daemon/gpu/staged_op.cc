@@ -107,8 +107,10 @@ void StagedOp::charge_to(std::shared_ptr<uint64_t> total) {
 }
 
 StagedOp::~StagedOp() {
-  // The copy first: its destructor waits for it, and the buffer must outlive it.
+  // The copies first: their destructors wait for them, and the buffer must outlive them.
   copy_.reset();
+  input_pieces_.clear();
+  copies_back_.clear();
   if (charged_to_) *charged_to_ -= staged_bytes_;
 }
 
@@ -144,6 +146,7 @@ bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
   if (shared) {
     read_offset_ = first;
     read_bytes_ = staged_bytes_;
+    send_in_read_ = s.offset - first;
     *send = host + (s.offset - first);
     *recv = host + (r.offset - first);
   } else {
@@ -249,31 +252,76 @@ bool StagedOp::overwrites_input_of(const StagedOp& earlier) const {
          earlier.read_offset_ < recv_offset_ + recv_bytes_;
 }
 
+bool StagedOp::overwrites_arriving_input_of(StagedOp& earlier) const {
+  if (earlier.direct_ || earlier.input_pieces_.empty() || !recv_mapping_ || recv_bytes_ == 0 ||
+      earlier.read_region_ != recv_region_) {
+    return false;
+  }
+  earlier.poll_input_pieces();
+  return !earlier.input_pieces_.empty() &&
+         recv_offset_ < earlier.read_offset_ + earlier.read_bytes_ &&
+         earlier.read_offset_ < recv_offset_ + recv_bytes_;
+}
+
 void StagedOp::start_input(DeviceMemory& device) {
   input_started_ = true;
-  if (read_bytes_ > 0 && !direct_)
-    copy_ = device.start_to_host(read_host_, *send_mapping_, read_offset_, read_bytes_);
+  if (direct_) return;
+  for (uint64_t at = 0; at < read_bytes_; at += kInputPieceBytes) {
+    const uint64_t n = std::min(kInputPieceBytes, read_bytes_ - at);
+    input_pieces_.push_back(
+        {at + n, device.start_to_host(read_host_ + at, *send_mapping_, read_offset_ + at, n)});
+  }
+}
+
+void StagedOp::poll_input_pieces() {
+  while (!input_pieces_.empty()) {
+    std::string piece_error;
+    if (!input_pieces_.front().copy->done(&piece_error)) return;
+    if (copy_error_.empty()) copy_error_ = piece_error;
+    input_in_ = input_pieces_.front().end;
+    input_pieces_.pop_front();
+  }
 }
 
 bool StagedOp::input_ready(std::string* error) {
   if (!input_started_) return false;
-  if (copy_) {
-    if (!copy_->done(&copy_error_)) return false;
-    copy_.reset();
-  }
+  poll_input_pieces();
+  if (!input_pieces_.empty()) return false;
   *error = copy_error_;
   return true;
 }
 
+bool StagedOp::send_in_through(uint64_t bytes, std::string* error) {
+  poll_input_pieces();
+  *error = copy_error_;
+  if (!error->empty()) return false;
+  return !send_mapping_ || input_pieces_.empty() || send_in_read_ + bytes <= input_in_;
+}
+
+void StagedOp::start_copy_back_part(DeviceMemory& device, uint64_t offset, uint64_t bytes) {
+  if (!recv_mapping_ || bytes == 0) return;
+  copies_back_.push_back(
+      device.start_to_device(*recv_mapping_, recv_offset_ + offset, recv_host_ + offset, bytes));
+  copied_back_early_ += bytes;
+}
+
 void StagedOp::start_copy_back(DeviceMemory& device) {
   copy_error_.clear();
-  if (recv_mapping_)
+  if (recv_mapping_ && copied_back_early_ < recv_bytes_)
     copy_ = device.start_to_device(*recv_mapping_, recv_offset_, recv_host_, recv_bytes_);
 }
 
 bool StagedOp::copied_back(std::string* error) {
+  while (!copies_back_.empty()) {
+    std::string part_error;
+    if (!copies_back_.back()->done(&part_error)) return false;
+    if (copy_error_.empty()) copy_error_ = part_error;
+    copies_back_.pop_back();
+  }
   if (copy_) {
-    if (!copy_->done(&copy_error_)) return false;
+    std::string last_error;
+    if (!copy_->done(&last_error)) return false;
+    if (copy_error_.empty()) copy_error_ = last_error;
     copy_.reset();
   }
   result_written_ = true;
@@ -283,7 +331,15 @@ bool StagedOp::copied_back(std::string* error) {
 
 std::string StagedOp::copy_back(DeviceMemory& device) {
   start_copy_back(device);
-  if (copy_) copy_error_ = copy_->wait();
+  for (auto& part : copies_back_) {
+    std::string part_error = part->wait();
+    if (copy_error_.empty()) copy_error_ = part_error;
+  }
+  copies_back_.clear();
+  if (copy_) {
+    std::string last_error = copy_->wait();
+    if (copy_error_.empty()) copy_error_ = last_error;
+  }
   copy_.reset();
   result_written_ = true;
   return copy_error_;

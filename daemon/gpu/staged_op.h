@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "daemon/gpu/device_memory.h"
 #include "daemon/gpu/gpu_regions.h"
@@ -94,15 +96,29 @@ class StagedOp {
   // Whether this op writes where `earlier`, a direct op not yet matched, will read: it
   // must wait for that op (which reads the device when it is matched, not when submitted).
   bool overwrites_input_of(const StagedOp& earlier) const;
+  // Whether this op writes where `earlier` is still copying its input in (an op between
+  // nodes runs while its input comes in): it waits until that input is all in.
+  bool overwrites_arriving_input_of(StagedOp& earlier) const;
+  // Starts copying the input in, in pieces of kInputPieceBytes in order, so that an op
+  // between nodes can start on its first slices while the rest comes in (send_in_through).
   void start_input(DeviceMemory& device);
+  static constexpr uint64_t kInputPieceBytes = 4u << 20;
   bool input_started() const { return input_started_; }
   // False while the input is not yet in; true once it is (or failed: *error, each time
   // it is asked).
   bool input_ready(std::string* error);
+  // Whether the first `bytes` of the send span are in host memory; false with *error set
+  // once a piece's copy failed.
+  bool send_in_through(uint64_t bytes, std::string* error);
   // Whether the result (the receive span) goes back to a GPU by a copy of its own (a
   // direct op's result is written by copy_between).
   bool has_device_result() const { return recv_mapping_ != nullptr && !direct_; }
-  // Starts copying the result back; copied_back polls it as input_ready does.
+  // Copies [offset, offset + bytes) of the result (the receive span) back now: a slice of
+  // an op between nodes, as soon as it is written. Ranges must not overlap; once they
+  // cover the span, start_copy_back copies nothing more.
+  void start_copy_back_part(DeviceMemory& device, uint64_t offset, uint64_t bytes);
+  // Starts copying the result back (what start_copy_back_part has not); copied_back polls
+  // it as input_ready does.
   void start_copy_back(DeviceMemory& device);
   bool copied_back(std::string* error);
   // Both at once, waiting: "" or why not.
@@ -113,6 +129,8 @@ class StagedOp {
 
  private:
   StagedOp() = default;
+  // Takes the input pieces that have ended, in order (input_in_, copy_error_).
+  void poll_input_pieces();
   // Host copies of the entry's GPU spans (mappings already held): the buffer and fields.
   bool lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry, const std::byte** send,
                std::byte** recv, std::string* error);
@@ -129,15 +147,24 @@ class StagedOp {
   uint64_t read_offset_ = 0;
   uint64_t read_bytes_ = 0;
   std::byte* read_host_ = nullptr;
+  uint64_t send_in_read_ = 0;  // where the send span starts in the read span
   uint32_t recv_region_ = 0;
   bool input_started_ = false;
   bool direct_ = false;
-  bool matched_ = false;           // a direct op whose copy_between has started
-  bool snapshot_refused_ = false;  // a copy aside was refused (logged once)
-  std::byte* snapshot_ = nullptr;  // a direct send's input, copied to host (in buffer_)
-  bool result_written_ = false;    // copied back (or never will be)
-  std::string copy_error_;         // of the last copy that ended
-  // The copy running, if any. Last: destroyed first, it waits before the buffer is freed.
+  bool matched_ = false;            // a direct op whose copy_between has started
+  bool snapshot_refused_ = false;   // a copy aside was refused (logged once)
+  std::byte* snapshot_ = nullptr;   // a direct send's input, copied to host (in buffer_)
+  bool result_written_ = false;     // copied back (or never will be)
+  std::string copy_error_;          // of the last copy that ended
+  uint64_t input_in_ = 0;           // bytes of the read span in host memory (a prefix)
+  uint64_t copied_back_early_ = 0;  // bytes of the result start_copy_back_part took
+  // The copies running, if any. Last: destroyed first, they wait before the buffer is freed.
+  struct Piece {
+    uint64_t end;  // of the read span, once this piece is in
+    std::unique_ptr<CopyInFlight> copy;
+  };
+  std::deque<Piece> input_pieces_;                          // in order
+  std::vector<std::unique_ptr<CopyInFlight>> copies_back_;  // start_copy_back_part's
   std::unique_ptr<CopyInFlight> copy_;
 };
 

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -852,9 +853,9 @@ TEST_F(GpuReduceKernelTest, AClientKilledWhileTheKernelRunsCostsTheOthersNothing
 
 // Two daemons in this process, each over a host-memory device of its own, joined through
 // their peer listeners on loopback, one rank on each with its buffers on its node's "GPU":
-// the network path of GPU buffers. Each node copies its rank's input to the host, the
-// daemons run the op between them (in slices, at this size), and each copies its rank's
-// result back before the op completes.
+// the network path of GPU buffers. Each node copies its rank's input to the host in
+// pieces, the daemons run the op between them in slices, each slice once its input is in,
+// and each node copies a slice's result back as soon as it is written.
 class GpuTwoNodeTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kFloats = 1 << 20;  // 4 MiB per buffer: several slices
@@ -863,7 +864,7 @@ class GpuTwoNodeTest : public ::testing::Test {
   struct Node {
     std::string dir;
     std::shared_ptr<HostDeviceMemory> device;
-    shm::GpuExport allocation;  // three buffers of kBufferBytes
+    shm::GpuExport allocation;  // four buffers of kBufferBytes
     std::unique_ptr<daemon::Daemon> daemon;
     std::unique_ptr<RawClient> client;
     uint32_t region = 0;
@@ -883,7 +884,7 @@ class GpuTwoNodeTest : public ::testing::Test {
       config.peer_listen = "127.0.0.1:0";
       config.node_name = i == 0 ? "gpu-a" : "gpu-b";
       node.device = std::make_shared<HostDeviceMemory>();
-      node.allocation = node.device->allocate(3 * kBufferBytes);
+      node.allocation = node.device->allocate(4 * kBufferBytes);
       node.daemon = std::make_unique<daemon::Daemon>(config, node.device);
       node.daemon->start();
     }
@@ -941,7 +942,7 @@ class GpuTwoNodeTest : public ::testing::Test {
     for (size_t r = 0; r < nodes_.size(); ++r) {
       float* f = nodes_[r].floats();
       for (uint64_t i = 0; i < kFloats; ++i) f[i] = input(r, i);
-      std::fill(f + kFloats, f + 3 * kFloats, -1.0f);
+      std::fill(f + kFloats, f + 4 * kFloats, -1.0f);
     }
   }
   void expect_done(uint64_t user_data, const char* what) {
@@ -975,9 +976,10 @@ TEST_F(GpuTwoNodeTest, CollectivesAndSendsAcrossNodesOnGpuBuffersAreExact) {
       ASSERT_EQ(f[kFloats + i], 2 * (input(0, i) + input(1, i))) << "node " << r << ", " << i;
       ASSERT_EQ(f[i], input(r, i)) << "the input changed, node " << r << ", " << i;
     }
-    // One copy to the host of each op's input, one back of each result, nothing else.
+    // One copy to the host of each op's input (one piece of 4 MiB), and its result back a
+    // slice (2 MiB) at a time as the slices end: nothing else.
     EXPECT_EQ(nodes_[r].device->copies_to_host.load(), 2);
-    EXPECT_EQ(nodes_[r].device->copies_to_device.load(), 2);
+    EXPECT_EQ(nodes_[r].device->copies_to_device.load(), 4);
     EXPECT_EQ(nodes_[r].device->copies_device_to_device.load(), 0);
   }
   // Allgather of half a buffer from each node into [kBufferBytes, 2 kBufferBytes).
@@ -1004,6 +1006,97 @@ TEST_F(GpuTwoNodeTest, CollectivesAndSendsAcrossNodesOnGpuBuffersAreExact) {
   expect_done(4, "a send across nodes");
   const float* b = nodes_[1].floats();
   for (uint64_t i = 0; i < kFloats; ++i) ASSERT_EQ(b[2 * kFloats + i], input(0, i)) << i;
+}
+
+// The copies overlap the network: with only the first 4 MiB piece of each node's 8 MiB
+// input in, the first slices run between the nodes and their results are copied back
+// while the rest of the input is still coming; the op ends, exact, once it is all in.
+TEST_F(GpuTwoNodeTest, SlicesRunAsTheirInputArrivesAndTheirResultsGoBackAtOnce) {
+  fill();
+  for (size_t r = 0; r < 2; ++r) {
+    float* f = nodes_[r].floats();
+    for (uint64_t i = kFloats; i < 2 * kFloats; ++i) f[i] = input(r, i);  // 8 MiB of input
+    nodes_[r].device->to_host_allowed = 1;                                // the first piece only
+  }
+  for (auto& node : nodes_) {
+    node.client->submit(entry(1, shm::Opcode::kAllReduce, node.comm, 2 * kFloats, node.region, 0,
+                              2 * kBufferBytes));
+  }
+  for (int i = 0; i < 2500; ++i) {
+    if (nodes_[0].device->copies_to_device.load() > 0 &&
+        nodes_[1].device->copies_to_device.load() > 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_GT(nodes_[r].device->copies_to_device.load(), 0)
+        << "node " << r << ": no slice's result went back while the input was still coming";
+    EXPECT_EQ(nodes_[r].device->copies_to_host.load(), 2) << "node " << r << ": two pieces";
+    EXPECT_FALSE(nodes_[r].client->next_completion(0).has_value()) << "ended before its input";
+  }
+  for (auto& node : nodes_) node.device->to_host_allowed = std::numeric_limits<int>::max();
+  expect_done(1, "an allreduce whose input came in pieces");
+  for (size_t r = 0; r < 2; ++r) {
+    const float* f = nodes_[r].floats();
+    for (uint64_t i = 0; i < 2 * kFloats; ++i) {
+      ASSERT_EQ(f[2 * kFloats + i], input(0, i) + input(1, i)) << "node " << r << ", " << i;
+    }
+    EXPECT_EQ(nodes_[r].device->copies_to_device.load(), 4) << "one per 2 MiB slice";
+  }
+}
+
+// An op that writes where an op between nodes is still copying its input in waits until
+// that input is in: node a's allreduce has its first piece in and its second held, and a
+// local op of the same process then writes into the second piece's bytes. The allreduce
+// still reduces the bytes as they were when it was called.
+TEST_F(GpuTwoNodeTest, AWriteOverAnInputStillArrivingWaitsForIt) {
+  fill();
+  for (size_t r = 0; r < 2; ++r) {
+    float* f = nodes_[r].floats();
+    for (uint64_t i = kFloats; i < 2 * kFloats; ++i) f[i] = input(r, i);
+  }
+  nodes_[0].device->to_host_allowed = 1;
+  for (auto& node : nodes_) {
+    node.client->submit(entry(1, shm::Opcode::kAllReduce, node.comm, 2 * kFloats, node.region, 0,
+                              2 * kBufferBytes));
+  }
+  for (int i = 0; i < 2500 && nodes_[0].device->copies_to_device.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_GT(nodes_[0].device->copies_to_device.load(), 0) << "node a's allreduce is not running";
+  // A one-rank communicator of node a's process: its allreduce copies 1024 floats from the
+  // host pool into [kBufferBytes, +4 KiB), inside the allreduce's second piece.
+  uint8_t token[16];
+  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xa0 + i);
+  const uint32_t alone = nodes_[0].client->comm_init(token, 1, 0, 5000);
+  auto* pool = static_cast<float*>(nodes_[0].client->pool().allocate(4096));
+  ASSERT_NE(pool, nullptr);
+  for (int i = 0; i < 1024; ++i) pool[i] = 7.0f;
+  shm::SubmissionEntry write =
+      entry(2, shm::Opcode::kAllReduce, alone, 1024, nodes_[0].region, 0, kBufferBytes);
+  write.send_region = shm::kHostPoolRegion;
+  write.send_offset = nodes_[0].client->pool().offset_of(pool);
+  nodes_[0].client->submit(write);
+  EXPECT_FALSE(nodes_[0].client->next_completion(100).has_value())
+      << "wrote over the allreduce's input before it was in";
+  nodes_[0].device->to_host_allowed = std::numeric_limits<int>::max();
+  std::vector<uint64_t> done;
+  for (int k = 0; k < 2; ++k) {
+    auto c = nodes_[0].client->next_completion(10000);
+    ASSERT_TRUE(c.has_value()) << "node a: op " << k << " never ended";
+    EXPECT_EQ(c->status, PLEXUS_SUCCESS) << std::string(c->message, c->message_len);
+    done.push_back(c->user_data);
+  }
+  EXPECT_THAT(done, ::testing::UnorderedElementsAre(1u, 2u));
+  auto c = nodes_[1].client->next_completion(10000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->status, PLEXUS_SUCCESS);
+  const float* a = nodes_[0].floats();
+  for (uint64_t i = 0; i < 2 * kFloats; ++i) {
+    ASSERT_EQ(a[2 * kFloats + i], input(0, i) + input(1, i)) << "reduced what was called, " << i;
+  }
+  for (uint64_t i = 0; i < 1024; ++i) ASSERT_EQ(a[kFloats + i], 7.0f) << "the later write, " << i;
 }
 
 // A copy that fails on one node fails the op on both nodes, naming the rank, what failed

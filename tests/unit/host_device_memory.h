@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,8 +55,9 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
                                                            const daemon::gpu::DeviceMapping& m,
                                                            uint64_t offset,
                                                            uint64_t bytes) override {
-    ++copies_to_host;
-    return start(host, address(m) + offset, bytes);
+    auto copy = start(host, address(m) + offset, bytes);
+    copy->held_until_allowed = copies_to_host++;
+    return copy;
   }
   std::unique_ptr<daemon::gpu::CopyInFlight> start_to_device(const daemon::gpu::DeviceMapping& m,
                                                              uint64_t offset, const std::byte* host,
@@ -116,6 +118,9 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   // engine does, later than the call that started it.
   std::atomic<int> polls_per_copy{0};
   std::atomic<int> copies_running{0};
+  // Copies to the host numbered this or later (from 0, in the order started) do not end
+  // by polling until the test raises it: a copy engine still at an op's later pieces.
+  std::atomic<int> to_host_allowed{std::numeric_limits<int>::max()};
 
  protected:
   void free_host(std::byte* p, uint64_t) override {
@@ -132,7 +137,9 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
       ++owner_->copies_running;
     }
     ~Copy() override { wait(); }
+    int held_until_allowed = -1;  // a copy to the host: its number (to_host_allowed)
     bool done(std::string* error) override {
+      if (held_until_allowed >= owner_->to_host_allowed) return false;
       if (polls_left_ > 0) {
         --polls_left_;
         return false;
@@ -160,8 +167,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     bool finished_ = false;
     std::string error_;
   };
-  std::unique_ptr<daemon::gpu::CopyInFlight> start(std::byte* to, const std::byte* from,
-                                                   uint64_t bytes) {
+  std::unique_ptr<Copy> start(std::byte* to, const std::byte* from, uint64_t bytes) {
     return std::make_unique<Copy>(this, [to, from, bytes] { std::memmove(to, from, bytes); });
   }
 
