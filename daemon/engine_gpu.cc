@@ -367,21 +367,20 @@ bool Engine::runs_while_input_arrives(const Comm& comm, const gpu::StagedOp& op,
 
 std::shared_ptr<std::string> Engine::stage_gpu_slices(InternodeOp& op) {
   std::vector<std::shared_ptr<gpu::StagedOp>> staged;
-  std::vector<std::string> names;
-  bool any = false;
   for (const Contribution& part : op.local_parts()) {
-    std::shared_ptr<gpu::StagedOp> s;
-    if (auto it = part.session->staged_ops.find(part.entry.user_data);
-        it != part.session->staged_ops.end() && !it->second->is_direct()) {
-      s = it->second;
-    }
-    any |= s != nullptr;
-    staged.push_back(std::move(s));
+    auto it = part.session->staged_ops.find(part.entry.user_data);
+    const bool on_gpu = it != part.session->staged_ops.end() && !it->second->is_direct();
+    staged.push_back(on_gpu ? it->second : nullptr);
+  }
+  if (std::all_of(staged.begin(), staged.end(), [](const auto& s) { return s == nullptr; })) {
+    return nullptr;
+  }
+  std::vector<std::string> names;
+  for (const Contribution& part : op.local_parts()) {
     names.push_back(std::string(shm::opcode_name(static_cast<uint8_t>(part.entry.opcode))) +
                     " on rank " + std::to_string(part.rank) + " (" + part.session->describe() +
                     ")");
   }
-  if (!any) return nullptr;
   auto failure = std::make_shared<std::string>();
   InternodeOp::DeviceStaging staging;
   staging.input_in = [staged, names, failure](size_t i, uint64_t bytes, std::string* error) {
