@@ -542,9 +542,8 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   std::string copy_error;
   if (staged != nullptr) start_staged_input(session, *staged);
   if (!session.staging.empty() ||
-      (staged != nullptr && !(staged->input_ready(&copy_error) && copy_error.empty()) &&
-       !(copy_error.empty() && runs_while_input_arrives(comm, *staged, part.entry))) ||
-      (staged != nullptr && overwrites_arriving_input(session, *staged))) {
+      (staged != nullptr && (!may_leave_staging(session, &comm, *staged, part.entry, &copy_error) ||
+                             !copy_error.empty()))) {
     session.staging.push_back(std::move(part));
     return;
   }

@@ -245,10 +245,12 @@ class Engine {
   bool start_staged_input(Session& session, gpu::StagedOp& op);
   // Hands a validated op to its communicator.
   void dispatch(Comm& comm, Contribution part);
-  // Whether a staged op may go to its communicator while its input is still coming in: a
-  // collective between nodes, whose slices each wait for their own input (stage_gpu_slices).
-  bool runs_while_input_arrives(const Comm& comm, const gpu::StagedOp& op,
-                                const shm::ValidatedEntry& entry) const;
+  // Whether a staged op may leave its session's staging queue for its communicator
+  // (`comm`, null once destroyed): its input is in, or failed (*copy_error: it leaves to be
+  // failed), or, for a collective between nodes, has started coming in; and it writes
+  // nowhere an earlier op's input is still arriving.
+  bool may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
+                         const shm::ValidatedEntry& entry, std::string* copy_error);
   // Whether `op` writes where an earlier op of the session is still copying its input in
   // (one that runs while its input arrives): it waits.
   bool overwrites_arriving_input(Session& session, const gpu::StagedOp& op);

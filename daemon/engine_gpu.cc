@@ -359,10 +359,15 @@ bool Engine::overwrites_arriving_input(Session& session, const gpu::StagedOp& op
   return false;
 }
 
-bool Engine::runs_while_input_arrives(const Comm& comm, const gpu::StagedOp& op,
-                                      const shm::ValidatedEntry& entry) const {
-  return comm.internode != nullptr && !shm::is_point_to_point(entry.opcode) && op.input_started() &&
-         !op.is_direct();
+bool Engine::may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
+                               const shm::ValidatedEntry& entry, std::string* copy_error) {
+  // A collective between nodes goes as soon as its input has started coming in: each of its
+  // slices waits for its own part (stage_gpu_slices).
+  const bool runs_while_input_arrives = comm != nullptr && comm->internode != nullptr &&
+                                        !shm::is_point_to_point(entry.opcode) &&
+                                        op.input_started() && !op.is_direct();
+  if (!op.input_ready(copy_error) && !runs_while_input_arrives) return false;
+  return !overwrites_arriving_input(session, op);
 }
 
 std::shared_ptr<std::string> Engine::stage_gpu_slices(InternodeOp& op) {
@@ -439,15 +444,11 @@ bool Engine::advance_gpu_copies(Session& session) {
     if (auto it = session.staged_ops.find(user_data); it != session.staged_ops.end()) {
       gpu::StagedOp& op = *it->second;
       if (!op.input_started() && !start_staged_input(session, op)) break;
-      if (!op.input_ready(&copy_error)) {
-        auto membership = session.comms.find(session.staging.front().entry.comm);
-        if (membership == session.comms.end() ||
-            !runs_while_input_arrives(*membership->second.comm, op,
-                                      session.staging.front().entry)) {
-          break;
-        }
-      }
-      if (overwrites_arriving_input(session, op)) break;
+      const shm::ValidatedEntry& entry = session.staging.front().entry;
+      auto membership = session.comms.find(entry.comm);
+      const Comm* comm =
+          membership == session.comms.end() ? nullptr : membership->second.comm.get();
+      if (!may_leave_staging(session, comm, op, entry, &copy_error)) break;
     }
     Contribution part = std::move(session.staging.front());
     session.staging.pop_front();

@@ -307,11 +307,10 @@ bool InternodeOp::input_in_for(uint64_t index) {
     const uint64_t needed = std::min(send_bytes, (send_bytes / block - 1) * block + end);
     std::string error;
     if (staging_.input_in(i, needed, &error)) continue;
-    if (!error.empty()) {
-      fail("rank " + std::to_string(parts_[i].rank) +
-           ": copying its GPU input to the host: " + error);
-    } else {
+    if (error.empty()) {
       waiting_for_input_ = true;
+    } else {
+      fail(std::move(error));
     }
     return false;
   }

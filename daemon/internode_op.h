@@ -76,7 +76,7 @@ class InternodeOp final {
   // slice writes it, so that the copies overlap the network rounds.
   struct DeviceStaging {
     // Whether part `index`'s first `bytes` of input are in host memory; false with *error
-    // set when its copy failed (the op then fails, naming the rank).
+    // set when its copy failed (the op then fails with *error, which names the rank).
     std::function<bool(size_t index, uint64_t bytes, std::string* error)> input_in;
     // Part `index`'s result [offset, offset + bytes) of its receive span is written.
     std::function<void(size_t index, uint64_t offset, uint64_t bytes)> written;

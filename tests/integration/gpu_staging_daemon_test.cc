@@ -118,6 +118,27 @@ class GpuStagingDaemonTest : public ::testing::Test {
     }
   }
   static float input(size_t rank, uint64_t i) { return static_cast<float>(1000 * (rank + 1) + i); }
+  // Rank `which`'s process alone in a new one-rank communicator (token bytes from
+  // `token_base`) submits a host-pool allreduce `user_data`; the communicator's handle.
+  uint32_t submit_alone(size_t which, uint8_t token_base, uint64_t user_data) {
+    uint8_t token[16];
+    for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(token_base + i);
+    const uint32_t alone = clients_[which]->comm_init(token, 1, 0, 5000);
+    clients_[which]->submit(allreduce(user_data, alone, shm::kHostPoolRegion, 4096, 8192));
+    return alone;
+  }
+  // `ops` completions for rank `rank`, each a success.
+  void expect_done_on(size_t rank, int ops, const char* what) {
+    for (int k = 0; k < ops; ++k) {
+      auto c = clients_[rank]->next_completion(5000);
+      ASSERT_TRUE(c.has_value()) << what << ": rank " << rank << " op " << k << " never ended";
+      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
+    }
+  }
+  // The same for ranks 0 .. ranks - 1.
+  void expect_done(size_t ranks, int ops, const char* what) {
+    for (size_t r = 0; r < ranks; ++r) expect_done_on(r, ops, what);
+  }
 
   static shm::SubmissionEntry allreduce(uint64_t user_data, uint32_t comm, uint32_t region,
                                         uint64_t send_offset, uint64_t recv_offset) {
@@ -258,10 +279,7 @@ TEST_F(GpuStagingDaemonTest, AClientKilledWhileItsCopyRunsCostsTheOthersNothing)
   EXPECT_EQ(device_->closed.load(), 1) << "its allocation was unmapped";
   EXPECT_EQ(device_->host_buffers_freed.load(), device_->host_buffers.load());
   // The survivor goes on, alone.
-  uint8_t token[16];
-  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xf0 + i);
-  const uint32_t alone = clients_[1]->comm_init(token, 1, 0, 5000);
-  clients_[1]->submit(allreduce(3, alone, shm::kHostPoolRegion, 4096, 8192));
+  submit_alone(1, 0xf0, 3);
   c = clients_[1]->next_completion(5000);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
@@ -352,23 +370,16 @@ TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   const std::vector<uint32_t> comms = join_on_gpus(2);
   fill(2);
   const auto& regions = regions_;
-  auto expect_done = [&](size_t r, int n, const char* what) {
-    for (int k = 0; k < n; ++k) {
-      auto c = clients_[r]->next_completion(5000);
-      ASSERT_TRUE(c.has_value()) << what << ": rank " << r << " op " << k << " never ended";
-      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
-    }
-  };
   clients_[0]->submit(p2p(1, true, comms[0], 0, regions[0], 0));
   clients_[0]->submit(p2p(2, false, comms[0], 0, regions[0], 0));
-  expect_done(0, 2, "a send to itself, then a receive into the same bytes");
+  expect_done_on(0, 2, "a send to itself, then a receive into the same bytes");
   for (size_t r = 0; r < 2; ++r) {
     const int peer = 1 - static_cast<int>(r);
     clients_[r]->submit(p2p(3, true, comms[r], peer, regions[r], 0));
     clients_[r]->submit(p2p(4, false, comms[r], peer, regions[r], 0));
   }
-  expect_done(0, 2, "an in-place exchange");
-  expect_done(1, 2, "an in-place exchange");
+  expect_done_on(0, 2, "an in-place exchange");
+  expect_done_on(1, 2, "an in-place exchange");
   for (uint64_t i = 0; i < kCount; ++i) {
     ASSERT_EQ(floats(0)[i], static_cast<float>(i + 2000)) << i;
     ASSERT_EQ(floats(1)[i], static_cast<float>(i + 1000)) << i;
@@ -380,8 +391,8 @@ TEST_F(GpuStagingDaemonTest, InPlaceExchangesEndAndTheLaterWriteIsTheOneLeft) {
   clients_[0]->submit(p2p(6, true, comms[0], 1, regions[0], 0));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   clients_[0]->submit(allreduce(5, comms[0], shm::kHostPoolRegion, 4096, 8192));
-  expect_done(0, 2, "send and allreduce");
-  expect_done(1, 2, "allreduce and receive");
+  expect_done_on(0, 2, "send and allreduce");
+  expect_done_on(1, 2, "allreduce and receive");
   for (uint64_t i = 0; i < kCount; ++i) {
     ASSERT_EQ(floats(1)[kCount + i], static_cast<float>(i + 2000)) << "the receive's data, " << i;
   }
@@ -450,13 +461,6 @@ class GpuCopyCollectiveTest : public GpuStagingDaemonTest {
     e.recv_offset = recv_offset;
     return e;
   }
-  void expect_done(size_t ranks, const char* what) {
-    for (size_t r = 0; r < ranks; ++r) {
-      auto c = clients_[r]->next_completion(5000);
-      ASSERT_TRUE(c.has_value()) << what << ": rank " << r << " never ended";
-      EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
-    }
-  }
   struct Counts {
     int d2d, to_host, to_device;
   };
@@ -475,7 +479,7 @@ TEST_F(GpuCopyCollectiveTest, BlocksMoveOnTheCopyEnginesWithNoHostStaging) {
     clients_[r]->submit(copy_op(1, shm::Opcode::kBroadcast, comms[r], kCount, regions_[r], 0,
                                 regions_[r], kBytes, 1));
   }
-  expect_done(3, "broadcast");
+  expect_done(3, 1, "broadcast");
   for (size_t r = 0; r < 3; ++r) {
     for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(r)[kCount + i], input(1, i)) << r;
   }
@@ -487,7 +491,7 @@ TEST_F(GpuCopyCollectiveTest, BlocksMoveOnTheCopyEnginesWithNoHostStaging) {
     clients_[r]->submit(
         copy_op(2, shm::Opcode::kAllGather, comms[r], kBlock, regions_[r], 0, regions_[r], kBytes));
   }
-  expect_done(3, "allgather");
+  expect_done(3, 1, "allgather");
   for (size_t r = 0; r < 3; ++r) {
     for (size_t s = 0; s < 3; ++s) {
       for (uint64_t i = 0; i < kBlock; ++i) {
@@ -504,7 +508,7 @@ TEST_F(GpuCopyCollectiveTest, BlocksMoveOnTheCopyEnginesWithNoHostStaging) {
     clients_[r]->submit(
         copy_op(3, shm::Opcode::kAllToAll, comms[r], kBlock, regions_[r], 0, regions_[r], kBytes));
   }
-  expect_done(3, "alltoall");
+  expect_done(3, 1, "alltoall");
   for (size_t d = 0; d < 3; ++d) {
     for (size_t s = 0; s < 3; ++s) {
       for (uint64_t i = 0; i < kBlock; ++i) {
@@ -534,7 +538,7 @@ TEST_F(GpuCopyCollectiveTest, ARankInItsHostPoolIsCopiedToAndFromDirectly) {
       copy_op(1, shm::Opcode::kAllGather, comms[0], kBlock, regions_[0], 0, regions_[0], kBytes));
   clients_[1]->submit(copy_op(1, shm::Opcode::kAllGather, comms[1], kBlock, shm::kHostPoolRegion,
                               at, shm::kHostPoolRegion, at + 2 * kBlockBytes));
-  expect_done(2, "allgather, one rank in its host pool");
+  expect_done(2, 1, "allgather, one rank in its host pool");
   for (size_t s = 0; s < 2; ++s) {
     for (uint64_t i = 0; i < kBlock; ++i) {
       ASSERT_EQ(floats(0)[kCount + s * kBlock + i], input(s, i)) << "rank 0, block " << s;
@@ -561,7 +565,7 @@ TEST_F(GpuCopyCollectiveTest, InPlaceFormsAreExact) {
     clients_[r]->submit(copy_op(1, shm::Opcode::kAllGather, comms[r], kBlock, regions_[r],
                                 kBytes + r * kBlockBytes, regions_[r], kBytes));
   }
-  expect_done(3, "allgather in place");
+  expect_done(3, 1, "allgather in place");
   for (size_t r = 0; r < 3; ++r) {
     for (size_t s = 0; s < 3; ++s) {
       for (uint64_t i = 0; i < kBlock; ++i) {
@@ -574,7 +578,7 @@ TEST_F(GpuCopyCollectiveTest, InPlaceFormsAreExact) {
     clients_[r]->submit(
         copy_op(2, shm::Opcode::kBroadcast, comms[r], kCount, regions_[r], 0, regions_[r], 0, 2));
   }
-  expect_done(3, "broadcast in place");
+  expect_done(3, 1, "broadcast in place");
   for (size_t r = 0; r < 3; ++r) {
     for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(r)[i], input(2, i)) << r << " " << i;
   }
@@ -586,7 +590,7 @@ TEST_F(GpuCopyCollectiveTest, InPlaceFormsAreExact) {
     clients_[r]->submit(
         copy_op(3, shm::Opcode::kAllToAll, comms[r], kBlock, regions_[r], 0, regions_[r], recv_at));
   }
-  expect_done(3, "alltoall, two ranks in place");
+  expect_done(3, 1, "alltoall, two ranks in place");
   for (size_t d = 0; d < 3; ++d) {
     const uint64_t recv_at = d == 1 ? kCount : 0;
     for (size_t s = 0; s < 3; ++s) {
@@ -621,7 +625,7 @@ TEST_F(GpuCopyCollectiveTest, AWriteAfterAnUnmatchedCollectiveLeavesItsInputAsCa
   for (uint64_t i = 0; i < kCount; ++i) floats(1)[kCount + i] = -2.0f;
   clients_[1]->submit(
       copy_op(1, shm::Opcode::kAllGather, comms[1], kBlock, regions_[1], 0, regions_[1], kBytes));
-  expect_done(1, "rank 0's allgather");
+  expect_done(1, 1, "rank 0's allgather");
   auto c = clients_[1]->next_completion(5000);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
@@ -654,7 +658,7 @@ TEST_F(GpuCopyCollectiveTest, AFailedCopyFailsTheOpOnEveryRankNamingItAndTheNext
     clients_[r]->submit(copy_op(2, shm::Opcode::kBroadcast, comms[r], kCount, regions_[r], 0,
                                 regions_[r], kBytes, 0));
   }
-  expect_done(2, "the broadcast after a failed alltoall");
+  expect_done(2, 1, "the broadcast after a failed alltoall");
   for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(1)[kCount + i], input(0, i)) << i;
 }
 
@@ -678,11 +682,7 @@ TEST_F(GpuCopyCollectiveTest, AClientKilledWhileItsBlocksMoveCostsTheOthersNothi
   EXPECT_EQ(device_->closed.load(), closed_before)
       << "rank 0's allocation was unmapped under a running copy";
   device_->polls_per_copy = 0;
-  uint8_t token[16];
-  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xd0 + i);
-  const uint32_t alone = clients_[1]->comm_init(token, 1, 0, 5000);
-  ASSERT_NE(alone, 0u);
-  clients_[1]->submit(allreduce(2, alone, shm::kHostPoolRegion, 4096, 8192));
+  ASSERT_NE(submit_alone(1, 0xd0, 2), 0u);
   std::optional<shm::CompletionEntry> c;
   for (int k = 0; k < 2; ++k) {
     c = clients_[1]->next_completion(5000);
@@ -713,15 +713,6 @@ class GpuReduceKernelTest : public GpuStagingDaemonTest {
     float sum = 0;
     for (size_t r = 0; r < ranks; ++r) sum += static_cast<float>(i + 100 * r + 1);
     return sum;
-  }
-  void expect_done(size_t ranks, int ops, const char* what) {
-    for (size_t r = 0; r < ranks; ++r) {
-      for (int k = 0; k < ops; ++k) {
-        auto c = clients_[r]->next_completion(5000);
-        ASSERT_TRUE(c.has_value()) << what << ": rank " << r << " op " << k << " never ended";
-        EXPECT_EQ(c->status, PLEXUS_SUCCESS) << what << ": " << text(*c);
-      }
-    }
   }
 };
 
@@ -840,11 +831,7 @@ TEST_F(GpuReduceKernelTest, AClientKilledWhileTheKernelRunsCostsTheOthersNothing
       << "rank 0's allocation was unmapped under the running kernel";
   device_->polls_per_copy = 0;
   // The kernel is still polled (a long count): the survivor's op ends once it is done.
-  uint8_t token[16];
-  for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0xe0 + i);
-  const uint32_t alone = clients_[1]->comm_init(token, 1, 0, 5000);
-  ASSERT_NE(alone, 0u);
-  clients_[1]->submit(allreduce(2, alone, shm::kHostPoolRegion, 4096, 8192));
+  ASSERT_NE(submit_alone(1, 0xe0, 2), 0u);
   auto c = clients_[1]->next_completion(5000);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->user_data, 2u) << "the survivor's op waited behind the dead client's kernel";
