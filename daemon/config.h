@@ -1,23 +1,26 @@
-// plexusd settings: defaults, then the config file, then command-line flags.
+// plexusd settings: defaults (each written once, here, and shown by main.cc's --help), then
+// the config file, then command-line flags. Each component gets its slice at construction
+// (engine_config, control_config); none reads this struct.
 #pragma once
 
-#include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include "shm/idle_strategy.h"
+#include "common/switch.h"
+#include "daemon/control/control_config.h"
+#include "daemon/engine/engine_config.h"
+#include "transports/channel/reliable_channel.h"
 
 namespace plexus::daemon {
 
-struct IdleConfig {
-  // Busy-poll this long after the last work, then sched_yield() between polls this
-  // long, then sleep on eventfds.
-  shm::IdleSettings phases{shm::default_spin_us(), 2000};
-  uint32_t park_timeout_ms = 100;  // longest sleep (bounded, to re-check state)
-};
+// The reliable channel's own defaults, in milliseconds, for the flags that set them.
+inline uint32_t channel_default_ms(
+    std::chrono::milliseconds transports::ReliableChannel::Settings::*field) {
+  return static_cast<uint32_t>((transports::ReliableChannel::Settings{}.*field).count());
+}
 
 struct Config {
   std::string socket_path;  // empty: default_socket_path()
@@ -45,17 +48,21 @@ struct Config {
   std::string tcp_congestion;           // for connections to peers; empty: the host's default
   std::vector<std::string> nics;        // peers are reached over these; empty: every NIC
   uint32_t reconnect_max_ms = 2000;     // longest wait between attempts to reconnect a path
-  // The reliable channel to each peer (transports/channel/reliable_channel.h).
-  // "on", "off" (no sequence numbers or acknowledgements: a failed path loses the peer), or
-  // "auto": on when the daemon serves peers over two or more NICs.
-  std::string channel_acks = "auto";
-  uint32_t path_timeout_ms = 200;     // a path silent this long has failed
-  uint32_t heartbeat_ms = 50;         // an idle path sends a heartbeat this often
-  uint32_t failback_stable_ms = 500;  // a returning path's probation
-  uint32_t peer_grace_ms = 2000;      // the last path to a peer: silence allowed before it fails
+  // The reliable channel to each peer (transports/channel/reliable_channel.h): on, off (no
+  // sequence numbers or acknowledgements: a failed path loses the peer), or auto: on when
+  // the daemon serves peers over two or more NICs.
+  common::OnOffAuto channel_acks = common::OnOffAuto::kAuto;
+  uint32_t path_timeout_ms =
+      channel_default_ms(&transports::ReliableChannel::Settings::path_timeout);
+  uint32_t heartbeat_ms =
+      channel_default_ms(&transports::ReliableChannel::Settings::heartbeat_interval);
+  uint32_t failback_stable_ms =
+      channel_default_ms(&transports::ReliableChannel::Settings::stable_after);
+  uint32_t peer_grace_ms =
+      channel_default_ms(&transports::ReliableChannel::Settings::last_path_grace);
 
-  // Windowed telemetry per path and NIC (monitor/window_ring.h): "on" or "off".
-  std::string telemetry = "on";
+  // Windowed telemetry per path and NIC (monitor/window_ring.h).
+  common::OnOff telemetry = common::OnOff::kOn;
   uint32_t telemetry_window_us = 1000;
   uint32_t telemetry_history_s = 10;  // kept in memory, cut to kMaxTelemetryWindows windows
 
@@ -67,26 +74,22 @@ struct Config {
 
   std::string admin_group;  // its members may run admin commands too (admin_access.h)
 
-  // The Prometheus exporter: "on" or "off", and where it serves /metrics.
-  std::string metrics = "on";
+  // The Prometheus exporter, and where it serves /metrics.
+  common::OnOff metrics = common::OnOff::kOn;
   std::string metrics_listen = "127.0.0.1:9355";
 };
 
 // This node's name in messages, events and to peers: --node-name, else the host name.
-inline std::string effective_node_name(const Config& config) {
-  if (!config.node_name.empty()) return config.node_name;
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
+std::string effective_node_name(const Config& config);
 
 // Windows kept per path and per NIC at most (about 170 bytes each).
 inline constexpr size_t kMaxTelemetryWindows = 20000;
+size_t telemetry_windows(const Config& config);
 
-inline size_t telemetry_windows(const Config& config) {
-  const uint64_t wanted =
-      uint64_t{config.telemetry_history_s} * 1000000 / std::max(config.telemetry_window_us, 1u) + 1;
-  return static_cast<size_t>(std::clamp<uint64_t>(wanted, 2, kMaxTelemetryWindows));
-}
+// The components' slices. `config` has its node name and socket path resolved (Daemon);
+// `channel_acks` is --channel-acks with auto decided.
+EngineConfig engine_config(const Config& config, bool channel_acks);
+// `peer_nics`: find_peer_nics for --peer-listen and --nics (none without --peer-listen).
+ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nics);
 
 }  // namespace plexus::daemon

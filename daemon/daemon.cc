@@ -8,17 +8,17 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/control_server.h"
-#include "daemon/engine.h"
-#include "daemon/reduce.h"
+#include "daemon/control/control_server.h"
+#include "daemon/engine/engine.h"
+#include "daemon/links/peer_nics.h"
+#include "daemon/local/reduce.h"
 #include "monitor/prometheus_endpoint.h"
 #include "shm/framing.h"
 
 namespace plexus::daemon {
 
 struct Daemon::Impl {
-  Config config;
-  std::string socket_path;
+  Config config;  // with its node name and socket path resolved
   std::shared_ptr<gpu::DeviceMemory> device_memory;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ControlServer> control;
@@ -49,8 +49,7 @@ Daemon::Daemon(Config config, std::shared_ptr<gpu::DeviceMemory> device_memory)
   impl_->config = std::move(config);
   impl_->device_memory = std::move(device_memory);
   impl_->config.node_name = effective_node_name(impl_->config);
-  impl_->socket_path =
-      impl_->config.socket_path.empty() ? shm::default_socket_path() : impl_->config.socket_path;
+  if (impl_->config.socket_path.empty()) impl_->config.socket_path = shm::default_socket_path();
 }
 
 Daemon::~Daemon() { stop(); }
@@ -59,9 +58,15 @@ void Daemon::start() {
   Impl& d = *impl_;
   tune_allocator();
   auto events = std::make_shared<monitor::EventLog>(d.config.node_name, d.config.events_file);
+  // The NICs to peers first: the channel's "auto" setting depends on how many there are.
+  std::vector<PeerNic> peer_nics;
+  if (!d.config.peer_listen.empty())
+    peer_nics = find_peer_nics(d.config.peer_listen, d.config.nics);
+  const bool acks = d.config.channel_acks == common::OnOffAuto::kOn ||
+                    (d.config.channel_acks == common::OnOffAuto::kAuto && peer_nics.size() >= 2);
   // The engine asks the control thread to close sessions that broke the ring protocol.
   d.engine = std::make_unique<Engine>(
-      d.config,
+      engine_config(d.config, acks),
       [&d](uint64_t id, std::string reason) {
         d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
       },
@@ -82,18 +87,15 @@ void Daemon::start() {
             d.control->post([&d, nic] { d.control->nic_up(nic); });
           }},
       events);
-  d.control = std::make_unique<ControlServer>(d.config, d.socket_path, *d.engine);
-  if (d.device_memory) d.control->use_device_memory(d.device_memory);
+  d.control = std::make_unique<ControlServer>(control_config(d.config, std::move(peer_nics)),
+                                              *d.engine, d.device_memory);
   d.control->start();
-  const bool acks = d.config.channel_acks == "on" ||
-                    (d.config.channel_acks == "auto" && d.control->peer_nic_count() >= 2);
-  d.engine->set_channel_acks(acks);
   if (!d.config.peer_listen.empty()) {
     spdlog::info("channel acknowledgements {} (--channel-acks {})", acks ? "on" : "off",
-                 d.config.channel_acks);
+                 common::switch_name(d.config.channel_acks));
   }
   d.engine->start();
-  if (d.config.metrics == "on") {
+  if (d.config.metrics == common::OnOff::kOn) {
     // One scrape: the control thread gathers the metrics; the exporter's thread waits for
     // them (an empty scrape if the daemon is stopping or the control thread is stuck).
     auto scrape = [&d]() -> std::vector<prometheus::MetricFamily> {
@@ -146,6 +148,6 @@ void Daemon::wait() {
   impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
 }
 
-const std::string& Daemon::socket_path() const { return impl_->socket_path; }
+const std::string& Daemon::socket_path() const { return impl_->config.socket_path; }
 
 }  // namespace plexus::daemon

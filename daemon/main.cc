@@ -84,14 +84,14 @@ int main(int argc, char** argv) {
                  "acknowledges it (the reliable channel that NIC failover needs); off: a failed "
                  "path loses the peer's ops; auto: on with two or more NICs (its cost on "
                  "CPU-bound nodes: docs/BENCHMARKS.md)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+      ->transform(CLI::CheckedTransformer(plexus::common::on_off_auto_words()))
+      ->default_str(std::string(plexus::common::switch_name(config.channel_acks)));
   app.add_option("--telemetry", config.telemetry,
                  "Windowed telemetry of every path to a peer daemon and every NIC: data bytes "
                  "and chunks each way, resent bytes, failures, and chunk latency (send to "
                  "acknowledgement, with channel acks), recorded without locks")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+      ->transform(CLI::CheckedTransformer(plexus::common::on_off_words()))
+      ->default_str(std::string(plexus::common::switch_name(config.telemetry)));
   app.add_option("--telemetry-window-us", config.telemetry_window_us, "Telemetry window width")
       ->capture_default_str()
       ->check(CLI::Range(100u, 1000000u));
@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
                  "other plexusctl command is read-only and open to all local users");
   app.add_option("--metrics", config.metrics,
                  "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+      ->transform(CLI::CheckedTransformer(plexus::common::on_off_words()))
+      ->default_str(std::string(plexus::common::switch_name(config.metrics)));
   app.add_option("--metrics-listen", config.metrics_listen,
                  "Where /metrics is served: IP:PORT (port 0 picks a free one, logged at start)")
       ->capture_default_str();

@@ -15,7 +15,7 @@ namespace plexus::monitor {
 struct RankSkewRule {
   uint32_t window = 16;
   uint32_t late_ops = 12;
-  std::chrono::microseconds min_lateness{10000};
+  std::chrono::microseconds min_lateness{0};  // plexusd's --rank-skew-ms
   std::chrono::seconds quiet{10};
 };
 

@@ -25,7 +25,7 @@ struct PathTraffic {
 
 struct SlowPathRule {
   size_t min_busy_windows = 1;
-  double ratio = 0.3;
+  double ratio = 0;  // plexusd's --slow-path-ratio (its default is the daemon's, in one place)
 };
 
 struct PathVerdict {

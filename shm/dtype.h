@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "plexus/plexus.h"
+#include "plexus/plexus_types.h"
 
 namespace plexus::shm {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plexus/plexus.h"
+#include "plexus/plexus_types.h"
 #include "shm/ring_layout.h"
 
 namespace plexus::shm {

@@ -10,55 +10,6 @@
 
 namespace plexus::shm {
 
-capnp::ReaderOptions untrusted_reader_options() {
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = 1u << 17;
-  options.nestingLimit = 16;
-  return options;
-}
-
-std::vector<std::byte> encode_frame(capnp::MessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  auto length = static_cast<uint32_t>(bytes.size());
-  std::vector<std::byte> frame(sizeof(length) + bytes.size());
-  std::memcpy(frame.data(), &length, sizeof(length));
-  std::memcpy(frame.data() + sizeof(length), bytes.begin(), bytes.size());
-  return frame;
-}
-
-void FrameDecoder::append(const std::byte* data, size_t n) {
-  if (consumed_ > 0 && consumed_ == buffer_.size()) {
-    buffer_.clear();
-    consumed_ = 0;
-  }
-  buffer_.insert(buffer_.end(), data, data + n);
-}
-
-std::optional<kj::Array<capnp::word>> FrameDecoder::next(std::string* error) {
-  uint32_t length = 0;
-  if (buffered() < sizeof(length)) return std::nullopt;
-  std::memcpy(&length, buffer_.data() + consumed_, sizeof(length));
-  if (length == 0 || length % sizeof(capnp::word) != 0 || length > max_frame_bytes_) {
-    *error = "frame length " + std::to_string(length) + " is not a positive multiple of 8 up to " +
-             std::to_string(max_frame_bytes_);
-    return std::nullopt;
-  }
-  if (buffered() < sizeof(length) + length) return std::nullopt;
-  // Copy into word-aligned storage: Cap'n Proto reads words in place.
-  auto words = kj::heapArray<capnp::word>(length / sizeof(capnp::word));
-  std::memcpy(words.begin(), buffer_.data() + consumed_ + sizeof(length), length);
-  consumed_ += sizeof(length) + length;
-  if (consumed_ == buffer_.size()) {
-    buffer_.clear();
-    consumed_ = 0;
-  } else if (consumed_ > 64 * 1024) {
-    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<ptrdiff_t>(consumed_));
-    consumed_ = 0;
-  }
-  return words;
-}
-
 std::string send_frame(int sock, std::span<const std::byte> frame, std::span<const int> fds) {
   if (fds.size() > kMaxFdsPerFrame) return "too many descriptors for one frame";
   size_t sent = 0;
@@ -89,7 +40,7 @@ std::string send_frame(int sock, std::span<const std::byte> frame, std::span<con
   return {};
 }
 
-ssize_t recv_with_fds(int sock, std::byte* buf, size_t cap, std::vector<UniqueFd>* fds,
+ssize_t recv_with_fds(int sock, std::byte* buf, size_t cap, std::vector<common::UniqueFd>* fds,
                       bool* truncated) {
   iovec iov{buf, cap};
   msghdr msg{};

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "shm/memfd.h"
+#include "common/unique_fd.h"
 
 namespace plexus::shm {
 
@@ -20,7 +20,7 @@ inline constexpr size_t kGpuUuidBytes = 16;
 struct GpuExport {
   // Set for a VMM allocation (cuMemCreate with POSIX file descriptor handles): its
   // shareable handle. Shared so that an export can be copied into a posted task.
-  std::shared_ptr<const UniqueFd> posix_fd;
+  std::shared_ptr<const common::UniqueFd> posix_fd;
   std::array<std::byte, kGpuIpcHandleBytes> ipc_handle{};  // otherwise
   uint64_t bytes = 0;                                      // the whole allocation
   std::array<std::byte, kGpuUuidBytes> device_uuid{};      // which GPU

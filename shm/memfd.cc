@@ -11,11 +11,6 @@
 
 namespace plexus::shm {
 
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 Mapping::Mapping(Mapping&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
@@ -34,8 +29,8 @@ void Mapping::reset() {
   size_ = 0;
 }
 
-UniqueFd create_sealed_memfd(const char* debug_name, size_t bytes) {
-  UniqueFd fd(::memfd_create(debug_name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+common::UniqueFd create_sealed_memfd(const char* debug_name, size_t bytes) {
+  common::UniqueFd fd(::memfd_create(debug_name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) throw std::system_error(errno, std::generic_category(), "memfd_create");
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
     throw std::system_error(errno, std::generic_category(),

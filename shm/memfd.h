@@ -8,34 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace plexus::shm {
-
-// Owns one file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(other.release());
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 // A shared read-write mapping of a whole segment; unmapped on destruction.
 class Mapping {
@@ -62,7 +37,7 @@ inline constexpr unsigned kRequiredSeals =
 
 // Creates a memfd of `bytes`, sized and sealed against shrink/grow/further sealing.
 // Throws std::system_error naming the step that failed.
-UniqueFd create_sealed_memfd(const char* debug_name, size_t bytes);
+common::UniqueFd create_sealed_memfd(const char* debug_name, size_t bytes);
 
 // Maps a whole fd read-write shared. Throws std::system_error.
 Mapping map_shared(int fd, size_t bytes);

@@ -35,7 +35,7 @@ class ClientPool {
 
  private:
   struct Allocator;
-  UniqueFd fd_;
+  common::UniqueFd fd_;
   Mapping mapping_;
   std::unique_ptr<Allocator> allocator_;
   // Blocks handed out, so a foreign, interior or twice-freed pointer is refused rather

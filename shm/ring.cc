@@ -58,7 +58,7 @@ RingMemory RingMemory::create(uint32_t sq_entries, uint32_t cq_entries) {
   return ring;
 }
 
-RingMemory RingMemory::attach(UniqueFd fd) {
+RingMemory RingMemory::attach(common::UniqueFd fd) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || st.st_size < static_cast<off_t>(sizeof(RingHeader))) {
     throw std::runtime_error("ring memfd from the daemon is too small or unreadable");

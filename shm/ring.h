@@ -21,7 +21,7 @@ class RingMemory {
   static RingMemory create(uint32_t sq_entries, uint32_t cq_entries);
   // Client: maps a daemon-provided memfd and checks its header. Throws
   // std::runtime_error naming the mismatch.
-  static RingMemory attach(UniqueFd fd);
+  static RingMemory attach(common::UniqueFd fd);
 
   RingHeader* header() const { return reinterpret_cast<RingHeader*>(mapping_.data()); }
   SubmissionEntry* sq() const;
@@ -31,7 +31,7 @@ class RingMemory {
   int fd() const { return fd_.get(); }
 
  private:
-  UniqueFd fd_;
+  common::UniqueFd fd_;
   Mapping mapping_;
   uint32_t sq_entries_ = 0;
   uint32_t cq_entries_ = 0;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "shm/memfd.h"
+#include "common/unique_fd.h"
 
 namespace plexus::shm {
 
@@ -28,7 +28,7 @@ bool unix_socket_answers(const std::string& path) {
   } catch (const std::invalid_argument&) {
     return false;
   }
-  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  common::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!probe) return false;
   int result;
   do {

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "clientlib/control/control_channel.h"
 #include "clientlib/src/client_context.h"
-#include "clientlib/src/control_channel.h"
 #include "clientlib/src/gpu_stream.h"
 #include "clientlib/src/last_error.h"
 #include "plexus/plexus.h"
@@ -383,7 +383,7 @@ void fill_root(UniqueIdLayout* layout) {
     hello.setRole(control::Role::ADMIN);
     hello.setProcessName("plexus_get_unique_id");
     Reply reply = channel.call(message);
-    capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+    capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
     auto root = reader.getRoot<control::DaemonMessage>();
     if (!root.isHelloReply()) return;
     layout->root_instance = root.getHelloReply().getInstanceId();
@@ -441,7 +441,7 @@ plexus_result_t comm_init(plexus_comm_t* comm, int nranks, plexus_unique_id_t id
     for (unsigned i = 0; i < addresses.size(); ++i) addresses.set(i, root_addresses[i]);
     init.setAlgorithm(algorithm != nullptr ? algorithm : "");
     Reply reply = ctx.control().call(message);
-    capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+    capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
     auto root = reader.getRoot<control::DaemonMessage>();
     if (root.isError()) {
       return fail(static_cast<plexus_result_t>(root.getError().getCode()),

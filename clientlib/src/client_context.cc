@@ -93,7 +93,7 @@ ClientContext::ClientContext() {
   if (const char* job = std::getenv("PLEXUS_JOB"); job != nullptr) hello.setJobName(job);
   const int pool_fd = pool_->fd();
   Reply reply = control_->call(message, std::span<const int>(&pool_fd, 1));
-  capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+  capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
   auto root = reader.getRoot<control::DaemonMessage>();
   if (root.isError()) {
     throw std::runtime_error(std::string("plexusd refused this process: ") +

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "clientlib/src/control_channel.h"
+#include "clientlib/control/control_channel.h"
 #include "clientlib/src/gpu_buffers.h"
 #include "clientlib/src/stream_flag_slots.h"
 #include "plexus/plexus.h"
@@ -102,8 +102,8 @@ class ClientContext {
   std::unique_ptr<StreamFlagSlots> stream_flags_;  // over pool_
   std::optional<shm::RingMemory> rings_;
   std::optional<shm::ClientRingEnd> ring_end_;
-  shm::UniqueFd submission_eventfd_;
-  shm::UniqueFd completion_eventfd_;
+  common::UniqueFd submission_eventfd_;
+  common::UniqueFd completion_eventfd_;
   uint64_t session_id_ = 0;
   shm::IdleSettings idle_{shm::default_spin_us(), 2000};
   // Waiters on ops this large sleep at once: the wakeup costs far less than the op, and

@@ -62,7 +62,7 @@ uint32_t GpuBuffers::register_allocation(ControlChannel& control, const GpuAlloc
     fds.push_back(exported.posix_fd->get());
   }
   Reply reply = control.call(message, fds);  // the fd is closed here when `exported` goes
-  capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+  capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
   auto root = reader.getRoot<control::DaemonMessage>();
   if (root.isError()) {
     *error =

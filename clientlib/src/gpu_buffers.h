@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "clientlib/src/control_channel.h"
+#include "clientlib/control/control_channel.h"
 #include "clientlib/src/gpu_registration_cache.h"
 
 namespace plexus::client {

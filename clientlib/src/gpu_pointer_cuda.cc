@@ -75,7 +75,7 @@ std::string export_vmm_allocation(const shm::CudaDriver& driver, CUdeviceptr bas
   }
   driver.mem_release(handle);  // the retain's reference; the allocation stays
   if (!error.empty()) return error;
-  out->posix_fd = std::make_shared<const shm::UniqueFd>(fd);
+  out->posix_fd = std::make_shared<const common::UniqueFd>(fd);
   *ordinal = prop.location.id;
   return {};
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "clientlib/src/gpu_stream.h"
+#include "shm/stream_flags.h"
 
 namespace plexus::client {
 namespace {
@@ -52,10 +53,7 @@ std::string StreamFlagSlots::acquire(StreamSlot* slot, bool* all_busy) {
   slot->ticket = next_ticket_++;
   if (next_ticket_ == 0) next_ticket_ = 1;  // 0 is every flag's first value
   const uint64_t within = static_cast<uint64_t>(slot->index) * sizeof(shm::StreamFlags);
-  // The done flag starts just below the ticket: a value left from a use long ago could
-  // otherwise read as cyclically later than it and let the stream go early.
-  auto* flags = reinterpret_cast<shm::StreamFlags*>(block_ + within);
-  flags->done.store(slot->ticket - 1, std::memory_order_release);
+  shm::arm_stream_done(shm::stream_flags_at(block_, within), slot->ticket);
   slot->pool_offset = pool_.offset_of(block_ + within);
   slot->ready_device = block_device_ + within + offsetof(shm::StreamFlags, ready);
   slot->done_device = block_device_ + within + offsetof(shm::StreamFlags, done);
@@ -64,9 +62,9 @@ std::string StreamFlagSlots::acquire(StreamSlot* slot, bool* all_busy) {
 
 void StreamFlagSlots::release(int index, uint32_t ticket) {
   std::lock_guard lock(mutex_);
-  auto* flags = reinterpret_cast<shm::StreamFlags*>(block_ + static_cast<size_t>(index) *
-                                                                 sizeof(shm::StreamFlags));
-  flags->done.store(ticket, std::memory_order_release);
+  shm::release_stream(
+      shm::stream_flags_at(block_, static_cast<uint64_t>(index) * sizeof(shm::StreamFlags)),
+      ticket);
   free_.push_back(index);
 }
 

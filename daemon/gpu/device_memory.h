@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "plexus/plexus.h"
+#include "plexus/plexus_types.h"
 #include "shm/gpu_export.h"
 
 namespace plexus::daemon::gpu {

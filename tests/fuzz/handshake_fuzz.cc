@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "shm/framing.h"
+#include "common/frame_codec.h"
 #include "tests/fuzz/fuzz_seeds.h"
 #include "transports/peer/peer_handshake.h"
 
@@ -33,7 +33,7 @@ const ClusterSecret& secret() {
 }
 
 void feed(PeerHandshake& h, const uint8_t* data, size_t size) {
-  plexus::shm::FrameDecoder decoder(plexus::transports::kMaxHandshakeFrameBytes);
+  plexus::common::FrameDecoder decoder(plexus::transports::kMaxHandshakeFrameBytes);
   decoder.append(reinterpret_cast<const std::byte*>(data), size);
   std::string error;
   for (int frames = 0; frames < 16; ++frames) {

@@ -50,7 +50,7 @@ class GpuStagingDaemonTest : public ::testing::Test {
     dir_ = dir_template;
     daemon::Config config;
     config.socket_path = dir_ + "/plexusd.sock";
-    config.metrics = "off";
+    config.metrics = common::OnOff::kOff;
     configure(config);
     device_ = std::make_shared<HostDeviceMemory>();
     // Every "allocation" is made before the daemon can look one up (the table is not
@@ -867,7 +867,7 @@ class GpuTwoNodeTest : public ::testing::Test {
       node.dir = dir_template;
       daemon::Config config;
       config.socket_path = node.dir + "/plexusd.sock";
-      config.metrics = "off";
+      config.metrics = common::OnOff::kOff;
       config.peer_listen = "127.0.0.1:0";
       config.node_name = i == 0 ? "gpu-a" : "gpu-b";
       node.device = std::make_shared<HostDeviceMemory>();

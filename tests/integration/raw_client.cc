@@ -25,7 +25,7 @@ RawClient::RawClient(const std::string& socket_path)
 namespace {
 
 std::string gpu_memory_answer(const client::Reply& reply) {
-  capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+  capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
   auto answer = reader.getRoot<control::DaemonMessage>();
   if (answer.isError()) return answer.getError().getMessage().cStr();
   if (answer.isGpuMemoryReply()) return "region " + std::to_string(answer.getGpuMemoryReply());
@@ -163,7 +163,7 @@ bool RawClient::closed_by_daemon(int timeout_ms) {
 
 bool daemon_closes_after(const std::string& socket_path, const std::string& bytes, int timeout_ms,
                          std::span<const int> fds) {
-  shm::UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  common::UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr = shm::unix_socket_address(socket_path);
   if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     throw std::runtime_error("connect failed");

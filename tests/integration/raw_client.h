@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "clientlib/src/control_channel.h"
+#include "clientlib/control/control_channel.h"
 #include "shm/pool.h"
 #include "shm/ring.h"
 
@@ -69,8 +69,8 @@ class RawClient {
   std::unique_ptr<shm::ClientPool> pool_;
   std::optional<shm::RingMemory> rings_;
   std::optional<shm::ClientRingEnd> ring_end_;
-  shm::UniqueFd submission_eventfd_;
-  shm::UniqueFd completion_eventfd_;
+  common::UniqueFd submission_eventfd_;
+  common::UniqueFd completion_eventfd_;
 };
 
 // Sends raw bytes (and optional fds) on a fresh connection and reports whether the

@@ -228,7 +228,7 @@ TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
   {
     capnp::MallocMessageBuilder message;
     message.initRoot<shm::control::ClientMessage>().setStatus();
-    auto frame = shm::encode_frame(message);
+    auto frame = common::encode_frame(message);
     EXPECT_TRUE(daemon_closes_after(
         path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000));
   }
@@ -237,7 +237,7 @@ TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
     capnp::MallocMessageBuilder message;
     auto hello = message.initRoot<shm::control::ClientMessage>().initHello();
     hello.setProtocolVersion(shm::kProtocolVersion);
-    auto frame = shm::encode_frame(message);
+    auto frame = common::encode_frame(message);
     RawClient raw(path);
     ASSERT_EQ(shm::send_frame(raw.socket_fd(), std::span(frame).first(frame.size() / 2)), "");
   }
@@ -247,7 +247,7 @@ TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
     auto hello = message.initRoot<shm::control::ClientMessage>().initHello();
     hello.setProtocolVersion(shm::kProtocolVersion);
     hello.setRole(shm::control::Role::ADMIN);
-    auto frame = shm::encode_frame(message);
+    auto frame = common::encode_frame(message);
     int fds[] = {0, 1};
     EXPECT_TRUE(daemon_closes_after(
         path, std::string(reinterpret_cast<char*>(frame.data()), frame.size()), 2000, fds));
@@ -258,7 +258,7 @@ TEST_F(RobustnessTest, GarbageAndTruncatedMessagesCloseOnlyThatConnection) {
 TEST_F(RobustnessTest, UnsealedUndersizedOrForeignPoolDescriptorsAreRefused) {
   {
     RawClient raw(socket());
-    shm::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    common::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
     EXPECT_THAT(raw.hello_with_fd(unsealed.get(), 1 << 20),
                 HasSubstr("not sealed against shrinking"));
@@ -266,14 +266,14 @@ TEST_F(RobustnessTest, UnsealedUndersizedOrForeignPoolDescriptorsAreRefused) {
   }
   {
     RawClient raw(socket());
-    shm::UniqueFd small = shm::create_sealed_memfd("small", 4096);
+    common::UniqueFd small = shm::create_sealed_memfd("small", 4096);
     EXPECT_THAT(raw.hello_with_fd(small.get(), 1 << 20), HasSubstr("were declared"));
   }
   {
     RawClient raw(socket());
     int pipe_fds[2];
     ASSERT_EQ(::pipe(pipe_fds), 0);
-    shm::UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+    common::UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
     EXPECT_THAT(raw.hello_with_fd(read_end.get(), 4096), HasSubstr("not a sealable memfd"));
   }
 }

@@ -1,6 +1,6 @@
 // Tests for daemon/comm_rendezvous: ranks joining a communicator by token, rejection of
 // inconsistent joins, deadlines, and sessions going away mid-rendezvous.
-#include "daemon/comm_rendezvous.h"
+#include "daemon/control/comm_rendezvous.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The control thread's lifecycle as the engine sees it.
-#include "daemon/control_server.h"
+#include "daemon/control/control_server.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,8 @@
 #include <atomic>
 #include <string>
 
-#include "daemon/engine.h"
+#include "daemon/config.h"
+#include "daemon/engine/engine.h"
 
 namespace plexus::daemon {
 namespace {
@@ -20,10 +21,11 @@ TEST(ControlServerTest, WhatIsPostedAfterStopIsDroppedNotRun) {
   ASSERT_NE(::mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
   Config config;
-  Engine engine(config, [](uint64_t, std::string) {});
+  config.socket_path = dir + "/plexusd.sock";
+  Engine engine(engine_config(config, false), [](uint64_t, std::string) {});
   std::atomic<int> ran{0};
   {
-    ControlServer control(config, dir + "/plexusd.sock", engine);
+    ControlServer control(control_config(config, {}), engine);
     control.start();
     control.post([&ran] { ++ran; });
     control.stop();

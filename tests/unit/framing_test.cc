@@ -31,6 +31,10 @@
 namespace plexus::shm {
 namespace {
 
+using common::encode_frame;
+using common::FrameDecoder;
+using common::UniqueFd;
+using common::untrusted_reader_options;
 using ::testing::HasSubstr;
 namespace ctl = control;
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "daemon/gpu/device_memory.h"
-#include "daemon/reduce.h"
+#include "daemon/local/reduce.h"
 #include "shm/dtype.h"
 
 namespace plexus::test {

@@ -1,7 +1,7 @@
 // Hierarchical collectives across simulated nodes: ranks placed unevenly and interleaved
 // over nodes, every collective and algorithm, in-place and out-of-place, checked exactly
 // against what a single node would compute.
-#include "daemon/internode_op.h"
+#include "daemon/internode/internode_op.h"
 
 #include <gtest/gtest.h>
 

@@ -23,6 +23,7 @@
 namespace plexus::shm {
 namespace {
 
+using common::UniqueFd;
 using ::testing::HasSubstr;
 
 constexpr size_t kMiB = 1024 * 1024;

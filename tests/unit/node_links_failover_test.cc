@@ -16,7 +16,7 @@
 #include <chrono>
 #include <map>
 
-#include "daemon/node_links.h"
+#include "daemon/links/node_links.h"
 #include "monitor/window_summary.h"
 #include "tests/unit/tcp_pair.h"
 

@@ -1,6 +1,6 @@
 // Inter-node ops over real loopback TCP through NodeLinks: three nodes, uneven ranks,
 // large and odd sizes, exact results; a link that dies is reported with its name.
-#include "daemon/node_links.h"
+#include "daemon/links/node_links.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,7 +12,7 @@
 
 #include <chrono>
 
-#include "daemon/internode_op.h"
+#include "daemon/internode/internode_op.h"
 #include "tests/unit/tcp_pair.h"
 
 namespace plexus::daemon {

@@ -1,6 +1,6 @@
 // The root daemon's multi-node rendezvous: forming, node order, conflicts, timeouts that
 // name the missing ranks and the nodes that came, a node that goes away.
-#include "daemon/node_rendezvous.h"
+#include "daemon/control/node_rendezvous.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "shm/framing.h"
+#include "common/frame_codec.h"
 #include "transports/wire/peer.capnp.h"
 
 namespace plexus::transports {
@@ -28,7 +28,7 @@ PeerIdentity identity(uint64_t id, const std::string& name) {
 
 // Moves every complete frame from `bytes` into `to`; returns the first error.
 std::string deliver(std::vector<std::byte> bytes, PeerHandshake& to) {
-  shm::FrameDecoder decoder(kMaxHandshakeFrameBytes);
+  common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
   decoder.append(bytes.data(), bytes.size());
   std::string error;
   while (auto words = decoder.next(&error)) {
@@ -138,12 +138,12 @@ TEST(PeerHandshakeTest, WrongInstanceVersionAndGarbageAreRefused) {
   hello.setInstanceId(5);
   hello.setNodeName("z");
   auto a3 = PeerHandshake::acceptor(identity(2, "b"), nullptr);
-  EXPECT_THAT(deliver(shm::encode_frame(future), a3), HasSubstr("protocol version 99"));
+  EXPECT_THAT(deliver(common::encode_frame(future), a3), HasSubstr("protocol version 99"));
   // A short nonce.
   hello.setProtocolVersion(kPeerProtocolVersion);
   hello.setNonce(kj::heapArray<kj::byte>(5));
   auto a4 = PeerHandshake::acceptor(identity(2, "b"), nullptr);
-  EXPECT_THAT(deliver(shm::encode_frame(future), a4), HasSubstr("nonce has 5 bytes"));
+  EXPECT_THAT(deliver(common::encode_frame(future), a4), HasSubstr("nonce has 5 bytes"));
   // Words that are no message at all.
   auto a5 = PeerHandshake::acceptor(identity(2, "b"), nullptr);
   std::vector<capnp::word> junk(6);

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "daemon/rail_plan.h"
-#include "daemon/route_table.h"
+#include "daemon/links/rail_plan.h"
+#include "daemon/links/route_table.h"
 
 namespace plexus::daemon {
 namespace {

@@ -1,6 +1,6 @@
 // Tests for daemon/reduce (every dtype x op against a scalar reference written here)
 // and for the fp16/bf16 conversions in shm/half_float.h.
-#include "daemon/reduce.h"
+#include "daemon/local/reduce.h"
 
 #include <gtest/gtest.h>
 

@@ -30,6 +30,7 @@
 namespace plexus::shm {
 namespace {
 
+using common::UniqueFd;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 

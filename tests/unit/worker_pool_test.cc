@@ -1,7 +1,7 @@
 // Tests for daemon/worker_pool: parallel_for runs every index exactly once, on the workers
 // and the calling thread, and returns only when all of them are done. A watchdog turns a
 // deadlock into a failure instead of a hung test run.
-#include "daemon/worker_pool.h"
+#include "daemon/local/worker_pool.h"
 
 #include <gtest/gtest.h>
 

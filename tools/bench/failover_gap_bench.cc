@@ -29,8 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/node_links.h"
-#include "daemon/peer_server.h"
+#include "common/socket_address.h"
+#include "daemon/links/node_links.h"
+#include "daemon/links/peer_server.h"
 
 namespace {
 
@@ -101,7 +102,7 @@ NodeLinks::Handler handler(Record* record, std::string* lost) {
 int receive(const std::string& listen_at, int paths, double seconds) {
   sockaddr_storage address{};
   socklen_t len = 0;
-  if (!plexus::daemon::parse_peer_address(listen_at, &address, &len)) die("bad --listen");
+  if (!plexus::common::parse_address(listen_at, &address, &len)) die("bad --listen");
   const int listener = ::socket(address.ss_family, SOCK_STREAM, 0);
   const int one = 1;
   ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -170,7 +171,7 @@ int send(const std::string& connect_to, double seconds) {
     start = comma + 1;
     sockaddr_storage address{};
     socklen_t len = 0;
-    if (!plexus::daemon::parse_peer_address(target, &address, &len)) die("bad address " + target);
+    if (!plexus::common::parse_address(target, &address, &len)) die("bad address " + target);
     const int fd = ::socket(address.ss_family, SOCK_STREAM, 0);
     bool connected = false;
     for (int attempt = 0; attempt < 100 && !connected; ++attempt) {

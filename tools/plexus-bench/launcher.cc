@@ -409,7 +409,7 @@ int run_spawned(BenchOptions options) {
       daemon::Config config;
       config.socket_path = socket_path;
       config.log_level = "warn";
-      config.metrics = "off";  // a private daemon for one run: nothing scrapes it
+      config.metrics = common::OnOff::kOff;  // a private daemon for one run: nothing scrapes it
       embedded = std::make_unique<daemon::Daemon>(std::move(config));
       embedded->start();
     } catch (const std::exception& error) {

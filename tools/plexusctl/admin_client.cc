@@ -24,7 +24,7 @@ void AdminClient::call(const std::function<void(control::ClientMessage::Builder)
   capnp::MallocMessageBuilder request;
   fill(request.initRoot<control::ClientMessage>());
   client::Reply reply = channel_->call(request);
-  capnp::FlatArrayMessageReader reader(reply.words, shm::untrusted_reader_options());
+  capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
   auto root = reader.getRoot<control::DaemonMessage>();
   if (root.isError()) {
     throw Refused("plexusd on " + socket_path_ +

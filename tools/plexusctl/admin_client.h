@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "clientlib/src/control_channel.h"
+#include "clientlib/control/control_channel.h"
 #include "shm/control.capnp.h"
 
 namespace plexus::ctl {

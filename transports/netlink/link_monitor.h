@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shm/memfd.h"
+#include "common/unique_fd.h"
 
 namespace plexus::transports {
 
@@ -34,7 +34,7 @@ class LinkMonitor {
   std::vector<LinkEvent> read_changes();
 
  private:
-  shm::UniqueFd fd_;
+  common::UniqueFd fd_;
   std::unordered_map<std::string, bool> up_;
   std::vector<std::byte> buffer_;
 };

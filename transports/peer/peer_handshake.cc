@@ -8,7 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "shm/framing.h"
+#include "common/frame_codec.h"
 #include "transports/wire/peer.capnp.h"
 
 namespace plexus::transports {
@@ -76,7 +76,7 @@ template <typename Build>
 void PeerHandshake::send(Build&& build) {
   capnp::MallocMessageBuilder message;
   build(message.initRoot<peer::HandshakeMessage>());
-  std::vector<std::byte> frame = shm::encode_frame(message);
+  std::vector<std::byte> frame = common::encode_frame(message);
   output_.insert(output_.end(), frame.begin(), frame.end());
 }
 
@@ -146,7 +146,7 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
     return fail("a handshake frame after the handshake ended");
   }
   try {
-    capnp::FlatArrayMessageReader reader(words, shm::untrusted_reader_options());
+    capnp::FlatArrayMessageReader reader(words, common::untrusted_reader_options());
     auto message = reader.getRoot<peer::HandshakeMessage>();
     switch (message.which()) {
       case peer::HandshakeMessage::REFUSED: {

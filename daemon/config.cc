@@ -1,0 +1,71 @@
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace plexus::daemon {
+
+std::string effective_node_name(const Config& config) {
+  if (!config.node_name.empty()) return config.node_name;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+size_t telemetry_windows(const Config& config) {
+  const uint64_t wanted =
+      uint64_t{config.telemetry_history_s} * 1000000 / std::max(config.telemetry_window_us, 1u) + 1;
+  return static_cast<size_t>(std::clamp<uint64_t>(wanted, 2, kMaxTelemetryWindows));
+}
+
+EngineConfig engine_config(const Config& config, bool channel_acks) {
+  EngineConfig e;
+  e.node_name = config.node_name;
+  if (config.workers > 0) {
+    e.workers = config.workers;
+  } else {
+    const unsigned hw = std::thread::hardware_concurrency();
+    e.workers = hw > 1 ? hw - 1 : 0;
+  }
+  e.parallel_threshold_bytes = config.parallel_threshold_bytes;
+  e.max_gpu_staging_bytes = config.max_gpu_staging_bytes;
+  e.gpu_reduce_kernel_bytes = config.gpu_reduce_kernel_bytes;
+  e.idle = config.engine_idle;
+  e.channel.reliable = channel_acks;
+  e.channel.path_timeout = std::chrono::milliseconds(config.path_timeout_ms);
+  e.channel.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
+  e.channel.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
+  e.channel.last_path_grace = std::chrono::milliseconds(config.peer_grace_ms);
+  e.follow_nics = !config.peer_listen.empty();
+  e.telemetry = config.telemetry == common::OnOff::kOn;
+  e.telemetry_window = std::chrono::microseconds(config.telemetry_window_us);
+  e.telemetry_windows = telemetry_windows(config);
+  e.stall = std::chrono::milliseconds(config.stall_ms);
+  e.rank_skew = std::chrono::milliseconds(config.rank_skew_ms);
+  return e;
+}
+
+ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nics) {
+  ControlConfig c;
+  c.socket_path = config.socket_path;
+  c.node_name = config.node_name;
+  c.sq_entries = config.sq_entries;
+  c.cq_entries = config.cq_entries;
+  c.max_pool_bytes = config.max_pool_bytes;
+  c.peer_listen = config.peer_listen;
+  c.cluster_secret_file = config.cluster_secret_file;
+  c.peers.tcp_congestion = config.tcp_congestion;
+  c.peers.nics = std::move(peer_nics);
+  c.peers.reconnect_max = std::chrono::milliseconds(config.reconnect_max_ms);
+  c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
+  c.telemetry = config.telemetry == common::OnOff::kOn;
+  c.telemetry_window_us = config.telemetry_window_us;
+  c.stall_ms = config.stall_ms;
+  c.slow_path_ratio = config.slow_path_ratio;
+  c.admin_group = config.admin_group;
+  return c;
+}
+
+}  // namespace plexus::daemon

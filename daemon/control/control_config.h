@@ -1,0 +1,33 @@
+// The control thread's slice of plexusd's configuration. daemon/config.h holds every
+// setting with its default (beside its flag in main.cc) and builds this slice at start-up:
+// nothing here restates a default.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "daemon/links/peer_server.h"
+
+namespace plexus::daemon {
+
+struct ControlConfig {
+  std::string socket_path;  // resolved: where clients and plexusctl connect
+  std::string node_name;    // resolved: --node-name, else the host name
+  uint32_t sq_entries = 0;
+  uint32_t cq_entries = 0;
+  uint64_t max_pool_bytes = 0;  // largest client pool mapped
+  // Multi-node: peer daemons connect here ("ip:port"); empty: single node only.
+  std::string peer_listen;
+  std::string cluster_secret_file;  // empty: peers need no proof
+  PeerServer::Settings peers;
+  std::chrono::milliseconds connect_timeout{0};  // a new comm's data connections
+  // Telemetry as the daemon runs it (for plexusctl and the slow-path rule).
+  bool telemetry = false;
+  uint32_t telemetry_window_us = 0;
+  uint32_t stall_ms = 0;  // reported to plexusctl ops
+  double slow_path_ratio = 0;
+  std::string admin_group;  // empty: root and plexusd's own user only
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,191 @@
+// The control thread: a libuv loop serving the unix socket. It accepts clients, reads
+// their Cap'n Proto requests (hostile until parsed within limits), creates sessions
+// and rings, runs communicator rendezvous, and answers plexusctl.
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/algorithms/cost_model.h"
+#include "daemon/control/admin_access.h"
+#include "daemon/control/comm_rendezvous.h"
+#include "daemon/control/control_config.h"
+#include "daemon/control/node_rendezvous.h"
+#include "daemon/engine/engine.h"
+#include "daemon/links/peer_server.h"
+#include "monitor/metric_families.h"
+#include "shm/control.capnp.h"
+#include "shm/framing.h"
+
+namespace plexus::daemon {
+
+class ControlServer {
+ public:
+  // `device_memory`: the node's GPUs (tests give one over host memory); null: opened on the
+  // first GPU registration.
+  ControlServer(const ControlConfig& config, Engine& engine,
+                std::shared_ptr<gpu::DeviceMemory> device_memory = nullptr);
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  // Binds the socket (refusing one a live daemon answers on) and starts the thread.
+  void start();
+  void stop();
+  // Any thread: runs fn on the control thread.
+  void post(std::function<void()> fn);
+  // Control thread: ends a session's connection (e.g. its ring was found corrupt).
+  void close_session(uint64_t session_id, const std::string& reason);
+  // Control thread: the engine lost its data connection to a peer daemon.
+  void data_link_lost(uint64_t instance);
+  // A path of the link to `instance` over local NIC `nic` failed (the link stays).
+  void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
+  void nic_up(const std::string& nic);
+  // Control thread: every metric of a Prometheus scrape (control_server_metrics.cc).
+  void collect_metrics(monitor::MetricFamilies& metrics);
+
+  uint64_t instance_id() const { return instance_id_; }
+  // Where peers reach this daemon (after start(); empty without --peer-listen).
+  std::vector<std::string> peer_addresses() const;
+
+ private:
+  struct Connection;
+
+  void bind_socket();
+  void on_listen_readable();
+  void on_connection_readable(Connection* connection);
+  void handle_frame(Connection& connection, kj::Array<capnp::word> words);
+  void handle_hello(Connection& connection, uint32_t request_id, shm::control::Hello::Reader hello);
+  void handle_comm_init(Connection& connection, uint32_t request_id,
+                        shm::control::CommInit::Reader init);
+  void handle_comm_leave(Connection& connection, uint32_t request_id,
+                         shm::control::CommLeave::Reader leave);
+  // control_server_gpu.cc
+  // `fds`: what came with the message (a VMM allocation's handle).
+  void handle_register_gpu_memory(const Session& session, uint32_t request_id,
+                                  shm::control::GpuMemory::Reader memory,
+                                  std::vector<common::UniqueFd> fds);
+  void handle_release_gpu_memory(const Session& session, uint32_t request_id, uint32_t region);
+  void handle_status(Connection& connection, uint32_t request_id);
+  void fill_jobs(shm::control::StatusReply::Builder status);
+  void handle_links(Connection& connection, uint32_t request_id);
+  void handle_nic_drain(Connection& connection, uint32_t request_id,
+                        shm::control::NicDrain::Reader request);
+  // plexusctl ops and events (control_server_monitor.cc).
+  void handle_ops(uint64_t session_id, uint32_t request_id);
+  void send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report);
+  void handle_events(Connection& connection, uint32_t request_id,
+                     shm::control::EventsRequest::Reader request);
+  // The slow-path rule over every path's last second of windows (control_server_monitor.cc).
+  void check_slow_paths();
+  // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
+  static std::string operstate(const std::string& nic);
+  void send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
+                  const std::string& message);
+  bool send_message(Connection& connection, capnp::MessageBuilder& message,
+                    std::span<const int> fds = {});
+  void close_connection(Connection* connection, const std::string& reason);
+  void arm_rendezvous_timer();
+  void on_rendezvous_timer();
+  void run_posted();
+  void prune_finished_comms();
+  Connection* find_connection(uint64_t session_id);
+  // Every connected client's session.
+  std::vector<std::shared_ptr<const Session>> sessions() const;
+  // Replies to every joiner and hands the communicator to the engine.
+  void form_comm(const CommToken& token, int nranks,
+                 const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);
+
+  // Multi-node communicators (control_server_nodes.cc).
+  struct RootRef {
+    uint64_t instance = 0;
+    std::vector<std::string> addresses;
+  };
+  void start_peers();
+  void join_multi_node(Session& session, uint32_t request_id, const CommToken& token, int nranks,
+                       int rank, uint32_t timeout_ms, const RootRef& root,
+                       const std::string& algorithm);
+  void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
+                 uint32_t timeout_ms, const std::string& algorithm);
+  void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
+                      const algo::LinkCost& cost);
+  void deliver_join_failed(uint64_t node, const CommToken& token, const std::string& message);
+  void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
+  void check_forming(const CommToken& token);
+  void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
+  void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
+  void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
+  void on_data_link(const transports::PeerIdentity& peer, int fd, const std::string& nic,
+                    bool backup);
+  void on_data_failed(uint64_t instance, const std::string& reason);
+  void expire_multi_node(std::chrono::steady_clock::time_point now);
+  std::optional<std::chrono::steady_clock::time_point> next_multi_node_deadline() const;
+  NodeInfo my_node_info() const;
+  algo::LinkCost comm_cost(const NodeRendezvous::Formed& formed) const;
+
+  ControlConfig config_;
+  Engine& engine_;
+  // Opened here, off the engine thread (the driver's start takes a while), with every
+  // allocation's mapping; the engine gets both with the registration.
+  std::shared_ptr<gpu::DeviceMemory> device_memory_;
+  std::string no_device_memory_;  // why there is none, once opening failed
+  AdminPolicy admin_;
+  std::chrono::steady_clock::time_point started_at_;
+
+  uv_loop_t loop_{};
+  uv_poll_t listen_poll_{};
+  uv_async_t wakeup_{};
+  uv_timer_t rendezvous_timer_{};
+  uv_timer_t path_watch_timer_{};  // the slow-path rule, with telemetry on
+  static constexpr uint64_t kPathWatchIntervalMs = 250;
+  // The slow-path rule looks at the last kSlowPathSpan of each path's windows.
+  static constexpr std::chrono::milliseconds kSlowPathSpan{1000};
+  static constexpr int kSlowPathConfirmations = 3;
+  std::map<std::string, int> slow_path_streaks_;  // by path: looks in a row found slow
+  std::set<std::string> slow_paths_reported_;     // and not yet seen back at par
+  int listen_fd_ = -1;
+  std::thread thread_;
+  bool running_ = false;
+
+  std::mutex posted_mutex_;
+  std::vector<std::function<void()>> posted_;
+  bool stop_requested_ = false;
+
+  uint64_t next_session_id_ = 1;
+  std::unordered_map<uint64_t, Connection*> connections_;
+  CommRendezvous rendezvous_;
+
+  uint64_t instance_id_ = 0;
+  std::unique_ptr<transports::ClusterSecret> secret_;
+  std::unique_ptr<PeerServer> peers_;
+  NodeRendezvous node_rendezvous_;  // communicators whose root is this daemon
+  struct MultiJoin {                // this node's ranks wait for their root
+    RootRef root;
+    int nranks = 0;
+  };
+  std::map<CommToken, MultiJoin> multi_joins_;
+  struct Forming {  // formed at the root; waiting for data connections to every node
+    NodeRendezvous::Formed formed;
+    algo::LinkCost cost;
+    int nranks = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::map<CommToken, Forming> forming_;
+  std::set<uint64_t> data_links_;                     // peers the engine has a link to
+  std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
+  std::vector<std::shared_ptr<Comm>> comms_;
+  uint64_t bad_messages_ = 0;
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,117 @@
+// The links report (plexusctl paths, nics): this daemon's NICs and its paths to peer
+// daemons, each with the last second of its telemetry windows.
+#include <fstream>
+
+#include "daemon/control/control_server.h"
+#include "daemon/links/peer_server.h"
+#include "monitor/window_summary.h"
+
+namespace plexus::daemon {
+namespace {
+
+namespace control = shm::control;
+using Clock = monitor::WindowRing::Clock;
+
+// What the windows of the last second add up to.
+void fill_recent(control::WindowStats::Builder out, const monitor::WindowRing& ring,
+                 Clock::time_point now) {
+  const monitor::WindowSummary s = monitor::summarize_recent(ring, now, std::chrono::seconds(1));
+  out.setSeconds(std::chrono::duration<double>(ring.width()).count() *
+                 static_cast<double>(s.windows));
+  out.setBusyWindows(static_cast<uint32_t>(s.busy_windows));
+  out.setBytesOut(s.bytes_out);
+  out.setBytesIn(s.bytes_in);
+  out.setResentBytes(s.resent_bytes);
+  out.setErrors(s.errors);
+  out.setBusyOutBytesPerS(s.busy_out_bytes_per_s);
+  out.setLatencySamples(s.latency.count);
+  out.setLatencyP50Us(s.latency.p50_us);
+  out.setLatencyP99Us(s.latency.p99_us);
+  out.setLatencyMaxUs(s.latency.max_us);
+}
+
+}  // namespace
+
+std::string ControlServer::operstate(const std::string& nic) {
+  std::ifstream in("/sys/class/net/" + nic + "/operstate");
+  std::string state;
+  return in >> state ? state : "unknown";
+}
+
+void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
+  const auto now = Clock::now();
+  capnp::MallocMessageBuilder reply;
+  auto root = reply.initRoot<control::DaemonMessage>();
+  root.setRequestId(request_id);
+  auto links = root.initLinksReply();
+  const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
+  auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
+  for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
+  const std::vector<std::string> drained_nics = engine_.drained_nics();
+  auto drained = links.initDrained(static_cast<unsigned>(drained_nics.size()));
+  for (unsigned d = 0; d < drained.size(); ++d) drained.set(d, drained_nics[d]);
+  links.setTelemetryWindowUs(config_.telemetry ? config_.telemetry_window_us : 0);
+  const auto peers = engine_.peer_links();
+  auto list = links.initPeers(static_cast<unsigned>(peers.size()));
+  std::map<std::string, uint32_t> live_paths;  // by NIC
+  for (unsigned i = 0; i < list.size(); ++i) {
+    const NodeLinks::PeerInfo& info = peers[i];
+    auto out = list[i];
+    out.setNode(info.name);
+    out.setInstance(info.instance);
+    out.setAcks(info.reliable);
+    out.setFramesSent(info.counters.frames_sent);
+    out.setFramesResent(info.counters.frames_resent);
+    out.setBytesResent(info.counters.bytes_resent);
+    out.setDuplicatesDropped(info.counters.duplicates_dropped);
+    out.setPathFailures(info.counters.path_failures);
+    out.setFailbacks(info.counters.failbacks);
+    out.setDownForMs(info.down_for_ms);
+    auto paths = out.initPaths(static_cast<unsigned>(info.paths.size()));
+    for (unsigned p = 0; p < paths.size(); ++p) {
+      const NodeLinks::PathInfo& path = info.paths[p];
+      ++live_paths[path.nic];
+      paths[p].setNic(path.nic);
+      paths[p].setLocal(path.local);
+      paths[p].setRemote(path.remote);
+      paths[p].setState(path.state);
+      paths[p].setBytesSent(path.bytes_sent);
+      paths[p].setBytesReceived(path.bytes_received);
+      paths[p].setRateBytesPerS(path.rate_bytes_per_s);
+      paths[p].setDeliveryBytesPerS(path.delivery_bytes_per_s);
+      paths[p].setDeliveryAppLimited(path.delivery_app_limited);
+      paths[p].setRttUs(path.rtt_us);
+      paths[p].setKernelUnsentBytes(path.kernel_unsent_bytes);
+      if (path.windows) {
+        paths[p].setHasRecent(true);
+        fill_recent(paths[p].initRecent(), *path.windows, now);
+      }
+    }
+  }
+  const auto windows = engine_.nic_windows();
+  const auto& identity_nics = peers_ ? peers_->identity().nics : std::vector<transports::NicInfo>{};
+  auto nic_info = links.initNicInfo(static_cast<unsigned>(identity_nics.size()));
+  for (unsigned i = 0; i < nic_info.size(); ++i) {
+    const transports::NicInfo& nic = identity_nics[i];
+    auto out = nic_info[i];
+    out.setName(nic.name);
+    out.setAddress(nic.address);
+    out.setState(operstate(nic.name));
+    out.setSpeedMbps(nic.speed_mbps);
+    out.setDrained(std::find(drained_nics.begin(), drained_nics.end(), nic.name) !=
+                   drained_nics.end());
+    out.setPaths(live_paths[nic.name]);
+    auto ring = windows.find(nic.name);
+    if (ring == windows.end()) continue;
+    const auto totals = ring->second->totals();
+    out.setBytesOut(totals.bytes_out);
+    out.setBytesIn(totals.bytes_in);
+    out.setResentBytes(totals.resent_bytes);
+    out.setFailures(totals.errors);
+    out.setHasRecent(true);
+    fill_recent(out.initRecent(), *ring->second, now);
+  }
+  send_message(connection, reply);
+}
+
+}  // namespace plexus::daemon

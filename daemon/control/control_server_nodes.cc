@@ -1,0 +1,489 @@
+// The control thread's side of multi-node communicators: the peer listener, joins sent to
+// the root daemon, the root's rendezvous across nodes, the topology it sends back, and the
+// data connections every pair of nodes in a communicator needs before its ranks hear
+// that it is ready.
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <capnp/serialize.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "daemon/control/control_server.h"
+#include "daemon/control/node_control.capnp.h"
+
+namespace plexus::daemon {
+namespace {
+
+namespace nc = node_control;
+using Clock = std::chrono::steady_clock;
+
+// Ranks' requested timeouts are capped; a missing root is noticed a little after the
+// root itself would have timed the communicator out, so its sentence arrives first.
+constexpr auto kRootGrace = std::chrono::seconds(2);
+
+CommToken token_of(capnp::Data::Reader data) {
+  CommToken token{};
+  std::memcpy(token.data(), data.begin(), std::min(data.size(), token.size()));
+  return token;
+}
+
+kj::ArrayPtr<const kj::byte> bytes_of(const CommToken& token) {
+  return kj::arrayPtr(token.data(), token.size());
+}
+
+uint64_t comm_id_of(const CommToken& token) {
+  uint64_t id = 0;
+  std::memcpy(&id, token.data(), sizeof(id));
+  return id;
+}
+
+}  // namespace
+
+std::vector<std::string> ControlServer::peer_addresses() const {
+  return peers_ ? peers_->identity().addresses : std::vector<std::string>{};
+}
+
+void ControlServer::start_peers() {
+  while (instance_id_ == 0) {
+    if (::getrandom(&instance_id_, sizeof(instance_id_), 0) != sizeof(instance_id_)) {
+      throw std::runtime_error("getrandom failed");
+    }
+  }
+  if (config_.peer_listen.empty()) return;
+  if (!config_.cluster_secret_file.empty()) {
+    secret_ = std::make_unique<transports::ClusterSecret>(
+        transports::ClusterSecret::load(config_.cluster_secret_file));
+  } else {
+    spdlog::warn(
+        "accepting peer daemons without a cluster secret (--cluster-secret-file): any "
+        "host that reaches {} can join this daemon's communicators",
+        config_.peer_listen);
+  }
+  transports::PeerIdentity me;
+  me.instance_id = instance_id_;
+  me.node_name = config_.node_name;
+  PeerServer::Callbacks callbacks;
+  callbacks.on_control = [this](const transports::PeerIdentity& peer, kj::Array<capnp::word> w) {
+    on_peer_control(peer, std::move(w));
+  };
+  callbacks.on_control_lost = [this](uint64_t id, const std::string& name,
+                                     const std::string& reason) {
+    on_peer_control_lost(id, name, reason);
+  };
+  callbacks.on_data_link = [this](const transports::PeerIdentity& peer, int fd,
+                                  const std::string& nic,
+                                  bool backup) { on_data_link(peer, fd, nic, backup); };
+  callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
+    on_data_failed(id, reason);
+  };
+  peers_ = std::make_unique<PeerServer>(&loop_, std::move(me), secret_.get(), config_.peers,
+                                        std::move(callbacks));
+  peers_->listen(config_.peer_listen);
+}
+
+void ControlServer::data_path_lost(uint64_t instance, const std::string& nic,
+                                   const std::string& remote) {
+  if (peers_) peers_->rail_lost(instance, nic, remote);
+}
+
+void ControlServer::nic_up(const std::string& nic) {
+  if (peers_) peers_->nic_up(nic);
+}
+
+NodeInfo ControlServer::my_node_info() const {
+  const auto& me = peers_->identity();
+  return NodeInfo{me.instance_id, me.node_name, me.addresses};
+}
+
+void ControlServer::join_multi_node(Session& session, uint32_t request_id, const CommToken& token,
+                                    int nranks, int rank, uint32_t timeout_ms, const RootRef& root,
+                                    const std::string& algorithm) {
+  const uint64_t id = session.id();
+  if (peers_ == nullptr) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "communicator " + token_prefix(token) +
+                   " was created on another node's plexusd, and this plexusd does not accept "
+                   "peer daemons (start it with --peer-listen on every node)");
+    return;
+  }
+  if (root.instance != instance_id_ && root.addresses.empty()) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "communicator " + token_prefix(token) +
+                   "'s unique id was made on a node whose plexusd accepts no peer daemons (start "
+                   "plexusd with --peer-listen on every node)");
+    return;
+  }
+  if (algorithm.size() > 32 || (!algorithm.empty() && !algo::parse_algorithm(algorithm))) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "PLEXUS_ALGO='" + algorithm.substr(0, 32) +
+                   "' is not an algorithm (ring, rhd, rd, bruck, binomial, chain, pairwise)");
+    return;
+  }
+  CommRendezvous::Joiner joiner{id,
+                                session.creds().pid,
+                                request_id,
+                                rank,
+                                Clock::now() + std::chrono::milliseconds(timeout_ms) + kRootGrace,
+                                root.instance};
+  auto result = rendezvous_.join(token, nranks, joiner, /*form_when_complete=*/false);
+  if (result.outcome == CommRendezvous::JoinResult::kRejected) {
+    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
+    return;
+  }
+  multi_joins_.try_emplace(token, MultiJoin{root, nranks});
+  if (root.instance == instance_id_) {
+    root_join(my_node_info(), token, nranks, {rank}, timeout_ms, algorithm);
+  } else {
+    capnp::MallocMessageBuilder message;
+    auto join = message.initRoot<nc::NodeMessage>().initJoin();
+    join.setToken(bytes_of(token));
+    join.setNranks(static_cast<uint32_t>(nranks));
+    join.initRanks(1).set(0, static_cast<uint32_t>(rank));
+    join.setTimeoutMs(timeout_ms);
+    join.setAlgorithm(algorithm);
+    peers_->send_control(root.instance, root.addresses, message);
+  }
+  arm_rendezvous_timer();
+}
+
+void ControlServer::root_join(const NodeInfo& node, const CommToken& token, int nranks,
+                              std::vector<int> ranks, uint32_t timeout_ms,
+                              const std::string& algorithm) {
+  NodeRendezvous::Join join{node, std::move(ranks),
+                            Clock::now() + std::chrono::milliseconds(timeout_ms), algorithm};
+  auto result = node_rendezvous_.join(token, nranks, join);
+  switch (result.outcome) {
+    case NodeRendezvous::Result::kWaiting:
+      arm_rendezvous_timer();
+      return;
+    case NodeRendezvous::Result::kRejected:
+      spdlog::warn("communicator {}: {}", token_prefix(token), result.error);
+      for (uint64_t n : result.notify) deliver_join_failed(n, token, result.error);
+      return;
+    case NodeRendezvous::Result::kFormed: {
+      const algo::LinkCost cost = comm_cost(result.formed);
+      // The cost model's inputs: every node picks its algorithms from these.
+      spdlog::info(
+          "communicator {} formed across {} node(s) with {} ranks (path latency {:.0f} us, "
+          "{:.0f} Mbit/s)",
+          token_prefix(token), result.formed.nodes.size(), nranks, cost.alpha_s * 1e6,
+          8.0 / cost.beta_s_per_byte / 1e6);
+      deliver_formed(token, result.formed, cost);
+      return;
+    }
+  }
+}
+
+algo::LinkCost ControlServer::comm_cost(const NodeRendezvous::Formed& formed) const {
+  // Latency: half the slowest control handshake round trip to a member; bandwidth: the
+  // slowest member's fastest NIC. Computed once here so every node picks alike.
+  algo::LinkCost cost;
+  double alpha = 0;
+  uint32_t slowest_mbps = 0;
+  for (const auto& node : formed.nodes) {
+    alpha = std::max(alpha, peers_->control_round_trip_s(node.instance_id) / 2);
+    const transports::PeerIdentity* id = node.instance_id == instance_id_
+                                             ? &peers_->identity()
+                                             : peers_->control_peer(node.instance_id);
+    uint32_t fastest = 0;
+    if (id != nullptr) {
+      for (const auto& nic : id->nics) fastest = std::max(fastest, nic.speed_mbps);
+    }
+    if (fastest == 0) fastest = 10000;
+    slowest_mbps = slowest_mbps == 0 ? fastest : std::min(slowest_mbps, fastest);
+  }
+  cost.alpha_s = std::max(alpha, 20e-6);
+  cost.beta_s_per_byte = 8.0 / (static_cast<double>(slowest_mbps) * 1e6);
+  return cost;
+}
+
+void ControlServer::deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
+                                   const algo::LinkCost& cost) {
+  for (const auto& node : formed.nodes) {
+    if (node.instance_id == instance_id_) {
+      on_formed(token, formed, cost);
+      continue;
+    }
+    capnp::MallocMessageBuilder message;
+    auto f = message.initRoot<nc::NodeMessage>().initFormed();
+    f.setToken(bytes_of(token));
+    auto nodes = f.initNodes(static_cast<unsigned>(formed.nodes.size()));
+    for (unsigned i = 0; i < nodes.size(); ++i) {
+      nodes[i].setInstanceId(formed.nodes[i].instance_id);
+      nodes[i].setName(formed.nodes[i].name);
+      auto addresses =
+          nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
+      for (unsigned a = 0; a < addresses.size(); ++a)
+        addresses.set(a, formed.nodes[i].addresses[a]);
+    }
+    auto rank_node = f.initRankNode(static_cast<unsigned>(formed.rank_node.size()));
+    for (unsigned r = 0; r < rank_node.size(); ++r) {
+      rank_node.set(r, static_cast<uint32_t>(formed.rank_node[r]));
+    }
+    f.setAlphaS(cost.alpha_s);
+    f.setBetaSPerByte(cost.beta_s_per_byte);
+    f.setAlgorithm(formed.algorithm);
+    peers_->send_control(node.instance_id, node.addresses, message);
+  }
+}
+
+void ControlServer::deliver_join_failed(uint64_t node, const CommToken& token,
+                                        const std::string& message) {
+  if (node == instance_id_) {
+    fail_local_join(token, PLEXUS_ERR_INVALID_ARGUMENT, message);
+    return;
+  }
+  const transports::PeerIdentity* peer = peers_->control_peer(node);
+  if (peer == nullptr) return;  // it went away; it fails its own ranks
+  capnp::MallocMessageBuilder m;
+  auto failed = m.initRoot<nc::NodeMessage>().initJoinFailed();
+  failed.setToken(bytes_of(token));
+  failed.setMessage(message);
+  peers_->send_control(node, peer->addresses, m);
+}
+
+void ControlServer::fail_local_join(const CommToken& token, plexus_result_t code,
+                                    const std::string& message) {
+  const std::string text = "communicator " + token_prefix(token) + ": " + message;
+  for (const auto& joiner : rendezvous_.take(token)) {
+    send_error(joiner.session_id, joiner.request_id, code, text);
+  }
+  multi_joins_.erase(token);
+  forming_.erase(token);
+}
+
+void ControlServer::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
+                              const algo::LinkCost& cost) {
+  // Formed even when every local rank of it went away meanwhile: the engine then fails it
+  // and tells the other nodes, which would otherwise wait for this node's data.
+  const int nranks = static_cast<int>(formed.rank_node.size());
+  multi_joins_.erase(token);
+  if (formed.nodes.size() == 1) {
+    form_comm(token, nranks, rendezvous_.take(token), std::nullopt);
+    return;
+  }
+  Forming forming{std::move(formed), cost, nranks, Clock::now() + config_.connect_timeout};
+  // The daemon with the lower instance id opens each pair's data connection.
+  for (const auto& node : forming.formed.nodes) {
+    if (node.instance_id == instance_id_ || data_links_.count(node.instance_id) != 0) continue;
+    if (instance_id_ < node.instance_id) peers_->connect_data(node.instance_id, node.addresses);
+  }
+  forming_[token] = std::move(forming);
+  check_forming(token);
+  arm_rendezvous_timer();
+}
+
+void ControlServer::check_forming(const CommToken& token) {
+  auto it = forming_.find(token);
+  if (it == forming_.end()) return;
+  const Forming& f = it->second;
+  for (const auto& node : f.formed.nodes) {
+    if (node.instance_id != instance_id_ && data_links_.count(node.instance_id) == 0) return;
+  }
+  NodeSpan span;
+  for (size_t n = 0; n < f.formed.nodes.size(); ++n) {
+    span.topology.node_names.push_back(f.formed.nodes[n].name);
+    span.node_ids.push_back(f.formed.nodes[n].instance_id);
+    if (f.formed.nodes[n].instance_id == instance_id_) span.topology.my_node = static_cast<int>(n);
+  }
+  span.topology.rank_node = f.formed.rank_node;
+  span.topology.finish();
+  span.comm_id = comm_id_of(token);
+  span.cost = f.cost;
+  span.forced =
+      f.formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(f.formed.algorithm);
+  const int nranks = f.nranks;
+  forming_.erase(it);
+  form_comm(token, nranks, rendezvous_.take(token), std::move(span));
+}
+
+void ControlServer::on_peer_control(const transports::PeerIdentity& peer,
+                                    kj::Array<capnp::word> words) {
+  try {
+    capnp::FlatArrayMessageReader reader(words, common::untrusted_reader_options());
+    auto message = reader.getRoot<nc::NodeMessage>();
+    switch (message.which()) {
+      case nc::NodeMessage::JOIN: {
+        auto join = message.getJoin();
+        const uint32_t nranks = join.getNranks();
+        if (join.getToken().size() != sizeof(CommToken) || nranks == 0 || nranks > 65536 ||
+            join.getRanks().size() == 0 || join.getRanks().size() > nranks ||
+            join.getAlgorithm().size() > 32) {
+          spdlog::warn("node {}: malformed join ignored", peer.node_name);
+          return;
+        }
+        std::vector<int> ranks;
+        for (uint32_t r : join.getRanks()) ranks.push_back(static_cast<int>(r));
+        root_join(NodeInfo{peer.instance_id, peer.node_name, peer.addresses},
+                  token_of(join.getToken()), static_cast<int>(nranks), std::move(ranks),
+                  std::min<uint32_t>(join.getTimeoutMs(), 24u * 3600 * 1000),
+                  join.getAlgorithm().cStr());
+        return;
+      }
+      case nc::NodeMessage::FORMED: {
+        auto f = message.getFormed();
+        if (f.getToken().size() != sizeof(CommToken)) return;
+        const CommToken token = token_of(f.getToken());
+        auto join = multi_joins_.find(token);
+        if (join != multi_joins_.end() && join->second.root.instance != peer.instance_id) {
+          spdlog::warn("node {} sent a topology for communicator {} it is not the root of",
+                       peer.node_name, token_prefix(token));
+          return;
+        }
+        if (forming_.count(token) != 0) return;
+        NodeRendezvous::Formed formed;
+        bool me_in = false;
+        for (auto node : f.getNodes()) {
+          NodeInfo info{node.getInstanceId(), node.getName().cStr(), {}};
+          for (auto a : node.getAddresses()) info.addresses.emplace_back(a.cStr());
+          me_in |= info.instance_id == instance_id_;
+          formed.nodes.push_back(std::move(info));
+        }
+        std::string problem;
+        if (!me_in) problem = "it does not list this node";
+        if (join != multi_joins_.end() &&
+            static_cast<int>(f.getRankNode().size()) != join->second.nranks) {
+          problem = "it places " + std::to_string(f.getRankNode().size()) + " ranks, not " +
+                    std::to_string(join->second.nranks);
+        }
+        if (f.getRankNode().size() == 0 || f.getRankNode().size() > 65536 ||
+            f.getNodes().size() > f.getRankNode().size()) {
+          problem = "it places " + std::to_string(f.getRankNode().size()) + " ranks on " +
+                    std::to_string(f.getNodes().size()) + " nodes";
+        }
+        for (uint32_t n : f.getRankNode()) {
+          if (n >= formed.nodes.size()) problem = "a rank on a node it does not list";
+          formed.rank_node.push_back(static_cast<int>(n));
+        }
+        formed.algorithm = f.getAlgorithm().cStr();
+        if (!formed.algorithm.empty() && !algo::parse_algorithm(formed.algorithm)) {
+          problem = "an unknown algorithm";
+        }
+        if (!problem.empty()) {
+          fail_local_join(token, PLEXUS_ERR_PROTOCOL,
+                          "the root daemon on node " + peer.node_name +
+                              " sent a topology that cannot be used: " + problem);
+          return;
+        }
+        algo::LinkCost cost{f.getAlphaS(), f.getBetaSPerByte()};
+        if (!(cost.alpha_s >= 0 && cost.alpha_s < 10) ||
+            !(cost.beta_s_per_byte > 0 && cost.beta_s_per_byte < 1)) {
+          cost = algo::LinkCost{};
+        }
+        on_formed(token, std::move(formed), cost);
+        return;
+      }
+      case nc::NodeMessage::JOIN_FAILED: {
+        auto failed = message.getJoinFailed();
+        if (failed.getToken().size() != sizeof(CommToken)) return;
+        const CommToken token = token_of(failed.getToken());
+        auto join = multi_joins_.find(token);
+        if (join == multi_joins_.end() || join->second.root.instance != peer.instance_id) return;
+        std::string text = failed.getMessage().cStr();
+        if (text.size() > 1024) text.resize(1024);
+        fail_local_join(token,
+                        text.find("timed out") != std::string::npos ? PLEXUS_ERR_TIMEOUT
+                                                                    : PLEXUS_ERR_INVALID_ARGUMENT,
+                        text);
+        return;
+      }
+      default:
+        spdlog::warn("node {}: unknown control message ignored", peer.node_name);
+        return;
+    }
+  } catch (const kj::Exception& e) {
+    spdlog::warn("node {}: malformed control message ignored: {}", peer.node_name,
+                 e.getDescription().cStr());
+  }
+}
+
+void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& name,
+                                         const std::string& reason) {
+  // Its data link may still wait out the grace period on silent paths; the daemon is gone.
+  if (data_links_.count(instance) != 0) {
+    engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
+      e.peer_daemon_gone(instance, text);
+    });
+  }
+  for (const auto& failure : node_rendezvous_.drop_node(instance)) {
+    for (uint64_t n : failure.notify) deliver_join_failed(n, failure.token, failure.message);
+  }
+  std::vector<CommToken> waiting;
+  for (const auto& [token, join] : multi_joins_) {
+    if (join.root.instance == instance) waiting.push_back(token);
+  }
+  for (const auto& token : waiting) {
+    fail_local_join(
+        token, PLEXUS_ERR_PEER_LOST,
+        "lost the root daemon (" + name + ") before the communicator formed: " + reason);
+  }
+}
+
+void ControlServer::on_data_link(const transports::PeerIdentity& peer, int fd,
+                                 const std::string& nic, bool backup) {
+  data_links_.insert(peer.instance_id);
+  data_link_errors_.erase(peer.instance_id);
+  engine_.post([id = peer.instance_id, name = peer.node_name, fd, nic, backup](Engine& e) {
+    e.add_peer_link(id, name, fd, nic, backup);
+  });
+  std::vector<CommToken> tokens;
+  for (const auto& [token, f] : forming_) tokens.push_back(token);
+  for (const auto& token : tokens) check_forming(token);
+}
+
+void ControlServer::on_data_failed(uint64_t instance, const std::string& reason) {
+  data_link_errors_[instance] = reason;
+  std::vector<CommToken> failed;
+  std::string name;
+  for (const auto& [token, f] : forming_) {
+    for (const auto& node : f.formed.nodes) {
+      if (node.instance_id == instance) {
+        failed.push_back(token);
+        name = node.name;
+      }
+    }
+  }
+  for (const auto& token : failed) {
+    fail_local_join(token, PLEXUS_ERR_PEER_LOST,
+                    "cannot open a data connection to node " + name + ": " + reason);
+  }
+}
+
+void ControlServer::data_link_lost(uint64_t instance) {
+  data_links_.erase(instance);
+  if (peers_) peers_->forget_data_peer(instance);
+}
+
+void ControlServer::expire_multi_node(Clock::time_point now) {
+  for (const auto& failure : node_rendezvous_.expire(now)) {
+    spdlog::warn("communicator {}: {}", token_prefix(failure.token), failure.message);
+    for (uint64_t n : failure.notify) deliver_join_failed(n, failure.token, failure.message);
+  }
+  std::vector<std::pair<CommToken, std::string>> late;
+  for (const auto& [token, f] : forming_) {
+    if (f.deadline > now) continue;
+    std::string missing;
+    for (const auto& node : f.formed.nodes) {
+      if (node.instance_id == instance_id_ || data_links_.count(node.instance_id) != 0) continue;
+      missing += (missing.empty() ? "" : ", ") + node.name;
+      auto error = data_link_errors_.find(node.instance_id);
+      if (error != data_link_errors_.end()) missing += " (" + error->second + ")";
+    }
+    late.emplace_back(token, "no data connection to node(s) " + missing + " within " +
+                                 std::to_string(config_.connect_timeout.count()) + " ms");
+  }
+  for (const auto& [token, message] : late) fail_local_join(token, PLEXUS_ERR_TIMEOUT, message);
+}
+
+std::optional<Clock::time_point> ControlServer::next_multi_node_deadline() const {
+  std::optional<Clock::time_point> next = node_rendezvous_.next_deadline();
+  for (const auto& [token, f] : forming_) {
+    if (!next || f.deadline < *next) next = f.deadline;
+  }
+  return next;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,166 @@
+// Forming multi-node communicators: collecting nodes' ranks, conflicts, timeouts.
+#include "daemon/control/node_rendezvous.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace plexus::daemon {
+namespace {
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += ",";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint64_t> NodeRendezvous::ids(const Pending& p) {
+  std::vector<uint64_t> out;
+  for (const auto& n : p.nodes) out.push_back(n.instance_id);
+  return out;
+}
+
+std::string NodeRendezvous::describe_missing(const Pending& p) {
+  std::vector<int> missing;
+  for (int r = 0; r < p.nranks; ++r) {
+    if (p.rank_node[static_cast<size_t>(r)] < 0) missing.push_back(r);
+  }
+  std::string out =
+      "rank(s) " + list_ranks(missing) + " of " + std::to_string(p.nranks) + " never joined";
+  if (!p.nodes.empty()) {
+    out += "; joined: ";
+    for (size_t n = 0; n < p.nodes.size(); ++n) {
+      std::vector<int> held;
+      for (int r = 0; r < p.nranks; ++r) {
+        if (p.rank_node[static_cast<size_t>(r)] == static_cast<int>(n)) held.push_back(r);
+      }
+      if (n > 0) out += ", ";
+      out += "node " + p.nodes[n].name + " (rank(s) " + list_ranks(held) + ")";
+    }
+  }
+  return out;
+}
+
+NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, const Join& join) {
+  Result result;
+  auto [it, inserted] = pending_.try_emplace(token);
+  Pending& p = it->second;
+  if (inserted) {
+    p.nranks = nranks;
+    p.rank_node.assign(static_cast<size_t>(nranks), -1);
+    p.deadline = join.deadline;
+    p.algorithm = join.algorithm;
+    p.algorithm_from = join.node.name;
+  }
+  auto reject = [&](std::string error) {
+    result.outcome = Result::kRejected;
+    result.error = std::move(error);
+    result.notify = ids(p);
+    if (std::find(result.notify.begin(), result.notify.end(), join.node.instance_id) ==
+        result.notify.end()) {
+      result.notify.push_back(join.node.instance_id);
+    }
+    pending_.erase(it);
+    return result;
+  };
+  if (nranks != p.nranks) {
+    return reject("node " + join.node.name + " says the communicator has " +
+                  std::to_string(nranks) + " ranks, but an earlier node said " +
+                  std::to_string(p.nranks));
+  }
+  if (join.algorithm != p.algorithm) {
+    auto shown = [](const std::string& a) { return a.empty() ? std::string("none") : a; };
+    return reject("ranks on node " + join.node.name + " set PLEXUS_ALGO=" + shown(join.algorithm) +
+                  " but ranks on node " + p.algorithm_from + " set PLEXUS_ALGO=" +
+                  shown(p.algorithm) + "; every rank must ask for the same algorithm");
+  }
+  auto node_it = std::find_if(p.nodes.begin(), p.nodes.end(), [&](const NodeInfo& n) {
+    return n.instance_id == join.node.instance_id;
+  });
+  const int node = static_cast<int>(node_it - p.nodes.begin());
+  if (node_it == p.nodes.end()) p.nodes.push_back(join.node);
+  p.deadline = std::min(p.deadline, join.deadline);
+  for (int rank : join.ranks) {
+    if (rank < 0 || rank >= nranks) {
+      return reject("node " + join.node.name + " registered rank " + std::to_string(rank) +
+                    ", outside 0.." + std::to_string(nranks - 1));
+    }
+    int& at = p.rank_node[static_cast<size_t>(rank)];
+    if (at >= 0) {
+      return reject("rank " + std::to_string(rank) + " joined twice: on node " +
+                    p.nodes[static_cast<size_t>(at)].name + " and on node " + join.node.name);
+    }
+    at = node;
+    ++p.joined;
+  }
+  if (p.joined < p.nranks) return result;
+  // Formed: number the nodes by the lowest rank each holds, so node 0 holds rank 0.
+  std::vector<int> order;  // new index -> old index
+  std::vector<int> renumber(p.nodes.size(), -1);
+  for (int r = 0; r < p.nranks; ++r) {
+    const int old = p.rank_node[static_cast<size_t>(r)];
+    if (renumber[static_cast<size_t>(old)] < 0) {
+      renumber[static_cast<size_t>(old)] = static_cast<int>(order.size());
+      order.push_back(old);
+    }
+  }
+  result.outcome = Result::kFormed;
+  for (int old : order) result.formed.nodes.push_back(p.nodes[static_cast<size_t>(old)]);
+  for (int r = 0; r < p.nranks; ++r) {
+    result.formed.rank_node.push_back(
+        renumber[static_cast<size_t>(p.rank_node[static_cast<size_t>(r)])]);
+  }
+  result.formed.algorithm = p.algorithm;
+  result.notify = ids(p);
+  pending_.erase(it);
+  return result;
+}
+
+std::vector<NodeRendezvous::Failure> NodeRendezvous::expire(Clock::time_point now) {
+  std::vector<Failure> out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.deadline <= now) {
+      out.push_back({it->first, ids(it->second),
+                     "communicator init timed out: " + describe_missing(it->second)});
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::vector<NodeRendezvous::Failure> NodeRendezvous::drop_node(uint64_t instance_id) {
+  std::vector<Failure> out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const Pending& p = it->second;
+    auto node = std::find_if(p.nodes.begin(), p.nodes.end(),
+                             [&](const NodeInfo& n) { return n.instance_id == instance_id; });
+    if (node == p.nodes.end()) {
+      ++it;
+      continue;
+    }
+    std::vector<uint64_t> others;
+    for (const auto& n : p.nodes) {
+      if (n.instance_id != instance_id) others.push_back(n.instance_id);
+    }
+    out.push_back({it->first, others,
+                   "node " + node->name + " went away while communicator init was under way"});
+    it = pending_.erase(it);
+  }
+  return out;
+}
+
+std::optional<NodeRendezvous::Clock::time_point> NodeRendezvous::next_deadline() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [token, p] : pending_) {
+    if (!next || p.deadline < *next) next = p.deadline;
+  }
+  return next;
+}
+
+}  // namespace plexus::daemon

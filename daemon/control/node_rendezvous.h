@@ -1,0 +1,79 @@
+// Multi-node communicators at the root daemon (the one named in the unique id): every
+// node's daemon registers the ranks it holds for a token, as they arrive; the
+// communicator forms when all nranks are present, and every node gets the same topology.
+// Pure bookkeeping (no I/O): the control thread drives it and tests can too.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/engine/comm.h"
+
+namespace plexus::daemon {
+
+struct NodeInfo {
+  uint64_t instance_id = 0;            // a daemon's random id for this run
+  std::string name;                    // host name, for messages
+  std::vector<std::string> addresses;  // where its data connections are accepted
+};
+
+class NodeRendezvous {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Join {
+    NodeInfo node;
+    std::vector<int> ranks;  // ranks this node holds (more may follow in a later join)
+    Clock::time_point deadline;
+    std::string algorithm;  // PLEXUS_ALGO of these ranks; every rank must ask for the same
+  };
+
+  struct Formed {
+    std::vector<NodeInfo> nodes;  // participant order: by the lowest rank each holds
+    std::vector<int> rank_node;   // by rank: index into nodes
+    std::string algorithm;
+  };
+
+  struct Result {
+    enum Outcome { kWaiting, kFormed, kRejected } outcome = kWaiting;
+    std::string error;             // kRejected: sent to every node in `notify`
+    Formed formed;                 // kFormed
+    std::vector<uint64_t> notify;  // instance ids of the nodes involved
+  };
+
+  struct Failure {
+    CommToken token;
+    std::vector<uint64_t> notify;
+    std::string message;
+  };
+
+  Result join(const CommToken& token, int nranks, const Join& join);
+  // Rendezvous whose earliest deadline passed, with a sentence naming the missing ranks
+  // and the nodes that did join; they are dropped.
+  std::vector<Failure> expire(Clock::time_point now);
+  // A node's daemon went away: every rendezvous it was part of fails, naming it.
+  std::vector<Failure> drop_node(uint64_t instance_id);
+  std::optional<Clock::time_point> next_deadline() const;
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    int nranks = 0;
+    std::vector<int> rank_node;   // by rank: index into nodes, -1 until it joins
+    std::vector<NodeInfo> nodes;  // in order of first join
+    int joined = 0;
+    Clock::time_point deadline;
+    std::string algorithm;
+    std::string algorithm_from;  // the node that set it
+  };
+  static std::vector<uint64_t> ids(const Pending& p);
+  static std::string describe_missing(const Pending& p);
+
+  std::map<CommToken, Pending> pending_;
+};
+
+}  // namespace plexus::daemon

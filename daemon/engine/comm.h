@@ -1,0 +1,117 @@
+// A communicator: the ranks that joined one unique id, and (engine thread only) the
+// state that matches their submissions into ops.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/algorithms/cost_model.h"
+#include "daemon/engine/job_metrics.h"
+#include "daemon/internode/node_topology.h"
+#include "daemon/local/contribution.h"
+#include "monitor/rank_skew.h"
+#include "monitor/stall_watch.h"
+#include "shm/entry_validation.h"
+
+namespace plexus::daemon {
+
+class Session;
+struct InternodeState;
+
+// How a communicator spans nodes; absent for one whose ranks are all on this node.
+struct NodeSpan {
+  NodeTopology topology;
+  std::vector<uint64_t> node_ids;  // daemon instance ids, by node index
+  uint64_t comm_id = 0;            // names the communicator in data frames
+  algo::LinkCost cost;             // communicator-wide, from the root
+  std::optional<algo::Algorithm> forced;
+};
+
+using CommToken = std::array<uint8_t, 16>;
+
+std::string token_prefix(const CommToken& token);
+
+struct PendingCollective {
+  std::vector<Contribution> parts;  // by rank; session == nullptr until it arrives
+  int arrived = 0;
+  // With telemetry on: when the first and the last local rank submitted it, and which
+  // rank was last (op timing and the rank-skew rule).
+  std::chrono::steady_clock::time_point first_arrival{};
+  std::chrono::steady_clock::time_point all_arrived{};
+  int last_rank = -1;
+};
+
+class Comm {
+ public:
+  struct Member {
+    Session* session = nullptr;  // valid while the engine has not removed the session
+    uint32_t handle = 0;
+    pid_t pid = 0;
+    uint64_t session_id = 0;
+    bool remote = false;    // a rank of another node (multi-node communicators)
+    bool present = true;    // false once it left or was lost
+    std::string departure;  // engine thread only: why it left, for ops that need it
+  };
+
+  Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span = {});
+  ~Comm();
+
+  const CommToken& token() const { return token_; }
+  int nranks() const { return static_cast<int>(members_.size()); }
+  const std::vector<Member>& members() const { return members_; }
+  const std::optional<NodeSpan>& span() const { return span_; }
+  // Ranks on this node: each collective waits for this many parts.
+  int local_ranks() const { return local_ranks_; }
+
+  // Engine thread only.
+  std::vector<Member>& mutable_members() { return members_; }
+  std::deque<PendingCollective> collectives;  // collectives[i] is op number first_seq + i
+  uint64_t first_seq = 0;
+  std::vector<uint64_t> next_seq;               // per rank
+  std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
+  std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
+  int members_present = 0;                      // of the local ranks
+  std::unique_ptr<InternodeState> internode;    // multi-node: ops between daemons
+  std::string first_departure;  // why the first rank to go went: collectives fail with it
+  // A rank of another node left after submitting remote_limit collectives: those before
+  // it may still finish (its node sent their data first), later ones fail.
+  std::string remote_departure;
+  uint64_t remote_limit = UINT64_MAX;
+  std::string job;  // its first local rank's job (Session::job), for reports and metrics
+  std::shared_ptr<JobCounters> job_counters;      // that job's (null if it had no session)
+  monitor::StallWatch stall_watch;                // on the oldest pending collective
+  std::optional<monitor::RankSkewDetector> skew;  // with telemetry on
+
+  // Any thread.
+  std::atomic<uint64_t> ops_completed{0};
+  std::atomic<uint64_t> bytes_moved{0};
+  std::atomic<bool> finished{false};  // every member left: the control thread may drop it
+
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  std::string broken_reason() const;
+  plexus_result_t broken_status() const { return broken_status_; }
+  // First reason wins; engine thread only.
+  void mark_broken(plexus_result_t status, std::string reason);
+
+ private:
+  CommToken token_;
+  std::vector<Member> members_;
+  std::optional<NodeSpan> span_;
+  int local_ranks_ = 0;
+  std::atomic<bool> broken_{false};
+  plexus_result_t broken_status_ = PLEXUS_SUCCESS;
+  mutable std::mutex reason_mutex_;
+  std::string broken_reason_;
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,496 @@
+// The engine's side of GPU buffers: registering a process's allocations as regions, and
+// staging an op's GPU spans through host memory around the host algorithms, the copies
+// polled from the engine loop so that they never hold up other sessions.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/engine/engine.h"
+#include "daemon/gpu/copy_group.h"
+#include "daemon/gpu/reduce_kernel_args.h"
+#include "shm/dtype.h"
+
+namespace plexus::daemon {
+
+uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
+                                     std::shared_ptr<gpu::DeviceMapping> mapping,
+                                     std::string* error) {
+  Session* session = find_session(session_id);
+  if (session == nullptr) {
+    *error = "the session ended";
+    return 0;
+  }
+  if (!device_memory_) device_memory_ = std::move(device);
+  const uint64_t bytes = mapping->bytes();
+  const uint32_t region = session->gpu_regions.add_mapped(std::move(mapping), error);
+  if (region == 0) {
+    *error = "GPU allocation of " + std::to_string(bytes) + " bytes from " + session->describe() +
+             ": " + *error;
+  }
+  return region;
+}
+
+bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
+  Session* session = find_session(session_id);
+  return session != nullptr && session->gpu_regions.release(region);
+}
+
+plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, bool direct,
+                                          gpu::StagedOp** staged, std::string* error) {
+  if (!device_memory_) {
+    *error = "GPU region named, but no GPU allocation was registered";
+    return PLEXUS_ERR_SYSTEM;
+  }
+  if (direct) {
+    std::unique_ptr<gpu::StagedOp> op =
+        gpu::StagedOp::direct(session.gpu_regions, part.entry, error);
+    if (!op) return PLEXUS_ERR_SYSTEM;
+    op->order = ++session.staged_count;
+    *staged = op.get();
+    session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
+    return PLEXUS_SUCCESS;
+  }
+  const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
+  const uint64_t held = *session.staging_bytes;
+  const uint64_t limit = config_.max_gpu_staging_bytes;
+  if (needed > limit || held > limit - needed) {
+    *error = "its GPU buffers need " + std::to_string(needed) +
+             " bytes of host staging, and this process's GPU ops in flight hold " +
+             std::to_string(held) + " of the " + std::to_string(limit) +
+             " allowed (plexusd --max-gpu-staging-bytes; wait for earlier ops, or make them "
+             "smaller)";
+    return PLEXUS_ERR_NO_MEMORY;
+  }
+  auto op = gpu::StagedOp::stage(*device_memory_, session.gpu_regions, part.entry, &part.send,
+                                 &part.recv, error);
+  if (!op) {
+    // No host memory (the message says so), or a daemon bug.
+    *error = "staging its GPU buffers: " + *error;
+    return PLEXUS_ERR_SYSTEM;
+  }
+  op->charge_to(session.staging_bytes);
+  op->order = ++session.staged_count;
+  gpu_still_since_ = {};  // its input copy is new work to watch
+  *staged = op.get();
+  session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
+  return PLEXUS_SUCCESS;
+}
+
+bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
+  // Every earlier op whose result this op reads or overwrites is waited for first; only
+  // then may a copy aside of an earlier op's input be taken (before, it could copy bytes
+  // an op earlier still has yet to write).
+  for (const auto& [user_data, other] : session.staged_ops) {
+    if (other->order < op.order && (op.reads_result_of(*other) || op.overwrites_result_of(*other)))
+      return false;
+  }
+  for (const auto& other : session.copying_back) {
+    if (op.reads_result_of(*other.op) || op.overwrites_result_of(*other.op)) return false;
+  }
+  for (const auto& [user_data, other] : session.staged_ops) {
+    if (other->order >= op.order || !op.overwrites_input_of(*other)) continue;
+    // Not started: it waits for an earlier result itself, so its input is not yet there.
+    if (!other->input_started()) return false;
+    if (!other->matched() && !other->has_snapshot()) {
+      const std::string error = other->snapshot_input(*device_memory_, session.staging_bytes,
+                                                      config_.max_gpu_staging_bytes);
+      if (!error.empty() && other->first_refusal()) {
+        spdlog::warn(
+            "{}: not copying a send's input to the host ({}): the op that overwrites it "
+            "waits until the send is matched",
+            session.describe(), error);
+      }
+    }
+    if (!other->input_safe_to_overwrite()) return false;
+  }
+  op.start_input(*device_memory_);
+  return true;
+}
+
+std::shared_ptr<gpu::StagedOp> Engine::direct_op(const Contribution& part) const {
+  const Session& session = *part.session;
+  auto it = session.staged_ops.find(part.entry.user_data);
+  if (it == session.staged_ops.end() || !it->second->is_direct()) return nullptr;
+  return it->second;
+}
+
+void Engine::start_direct_copy(Contribution send, Contribution recv) {
+  DirectCopy d;
+  d.send_session = shared_session(send.session);
+  d.recv_session = shared_session(recv.session);
+  d.send_user_data = send.entry.user_data;
+  d.recv_user_data = recv.entry.user_data;
+  d.send_rank = send.rank;
+  d.recv_rank = recv.rank;
+  d.from = direct_op(send);
+  d.to = direct_op(recv);
+  gpu_still_since_ = {};  // a new copy to watch: look soon
+  d.copy = gpu::StagedOp::copy_between(*device_memory_, d.from.get(), send.send, d.to.get(),
+                                       recv.recv, recv.entry.recv.bytes);
+  direct_copies_.push_back(std::move(d));
+}
+
+bool Engine::advance_direct_copies() {
+  bool moved = false;
+  for (size_t i = 0; i < direct_copies_.size();) {
+    std::string error;
+    if (!direct_copies_[i].copy->done(&error)) {
+      ++i;
+      continue;
+    }
+    DirectCopy d = std::move(direct_copies_[i]);
+    direct_copies_.erase(direct_copies_.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+    if (error.empty()) {
+      complete(d.send_session.get(), d.send_user_data, PLEXUS_SUCCESS, {});
+      complete(d.recv_session.get(), d.recv_user_data, PLEXUS_SUCCESS, {});
+    } else {
+      const std::string message = "moving rank " + std::to_string(d.send_rank) +
+                                  "'s send to rank " + std::to_string(d.recv_rank) + ": " + error;
+      complete(d.send_session.get(), d.send_user_data, PLEXUS_ERR_SYSTEM, message);
+      complete(d.recv_session.get(), d.recv_user_data, PLEXUS_ERR_SYSTEM, message);
+    }
+  }
+  return moved;
+}
+
+bool Engine::reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry) {
+  if (config_.gpu_reduce_kernel_bytes == 0 || entry.opcode != shm::Opcode::kAllReduce ||
+      comm.internode || comm.nranks() > gpu::kMaxKernelReduceRanks ||
+      entry.recv.bytes < config_.gpu_reduce_kernel_bytes ||
+      entry.send.region == shm::kHostPoolRegion || entry.recv.region == shm::kHostPoolRegion ||
+      !device_memory_) {
+    return false;
+  }
+  const std::string why = device_memory_->reduce_kernel_unavailable();
+  if (why.empty()) return true;
+  if (!warned_kernel_unavailable_) {
+    warned_kernel_unavailable_ = true;  // once: it will not change
+    spdlog::warn("--gpu-reduce-kernel-bytes is set, but {}: reductions run on the host", why);
+  }
+  return false;
+}
+
+bool Engine::moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const {
+  return shm::is_copy_collective(entry.opcode) && !comm.internode && device_memory_ &&
+         !(entry.opcode == shm::Opcode::kAllToAll && entry.in_place);
+}
+
+bool Engine::has_direct_part(const PendingCollective& op) const {
+  return std::any_of(op.parts.begin(), op.parts.end(), [&](const Contribution& part) {
+    return part.session != nullptr && !part.session->staged_ops.empty() &&
+           direct_op(part) != nullptr;
+  });
+}
+
+namespace {
+
+// "allgather #3 of communicator 0a1b2c3d", for logs and errors.
+std::string collective_title(const shm::ValidatedEntry& entry, uint64_t seq, const Comm& comm) {
+  return std::string(shm::opcode_name(static_cast<uint8_t>(entry.opcode))) + " #" +
+         std::to_string(seq) + " of communicator " + token_prefix(comm.token());
+}
+
+}  // namespace
+
+bool Engine::stage_direct_parts_now(PendingCollective& op, const std::string& what) {
+  for (size_t r = 0; r < op.parts.size(); ++r) {
+    Contribution& part = op.parts[r];
+    const std::shared_ptr<gpu::StagedOp> staged = direct_op(part);
+    if (!staged) continue;
+    Session& session = *part.session;
+    // The process's staging budget, as for an op staged when called (its copy aside, if
+    // any, is given back first).
+    const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
+    const uint64_t held = *session.staging_bytes - staged->snapshot_bytes();
+    const uint64_t limit = config_.max_gpu_staging_bytes;
+    plexus_result_t status = PLEXUS_ERR_NO_MEMORY;
+    std::string error;
+    if (needed > limit || held > limit - needed) {
+      error = "staging its GPU buffers through host memory needs " + std::to_string(needed) +
+              " bytes, and this process's GPU ops in flight hold " + std::to_string(held) +
+              " of the " + std::to_string(limit) + " allowed (plexusd --max-gpu-staging-bytes)";
+    } else {
+      status = PLEXUS_ERR_SYSTEM;
+      error = staged->stage_now(*device_memory_, part.entry, &part.send, &part.recv,
+                                session.staging_bytes);
+    }
+    if (error.empty()) continue;
+    const std::string reason =
+        what + ": rank " + std::to_string(r) + " (" + session.describe() + "): " + error;
+    for (auto& p : op.parts) complete(p.session, p.entry.user_data, status, reason);
+    return false;
+  }
+  return true;
+}
+
+bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq) {
+  const shm::ValidatedEntry& first = op.parts[0].entry;
+  const std::string what = collective_title(first, seq, comm);
+  std::vector<std::shared_ptr<gpu::StagedOp>> staged(op.parts.size());
+  bool every_rank_on_gpu = true;
+  for (size_t r = 0; r < op.parts.size(); ++r) {
+    staged[r] = direct_op(op.parts[r]);
+    // A copy aside is host memory: the kernel cannot read it.
+    if (!staged[r] || staged[r]->has_snapshot()) every_rank_on_gpu = false;
+  }
+  std::string why = "rank(s) with host buffers";
+  if (every_rank_on_gpu) {
+    std::vector<gpu::DeviceSpan> inputs, outputs;
+    for (const auto& s : staged) {
+      inputs.push_back(s->device_input());
+      outputs.push_back(s->device_output());
+    }
+    gpu::DeviceReduction reduction{first.dtype, first.redop, first.count,
+                                   static_cast<uint32_t>(comm.nranks())};
+    std::unique_ptr<gpu::CopyInFlight> run =
+        device_memory_->start_reduce(reduction, inputs, outputs, &why);
+    if (run) {
+      for (const auto& s : staged) s->mark_matched();
+      hand_to_gpu(op, seq, std::move(staged), std::move(run), "gpu-kernel",
+                  "reduced on the GPU by plexusd's kernel");
+      return true;
+    }
+  }
+  if (!warned_kernel_fallback_) {
+    warned_kernel_fallback_ = true;  // once: a job that mixes buffers does so every op
+    spdlog::warn("{}: not reduced on the GPU ({}); staged through host memory instead", what, why);
+  }
+  return !stage_direct_parts_now(op, what);
+}
+
+bool Engine::start_gpu_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
+  const shm::ValidatedEntry& first = op.parts[0].entry;
+  const size_t n = op.parts.size();
+  if (first.opcode == shm::Opcode::kAllToAll &&
+      std::any_of(op.parts.begin(), op.parts.end(),
+                  [](const Contribution& part) { return part.entry.in_place; })) {
+    // That rank's blocks would be overwritten while other ranks' copies still read them:
+    // the host runs it, from a snapshot of those blocks.
+    return !stage_direct_parts_now(op, collective_title(first, seq, comm));
+  }
+  std::vector<std::shared_ptr<gpu::StagedOp>> staged(n);
+  for (size_t r = 0; r < n; ++r) staged[r] = direct_op(op.parts[r]);
+  const uint64_t block = first.count * shm::dtype_size(first.dtype);
+  auto copies = std::make_unique<gpu::CopyGroup>();
+  // A block from where rank `from`'s input lies (its GPU, its copy aside or its host pool)
+  // to where rank `to`'s result goes: one copy, on the copy engines where a GPU is either
+  // side.
+  auto copy = [&](size_t from, uint64_t from_at, size_t to, uint64_t to_at) {
+    copies->add(gpu::StagedOp::copy_part(*device_memory_, staged[from].get(), op.parts[from].send,
+                                         from_at, staged[to].get(), op.parts[to].recv, to_at,
+                                         block));
+  };
+  switch (first.opcode) {
+    case shm::Opcode::kBroadcast:
+      for (size_t to = 0; to < n; ++to) copy(static_cast<size_t>(first.peer), 0, to, 0);
+      break;
+    case shm::Opcode::kAllGather:
+      for (size_t to = 0; to < n; ++to) {
+        for (size_t from = 0; from < n; ++from) copy(from, 0, to, from * block);
+      }
+      break;
+    case shm::Opcode::kAllToAll:
+      for (size_t to = 0; to < n; ++to) {
+        for (size_t from = 0; from < n; ++from) copy(from, to * block, to, from * block);
+      }
+      break;
+    default:
+      break;  // is_copy_collective: none other
+  }
+  for (const auto& s : staged) {
+    if (s) s->mark_matched();
+  }
+  hand_to_gpu(op, seq, std::move(staged), std::move(copies), "copy-engines",
+              "moved by the copy engines");
+  return true;
+}
+
+void Engine::hand_to_gpu(PendingCollective& op, uint64_t seq,
+                         std::vector<std::shared_ptr<gpu::StagedOp>> staged,
+                         std::unique_ptr<gpu::CopyInFlight> run, const char* algorithm,
+                         const char* run_by) {
+  GpuCollective g;
+  for (const auto& part : op.parts) g.sessions.push_back(shared_session(part.session));
+  g.comm = op.parts[0].session->comms.at(op.parts[0].entry.comm).comm;
+  g.op = std::move(op);
+  g.seq = seq;
+  g.staged = std::move(staged);
+  g.run = std::move(run);
+  g.algorithm = algorithm;
+  g.run_by = run_by;
+  gpu_collectives_.push_back(std::move(g));
+  gpu_still_since_ = {};
+}
+
+bool Engine::advance_gpu_collectives() {
+  bool moved = false;
+  for (size_t i = 0; i < gpu_collectives_.size();) {
+    std::string error;
+    if (!gpu_collectives_[i].run->done(&error)) {
+      ++i;
+      continue;
+    }
+    GpuCollective g = std::move(gpu_collectives_[i]);
+    gpu_collectives_.erase(gpu_collectives_.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+    const shm::ValidatedEntry& first = g.op.parts[0].entry;
+    const plexus_result_t status = error.empty() ? PLEXUS_SUCCESS : PLEXUS_ERR_SYSTEM;
+    std::string message;
+    if (error.empty()) {
+      Comm& comm = *g.comm;
+      count_completed(comm, first.recv.bytes * g.op.parts.size(), first);
+    } else {
+      message = collective_title(first, g.seq, *g.comm) + ", " + g.run_by + ": " + error;
+    }
+    if (timing_) record_finished(*g.comm, g.op, g.seq, g.algorithm, status);
+    for (auto& part : g.op.parts) complete(part.session, part.entry.user_data, status, message);
+  }
+  return moved;
+}
+
+bool Engine::overwrites_arriving_input(Session& session, const gpu::StagedOp& op) {
+  for (const auto& [user_data, other] : session.staged_ops) {
+    if (other->order < op.order && op.overwrites_arriving_input_of(*other)) return true;
+  }
+  return false;
+}
+
+bool Engine::may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
+                               const shm::ValidatedEntry& entry, std::string* copy_error) {
+  // A collective between nodes goes as soon as its input has started coming in: each of its
+  // slices waits for its own part (stage_gpu_slices).
+  const bool runs_while_input_arrives = comm != nullptr && comm->internode != nullptr &&
+                                        !shm::is_point_to_point(entry.opcode) &&
+                                        op.input_started() && !op.is_direct();
+  if (!op.input_ready(copy_error) && !runs_while_input_arrives) return false;
+  return !overwrites_arriving_input(session, op);
+}
+
+std::shared_ptr<std::string> Engine::stage_gpu_slices(InternodeOp& op) {
+  std::vector<std::shared_ptr<gpu::StagedOp>> staged;
+  for (const Contribution& part : op.local_parts()) {
+    auto it = part.session->staged_ops.find(part.entry.user_data);
+    const bool on_gpu = it != part.session->staged_ops.end() && !it->second->is_direct();
+    staged.push_back(on_gpu ? it->second : nullptr);
+  }
+  if (std::all_of(staged.begin(), staged.end(), [](const auto& s) { return s == nullptr; })) {
+    return nullptr;
+  }
+  std::vector<std::string> names;
+  for (const Contribution& part : op.local_parts()) {
+    names.push_back(std::string(shm::opcode_name(static_cast<uint8_t>(part.entry.opcode))) +
+                    " on rank " + std::to_string(part.rank) + " (" + part.session->describe() +
+                    ")");
+  }
+  auto failure = std::make_shared<std::string>();
+  InternodeOp::DeviceStaging staging;
+  staging.input_in = [staged, names, failure](size_t i, uint64_t bytes, std::string* error) {
+    if (!staged[i]) return true;
+    std::string copy_error;
+    if (staged[i]->send_in_through(bytes, &copy_error)) return true;
+    if (!copy_error.empty()) {
+      *error = names[i] + ": copying its GPU input to the host: " + copy_error;
+      *failure = *error;
+    }
+    return false;
+  };
+  staging.written = [staged, device = device_memory_](size_t i, uint64_t offset, uint64_t bytes) {
+    if (staged[i]) staged[i]->start_copy_back_part(*device, offset, bytes);
+  };
+  op.stage_through(std::move(staging));
+  return failure;
+}
+
+bool Engine::resume_input_waits() {
+  bool moved = false;
+  for (size_t i = 0; i < input_waits_.size();) {
+    const std::shared_ptr<Comm> comm = input_waits_[i].comm.lock();
+    const std::shared_ptr<InternodeOp> op =
+        comm && comm->internode ? comm->internode->active : nullptr;
+    if (!op || op != input_waits_[i].op.lock()) {
+      input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    op->resume();
+    if (!input_waits_[i].failure->empty()) {
+      const std::string reason = "collective #" + std::to_string(comm->internode->active_seq) +
+                                 ": " + *input_waits_[i].failure;
+      input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+      fail_comm(*comm, PLEXUS_ERR_SYSTEM, reason, nullptr);
+      moved = true;
+      continue;
+    }
+    if (!op->failure().empty()) defer_failure(*comm, op->failure());
+    if (op->network_done()) progress_.push_back(comm);
+    if (op->waiting_for_input()) {
+      ++i;
+      continue;
+    }
+    input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+  }
+  return moved;
+}
+
+bool Engine::advance_gpu_copies(Session& session) {
+  bool moved = false;
+  while (!session.removed && !session.staging.empty()) {
+    const uint64_t user_data = session.staging.front().entry.user_data;
+    std::string copy_error;
+    if (auto it = session.staged_ops.find(user_data); it != session.staged_ops.end()) {
+      gpu::StagedOp& op = *it->second;
+      if (!op.input_started() && !start_staged_input(session, op)) break;
+      const shm::ValidatedEntry& entry = session.staging.front().entry;
+      auto membership = session.comms.find(entry.comm);
+      const Comm* comm =
+          membership == session.comms.end() ? nullptr : membership->second.comm.get();
+      if (!may_leave_staging(session, comm, op, entry, &copy_error)) break;
+    }
+    Contribution part = std::move(session.staging.front());
+    session.staging.pop_front();
+    moved = true;
+    auto membership = session.comms.find(part.entry.comm);
+    if (membership == session.comms.end()) {
+      complete(&session, user_data, PLEXUS_ERR_INVALID_ARGUMENT,
+               "communicator handle " + std::to_string(part.entry.comm) +
+                   " was destroyed while the op's GPU input was being copied");
+      continue;
+    }
+    Comm& comm = *membership->second.comm;
+    if (comm.broken()) {
+      complete(&session, user_data, comm.broken_status(), comm.broken_reason());
+      continue;
+    }
+    if (!copy_error.empty()) {
+      // The other ranks would wait for this one forever: the communicator fails, naming it.
+      const std::string reason =
+          std::string(shm::opcode_name(static_cast<uint8_t>(part.entry.opcode))) + " on rank " +
+          std::to_string(part.rank) + " (" + session.describe() +
+          "): copying its GPU input to the host: " + copy_error;
+      complete(&session, user_data, PLEXUS_ERR_SYSTEM, reason);
+      fail_comm(comm, PLEXUS_ERR_SYSTEM, reason, nullptr);
+      continue;
+    }
+    dispatch(comm, std::move(part));
+  }
+  for (size_t i = 0; i < session.copying_back.size() && !session.removed;) {
+    std::string copy_error;
+    if (!session.copying_back[i].op->copied_back(&copy_error)) {
+      ++i;
+      continue;
+    }
+    const uint64_t user_data = session.copying_back[i].user_data;
+    session.copying_back.erase(session.copying_back.begin() + static_cast<std::ptrdiff_t>(i));
+    moved = true;
+    if (copy_error.empty()) {
+      finish_op(&session, user_data, PLEXUS_SUCCESS, {});
+    } else {
+      finish_op(&session, user_data, PLEXUS_ERR_SYSTEM,
+                "copying the result back to the GPU: " + copy_error);
+    }
+  }
+  return moved;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,373 @@
+// The engine's side of multi-node communicators: frames from peer daemons routed to the
+// running op (or held for a later one), ops started in order and finished from the loop,
+// and failures told to every node so that nobody waits for a node that gave up.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/engine/engine.h"
+#include "daemon/engine/internode_state.h"
+#include "shm/dtype.h"
+
+namespace plexus::daemon {
+
+namespace wire = transports::wire;
+
+int Engine::node_of(const Comm& comm, uint64_t instance) {
+  const auto& ids = comm.span()->node_ids;
+  auto it = std::find(ids.begin(), ids.end(), instance);
+  return it == ids.end() ? -1 : static_cast<int>(it - ids.begin());
+}
+
+std::string Engine::node_name(const Comm& comm, int node) const {
+  return comm.span()->topology.node_names[static_cast<size_t>(node)];
+}
+
+void Engine::add_peer_link(uint64_t instance, std::string name, int fd, std::string nic,
+                           bool backup) {
+  links_.add(instance, std::move(name), fd, std::move(nic), backup);
+}
+
+void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {
+  comm->internode = std::make_unique<InternodeState>();
+  const NodeSpan& span = *comm->span();
+  comm_by_id_[span.comm_id] = comm;
+  for (size_t node = 0; node < span.node_ids.size(); ++node) {
+    if (static_cast<int>(node) == span.topology.my_node) continue;
+    if (!links_.has(span.node_ids[node])) {
+      defer_failure(*comm, "the data connection to node " + span.topology.node_names[node] +
+                               " closed while communicator " + token_prefix(comm->token()) +
+                               " was being created");
+    }
+  }
+  // Frames that arrived before this node knew the communicator.
+  auto held = unknown_frames_.find(span.comm_id);
+  if (held == unknown_frames_.end()) return;
+  auto frames = std::move(held->second);
+  unknown_frames_.erase(held);
+  for (auto& [peer, frame] : frames) {
+    unknown_bytes_ -= frame.payload.size();
+    const int node = node_of(*comm, peer);
+    if (node < 0) continue;
+    if ((frame.op_seq & kP2PFlag) != 0) {
+      wire::DataFrameHeader h;
+      h.comm_id = span.comm_id;
+      h.op_seq = frame.op_seq;
+      h.step = frame.message;
+      h.chunk = frame.chunk;
+      h.offset = frame.offset;
+      h.length = static_cast<uint32_t>(frame.payload.size());
+      const std::string error = on_p2p_frame(*comm, node, h, frame.payload);
+      if (!error.empty()) defer_failure(*comm, "node " + node_name(*comm, node) + " sent " + error);
+      continue;
+    }
+    frame.node = node;
+    comm->internode->early_bytes += frame.payload.size();
+    comm->internode->early.push_back(std::move(frame));
+  }
+}
+
+void Engine::retire_multi_node(Comm& comm) {
+  const uint64_t id = comm.span()->comm_id;
+  comm_by_id_.erase(id);
+  retired_ids_.push_back(id);
+  if (retired_ids_.size() > 4096) retired_ids_.erase(retired_ids_.begin());
+  if (comm.internode) {
+    stop_active_internode_op(comm);
+    comm.internode->early.clear();
+  }
+}
+
+void Engine::stop_active_internode_op(Comm& comm) {
+  InternodeState& state = *comm.internode;
+  if (state.active && state.active->borrows_rank_memory()) {
+    for (const void* owner : state.active->placement_owners()) links_.abandon_placements(owner);
+  }
+  state.active.reset();
+}
+
+void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
+  InternodeState& state = *comm.internode;
+  const uint64_t seq = comm.first_seq;
+  std::string mismatch = find_mismatch(comm, op, seq);
+  if (!mismatch.empty()) {
+    spdlog::warn("{}", mismatch);
+    fail_comm(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
+    return;
+  }
+  const NodeSpan& span = *comm.span();
+  std::vector<Contribution> local;
+  for (int rank : span.topology.local_ranks()) local.push_back(op.parts[static_cast<size_t>(rank)]);
+  const auto& first = local.front().entry;
+  CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
+  const algo::Shape shape = InternodeOp::shape_for(span.topology, args);
+  const algo::Algorithm algorithm = algo::choose_algorithm(shape, span.cost, span.forced);
+  spdlog::debug("communicator {} collective #{}: {} of {} x {} bytes by {} across {} nodes",
+                token_prefix(comm.token()), seq,
+                shm::opcode_name(static_cast<uint8_t>(args.opcode)), args.count,
+                shm::dtype_size(args.dtype), algo::algorithm_name(algorithm),
+                span.topology.nodes());
+  std::weak_ptr<Comm> weak_comm = comm_by_id_[span.comm_id];
+  auto post_send = [this, weak_comm, seq](int node, uint32_t message,
+                                          std::span<const std::byte> data,
+                                          std::shared_ptr<void> keep_alive) {
+    auto comm_ptr = weak_comm.lock();
+    if (!comm_ptr || !comm_ptr->internode) return;
+    Comm& c = *comm_ptr;
+    std::weak_ptr<InternodeOp> weak_op = c.internode->active;
+    const uint64_t peer = c.span()->node_ids[static_cast<size_t>(node)];
+    const bool queued =
+        links_.send_message(peer, c.span()->comm_id, seq, message, data, std::move(keep_alive),
+                            [this, weak_comm, weak_op, node, message] {
+                              auto op_ptr = weak_op.lock();
+                              auto cp = weak_comm.lock();
+                              if (!op_ptr || !cp) return;
+                              op_ptr->send_done(node, message);
+                              if (!op_ptr->failure().empty()) defer_failure(*cp, op_ptr->failure());
+                              if (op_ptr->network_done()) progress_.push_back(cp);
+                            });
+    if (!queued) {
+      defer_failure(c, "no data connection to node " + node_name(c, node) + " (it was lost)");
+    }
+  };
+  // One rank here with both buffers in its host pool: the op may run in the rank's memory,
+  // the session (which maps the pool) kept alive by whatever the transport holds.
+  std::shared_ptr<void> rank_memory_owner;
+  if (local.size() == 1 && local.front().entry.send.region == shm::kHostPoolRegion &&
+      local.front().entry.recv.region == shm::kHostPoolRegion) {
+    rank_memory_owner = shared_session(local.front().session);
+  }
+  state.active = std::make_shared<InternodeOp>(
+      span.topology, args, std::move(local), algorithm, state.scratch, post_send,
+      SliceOptions{.timed = timing_}, std::move(rank_memory_owner));
+  state.active_seq = seq;
+  state.active_algorithm = algo::algorithm_name(algorithm);
+  std::shared_ptr<InternodeOp> op_ptr = state.active;
+  const std::shared_ptr<std::string> input_failure =
+      device_memory_ ? stage_gpu_slices(*op_ptr) : nullptr;
+  op_ptr->start();
+  if (input_failure && !input_failure->empty()) {
+    // A GPU input of this node could not be copied in: a local fault, not a peer's.
+    fail_comm(comm, PLEXUS_ERR_SYSTEM, "collective #" + std::to_string(seq) + ": " + *input_failure,
+              nullptr);
+    return;
+  }
+  if (!op_ptr->failure().empty()) {
+    defer_failure(comm, "collective #" + std::to_string(seq) + ": " + op_ptr->failure());
+  }
+  if (op_ptr->waiting_for_input()) {
+    input_waits_.push_back({comm_by_id_[span.comm_id], op_ptr, input_failure});
+    gpu_still_since_ = {};
+  }
+  // Frames for this op that came early.
+  for (auto it = state.early.begin(); it != state.early.end() && state.active == op_ptr;) {
+    if (it->op_seq != seq) {
+      ++it;
+      continue;
+    }
+    HeldFrame frame = std::move(*it);
+    it = state.early.erase(it);
+    state.early_bytes -= frame.payload.size();
+    std::string error = op_ptr->deliver(frame.node, frame.message, frame.offset, frame.payload);
+    if (!error.empty()) {
+      defer_failure(comm, "node " + node_name(comm, frame.node) + " sent data that does not fit " +
+                              "collective #" + std::to_string(seq) + ": " + error);
+      break;
+    }
+  }
+  progress_.push_back(comm_by_id_[span.comm_id]);
+}
+
+void Engine::finish_internode_op(Comm& comm) {
+  InternodeState& state = *comm.internode;
+  std::shared_ptr<InternodeOp> op = std::move(state.active);
+  const uint64_t bytes = op->bytes_written();
+  count_completed(comm, bytes, op->local_parts().front().entry);
+  if (timing_) {
+    record_finished(comm, comm.collectives.front(), comm.first_seq, state.active_algorithm,
+                    PLEXUS_SUCCESS, op->stage_times());
+  }
+  for (const Contribution& part : op->local_parts()) {
+    complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
+  }
+  comm.collectives.pop_front();
+  ++comm.first_seq;
+  run_ready_collectives(comm);
+}
+
+void Engine::internode_progress() {
+  std::vector<std::shared_ptr<Comm>> comms;
+  comms.swap(progress_);
+  for (const auto& comm : comms) {
+    if (!comm->internode) continue;
+    InternodeState& state = *comm->internode;
+    if (!state.failure.empty()) {
+      std::string reason = std::move(state.failure);
+      state.failure.clear();
+      fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason, nullptr);
+      continue;
+    }
+    if (comm->broken()) continue;
+    // Several ops may finish in a row when their frames were all held.
+    for (int guard = 0; guard < 1024 && state.active && state.active->network_done(); ++guard) {
+      finish_internode_op(*comm);
+    }
+  }
+}
+
+void Engine::defer_failure(Comm& comm, const std::string& reason) {
+  if (!comm.internode || comm.broken()) return;
+  if (comm.internode->failure.empty()) comm.internode->failure = reason;
+  auto it = comm_by_id_.find(comm.span()->comm_id);
+  if (it != comm_by_id_.end()) progress_.push_back(it->second);
+}
+
+void Engine::tell_peers_failed(Comm& comm, const std::string& reason) {
+  const NodeSpan& span = *comm.span();
+  const std::string text = "node " + node_name(comm, span.topology.my_node) + ": " + reason;
+  for (size_t node = 0; node < span.node_ids.size(); ++node) {
+    if (static_cast<int>(node) == span.topology.my_node) continue;
+    links_.send_abort(span.node_ids[node], span.comm_id, text);
+  }
+}
+
+void Engine::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
+                                  const std::string& reason) {
+  if (rank < 0 || rank >= comm.nranks()) return;
+  auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
+  if (!member.remote || !member.present) return;
+  member.present = false;
+  member.departure = reason;
+  if (comm.remote_departure.empty()) comm.remote_departure = reason;
+  comm.remote_limit = std::min(comm.remote_limit, collectives);
+  InternodeState& state = *comm.internode;
+  const auto n = static_cast<uint64_t>(comm.nranks());
+  for (uint64_t destination = 0; destination < n; ++destination) {
+    match_remote_recvs(comm, static_cast<uint64_t>(rank) * n + destination);
+  }
+  if (state.active && state.active->expects_from(node)) {
+    // Its node sent everything it will ever send for this op: the rest never comes.
+    defer_failure(comm, reason + " while collective #" + std::to_string(state.active_seq) +
+                            " still needed its data");
+    return;
+  }
+  // Queued collectives the rank never joined can never run; earlier ones still can (its
+  // node sent their data before this notice). Later submissions fail in submit_collective.
+  while (!comm.collectives.empty() &&
+         comm.first_seq + comm.collectives.size() - 1 >= comm.remote_limit &&
+         !(state.active && comm.collectives.size() == 1)) {
+    for (auto& part : comm.collectives.back().parts) {
+      complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, reason);
+    }
+    comm.collectives.pop_back();
+  }
+}
+
+std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
+                                  std::span<const std::byte> payload) {
+  if (h.type == wire::FrameType::kAck || h.type == wire::FrameType::kHeartbeat) return {};
+  auto it = comm_by_id_.find(h.comm_id);
+  if (it == comm_by_id_.end()) {
+    if (std::find(retired_ids_.begin(), retired_ids_.end(), h.comm_id) != retired_ids_.end()) {
+      return {};  // a communicator this node already left: stray data is dropped
+    }
+    if (h.type != wire::FrameType::kData) return {};
+    if (unknown_bytes_ + payload.size() > kMaxUnknownCommBytes) {
+      return "more than 256 MiB of data for communicators this node has not formed";
+    }
+    unknown_bytes_ += payload.size();
+    unknown_frames_[h.comm_id].emplace_back(
+        peer, HeldFrame{0, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}, h.chunk});
+    return {};
+  }
+  Comm& comm = *it->second;
+  const int node = node_of(comm, peer);
+  if (node < 0) return "a frame for a communicator that node is not part of";
+  if (comm.broken()) return {};
+  InternodeState& state = *comm.internode;
+  // Only control frames carry text; a data frame's payload is not copied.
+  auto text = [&payload] {
+    return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
+  };
+  switch (h.type) {
+    case wire::FrameType::kAbort:
+      defer_failure(comm, text());
+      return {};
+    case wire::FrameType::kDeparted:
+      remote_rank_departed(comm, node, static_cast<int>(h.step), h.op_seq,
+                           "node " + node_name(comm, node) + ": " + text());
+      return {};
+    default:
+      break;
+  }
+  if ((h.op_seq & kP2PFlag) != 0) return on_p2p_frame(comm, node, h, payload);
+  ++state.frames_in;
+  if (state.active && h.op_seq == state.active_seq) {
+    std::string error = state.active->deliver(node, h.step, h.offset, payload);
+    if (!error.empty()) {
+      defer_failure(comm, "node " + node_name(comm, node) + " sent data that does not fit " +
+                              "collective #" + std::to_string(h.op_seq) + ": " + error +
+                              " (do the ranks of every node call the same collectives with the "
+                              "same counts?)");
+    } else if (state.active->network_done()) {
+      progress_.push_back(it->second);
+    }
+    return {};
+  }
+  const uint64_t next = state.active ? state.active_seq + 1 : comm.first_seq;
+  if (h.op_seq < next) {
+    defer_failure(comm, "node " + node_name(comm, node) + " sent data for collective #" +
+                            std::to_string(h.op_seq) + ", which already finished here");
+    return {};
+  }
+  if (state.early_bytes + payload.size() > kMaxEarlyBytesPerComm) {
+    defer_failure(comm, "node " + node_name(comm, node) + " ran more than 1 GiB of data ahead");
+    return {};
+  }
+  state.early_bytes += payload.size();
+  state.early.push_back(
+      HeldFrame{node, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}});
+  return {};
+}
+
+transports::TcpConnection::Placement Engine::place_peer_frame(uint64_t peer,
+                                                              const wire::DataFrameHeader& h) {
+  if ((h.op_seq & kP2PFlag) != 0) return {};
+  auto it = comm_by_id_.find(h.comm_id);
+  if (it == comm_by_id_.end() || it->second->broken()) return {};
+  Comm& comm = *it->second;
+  InternodeState& state = *comm.internode;
+  if (!state.active || h.op_seq != state.active_seq) return {};
+  const int node = node_of(comm, peer);
+  if (node < 0) return {};
+  InternodeOp::Placement p = state.active->placement(node, h.step, h.offset, h.length);
+  return {p.destination, std::move(p.keep_alive)};
+}
+
+std::string Engine::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHeader& h) {
+  auto it = comm_by_id_.find(h.comm_id);
+  // The op it was placed for failed meanwhile: the bytes went to scratch nobody reads.
+  if (it == comm_by_id_.end() || it->second->broken()) return {};
+  Comm& comm = *it->second;
+  InternodeState& state = *comm.internode;
+  if (!state.active || h.op_seq != state.active_seq) return {};
+  ++state.frames_in;
+  state.active->deliver_placed(node_of(comm, peer), h.step, h.offset, h.length);
+  if (!state.active->failure().empty()) defer_failure(comm, state.active->failure());
+  if (state.active->network_done()) progress_.push_back(it->second);
+  return {};
+}
+
+void Engine::on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason) {
+  events_->emit("peer_lost", "error", "data connection to node " + name + " lost: " + reason,
+                {{"peer", name}, {"peer_instance", peer}, {"reason", reason}});
+  for (auto& [id, comm] : comm_by_id_) {
+    if (node_of(*comm, peer) < 0 || comm->broken()) continue;
+    defer_failure(*comm, "lost the data connection to node " + name + " (" + reason +
+                             "); its daemon stopped, or the network between the nodes failed");
+  }
+  // Held frames from it for communicators not formed here yet stay: they fail on their own.
+  if (link_events_.lost) link_events_.lost(peer);
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,170 @@
+// Send/recv between ranks on different nodes. A send goes out at once from the sender's
+// buffer (kept mapped until its last byte is in the kernel) and completes then; the
+// receiving daemon gathers the message and hands it to the matching recv, in the pair's
+// order, checking that the sizes agree.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "daemon/engine/engine.h"
+#include "daemon/engine/internode_state.h"
+#include "shm/dtype.h"
+
+namespace plexus::daemon {
+
+namespace wire = transports::wire;
+
+void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
+  const auto n = static_cast<uint64_t>(comm.nranks());
+  const bool is_send = part.entry.opcode == shm::Opcode::kSend;
+  const auto self = static_cast<uint64_t>(part.rank);
+  const auto peer = static_cast<uint64_t>(part.entry.peer);
+  const std::string* departure = departure_of(comm, part.entry.peer);
+  if (departure != nullptr && is_send) {
+    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+    return;
+  }
+  InternodeState& state = *comm.internode;
+  const NodeSpan& span = *comm.span();
+  if (!is_send) {
+    const uint64_t key = peer * n + self;
+    if (comm.recvs.size() != n * n) {
+      comm.sends.resize(n * n);
+      comm.recvs.resize(n * n);
+    }
+    comm.recvs[key].push_back(std::move(part));
+    // What a rank that left had sent before it left can still be received.
+    match_remote_recvs(comm, key);
+    return;
+  }
+  const uint64_t key = self * n + peer;
+  const uint64_t message = state.p2p_sent[key]++;
+  const int node = span.topology.rank_node[peer];
+  const uint64_t instance = span.node_ids[static_cast<size_t>(node)];
+  const uint64_t op_seq = kP2PFlag | message;
+  const auto step = static_cast<uint32_t>(self << 16 | peer);
+  const uint64_t bytes = part.entry.send.bytes;
+  const std::span<const std::byte> data(part.send, bytes);
+  const uint64_t id = state.next_send_id++;
+  const Session* session = part.session;
+  const uint64_t user_data = part.entry.user_data;
+  state.sends_in_flight.emplace(id, std::move(part));
+  std::weak_ptr<Comm> weak = comm_by_id_[span.comm_id];
+  auto done = [this, weak, id] {
+    auto c = weak.lock();
+    if (!c || !c->internode) return;
+    auto it = c->internode->sends_in_flight.find(id);
+    if (it == c->internode->sends_in_flight.end()) return;  // failed meanwhile
+    const Contribution sent = std::move(it->second);
+    c->internode->sends_in_flight.erase(it);
+    count_completed(*c, sent.entry.send.bytes, sent.entry, nullptr, /*op_ends_here=*/false);
+    complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
+  };
+  // The sender's pool stays mapped while the kernel may still read it, and so does the
+  // host copy of a GPU buffer: the op may fail and be forgotten before the link is done.
+  std::shared_ptr<void> keep_alive = shared_session(session);
+  if (auto staged = session->staged_ops.find(user_data); staged != session->staged_ops.end()) {
+    keep_alive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+        std::move(keep_alive), staged->second);
+  }
+  bool queued =
+      links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
+  if (queued) {
+    // The end marker: a frame with no payload whose offset is the message's size.
+    queued = links_.send_marker(instance, span.comm_id, op_seq, step, bytes, kP2PEndChunk,
+                                std::move(done));
+  }
+  if (!queued) {
+    defer_failure(comm, "no data connection to node " + node_name(comm, node) + " (it was lost)");
+  }
+}
+
+std::string Engine::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHeader& h,
+                                 std::span<const std::byte> payload) {
+  InternodeState& state = *comm.internode;
+  const auto n = static_cast<uint64_t>(comm.nranks());
+  const uint64_t source = h.step >> 16;
+  const uint64_t destination = h.step & 0xffff;
+  const NodeSpan& span = *comm.span();
+  if (source >= n || destination >= n || span.topology.rank_node[source] != node ||
+      span.topology.rank_node[destination] != span.topology.my_node) {
+    return "a send/recv frame between ranks " + std::to_string(source) + " and " +
+           std::to_string(destination) + " that do not live on its node and this one";
+  }
+  const uint64_t key = source * n + destination;
+  const uint64_t message = h.op_seq & ~kP2PFlag;
+  if (message < state.p2p_taken[key]) return "a send/recv frame for a message already received";
+  InboundMessage& in = state.inbound[key][message];
+  if (in.complete) return "a send/recv frame after its message ended";
+  if (h.chunk == kP2PEndChunk) {
+    if (h.offset != in.received) {
+      defer_failure(comm, "node " + node_name(comm, node) + " ended a message from rank " +
+                              std::to_string(source) + " at " + std::to_string(h.offset) +
+                              " bytes, but " + std::to_string(in.received) + " arrived");
+      return {};
+    }
+    in.data.resize(h.offset);
+    in.complete = true;
+    match_remote_recvs(comm, key);
+    return {};
+  }
+  if (state.inbound_bytes + payload.size() > kMaxEarlyBytesPerComm) {
+    defer_failure(comm, "more than 1 GiB of sends from other nodes wait for their recvs");
+    return {};
+  }
+  if (payload.empty()) return {};  // a zero-byte message is one empty frame
+  if (h.offset + payload.size() > in.data.size()) in.data.resize(h.offset + payload.size());
+  std::memcpy(in.data.data() + h.offset, payload.data(), payload.size());
+  in.received += payload.size();
+  state.inbound_bytes += payload.size();
+  return {};
+}
+
+void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
+  InternodeState& state = *comm.internode;
+  if (comm.recvs.size() <= key) return;
+  auto& recvs = comm.recvs[key];
+  auto& messages = state.inbound[key];
+  while (!recvs.empty()) {
+    auto it = messages.find(state.p2p_taken[key]);
+    if (it == messages.end() || !it->second.complete) break;
+    Contribution recv = std::move(recvs.front());
+    recvs.pop_front();
+    InboundMessage message = std::move(it->second);
+    messages.erase(it);
+    ++state.p2p_taken[key];
+    state.inbound_bytes -= message.data.size();
+    const uint64_t want = recv.entry.recv.bytes;
+    if (message.data.size() != want) {
+      const std::string text = "recv on rank " + std::to_string(recv.rank) + " from rank " +
+                               std::to_string(recv.entry.peer) + " expects " +
+                               std::to_string(want) + " bytes but the send carried " +
+                               std::to_string(message.data.size());
+      complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, text);
+      continue;
+    }
+    if (want > 0) std::memcpy(recv.recv, message.data.data(), want);
+    count_completed(comm, want, recv.entry);
+    complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+  }
+  // A source that left sent everything before its departure notice: what is still
+  // unmatched now never will be.
+  if (const std::string* departure = departure_of(comm, static_cast<int>(key / comm.nranks()))) {
+    for (auto& part : recvs) {
+      complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+    }
+    recvs.clear();
+  }
+}
+
+void Engine::fail_remote_p2p(Comm& comm) {
+  InternodeState& state = *comm.internode;
+  for (auto& [id, part] : state.sends_in_flight) {
+    complete(part.session, part.entry.user_data, comm.broken_status(), comm.broken_reason());
+  }
+  state.sends_in_flight.clear();
+  state.inbound.clear();
+  state.inbound_bytes = 0;
+}
+
+}  // namespace plexus::daemon

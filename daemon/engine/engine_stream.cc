@@ -1,0 +1,61 @@
+// Stream-ordered ops: the client's GPU stream says when the work before an op is done by
+// writing the entry's ticket to its ready flag (no kernel, no host callback); the engine
+// holds the entry until then, and writes the done flag when the op ends, which lets the
+// stream go on. A stream that never gets there holds only its own session's entries.
+#include "daemon/engine/engine.h"
+#include "shm/stream_flags.h"
+
+namespace plexus::daemon {
+
+bool Engine::stream_reached(const Session& session, const shm::SubmissionEntry& raw) const {
+  if ((raw.flags & shm::kEntryStreamOrdered) == 0) return true;
+  // A malformed one goes on at once, to be refused by handle_entry.
+  if (raw.stream_ticket == 0 ||
+      !shm::validate_stream_flags(raw.stream_flags, session.pool.size()).ok()) {
+    return true;
+  }
+  return shm::stream_ready(shm::stream_flags_at(session.pool.data(), raw.stream_flags),
+                           raw.stream_ticket);
+}
+
+void Engine::accept_entry(Session& session, const shm::SubmissionEntry& raw) {
+  if (session.held_for_stream.empty() && stream_reached(session, raw)) {
+    handle_entry(session, raw);
+    return;
+  }
+  session.held_for_stream.push_back(raw);
+  gpu_still_since_ = {};  // new GPU work to watch: look soon, whatever else has waited long
+}
+
+bool Engine::release_held_entries(Session& session) {
+  bool released = false;
+  while (!session.removed && !session.held_for_stream.empty() &&
+         stream_reached(session, session.held_for_stream.front())) {
+    const shm::SubmissionEntry raw = session.held_for_stream.front();
+    session.held_for_stream.pop_front();
+    handle_entry(session, raw);
+    released = true;
+  }
+  return released;
+}
+
+void Engine::release_stream(Session& session, uint64_t user_data) {
+  auto it = session.stream_releases.find(user_data);
+  if (it == session.stream_releases.end()) return;
+  shm::release_stream(shm::stream_flags_at(session.pool.data(), it->second.flags_offset),
+                      it->second.ticket);
+  session.stream_releases.erase(it);
+}
+
+bool Engine::watching_gpu() const {
+  if (!direct_copies_.empty() || !gpu_collectives_.empty() || !input_waits_.empty()) return true;
+  for (const auto& session : sessions_) {
+    if (!session->held_for_stream.empty() || !session->staging.empty() ||
+        !session->copying_back.empty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace plexus::daemon

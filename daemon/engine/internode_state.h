@@ -1,0 +1,68 @@
+// The engine's per-communicator state for collectives between daemons: the op running
+// now (one at a time, in op order), frames that arrived for ops not started yet, and the
+// scratch buffers the ops' slices share. Engine thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/internode/internode_op.h"
+
+namespace plexus::daemon {
+
+// A data frame kept until its op starts.
+struct HeldFrame {
+  int node = 0;
+  uint64_t op_seq = 0;
+  uint32_t message = 0;
+  uint64_t offset = 0;
+  std::vector<std::byte> payload;
+  uint32_t chunk = 0;
+};
+
+// A point-to-point message from a rank on another node, gathered until its recv takes it.
+struct InboundMessage {
+  std::vector<std::byte> data;
+  uint64_t received = 0;
+  bool complete = false;  // the end marker came: data.size() is the message's size
+};
+
+// Point-to-point frames: op_seq has this bit set plus the message number of the
+// (source, destination) pair; step is source << 16 | destination; the message ends with
+// a frame of chunk kP2PEndChunk whose offset is its size.
+inline constexpr uint64_t kP2PFlag = uint64_t{1} << 63;
+inline constexpr uint32_t kP2PEndChunk = 0xffffffffu;
+
+struct InternodeState {
+  std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
+  std::shared_ptr<InternodeOp> active;  // shared: send completions hold it weakly
+  uint64_t active_seq = 0;              // op number of `active`
+  const char* active_algorithm = "";    // its algorithm's name (algo::algorithm_name)
+  uint64_t frames_in = 0;               // data frames delivered to it: progress for the stall watch
+  std::deque<HeldFrame> early;          // frames for later ops
+  size_t early_bytes = 0;
+  std::string failure;  // set inside a transport callback; acted on by the engine loop
+
+  // Send/recv with ranks on other nodes, by pair key source * nranks + destination.
+  std::unordered_map<uint64_t, uint64_t> p2p_sent;   // messages sent
+  std::unordered_map<uint64_t, uint64_t> p2p_taken;  // messages handed to recvs
+  std::unordered_map<uint64_t, std::map<uint64_t, InboundMessage>> inbound;
+  size_t inbound_bytes = 0;
+  uint64_t next_send_id = 0;
+  std::unordered_map<uint64_t, Contribution> sends_in_flight;  // until in the kernel's hands
+};
+
+// Frames held for a later op, per communicator, before the communicator fails with the
+// sender named (a peer that runs this far ahead is broken, or a broadcast root outran
+// its receivers by more than this).
+inline constexpr size_t kMaxEarlyBytesPerComm = size_t{1} << 30;
+// Frames for communicators this node has not formed yet (it is still connecting).
+inline constexpr size_t kMaxUnknownCommBytes = size_t{256} << 20;
+
+}  // namespace plexus::daemon

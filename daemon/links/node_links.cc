@@ -1,0 +1,664 @@
+// Peer links: chunking, per-chunk tokens from a free list, epoll interest, loss.
+#include "daemon/links/node_links.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <random>
+#include <system_error>
+
+#include "common/socket_address.h"
+#include "daemon/links/peer_server.h"
+#include "transports/tcp/tcp_delivery.h"
+
+namespace plexus::daemon {
+
+namespace wire = transports::wire;
+using Clock = transports::ReliableChannel::Clock;
+
+namespace {
+
+// "ip:port" and the notice key (address << 16 | port; 0 when not IPv4) of a socket's end.
+std::pair<std::string, uint64_t> endpoint(int fd, bool remote) {
+  sockaddr_storage address{};
+  socklen_t len = sizeof(address);
+  const int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &len)
+                        : ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len);
+  if (rc != 0) return {"?", 0};
+  uint64_t key = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    key = static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | ntohs(in->sin_port);
+  }
+  return {common::address_text(reinterpret_cast<const sockaddr*>(&address)), key};
+}
+
+uint64_t random_incarnation() {
+  std::random_device device;
+  const uint64_t value = (static_cast<uint64_t>(device()) << 32) | device();
+  return value == 0 ? 1 : value;
+}
+
+const char* state_name(transports::ReliableChannel::PathState state) {
+  using S = transports::ReliableChannel::PathState;
+  switch (state) {
+    case S::kProbation:
+      return "probation";
+    case S::kActive:
+      return "active";
+    case S::kStandby:
+      return "standby";
+    case S::kDrained:
+      return "drained";
+    case S::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
+                     transports::ReliableChannel::Settings channel)
+    : handler_(std::move(handler)),
+      chunk_bytes_(chunk_bytes),
+      channel_settings_(channel),
+      epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+  if (!epoll_) throw std::system_error(errno, std::generic_category(), "node links epoll");
+}
+
+NodeLinks::~NodeLinks() = default;
+
+const std::string* NodeLinks::name_of(uint64_t peer) const {
+  auto it = links_.find(peer);
+  return it == links_.end() ? nullptr : &it->second->name;
+}
+
+void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bool backup) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) {
+    auto link = std::make_unique<Link>();
+    link->peer = peer;
+    link->name = std::move(name);
+    transports::ReliableChannel::Handler h;
+    h.on_frame = [this, peer](const wire::DataFrameHeader& header,
+                              std::span<const std::byte> payload) {
+      return handler_.on_frame(peer, header, payload);
+    };
+    if (handler_.place) {
+      h.place = [this, peer](const wire::DataFrameHeader& header) {
+        return handler_.place(peer, header);
+      };
+      h.on_placed = [this, peer](const wire::DataFrameHeader& header) {
+        return handler_.on_placed(peer, header);
+      };
+    }
+    h.on_released = [this](uint64_t token, uint32_t path) { chunk_sent(token, path); };
+    h.on_resent = [this, peer](uint32_t path, uint64_t bytes) {
+      if (Path* p = path_of(peer, path)) {
+        p->record([&](monitor::WindowRing& w) { w.resent(Clock::now(), bytes); });
+      }
+    };
+    transports::ReliableChannel::Settings settings = channel_settings_;
+    settings.incarnation = random_incarnation();
+    link->channel = std::make_unique<transports::ReliableChannel>(settings, std::move(h));
+    it = links_.emplace(peer, std::move(link)).first;
+  }
+  Link& link = *it->second;
+  auto path = std::make_unique<Path>();
+  Path* raw = path.get();
+  raw->link = &link;
+  raw->key = next_key_++;
+  raw->nic = std::move(nic);
+  std::tie(raw->local, raw->local_key) = endpoint(fd, false);
+  std::tie(raw->remote, raw->remote_key) = endpoint(fd, true);
+  if (telemetry_width_.count() > 0) {
+    auto ring = [this] {
+      return std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
+    };
+    raw->windows = ring();
+    std::lock_guard lock(snapshot_mutex_);
+    auto& nic_ring = nic_windows_[raw->nic.empty() ? "?" : raw->nic];
+    if (!nic_ring) nic_ring = ring();
+    raw->nic_windows = nic_ring;
+  }
+  transports::TcpConnection::Callbacks callbacks;
+  callbacks.on_frame = [this, raw](const wire::DataFrameHeader& h,
+                                   std::span<const std::byte> payload) {
+    std::string error = on_path_frame(*raw, h);
+    if (!error.empty() || h.type == wire::FrameType::kPathNotice) return error;
+    const auto now = Clock::now();
+    if (h.type == wire::FrameType::kData && !payload.empty()) {
+      raw->record([&](monitor::WindowRing& w) { w.received(now, payload.size()); });
+    }
+    return raw->link->channel->receive(raw->id, h, payload, now);
+  };
+  callbacks.on_sent = [raw](uint64_t token, size_t bytes) {
+    if (bytes > 0) raw->record([&](monitor::WindowRing& w) { w.sent(Clock::now(), bytes); });
+    raw->link->channel->on_path_sent(raw->id, token, bytes);
+  };
+  if (handler_.place) {
+    callbacks.place = [raw](const wire::DataFrameHeader& h) {
+      return raw->link->channel->place(raw->id, h, transports::ReliableChannel::Clock::now());
+    };
+    callbacks.on_placed = [raw](const wire::DataFrameHeader& h) {
+      const auto now = Clock::now();
+      raw->record([&](monitor::WindowRing& w) { w.received(now, h.length); });
+      return raw->link->channel->placed(raw->id, h, now);
+    };
+  }
+  wire::DataFrameLimits limits;
+  limits.max_payload_bytes = std::max<uint32_t>(chunk_bytes_, 64 * 1024);
+  raw->conn = std::make_unique<transports::TcpConnection>(fd, limits, std::move(callbacks));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = raw->key;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw->conn->fd(), &ev);
+  paths_by_key_[raw->key] = raw;
+  // A path joining a channel that has lost one before is on probation.
+  const bool probation = link.channel->counters().path_failures > 0;
+  raw->id = link.channel->add_path(raw, Clock::now(), probation, backup);
+  if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
+  link.paths[raw->id] = std::move(path);
+  spdlog::info("path to node {} up over {} ({} -> {}){}{}", link.name,
+               raw->nic.empty() ? "?" : raw->nic, raw->local, raw->remote,
+               backup ? ", a backup across rails" : "", probation ? ", on probation" : "");
+  if (!raw->nic.empty() && drained_nics_.count(raw->nic) != 0) {
+    link.channel->drain(raw->id, true);
+    send_path_notice(link, *raw, wire::PathNotice::kDrained);
+  }
+  flush(link);
+  publish_snapshot();
+}
+
+std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h) {
+  Link& link = *path.link;
+  if ((h.type == wire::FrameType::kHeartbeat || h.type == wire::FrameType::kAck) &&
+      h.comm_id != 0) {
+    if (link.peer_incarnation == 0) link.peer_incarnation = h.comm_id;
+    if (h.comm_id != link.peer_incarnation) {
+      // The peer gave up its channel to this node and started another: what this side
+      // still waits for on the old one will never come.
+      link.last_failure = "node " + link.name +
+                          " gave up its channel to this node and opened a new one (it had no "
+                          "path to this node for its grace period)";
+      doomed_.push_back({link.peer, 0, link.last_failure});
+      return link.last_failure;  // not for the old channel: it fails this path now
+    }
+  }
+  if (h.type != wire::FrameType::kPathNotice) return {};
+  // The peer's connection from `offset` to `op_seq` is this side's from op_seq to offset.
+  for (auto& other : link.paths) {
+    if (!other || other->local_key != h.op_seq || other->remote_key != h.offset) continue;
+    switch (static_cast<wire::PathNotice>(h.step)) {
+      case wire::PathNotice::kDown:
+        doomed_.push_back({link.peer, other->key,
+                           "node " + link.name + " reports its end (" + other->remote + ") down"});
+        break;
+      case wire::PathNotice::kDrained:
+      case wire::PathNotice::kUndrained: {
+        const bool drained = static_cast<wire::PathNotice>(h.step) == wire::PathNotice::kDrained;
+        if (other->peer_drained == drained) break;  // a copy: notices go on every path
+        other->peer_drained = drained;
+        // Drained while either side has it drained.
+        link.channel->drain(other->id, drained || drained_nics_.count(other->nic) != 0);
+        spdlog::info("path to node {} over {} ({}) {} by node {}", link.name, other->nic,
+                     other->local, drained ? "drained" : "undrained", link.name);
+        break;
+      }
+      default:
+        return "a path notice of unknown kind " + std::to_string(h.step);
+    }
+    return {};
+  }
+  return {};  // a path already gone here
+}
+
+void NodeLinks::send_path_notice(Link& link, const Path& about, wire::PathNotice what) {
+  if (about.local_key == 0 || about.remote_key == 0) return;  // not IPv4: the timeout covers it
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kPathNotice;
+  h.step = static_cast<uint32_t>(what);
+  h.offset = about.local_key;
+  h.op_seq = about.remote_key;
+  // On every live path (one may be about to fail too), but a path down on itself.
+  for (auto& other : link.paths) {
+    if (!other || (what == wire::PathNotice::kDown && other.get() == &about)) continue;
+    other->conn->queue_urgent(h, {}, kNoticeToken);
+  }
+}
+
+std::string NodeLinks::watch_nics() {
+  if (nic_monitor_) return {};
+  try {
+    nic_monitor_ = std::make_unique<transports::LinkMonitor>();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kNicMonitorKey;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, nic_monitor_->fd(), &ev);
+  return {};
+}
+
+void NodeLinks::on_nic_events() {
+  for (const transports::LinkEvent& event : nic_monitor_->read_changes()) {
+    if (event.up) {
+      spdlog::info("NIC {} is up", event.nic);
+      if (handler_.on_nic_up) handler_.on_nic_up(event.nic);
+      continue;
+    }
+    nic_down(event.nic, event.removed ? "was removed" : "went down (set down, or no carrier)");
+  }
+}
+
+size_t NodeLinks::nic_down(const std::string& nic, const std::string& how) {
+  std::vector<uint64_t> over;  // path keys
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (path && path->nic == nic) over.push_back(path->key);
+    }
+  }
+  if (!over.empty())
+    spdlog::warn("NIC {} {}: failing the {} path(s) over it", nic, how, over.size());
+  for (uint64_t key : over) {
+    auto it = paths_by_key_.find(key);
+    if (it != paths_by_key_.end()) fail_path(*it->second, "NIC " + nic + " " + how, true);
+  }
+  return over.size();
+}
+
+size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
+  if (drained) {
+    drained_nics_.insert(nic);
+  } else {
+    drained_nics_.erase(nic);
+  }
+  size_t count = 0;
+  std::vector<uint64_t> peers;
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (!path || path->nic != nic) continue;
+      link->channel->drain(path->id, drained || path->peer_drained);
+      send_path_notice(*link, *path,
+                       drained ? wire::PathNotice::kDrained : wire::PathNotice::kUndrained);
+      ++count;
+    }
+    peers.push_back(peer);
+  }
+  for (uint64_t peer : peers) {  // a flush may fail a path and lose its peer
+    auto it = links_.find(peer);
+    if (it != links_.end()) flush(*it->second);
+  }
+  spdlog::info("NIC {} {} ({} path(s))", nic, drained ? "drained" : "undrained", count);
+  publish_snapshot();
+  return count;
+}
+
+uint64_t NodeLinks::take_token(uint64_t peer, std::shared_ptr<void> keep_alive,
+                               std::function<void()> done,
+                               transports::ReliableChannel::TimePoint now) {
+  uint64_t token;
+  if (!free_tokens_.empty()) {
+    token = free_tokens_.back();
+    free_tokens_.pop_back();
+  } else {
+    token = pending_.size();
+    pending_.emplace_back();
+  }
+  Pending& p = pending_[token];
+  p.peer = peer;
+  p.keep_alive = std::move(keep_alive);
+  p.done = std::move(done);
+  p.used = true;
+  p.sent_at = now;
+  return token;
+}
+
+NodeLinks::Path* NodeLinks::path_of(uint64_t peer, uint32_t path) const {
+  auto it = links_.find(peer);
+  if (it == links_.end() || path >= it->second->paths.size()) return nullptr;
+  return it->second->paths[path].get();
+}
+
+void NodeLinks::chunk_sent(uint64_t token, uint32_t path) {
+  Pending& p = pending_[token];
+  if (channel_settings_.reliable && telemetry_width_.count() > 0) {
+    if (Path* over = path_of(p.peer, path)) {  // null: that path has failed since
+      const auto now = Clock::now();
+      over->record([&](monitor::WindowRing& w) { w.acknowledged(now, now - p.sent_at); });
+    }
+  }
+  std::function<void()> done = std::move(p.done);
+  p.keep_alive.reset();
+  p.done = nullptr;
+  p.used = false;
+  free_tokens_.push_back(token);
+  if (done) done();
+}
+
+bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
+                             std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
+                             std::function<void()> done) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return false;
+  Link& link = *it->second;
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.comm_id = comm_id;
+  h.op_seq = op_seq;
+  h.step = step;
+  uint64_t offset = 0;
+  uint32_t chunk = 0;
+  const auto now = Clock::now();
+  do {
+    const auto bytes =
+        static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes_, data.size() - offset));
+    const bool last = offset + bytes == data.size();
+    h.chunk = chunk++;
+    h.offset = offset;
+    h.length = bytes;
+    const uint64_t token = take_token(peer, keep_alive, last ? std::move(done) : nullptr, now);
+    link.channel->send(h, data.subspan(offset, bytes), token);
+    offset += bytes;
+  } while (offset < data.size());
+  flush(link);
+  return true;
+}
+
+bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
+                            uint64_t offset, uint32_t chunk, std::function<void()> done) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return false;
+  Link& link = *it->second;
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.comm_id = comm_id;
+  h.op_seq = op_seq;
+  h.step = step;
+  h.chunk = chunk;
+  h.offset = offset;
+  h.length = 0;
+  link.channel->send(h, {}, take_token(peer, nullptr, std::move(done), Clock::now()));
+  flush(link);
+  return true;
+}
+
+// Writes what the kernel takes now on every path (the common case needs no epoll round
+// trip); a path that cannot is failed, and the link is lost with its last path.
+void NodeLinks::flush(Link& link) {
+  const uint64_t peer = link.peer;
+  for (size_t i = 0; i < link.paths.size(); ++i) {
+    Path* path = link.paths[i].get();
+    if (path == nullptr || !path->conn->wants_write()) continue;
+    if (!path->conn->on_writable()) {
+      fail_path(*path, path->conn->error());
+      if (links_.count(peer) == 0) return;  // that was its last path
+      i = static_cast<size_t>(-1);          // the failure moved frames to other paths
+      continue;
+    }
+    update_interest(*path);
+  }
+}
+
+void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
+  Link& link = *path.link;
+  const uint32_t id = path.id;
+  const bool peer_closed = path.conn->peer_closed();
+  const std::string nic = path.nic;
+  const std::string remote = path.remote;
+  spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
+               path.local, path.remote, reason);
+  if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
+  path.record([](monitor::WindowRing& w) { w.error(Clock::now()); });
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->fd(), nullptr);
+  // Closed by abort (RST, no FIN): a FIN the kernel kept retransmitting would reach the
+  // peer when the NIC came back and read as "this daemon stopped", losing a peer that
+  // is in fact reconnecting.
+  const linger abort_on_close{1, 0};
+  ::setsockopt(path.conn->fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  paths_by_key_.erase(path.key);
+  link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
+  link.paths[id].reset();                 // closes the socket; `path` is gone
+  link.last_failure = reason;
+  if (!channel_settings_.reliable) {
+    // Whatever the path had taken is lost for good: the peer's ops cannot complete.
+    lose(link.peer, std::move(reason));
+    return;
+  }
+  if (link.channel->live_paths() == 0) {
+    if (peer_closed) {  // its daemon stopped, or gave this node up (an orderly close)
+      lose(link.peer, std::move(reason));
+      return;
+    }
+    spdlog::warn("no path left to node {}: its frames wait up to {} ms for one to come back",
+                 link.name, channel_settings_.last_path_grace.count());
+  }
+  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote);
+  if (links_.count(link.peer) != 0) flush(link);
+}
+
+void NodeLinks::fail_doomed() {
+  while (!doomed_.empty()) {
+    DoomedPath doomed = std::move(doomed_.back());
+    doomed_.pop_back();
+    if (doomed.key == 0) {
+      lose(doomed.peer, std::move(doomed.reason));
+      continue;
+    }
+    auto it = paths_by_key_.find(doomed.key);
+    if (it != paths_by_key_.end()) fail_path(*it->second, std::move(doomed.reason));
+  }
+}
+
+void NodeLinks::send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
+  send_notice(peer, wire::FrameType::kAbort, comm_id, 0, reason);
+}
+
+void NodeLinks::send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
+                              const std::string& reason) {
+  send_notice(peer, wire::FrameType::kDeparted, comm_id, static_cast<uint32_t>(rank), reason,
+              collectives);
+}
+
+void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_id, uint32_t step,
+                            const std::string& reason, uint64_t op_seq) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return;
+  Link& link = *it->second;
+  auto text = std::make_shared<std::string>(
+      reason.substr(0, std::min<size_t>(reason.size(), wire::kMaxAbortReasonBytes)));
+  wire::DataFrameHeader h;
+  h.type = type;
+  h.comm_id = comm_id;
+  h.step = step;
+  h.op_seq = op_seq;
+  h.length = static_cast<uint32_t>(text->size());
+  const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
+                                           text->size());
+  link.channel->send(h, payload, take_token(peer, text, nullptr, Clock::now()));
+  flush(link);
+}
+
+void NodeLinks::abandon_placements(const void* owner) {
+  for (auto& [key, path] : paths_by_key_) path->conn->abandon_placement(owner);
+}
+
+void NodeLinks::update_interest(Path& path) {
+  const bool want = path.conn->wants_write();
+  if (want == path.watching_out) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+  ev.data.u64 = path.key;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, path.conn->fd(), &ev);
+  path.watching_out = want;
+}
+
+void NodeLinks::lose(uint64_t peer, std::string reason) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return;
+  std::unique_ptr<Link> link = std::move(it->second);
+  links_.erase(it);
+  for (auto& path : link->paths) {
+    if (!path) continue;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path->conn->fd(), nullptr);
+    paths_by_key_.erase(path->key);
+  }
+  // Its queued and unacknowledged frames will never be written: release their memory.
+  link->paths.clear();
+  link->channel.reset();
+  for (uint64_t token = 0; token < pending_.size(); ++token) {
+    Pending& p = pending_[token];
+    if (!p.used || p.peer != peer) continue;
+    p.keep_alive.reset();
+    p.done = nullptr;
+    p.used = false;
+    free_tokens_.push_back(token);
+  }
+  publish_snapshot();
+  if (handler_.on_lost) handler_.on_lost(peer, link->name, reason);
+}
+
+bool NodeLinks::service(Path& path, uint32_t events) {
+  const uint64_t before = path.conn->bytes_received() + path.conn->bytes_sent();
+  bool ok = true;
+  // Reads in bites of kReadBiteBytes: what they bring in is acknowledged at once, so the
+  // sender's frames are not held for a whole gulp.
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = path.conn->on_readable(kReadBiteBytes);
+  if (ok && (events & EPOLLOUT)) ok = path.conn->on_writable();
+  const bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
+  if (!ok) {
+    fail_path(path, path.conn->error());
+    return true;
+  }
+  Link& link = *path.link;
+  if (link.channel->ack_due()) {
+    link.channel->flush_ack();
+    flush(link);  // may fail paths, this one included: `path` is not touched after it
+    return progress;
+  }
+  update_interest(path);
+  return progress;
+}
+
+// Heartbeats, silent paths, probation, rate samples, acknowledgements; peers with no
+// live path past the grace period are lost.
+void NodeLinks::tick() {
+  const auto now = Clock::now();
+  last_tick_ = now;
+  std::vector<uint64_t> peers;
+  peers.reserve(links_.size());
+  for (auto& [peer, link] : links_) peers.push_back(peer);
+  for (uint64_t peer : peers) {
+    auto it = links_.find(peer);
+    if (it == links_.end()) continue;
+    Link& link = *it->second;
+    for (auto& silent : link.channel->tick(now)) {
+      if (silent.path < link.paths.size() && link.paths[silent.path]) {
+        fail_path(*link.paths[silent.path], std::move(silent.reason));
+        if (links_.count(peer) == 0) break;
+      }
+    }
+    if (links_.count(peer) == 0) continue;
+    const auto quiet = now - link.channel->last_heard();
+    if (link.channel->live_paths() == 0 && quiet >= channel_settings_.last_path_grace) {
+      lose(peer, "no path to node " + link.name + " for " +
+                     std::to_string(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
+                     " ms (grace " + std::to_string(channel_settings_.last_path_grace.count()) +
+                     " ms); the last one failed: " + link.last_failure);
+      continue;
+    }
+    flush(link);
+  }
+  if (++ticks_ % kSnapshotEveryTicks == 0) publish_snapshot();
+}
+
+void NodeLinks::publish_snapshot() {
+  const auto now = Clock::now();
+  std::vector<PeerInfo> peers;
+  peers.reserve(links_.size());
+  for (const auto& [id, link] : links_) {
+    PeerInfo info;
+    info.instance = id;
+    info.name = link->name;
+    info.reliable = channel_settings_.reliable;
+    info.counters = link->channel->counters();
+    if (link->channel->live_paths() == 0) {
+      info.down_for_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - link->channel->last_heard())
+              .count();
+    }
+    for (const auto& path : link->paths) {
+      if (!path) continue;
+      PathInfo p;
+      p.nic = path->nic;
+      p.local = path->local;
+      p.remote = path->remote;
+      p.state = state_name(link->channel->state(path->id));
+      p.bytes_sent = path->conn->bytes_sent();
+      p.bytes_received = path->conn->bytes_received();
+      p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
+      if (const auto delivery = transports::tcp_delivery(path->conn->fd())) {
+        p.delivery_bytes_per_s = delivery->rate_bytes_per_s;
+        p.delivery_app_limited = delivery->app_limited;
+        p.rtt_us = delivery->rtt_us;
+        p.kernel_unsent_bytes = delivery->unsent_bytes;
+      }
+      p.windows = path->windows;
+      info.paths.push_back(std::move(p));
+    }
+    peers.push_back(std::move(info));
+  }
+  std::vector<std::string> drained(drained_nics_.begin(), drained_nics_.end());
+  std::lock_guard lock(snapshot_mutex_);
+  snapshot_ = std::move(peers);
+  drained_snapshot_ = std::move(drained);
+}
+
+std::vector<std::string> NodeLinks::drained_snapshot() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return drained_snapshot_;
+}
+
+std::map<std::string, std::shared_ptr<const monitor::WindowRing>> NodeLinks::nic_windows() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return {nic_windows_.begin(), nic_windows_.end()};
+}
+
+std::vector<NodeLinks::PeerInfo> NodeLinks::snapshot() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return snapshot_;
+}
+
+bool NodeLinks::poll(int timeout_ms) {
+  if (links_.empty() && !nic_monitor_) return false;
+  if (!links_.empty() && Clock::now() - last_tick_ >= std::chrono::milliseconds(kTickMs)) {
+    tick();
+    if (links_.empty() && !nic_monitor_) return true;
+  }
+  epoll_event events[32];
+  const int n = ::epoll_wait(epoll_.get(), events, 32, std::min(timeout_ms, kTickMs));
+  bool progress = false;
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.u64 == kNicMonitorKey) {
+      on_nic_events();
+      progress = true;
+      continue;
+    }
+    auto it = paths_by_key_.find(events[i].data.u64);
+    if (it == paths_by_key_.end()) continue;             // failed while handling an earlier event
+    progress |= service(*it->second, events[i].events);  // acknowledges what it read
+    fail_doomed();
+  }
+  return progress;
+}
+
+}  // namespace plexus::daemon

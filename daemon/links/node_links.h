@@ -1,0 +1,274 @@
+// This daemon's data connections to peer daemons: per peer node a reliable channel
+// (transports/channel/reliable_channel.h) over one TcpConnection per path, all in an epoll
+// set the engine polls. Cuts messages into chunk frames (no allocation per chunk), keeps the
+// memory a message is read from alive until the peer has acknowledged its last byte, and
+// hands arriving frames to the engine once each. Each path runs over one local NIC: a NIC
+// that goes down (netlink) fails its paths at once and tells the peers over their other
+// paths; a drained NIC takes no new frames. A peer is lost when it has had no live path for
+// the grace period (at once when it closed them, or without acknowledgements).
+// Single-threaded (the engine thread), but for snapshot().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "monitor/window_ring.h"
+#include "transports/channel/reliable_channel.h"
+#include "transports/netlink/link_monitor.h"
+#include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_peer_silence.h"
+
+namespace plexus::daemon {
+
+class NodeLinks {
+ public:
+  struct Handler {
+    // A data frame from `peer`. Return "" or why it is unacceptable: the link then fails.
+    std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&,
+                              std::span<const std::byte>)>
+        on_frame;
+    // Optional: where a large data frame's payload may be read to directly
+    // (TcpConnection::Callbacks::place), and its end.
+    std::function<transports::TcpConnection::Placement(uint64_t peer,
+                                                       const transports::wire::DataFrameHeader&)>
+        place;
+    std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
+    // The link to `peer` failed (reason says how); it has been removed.
+    std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
+    // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote`,
+    // failed while the peer is kept (other paths, or the grace period); the side that
+    // opened it connects it again.
+    std::function<void(uint64_t peer, const std::string& nic, const std::string& remote)>
+        on_path_lost;
+    // Optional: local NIC `nic` is up again (netlink).
+    std::function<void(const std::string& nic)> on_nic_up;
+  };
+
+  // What plexusctl shows of the links (snapshot()).
+  struct PathInfo {
+    std::string nic;  // local interface
+    std::string local;
+    std::string remote;
+    std::string state;  // active, standby (a backup), probation, drained
+    uint64_t bytes_sent = 0;
+    uint64_t bytes_received = 0;
+    double rate_bytes_per_s = 0;  // measured while busy; 0 until then
+    // The kernel's latest delivery-rate sample and RTT (transports/tcp/tcp_delivery.h).
+    double delivery_bytes_per_s = 0;
+    bool delivery_app_limited = false;
+    double rtt_us = 0;
+    uint64_t kernel_unsent_bytes = 0;  // queued in its socket, not yet sent
+    // Its windowed telemetry (null when off): data bytes and chunks each way, resent bytes,
+    // failures, and the time from a chunk's send to its acknowledgement.
+    std::shared_ptr<const monitor::WindowRing> windows;
+  };
+  struct PeerInfo {
+    uint64_t instance = 0;
+    std::string name;
+    bool reliable = false;
+    std::vector<PathInfo> paths;
+    transports::ReliableChannel::Counters counters;
+    int64_t down_for_ms = -1;  // no live path for this long; -1 while one is live
+  };
+
+  static constexpr uint32_t kDefaultChunkBytes = 512 * 1024;
+  explicit NodeLinks(Handler handler, uint32_t chunk_bytes = kDefaultChunkBytes,
+                     transports::ReliableChannel::Settings channel = {});
+  ~NodeLinks();
+  NodeLinks(const NodeLinks&) = delete;
+  NodeLinks& operator=(const NodeLinks&) = delete;
+
+  // Before the first link: whether channels number and acknowledge frames.
+  // Before the first link: windowed telemetry per path and per NIC, `windows` of `width`
+  // each kept (monitor/window_ring.h); a zero width turns it off.
+  void set_telemetry(std::chrono::nanoseconds width, size_t windows) {
+    telemetry_width_ = width;
+    telemetry_windows_ = windows;
+  }
+  // Per local NIC ("?" when unknown), the windows of every path over it, past and present
+  // (empty when telemetry is off); safe from any thread.
+  std::map<std::string, std::shared_ptr<const monitor::WindowRing>> nic_windows() const;
+
+  // Readable when a link has I/O ready: the engine adds it to the set it parks on.
+  int epoll_fd() const { return epoll_.get(); }
+
+  // Takes a connected, authenticated socket to peer node `peer` over local NIC `nic` ("" when
+  // unknown): a path of its channel (the first one opens the channel). `backup`: a
+  // pre-connected path across rails, on standby while the channel has an active path.
+  void add(uint64_t peer, std::string name, int fd, std::string nic = "", bool backup = false);
+  // Follows local NICs going down and up (netlink); without it only silence and socket
+  // errors fail paths. Returns "" or why it cannot.
+  std::string watch_nics();
+  // The peer's daemon is gone (its control connection closed): lost now, not after the
+  // grace period its silent paths would get.
+  void peer_gone(uint64_t peer, const std::string& reason) { lose(peer, reason); }
+  // Local NIC `nic` is down (`how`, for messages): its paths fail now and their peers are
+  // told over their other paths. What netlink events lead to; returns how many failed.
+  size_t nic_down(const std::string& nic, const std::string& how);
+  // Drained: the paths over `nic` (and those that join later) take no new frames, in
+  // both directions (the peers are told). Returns how many paths it applies to now.
+  size_t drain_nic(const std::string& nic, bool drained);
+  // The drained NICs as of the last snapshot; safe from any thread.
+  std::vector<std::string> drained_snapshot() const;
+  // The links as of the last tick (at most ~100 ms old); safe from any thread.
+  std::vector<PeerInfo> snapshot() const;
+  bool has(uint64_t peer) const { return links_.count(peer) != 0; }
+  // Whether poll() has anything to do (links, or NIC events to read).
+  bool active() const { return !links_.empty() || nic_monitor_ != nullptr; }
+  size_t size() const { return links_.size(); }
+  const std::string* name_of(uint64_t peer) const;
+  // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
+  int max_sleep_ms() const { return links_.empty() ? -1 : kTickMs; }
+
+  // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames. `keep_alive`
+  // (the memory `data` lies in) is held until the last chunk is written; then `done`
+  // runs. Returns false (and calls nothing) when there is no link to `peer`.
+  bool send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
+                    std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
+                    std::function<void()> done);
+
+  // A data frame with no payload, its chunk and offset chosen by the caller (e.g. the end
+  // of a message whose size only the sender knows); `done` runs once it is written.
+  bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step, uint64_t offset,
+                   uint32_t chunk, std::function<void()> done);
+
+  // Tells `peer` that communicator comm_id failed here, and why (best effort).
+  void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason);
+  // Tells `peer` that `rank` of this node left communicator comm_id.
+  // `collectives`: how many collectives the rank had submitted.
+  void send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
+                     const std::string& reason);
+
+  // Frames being read straight into memory kept alive by `owner` finish into a sink
+  // instead (TcpConnection::abandon_placement), on every link.
+  void abandon_placements(const void* owner);
+
+  // Runs the I/O that is ready (waiting up to timeout_ms for some); returns whether
+  // anything was read or written.
+  bool poll(int timeout_ms);
+
+ private:
+  static constexpr int kTickMs = 10;
+  static constexpr int kSnapshotEveryTicks = 10;
+  static constexpr uint64_t kNicMonitorKey = 0;         // in the epoll set; paths start at 1
+  static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
+  static constexpr size_t kReadBiteBytes = 1 << 20;
+  struct Link;
+  struct Path final : transports::FramePath {
+    void queue(const transports::wire::DataFrameHeader& header, std::span<const std::byte> payload,
+               uint64_t token) override {
+      conn->queue(header, payload, token);
+    }
+    void queue_urgent(const transports::wire::DataFrameHeader& header, uint64_t token) override {
+      conn->queue_urgent(header, {}, token);
+    }
+    uint64_t backlog_bytes() const override {
+      return conn->queued_bytes() + conn->kernel_unacknowledged_bytes();
+    }
+    uint64_t unsent_bytes() const override {
+      return conn->queued_bytes() + conn->kernel_unsent_bytes();
+    }
+    void abandon_placement_of(uint64_t channel_seq) override {
+      conn->abandon_placement_of(channel_seq);
+    }
+    int64_t network_silence_ms() const override {
+      return transports::tcp_peer_silence_ms(conn->fd());
+    }
+    Link* link = nullptr;
+    uint32_t id = 0;   // in the channel
+    uint64_t key = 0;  // in the epoll set
+    std::unique_ptr<transports::TcpConnection> conn;
+    bool watching_out = false;
+    std::string nic;     // local interface
+    std::string local;   // "ip:port", for messages
+    std::string remote;  // "ip:port"
+    // IPv4 endpoints as address << 16 | port (path notices name paths by them); 0: not IPv4.
+    uint64_t local_key = 0;
+    uint64_t remote_key = 0;
+    bool peer_drained = false;  // the peer drained its end (a kPathNotice)
+    // Telemetry (null when off): this path's windows and its NIC's.
+    std::shared_ptr<monitor::WindowRing> windows;
+    std::shared_ptr<monitor::WindowRing> nic_windows;
+    template <typename Record>
+    void record(Record record) {
+      if (windows) {
+        record(*windows);
+        record(*nic_windows);
+      }
+    }
+  };
+  struct Link {
+    uint64_t peer;
+    std::string name;
+    std::unique_ptr<transports::ReliableChannel> channel;
+    std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
+    uint64_t peer_incarnation = 0;             // the peer's channel, from its first heartbeat
+    std::string last_failure;                  // why the latest path failed
+  };
+  struct DoomedPath {  // a path to fail once no connection is mid-read
+    uint64_t peer;
+    uint64_t key;
+    std::string reason;
+  };
+  struct Pending {  // one queued chunk
+    uint64_t peer = 0;
+    transports::ReliableChannel::TimePoint sent_at;  // handed to the channel
+    std::shared_ptr<void> keep_alive;
+    std::function<void()> done;  // on the message's last chunk only
+    bool used = false;
+  };
+  uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done,
+                      transports::ReliableChannel::TimePoint now);
+  // The peer has chunk `token` (acknowledged, or written when unacknowledged), its latest
+  // copy sent on channel path `path`.
+  void chunk_sent(uint64_t token, uint32_t path);
+  Path* path_of(uint64_t peer, uint32_t path) const;
+  void update_interest(Path& path);
+  void flush(Link& link);  // writes now; fails paths that cannot
+  // `notify`: tell the peer over another path (the failure is local: a NIC went down).
+  void fail_path(Path& path, std::string reason, bool notify = false);
+  // A control frame from the peer about its paths (checked before the channel sees it).
+  std::string on_path_frame(Path& path, const transports::wire::DataFrameHeader& header);
+  void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
+  void fail_doomed();
+  void on_nic_events();
+  void publish_snapshot();
+  void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
+  bool service(Path& path, uint32_t events);
+  void tick();
+  void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id, uint32_t step,
+                   const std::string& text, uint64_t op_seq = 0);
+
+  Handler handler_;
+  uint32_t chunk_bytes_;
+  transports::ReliableChannel::Settings channel_settings_;
+  common::UniqueFd epoll_;
+  std::unordered_map<uint64_t, std::unique_ptr<Link>> links_;
+  std::unordered_map<uint64_t, Path*> paths_by_key_;
+  uint64_t next_key_ = 1;
+  transports::ReliableChannel::TimePoint last_tick_{};
+  std::vector<Pending> pending_;
+  std::vector<uint64_t> free_tokens_;
+  std::unique_ptr<transports::LinkMonitor> nic_monitor_;
+  std::set<std::string> drained_nics_;
+  std::vector<DoomedPath> doomed_;
+  uint64_t ticks_ = 0;
+  mutable std::mutex snapshot_mutex_;
+  std::vector<PeerInfo> snapshot_;
+  std::vector<std::string> drained_snapshot_;
+  std::chrono::nanoseconds telemetry_width_{0};
+  size_t telemetry_windows_ = 0;
+  std::map<std::string, std::shared_ptr<monitor::WindowRing>> nic_windows_;  // under the mutex
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,173 @@
+// The control thread's connections to other daemons: a listener for peers, connectors to
+// them, the handshake on each (transports/peer/peer_handshake.h), then either control
+// messages (node_control.capnp) for the rendezvous, or, for a data connection, the
+// authenticated socket handed to the engine. Runs on the control thread's libuv loop;
+// nothing here is thread-safe.
+#pragma once
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <capnp/message.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/links/peer_nics.h"
+#include "daemon/links/rail_plan.h"
+#include "daemon/links/route_table.h"
+#include "transports/peer/peer_handshake.h"
+
+namespace plexus::daemon {
+
+class PeerServer {
+ public:
+  struct Callbacks {
+    // A control message from an authenticated peer.
+    std::function<void(const transports::PeerIdentity& peer, kj::Array<capnp::word> words)>
+        on_control;
+    // The control connection to `instance` closed, or could not be opened; `name` is its
+    // node name when known, else the address tried.
+    std::function<void(uint64_t instance, const std::string& name, const std::string& reason)>
+        on_control_lost;
+    // An authenticated data connection over local NIC `nic` ("" when no NIC has its
+    // address); `backup`: it crosses rails (its remote end is in another local NIC's
+    // subnet). The receiver owns `fd`.
+    std::function<void(const transports::PeerIdentity& peer, int fd, const std::string& nic,
+                       bool backup)>
+        on_data_link;
+    // No data connection to `instance` could be opened (every rail failed before one was
+    // authenticated); rails of a peer already linked are retried instead.
+    std::function<void(uint64_t instance, const std::string& reason)> on_data_failed;
+  };
+
+  struct Settings {
+    // Every peer connection's TCP congestion control (empty: the host's).
+    std::string tcp_congestion;
+    // The NICs peers are reached over (find_peer_nics). Each is a rail: one data connection
+    // per peer NIC in its subnet.
+    std::vector<PeerNic> nics;
+    // Longest wait between attempts to reconnect a rail (the backoff doubles up to it).
+    std::chrono::milliseconds reconnect_max{0};
+  };
+
+  PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,
+             Settings settings, Callbacks callbacks);
+  ~PeerServer();
+  PeerServer(const PeerServer&) = delete;
+  PeerServer& operator=(const PeerServer&) = delete;
+
+  // Listens on "ip:port" (port 0: any free one) and sets the addresses this daemon
+  // advertises: that address, or every interface's IPv4 address for 0.0.0.0. Throws
+  // std::runtime_error with a sentence.
+  void listen(const std::string& address);
+  const transports::PeerIdentity& identity() const { return me_; }
+
+  // Sends a control message to `instance`, opening a control connection to one of
+  // `addresses` first when there is none (messages wait for it).
+  void send_control(uint64_t instance, const std::vector<std::string>& addresses,
+                    capnp::MessageBuilder& message);
+  // Opens a data connection to `instance` on every rail (a local NIC and the peer's address
+  // in its subnet; when none match, one connection to any address) not connected or being
+  // connected, and with two rails or more a backup from each NIC to the peer's address on
+  // the next rail (used where a route joins the rails). This side then keeps them up:
+  // rail_lost retries with backoff.
+  void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
+  // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
+  // failed: reconnect it (with exponential backoff) if this side opened it.
+  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote);
+  // Local NIC `nic` is up again: its rails are retried now.
+  void nic_up(const std::string& nic);
+  // The link to `instance` is gone: stop keeping its rails.
+  void forget_data_peer(uint64_t instance);
+  // The NICs this daemon serves peers on (after listen).
+  std::vector<std::string> nic_names() const {
+    std::vector<std::string> names;
+    for (const auto& nic : local_nics_) names.push_back(nic.name);
+    return names;
+  }
+  // Round trip to `instance` (seconds; 0 when unknown): the kernel's smallest on the
+  // control connection, else the smallest of the handshakes this daemon started.
+  double control_round_trip_s(uint64_t instance) const;
+  const transports::PeerIdentity* control_peer(uint64_t instance) const;
+
+  // Closes every connection and the listener (the loop must run to finish the closes).
+  void close();
+
+  uint64_t refused() const { return refused_; }
+
+ private:
+  struct Conn;
+  struct RailRetry {
+    int attempts = 0;
+    std::chrono::steady_clock::time_point due{};
+    bool scheduled = false;
+  };
+  struct DataPeer {  // a peer this side opens data connections to
+    std::vector<std::string> addresses;
+    bool linked = false;                       // a rail has been established since the last forget
+    std::map<std::string, Conn*> connecting;   // by Rail::key
+    std::map<std::string, RailRetry> retries;  // by Rail::key
+    std::string last_error;
+  };
+  // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
+  std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
+  // Whether `rail` can be opened now: a backup needs a route over its NIC. `routes` is
+  // read on first need, once for all the rails a caller looks at.
+  static bool openable(const Rail& rail, std::optional<RouteTable>& routes);
+  void schedule_retry(uint64_t instance, const std::string& key,
+                      std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
+  void run_retries();
+  void arm_retry_timer();
+  std::string nic_of_local_end(int fd) const;
+  // Whether accepted connection `fd` is a backup across rails (crosses_rails).
+  bool accepted_backup(int fd) const;
+  // Whether data connector `c` is a rail's second or later reconnection attempt.
+  bool reconnecting(const Conn& c) const;
+  void on_listen_readable();
+  // A connector to `instance`; with `rail`, a data connection over that rail (registered
+  // as the peer's connecting rail before the first attempt).
+  Conn* open(uint64_t instance, const std::vector<std::string>& addresses,
+             transports::PeerRole role, const Rail* rail = nullptr);
+  bool start_connect(Conn& c);
+  void on_event(Conn& c, int status, int events);
+  void on_connected(Conn& c);
+  bool read_handshake(Conn& c);
+  // Bytes read (> 0), 0 when none are there yet, -1 once `c` has failed (closed or error).
+  ssize_t recv_some(Conn& c, std::byte* at, size_t bytes);
+  void read_control(Conn& c);
+  void established(Conn& c);
+  bool flush(Conn& c);
+  void update_poll(Conn& c);
+  void fail(Conn& c, const std::string& reason);
+  void close_conn(Conn& c);
+
+  uv_loop_t* loop_;
+  transports::PeerIdentity me_;
+  const transports::ClusterSecret* secret_;
+  Callbacks callbacks_;
+  int listen_fd_ = -1;
+  uv_poll_t listen_poll_{};
+  bool listening_ = false;
+  std::vector<Conn*> conns_;
+  std::unordered_map<uint64_t, Conn*> control_;  // by instance: the connection to use
+  std::map<uint64_t, DataPeer> data_peers_;
+  uint64_t opening_ = 0;                     // connect_data is trying this peer's rails
+  std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once
+  std::unordered_map<uint64_t, double> round_trip_s_;
+  uint64_t refused_ = 0;
+  Settings settings_;
+  std::vector<LocalNic> local_nics_;
+  bool backups_ = true;  // off where sockets cannot be bound to a NIC (no CAP_NET_RAW)
+  uv_timer_t retry_timer_{};
+  bool retry_timer_open_ = false;
+};
+
+}  // namespace plexus::daemon
