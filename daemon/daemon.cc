@@ -10,8 +10,8 @@
 
 #include "daemon/control/control_server.h"
 #include "daemon/engine/engine.h"
-#include "daemon/links/peer_nics.h"
 #include "daemon/local/reduce.h"
+#include "daemon/peers/peer_nics.h"
 #include "monitor/prometheus_endpoint.h"
 #include "shm/framing.h"
 

@@ -20,6 +20,7 @@ rooms=(
   "shm/include/        :"
   "shm/                : common/ plexus-types"
   "plexus-types        :"
+  "transports/tcp/     : transports/"
   "transports/         : common/"
   "monitor/            : common/"
   "clientlib/control/  : shm/"
@@ -31,11 +32,12 @@ rooms=(
   "daemon/local/       : shm/"
   "daemon/internode/   : daemon/algorithms/ daemon/local/"
   "daemon/links/       : transports/ monitor/"
+  "daemon/peers/       : transports/tcp/"
   "daemon/engine/      : daemon/internode/ daemon/gpu/ daemon/links/"
-  "daemon/control/     : daemon/engine/"
+  "daemon/control/     : daemon/engine/ daemon/peers/"
   "daemon/             : daemon/control/"
   "tools/plexusctl/    : clientlib/control/"
-  "tools/bench/        : daemon/links/ daemon/gpu/"
+  "tools/bench/        : daemon/links/ daemon/gpu/ transports/tcp/"
   "tools/plexus-bench/ : daemon/ clientlib/"
   "tests/              : *"
 )
@@ -74,6 +76,16 @@ closure() {
 }
 for p in "${prefixes[@]}"; do reach[$p]=$(closure "$p"); done
 
+# The sources: what git tracks (and what it would add), else every source file below ROOT.
+source_files() {
+  if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+    git ls-files --cached --others --exclude-standard '*.h' '*.hpp' '*.cc' '*.cu' | sort -u
+  else
+    find . \( -name 'build*' -o -name .git \) -prune -o -type f \
+      \( -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.cu' \) -print | sed 's|^\./||' | sort
+  fi
+}
+
 violations=0
 unplaced=0
 while IFS= read -r file; do
@@ -97,7 +109,7 @@ while IFS= read -r file; do
     violations=$((violations + 1))
   done < <(grep -noE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[^"]+"' "$file" |
     sed -E 's/^([0-9]+):.*"([^"]+)"/\1:\2/')
-done < <(git ls-files '*.h' '*.hpp' '*.cc' '*.cu' | sort)
+done < <(source_files)
 
 if [ "$violations" -gt 0 ]; then
   echo "check-layering: $violations include(s) against the arrows"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/links/peer_server.h"
+#include "daemon/peers/peer_server.h"
 
 namespace plexus::daemon {
 

@@ -467,23 +467,39 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
   const size_t nodes = multi ? span->node_ids.size() : 1;
   auto comm = std::make_shared<Comm>(token, members, std::move(span));
   comms_.push_back(comm);
-  engine_.post([comm](Engine& e) { e.add_comm(comm); });
   if (multi) {
     spdlog::info("communicator {} ready: {} ranks on {} nodes, {} here", token_prefix(token),
                  nranks, nodes, comm->local_ranks());
   } else {
     spdlog::info("communicator {} formed with {} ranks", token_prefix(token), nranks);
   }
+  // Each rank hears its handle only once the engine holds the communicator: an entry that
+  // names the handle can then never reach the engine before the communicator does.
+  struct Reply {
+    uint64_t session_id;
+    uint32_t request_id;
+    uint32_t handle;
+  };
+  std::vector<Reply> replies;
   for (const auto& joiner : joiners) {
-    Connection* c = find_connection(joiner.session_id);
-    if (c == nullptr) continue;
-    c->session->comm_count.fetch_add(1, std::memory_order_relaxed);
-    capnp::MallocMessageBuilder reply;
-    auto root = reply.initRoot<control::DaemonMessage>();
-    root.setRequestId(joiner.request_id);
-    root.initCommInitReply().setComm(members[static_cast<size_t>(joiner.rank)].handle);
-    send_message(*c, reply);
+    replies.push_back(
+        {joiner.session_id, joiner.request_id, members[static_cast<size_t>(joiner.rank)].handle});
   }
+  engine_.post([this, comm, replies = std::move(replies)](Engine& e) {
+    e.add_comm(comm);
+    post([this, replies] {
+      for (const Reply& r : replies) {
+        Connection* c = find_connection(r.session_id);
+        if (c == nullptr) continue;
+        c->session->comm_count.fetch_add(1, std::memory_order_relaxed);
+        capnp::MallocMessageBuilder reply;
+        auto root = reply.initRoot<control::DaemonMessage>();
+        root.setRequestId(r.request_id);
+        root.initCommInitReply().setComm(r.handle);
+        send_message(*c, reply);
+      }
+    });
+  });
   arm_rendezvous_timer();
 }
 

@@ -23,7 +23,7 @@
 #include "daemon/control/control_config.h"
 #include "daemon/control/node_rendezvous.h"
 #include "daemon/engine/engine.h"
-#include "daemon/links/peer_server.h"
+#include "daemon/peers/peer_server.h"
 #include "monitor/metric_families.h"
 #include "shm/control.capnp.h"
 #include "shm/framing.h"
@@ -126,8 +126,8 @@ class ControlServer {
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
   void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
-  void on_data_link(const transports::PeerIdentity& peer, int fd, const std::string& nic,
-                    bool backup);
+  void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
+                    const std::string& nic, bool backup);
   void on_data_failed(uint64_t instance, const std::string& reason);
   void expire_multi_node(std::chrono::steady_clock::time_point now);
   std::optional<std::chrono::steady_clock::time_point> next_multi_node_deadline() const;

@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "daemon/control/control_server.h"
-#include "daemon/links/peer_server.h"
+#include "daemon/peers/peer_server.h"
 #include "monitor/window_summary.h"
 
 namespace plexus::daemon {

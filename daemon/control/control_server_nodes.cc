@@ -73,9 +73,10 @@ void ControlServer::start_peers() {
                                      const std::string& reason) {
     on_peer_control_lost(id, name, reason);
   };
-  callbacks.on_data_link = [this](const transports::PeerIdentity& peer, int fd,
-                                  const std::string& nic,
-                                  bool backup) { on_data_link(peer, fd, nic, backup); };
+  callbacks.on_data_link = [this](const transports::PeerIdentity& peer, transports::PathOpener open,
+                                  const std::string& nic, bool backup) {
+    on_data_link(peer, std::move(open), nic, backup);
+  };
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
   };
@@ -422,13 +423,12 @@ void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& n
   }
 }
 
-void ControlServer::on_data_link(const transports::PeerIdentity& peer, int fd,
+void ControlServer::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
                                  const std::string& nic, bool backup) {
   data_links_.insert(peer.instance_id);
   data_link_errors_.erase(peer.instance_id);
-  engine_.post([id = peer.instance_id, name = peer.node_name, fd, nic, backup](Engine& e) {
-    e.add_peer_link(id, name, fd, nic, backup);
-  });
+  engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic,
+                backup](Engine& e) { e.add_peer_link(id, name, open, nic, backup); });
   std::vector<CommToken> tokens;
   for (const auto& [token, f] : forming_) tokens.push_back(token);
   for (const auto& token : tokens) check_forming(token);

@@ -443,13 +443,8 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
     refuse_entry(session, raw, result.status, result.error);
     return;
   }
+  // The client learnt its handle only after add_comm ran here (ControlServer::form_comm).
   auto it = session.comms.find(part.entry.comm);
-  if (it == session.comms.end() && has_commands_.load(std::memory_order_acquire)) {
-    // The reply that told the client its handle may have overtaken our command queue.
-    run_commands();
-    if (session.removed) return;
-    it = session.comms.find(part.entry.comm);
-  }
   if (it == session.comms.end()) {
     count_bad_entry(session);
     refuse_entry(session, raw, PLEXUS_ERR_INVALID_ARGUMENT,

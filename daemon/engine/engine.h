@@ -77,9 +77,10 @@ class Engine {
                                std::shared_ptr<gpu::DeviceMapping> mapping, std::string* error);
   // False when the session has no such region.
   bool release_gpu_memory(uint64_t session_id, uint32_t region);
-  // An authenticated data connection to peer daemon `instance` (the engine owns `fd`);
+  // An authenticated data connection to peer daemon `instance`, opened as a path by `open`;
   // `backup`: across rails (NodeLinks::add).
-  void add_peer_link(uint64_t instance, std::string name, int fd, std::string nic, bool backup);
+  void add_peer_link(uint64_t instance, std::string name, transports::PathOpener open,
+                     std::string nic, bool backup);
   // The control connection to peer daemon `instance` closed: the daemon is gone.
   void peer_daemon_gone(uint64_t instance, const std::string& reason) {
     links_.peer_gone(instance, reason);
@@ -156,8 +157,8 @@ class Engine {
   std::string on_peer_frame(uint64_t peer, const transports::wire::DataFrameHeader& header,
                             std::span<const std::byte> payload);
   // Large pieces of the running op's plain receives are read straight into its scratch.
-  transports::TcpConnection::Placement place_peer_frame(
-      uint64_t peer, const transports::wire::DataFrameHeader& header);
+  transports::Placement place_peer_frame(uint64_t peer,
+                                         const transports::wire::DataFrameHeader& header);
   std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
   void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
   // Fails `comm` from the engine loop (not inside a transport callback).

@@ -23,9 +23,9 @@ std::string Engine::node_name(const Comm& comm, int node) const {
   return comm.span()->topology.node_names[static_cast<size_t>(node)];
 }
 
-void Engine::add_peer_link(uint64_t instance, std::string name, int fd, std::string nic,
-                           bool backup) {
-  links_.add(instance, std::move(name), fd, std::move(nic), backup);
+void Engine::add_peer_link(uint64_t instance, std::string name, transports::PathOpener open,
+                           std::string nic, bool backup) {
+  links_.add(instance, std::move(name), std::move(open), std::move(nic), backup);
 }
 
 void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {
@@ -330,8 +330,7 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
   return {};
 }
 
-transports::TcpConnection::Placement Engine::place_peer_frame(uint64_t peer,
-                                                              const wire::DataFrameHeader& h) {
+transports::Placement Engine::place_peer_frame(uint64_t peer, const wire::DataFrameHeader& h) {
   if ((h.op_seq & kP2PFlag) != 0) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end() || it->second->broken()) return {};

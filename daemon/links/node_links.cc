@@ -1,10 +1,7 @@
 // Peer links: chunking, per-chunk tokens from a free list, epoll interest, loss.
 #include "daemon/links/node_links.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 
 #include <spdlog/spdlog.h>
 
@@ -13,31 +10,12 @@
 #include <random>
 #include <system_error>
 
-#include "common/socket_address.h"
-#include "daemon/links/peer_server.h"
-#include "transports/tcp/tcp_delivery.h"
-
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
 using Clock = transports::ReliableChannel::Clock;
 
 namespace {
-
-// "ip:port" and the notice key (address << 16 | port; 0 when not IPv4) of a socket's end.
-std::pair<std::string, uint64_t> endpoint(int fd, bool remote) {
-  sockaddr_storage address{};
-  socklen_t len = sizeof(address);
-  const int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &len)
-                        : ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len);
-  if (rc != 0) return {"?", 0};
-  uint64_t key = 0;
-  if (address.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
-    key = static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | ntohs(in->sin_port);
-  }
-  return {common::address_text(reinterpret_cast<const sockaddr*>(&address)), key};
-}
 
 uint64_t random_incarnation() {
   std::random_device device;
@@ -80,7 +58,8 @@ const std::string* NodeLinks::name_of(uint64_t peer) const {
   return it == links_.end() ? nullptr : &it->second->name;
 }
 
-void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bool backup) {
+void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
+                    bool backup) {
   auto it = links_.find(peer);
   if (it == links_.end()) {
     auto link = std::make_unique<Link>();
@@ -116,8 +95,6 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
   raw->link = &link;
   raw->key = next_key_++;
   raw->nic = std::move(nic);
-  std::tie(raw->local, raw->local_key) = endpoint(fd, false);
-  std::tie(raw->remote, raw->remote_key) = endpoint(fd, true);
   if (telemetry_width_.count() > 0) {
     auto ring = [this] {
       return std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
@@ -128,7 +105,7 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
     if (!nic_ring) nic_ring = ring();
     raw->nic_windows = nic_ring;
   }
-  transports::TcpConnection::Callbacks callbacks;
+  transports::DataPath::Callbacks callbacks;
   callbacks.on_frame = [this, raw](const wire::DataFrameHeader& h,
                                    std::span<const std::byte> payload) {
     std::string error = on_path_frame(*raw, h);
@@ -155,15 +132,21 @@ void NodeLinks::add(uint64_t peer, std::string name, int fd, std::string nic, bo
   }
   wire::DataFrameLimits limits;
   limits.max_payload_bytes = std::max<uint32_t>(chunk_bytes_, 64 * 1024);
-  raw->conn = std::make_unique<transports::TcpConnection>(fd, limits, std::move(callbacks));
+  raw->conn = open(limits, std::move(callbacks));
+  const transports::PathEndpoint local = raw->conn->local();
+  const transports::PathEndpoint remote = raw->conn->remote();
+  raw->local = local.text;
+  raw->local_key = local.key;
+  raw->remote = remote.text;
+  raw->remote_key = remote.key;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = raw->key;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw->conn->fd(), &ev);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw->conn->poll_fd(), &ev);
   paths_by_key_[raw->key] = raw;
   // A path joining a channel that has lost one before is on probation.
   const bool probation = link.channel->counters().path_failures > 0;
-  raw->id = link.channel->add_path(raw, Clock::now(), probation, backup);
+  raw->id = link.channel->add_path(raw->conn.get(), Clock::now(), probation, backup);
   if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
   link.paths[raw->id] = std::move(path);
   spdlog::info("path to node {} up over {} ({} -> {}){}{}", link.name,
@@ -230,7 +213,7 @@ void NodeLinks::send_path_notice(Link& link, const Path& about, wire::PathNotice
   // On every live path (one may be about to fail too), but a path down on itself.
   for (auto& other : link.paths) {
     if (!other || (what == wire::PathNotice::kDown && other.get() == &about)) continue;
-    other->conn->queue_urgent(h, {}, kNoticeToken);
+    other->conn->queue_urgent(h, kNoticeToken);
   }
 }
 
@@ -418,12 +401,8 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
   path.record([](monitor::WindowRing& w) { w.error(Clock::now()); });
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->fd(), nullptr);
-  // Closed by abort (RST, no FIN): a FIN the kernel kept retransmitting would reach the
-  // peer when the NIC came back and read as "this daemon stopped", losing a peer that
-  // is in fact reconnecting.
-  const linger abort_on_close{1, 0};
-  ::setsockopt(path.conn->fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->poll_fd(), nullptr);
+  path.conn->close_abortively();
   paths_by_key_.erase(path.key);
   link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
   link.paths[id].reset();                 // closes the socket; `path` is gone
@@ -497,7 +476,7 @@ void NodeLinks::update_interest(Path& path) {
   epoll_event ev{};
   ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
   ev.data.u64 = path.key;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, path.conn->fd(), &ev);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, path.conn->poll_fd(), &ev);
   path.watching_out = want;
 }
 
@@ -508,7 +487,7 @@ void NodeLinks::lose(uint64_t peer, std::string reason) {
   links_.erase(it);
   for (auto& path : link->paths) {
     if (!path) continue;
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path->conn->fd(), nullptr);
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path->conn->poll_fd(), nullptr);
     paths_by_key_.erase(path->key);
   }
   // Its queued and unacknowledged frames will never be written: release their memory.
@@ -606,7 +585,7 @@ void NodeLinks::publish_snapshot() {
       p.bytes_sent = path->conn->bytes_sent();
       p.bytes_received = path->conn->bytes_received();
       p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
-      if (const auto delivery = transports::tcp_delivery(path->conn->fd())) {
+      if (const auto delivery = path->conn->delivery()) {
         p.delivery_bytes_per_s = delivery->rate_bytes_per_s;
         p.delivery_app_limited = delivery->app_limited;
         p.rtt_us = delivery->rtt_us;

@@ -1,11 +1,11 @@
 // This daemon's data connections to peer daemons: per peer node a reliable channel
-// (transports/channel/reliable_channel.h) over one TcpConnection per path, all in an epoll
-// set the engine polls. Cuts messages into chunk frames (no allocation per chunk), keeps the
-// memory a message is read from alive until the peer has acknowledged its last byte, and
-// hands arriving frames to the engine once each. Each path runs over one local NIC: a NIC
-// that goes down (netlink) fails its paths at once and tells the peers over their other
-// paths; a drained NIC takes no new frames. A peer is lost when it has had no live path for
-// the grace period (at once when it closed them, or without acknowledgements).
+// (transports/channel/reliable_channel.h) over one path per NIC pair (a DataPath: TCP or
+// whatever transport opened it), all in an epoll set the engine polls. Cuts messages into chunk
+// frames (no allocation per chunk), keeps the memory a message is read from alive until the peer
+// has acknowledged its last byte, and hands arriving frames to the engine once each. Each path runs
+// over one local NIC: a NIC that goes down (netlink) fails its paths at once and tells the peers
+// over their other paths; a drained NIC takes no new frames. A peer is lost when it has had no live
+// path for the grace period (at once when it closed them, or without acknowledgements).
 // Single-threaded (the engine thread), but for snapshot().
 #pragma once
 
@@ -25,8 +25,7 @@
 #include "monitor/window_ring.h"
 #include "transports/channel/reliable_channel.h"
 #include "transports/netlink/link_monitor.h"
-#include "transports/tcp/tcp_connection.h"
-#include "transports/tcp/tcp_peer_silence.h"
+#include "transports/path/data_path.h"
 
 namespace plexus::daemon {
 
@@ -38,9 +37,8 @@ class NodeLinks {
                               std::span<const std::byte>)>
         on_frame;
     // Optional: where a large data frame's payload may be read to directly
-    // (TcpConnection::Callbacks::place), and its end.
-    std::function<transports::TcpConnection::Placement(uint64_t peer,
-                                                       const transports::wire::DataFrameHeader&)>
+    // (DataPath::Callbacks::place), and its end.
+    std::function<transports::Placement(uint64_t peer, const transports::wire::DataFrameHeader&)>
         place;
     std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
     // The link to `peer` failed (reason says how); it has been removed.
@@ -63,7 +61,7 @@ class NodeLinks {
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     double rate_bytes_per_s = 0;  // measured while busy; 0 until then
-    // The kernel's latest delivery-rate sample and RTT (transports/tcp/tcp_delivery.h).
+    // The transport's latest delivery-rate sample and RTT (DataPath::delivery).
     double delivery_bytes_per_s = 0;
     bool delivery_app_limited = false;
     double rtt_us = 0;
@@ -102,10 +100,12 @@ class NodeLinks {
   // Readable when a link has I/O ready: the engine adds it to the set it parks on.
   int epoll_fd() const { return epoll_.get(); }
 
-  // Takes a connected, authenticated socket to peer node `peer` over local NIC `nic` ("" when
-  // unknown): a path of its channel (the first one opens the channel). `backup`: a
-  // pre-connected path across rails, on standby while the channel has an active path.
-  void add(uint64_t peer, std::string name, int fd, std::string nic = "", bool backup = false);
+  // Opens a path to peer node `peer` over local NIC `nic` ("" when unknown) with `open` (a
+  // connection set up and authenticated by the peer server): a path of its channel (the
+  // first one opens the channel). `backup`: a pre-connected path across rails, on standby
+  // while the channel has an active path.
+  void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic = "",
+           bool backup = false);
   // Follows local NICs going down and up (netlink); without it only silence and socket
   // errors fail paths. Returns "" or why it cannot.
   std::string watch_nics();
@@ -150,7 +150,7 @@ class NodeLinks {
                      const std::string& reason);
 
   // Frames being read straight into memory kept alive by `owner` finish into a sink
-  // instead (TcpConnection::abandon_placement), on every link.
+  // instead (DataPath::abandon_placement), on every link.
   void abandon_placements(const void* owner);
 
   // Runs the I/O that is ready (waiting up to timeout_ms for some); returns whether
@@ -164,30 +164,12 @@ class NodeLinks {
   static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
   static constexpr size_t kReadBiteBytes = 1 << 20;
   struct Link;
-  struct Path final : transports::FramePath {
-    void queue(const transports::wire::DataFrameHeader& header, std::span<const std::byte> payload,
-               uint64_t token) override {
-      conn->queue(header, payload, token);
-    }
-    void queue_urgent(const transports::wire::DataFrameHeader& header, uint64_t token) override {
-      conn->queue_urgent(header, {}, token);
-    }
-    uint64_t backlog_bytes() const override {
-      return conn->queued_bytes() + conn->kernel_unacknowledged_bytes();
-    }
-    uint64_t unsent_bytes() const override {
-      return conn->queued_bytes() + conn->kernel_unsent_bytes();
-    }
-    void abandon_placement_of(uint64_t channel_seq) override {
-      conn->abandon_placement_of(channel_seq);
-    }
-    int64_t network_silence_ms() const override {
-      return transports::tcp_peer_silence_ms(conn->fd());
-    }
+  // A path and what the links keep of it; the channel sees `conn` (a FramePath).
+  struct Path {
     Link* link = nullptr;
     uint32_t id = 0;   // in the channel
     uint64_t key = 0;  // in the epoll set
-    std::unique_ptr<transports::TcpConnection> conn;
+    std::unique_ptr<transports::DataPath> conn;
     bool watching_out = false;
     std::string nic;     // local interface
     std::string local;   // "ip:port", for messages

@@ -19,6 +19,7 @@
 #include "daemon/links/node_links.h"
 #include "monitor/window_summary.h"
 #include "tests/unit/tcp_pair.h"
+#include "transports/tcp/tcp_path.h"
 
 namespace plexus::daemon {
 namespace {
@@ -79,8 +80,8 @@ void connect(Side& a, Side& b, const std::string& nic) {
   auto [fa, fb] = tcp_pair();
   a.held.push_back(::dup(fa));
   b.held.push_back(::dup(fb));
-  a.links->add(2, "b", fa, nic);
-  b.links->add(1, "a", fb, nic);
+  a.links->add(2, "b", transports::tcp_path_opener(fa), nic);
+  b.links->add(1, "a", transports::tcp_path_opener(fb), nic);
 }
 
 template <typename Done>
@@ -257,8 +258,8 @@ TEST(NodeLinksFailoverTest, APeerThatStartsANewChannelIsLostNotMixedWithTheOld) 
   // b gives its channel up (as after its grace) and opens a new one to a.
   Side b2(slow_timeouts());
   auto [fa, fb] = tcp_pair();
-  a.links->add(2, "b", fa, "rail1");
-  b2.links->add(1, "a", fb, "rail1");
+  a.links->add(2, "b", transports::tcp_path_opener(fa), "rail1");
+  b2.links->add(1, "a", transports::tcp_path_opener(fb), "rail1");
   ASSERT_TRUE(pump_until(
       a, b2, [&] { return !a.lost.empty(); }, std::chrono::seconds(5)));
   EXPECT_THAT(a.lost, HasSubstr("gave up its channel to this node"));

@@ -14,6 +14,7 @@
 
 #include "daemon/internode/internode_op.h"
 #include "tests/unit/tcp_pair.h"
+#include "transports/tcp/tcp_path.h"
 
 namespace plexus::daemon {
 namespace {
@@ -62,7 +63,7 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
       handler.place = [&nodes, n](uint64_t peer, const transports::wire::DataFrameHeader& h) {
         auto p = nodes[static_cast<size_t>(n)].op->placement(static_cast<int>(peer), h.step,
                                                              h.offset, h.length);
-        return transports::TcpConnection::Placement{p.destination, p.keep_alive};
+        return transports::Placement{p.destination, p.keep_alive};
       };
       handler.on_placed = [&nodes, n, placed_frames](uint64_t peer,
                                                      const transports::wire::DataFrameHeader& h) {
@@ -81,10 +82,10 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
     for (int b = a + 1; b < kNodes; ++b) {
       for (int path = 0; path < paths; ++path) {
         auto [fa, fb] = tcp_pair();
-        nodes[static_cast<size_t>(a)].links->add(static_cast<uint64_t>(b),
-                                                 "node" + std::to_string(b), fa);
-        nodes[static_cast<size_t>(b)].links->add(static_cast<uint64_t>(a),
-                                                 "node" + std::to_string(a), fb);
+        nodes[static_cast<size_t>(a)].links->add(
+            static_cast<uint64_t>(b), "node" + std::to_string(b), transports::tcp_path_opener(fa));
+        nodes[static_cast<size_t>(b)].links->add(
+            static_cast<uint64_t>(a), "node" + std::to_string(a), transports::tcp_path_opener(fb));
       }
     }
   }
@@ -179,7 +180,7 @@ TEST(NodeLinksTest, ALinkThatDiesIsReportedWithItsNameAndReason) {
   settings.last_path_grace = std::chrono::milliseconds(200);
   NodeLinks links(handler, NodeLinks::kDefaultChunkBytes, settings);
   auto [mine, theirs] = tcp_pair();
-  links.add(7, "node-b", mine);
+  links.add(7, "node-b", transports::tcp_path_opener(mine));
   ::close(theirs);
   for (int i = 0; i < 300 && lost.empty(); ++i) links.poll(10);
   // Closed (at once), or reset, since this side had written its first heartbeat (after

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "daemon/links/rail_plan.h"
-#include "daemon/links/route_table.h"
+#include "daemon/peers/rail_plan.h"
+#include "daemon/peers/route_table.h"
 
 namespace plexus::daemon {
 namespace {

@@ -6,7 +6,10 @@
 # raw outputs are kept. Needs root.
 #   tools/bench/cluster_compare.sh --build-dir DIR [--nodes 4] [--ranks-per-node 1]
 #       [--rate 2gbit] [--mtu 1500] [--tcp-cc NAME] [--peers plexus,mpi,gloo] [-b 1M] [-e 64M]
-#       [-f 2] [-n 10] [-w 2] [--stat mean|median] [--repeat R]
+#       [-f 2] [-n 10] [-w 2] [--stat mean|median] [--repeat R] [--baseline-build DIR]
+# --baseline-build adds the peer "baseline": DIR's plexusd on every node and DIR's
+# plexus-bench (an older build against this one, in one run; the daemons are swapped
+# before and after each of its runs).
 # With --repeat, the peers run R times, interleaved (so a slow spell of the machine hits
 # them alike), and the table shows each peer's median run per size.
 set -euo pipefail
@@ -15,7 +18,7 @@ cluster=$root/tools/cluster/plexus-cluster.sh
 die() { echo "cluster_compare: $*" >&2; exit 2; }
 
 build="" nodes=4 per_node=1 rate="" mtu=1500 tcp_cc="" peers=plexus,mpi,gloo
-min=1M max=64M factor=2 iters=10 warmup=2 stat=mean repeat=1
+min=1M max=64M factor=2 iters=10 warmup=2 stat=mean repeat=1 baseline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
@@ -32,11 +35,17 @@ while [ $# -gt 0 ]; do
     -w) warmup=$2; shift 2 ;;
     --stat) stat=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --baseline-build) baseline=$(cd "$2" && pwd); shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [ -n "$build" ] || die "--build-dir is required"
+if [ -n "$baseline" ]; then
+  [ -x "$baseline/tools/plexus-bench/plexus-bench" ] && [ -x "$baseline/daemon/plexusd" ] ||
+    die "--baseline-build: no plexusd and plexus-bench under $baseline"
+  case ",$peers," in *,baseline,*) ;; *) peers=$peers,baseline ;; esac
+fi
 bench=$build/tools/plexus-bench/plexus-bench
 mpi_bench=$build/tools/bench/mpi_allreduce_bench
 gloo_bench=$build/tools/bench/gloo_allreduce_bench
@@ -71,16 +80,24 @@ for run in $(seq 1 "$repeat"); do
 for peer in ${peers//,/ }; do
   start=$SECONDS
   case "$peer" in
-    plexus)
+    plexus|baseline)
+      peer_bench=$bench
+      if [ "$peer" = baseline ]; then
+        "$cluster" daemons --name "$tag" --nodes "$nodes" --daemons "$baseline"
+        peer_bench=$baseline/tools/plexus-bench/plexus-bench
+      fi
       rm -f "$dir/id"
       pids=()
       for n in $(seq 0 $((nodes - 1))); do
-        "$cluster" run --name "$tag" --node "$n" -- "$bench" --nodes "$placement" --node "$n" \
-          --id-file "$dir/id" -C allreduce "${sweep[@]}" --timeout-s 900 > "$raw/plexus.$n.txt" 2>&1 &
+        "$cluster" run --name "$tag" --node "$n" -- "$peer_bench" --nodes "$placement" --node "$n" \
+          --id-file "$dir/id" -C allreduce "${sweep[@]}" --timeout-s 900 > "$raw/$peer.$n.txt" 2>&1 &
         pids+=($!)
       done
-      for p in "${pids[@]}"; do wait "$p" || { cat "$raw"/plexus.*.txt; die "plexus failed"; }; done
-      cp "$raw/plexus.0.txt" "$raw/plexus.txt" ;;
+      for p in "${pids[@]}"; do wait "$p" || { cat "$raw"/$peer.*.txt; die "$peer failed"; }; done
+      cp "$raw/$peer.0.txt" "$raw/$peer.txt"
+      if [ "$peer" = baseline ]; then
+        "$cluster" daemons --name "$tag" --nodes "$nodes" --daemons "$build"
+      fi ;;
     mpi)
       hosts=$(for n in $(seq 0 $((nodes - 1))); do printf "%s:%s," "$(addr "$n")" "$per_node"; done)
       "$cluster" run --name "$tag" --node 0 -- timeout 900 mpirun --allow-run-as-root \
@@ -100,7 +117,7 @@ for peer in ${peers//,/ }; do
       done
       for p in "${pids[@]}"; do wait "$p" || { cat "$raw"/gloo.*.txt; die "gloo failed"; }; done
       cp "$raw/gloo.0.txt" "$raw/gloo.txt" ;;
-    *) die "unknown peer '$peer' (plexus, mpi, gloo)" ;;
+    *) die "unknown peer '$peer' (plexus, mpi, gloo, baseline)" ;;
   esac
   cp "$raw/$peer.txt" "$raw/$peer.run$run.txt"
   parse "$raw/$peer.txt" > "$raw/$peer.run$run.parsed"
@@ -110,7 +127,7 @@ done
 done
 for peer in ${peers//,/ }; do median_runs "$raw/$peer".run*.parsed > "$raw/$peer.parsed"; done
 
-labels=$(echo "$peers" | sed 's/plexus/Plexus/; s/mpi/OpenMPI/; s/gloo/Gloo/')
+labels=$(echo "$peers" | sed 's/plexus/Plexus/; s/mpi/OpenMPI/; s/gloo/Gloo/; s/baseline/Baseline/')
 args=()
 for peer in ${peers//,/ }; do args+=("peer=$peer" "$raw/$peer.parsed"); done
 awk -v title="allreduce float sum, $nodes nodes x $per_node ranks, ${rate:-unshaped}, MTU $mtu, TCP $tcp_label, median of $repeat runs" \

@@ -23,6 +23,11 @@ usage: $program_name --build-dir DIR [options]
                          a peer named here that was not built is an error)
   --peers-only           run only the peers, not plexus-bench (e.g. before it is built)
   --timeout SECONDS      bound on each program's run (1800)
+  --baseline-build DIR   also run DIR's plexus-bench (an older build, its own embedded
+                         daemon) as the peer "baseline": old binary against new in one run.
+                         MPI and Gloo then run only when --peers names them
+  --repeat N             run each program N times, interleaved (new, baseline, peers, new,
+                         ...), and report each size's median busbw over the runs (1)
   -h, --help             this text
 
 Sizes use powers of 1024 (1K = 1024 bytes). Raw outputs are kept in a temporary directory whose
@@ -65,6 +70,8 @@ stat=mean
 peers_requested=""
 peers_only=0
 timeout_seconds=1800
+baseline_dir=""
+repeat=1
 
 while (($# > 0)); do
   case $1 in
@@ -90,6 +97,8 @@ while (($# > 0)); do
     --stat) stat=$2 ;;
     --peers) peers_requested=$2 ;;
     --timeout) timeout_seconds=$2 ;;
+    --baseline-build) baseline_dir=$2 ;;
+    --repeat) repeat=$2 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
   shift 2
@@ -103,6 +112,12 @@ require_positive_integer -f "$step_factor" 2
 require_positive_integer -n "$iterations" 1
 require_positive_integer -w "$warmup_iterations" 0
 require_positive_integer --timeout "$timeout_seconds" 1
+require_positive_integer --repeat "$repeat" 1
+baseline_bench=""
+if [[ -n $baseline_dir ]]; then
+  baseline_bench=$(cd "$baseline_dir" 2>/dev/null && pwd)/tools/plexus-bench/plexus-bench
+  [[ -x $baseline_bench ]] || die "--baseline-build: no plexus-bench under '$baseline_dir'"
+fi
 [[ $stat == mean || $stat == median ]] || die "--stat must be mean or median, got '$stat'"
 min_bytes=$(to_bytes "$min_size")
 max_bytes=$(to_bytes "$max_size")
@@ -146,7 +161,7 @@ if [[ -n $peers_requested ]]; then
       *) die "unknown peer '$peer' in --peers (known: mpi, gloo)" ;;
     esac
   done
-else
+elif [[ -z $baseline_bench ]]; then
   if [[ -x $mpi_bench ]] && command -v mpirun >/dev/null; then
     run_mpi=1
   else
@@ -158,7 +173,9 @@ else
     echo "note: Gloo peer not built; skipping it"
   fi
 fi
-((run_plexus + run_mpi + run_gloo > 0)) || die "nothing to run"
+run_baseline=0
+[[ -n $baseline_bench ]] && run_baseline=1
+((run_plexus + run_baseline + run_mpi + run_gloo > 0)) || die "nothing to run"
 
 raw_dir=$(mktemp -d "${TMPDIR:-/tmp}/plexus-compare-allreduce.XXXXXX")
 echo "raw outputs: $raw_dir"
@@ -174,6 +191,7 @@ sweep_args=(-b "$min_bytes" -e "$max_bytes" -f "$step_factor" -n "$iterations"
 run_one() {
   local name=$1
   shift
+  ((round > 1)) && name=$name.$round
   local table_file=$raw_dir/$name.txt log_file=$raw_dir/$name.stderr.txt
   echo "$*" >"$raw_dir/$name.command.txt"
   echo "running $name: $*"
@@ -202,8 +220,13 @@ run_one() {
   echo "  done in $((SECONDS - start_seconds))s"
 }
 
+for ((round = 1; round <= repeat; round++)); do
 if ((run_plexus)); then
   run_one plexus "$plexus_bench" -C allreduce --spawn "$ranks" "${sweep_args[@]}" \
+    -d float -o sum
+fi
+if ((run_baseline)); then
+  run_one baseline "$baseline_bench" -C allreduce --spawn "$ranks" "${sweep_args[@]}" \
     -d float -o sum
 fi
 if ((run_mpi)); then
@@ -216,15 +239,31 @@ fi
 if ((run_gloo)); then
   run_one gloo "$gloo_bench" --ranks "$ranks" "${sweep_args[@]}" --timeout "$timeout_seconds"
 fi
+done
+
+# With --repeat: each size's median busbw over the rounds (and that run's time).
+if ((repeat > 1)); then
+  for name in plexus baseline openmpi gloo; do
+    [[ -s $raw_dir/$name.parsed ]] || continue
+    cat "$raw_dir/$name.parsed" "$raw_dir/$name".[0-9]*.parsed | sort -k1,1n -k3,3g |
+      awk '{ rows[$1] = rows[$1] " " $2 ":" $3; n[$1]++ }
+           END { for (size in rows) { split(substr(rows[size], 2), r, " ");
+                   split(r[int((n[size] + 1) / 2)], m, ":"); print size, m[1], m[2] } }' |
+      sort -k1,1n >"$raw_dir/$name.median"
+    mv "$raw_dir/$name.median" "$raw_dir/$name.parsed"
+  done
+fi
 
 # Joins the parsed rows by size. Peers that did not run show "-".
-for name in plexus openmpi gloo; do
+for name in plexus baseline openmpi gloo; do
   touch "$raw_dir/$name.parsed"
 done
-awk -v title="allreduce float sum, $ranks ranks" -v stat="$stat" -v peers=plexus,openmpi,gloo \
-  -v labels=Plexus,OpenMPI,Gloo -f "$(dirname "$0")/side_by_side.awk" \
-  peer=plexus "$raw_dir/plexus.parsed" peer=openmpi "$raw_dir/openmpi.parsed" \
-  peer=gloo "$raw_dir/gloo.parsed" | tee "$raw_dir/comparison.txt"
+awk -v title="allreduce float sum, $ranks ranks" -v stat="$stat" \
+  -v peers=plexus,baseline,openmpi,gloo -v labels=Plexus,Baseline,OpenMPI,Gloo \
+  -f "$(dirname "$0")/side_by_side.awk" \
+  peer=plexus "$raw_dir/plexus.parsed" peer=baseline "$raw_dir/baseline.parsed" \
+  peer=openmpi "$raw_dir/openmpi.parsed" peer=gloo "$raw_dir/gloo.parsed" |
+  tee "$raw_dir/comparison.txt"
 
 echo
 echo "raw outputs kept in $raw_dir"

@@ -31,7 +31,7 @@
 
 #include "common/socket_address.h"
 #include "daemon/links/node_links.h"
-#include "daemon/links/peer_server.h"
+#include "transports/tcp/tcp_path.h"
 
 namespace {
 
@@ -120,7 +120,7 @@ int receive(const std::string& listen_at, int paths, double seconds) {
     const int fd = ::accept(listener, nullptr, nullptr);
     if (fd < 0) die(std::string("accept: ") + std::strerror(errno));
     set_nodelay(fd);
-    links.add(1, "sender", fd, nic_of(fd));
+    links.add(1, "sender", plexus::transports::tcp_path_opener(fd), nic_of(fd));
   }
   ::close(listener);
   const auto start = Clock::now();
@@ -180,7 +180,7 @@ int send(const std::string& connect_to, double seconds) {
     }
     if (!connected) die("connect to " + target + ": " + std::strerror(errno));
     set_nodelay(fd);
-    links.add(2, "receiver", fd, nic_of(fd));
+    links.add(2, "receiver", plexus::transports::tcp_path_opener(fd), nic_of(fd));
   }
   // Messages of 1 MiB (two 512 KiB frames), 16 in flight: the paths always have a backlog.
   std::vector<std::byte> data(1 << 20, std::byte{0x5A});

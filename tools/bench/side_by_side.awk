@@ -14,7 +14,7 @@ function value(table_peer, size, which) {
 function ratio(size, other) {
   if (!((order[1], size) in busbw) || !((other, size) in busbw)) return "-"
   if (busbw[other, size] + 0 <= 0 || busbw[order[1], size] + 0 <= 0) return "-"
-  return sprintf("%.1fx", busbw[order[1], size] / busbw[other, size])
+  return sprintf("%.2fx", busbw[order[1], size] / busbw[other, size])
 }
 function time_ratio(size, other) {
   if (!((order[1], size) in time_us) || !((other, size) in time_us)) return "-"

@@ -15,6 +15,8 @@
 #   plexus-cluster.sh nic --name TAG --node I --nic R up|down    set node I's NIC R up/down
 #   plexus-cluster.sh cable --name TAG --node I --nic R up|down  its switch port: carrier
 #   plexus-cluster.sh shape --name TAG --node I --nic R --rate RATE|off  tbf on that NIC alone
+#   plexus-cluster.sh daemons --name TAG --nodes N --daemons BUILD_DIR  stop the nodes'
+#       plexusd and start BUILD_DIR's instead (e.g. an older build, to compare the two)
 #   plexus-cluster.sh down --name TAG
 #
 # --spine routes between the rails as a spine would: the switch namespace forwards, with
@@ -35,7 +37,7 @@
 # n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -110,12 +112,7 @@ cluster_up() {
       start_daemon "$tag" "$n"
     fi
   done
-  if [ -n "$build" ]; then
-    for n in $(seq 0 $((nodes - 1))); do
-      for _ in $(seq 200); do [ -S "$dir/n$n/plexusd.sock" ] && break; sleep 0.025; done
-      [ -S "$dir/n$n/plexusd.sock" ] || die "plexusd of node $n did not start: $(cat "$dir/n$n/plexusd.log")"
-    done
-  fi
+  if [ -n "$build" ]; then wait_daemons "$tag" "$nodes"; fi
 }
 
 start_daemon() {  # tag, node
@@ -130,16 +127,41 @@ start_daemon() {  # tag, node
   echo $! > "$dir/n$n/plexusd.pid"
 }
 
-cluster_down() {
-  local tag=$1
-  local dir=$state_root/plexus-cluster-$tag
+stop_daemons() {  # tag
+  local dir=$state_root/plexus-cluster-$1
   for pidfile in "$dir"/n*/plexusd.pid; do
     [ -f "$pidfile" ] || continue
     local pid; pid=$(cat "$pidfile")
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
     kill -9 "$pid" 2>/dev/null || true
+    rm -f "$pidfile"
   done
+}
+
+wait_daemons() {  # tag, nodes
+  local dir=$state_root/plexus-cluster-$1
+  for n in $(seq 0 $(($2 - 1))); do
+    for _ in $(seq 200); do [ -S "$dir/n$n/plexusd.sock" ] && break; sleep 0.025; done
+    [ -S "$dir/n$n/plexusd.sock" ] || die "plexusd of node $n did not start: $(cat "$dir/n$n/plexusd.log")"
+  done
+}
+
+cluster_daemons() {  # tag, nodes: BUILD_DIR's plexusd in place of the running ones
+  local dir=$state_root/plexus-cluster-$1
+  [ -d "$dir" ] || die "no cluster named $1"
+  stop_daemons "$1"
+  for n in $(seq 0 $(($2 - 1))); do
+    rm -f "$dir/n$n/plexusd.sock"
+    start_daemon "$1" "$n"
+  done
+  wait_daemons "$1" "$2"
+}
+
+cluster_down() {
+  local tag=$1
+  local dir=$state_root/plexus-cluster-$tag
+  stop_daemons "$tag"
   local namespaces
   namespaces=$(ip netns list | awk '{print $1}' | grep -E "^px$tag-(sw|n[0-9]+)$" || true)
   # Whatever still runs inside (an interrupted command, its children) goes too.
@@ -239,6 +261,8 @@ case "$cmd" in
            die "shape needs --name, --node, --nic and --rate RATE|off"
          cluster_shape "$tag" "$node" "$nic" "$rate" ;;
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
+  daemons) [ -n "$tag" ] && [ -n "$build" ] || die "daemons needs --name, --nodes and --daemons"
+           cluster_daemons "$tag" "$nodes" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;
   exec)

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "transports/channel/frame_path.h"
+#include "transports/path/data_path.h"
 #include "transports/wire/data_frame.h"
 
 namespace plexus::transports {
@@ -28,20 +28,8 @@ class TcpConnection {
   // Frames from this size up are offered to Callbacks::place.
   static constexpr uint32_t kPlaceMinBytes = 16 << 10;
 
-  struct Callbacks {
-    // A whole frame arrived; `payload` is valid only during the call. Return an empty
-    // string, or why the frame is unacceptable (the connection then fails with it).
-    std::function<std::string(const wire::DataFrameHeader&, std::span<const std::byte>)> on_frame;
-    // Every byte of the frame queued with `token` (payload_bytes of payload) is in the
-    // kernel's hands.
-    std::function<void(uint64_t token, size_t payload_bytes)> on_sent;
-    // Optional. A large frame's header is in: where its payload may be read to directly
-    // (exactly header.length bytes, kept alive by keep_alive until it is written), or an
-    // empty destination to take it through on_frame. A placed frame ends in on_placed
-    // (its header validated like any other; return as on_frame does).
-    std::function<Placement(const wire::DataFrameHeader&)> place;
-    std::function<std::string(const wire::DataFrameHeader&)> on_placed;
-  };
+  // As every path's (DataPath::Callbacks): frames in, placements, frames written.
+  using Callbacks = DataPath::Callbacks;
 
   // Takes ownership of `fd` (a connected stream socket; made non-blocking here).
   TcpConnection(int fd, wire::DataFrameLimits limits, Callbacks callbacks);

@@ -20,9 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/links/peer_nics.h"
-#include "daemon/links/rail_plan.h"
-#include "daemon/links/route_table.h"
+#include "daemon/peers/peer_nics.h"
+#include "daemon/peers/rail_plan.h"
+#include "daemon/peers/route_table.h"
+#include "transports/path/data_path.h"
 #include "transports/peer/peer_handshake.h"
 
 namespace plexus::daemon {
@@ -39,9 +40,9 @@ class PeerServer {
         on_control_lost;
     // An authenticated data connection over local NIC `nic` ("" when no NIC has its
     // address); `backup`: it crosses rails (its remote end is in another local NIC's
-    // subnet). The receiver owns `fd`.
-    std::function<void(const transports::PeerIdentity& peer, int fd, const std::string& nic,
-                       bool backup)>
+    // subnet). `open` opens the path over it (it owns the connection until then).
+    std::function<void(const transports::PeerIdentity& peer, transports::PathOpener open,
+                       const std::string& nic, bool backup)>
         on_data_link;
     // No data connection to `instance` could be opened (every rail failed before one was
     // authenticated); rails of a peer already linked are retried instead.

@@ -1,7 +1,7 @@
 // Peer connections on the control thread: listen, connect (trying each advertised
 // address), handshake with exact-size reads (so no byte of a data connection's stream is
 // consumed here), then control messages or hand-off to the engine.
-#include "daemon/links/peer_server.h"
+#include "daemon/peers/peer_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,6 +25,7 @@
 #include "common/frame_codec.h"
 #include "common/socket_address.h"
 #include "transports/tcp/tcp_congestion.h"
+#include "transports/tcp/tcp_path.h"
 #include "transports/tcp/tcp_path_latency.h"
 
 namespace plexus::daemon {
@@ -473,7 +474,9 @@ void PeerServer::established(Conn& c) {
     spdlog::info("data connection with node {} ({}) over {} established{}", peer.node_name,
                  c.address, nic.empty() ? "?" : nic, backup ? " (a backup across rails)" : "");
     close_conn(c);
-    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, fd, nic, backup);
+    // From here on a transport-neutral path: the engine's links open it over this socket.
+    transports::PathOpener open = transports::tcp_path_opener(fd);
+    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, std::move(open), nic, backup);
     return;
   }
   spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);

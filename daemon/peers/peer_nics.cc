@@ -1,4 +1,4 @@
-#include "daemon/links/peer_nics.h"
+#include "daemon/peers/peer_nics.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/links/rail_plan.h"
+#include "daemon/peers/rail_plan.h"
 
 namespace plexus::daemon {
 

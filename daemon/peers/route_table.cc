@@ -1,4 +1,4 @@
-#include "daemon/links/route_table.h"
+#include "daemon/peers/route_table.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "daemon/links/rail_plan.h"
+#include "daemon/peers/rail_plan.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

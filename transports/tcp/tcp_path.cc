@@ -1,0 +1,100 @@
+#include "transports/tcp/tcp_path.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <utility>
+
+#include "common/socket_address.h"
+#include "common/unique_fd.h"
+#include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_delivery.h"
+#include "transports/tcp/tcp_peer_silence.h"
+
+namespace plexus::transports {
+namespace {
+
+// A socket's end as text and as the notice key (address << 16 | port; 0 when not IPv4).
+PathEndpoint endpoint(int fd, bool remote) {
+  sockaddr_storage address{};
+  socklen_t len = sizeof(address);
+  const int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &len)
+                        : ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len);
+  if (rc != 0) return {};
+  uint64_t key = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    key = static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | ntohs(in->sin_port);
+  }
+  return {common::address_text(reinterpret_cast<const sockaddr*>(&address)), key};
+}
+
+class TcpPath final : public DataPath {
+ public:
+  TcpPath(int fd, const wire::DataFrameLimits& limits, Callbacks callbacks)
+      : conn_(fd, limits, std::move(callbacks)),
+        local_(endpoint(fd, false)),
+        remote_(endpoint(fd, true)) {}
+
+  void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+             uint64_t token) override {
+    conn_.queue(header, payload, token);
+  }
+  void queue_urgent(const wire::DataFrameHeader& header, uint64_t token) override {
+    conn_.queue_urgent(header, {}, token);
+  }
+  // The socket's unacknowledged bytes too: the kernel's send buffer holds megabytes.
+  uint64_t backlog_bytes() const override {
+    return conn_.queued_bytes() + conn_.kernel_unacknowledged_bytes();
+  }
+  uint64_t unsent_bytes() const override {
+    return conn_.queued_bytes() + conn_.kernel_unsent_bytes();
+  }
+  void abandon_placement_of(uint64_t channel_seq) override {
+    conn_.abandon_placement_of(channel_seq);
+  }
+  int64_t network_silence_ms() const override { return tcp_peer_silence_ms(conn_.fd()); }
+
+  int poll_fd() const override { return conn_.fd(); }
+  bool wants_write() const override { return conn_.wants_write(); }
+  bool on_readable(size_t max_bytes) override { return conn_.on_readable(max_bytes); }
+  bool on_writable() override { return conn_.on_writable(); }
+  const std::string& error() const override { return conn_.error(); }
+  bool peer_closed() const override { return conn_.peer_closed(); }
+  uint64_t bytes_sent() const override { return conn_.bytes_sent(); }
+  uint64_t bytes_received() const override { return conn_.bytes_received(); }
+  bool abandon_placement(const void* owner) override { return conn_.abandon_placement(owner); }
+  PathEndpoint local() const override { return local_; }
+  PathEndpoint remote() const override { return remote_; }
+  std::optional<PathDelivery> delivery() const override {
+    const std::optional<TcpDelivery> d = tcp_delivery(conn_.fd());
+    if (!d) return std::nullopt;
+    return PathDelivery{d->rate_bytes_per_s, d->app_limited, d->rtt_us, d->unsent_bytes};
+  }
+  // An RST, no FIN: a FIN the kernel kept retransmitting would reach the peer when the NIC
+  // came back and read as "this daemon stopped", losing a peer that is reconnecting.
+  void close_abortively() override {
+    const linger abort_on_close{1, 0};
+    ::setsockopt(conn_.fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  }
+
+ private:
+  TcpConnection conn_;
+  PathEndpoint local_;
+  PathEndpoint remote_;
+};
+
+}  // namespace
+
+PathOpener tcp_path_opener(int fd) {
+  // Shared: a PathOpener is copyable. The socket closes with the last copy unless a call
+  // took it.
+  auto owned = std::make_shared<common::UniqueFd>(fd);
+  return [owned](const wire::DataFrameLimits& limits,
+                 DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
+    return std::make_unique<TcpPath>(owned->release(), limits, std::move(callbacks));
+  };
+}
+
+}  // namespace plexus::transports
