@@ -22,7 +22,7 @@ size_t telemetry_windows(const Config& config) {
 
 EngineConfig engine_config(const Config& config, bool channel_acks) {
   EngineConfig e;
-  e.node_name = config.node_name;
+  e.node_name = effective_node_name(config);
   if (config.workers > 0) {
     e.workers = config.workers;
   } else {
@@ -50,7 +50,7 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
 ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nics) {
   ControlConfig c;
   c.socket_path = config.socket_path;
-  c.node_name = config.node_name;
+  c.node_name = effective_node_name(config);
   c.sq_entries = config.sq_entries;
   c.cq_entries = config.cq_entries;
   c.max_pool_bytes = config.max_pool_bytes;

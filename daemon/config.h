@@ -1,4 +1,4 @@
-// plexusd settings: defaults (each written once, here, and shown by main.cc's --help), then
+// plexusd settings: defaults (each written once, here; main.cc's --help shows most), then
 // the config file, then command-line flags. Each component gets its slice at construction
 // (engine_config, control_config); none reads this struct.
 #pragma once
@@ -86,8 +86,9 @@ std::string effective_node_name(const Config& config);
 inline constexpr size_t kMaxTelemetryWindows = 20000;
 size_t telemetry_windows(const Config& config);
 
-// The components' slices. `config` has its node name and socket path resolved (Daemon);
-// `channel_acks` is --channel-acks with auto decided.
+// The components' slices, with the node name resolved (effective_node_name); the socket
+// path is as given (the Daemon resolves an empty one). `channel_acks` is --channel-acks with
+// auto decided.
 EngineConfig engine_config(const Config& config, bool channel_acks);
 // `peer_nics`: find_peer_nics for --peer-listen and --nics (none without --peer-listen).
 ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nics);

@@ -19,6 +19,11 @@ int main(int argc, char** argv) {
       "rings; libplexus clients find it on its unix socket. With --peer-listen it runs "
       "communicators across nodes together with the other nodes' plexusd."};
   app.set_config("--config", "", "Read options from this TOML/INI file (flags override it)");
+  // The on/off/auto settings are read as words (CLI11 shows and checks those) and typed after
+  // parsing; their defaults are the config's.
+  std::string channel_acks(plexus::common::switch_name(config.channel_acks));
+  std::string telemetry(plexus::common::switch_name(config.telemetry));
+  std::string metrics(plexus::common::switch_name(config.metrics));
   app.add_option("--socket", config.socket_path,
                  "Control socket path (default: $PLEXUS_SOCKET, else " +
                      std::string("/run/plexus/plexusd.sock as root, else ") +
@@ -79,19 +84,19 @@ int main(int argc, char** argv) {
          "the last path is failed for silence only after this long. A peer that closed its "
          "connections (its daemon stopped) is lost at once")
       ->check(CLI::Range(10u, 600000u));
-  app.add_option("--channel-acks", config.channel_acks,
+  app.add_option("--channel-acks", channel_acks,
                  "on: number every frame to a peer daemon and keep it until the peer "
                  "acknowledges it (the reliable channel that NIC failover needs); off: a failed "
                  "path loses the peer's ops; auto: on with two or more NICs (its cost on "
                  "CPU-bound nodes: docs/BENCHMARKS.md)")
-      ->transform(CLI::CheckedTransformer(plexus::common::on_off_auto_words()))
-      ->default_str(std::string(plexus::common::switch_name(config.channel_acks)));
-  app.add_option("--telemetry", config.telemetry,
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--telemetry", telemetry,
                  "Windowed telemetry of every path to a peer daemon and every NIC: data bytes "
                  "and chunks each way, resent bytes, failures, and chunk latency (send to "
                  "acknowledgement, with channel acks), recorded without locks")
-      ->transform(CLI::CheckedTransformer(plexus::common::on_off_words()))
-      ->default_str(std::string(plexus::common::switch_name(config.telemetry)));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--telemetry-window-us", config.telemetry_window_us, "Telemetry window width")
       ->capture_default_str()
       ->check(CLI::Range(100u, 1000000u));
@@ -126,10 +131,10 @@ int main(int argc, char** argv) {
                  "Members of this group (primary or supplementary) may run admin commands "
                  "(plexusctl nic drain|undrain) besides root and plexusd's own user; every "
                  "other plexusctl command is read-only and open to all local users");
-  app.add_option("--metrics", config.metrics,
+  app.add_option("--metrics", metrics,
                  "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")
-      ->transform(CLI::CheckedTransformer(plexus::common::on_off_words()))
-      ->default_str(std::string(plexus::common::switch_name(config.metrics)));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--metrics-listen", config.metrics_listen,
                  "Where /metrics is served: IP:PORT (port 0 picks a free one, logged at start)")
       ->capture_default_str();
@@ -158,6 +163,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
+  config.channel_acks = plexus::common::on_off_auto_words().at(channel_acks);
+  config.telemetry = plexus::common::on_off_words().at(telemetry);
+  config.metrics = plexus::common::on_off_words().at(metrics);
   // Split here: CLI11's own delimiter splitting trips GCC 12's -Wnull-dereference.
   for (size_t start = 0; start < nics_text.size();) {
     const size_t comma = std::min(nics_text.find(',', start), nics_text.size());

@@ -30,7 +30,7 @@ class RankSkewDetector {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit RankSkewDetector(RankSkewRule rule = {}) : rule_(rule) {}
+  explicit RankSkewDetector(RankSkewRule rule) : rule_(rule) {}
   // One collective: `last_rank` submitted `lateness` after the first rank did.
   std::optional<RankSkewFinding> observe(Clock::time_point now, int last_rank,
                                          std::chrono::microseconds lateness);

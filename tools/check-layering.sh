@@ -107,8 +107,8 @@ while IFS= read -r file; do
     [[ $allowed == *" $to "* ]] && continue
     echo "$file:$line: room $from includes $include (room $to); it may use:$allowed"
     violations=$((violations + 1))
-  done < <(grep -noE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[^"]+"' "$file" |
-    sed -E 's/^([0-9]+):.*"([^"]+)"/\1:\2/')
+  done < <(grep -noE '^[[:space:]]*#[[:space:]]*include[[:space:]]+["<][^">]+[">]' "$file" |
+    sed -E 's/^([0-9]+):[^"<]*["<]([^">]+)[">].*/\1:\2/')
 done < <(source_files)
 
 if [ "$violations" -gt 0 ]; then

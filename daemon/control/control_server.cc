@@ -313,7 +313,7 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
                               ? std::string(hello.getJobName())
                               : session.process_name);
   if (hello.getRole() == control::Role::RANK) {
-    session.job_counters = engine_.job_counters().for_job(session.job);
+    session.job_counters = engine_.op_watch().job_counters().for_job(session.job);
   }
   connection.greeted = true;
   capnp::MallocMessageBuilder reply;
@@ -543,7 +543,7 @@ void ControlServer::handle_status(Connection& connection, uint32_t request_id) {
   status.setSocketPath(config_.socket_path);
   status.setWorkers(engine_.workers());
   status.setReduceIsa(reduce_kernel_isa());
-  status.setOpsCompleted(engine_.ops_completed());
+  status.setOpsCompleted(engine_.op_watch().ops_completed());
   status.setBadMessages(bad_messages_);
   uint64_t bad_entries = 0;
   auto sessions = status.initSessions(static_cast<unsigned>(connections_.size()));

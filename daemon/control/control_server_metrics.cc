@@ -76,10 +76,10 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
             {{"state", state}}, static_cast<double>(count));
   }
   m.counter("plexus_ops_completed_total", "Ops this node ran to completion (all jobs)", {},
-            static_cast<double>(engine_.ops_completed()));
+            static_cast<double>(engine_.op_watch().ops_completed()));
   m.counter("plexus_bad_ring_entries_total",
             "Submission ring entries refused (bad fields, buffers outside the pool)", {},
-            static_cast<double>(engine_.bad_entries()));
+            static_cast<double>(engine_.op_watch().bad_entries()));
   m.counter("plexus_bad_control_messages_total", "Malformed or unexpected control messages", {},
             static_cast<double>(bad_messages_));
   for (const auto& [key, count] : engine_.events().counts()) {
@@ -87,7 +87,7 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
               {{"kind", key.first}, {"severity", key.second}}, static_cast<double>(count));
   }
 
-  for (const auto& job : engine_.job_counters().all()) {
+  for (const auto& job : engine_.op_watch().job_counters().all()) {
     for (uint8_t op = 1; op < kOpKinds; ++op) {
       const uint64_t ops = job->ops[op].load(std::memory_order_relaxed);
       if (ops == 0) continue;
@@ -104,7 +104,7 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
               static_cast<double>(job->failed_completions.load(std::memory_order_relaxed)));
   }
   for (uint8_t op = 1; op < kOpKinds; ++op) {
-    const auto h = engine_.op_durations().snapshot(static_cast<shm::Opcode>(op));
+    const auto h = engine_.op_watch().op_durations().snapshot(static_cast<shm::Opcode>(op));
     if (h.count == 0) continue;
     m.histogram("plexus_op_duration_seconds",
                 "Ops from the first local rank's submission to completion, by collective "

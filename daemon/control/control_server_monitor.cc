@@ -38,7 +38,7 @@ void ControlServer::handle_ops(uint64_t session_id, uint32_t request_id) {
   // Pending collectives are the engine's alone: it builds the report; the reply goes from
   // here, if the asker is still connected by then.
   engine_.post([this, session_id, request_id](Engine& engine) {
-    post([this, session_id, request_id, report = engine.ops_report()] {
+    post([this, session_id, request_id, report = engine.op_watch().report()] {
       send_ops(session_id, request_id, report);
     });
   });
@@ -164,7 +164,7 @@ void ControlServer::fill_jobs(control::StatusReply::Builder status) {
   for (const auto& session : this->sessions()) {
     if (session->role == SessionRole::kRank) ++sessions[session->job];
   }
-  const auto jobs = engine_.job_counters().all();
+  const auto jobs = engine_.op_watch().job_counters().all();
   auto list = status.initJobs(static_cast<unsigned>(jobs.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
     const JobCounters& job = *jobs[i];

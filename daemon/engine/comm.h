@@ -114,4 +114,9 @@ class Comm {
   std::string broken_reason_;
 };
 
+// The name of node `node` of a multi-node communicator.
+inline const std::string& node_name(const Comm& comm, int node) {
+  return comm.span()->topology.node_names[static_cast<size_t>(node)];
+}
+
 }  // namespace plexus::daemon

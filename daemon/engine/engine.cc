@@ -33,7 +33,8 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
                std::shared_ptr<monitor::EventLog> events)
     : config_(config),
       events_(events ? std::move(events) : std::make_shared<monitor::EventLog>(config.node_name)),
-      timing_(config.telemetry),
+      watch_(OpWatch::Settings{config.node_name, config.telemetry, config.stall, config.rank_skew},
+             events_),
       close_session_(std::move(close_session)),
       pool_(config.workers),
       executor_(pool_, config.parallel_threshold_bytes),
@@ -157,7 +158,7 @@ void Engine::loop() {
       progress = true;
     }
     publish_completions();
-    maybe_watch_ops(!progress);
+    watch_.maybe_look(!progress);
     if (progress) {
       idle.reset();
     } else if (idle.idle()) {
@@ -258,10 +259,7 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
 void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   const int n = comm->nranks();
   comm->next_seq.assign(static_cast<size_t>(n), 0);
-  watched_.push_back(comm);
-  if (timing_) {
-    comm->skew.emplace(monitor::RankSkewRule{.min_lateness = config_.rank_skew});
-  }
+  watch_.watch(comm);
   comm->members_present = comm->local_ranks();
   if (comm->span()) register_multi_node(comm);
   for (int rank = 0; rank < n; ++rank) {
@@ -365,9 +363,10 @@ void Engine::member_gone(Comm& comm, int rank) {
 void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
                        const Session* aborting_session) {
   const bool first = !comm.broken();
-  if (first && timing_ && !comm.collectives.empty() && comm.collectives.front().arrived > 0) {
-    record_finished(comm, comm.collectives.front(), comm.first_seq,
-                    comm.internode ? comm.internode->active_algorithm : "local", status);
+  if (first && watch_.timing() && !comm.collectives.empty() &&
+      comm.collectives.front().arrived > 0) {
+    watch_.record_finished(comm, comm.collectives.front(), comm.first_seq,
+                           comm.internode ? comm.internode->active_algorithm : "local", status);
   }
   comm.mark_broken(status, reason);
   if (comm.internode) {
@@ -439,14 +438,14 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
     result = shm::validate_stream_flags(part.entry.stream_flags, session.pool.size());
   }
   if (!result.ok()) {
-    count_bad_entry(session);
+    watch_.count_bad_entry(session);
     refuse_entry(session, raw, result.status, result.error);
     return;
   }
   // The client learnt its handle only after add_comm ran here (ControlServer::form_comm).
   auto it = session.comms.find(part.entry.comm);
   if (it == session.comms.end()) {
-    count_bad_entry(session);
+    watch_.count_bad_entry(session);
     refuse_entry(session, raw, PLEXUS_ERR_INVALID_ARGUMENT,
                  "communicator handle " + std::to_string(part.entry.comm) +
                      " is not a communicator of this process");
@@ -462,7 +461,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
       raw, comm.nranks(), part.rank, [&](uint32_t region) { return session.region_bytes(region); },
       &part.entry);
   if (!result.ok()) {
-    count_bad_entry(session);
+    watch_.count_bad_entry(session);
     refuse_entry(session, raw, result.status,
                  std::string(shm::opcode_name(raw.opcode)) + " on rank " +
                      std::to_string(part.rank) + ": " + result.error);
@@ -483,7 +482,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   const bool id_in_flight = session.ops_in_flight.contains(raw.user_data);
   if (id_in_flight && (keyed_by_id || session.staged_ops.contains(raw.user_data) ||
                        session.stream_releases.contains(raw.user_data))) {
-    count_bad_entry(session);
+    watch_.count_bad_entry(session);
     refuse_entry(session, raw, PLEXUS_ERR_INVALID_ARGUMENT,
                  "user_data " + std::to_string(raw.user_data) +
                      " is already in flight on GPU buffers or a stream");
@@ -550,7 +549,7 @@ void Engine::submit_collective(Comm& comm, Contribution part) {
   PendingCollective& op = comm.collectives[index];
   op.parts[rank] = std::move(part);
   ++op.arrived;
-  if (timing_) note_arrival(comm, op, static_cast<int>(rank));
+  if (watch_.timing()) watch_.note_arrival(comm, op, static_cast<int>(rank));
   run_ready_collectives(comm);
 }
 
@@ -626,8 +625,8 @@ void Engine::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq)
   }
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
   const uint64_t bytes = executor_.run(args, op.parts);
-  count_completed(comm, bytes, first);
-  if (timing_) record_finished(comm, op, seq, "local", PLEXUS_SUCCESS);
+  watch_.count_completed(comm, bytes, first);
+  if (watch_.timing()) watch_.record_finished(comm, op, seq, "local", PLEXUS_SUCCESS);
   for (auto& part : op.parts) complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
 }
 
@@ -667,7 +666,7 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
       complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, message);
       continue;
     }
-    count_completed(comm, recv.entry.recv.bytes, send.entry, &recv.entry);
+    watch_.count_completed(comm, recv.entry.recv.bytes, send.entry, &recv.entry);
     if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
       if (direct_op(send) || direct_op(recv)) {
         start_direct_copy(std::move(send), std::move(recv));

@@ -4,7 +4,6 @@
 // through post().
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -20,10 +19,9 @@
 #include "daemon/engine/comm.h"
 #include "daemon/engine/engine_config.h"
 #include "daemon/engine/internode_state.h"
-#include "daemon/engine/op_report.h"
+#include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
 #include "daemon/gpu/device_memory.h"
-#include "daemon/internode/op_stage_times.h"
 #include "daemon/links/node_links.h"
 #include "daemon/local/local_collectives.h"
 #include "daemon/local/worker_pool.h"
@@ -97,14 +95,10 @@ class Engine {
 
   // Any thread.
   monitor::EventLog& events() const { return *events_; }
-  // Engine thread only: the collectives in flight and the last ones finished.
-  OpsReport ops_report() const;
-  // Any thread: what the Prometheus exporter reads.
-  JobCounterTable& job_counters() { return job_counters_; }
-  const OpDurationHistograms& op_durations() const { return op_durations_; }
-  uint64_t bad_entries() const { return bad_entries_.load(std::memory_order_relaxed); }
-
-  uint64_t ops_completed() const { return ops_completed_.load(std::memory_order_relaxed); }
+  // The watch over the engine's ops: its report on the engine thread only, its counters
+  // from any thread (OpWatch).
+  OpWatch& op_watch() { return watch_; }
+  const OpWatch& op_watch() const { return watch_; }
   unsigned workers() const { return pool_.workers(); }
 
  private:
@@ -179,27 +173,7 @@ class Engine {
   void match_remote_recvs(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
-  std::string node_name(const Comm& comm, int node) const;
 
-  // Op watching (engine_ops.cc): timing, the stall and rank-skew rules, the ops report.
-  using Clock = std::chrono::steady_clock;
-  // A local rank submitted its part of `op` (it is in op.parts already).
-  void note_arrival(Comm& comm, PendingCollective& op, int rank);
-  // Looks for stalled collectives every ~100 ms; `idle`: the loop found nothing to do.
-  void maybe_watch_ops(bool idle);
-  void watch_ops(Clock::time_point now);
-  void record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
-                       const char* algorithm, plexus_result_t status,
-                       const OpStageTimes& stages = {});
-  InflightOpReport describe_op(const Comm& comm, size_t index, Clock::time_point now) const;
-  // Counts one op of `comm`'s job that completed (metrics).
-  // Counts a finished op, in one place: the communicator's and the engine's op and byte
-  // counters (single writer: this thread) and its job's per-collective counters for each
-  // rank's call it completes (a matched send and recv are one op of two calls). A send
-  // whose op ends on another node counts its bytes and call only (`op_ends_here` false).
-  void count_completed(Comm& comm, uint64_t bytes, const shm::ValidatedEntry& call,
-                       const shm::ValidatedEntry* other_call = nullptr, bool op_ends_here = true);
-  void count_bad_entry(Session& session);
   // Points part.send / part.recv at host copies of the entry's GPU spans (engine_gpu.cc);
   // *staged is the copies' owner. Else the status and *error: NO_MEMORY past the process's
   // staging budget.
@@ -273,28 +247,7 @@ class Engine {
 
   EngineConfig config_;
   std::shared_ptr<monitor::EventLog> events_;
-  bool timing_ = false;  // telemetry on: ops are timed, the rank-skew rule runs
-  std::vector<std::weak_ptr<Comm>> watched_;  // every communicator, for the stall watch
-  // The last kFinishedOpsKept finished ops, raw (formatted by ops_report).
-  struct FinishedOp {
-    CommToken token{};
-    std::shared_ptr<const JobCounters> job;  // its name
-    shm::Opcode opcode{};
-    uint64_t seq = 0;
-    uint64_t bytes = 0;
-    const char* algorithm = "";
-    plexus_result_t status = PLEXUS_SUCCESS;
-    Clock::time_point first_arrival{}, all_arrived{}, end{};
-    int last_rank = -1;
-    OpStageTimes stages;
-  };
-  std::array<FinishedOp, kFinishedOpsKept> finished_ops_{};
-  size_t finished_next_ = 0;  // ops recorded so far
-  JobCounterTable job_counters_;
-  OpDurationHistograms op_durations_;
-  std::atomic<uint64_t> bad_entries_{0};
-  Clock::time_point next_watch_{};
-  uint32_t loop_ticks_ = 0;
+  OpWatch watch_;
   SessionCloser close_session_;
   WorkerPool pool_;
   LocalExecutor executor_;
@@ -314,7 +267,6 @@ class Engine {
   std::chrono::steady_clock::time_point gpu_still_since_{};
   std::vector<Session*> to_publish_;
   std::vector<shm::SubmissionEntry> batch_;
-  std::atomic<uint64_t> ops_completed_{0};
 
   LinkEvents link_events_;
   NodeLinks links_;

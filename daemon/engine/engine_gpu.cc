@@ -339,11 +339,11 @@ bool Engine::advance_gpu_collectives() {
     std::string message;
     if (error.empty()) {
       Comm& comm = *g.comm;
-      count_completed(comm, first.recv.bytes * g.op.parts.size(), first);
+      watch_.count_completed(comm, first.recv.bytes * g.op.parts.size(), first);
     } else {
       message = collective_title(first, g.seq, *g.comm) + ", " + g.run_by + ": " + error;
     }
-    if (timing_) record_finished(*g.comm, g.op, g.seq, g.algorithm, status);
+    if (watch_.timing()) watch_.record_finished(*g.comm, g.op, g.seq, g.algorithm, status);
     for (auto& part : g.op.parts) complete(part.session, part.entry.user_data, status, message);
   }
   return moved;

@@ -19,10 +19,6 @@ int Engine::node_of(const Comm& comm, uint64_t instance) {
   return it == ids.end() ? -1 : static_cast<int>(it - ids.begin());
 }
 
-std::string Engine::node_name(const Comm& comm, int node) const {
-  return comm.span()->topology.node_names[static_cast<size_t>(node)];
-}
-
 void Engine::add_peer_link(uint64_t instance, std::string name, transports::PathOpener open,
                            std::string nic, bool backup) {
   links_.add(instance, std::move(name), std::move(open), std::move(nic), backup);
@@ -139,7 +135,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   }
   state.active = std::make_shared<InternodeOp>(
       span.topology, args, std::move(local), algorithm, state.scratch, post_send,
-      SliceOptions{.timed = timing_}, std::move(rank_memory_owner));
+      SliceOptions{.timed = watch_.timing()}, std::move(rank_memory_owner));
   state.active_seq = seq;
   state.active_algorithm = algo::algorithm_name(algorithm);
   std::shared_ptr<InternodeOp> op_ptr = state.active;
@@ -182,10 +178,10 @@ void Engine::finish_internode_op(Comm& comm) {
   InternodeState& state = *comm.internode;
   std::shared_ptr<InternodeOp> op = std::move(state.active);
   const uint64_t bytes = op->bytes_written();
-  count_completed(comm, bytes, op->local_parts().front().entry);
-  if (timing_) {
-    record_finished(comm, comm.collectives.front(), comm.first_seq, state.active_algorithm,
-                    PLEXUS_SUCCESS, op->stage_times());
+  watch_.count_completed(comm, bytes, op->local_parts().front().entry);
+  if (watch_.timing()) {
+    watch_.record_finished(comm, comm.collectives.front(), comm.first_seq, state.active_algorithm,
+                           PLEXUS_SUCCESS, op->stage_times());
   }
   for (const Contribution& part : op->local_parts()) {
     complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});

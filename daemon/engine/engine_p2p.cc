@@ -57,7 +57,7 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
     if (it == c->internode->sends_in_flight.end()) return;  // failed meanwhile
     const Contribution sent = std::move(it->second);
     c->internode->sends_in_flight.erase(it);
-    count_completed(*c, sent.entry.send.bytes, sent.entry, nullptr, /*op_ends_here=*/false);
+    watch_.count_completed(*c, sent.entry.send.bytes, sent.entry, nullptr, /*op_ends_here=*/false);
     complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
   };
   // The sender's pool stays mapped while the kernel may still read it, and so does the
@@ -144,7 +144,7 @@ void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
       continue;
     }
     if (want > 0) std::memcpy(recv.recv, message.data.data(), want);
-    count_completed(comm, want, recv.entry);
+    watch_.count_completed(comm, want, recv.entry);
     complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
   }
   // A source that left sent everything before its departure notice: what is still

@@ -405,7 +405,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
   path.conn->close_abortively();
   paths_by_key_.erase(path.key);
   link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
-  link.paths[id].reset();                 // closes the socket; `path` is gone
+  link.paths[id].reset();                 // closes the path; `path` is gone
   link.last_failure = reason;
   if (!channel_settings_.reliable) {
     // Whatever the path had taken is lost for good: the peer's ops cannot complete.

@@ -215,7 +215,11 @@ grep -q "no path left to node n0" "$dir/n2/plexusd.log" || fail "node 2 never lo
 echo "node 2 had no path left for 0.7 s and lost nothing; $(cat "$dir/rounds0") load rounds exact"
 
 step "both NICs of node 2 down past the grace period (${grace_ms} ms)"
-start_load 0 1 2
+# Rounds of several allreduces, so that the NICs go down while an op runs: with one per
+# round (about a second each) they could go down between rounds, as node 2's rank joins the
+# next communicator, and nodes 0 and 1 then wait for that rank until the init timeout
+# (which names the rank that never joined, not its node).
+PX_LOAD_ITERS=4 start_load 0 1 2
 # Both at once; the event is complete when the command returns.
 nic 2 0 down; nic 2 1 down
 down_at=$(date +%s%N)

@@ -343,7 +343,7 @@ TEST(EntryBuffersTest, RejectsOffsetPlusBytesOverflow) {
   expect_invalid(validate(e, 2, 0, &out), "send buffer [18446744073709551608, +8) lies outside");
 }
 
-// reduce_arrays (daemon/reduce.h) loads whole elements and region bases are
+// reduce_arrays (daemon/local/reduce.h) loads whole elements and region bases are
 // page-aligned, so offsets must be multiples of the element size; otherwise a client
 // could make the daemon do misaligned typed loads.
 TEST(EntryBuffersTest, RejectsOffsetsNotAlignedToTheElementSize) {

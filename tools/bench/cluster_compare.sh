@@ -46,6 +46,7 @@ if [ -n "$baseline" ]; then
     die "--baseline-build: no plexusd and plexus-bench under $baseline"
   case ",$peers," in *,baseline,*) ;; *) peers=$peers,baseline ;; esac
 fi
+case ",$peers," in *,baseline,*) [ -n "$baseline" ] || die "peer baseline needs --baseline-build DIR" ;; esac
 bench=$build/tools/plexus-bench/plexus-bench
 mpi_bench=$build/tools/bench/mpi_allreduce_bench
 gloo_bench=$build/tools/bench/gloo_allreduce_bench
@@ -83,7 +84,7 @@ for peer in ${peers//,/ }; do
     plexus|baseline)
       peer_bench=$bench
       if [ "$peer" = baseline ]; then
-        "$cluster" daemons --name "$tag" --nodes "$nodes" --daemons "$baseline"
+        "$cluster" daemons --name "$tag" --daemons "$baseline"
         peer_bench=$baseline/tools/plexus-bench/plexus-bench
       fi
       rm -f "$dir/id"
@@ -96,7 +97,7 @@ for peer in ${peers//,/ }; do
       for p in "${pids[@]}"; do wait "$p" || { cat "$raw"/$peer.*.txt; die "$peer failed"; }; done
       cp "$raw/$peer.0.txt" "$raw/$peer.txt"
       if [ "$peer" = baseline ]; then
-        "$cluster" daemons --name "$tag" --nodes "$nodes" --daemons "$build"
+        "$cluster" daemons --name "$tag" --daemons "$build"
       fi ;;
     mpi)
       hosts=$(for n in $(seq 0 $((nodes - 1))); do printf "%s:%s," "$(addr "$n")" "$per_node"; done)

@@ -27,7 +27,8 @@ usage: $program_name --build-dir DIR [options]
                          daemon) as the peer "baseline": old binary against new in one run.
                          MPI and Gloo then run only when --peers names them
   --repeat N             run each program N times, interleaved (new, baseline, peers, new,
-                         ...), and report each size's median busbw over the runs (1)
+                         ...), and report each size's median busbw over the runs (the
+                         lower middle one for an even N) (1)
   -h, --help             this text
 
 Sizes use powers of 1024 (1K = 1024 bytes). Raw outputs are kept in a temporary directory whose
@@ -115,7 +116,8 @@ require_positive_integer --timeout "$timeout_seconds" 1
 require_positive_integer --repeat "$repeat" 1
 baseline_bench=""
 if [[ -n $baseline_dir ]]; then
-  baseline_bench=$(cd "$baseline_dir" 2>/dev/null && pwd)/tools/plexus-bench/plexus-bench
+  [[ -d $baseline_dir ]] || die "--baseline-build: '$baseline_dir' is not a directory"
+  baseline_bench=$(cd "$baseline_dir" && pwd)/tools/plexus-bench/plexus-bench
   [[ -x $baseline_bench ]] || die "--baseline-build: no plexus-bench under '$baseline_dir'"
 fi
 [[ $stat == mean || $stat == median ]] || die "--stat must be mean or median, got '$stat'"
@@ -241,6 +243,28 @@ if ((run_gloo)); then
 fi
 done
 
+# Old against new on a machine whose speed drifts: each round's baseline ran right after
+# the same round's plexus, so the median over rounds of the per-round ratio is steadier
+# than the ratio of the medians.
+paired_ratios() {
+  local size rounds=()
+  [[ -s $raw_dir/plexus.parsed && -s $raw_dir/baseline.parsed ]] || return 0
+  echo
+  echo "# Plexus/Baseline busbw, per-round pairs (round i of each), median and range over $repeat round(s)"
+  printf "# %10s  %8s  %8s  %8s\n" "size (B)" median min max
+  rounds=("")
+  for ((r = 2; r <= repeat; r++)); do rounds+=(".$r"); done
+  for size in $(awk '{print $1}' "$raw_dir/plexus.parsed"); do
+    for suffix in "${rounds[@]}"; do
+      awk -v s="$size" '$1 == s { print $3 }' "$raw_dir/plexus$suffix.parsed" |
+        paste - <(awk -v s="$size" '$1 == s { print $3 }' "$raw_dir/baseline$suffix.parsed")
+    done | awk '$1 > 0 && $2 > 0 { printf "%.4f\n", $1 / $2 }' | sort -g |
+      awk -v s="$size" '{ r[++n] = $1 }
+        END { if (n) printf "%12s  %8.3f  %8.3f  %8.3f\n", s, r[int((n + 1) / 2)], r[1], r[n] }'
+  done
+}
+if ((run_baseline)); then paired_ratios | tee "$raw_dir/paired.txt"; fi
+
 # With --repeat: each size's median busbw over the rounds (and that run's time).
 if ((repeat > 1)); then
   for name in plexus baseline openmpi gloo; do
@@ -258,9 +282,11 @@ fi
 for name in plexus baseline openmpi gloo; do
   touch "$raw_dir/$name.parsed"
 done
+columns=plexus labels=Plexus
+((run_baseline)) && columns+=,baseline labels+=,Baseline
+columns+=,openmpi,gloo labels+=,OpenMPI,Gloo
 awk -v title="allreduce float sum, $ranks ranks" -v stat="$stat" \
-  -v peers=plexus,baseline,openmpi,gloo -v labels=Plexus,Baseline,OpenMPI,Gloo \
-  -f "$(dirname "$0")/side_by_side.awk" \
+  -v peers="$columns" -v labels="$labels" -f "$(dirname "$0")/side_by_side.awk" \
   peer=plexus "$raw_dir/plexus.parsed" peer=baseline "$raw_dir/baseline.parsed" \
   peer=openmpi "$raw_dir/openmpi.parsed" peer=gloo "$raw_dir/gloo.parsed" |
   tee "$raw_dir/comparison.txt"

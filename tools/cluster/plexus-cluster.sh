@@ -15,8 +15,8 @@
 #   plexus-cluster.sh nic --name TAG --node I --nic R up|down    set node I's NIC R up/down
 #   plexus-cluster.sh cable --name TAG --node I --nic R up|down  its switch port: carrier
 #   plexus-cluster.sh shape --name TAG --node I --nic R --rate RATE|off  tbf on that NIC alone
-#   plexus-cluster.sh daemons --name TAG --nodes N --daemons BUILD_DIR  stop the nodes'
-#       plexusd and start BUILD_DIR's instead (e.g. an older build, to compare the two)
+#   plexus-cluster.sh daemons --name TAG --daemons BUILD_DIR  stop every node's plexusd and
+#       start BUILD_DIR's instead (e.g. an older build, to compare the two)
 #   plexus-cluster.sh down --name TAG
 #
 # --spine routes between the rails as a spine would: the switch namespace forwards, with
@@ -147,9 +147,10 @@ wait_daemons() {  # tag, nodes
   done
 }
 
-cluster_daemons() {  # tag, nodes: BUILD_DIR's plexusd in place of the running ones
-  local dir=$state_root/plexus-cluster-$1
-  [ -d "$dir" ] || die "no cluster named $1"
+cluster_daemons() {  # tag: BUILD_DIR's plexusd in place of the running ones, on every node
+  local dir
+  load_cluster "$1" 0  # sets nodes
+  set -- "$1" "$nodes"
   stop_daemons "$1"
   for n in $(seq 0 $(($2 - 1))); do
     rm -f "$dir/n$n/plexusd.sock"
@@ -261,8 +262,8 @@ case "$cmd" in
            die "shape needs --name, --node, --nic and --rate RATE|off"
          cluster_shape "$tag" "$node" "$nic" "$rate" ;;
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
-  daemons) [ -n "$tag" ] && [ -n "$build" ] || die "daemons needs --name, --nodes and --daemons"
-           cluster_daemons "$tag" "$nodes" ;;
+  daemons) [ -n "$tag" ] && [ -n "$build" ] || die "daemons needs --name and --daemons"
+           cluster_daemons "$tag" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;
   exec)

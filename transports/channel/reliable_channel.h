@@ -57,7 +57,7 @@ class ReliableChannel {
   struct Handler {
     // A frame delivered once (never a duplicate). Return "" or why it is unacceptable.
     std::function<std::string(const wire::DataFrameHeader&, std::span<const std::byte>)> on_frame;
-    // Optional, as TcpConnection::Callbacks::place / on_placed.
+    // Optional, as DataPath::Callbacks::place / on_placed.
     std::function<Placement(const wire::DataFrameHeader&)> place;
     std::function<std::string(const wire::DataFrameHeader&)> on_placed;
     // The frame queued with `token` is done with: acknowledged by the peer (or written, when

@@ -39,7 +39,7 @@ struct DataFrameHeader {
   uint64_t comm_id = 0;
   uint64_t op_seq = 0;
   uint32_t step = 0;    // which message of the op: slice << 12 | message index between
-                        // this pair of daemons within the slice (daemon/op_slices.h)
+                        // this pair of daemons within the slice (daemon/internode/op_slices.h)
   uint32_t chunk = 0;   // index of this piece within the message
   uint64_t offset = 0;  // of this piece within the message
   uint64_t channel_seq = 0;

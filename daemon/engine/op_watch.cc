@@ -1,12 +1,12 @@
-// The engine's op watching: timing each collective (telemetry on), the rank-skew rule fed
-// as each collective's last local rank arrives, the stall watch over every communicator's
-// oldest pending collective every ~100 ms, and the ops report plexusctl ops shows. None
-// of it runs per frame or per chunk.
+#include "daemon/engine/op_watch.h"
+
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
-#include "daemon/engine/engine.h"
+#include "daemon/engine/internode_state.h"
+#include "daemon/engine/session.h"
 #include "shm/dtype.h"
 
 namespace plexus::daemon {
@@ -55,7 +55,17 @@ void count_call(const Comm& comm, const shm::ValidatedEntry& entry) {
 
 }  // namespace
 
-void Engine::note_arrival(Comm& comm, PendingCollective& op, int rank) {
+OpWatch::OpWatch(Settings settings, std::shared_ptr<monitor::EventLog> events)
+    : settings_(std::move(settings)), events_(std::move(events)) {}
+
+void OpWatch::watch(const std::shared_ptr<Comm>& comm) {
+  watched_.push_back(comm);
+  if (settings_.timing) {
+    comm->skew.emplace(monitor::RankSkewRule{.min_lateness = settings_.rank_skew});
+  }
+}
+
+void OpWatch::note_arrival(Comm& comm, PendingCollective& op, int rank) {
   const auto now = Clock::now();
   if (op.arrived == 1) op.first_arrival = now;
   if (op.arrived != comm.local_ranks()) return;
@@ -78,16 +88,16 @@ void Engine::note_arrival(Comm& comm, PendingCollective& op, int rank) {
        {"job", comm.job},
        {"rank", rank},
        {"pid", member.pid},
-       {"node", config_.node_name},
+       {"node", settings_.node_name},
        {"late_ops", finding->late_ops},
        {"of_ops", finding->window},
        {"median_lateness_us", finding->median_lateness.count()},
-       {"threshold_us", std::chrono::microseconds(config_.rank_skew).count()}});
+       {"threshold_us", std::chrono::microseconds(settings_.rank_skew).count()}});
 }
 
-void Engine::record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
-                             const char* algorithm, plexus_result_t status,
-                             const OpStageTimes& stages) {
+void OpWatch::record_finished(const Comm& comm, const PendingCollective& op, uint64_t seq,
+                              const char* algorithm, plexus_result_t status,
+                              const OpStageTimes& stages) {
   const Contribution* part = first_part(op);
   if (part == nullptr) return;
   const auto now = Clock::now();
@@ -110,8 +120,8 @@ void Engine::record_finished(const Comm& comm, const PendingCollective& op, uint
   }
 }
 
-void Engine::count_completed(Comm& comm, uint64_t bytes, const shm::ValidatedEntry& call,
-                             const shm::ValidatedEntry* other_call, bool op_ends_here) {
+void OpWatch::count_completed(Comm& comm, uint64_t bytes, const shm::ValidatedEntry& call,
+                              const shm::ValidatedEntry* other_call, bool op_ends_here) {
   bump_single_writer(comm.bytes_moved, bytes);
   if (op_ends_here) {
     bump_single_writer(comm.ops_completed, uint64_t{1});
@@ -121,22 +131,22 @@ void Engine::count_completed(Comm& comm, uint64_t bytes, const shm::ValidatedEnt
   if (other_call != nullptr) count_call(comm, *other_call);
 }
 
-void Engine::count_bad_entry(Session& session) {
+void OpWatch::count_bad_entry(Session& session) {
   session.bad_entries.fetch_add(1, std::memory_order_relaxed);
   bump_single_writer(bad_entries_, uint64_t{1});
 }
 
-void Engine::maybe_watch_ops(bool idle) {
+void OpWatch::maybe_look(bool idle) {
   // A clock read when idle, else every 1024 loop turns: nothing per op.
   if (!idle && (++loop_ticks_ & 1023) != 0) return;
   const auto now = Clock::now();
-  if (now < next_watch_) return;
-  next_watch_ = now + kWatchInterval;
-  watch_ops(now);
+  if (now < next_look_) return;
+  next_look_ = now + kWatchInterval;
+  look(now);
 }
 
-void Engine::watch_ops(Clock::time_point now) {
-  const auto threshold = config_.stall;
+void OpWatch::look(Clock::time_point now) {
+  const auto threshold = settings_.stall;
   std::erase_if(watched_, [](const std::weak_ptr<Comm>& weak) {
     auto comm = weak.lock();
     return !comm || comm->finished.load(std::memory_order_relaxed);
@@ -150,7 +160,7 @@ void Engine::watch_ops(Clock::time_point now) {
     }
     comm->stall_watch.observe(progress_key(*comm), now);
     if (!comm->stall_watch.should_report(now, threshold)) continue;
-    const InflightOpReport op = describe_op(*comm, 0, now);
+    const InflightOpReport op = describe(*comm, 0, now);
     events_->emit("op_stalled", "warning",
                   fmt::format("collective #{} ({} of {} bytes) of communicator {}, job {}, has "
                               "made no progress for {:.1f} s: {}",
@@ -160,7 +170,7 @@ void Engine::watch_ops(Clock::time_point now) {
   }
 }
 
-InflightOpReport Engine::describe_op(const Comm& comm, size_t index, Clock::time_point now) const {
+InflightOpReport OpWatch::describe(const Comm& comm, size_t index, Clock::time_point now) const {
   const PendingCollective& op = comm.collectives[index];
   InflightOpReport r;
   r.comm = token_prefix(comm.token());
@@ -188,7 +198,7 @@ InflightOpReport Engine::describe_op(const Comm& comm, size_t index, Clock::time
   for (int rank = 0; rank < comm.nranks(); ++rank) {
     const Comm::Member& member = comm.members()[static_cast<size_t>(rank)];
     if (member.remote || op.parts[static_cast<size_t>(rank)].session != nullptr) continue;
-    r.missing_ranks.push_back({rank, member.pid, config_.node_name});
+    r.missing_ranks.push_back({rank, member.pid, settings_.node_name});
   }
   const bool running = oldest && comm.internode && comm.internode->active;
   if (running) {
@@ -206,14 +216,14 @@ InflightOpReport Engine::describe_op(const Comm& comm, size_t index, Clock::time
   return r;
 }
 
-OpsReport Engine::ops_report() const {
+OpsReport OpWatch::report() const {
   OpsReport report;
   const auto now = Clock::now();
   for (const auto& weak : watched_) {
     auto comm = weak.lock();
     if (!comm || comm->broken()) continue;
     for (size_t i = 0; i < comm->collectives.size(); ++i) {
-      report.inflight.push_back(describe_op(*comm, i, now));
+      report.inflight.push_back(describe(*comm, i, now));
     }
   }
   // Wall-clock end times from the steady clock's offset now (one read for the report).
