@@ -17,15 +17,6 @@ namespace plexus::daemon {
 namespace {
 
 constexpr uint32_t kBatchEntries = 64;
-// How often a parked engine looks at the ready flags of entries held for GPU streams and
-// at running copies: every 20 µs at first, then a 64th of how long nothing has moved (a
-// stream blocked for seconds costs ~1000 wakeups a second, not 50000), at most 1 ms.
-constexpr std::chrono::nanoseconds kGpuLookFirst{20000};
-constexpr std::chrono::nanoseconds kGpuLookMost{1000000};
-
-std::chrono::nanoseconds gpu_look_interval(std::chrono::steady_clock::duration waited) {
-  return std::clamp<std::chrono::nanoseconds>(waited / 64, kGpuLookFirst, kGpuLookMost);
-}
 
 }  // namespace
 
@@ -35,6 +26,23 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
       events_(events ? std::move(events) : std::make_shared<monitor::EventLog>(config.node_name)),
       watch_(OpWatch::Settings{config.node_name, config.telemetry, config.stall, config.rank_skew},
              events_),
+      gpu_(
+          GpuStaging::Settings{config.max_gpu_staging_bytes, config.gpu_reduce_kernel_bytes},
+          GpuStaging::Hooks{
+              [this](Session* session, uint64_t user_data, plexus_result_t status,
+                     const std::string& message) { complete(session, user_data, status, message); },
+              [this](Session* session, uint64_t user_data, plexus_result_t status,
+                     const std::string& message) {
+                finish_op(session, user_data, status, message);
+              },
+              [this](const Session* session) { return shared_session(session); },
+              [this](Comm& comm, plexus_result_t status, const std::string& reason) {
+                fail_comm(comm, status, reason, nullptr);
+              },
+              [this](Comm& comm, const std::string& reason) { defer_failure(comm, reason); },
+              [this](Comm& comm, Contribution part) { dispatch(comm, std::move(part)); },
+              [this](const std::shared_ptr<Comm>& comm) { progress_.push_back(comm); }},
+          watch_),
       close_session_(std::move(close_session)),
       pool_(config.workers),
       executor_(pool_, config.parallel_threshold_bytes),
@@ -131,27 +139,16 @@ void Engine::loop() {
       Session& session = *holder;
       bool gpu_moved = false;
       if (!session.staging.empty() || !session.copying_back.empty()) {
-        gpu_moved |= advance_gpu_copies(session);
+        gpu_moved |= gpu_.advance(session);
       }
       if (!session.held_for_stream.empty()) gpu_moved |= release_held_entries(session);
       if (gpu_moved) {
-        gpu_still_since_ = {};
+        gpu_.note_new_work();
         progress = true;
       }
       progress |= poll_session(session);
     }
-    if (!direct_copies_.empty() && advance_direct_copies()) {
-      gpu_still_since_ = {};
-      progress = true;
-    }
-    if (!gpu_collectives_.empty() && advance_gpu_collectives()) {
-      gpu_still_since_ = {};
-      progress = true;
-    }
-    if (!input_waits_.empty() && resume_input_waits()) {
-      gpu_still_since_ = {};
-      progress = true;
-    }
+    if (gpu_.advance()) progress = true;
     if (links_.active()) progress |= links_.poll(0);
     if (!progress_.empty()) {
       internode_progress();
@@ -190,12 +187,8 @@ void Engine::park() {
     // A GPU stream sets its ready flag, and a copy engine ends a copy, with no doorbell:
     // look again soon while either is awaited.
     timespec park_for{timeout / 1000, static_cast<long>(timeout % 1000) * 1000000L};
-    if (watching_gpu()) {
-      const auto now = std::chrono::steady_clock::now();
-      if (gpu_still_since_ == std::chrono::steady_clock::time_point{}) gpu_still_since_ = now;
-      park_for = {0, static_cast<long>(gpu_look_interval(now - gpu_still_since_).count())};
-    } else {
-      gpu_still_since_ = {};
+    if (const auto look = gpu_.look_again_in(sessions_wait_on_gpu())) {
+      park_for = {0, static_cast<long>(look->count())};
     }
     int n = ::epoll_pwait2(epoll_fd_.get(), events, 16, &park_for, nullptr);
     for (int i = 0; i < n; ++i) {
@@ -254,6 +247,22 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd.get(), nullptr);
   std::erase(to_publish_, session.get());
   sessions_.erase(it);
+}
+
+uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
+                                     std::shared_ptr<gpu::DeviceMapping> mapping,
+                                     std::string* error) {
+  Session* session = find_session(session_id);
+  if (session == nullptr) {
+    *error = "the session ended";
+    return 0;
+  }
+  return gpu_.register_memory(*session, std::move(device), std::move(mapping), error);
+}
+
+bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
+  Session* session = find_session(session_id);
+  return session != nullptr && session->gpu_regions.release(region);
 }
 
 void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
@@ -498,8 +507,8 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
     const bool direct = (shm::is_point_to_point(part.entry.opcode) && part.entry.peer >= 0 &&
                          part.entry.peer < comm.nranks() &&
                          !comm.members()[static_cast<size_t>(part.entry.peer)].remote) ||
-                        moves_on_copy_engines(comm, part.entry) || reduces_on_gpu(comm, part.entry);
-    if (const plexus_result_t status = stage_gpu_buffers(session, part, direct, &staged, &error);
+                        gpu_.moves_directly(comm, part.entry);
+    if (const plexus_result_t status = gpu_.stage(session, part, direct, &staged, &error);
         status != PLEXUS_SUCCESS) {
       refuse_entry(session, raw, status,
                    std::string(shm::opcode_name(raw.opcode)) + " on rank " +
@@ -515,10 +524,11 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   // The engine goes on with other work while the copy engines bring the input in; the
   // session's later ops queue behind it.
   std::string copy_error;
-  if (staged != nullptr) start_staged_input(session, *staged);
+  if (staged != nullptr) gpu_.start_input(session, *staged);
   if (!session.staging.empty() ||
-      (staged != nullptr && (!may_leave_staging(session, &comm, *staged, part.entry, &copy_error) ||
-                             !copy_error.empty()))) {
+      (staged != nullptr &&
+       (!gpu_.may_leave_staging(session, &comm, *staged, part.entry, &copy_error) ||
+        !copy_error.empty()))) {
     session.staging.push_back(std::move(part));
     return;
   }
@@ -618,11 +628,7 @@ void Engine::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq)
     return;
   }
   const auto& first = op.parts[0].entry;
-  if (has_direct_part(op)) {
-    const bool started = shm::is_copy_collective(first.opcode) ? start_gpu_copies(comm, op, seq)
-                                                               : start_gpu_reduction(comm, op, seq);
-    if (started) return;
-  }
+  if (gpu_.start_collective(comm, op, seq)) return;
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
   const uint64_t bytes = executor_.run(args, op.parts);
   watch_.count_completed(comm, bytes, first);
@@ -668,8 +674,8 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
     }
     watch_.count_completed(comm, recv.entry.recv.bytes, send.entry, &recv.entry);
     if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
-      if (direct_op(send) || direct_op(recv)) {
-        start_direct_copy(std::move(send), std::move(recv));
+      if (gpu_.direct_op(send) || gpu_.direct_op(recv)) {
+        gpu_.start_direct_copy(std::move(send), std::move(recv));
         continue;
       }
     }
@@ -699,9 +705,7 @@ void Engine::complete(Session* session, uint64_t user_data, plexus_result_t stat
       session->staged_ops.erase(it);
       if (status == PLEXUS_SUCCESS && op->has_device_result()) {
         // The completion (and the stream's done flag) waits until the result is there.
-        op->start_copy_back(*device_memory_);
-        session->copying_back.push_back({user_data, std::move(op)});
-        gpu_still_since_ = {};
+        gpu_.start_copy_back(*session, user_data, std::move(op));
         return;
       }
     }

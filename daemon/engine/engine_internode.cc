@@ -139,8 +139,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   state.active_seq = seq;
   state.active_algorithm = algo::algorithm_name(algorithm);
   std::shared_ptr<InternodeOp> op_ptr = state.active;
-  const std::shared_ptr<std::string> input_failure =
-      device_memory_ ? stage_gpu_slices(*op_ptr) : nullptr;
+  const std::shared_ptr<std::string> input_failure = gpu_.stage_slices(*op_ptr);
   op_ptr->start();
   if (input_failure && !input_failure->empty()) {
     // A GPU input of this node could not be copied in: a local fault, not a peer's.
@@ -152,8 +151,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
     defer_failure(comm, "collective #" + std::to_string(seq) + ": " + op_ptr->failure());
   }
   if (op_ptr->waiting_for_input()) {
-    input_waits_.push_back({comm_by_id_[span.comm_id], op_ptr, input_failure});
-    gpu_still_since_ = {};
+    gpu_.wait_for_input(comm_by_id_[span.comm_id], op_ptr, input_failure);
   }
   // Frames for this op that came early.
   for (auto it = state.early.begin(); it != state.early.end() && state.active == op_ptr;) {

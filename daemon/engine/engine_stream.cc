@@ -24,7 +24,7 @@ void Engine::accept_entry(Session& session, const shm::SubmissionEntry& raw) {
     return;
   }
   session.held_for_stream.push_back(raw);
-  gpu_still_since_ = {};  // new GPU work to watch: look soon, whatever else has waited long
+  gpu_.note_new_work();
 }
 
 bool Engine::release_held_entries(Session& session) {
@@ -47,8 +47,7 @@ void Engine::release_stream(Session& session, uint64_t user_data) {
   session.stream_releases.erase(it);
 }
 
-bool Engine::watching_gpu() const {
-  if (!direct_copies_.empty() || !gpu_collectives_.empty() || !input_waits_.empty()) return true;
+bool Engine::sessions_wait_on_gpu() const {
   for (const auto& session : sessions_) {
     if (!session->held_for_stream.empty() || !session->staging.empty() ||
         !session->copying_back.empty()) {

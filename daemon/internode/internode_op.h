@@ -70,7 +70,7 @@ class InternodeOp final {
   static algo::Shape shape_for(const NodeTopology& topology, const CollectiveArgs& args);
   static algo::Collective collective_of(shm::Opcode opcode);
 
-  // Local parts on GPUs, staged through host memory (engine_gpu.cc): a slice starts only
+  // Local parts on GPUs, staged through host memory (engine/gpu_staging.cc): a slice starts only
   // once every part's input for it is in, and each part's result is handed back as each
   // slice writes it, so that the copies overlap the network rounds.
   struct DeviceStaging {

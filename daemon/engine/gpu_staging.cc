@@ -1,43 +1,59 @@
-// The engine's side of GPU buffers: registering a process's allocations as regions, and
-// staging an op's GPU spans through host memory around the host algorithms, the copies
-// polled from the engine loop so that they never hold up other sessions.
+#include "daemon/engine/gpu_staging.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "daemon/engine/engine.h"
+#include "daemon/engine/internode_state.h"
 #include "daemon/gpu/copy_group.h"
 #include "daemon/gpu/reduce_kernel_args.h"
 #include "shm/dtype.h"
 
 namespace plexus::daemon {
+namespace {
 
-uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
+// How often a parked engine looks at the ready flags of entries held for GPU streams and
+// at running copies: every 20 us at first, then a 64th of how long nothing has moved (a
+// stream blocked for seconds costs ~1000 wakeups a second, not 50000), at most 1 ms.
+constexpr std::chrono::nanoseconds kGpuLookFirst{20000};
+constexpr std::chrono::nanoseconds kGpuLookMost{1000000};
+
+}  // namespace
+
+GpuStaging::GpuStaging(Settings settings, Hooks hooks, OpWatch& watch)
+    : settings_(settings), hooks_(std::move(hooks)), watch_(watch) {}
+
+uint32_t GpuStaging::register_memory(Session& session, std::shared_ptr<gpu::DeviceMemory> device,
                                      std::shared_ptr<gpu::DeviceMapping> mapping,
                                      std::string* error) {
-  Session* session = find_session(session_id);
-  if (session == nullptr) {
-    *error = "the session ended";
-    return 0;
-  }
-  if (!device_memory_) device_memory_ = std::move(device);
+  if (!device_) device_ = std::move(device);
   const uint64_t bytes = mapping->bytes();
-  const uint32_t region = session->gpu_regions.add_mapped(std::move(mapping), error);
+  const uint32_t region = session.gpu_regions.add_mapped(std::move(mapping), error);
   if (region == 0) {
-    *error = "GPU allocation of " + std::to_string(bytes) + " bytes from " + session->describe() +
+    *error = "GPU allocation of " + std::to_string(bytes) + " bytes from " + session.describe() +
              ": " + *error;
   }
   return region;
 }
 
-bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
-  Session* session = find_session(session_id);
-  return session != nullptr && session->gpu_regions.release(region);
+bool GpuStaging::moves_directly(const Comm& comm, const shm::ValidatedEntry& entry) {
+  return moves_on_copy_engines(comm, entry) || reduces_on_gpu(comm, entry);
 }
 
-plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, bool direct,
-                                          gpu::StagedOp** staged, std::string* error) {
-  if (!device_memory_) {
+std::optional<std::chrono::nanoseconds> GpuStaging::look_again_in(bool sessions_wait) {
+  if (!sessions_wait && direct_copies_.empty() && collectives_.empty() && input_waits_.empty()) {
+    still_since_ = {};
+    return std::nullopt;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (still_since_ == std::chrono::steady_clock::time_point{}) still_since_ = now;
+  return std::clamp<std::chrono::nanoseconds>((now - still_since_) / 64, kGpuLookFirst,
+                                              kGpuLookMost);
+}
+
+plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool direct,
+                                  gpu::StagedOp** staged, std::string* error) {
+  if (!device_) {
     *error = "GPU region named, but no GPU allocation was registered";
     return PLEXUS_ERR_SYSTEM;
   }
@@ -52,7 +68,7 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, 
   }
   const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
   const uint64_t held = *session.staging_bytes;
-  const uint64_t limit = config_.max_gpu_staging_bytes;
+  const uint64_t limit = settings_.max_staging_bytes;
   if (needed > limit || held > limit - needed) {
     *error = "its GPU buffers need " + std::to_string(needed) +
              " bytes of host staging, and this process's GPU ops in flight hold " +
@@ -61,8 +77,8 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, 
              "smaller)";
     return PLEXUS_ERR_NO_MEMORY;
   }
-  auto op = gpu::StagedOp::stage(*device_memory_, session.gpu_regions, part.entry, &part.send,
-                                 &part.recv, error);
+  auto op = gpu::StagedOp::stage(*device_, session.gpu_regions, part.entry, &part.send, &part.recv,
+                                 error);
   if (!op) {
     // No host memory (the message says so), or a daemon bug.
     *error = "staging its GPU buffers: " + *error;
@@ -70,13 +86,13 @@ plexus_result_t Engine::stage_gpu_buffers(Session& session, Contribution& part, 
   }
   op->charge_to(session.staging_bytes);
   op->order = ++session.staged_count;
-  gpu_still_since_ = {};  // its input copy is new work to watch
+  still_since_ = {};  // its input copy is new work to watch
   *staged = op.get();
   session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
   return PLEXUS_SUCCESS;
 }
 
-bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
+bool GpuStaging::start_input(Session& session, gpu::StagedOp& op) {
   // Every earlier op whose result this op reads or overwrites is waited for first; only
   // then may a copy aside of an earlier op's input be taken (before, it could copy bytes
   // an op earlier still has yet to write).
@@ -92,8 +108,8 @@ bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
     // Not started: it waits for an earlier result itself, so its input is not yet there.
     if (!other->input_started()) return false;
     if (!other->matched() && !other->has_snapshot()) {
-      const std::string error = other->snapshot_input(*device_memory_, session.staging_bytes,
-                                                      config_.max_gpu_staging_bytes);
+      const std::string error =
+          other->snapshot_input(*device_, session.staging_bytes, settings_.max_staging_bytes);
       if (!error.empty() && other->first_refusal()) {
         spdlog::warn(
             "{}: not copying a send's input to the host ({}): the op that overwrites it "
@@ -103,34 +119,34 @@ bool Engine::start_staged_input(Session& session, gpu::StagedOp& op) {
     }
     if (!other->input_safe_to_overwrite()) return false;
   }
-  op.start_input(*device_memory_);
+  op.start_input(*device_);
   return true;
 }
 
-std::shared_ptr<gpu::StagedOp> Engine::direct_op(const Contribution& part) const {
+std::shared_ptr<gpu::StagedOp> GpuStaging::direct_op(const Contribution& part) const {
   const Session& session = *part.session;
   auto it = session.staged_ops.find(part.entry.user_data);
   if (it == session.staged_ops.end() || !it->second->is_direct()) return nullptr;
   return it->second;
 }
 
-void Engine::start_direct_copy(Contribution send, Contribution recv) {
+void GpuStaging::start_direct_copy(Contribution send, Contribution recv) {
   DirectCopy d;
-  d.send_session = shared_session(send.session);
-  d.recv_session = shared_session(recv.session);
+  d.send_session = hooks_.shared_session(send.session);
+  d.recv_session = hooks_.shared_session(recv.session);
   d.send_user_data = send.entry.user_data;
   d.recv_user_data = recv.entry.user_data;
   d.send_rank = send.rank;
   d.recv_rank = recv.rank;
   d.from = direct_op(send);
   d.to = direct_op(recv);
-  gpu_still_since_ = {};  // a new copy to watch: look soon
-  d.copy = gpu::StagedOp::copy_between(*device_memory_, d.from.get(), send.send, d.to.get(),
-                                       recv.recv, recv.entry.recv.bytes);
+  still_since_ = {};  // a new copy to watch: look soon
+  d.copy = gpu::StagedOp::copy_between(*device_, d.from.get(), send.send, d.to.get(), recv.recv,
+                                       recv.entry.recv.bytes);
   direct_copies_.push_back(std::move(d));
 }
 
-bool Engine::advance_direct_copies() {
+bool GpuStaging::advance_direct_copies() {
   bool moved = false;
   for (size_t i = 0; i < direct_copies_.size();) {
     std::string error;
@@ -142,27 +158,27 @@ bool Engine::advance_direct_copies() {
     direct_copies_.erase(direct_copies_.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;
     if (error.empty()) {
-      complete(d.send_session.get(), d.send_user_data, PLEXUS_SUCCESS, {});
-      complete(d.recv_session.get(), d.recv_user_data, PLEXUS_SUCCESS, {});
+      hooks_.complete(d.send_session.get(), d.send_user_data, PLEXUS_SUCCESS, {});
+      hooks_.complete(d.recv_session.get(), d.recv_user_data, PLEXUS_SUCCESS, {});
     } else {
       const std::string message = "moving rank " + std::to_string(d.send_rank) +
                                   "'s send to rank " + std::to_string(d.recv_rank) + ": " + error;
-      complete(d.send_session.get(), d.send_user_data, PLEXUS_ERR_SYSTEM, message);
-      complete(d.recv_session.get(), d.recv_user_data, PLEXUS_ERR_SYSTEM, message);
+      hooks_.complete(d.send_session.get(), d.send_user_data, PLEXUS_ERR_SYSTEM, message);
+      hooks_.complete(d.recv_session.get(), d.recv_user_data, PLEXUS_ERR_SYSTEM, message);
     }
   }
   return moved;
 }
 
-bool Engine::reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry) {
-  if (config_.gpu_reduce_kernel_bytes == 0 || entry.opcode != shm::Opcode::kAllReduce ||
+bool GpuStaging::reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry) {
+  if (settings_.reduce_kernel_bytes == 0 || entry.opcode != shm::Opcode::kAllReduce ||
       comm.internode || comm.nranks() > gpu::kMaxKernelReduceRanks ||
-      entry.recv.bytes < config_.gpu_reduce_kernel_bytes ||
+      entry.recv.bytes < settings_.reduce_kernel_bytes ||
       entry.send.region == shm::kHostPoolRegion || entry.recv.region == shm::kHostPoolRegion ||
-      !device_memory_) {
+      !device_) {
     return false;
   }
-  const std::string why = device_memory_->reduce_kernel_unavailable();
+  const std::string why = device_->reduce_kernel_unavailable();
   if (why.empty()) return true;
   if (!warned_kernel_unavailable_) {
     warned_kernel_unavailable_ = true;  // once: it will not change
@@ -171,12 +187,12 @@ bool Engine::reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry) 
   return false;
 }
 
-bool Engine::moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const {
-  return shm::is_copy_collective(entry.opcode) && !comm.internode && device_memory_ &&
+bool GpuStaging::moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const {
+  return shm::is_copy_collective(entry.opcode) && !comm.internode && device_ &&
          !(entry.opcode == shm::Opcode::kAllToAll && entry.in_place);
 }
 
-bool Engine::has_direct_part(const PendingCollective& op) const {
+bool GpuStaging::has_direct_part(const PendingCollective& op) const {
   return std::any_of(op.parts.begin(), op.parts.end(), [&](const Contribution& part) {
     return part.session != nullptr && !part.session->staged_ops.empty() &&
            direct_op(part) != nullptr;
@@ -193,7 +209,7 @@ std::string collective_title(const shm::ValidatedEntry& entry, uint64_t seq, con
 
 }  // namespace
 
-bool Engine::stage_direct_parts_now(PendingCollective& op, const std::string& what) {
+bool GpuStaging::stage_direct_parts_now(PendingCollective& op, const std::string& what) {
   for (size_t r = 0; r < op.parts.size(); ++r) {
     Contribution& part = op.parts[r];
     const std::shared_ptr<gpu::StagedOp> staged = direct_op(part);
@@ -203,7 +219,7 @@ bool Engine::stage_direct_parts_now(PendingCollective& op, const std::string& wh
     // any, is given back first).
     const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
     const uint64_t held = *session.staging_bytes - staged->snapshot_bytes();
-    const uint64_t limit = config_.max_gpu_staging_bytes;
+    const uint64_t limit = settings_.max_staging_bytes;
     plexus_result_t status = PLEXUS_ERR_NO_MEMORY;
     std::string error;
     if (needed > limit || held > limit - needed) {
@@ -212,19 +228,48 @@ bool Engine::stage_direct_parts_now(PendingCollective& op, const std::string& wh
               " of the " + std::to_string(limit) + " allowed (plexusd --max-gpu-staging-bytes)";
     } else {
       status = PLEXUS_ERR_SYSTEM;
-      error = staged->stage_now(*device_memory_, part.entry, &part.send, &part.recv,
-                                session.staging_bytes);
+      error =
+          staged->stage_now(*device_, part.entry, &part.send, &part.recv, session.staging_bytes);
     }
     if (error.empty()) continue;
     const std::string reason =
         what + ": rank " + std::to_string(r) + " (" + session.describe() + "): " + error;
-    for (auto& p : op.parts) complete(p.session, p.entry.user_data, status, reason);
+    for (auto& p : op.parts) hooks_.complete(p.session, p.entry.user_data, status, reason);
     return false;
   }
   return true;
 }
 
-bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq) {
+bool GpuStaging::start_collective(Comm& comm, PendingCollective& op, uint64_t seq) {
+  if (!has_direct_part(op)) return false;
+  return shm::is_copy_collective(op.parts[0].entry.opcode) ? start_copies(comm, op, seq)
+                                                           : start_reduction(comm, op, seq);
+}
+
+void GpuStaging::start_copy_back(Session& session, uint64_t user_data,
+                                 std::shared_ptr<gpu::StagedOp> op) {
+  op->start_copy_back(*device_);
+  session.copying_back.push_back({user_data, std::move(op)});
+  still_since_ = {};
+}
+
+void GpuStaging::wait_for_input(const std::shared_ptr<Comm>& comm,
+                                const std::shared_ptr<InternodeOp>& op,
+                                std::shared_ptr<std::string> failure) {
+  input_waits_.push_back({comm, op, std::move(failure)});
+  still_since_ = {};
+}
+
+bool GpuStaging::advance() {
+  bool moved = false;
+  if (!direct_copies_.empty() && advance_direct_copies()) moved = true;
+  if (!collectives_.empty() && advance_collectives()) moved = true;
+  if (!input_waits_.empty() && resume_input_waits()) moved = true;
+  if (moved) still_since_ = {};
+  return moved;
+}
+
+bool GpuStaging::start_reduction(Comm& comm, PendingCollective& op, uint64_t seq) {
   const shm::ValidatedEntry& first = op.parts[0].entry;
   const std::string what = collective_title(first, seq, comm);
   std::vector<std::shared_ptr<gpu::StagedOp>> staged(op.parts.size());
@@ -244,7 +289,7 @@ bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq
     gpu::DeviceReduction reduction{first.dtype, first.redop, first.count,
                                    static_cast<uint32_t>(comm.nranks())};
     std::unique_ptr<gpu::CopyInFlight> run =
-        device_memory_->start_reduce(reduction, inputs, outputs, &why);
+        device_->start_reduce(reduction, inputs, outputs, &why);
     if (run) {
       for (const auto& s : staged) s->mark_matched();
       hand_to_gpu(op, seq, std::move(staged), std::move(run), "gpu-kernel",
@@ -259,7 +304,7 @@ bool Engine::start_gpu_reduction(Comm& comm, PendingCollective& op, uint64_t seq
   return !stage_direct_parts_now(op, what);
 }
 
-bool Engine::start_gpu_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
+bool GpuStaging::start_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
   const shm::ValidatedEntry& first = op.parts[0].entry;
   const size_t n = op.parts.size();
   if (first.opcode == shm::Opcode::kAllToAll &&
@@ -277,9 +322,8 @@ bool Engine::start_gpu_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
   // to where rank `to`'s result goes: one copy, on the copy engines where a GPU is either
   // side.
   auto copy = [&](size_t from, uint64_t from_at, size_t to, uint64_t to_at) {
-    copies->add(gpu::StagedOp::copy_part(*device_memory_, staged[from].get(), op.parts[from].send,
-                                         from_at, staged[to].get(), op.parts[to].recv, to_at,
-                                         block));
+    copies->add(gpu::StagedOp::copy_part(*device_, staged[from].get(), op.parts[from].send, from_at,
+                                         staged[to].get(), op.parts[to].recv, to_at, block));
   };
   switch (first.opcode) {
     case shm::Opcode::kBroadcast:
@@ -306,12 +350,12 @@ bool Engine::start_gpu_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
   return true;
 }
 
-void Engine::hand_to_gpu(PendingCollective& op, uint64_t seq,
-                         std::vector<std::shared_ptr<gpu::StagedOp>> staged,
-                         std::unique_ptr<gpu::CopyInFlight> run, const char* algorithm,
-                         const char* run_by) {
+void GpuStaging::hand_to_gpu(PendingCollective& op, uint64_t seq,
+                             std::vector<std::shared_ptr<gpu::StagedOp>> staged,
+                             std::unique_ptr<gpu::CopyInFlight> run, const char* algorithm,
+                             const char* run_by) {
   GpuCollective g;
-  for (const auto& part : op.parts) g.sessions.push_back(shared_session(part.session));
+  for (const auto& part : op.parts) g.sessions.push_back(hooks_.shared_session(part.session));
   g.comm = op.parts[0].session->comms.at(op.parts[0].entry.comm).comm;
   g.op = std::move(op);
   g.seq = seq;
@@ -319,20 +363,20 @@ void Engine::hand_to_gpu(PendingCollective& op, uint64_t seq,
   g.run = std::move(run);
   g.algorithm = algorithm;
   g.run_by = run_by;
-  gpu_collectives_.push_back(std::move(g));
-  gpu_still_since_ = {};
+  collectives_.push_back(std::move(g));
+  still_since_ = {};
 }
 
-bool Engine::advance_gpu_collectives() {
+bool GpuStaging::advance_collectives() {
   bool moved = false;
-  for (size_t i = 0; i < gpu_collectives_.size();) {
+  for (size_t i = 0; i < collectives_.size();) {
     std::string error;
-    if (!gpu_collectives_[i].run->done(&error)) {
+    if (!collectives_[i].run->done(&error)) {
       ++i;
       continue;
     }
-    GpuCollective g = std::move(gpu_collectives_[i]);
-    gpu_collectives_.erase(gpu_collectives_.begin() + static_cast<std::ptrdiff_t>(i));
+    GpuCollective g = std::move(collectives_[i]);
+    collectives_.erase(collectives_.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;
     const shm::ValidatedEntry& first = g.op.parts[0].entry;
     const plexus_result_t status = error.empty() ? PLEXUS_SUCCESS : PLEXUS_ERR_SYSTEM;
@@ -344,22 +388,23 @@ bool Engine::advance_gpu_collectives() {
       message = collective_title(first, g.seq, *g.comm) + ", " + g.run_by + ": " + error;
     }
     if (watch_.timing()) watch_.record_finished(*g.comm, g.op, g.seq, g.algorithm, status);
-    for (auto& part : g.op.parts) complete(part.session, part.entry.user_data, status, message);
+    for (auto& part : g.op.parts)
+      hooks_.complete(part.session, part.entry.user_data, status, message);
   }
   return moved;
 }
 
-bool Engine::overwrites_arriving_input(Session& session, const gpu::StagedOp& op) {
+bool GpuStaging::overwrites_arriving_input(Session& session, const gpu::StagedOp& op) {
   for (const auto& [user_data, other] : session.staged_ops) {
     if (other->order < op.order && op.overwrites_arriving_input_of(*other)) return true;
   }
   return false;
 }
 
-bool Engine::may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
-                               const shm::ValidatedEntry& entry, std::string* copy_error) {
+bool GpuStaging::may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
+                                   const shm::ValidatedEntry& entry, std::string* copy_error) {
   // A collective between nodes goes as soon as its input has started coming in: each of its
-  // slices waits for its own part (stage_gpu_slices).
+  // slices waits for its own part (stage_slices).
   const bool runs_while_input_arrives = comm != nullptr && comm->internode != nullptr &&
                                         !shm::is_point_to_point(entry.opcode) &&
                                         op.input_started() && !op.is_direct();
@@ -367,7 +412,8 @@ bool Engine::may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp
   return !overwrites_arriving_input(session, op);
 }
 
-std::shared_ptr<std::string> Engine::stage_gpu_slices(InternodeOp& op) {
+std::shared_ptr<std::string> GpuStaging::stage_slices(InternodeOp& op) {
+  if (!device_) return nullptr;
   std::vector<std::shared_ptr<gpu::StagedOp>> staged;
   for (const Contribution& part : op.local_parts()) {
     auto it = part.session->staged_ops.find(part.entry.user_data);
@@ -395,14 +441,14 @@ std::shared_ptr<std::string> Engine::stage_gpu_slices(InternodeOp& op) {
     }
     return false;
   };
-  staging.written = [staged, device = device_memory_](size_t i, uint64_t offset, uint64_t bytes) {
+  staging.written = [staged, device = device_](size_t i, uint64_t offset, uint64_t bytes) {
     if (staged[i]) staged[i]->start_copy_back_part(*device, offset, bytes);
   };
   op.stage_through(std::move(staging));
   return failure;
 }
 
-bool Engine::resume_input_waits() {
+bool GpuStaging::resume_input_waits() {
   bool moved = false;
   for (size_t i = 0; i < input_waits_.size();) {
     const std::shared_ptr<Comm> comm = input_waits_[i].comm.lock();
@@ -417,12 +463,12 @@ bool Engine::resume_input_waits() {
       const std::string reason = "collective #" + std::to_string(comm->internode->active_seq) +
                                  ": " + *input_waits_[i].failure;
       input_waits_.erase(input_waits_.begin() + static_cast<std::ptrdiff_t>(i));
-      fail_comm(*comm, PLEXUS_ERR_SYSTEM, reason, nullptr);
+      hooks_.fail_comm(*comm, PLEXUS_ERR_SYSTEM, reason);
       moved = true;
       continue;
     }
-    if (!op->failure().empty()) defer_failure(*comm, op->failure());
-    if (op->network_done()) progress_.push_back(comm);
+    if (!op->failure().empty()) hooks_.defer_failure(*comm, op->failure());
+    if (op->network_done()) hooks_.network_done(comm);
     if (op->waiting_for_input()) {
       ++i;
       continue;
@@ -433,14 +479,14 @@ bool Engine::resume_input_waits() {
   return moved;
 }
 
-bool Engine::advance_gpu_copies(Session& session) {
+bool GpuStaging::advance(Session& session) {
   bool moved = false;
   while (!session.removed && !session.staging.empty()) {
     const uint64_t user_data = session.staging.front().entry.user_data;
     std::string copy_error;
     if (auto it = session.staged_ops.find(user_data); it != session.staged_ops.end()) {
       gpu::StagedOp& op = *it->second;
-      if (!op.input_started() && !start_staged_input(session, op)) break;
+      if (!op.input_started() && !start_input(session, op)) break;
       const shm::ValidatedEntry& entry = session.staging.front().entry;
       auto membership = session.comms.find(entry.comm);
       const Comm* comm =
@@ -452,14 +498,14 @@ bool Engine::advance_gpu_copies(Session& session) {
     moved = true;
     auto membership = session.comms.find(part.entry.comm);
     if (membership == session.comms.end()) {
-      complete(&session, user_data, PLEXUS_ERR_INVALID_ARGUMENT,
-               "communicator handle " + std::to_string(part.entry.comm) +
-                   " was destroyed while the op's GPU input was being copied");
+      hooks_.complete(&session, user_data, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "communicator handle " + std::to_string(part.entry.comm) +
+                          " was destroyed while the op's GPU input was being copied");
       continue;
     }
     Comm& comm = *membership->second.comm;
     if (comm.broken()) {
-      complete(&session, user_data, comm.broken_status(), comm.broken_reason());
+      hooks_.complete(&session, user_data, comm.broken_status(), comm.broken_reason());
       continue;
     }
     if (!copy_error.empty()) {
@@ -468,11 +514,11 @@ bool Engine::advance_gpu_copies(Session& session) {
           std::string(shm::opcode_name(static_cast<uint8_t>(part.entry.opcode))) + " on rank " +
           std::to_string(part.rank) + " (" + session.describe() +
           "): copying its GPU input to the host: " + copy_error;
-      complete(&session, user_data, PLEXUS_ERR_SYSTEM, reason);
-      fail_comm(comm, PLEXUS_ERR_SYSTEM, reason, nullptr);
+      hooks_.complete(&session, user_data, PLEXUS_ERR_SYSTEM, reason);
+      hooks_.fail_comm(comm, PLEXUS_ERR_SYSTEM, reason);
       continue;
     }
-    dispatch(comm, std::move(part));
+    hooks_.dispatch(comm, std::move(part));
   }
   for (size_t i = 0; i < session.copying_back.size() && !session.removed;) {
     std::string copy_error;
@@ -484,10 +530,10 @@ bool Engine::advance_gpu_copies(Session& session) {
     session.copying_back.erase(session.copying_back.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;
     if (copy_error.empty()) {
-      finish_op(&session, user_data, PLEXUS_SUCCESS, {});
+      hooks_.finish_op(&session, user_data, PLEXUS_SUCCESS, {});
     } else {
-      finish_op(&session, user_data, PLEXUS_ERR_SYSTEM,
-                "copying the result back to the GPU: " + copy_error);
+      hooks_.finish_op(&session, user_data, PLEXUS_ERR_SYSTEM,
+                       "copying the result back to the GPU: " + copy_error);
     }
   }
   return moved;
