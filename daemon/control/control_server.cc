@@ -16,7 +16,6 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "daemon/local/reduce.h"
 #include "shm/ring.h"
 #include "shm/unix_socket.h"
 
@@ -48,7 +47,25 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
     : config_(config),
       engine_(engine),
       device_memory_(std::move(device_memory)),
-      admin_(admin_policy(config.admin_group)) {}
+      admin_service_(config, engine,
+                     AdminService::Hooks{[this](uint64_t id, capnp::MessageBuilder& reply) {
+                                           Connection* c = find_connection(id);
+                                           return c != nullptr && send_message(*c, reply);
+                                         },
+                                         [this](uint64_t id, uint32_t request_id,
+                                                plexus_result_t code, const std::string& message) {
+                                           send_error(id, request_id, code, message);
+                                         },
+                                         [this](std::function<void()> fn) { post(std::move(fn)); },
+                                         [this] { return sessions(); },
+                                         [this]() -> const std::vector<std::shared_ptr<Comm>>& {
+                                           prune_finished_comms();
+                                           return comms_;
+                                         },
+                                         [this]() -> const transports::PeerIdentity* {
+                                           return peers_ ? &peers_->identity() : nullptr;
+                                         },
+                                         [this] { return bad_messages_; }}) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -83,7 +100,6 @@ void ControlServer::bind_socket() {
 
 void ControlServer::start() {
   bind_socket();
-  started_at_ = std::chrono::steady_clock::now();
   uv_loop_init(&loop_);
   loop_.data = this;
   try {
@@ -103,8 +119,10 @@ void ControlServer::start() {
   if (peers_ && config_.telemetry) {
     uv_timer_start(
         &path_watch_timer_,
-        [](uv_timer_t* h) { static_cast<ControlServer*>(h->loop->data)->check_slow_paths(); },
-        kPathWatchIntervalMs, kPathWatchIntervalMs);
+        [](uv_timer_t* h) {
+          static_cast<ControlServer*>(h->loop->data)->admin_service_.check_slow_paths();
+        },
+        AdminService::kPathWatchIntervalMs, AdminService::kPathWatchIntervalMs);
   }
   uv_poll_init(&loop_, &listen_poll_, listen_fd_);
   uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -246,19 +264,19 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         handle_comm_leave(connection, request_id, message.getCommLeave());
         break;
       case control::ClientMessage::STATUS:
-        handle_status(connection, request_id);
+        admin_service_.status(connection.session->id(), request_id);
         break;
       case control::ClientMessage::LINKS:
-        handle_links(connection, request_id);
+        admin_service_.links(connection.session->id(), request_id);
         break;
       case control::ClientMessage::NIC_DRAIN:
-        handle_nic_drain(connection, request_id, message.getNicDrain());
+        admin_service_.nic_drain(*connection.session, request_id, message.getNicDrain());
         break;
       case control::ClientMessage::OPS:
-        handle_ops(connection.session->id(), request_id);
+        admin_service_.ops(connection.session->id(), request_id);
         break;
       case control::ClientMessage::EVENTS:
-        handle_events(connection, request_id, message.getEvents());
+        admin_service_.events(connection.session->id(), request_id, message.getEvents());
         break;
       case control::ClientMessage::REGISTER_GPU_MEMORY: {
         std::vector<common::UniqueFd> fds = std::move(connection.received_fds);
@@ -528,64 +546,6 @@ void ControlServer::prune_finished_comms() {
   std::erase_if(comms_, [](const auto& comm) { return comm->finished.load(); });
 }
 
-void ControlServer::handle_status(Connection& connection, uint32_t request_id) {
-  prune_finished_comms();
-  capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
-  auto status = root.initStatusReply();
-  status.setVersion(PLEXUS_VERSION_STRING);
-  status.setNodeName(config_.node_name);
-  status.setPid(static_cast<uint32_t>(::getpid()));
-  status.setUptimeMs(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               std::chrono::steady_clock::now() - started_at_)
-                                               .count()));
-  status.setSocketPath(config_.socket_path);
-  status.setWorkers(engine_.workers());
-  status.setReduceIsa(reduce_kernel_isa());
-  status.setOpsCompleted(engine_.op_watch().ops_completed());
-  status.setBadMessages(bad_messages_);
-  uint64_t bad_entries = 0;
-  auto sessions = status.initSessions(static_cast<unsigned>(connections_.size()));
-  unsigned i = 0;
-  for (const auto& [id, c] : connections_) {
-    const Session& s = *c->session;
-    auto info = sessions[i++];
-    info.setId(s.id());
-    info.setPid(s.creds().pid);
-    info.setUid(s.creds().uid);
-    info.setRole(s.role == SessionRole::kRank ? control::Role::RANK : control::Role::ADMIN);
-    info.setProcessName(s.process_name);
-    info.setPoolBytes(s.pool.size());
-    info.setComms(s.comm_count.load());
-    info.setOpsSubmitted(s.ops_submitted.load());
-    info.setBadEntries(s.bad_entries.load());
-    info.setJob(s.job);
-    bad_entries += s.bad_entries.load();
-  }
-  fill_jobs(status);
-  status.setBadEntries(bad_entries);
-  auto comms = status.initComms(static_cast<unsigned>(comms_.size()));
-  for (size_t k = 0; k < comms_.size(); ++k) {
-    const Comm& comm = *comms_[k];
-    auto info = comms[static_cast<unsigned>(k)];
-    info.setTokenPrefix(token_prefix(comm.token()));
-    info.setNranks(static_cast<uint32_t>(comm.nranks()));
-    info.setJoined(static_cast<uint32_t>(comm.nranks()));
-    info.setState(comm.broken() ? "broken" : "ready");
-    info.setBrokenReason(comm.broken() ? comm.broken_reason() : "");
-    info.setOpsCompleted(comm.ops_completed.load());
-    info.setBytesMoved(comm.bytes_moved.load());
-    auto ranks = info.initRanks(static_cast<unsigned>(comm.nranks()));
-    for (size_t r = 0; r < comm.members().size(); ++r) {
-      ranks[static_cast<unsigned>(r)].setRank(static_cast<uint32_t>(r));
-      ranks[static_cast<unsigned>(r)].setPid(comm.members()[r].pid);
-      ranks[static_cast<unsigned>(r)].setSessionId(comm.members()[r].session_id);
-    }
-  }
-  send_message(connection, reply);
-}
-
 void ControlServer::send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
                                const std::string& message) {
   Connection* c = find_connection(session_id);
@@ -670,43 +630,6 @@ void ControlServer::on_rendezvous_timer() {
   }
   std::erase_if(multi_joins_, [&](const auto& entry) { return !rendezvous_.has(entry.first); });
   arm_rendezvous_timer();
-}
-
-void ControlServer::handle_nic_drain(Connection& connection, uint32_t request_id,
-                                     control::NicDrain::Reader request) {
-  const uint64_t session = connection.session->id();
-  const PeerCredentials& creds = connection.session->creds();
-  if (!is_admin(admin_, creds)) {
-    send_error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "draining a NIC needs " + admin_requirement(admin_) +
-                   "; this request came from uid " + std::to_string(creds.uid) + " (pid " +
-                   std::to_string(creds.pid) + ")");
-    return;
-  }
-  const std::string nic = request.getNic().cStr();
-  const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
-  if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
-    std::string known;
-    for (const auto& n : nics) known += (known.empty() ? "" : ", ") + n;
-    send_error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "'" + nic.substr(0, 64) + "' is not a NIC this plexusd reaches peers over (" +
-                   (known.empty() ? "it serves no peers: no --peer-listen, or no NIC" : known) +
-                   ")");
-    return;
-  }
-  const bool drain = request.getDrained();
-  engine_.post([this, session, request_id, nic, drain](Engine& engine) {
-    const size_t paths = engine.drain_nic(nic, drain);
-    post([this, session, request_id, paths] {
-      Connection* c = find_connection(session);
-      if (c == nullptr || c->closing) return;
-      capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
-      root.initNicDrainReply().setPaths(static_cast<uint32_t>(paths));
-      send_message(*c, reply);
-    });
-  });
 }
 
 }  // namespace plexus::daemon

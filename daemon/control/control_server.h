@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "daemon/algorithms/cost_model.h"
-#include "daemon/control/admin_access.h"
+#include "daemon/control/admin_service.h"
 #include "daemon/control/comm_rendezvous.h"
 #include "daemon/control/control_config.h"
 #include "daemon/control/node_rendezvous.h"
@@ -52,8 +52,10 @@ class ControlServer {
   // A path of the link to `instance` over local NIC `nic` failed (the link stays).
   void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
   void nic_up(const std::string& nic);
-  // Control thread: every metric of a Prometheus scrape (control_server_metrics.cc).
-  void collect_metrics(monitor::MetricFamilies& metrics);
+  // Control thread: every metric of a Prometheus scrape (AdminService).
+  void collect_metrics(monitor::MetricFamilies& metrics) {
+    admin_service_.collect_metrics(metrics);
+  }
 
   uint64_t instance_id() const { return instance_id_; }
   // Where peers reach this daemon (after start(); empty without --peer-listen).
@@ -77,20 +79,6 @@ class ControlServer {
                                   shm::control::GpuMemory::Reader memory,
                                   std::vector<common::UniqueFd> fds);
   void handle_release_gpu_memory(const Session& session, uint32_t request_id, uint32_t region);
-  void handle_status(Connection& connection, uint32_t request_id);
-  void fill_jobs(shm::control::StatusReply::Builder status);
-  void handle_links(Connection& connection, uint32_t request_id);
-  void handle_nic_drain(Connection& connection, uint32_t request_id,
-                        shm::control::NicDrain::Reader request);
-  // plexusctl ops and events (control_server_monitor.cc).
-  void handle_ops(uint64_t session_id, uint32_t request_id);
-  void send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report);
-  void handle_events(Connection& connection, uint32_t request_id,
-                     shm::control::EventsRequest::Reader request);
-  // The slow-path rule over every path's last second of windows (control_server_monitor.cc).
-  void check_slow_paths();
-  // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
-  static std::string operstate(const std::string& nic);
   void send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
                   const std::string& message);
   bool send_message(Connection& connection, capnp::MessageBuilder& message,
@@ -140,20 +128,12 @@ class ControlServer {
   // allocation's mapping; the engine gets both with the registration.
   std::shared_ptr<gpu::DeviceMemory> device_memory_;
   std::string no_device_memory_;  // why there is none, once opening failed
-  AdminPolicy admin_;
-  std::chrono::steady_clock::time_point started_at_;
 
   uv_loop_t loop_{};
   uv_poll_t listen_poll_{};
   uv_async_t wakeup_{};
   uv_timer_t rendezvous_timer_{};
   uv_timer_t path_watch_timer_{};  // the slow-path rule, with telemetry on
-  static constexpr uint64_t kPathWatchIntervalMs = 250;
-  // The slow-path rule looks at the last kSlowPathSpan of each path's windows.
-  static constexpr std::chrono::milliseconds kSlowPathSpan{1000};
-  static constexpr int kSlowPathConfirmations = 3;
-  std::map<std::string, int> slow_path_streaks_;  // by path: looks in a row found slow
-  std::set<std::string> slow_paths_reported_;     // and not yet seen back at par
   int listen_fd_ = -1;
   std::thread thread_;
   bool running_ = false;
@@ -186,6 +166,8 @@ class ControlServer {
   std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
   std::vector<std::shared_ptr<Comm>> comms_;
   uint64_t bad_messages_ = 0;
+  // plexusctl's and Prometheus's view, and the admin commands (after what its hooks read).
+  AdminService admin_service_;
 };
 
 }  // namespace plexus::daemon

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <map>
 
-#include "daemon/control/control_server.h"
+#include "daemon/control/admin_service.h"
 #include "daemon/local/reduce.h"
 #include "monitor/window_summary.h"
 #include "shm/entry_validation.h"
@@ -51,8 +51,7 @@ void collect_links(monitor::MetricFamilies& m, const std::vector<NodeLinks::Peer
 
 }  // namespace
 
-void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
-  prune_finished_comms();
+void AdminService::collect_metrics(monitor::MetricFamilies& m) {
   const auto now = std::chrono::steady_clock::now();
   m.gauge("plexus_build_info", "plexusd's version and node (always 1)",
           {{"version", PLEXUS_VERSION_STRING},
@@ -62,7 +61,7 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
   m.gauge("plexus_uptime_seconds", "Seconds since plexusd started", {},
           std::chrono::duration<double>(now - started_at_).count());
   std::map<std::string, uint64_t> sessions = {{"rank", 0}, {"admin", 0}};
-  for (const auto& session : this->sessions()) {
+  for (const auto& session : hooks_.sessions()) {
     ++sessions[session->role == SessionRole::kRank ? "rank" : "admin"];
   }
   for (const auto& [role, count] : sessions) {
@@ -70,7 +69,7 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
             static_cast<double>(count));
   }
   std::map<std::string, uint64_t> comms = {{"ready", 0}, {"broken", 0}};
-  for (const auto& comm : comms_) ++comms[comm->broken() ? "broken" : "ready"];
+  for (const auto& comm : hooks_.comms()) ++comms[comm->broken() ? "broken" : "ready"];
   for (const auto& [state, count] : comms) {
     m.gauge("plexus_communicators", "Communicators with ranks on this node, by state",
             {{"state", state}}, static_cast<double>(count));
@@ -81,7 +80,7 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
             "Submission ring entries refused (bad fields, buffers outside the pool)", {},
             static_cast<double>(engine_.op_watch().bad_entries()));
   m.counter("plexus_bad_control_messages_total", "Malformed or unexpected control messages", {},
-            static_cast<double>(bad_messages_));
+            static_cast<double>(hooks_.bad_messages()));
   for (const auto& [key, count] : engine_.events().counts()) {
     m.counter("plexus_events_total", "Events raised (plexusctl events), by kind and severity",
               {{"kind", key.first}, {"severity", key.second}}, static_cast<double>(count));
@@ -113,11 +112,12 @@ void ControlServer::collect_metrics(monitor::MetricFamilies& m) {
                 h.counts, h.sum_seconds);
   }
 
-  if (!peers_) return;
+  const transports::PeerIdentity* me = hooks_.peer_identity();
+  if (me == nullptr) return;
   collect_links(m, engine_.peer_links());
   const auto windows = engine_.nic_windows();
   const auto drained = engine_.drained_nics();
-  for (const transports::NicInfo& nic : peers_->identity().nics) {
+  for (const transports::NicInfo& nic : me->nics) {
     const MetricLabels l = {{"nic", nic.name}};
     m.gauge("plexus_nic_up", "1 while the kernel reports the NIC up (operstate)", l,
             operstate(nic.name) == "up" ? 1 : 0);

@@ -1,8 +1,12 @@
-// plexusctl ops and events: the engine's ops report (built on the engine thread, sent from
-// this one) and pages of the event log.
+#include "daemon/control/admin_service.h"
+
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
-#include "daemon/control/control_server.h"
+#include <algorithm>
+
+#include "daemon/local/reduce.h"
 #include "monitor/slow_paths.h"
 #include "monitor/window_summary.h"
 #include "shm/entry_validation.h"
@@ -34,19 +38,121 @@ void fill_rank(control::OpRank::Builder out, const OpRankRef& rank) {
 
 }  // namespace
 
-void ControlServer::handle_ops(uint64_t session_id, uint32_t request_id) {
+AdminService::AdminService(const ControlConfig& config, Engine& engine, Hooks hooks)
+    : config_(config),
+      engine_(engine),
+      hooks_(std::move(hooks)),
+      admin_(admin_policy(config.admin_group)),
+      started_at_(std::chrono::steady_clock::now()) {}
+
+void AdminService::status(uint64_t session, uint32_t request_id) {
+  const std::vector<std::shared_ptr<Comm>>& served = hooks_.comms();
+  capnp::MallocMessageBuilder reply;
+  auto root = reply.initRoot<control::DaemonMessage>();
+  root.setRequestId(request_id);
+  auto status = root.initStatusReply();
+  status.setVersion(PLEXUS_VERSION_STRING);
+  status.setNodeName(config_.node_name);
+  status.setPid(static_cast<uint32_t>(::getpid()));
+  status.setUptimeMs(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::steady_clock::now() - started_at_)
+                                               .count()));
+  status.setSocketPath(config_.socket_path);
+  status.setWorkers(engine_.workers());
+  status.setReduceIsa(reduce_kernel_isa());
+  status.setOpsCompleted(engine_.op_watch().ops_completed());
+  status.setBadMessages(hooks_.bad_messages());
+  uint64_t bad_entries = 0;
+  const std::vector<std::shared_ptr<const Session>> clients = hooks_.sessions();
+  auto sessions = status.initSessions(static_cast<unsigned>(clients.size()));
+  unsigned i = 0;
+  for (const auto& client : clients) {
+    const Session& s = *client;
+    auto info = sessions[i++];
+    info.setId(s.id());
+    info.setPid(s.creds().pid);
+    info.setUid(s.creds().uid);
+    info.setRole(s.role == SessionRole::kRank ? control::Role::RANK : control::Role::ADMIN);
+    info.setProcessName(s.process_name);
+    info.setPoolBytes(s.pool.size());
+    info.setComms(s.comm_count.load());
+    info.setOpsSubmitted(s.ops_submitted.load());
+    info.setBadEntries(s.bad_entries.load());
+    info.setJob(s.job);
+    bad_entries += s.bad_entries.load();
+  }
+  fill_jobs(status);
+  status.setBadEntries(bad_entries);
+  auto comms = status.initComms(static_cast<unsigned>(served.size()));
+  for (size_t k = 0; k < served.size(); ++k) {
+    const Comm& comm = *served[k];
+    auto info = comms[static_cast<unsigned>(k)];
+    info.setTokenPrefix(token_prefix(comm.token()));
+    info.setNranks(static_cast<uint32_t>(comm.nranks()));
+    info.setJoined(static_cast<uint32_t>(comm.nranks()));
+    info.setState(comm.broken() ? "broken" : "ready");
+    info.setBrokenReason(comm.broken() ? comm.broken_reason() : "");
+    info.setOpsCompleted(comm.ops_completed.load());
+    info.setBytesMoved(comm.bytes_moved.load());
+    auto ranks = info.initRanks(static_cast<unsigned>(comm.nranks()));
+    for (size_t r = 0; r < comm.members().size(); ++r) {
+      ranks[static_cast<unsigned>(r)].setRank(static_cast<uint32_t>(r));
+      ranks[static_cast<unsigned>(r)].setPid(comm.members()[r].pid);
+      ranks[static_cast<unsigned>(r)].setSessionId(comm.members()[r].session_id);
+    }
+  }
+  hooks_.reply(session, reply);
+}
+
+void AdminService::nic_drain(const Session& client, uint32_t request_id,
+                             control::NicDrain::Reader request) {
+  const uint64_t session = client.id();
+  const PeerCredentials& creds = client.creds();
+  if (!is_admin(admin_, creds)) {
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "draining a NIC needs " + admin_requirement(admin_) +
+                     "; this request came from uid " + std::to_string(creds.uid) + " (pid " +
+                     std::to_string(creds.pid) + ")");
+    return;
+  }
+  const std::string nic = request.getNic().cStr();
+  std::vector<std::string> nics;
+  if (const transports::PeerIdentity* me = hooks_.peer_identity()) {
+    for (const auto& n : me->nics) nics.push_back(n.name);
+  }
+  if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
+    std::string known;
+    for (const auto& n : nics) known += (known.empty() ? "" : ", ") + n;
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "'" + nic.substr(0, 64) + "' is not a NIC this plexusd reaches peers over (" +
+                     (known.empty() ? "it serves no peers: no --peer-listen, or no NIC" : known) +
+                     ")");
+    return;
+  }
+  const bool drain = request.getDrained();
+  engine_.post([this, session, request_id, nic, drain](Engine& engine) {
+    const size_t paths = engine.drain_nic(nic, drain);
+    hooks_.post([this, session, request_id, paths] {
+      capnp::MallocMessageBuilder reply;
+      auto root = reply.initRoot<control::DaemonMessage>();
+      root.setRequestId(request_id);
+      root.initNicDrainReply().setPaths(static_cast<uint32_t>(paths));
+      hooks_.reply(session, reply);
+    });
+  });
+}
+
+void AdminService::ops(uint64_t session_id, uint32_t request_id) {
   // Pending collectives are the engine's alone: it builds the report; the reply goes from
   // here, if the asker is still connected by then.
   engine_.post([this, session_id, request_id](Engine& engine) {
-    post([this, session_id, request_id, report = engine.op_watch().report()] {
+    hooks_.post([this, session_id, request_id, report = engine.op_watch().report()] {
       send_ops(session_id, request_id, report);
     });
   });
 }
 
-void ControlServer::send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report) {
-  Connection* connection = find_connection(session_id);
-  if (connection == nullptr) return;
+void AdminService::send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report) {
   capnp::MallocMessageBuilder reply;
   auto root = reply.initRoot<control::DaemonMessage>();
   root.setRequestId(request_id);
@@ -88,10 +194,10 @@ void ControlServer::send_ops(uint64_t session_id, uint32_t request_id, const Ops
     out.setLocalOutUs(op.local_out_us);
     out.setSlowestSliceUs(op.slowest_slice_us);
   }
-  send_message(*connection, reply);
+  hooks_.reply(session_id, reply);
 }
 
-void ControlServer::check_slow_paths() {
+void AdminService::check_slow_paths() {
   const auto now = monitor::WindowRing::Clock::now();
   struct Judged {
     std::string key, peer, nic, remote;
@@ -159,9 +265,9 @@ void ControlServer::check_slow_paths() {
   slow_path_streaks_ = std::move(streaks);
 }
 
-void ControlServer::fill_jobs(control::StatusReply::Builder status) {
+void AdminService::fill_jobs(control::StatusReply::Builder status) {
   std::map<std::string, uint32_t> sessions;
-  for (const auto& session : this->sessions()) {
+  for (const auto& session : hooks_.sessions()) {
     if (session->role == SessionRole::kRank) ++sessions[session->job];
   }
   const auto jobs = engine_.op_watch().job_counters().all();
@@ -185,8 +291,8 @@ void ControlServer::fill_jobs(control::StatusReply::Builder status) {
   }
 }
 
-void ControlServer::handle_events(Connection& connection, uint32_t request_id,
-                                  control::EventsRequest::Reader request) {
+void AdminService::events(uint64_t session, uint32_t request_id,
+                          control::EventsRequest::Reader request) {
   const uint32_t max = std::clamp<uint32_t>(request.getMax(), 1, kMaxEventsPerReply);
   const monitor::EventLog::Page page = engine_.events().after(request.getAfter(), max);
   capnp::MallocMessageBuilder reply;
@@ -197,7 +303,7 @@ void ControlServer::handle_events(Connection& connection, uint32_t request_id,
   for (unsigned i = 0; i < lines.size(); ++i) lines.set(i, page.lines[i]);
   events.setNextAfter(page.next_after);
   events.setMissed(page.missed);
-  send_message(connection, reply);
+  hooks_.reply(session, reply);
 }
 
 }  // namespace plexus::daemon

@@ -2,8 +2,7 @@
 // daemons, each with the last second of its telemetry windows.
 #include <fstream>
 
-#include "daemon/control/control_server.h"
-#include "daemon/peers/peer_server.h"
+#include "daemon/control/admin_service.h"
 #include "monitor/window_summary.h"
 
 namespace plexus::daemon {
@@ -32,19 +31,23 @@ void fill_recent(control::WindowStats::Builder out, const monitor::WindowRing& r
 
 }  // namespace
 
-std::string ControlServer::operstate(const std::string& nic) {
+std::string AdminService::operstate(const std::string& nic) {
   std::ifstream in("/sys/class/net/" + nic + "/operstate");
   std::string state;
   return in >> state ? state : "unknown";
 }
 
-void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
+void AdminService::links(uint64_t session, uint32_t request_id) {
+  const transports::PeerIdentity* me = hooks_.peer_identity();
   const auto now = Clock::now();
   capnp::MallocMessageBuilder reply;
   auto root = reply.initRoot<control::DaemonMessage>();
   root.setRequestId(request_id);
   auto links = root.initLinksReply();
-  const std::vector<std::string> nics = peers_ ? peers_->nic_names() : std::vector<std::string>{};
+  std::vector<std::string> nics;
+  if (me != nullptr) {
+    for (const auto& n : me->nics) nics.push_back(n.name);
+  }
   auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
   for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
   const std::vector<std::string> drained_nics = engine_.drained_nics();
@@ -89,7 +92,7 @@ void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
     }
   }
   const auto windows = engine_.nic_windows();
-  const auto& identity_nics = peers_ ? peers_->identity().nics : std::vector<transports::NicInfo>{};
+  const auto& identity_nics = me != nullptr ? me->nics : std::vector<transports::NicInfo>{};
   auto nic_info = links.initNicInfo(static_cast<unsigned>(identity_nics.size()));
   for (unsigned i = 0; i < nic_info.size(); ++i) {
     const transports::NicInfo& nic = identity_nics[i];
@@ -111,7 +114,7 @@ void ControlServer::handle_links(Connection& connection, uint32_t request_id) {
     out.setHasRecent(true);
     fill_recent(out.initRecent(), *ring->second, now);
   }
-  send_message(connection, reply);
+  hooks_.reply(session, reply);
 }
 
 }  // namespace plexus::daemon

@@ -1,0 +1,78 @@
+// What plexusctl and Prometheus see of this node, and the admin commands: status, links,
+// NIC drain, ops, events, jobs, the Prometheus metrics, and the slow-path watch over every
+// path's last second. Runs on the control thread; it reaches the clients and the control
+// thread's own state through Hooks, and the engine through its queue and what it publishes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/control/admin_access.h"
+#include "daemon/control/control_config.h"
+#include "daemon/engine/engine.h"
+#include "monitor/metric_families.h"
+#include "shm/control.capnp.h"
+#include "transports/peer/peer_handshake.h"
+
+namespace plexus::daemon {
+
+class AdminService {
+ public:
+  struct Hooks {
+    // Sends a reply to session `id`'s client; false when it is gone or closing.
+    std::function<bool(uint64_t id, capnp::MessageBuilder& reply)> reply;
+    std::function<void(uint64_t id, uint32_t request_id, plexus_result_t code,
+                       const std::string& message)>
+        error;
+    // Runs fn on the control thread (from the engine's).
+    std::function<void(std::function<void()> fn)> post;
+    // Every connected client's session.
+    std::function<std::vector<std::shared_ptr<const Session>>()> sessions;
+    // The communicators still served (finished ones pruned first).
+    std::function<const std::vector<std::shared_ptr<Comm>>&()> comms;
+    // This daemon as its peers know it; null without --peer-listen.
+    std::function<const transports::PeerIdentity*()> peer_identity;
+    std::function<uint64_t()> bad_messages;  // control messages refused
+  };
+
+  AdminService(const ControlConfig& config, Engine& engine, Hooks hooks);
+
+  void status(uint64_t session, uint32_t request_id);
+  void links(uint64_t session, uint32_t request_id);
+  // Admin only (admin_access.h).
+  void nic_drain(const Session& session, uint32_t request_id,
+                 shm::control::NicDrain::Reader request);
+  // The engine's ops report (built on the engine thread, sent from this one).
+  void ops(uint64_t session, uint32_t request_id);
+  void events(uint64_t session, uint32_t request_id, shm::control::EventsRequest::Reader request);
+  // Every metric of a Prometheus scrape (admin_metrics.cc).
+  void collect_metrics(monitor::MetricFamilies& metrics);
+  // The slow-path rule over every path's last second of windows (with telemetry on).
+  void check_slow_paths();
+  static constexpr uint64_t kPathWatchIntervalMs = 250;
+
+ private:
+  void send_ops(uint64_t session, uint32_t request_id, const OpsReport& report);
+  void fill_jobs(shm::control::StatusReply::Builder status);
+  // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
+  static std::string operstate(const std::string& nic);
+
+  ControlConfig config_;
+  Engine& engine_;
+  Hooks hooks_;
+  AdminPolicy admin_;
+  std::chrono::steady_clock::time_point started_at_;
+  // The slow-path rule looks at the last kSlowPathSpan of each path's windows.
+  static constexpr std::chrono::milliseconds kSlowPathSpan{1000};
+  static constexpr int kSlowPathConfirmations = 3;
+  std::map<std::string, int> slow_path_streaks_;  // by path: looks in a row found slow
+  std::set<std::string> slow_paths_reported_;     // and not yet seen back at par
+};
+
+}  // namespace plexus::daemon
