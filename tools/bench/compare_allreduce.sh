@@ -27,7 +27,8 @@ usage: $program_name --build-dir DIR [options]
                          daemon) as the peer "baseline": old binary against new in one run.
                          MPI and Gloo then run only when --peers names them
   --repeat N             run each program N times, interleaved (new, baseline, peers, new,
-                         ...), and report each size's median busbw over the runs (the
+                         ...; with a baseline, the two take turns going first), and report
+                         each size's median busbw over the runs (the
                          lower middle one for an even N) (1)
   -h, --help             this text
 
@@ -222,14 +223,24 @@ run_one() {
   echo "  done in $((SECONDS - start_seconds))s"
 }
 
-for ((round = 1; round <= repeat; round++)); do
-if ((run_plexus)); then
-  run_one plexus "$plexus_bench" -C allreduce --spawn "$ranks" "${sweep_args[@]}" \
-    -d float -o sum
-fi
-if ((run_baseline)); then
+run_plexus_round() {
+  ((run_plexus)) || return 0
+  run_one plexus "$plexus_bench" -C allreduce --spawn "$ranks" "${sweep_args[@]}" -d float -o sum
+}
+run_baseline_round() {
+  ((run_baseline)) || return 0
   run_one baseline "$baseline_bench" -C allreduce --spawn "$ranks" "${sweep_args[@]}" \
     -d float -o sum
+}
+for ((round = 1; round <= repeat; round++)); do
+# Old and new take turns going first: the second of two back-to-back runs was measured
+# faster at some sizes even when both were the same binary.
+if ((round % 2 == 1)); then
+  run_plexus_round
+  run_baseline_round
+else
+  run_baseline_round
+  run_plexus_round
 fi
 if ((run_mpi)); then
   # vader (shared memory) + self only: the comparison is single-node; yielding when idle keeps
