@@ -11,7 +11,8 @@
 # plexus-bench (an older build against this one, in one run; the daemons are swapped
 # before and after each of its runs).
 # With --repeat, the peers run R times, interleaved (so a slow spell of the machine hits
-# them alike), and the table shows each peer's median run per size.
+# them alike; every other run in reverse order), and the table shows each peer's median run
+# per size.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$root/tools/cluster/plexus-cluster.sh
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
     --stat) stat=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --baseline-build) baseline=$(cd "$2" && pwd); shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -78,7 +79,10 @@ median_runs() {  # "size time busbw" rows of several runs -> per size, the run o
 }
 
 for run in $(seq 1 "$repeat"); do
-for peer in ${peers//,/ }; do
+# Every other run goes through the peers in reverse, so no peer always runs first.
+order=${peers//,/ }
+[ $((run % 2)) -eq 0 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+for peer in $order; do
   start=$SECONDS
   case "$peer" in
     plexus|baseline)
