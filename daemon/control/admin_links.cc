@@ -31,6 +31,14 @@ void fill_recent(control::WindowStats::Builder out, const monitor::WindowRing& r
 
 }  // namespace
 
+std::vector<std::string> AdminService::peer_nic_names() const {
+  std::vector<std::string> names;
+  if (const transports::PeerIdentity* me = hooks_.peer_identity()) {
+    for (const auto& nic : me->nics) names.push_back(nic.name);
+  }
+  return names;
+}
+
 std::string AdminService::operstate(const std::string& nic) {
   std::ifstream in("/sys/class/net/" + nic + "/operstate");
   std::string state;
@@ -44,10 +52,7 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
   auto root = reply.initRoot<control::DaemonMessage>();
   root.setRequestId(request_id);
   auto links = root.initLinksReply();
-  std::vector<std::string> nics;
-  if (me != nullptr) {
-    for (const auto& n : me->nics) nics.push_back(n.name);
-  }
+  const std::vector<std::string> nics = peer_nic_names();
   auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
   for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
   const std::vector<std::string> drained_nics = engine_.drained_nics();

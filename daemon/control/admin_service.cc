@@ -116,10 +116,7 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
     return;
   }
   const std::string nic = request.getNic().cStr();
-  std::vector<std::string> nics;
-  if (const transports::PeerIdentity* me = hooks_.peer_identity()) {
-    for (const auto& n : me->nics) nics.push_back(n.name);
-  }
+  const std::vector<std::string> nics = peer_nic_names();
   if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
     std::string known;
     for (const auto& n : nics) known += (known.empty() ? "" : ", ") + n;

@@ -62,6 +62,8 @@ class AdminService {
   void fill_jobs(shm::control::StatusReply::Builder status);
   // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
   static std::string operstate(const std::string& nic);
+  // The NICs this daemon serves peers on (none without --peer-listen).
+  std::vector<std::string> peer_nic_names() const;
 
   ControlConfig config_;
   Engine& engine_;

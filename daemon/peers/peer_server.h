@@ -88,12 +88,6 @@ class PeerServer {
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.
   void forget_data_peer(uint64_t instance);
-  // The NICs this daemon serves peers on (after listen).
-  std::vector<std::string> nic_names() const {
-    std::vector<std::string> names;
-    for (const auto& nic : local_nics_) names.push_back(nic.name);
-    return names;
-  }
   // Round trip to `instance` (seconds; 0 when unknown): the kernel's smallest on the
   // control connection, else the smallest of the handshakes this daemon started.
   double control_round_trip_s(uint64_t instance) const;
