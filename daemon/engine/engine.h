@@ -176,6 +176,7 @@ class Engine {
   void finish_op(Session* session, uint64_t user_data, plexus_result_t status,
                  const std::string& message);
 
+  static constexpr uint32_t kBatchEntries = 64;  // entries consumed from a ring at a time
   EngineConfig config_;
   std::shared_ptr<monitor::EventLog> events_;
   OpWatch watch_;

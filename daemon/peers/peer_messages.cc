@@ -1,0 +1,169 @@
+// What arrives on a peer connection: the handshake's frames, read exactly (length, then
+// that many bytes, so that no byte of a data connection's stream is consumed here), the
+// established connection handed on, and control messages each way.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <capnp/serialize.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/frame_codec.h"
+#include "daemon/peers/peer_conn.h"
+#include "transports/tcp/tcp_path.h"
+
+namespace plexus::daemon {
+
+using namespace peer_detail;  // the helpers this room's files share (peer_conn.h)
+
+ssize_t PeerServer::recv_some(Conn& c, std::byte* at, size_t bytes) {
+  const ssize_t n = ::recv(c.fd, at, bytes, 0);
+  if (n > 0) return n;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  fail(c, n == 0 ? std::string("the peer closed the connection during the handshake")
+                 : std::string("recv: ") + std::strerror(errno));
+  return -1;
+}
+
+bool PeerServer::read_handshake(Conn& c) {
+  // Exact reads: length, then that many bytes, so that nothing after the handshake's
+  // last frame is taken from the socket.
+  for (int frames = 0; frames < 8 && !c.is_established; ++frames) {
+    if (c.length_got < c.length.size()) {
+      const ssize_t n =
+          recv_some(c, c.length.data() + c.length_got, c.length.size() - c.length_got);
+      if (n <= 0) return n == 0;
+      c.length_got += static_cast<size_t>(n);
+      if (c.length_got < c.length.size()) return true;
+      const uint32_t bytes = common::frame_length(c.length);
+      if (!common::check_frame_length(bytes, transports::kMaxHandshakeFrameBytes).empty()) {
+        fail(c, "a handshake frame of " + std::to_string(bytes) +
+                    " bytes (not a plexusd peer, or a corrupt stream)");
+        return false;
+      }
+      c.body.assign(bytes, std::byte{0});
+      c.body_got = 0;
+    }
+    const ssize_t n = recv_some(c, c.body.data() + c.body_got, c.body.size() - c.body_got);
+    if (n <= 0) return n == 0;
+    c.body_got += static_cast<size_t>(n);
+    if (c.body_got < c.body.size()) return true;
+    c.length_got = 0;
+    auto words = kj::heapArray<capnp::word>(c.body.size() / sizeof(capnp::word));
+    std::memcpy(words.begin(), c.body.data(), c.body.size());
+    const std::string error = c.handshake->on_frame(words);
+    std::vector<std::byte> reply = c.handshake->take_output();
+    c.out.insert(c.out.end(), reply.begin(), reply.end());
+    if (!error.empty()) {
+      flush(c);  // best effort: tell the peer why
+      if (!c.closing) fail(c, error);
+      return false;
+    }
+    if (c.handshake->done()) {
+      c.is_established = true;
+      uv_timer_stop(&c.timer);
+      if (c.handshake->role() == PeerRole::kControl) {
+        established(c);
+        if (c.closing) return false;
+      }
+    }
+    if (!flush(c)) return false;
+  }
+  return true;
+}
+
+void PeerServer::established(Conn& c) {
+  const transports::PeerIdentity& peer = c.handshake->peer();
+  if (c.connector) {
+    // The smallest round trip seen: a handshake that met a busy peer measures its load,
+    // not the path, and the cost model must not change its choices with every comm.
+    const double seconds = std::chrono::duration<double>(c.handshake->round_trip()).count();
+    auto [it, first] = round_trip_s_.try_emplace(peer.instance_id, seconds);
+    if (!first) it->second = std::min(it->second, seconds);
+  }
+  if (c.handshake->role() == PeerRole::kData) {
+    // The acceptor's "accepted" is out (flush finished): hand the socket to the engine.
+    c.handed_off = true;
+    const int fd = c.fd;
+    const std::string nic = c.rail_nic.empty() ? nic_of_local_end(fd) : c.rail_nic;
+    if (c.connector) {
+      auto it = data_peers_.find(c.expected);
+      if (it != data_peers_.end()) {
+        it->second.connecting.erase(c.rail_key);
+        it->second.retries.erase(c.rail_key);
+        it->second.linked = true;
+      }
+    } else if (!nic.empty() && nic != "lo" && RouteTable::read().covers(nic, c.address)) {
+      // Replies leave over the NIC the peer chose where a route allows (and CAP_NET_RAW):
+      // a backup that crosses rails must not answer over this node's NIC on the peer's
+      // rail, which may be the one that is down.
+      bind_to_device(fd, nic);
+    }
+    const bool backup = c.connector ? c.backup_rail : accepted_backup(fd);
+    c.fd = -1;
+    spdlog::info("data connection with node {} ({}) over {} established{}", peer.node_name,
+                 c.address, nic.empty() ? "?" : nic, backup ? " (a backup across rails)" : "");
+    close_conn(c);
+    // From here on a transport-neutral path: the engine's links open it over this socket.
+    transports::PathOpener open = transports::tcp_path_opener(fd);
+    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, std::move(open), nic, backup);
+    return;
+  }
+  spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);
+  control_[peer.instance_id] = &c;
+  for (auto& frame : c.waiting) c.out.insert(c.out.end(), frame.begin(), frame.end());
+  c.waiting.clear();
+}
+
+void PeerServer::read_control(Conn& c) {
+  std::byte buffer[16 * 1024];
+  for (int reads = 0; reads < 64; ++reads) {
+    const ssize_t n = ::recv(c.fd, buffer, sizeof(buffer), 0);
+    if (n == 0) {
+      fail(c, "the connection closed (the peer daemon stopped or its node went away)");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR) continue;
+      fail(c, std::string("recv: ") + std::strerror(errno));
+      return;
+    }
+    c.decoder.append(buffer, static_cast<size_t>(n));
+    std::string error;
+    while (auto words = c.decoder.next(&error)) {
+      callbacks_.on_control(c.handshake->peer(), std::move(*words));
+      if (c.closing) return;
+    }
+    if (!error.empty()) {
+      fail(c, "malformed control frame: " + error);
+      return;
+    }
+  }
+}
+
+void PeerServer::send_control(uint64_t instance, const std::vector<std::string>& addresses,
+                              capnp::MessageBuilder& message) {
+  std::vector<std::byte> frame = common::encode_frame(message);
+  auto it = control_.find(instance);
+  if (it != control_.end()) {
+    Conn& c = *it->second;
+    c.out.insert(c.out.end(), frame.begin(), frame.end());
+    if (flush(c)) update_poll(c);
+    return;
+  }
+  // A control connection being opened to it?
+  for (Conn* c : conns_) {
+    if (c->connector && !c->closing && c->expected == instance && c->role == PeerRole::kControl) {
+      c->waiting.push_back(std::move(frame));
+      return;
+    }
+  }
+  Conn* c = open(instance, addresses, PeerRole::kControl);
+  if (c != nullptr) c->waiting.push_back(std::move(frame));
+}
+
+}  // namespace plexus::daemon
