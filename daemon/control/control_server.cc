@@ -16,23 +16,13 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "daemon/control/control_connection.h"
 #include "shm/ring.h"
 #include "shm/unix_socket.h"
 
 namespace plexus::daemon {
 
 namespace control = shm::control;
-
-struct ControlServer::Connection {
-  ControlServer* server = nullptr;
-  uv_poll_t poll{};
-  common::UniqueFd fd;
-  std::shared_ptr<Session> session;
-  common::FrameDecoder decoder{shm::kMaxClientFrameBytes};
-  std::vector<common::UniqueFd> received_fds;
-  bool greeted = false;
-  bool closing = false;
-};
 
 namespace {
 
@@ -397,155 +387,6 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   engine_.post([s = connection.session](Engine& e) { e.add_session(s); });
 }
 
-void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id,
-                                     control::CommInit::Reader init) {
-  Session& session = *connection.session;
-  const uint64_t id = session.id();
-  if (session.role != SessionRole::kRank) {
-    send_error(id, request_id, PLEXUS_ERR_PROTOCOL, "an admin session cannot join communicators");
-    return;
-  }
-  auto token_data = init.getToken();
-  const uint32_t nranks = init.getNranks();
-  const uint32_t rank = init.getRank();
-  if (token_data.size() != sizeof(CommToken)) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "the unique id's token has " + std::to_string(token_data.size()) +
-                   " bytes, expected 16 (was it made by plexus_get_unique_id?)");
-    return;
-  }
-  if (nranks == 0 || nranks > 65536 || rank >= nranks) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
-                   " is not a valid position (need 0 <= rank < nranks <= 65536)");
-    return;
-  }
-  CommToken token;
-  std::memcpy(token.data(), token_data.begin(), token.size());
-  prune_finished_comms();
-  for (const auto& comm : comms_) {
-    if (comm->token() == token) {
-      send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "communicator " + token_prefix(token) + " already formed with all " +
-                     std::to_string(comm->nranks()) + " ranks; rank " + std::to_string(rank) +
-                     " cannot join it again");
-      return;
-    }
-  }
-  const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), 24u * 3600 * 1000);
-  RootRef root{init.getRootInstance(), {}};
-  for (auto address : init.getRootAddresses()) {
-    if (root.addresses.size() < 8 && address.size() <= 64)
-      root.addresses.emplace_back(address.cStr());
-  }
-  // A unique id made by this daemon while it serves no peers, or made where no daemon was
-  // reachable, names a communicator of this node alone.
-  if (root.instance == 0 || (peers_ == nullptr && root.instance == instance_id_)) {
-    CommRendezvous::Joiner joiner{
-        id,
-        session.creds().pid,
-        request_id,
-        static_cast<int>(rank),
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms),
-        0};
-    auto result = rendezvous_.join(token, static_cast<int>(nranks), joiner);
-    if (result.outcome == CommRendezvous::JoinResult::kRejected) {
-      send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
-      return;
-    }
-    if (result.outcome == CommRendezvous::JoinResult::kFormed) {
-      form_comm(token, static_cast<int>(nranks), result.members, std::nullopt);
-    }
-    arm_rendezvous_timer();
-    return;
-  }
-  join_multi_node(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
-                  timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
-}
-
-void ControlServer::form_comm(const CommToken& token, int nranks,
-                              const std::vector<CommRendezvous::Joiner>& joiners,
-                              std::optional<NodeSpan> span) {
-  std::vector<Comm::Member> members(static_cast<size_t>(nranks));
-  if (span) {
-    for (int r = 0; r < nranks; ++r) {
-      members[static_cast<size_t>(r)].remote =
-          span->topology.rank_node[static_cast<size_t>(r)] != span->topology.my_node;
-    }
-  }
-  for (const auto& joiner : joiners) {
-    Comm::Member& member = members[static_cast<size_t>(joiner.rank)];
-    member.session_id = joiner.session_id;
-    member.pid = joiner.pid;
-    if (Connection* c = find_connection(joiner.session_id)) {
-      member.handle = c->session->next_comm_handle++;
-    }
-  }
-  const bool multi = span.has_value();
-  const size_t nodes = multi ? span->node_ids.size() : 1;
-  auto comm = std::make_shared<Comm>(token, members, std::move(span));
-  comms_.push_back(comm);
-  if (multi) {
-    spdlog::info("communicator {} ready: {} ranks on {} nodes, {} here", token_prefix(token),
-                 nranks, nodes, comm->local_ranks());
-  } else {
-    spdlog::info("communicator {} formed with {} ranks", token_prefix(token), nranks);
-  }
-  // Each rank hears its handle only once the engine holds the communicator: an entry that
-  // names the handle can then never reach the engine before the communicator does.
-  struct Reply {
-    uint64_t session_id;
-    uint32_t request_id;
-    uint32_t handle;
-  };
-  std::vector<Reply> replies;
-  for (const auto& joiner : joiners) {
-    replies.push_back(
-        {joiner.session_id, joiner.request_id, members[static_cast<size_t>(joiner.rank)].handle});
-  }
-  engine_.post([this, comm, replies = std::move(replies)](Engine& e) {
-    e.add_comm(comm);
-    post([this, replies] {
-      for (const Reply& r : replies) {
-        Connection* c = find_connection(r.session_id);
-        if (c == nullptr) continue;
-        c->session->comm_count.fetch_add(1, std::memory_order_relaxed);
-        capnp::MallocMessageBuilder reply;
-        auto root = reply.initRoot<control::DaemonMessage>();
-        root.setRequestId(r.request_id);
-        root.initCommInitReply().setComm(r.handle);
-        send_message(*c, reply);
-      }
-    });
-  });
-  arm_rendezvous_timer();
-}
-
-void ControlServer::handle_comm_leave(Connection& connection, uint32_t request_id,
-                                      control::CommLeave::Reader leave) {
-  const uint64_t id = connection.session->id();
-  const uint32_t handle = leave.getComm();
-  const bool abort = leave.getAbort();
-  // Reply once the engine has failed what was pending, so the client sees those
-  // completions before the reply.
-  engine_.post([this, id, handle, abort, request_id](Engine& e) {
-    e.leave_comm(id, handle, abort);
-    post([this, id, request_id] {
-      Connection* c = find_connection(id);
-      if (c == nullptr) return;
-      capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
-      root.setCommLeaveReply();
-      send_message(*c, reply);
-    });
-  });
-}
-
-void ControlServer::prune_finished_comms() {
-  std::erase_if(comms_, [](const auto& comm) { return comm->finished.load(); });
-}
-
 void ControlServer::send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
                                const std::string& message) {
   Connection* c = find_connection(session_id);
@@ -602,34 +443,6 @@ void ControlServer::close_connection(Connection* connection, const std::string& 
   uv_poll_stop(&connection->poll);
   uv_close(reinterpret_cast<uv_handle_t*>(&connection->poll),
            [](uv_handle_t* h) { delete static_cast<Connection*>(h->data); });
-}
-
-void ControlServer::arm_rendezvous_timer() {
-  auto next = rendezvous_.next_deadline();
-  if (auto multi = next_multi_node_deadline(); multi && (!next || *multi < *next)) next = multi;
-  if (!next) {
-    uv_timer_stop(&rendezvous_timer_);
-    return;
-  }
-  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-      *next - std::chrono::steady_clock::now());
-  uv_timer_start(
-      &rendezvous_timer_,
-      [](uv_timer_t* h) { static_cast<ControlServer*>(h->loop->data)->on_rendezvous_timer(); },
-      static_cast<uint64_t>(std::max<int64_t>(0, wait.count()) + 1), 0);
-}
-
-void ControlServer::on_rendezvous_timer() {
-  const auto now = std::chrono::steady_clock::now();
-  expire_multi_node(now);
-  for (const auto& expired : rendezvous_.expire(now)) {
-    spdlog::warn("{} (rank {} pid {} gave up)", expired.message, expired.joiner.rank,
-                 expired.joiner.pid);
-    send_error(expired.joiner.session_id, expired.joiner.request_id, PLEXUS_ERR_TIMEOUT,
-               expired.message);
-  }
-  std::erase_if(multi_joins_, [&](const auto& entry) { return !rendezvous_.has(entry.first); });
-  arm_rendezvous_timer();
 }
 
 }  // namespace plexus::daemon

@@ -23,23 +23,6 @@ uint64_t random_incarnation() {
   return value == 0 ? 1 : value;
 }
 
-const char* state_name(transports::ReliableChannel::PathState state) {
-  using S = transports::ReliableChannel::PathState;
-  switch (state) {
-    case S::kProbation:
-      return "probation";
-    case S::kActive:
-      return "active";
-    case S::kStandby:
-      return "standby";
-    case S::kDrained:
-      return "drained";
-    case S::kFailed:
-      return "failed";
-  }
-  return "?";
-}
-
 }  // namespace
 
 NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
@@ -558,63 +541,6 @@ void NodeLinks::tick() {
     flush(link);
   }
   if (++ticks_ % kSnapshotEveryTicks == 0) publish_snapshot();
-}
-
-void NodeLinks::publish_snapshot() {
-  const auto now = Clock::now();
-  std::vector<PeerInfo> peers;
-  peers.reserve(links_.size());
-  for (const auto& [id, link] : links_) {
-    PeerInfo info;
-    info.instance = id;
-    info.name = link->name;
-    info.reliable = channel_settings_.reliable;
-    info.counters = link->channel->counters();
-    if (link->channel->live_paths() == 0) {
-      info.down_for_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - link->channel->last_heard())
-              .count();
-    }
-    for (const auto& path : link->paths) {
-      if (!path) continue;
-      PathInfo p;
-      p.nic = path->nic;
-      p.local = path->local;
-      p.remote = path->remote;
-      p.state = state_name(link->channel->state(path->id));
-      p.bytes_sent = path->conn->bytes_sent();
-      p.bytes_received = path->conn->bytes_received();
-      p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
-      if (const auto delivery = path->conn->delivery()) {
-        p.delivery_bytes_per_s = delivery->rate_bytes_per_s;
-        p.delivery_app_limited = delivery->app_limited;
-        p.rtt_us = delivery->rtt_us;
-        p.kernel_unsent_bytes = delivery->unsent_bytes;
-      }
-      p.windows = path->windows;
-      info.paths.push_back(std::move(p));
-    }
-    peers.push_back(std::move(info));
-  }
-  std::vector<std::string> drained(drained_nics_.begin(), drained_nics_.end());
-  std::lock_guard lock(snapshot_mutex_);
-  snapshot_ = std::move(peers);
-  drained_snapshot_ = std::move(drained);
-}
-
-std::vector<std::string> NodeLinks::drained_snapshot() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return drained_snapshot_;
-}
-
-std::map<std::string, std::shared_ptr<const monitor::WindowRing>> NodeLinks::nic_windows() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return {nic_windows_.begin(), nic_windows_.end()};
-}
-
-std::vector<NodeLinks::PeerInfo> NodeLinks::snapshot() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return snapshot_;
 }
 
 bool NodeLinks::poll(int timeout_ms) {
