@@ -1,0 +1,38 @@
+// What the C API's files share: the communicator handle it hands out, and guarded(), which
+// runs a call's C++ body so that exceptions (no daemon, a daemon gone, out of memory) become
+// result codes and the thread's last error.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <new>
+
+#include "clientlib/control/control_channel.h"
+#include "clientlib/src/client_context.h"
+#include "clientlib/src/last_error.h"
+#include "plexus/plexus.h"
+
+// A communicator handle as the C API hands it out.
+struct plexus_comm {
+  std::shared_ptr<plexus::client::CommState> state;
+};
+
+namespace plexus::client {
+
+// Runs fn, turning exceptions (daemon unavailable or gone, out of memory) into codes.
+template <typename Fn>
+plexus_result_t guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(PLEXUS_ERR_NO_MEMORY, "out of memory in libplexus");
+  } catch (const DaemonUnavailable& e) {
+    return fail(PLEXUS_ERR_DAEMON_UNAVAILABLE, e.what());
+  } catch (const DaemonLost& e) {
+    return fail(PLEXUS_ERR_DAEMON_LOST, e.what());
+  } catch (const std::exception& e) {
+    return fail(PLEXUS_ERR_SYSTEM, e.what());
+  }
+}
+
+}  // namespace plexus::client
