@@ -1,6 +1,6 @@
 // The C API's communicators: unique ids (a random token and where the ranks meet), joining
 // one, leaving it, its size and this rank.
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/random.h>
 
 #include <capnp/serialize.h>
@@ -16,6 +16,7 @@
 #include "clientlib/src/api_common.h"
 #include "clientlib/src/client_context.h"
 #include "clientlib/src/last_error.h"
+#include "common/socket_address.h"
 #include "plexus/plexus.h"
 #include "shm/framing.h"
 
@@ -52,36 +53,39 @@ static_assert(sizeof(UniqueIdLayout) <= PLEXUS_UNIQUE_ID_BYTES);
 
 bool pack_address(const std::string& text, PackedAddress* out) {
   std::memset(out, 0, sizeof(*out));
-  std::string host;
-  std::string port;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find("]:");
-    if (close == std::string::npos) return false;
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-    out->family = 6;
-    if (inet_pton(AF_INET6, host.c_str(), out->bytes) != 1) return false;
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string::npos) return false;
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
+  sockaddr_storage address{};
+  socklen_t len = 0;
+  if (!common::parse_address(text, &address, &len)) return false;
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
     out->family = 4;
-    if (inet_pton(AF_INET, host.c_str(), out->bytes) != 1) return false;
+    out->port = in->sin_port;
+    std::memcpy(out->bytes, &in->sin_addr, sizeof(in->sin_addr));
+  } else {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    out->family = 6;
+    out->port = in6->sin6_port;
+    std::memcpy(out->bytes, &in6->sin6_addr, sizeof(in6->sin6_addr));
   }
-  char* end = nullptr;
-  const unsigned long p = std::strtoul(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || p > 65535) return false;
-  out->port = htons(static_cast<uint16_t>(p));
   return true;
 }
 
 std::string unpack_address(const PackedAddress& a) {
-  char host[INET6_ADDRSTRLEN];
-  const int family = a.family == 4 ? AF_INET : a.family == 6 ? AF_INET6 : -1;
-  if (family < 0 || inet_ntop(family, a.bytes, host, sizeof(host)) == nullptr) return {};
-  const std::string port = std::to_string(ntohs(a.port));
-  return family == AF_INET ? std::string(host) + ":" + port : "[" + std::string(host) + "]:" + port;
+  sockaddr_storage address{};
+  if (a.family == 4) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&address);
+    in->sin_family = AF_INET;
+    in->sin_port = a.port;
+    std::memcpy(&in->sin_addr, a.bytes, sizeof(in->sin_addr));
+  } else if (a.family == 6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = a.port;
+    std::memcpy(&in6->sin6_addr, a.bytes, sizeof(in6->sin6_addr));
+  } else {
+    return {};
+  }
+  return common::address_text(reinterpret_cast<const sockaddr*>(&address));
 }
 
 // Asks the local daemon (without opening a session) for its instance id and peer
