@@ -61,7 +61,10 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
                  [this](const std::string& nic) {
                    if (link_events_.nic_up) link_events_.nic_up(nic);
                  }},
-             NodeLinks::kDefaultChunkBytes, config.channel) {
+             NodeLinks::kDefaultChunkBytes, config.channel,
+             config.telemetry
+                 ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
+                 : NodeLinks::Telemetry{}) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
   }
@@ -73,7 +76,6 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   ev.data.fd = links_.epoll_fd();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, links_.epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
-  if (config.telemetry) links_.set_telemetry(config.telemetry_window, config.telemetry_windows);
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {

@@ -26,11 +26,12 @@ uint64_t random_incarnation() {
 }  // namespace
 
 NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
-                     transports::ReliableChannel::Settings channel)
+                     transports::ReliableChannel::Settings channel, Telemetry telemetry)
     : handler_(std::move(handler)),
       chunk_bytes_(chunk_bytes),
       channel_settings_(channel),
-      epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+      epoll_(::epoll_create1(EPOLL_CLOEXEC)),
+      telemetry_(telemetry) {
   if (!epoll_) throw std::system_error(errno, std::generic_category(), "node links epoll");
 }
 
@@ -78,9 +79,9 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
   raw->link = &link;
   raw->key = next_key_++;
   raw->nic = std::move(nic);
-  if (telemetry_width_.count() > 0) {
+  if (telemetry_.width.count() > 0) {
     auto ring = [this] {
-      return std::make_shared<monitor::WindowRing>(telemetry_width_, telemetry_windows_);
+      return std::make_shared<monitor::WindowRing>(telemetry_.width, telemetry_.windows);
     };
     raw->windows = ring();
     std::lock_guard lock(snapshot_mutex_);
@@ -296,7 +297,7 @@ NodeLinks::Path* NodeLinks::path_of(uint64_t peer, uint32_t path) const {
 
 void NodeLinks::chunk_sent(uint64_t token, uint32_t path) {
   Pending& p = pending_[token];
-  if (channel_settings_.reliable && telemetry_width_.count() > 0) {
+  if (channel_settings_.reliable && telemetry_.width.count() > 0) {
     if (Path* over = path_of(p.peer, path)) {  // null: that path has failed since
       const auto now = Clock::now();
       over->record([&](monitor::WindowRing& w) { w.acknowledged(now, now - p.sent_at); });

@@ -79,20 +79,21 @@ class NodeLinks {
     int64_t down_for_ms = -1;  // no live path for this long; -1 while one is live
   };
 
+  // Windowed telemetry per path and per NIC (monitor/window_ring.h): `windows` of `width`
+  // each kept; a zero width (Telemetry{}) turns it off. No member initializers: GCC cannot
+  // use them in the constructor's default argument inside this class.
+  struct Telemetry {
+    std::chrono::nanoseconds width;
+    size_t windows;
+  };
+
   static constexpr uint32_t kDefaultChunkBytes = 512 * 1024;
   explicit NodeLinks(Handler handler, uint32_t chunk_bytes = kDefaultChunkBytes,
-                     transports::ReliableChannel::Settings channel = {});
+                     transports::ReliableChannel::Settings channel = {}, Telemetry telemetry = {});
   ~NodeLinks();
   NodeLinks(const NodeLinks&) = delete;
   NodeLinks& operator=(const NodeLinks&) = delete;
 
-  // Before the first link: whether channels number and acknowledge frames.
-  // Before the first link: windowed telemetry per path and per NIC, `windows` of `width`
-  // each kept (monitor/window_ring.h); a zero width turns it off.
-  void set_telemetry(std::chrono::nanoseconds width, size_t windows) {
-    telemetry_width_ = width;
-    telemetry_windows_ = windows;
-  }
   // Per local NIC ("?" when unknown), the windows of every path over it, past and present
   // (empty when telemetry is off); safe from any thread.
   std::map<std::string, std::shared_ptr<const monitor::WindowRing>> nic_windows() const;
@@ -248,8 +249,7 @@ class NodeLinks {
   mutable std::mutex snapshot_mutex_;
   std::vector<PeerInfo> snapshot_;
   std::vector<std::string> drained_snapshot_;
-  std::chrono::nanoseconds telemetry_width_{0};
-  size_t telemetry_windows_ = 0;
+  Telemetry telemetry_;
   std::map<std::string, std::shared_ptr<monitor::WindowRing>> nic_windows_;  // under the mutex
 };
 

@@ -36,7 +36,8 @@ std::byte pattern(uint32_t message, uint64_t offset) {
 
 // One side: its NodeLinks, what arrived (message -> bytes), what it was told.
 struct Side {
-  explicit Side(transports::ReliableChannel::Settings settings) {
+  explicit Side(transports::ReliableChannel::Settings settings,
+                NodeLinks::Telemetry telemetry = {}) {
     NodeLinks::Handler handler;
     handler.on_frame = [this](uint64_t, const wire::DataFrameHeader& h,
                               std::span<const std::byte> payload) {
@@ -52,7 +53,7 @@ struct Side {
     handler.on_path_lost = [this](uint64_t, const std::string& nic, const std::string&) {
       paths_lost.push_back(nic);
     };
-    links = std::make_unique<NodeLinks>(handler, 64 * 1024, settings);
+    links = std::make_unique<NodeLinks>(handler, 64 * 1024, settings, telemetry);
   }
   std::unique_ptr<NodeLinks> links;
   std::map<uint32_t, std::vector<std::byte>> received;
@@ -289,9 +290,9 @@ Seen seen_on_paths(const Side& side) {
 }
 
 TEST(NodeLinksTelemetryTest, PathAndNicWindowsCountExactlyWhatMovedAndEveryAcknowledgement) {
-  Side a(slow_timeouts());
-  Side b(slow_timeouts());
-  for (Side* side : {&a, &b}) side->links->set_telemetry(std::chrono::milliseconds(1), 20000);
+  const NodeLinks::Telemetry telemetry{std::chrono::milliseconds(1), 20000};
+  Side a(slow_timeouts(), telemetry);
+  Side b(slow_timeouts(), telemetry);
   connect(a, b, "rail0");
   connect(a, b, "rail1");
   constexpr int kMessages = 8;
