@@ -14,11 +14,16 @@ std::string effective_node_name(const Config& config) {
   return name;
 }
 
+namespace {
+
+// --telemetry-history-s in windows of --telemetry-window-us, at most kMaxTelemetryWindows.
 size_t telemetry_windows(const Config& config) {
   const uint64_t wanted =
       uint64_t{config.telemetry_history_s} * 1000000 / std::max(config.telemetry_window_us, 1u) + 1;
   return static_cast<size_t>(std::clamp<uint64_t>(wanted, 2, kMaxTelemetryWindows));
 }
+
+}  // namespace
 
 EngineConfig engine_config(const Config& config, bool channel_acks) {
   EngineConfig e;

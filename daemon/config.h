@@ -84,7 +84,6 @@ std::string effective_node_name(const Config& config);
 
 // Windows kept per path and per NIC at most (about 170 bytes each).
 inline constexpr size_t kMaxTelemetryWindows = 20000;
-size_t telemetry_windows(const Config& config);
 
 // The components' slices, with the node name resolved (effective_node_name); the socket
 // path is as given (the Daemon resolves an empty one). `channel_acks` is --channel-acks with

@@ -47,11 +47,9 @@ class GpuStaging {
 
   GpuStaging(Settings settings, Hooks hooks, OpWatch& watch);
 
-  // The node's GPUs: opened by the control thread on the first registration (tests give a
-  // DeviceMemory over host memory).
-  bool has_device() const { return device_ != nullptr; }
   // A GPU allocation of `session`, mapped by `device` already: its region id, or 0 with
-  // *error.
+  // *error. The first registration brings the node's GPUs (`device`: opened by the control
+  // thread; tests give a DeviceMemory over host memory).
   uint32_t register_memory(Session& session, std::shared_ptr<gpu::DeviceMemory> device,
                            std::shared_ptr<gpu::DeviceMapping> mapping, std::string* error);
 
