@@ -55,11 +55,11 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
   const std::vector<std::string> nics = peer_nic_names();
   auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));
   for (unsigned i = 0; i < nic_list.size(); ++i) nic_list.set(i, nics[i]);
-  const std::vector<std::string> drained_nics = engine_.drained_nics();
+  const std::vector<std::string> drained_nics = engine_.links().drained_snapshot();
   auto drained = links.initDrained(static_cast<unsigned>(drained_nics.size()));
   for (unsigned d = 0; d < drained.size(); ++d) drained.set(d, drained_nics[d]);
   links.setTelemetryWindowUs(config_.telemetry ? config_.telemetry_window_us : 0);
-  const auto peers = engine_.peer_links();
+  const auto peers = engine_.links().snapshot();
   auto list = links.initPeers(static_cast<unsigned>(peers.size()));
   std::map<std::string, uint32_t> live_paths;  // by NIC
   for (unsigned i = 0; i < list.size(); ++i) {
@@ -96,7 +96,7 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
       }
     }
   }
-  const auto windows = engine_.nic_windows();
+  const auto windows = engine_.links().nic_windows();
   const auto& identity_nics = me != nullptr ? me->nics : std::vector<transports::NicInfo>{};
   auto nic_info = links.initNicInfo(static_cast<unsigned>(identity_nics.size()));
   for (unsigned i = 0; i < nic_info.size(); ++i) {

@@ -114,9 +114,9 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
 
   const transports::PeerIdentity* me = hooks_.peer_identity();
   if (me == nullptr) return;
-  collect_links(m, engine_.peer_links());
-  const auto windows = engine_.nic_windows();
-  const auto drained = engine_.drained_nics();
+  collect_links(m, engine_.links().snapshot());
+  const auto windows = engine_.links().nic_windows();
+  const auto drained = engine_.links().drained_snapshot();
   for (const transports::NicInfo& nic : me->nics) {
     const MetricLabels l = {{"nic", nic.name}};
     m.gauge("plexus_nic_up", "1 while the kernel reports the NIC up (operstate)", l,

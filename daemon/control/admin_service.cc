@@ -128,7 +128,7 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
   }
   const bool drain = request.getDrained();
   engine_.post([this, session, request_id, nic, drain](Engine& engine) {
-    const size_t paths = engine.drain_nic(nic, drain);
+    const size_t paths = engine.links().drain_nic(nic, drain);
     hooks_.post([this, session, request_id, paths] {
       capnp::MallocMessageBuilder reply;
       auto root = reply.initRoot<control::DaemonMessage>();
@@ -203,7 +203,7 @@ void AdminService::check_slow_paths() {
   std::vector<Judged> paths;
   std::vector<PathTraffic> traffic;
   size_t group = 0;
-  for (const NodeLinks::PeerInfo& peer : engine_.peer_links()) {
+  for (const NodeLinks::PeerInfo& peer : engine_.links().snapshot()) {
     for (const NodeLinks::PathInfo& path : peer.paths) {
       // A standby backup or a drained path carries nothing by design.
       if (!path.windows || path.state == "standby" || path.state == "drained") continue;

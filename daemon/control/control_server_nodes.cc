@@ -406,7 +406,7 @@ void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& n
   // Its data link may still wait out the grace period on silent paths; the daemon is gone.
   if (data_links_.count(instance) != 0) {
     engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
-      e.peer_daemon_gone(instance, text);
+      e.links().peer_gone(instance, text);
     });
   }
   for (const auto& failure : node_rendezvous_.drop_node(instance)) {
@@ -428,7 +428,7 @@ void ControlServer::on_data_link(const transports::PeerIdentity& peer, transport
   data_links_.insert(peer.instance_id);
   data_link_errors_.erase(peer.instance_id);
   engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic,
-                backup](Engine& e) { e.add_peer_link(id, name, open, nic, backup); });
+                backup](Engine& e) { e.links().add(id, name, open, nic, backup); });
   std::vector<CommToken> tokens;
   for (const auto& [token, f] : forming_) tokens.push_back(token);
   for (const auto& token : tokens) check_forming(token);

@@ -75,6 +75,11 @@ class Comm {
 
   // Engine thread only.
   std::vector<Member>& mutable_members() { return members_; }
+  // Why `rank` is no longer a member, or nullptr while it is.
+  const std::string* departure(int rank) const {
+    const Member& member = members_[static_cast<size_t>(rank)];
+    return member.present ? nullptr : &member.departure;
+  }
   std::deque<PendingCollective> collectives;  // collectives[i] is op number first_seq + i
   uint64_t first_seq = 0;
   std::vector<uint64_t> next_seq;               // per rank

@@ -31,40 +31,27 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
               [this](Comm& comm, plexus_result_t status, const std::string& reason) {
                 fail_comm(comm, status, reason, nullptr);
               },
-              [this](Comm& comm, const std::string& reason) { defer_failure(comm, reason); },
+              [this](Comm& comm, const std::string& reason) { internode_.defer_failure(comm, reason); },
               [this](Comm& comm, Contribution part) { dispatch(comm, std::move(part)); },
-              [this](const std::shared_ptr<Comm>& comm) { progress_.push_back(comm); }},
+              [this](const std::shared_ptr<Comm>& comm) { internode_.note_progress(comm); }},
           watch_),
       close_session_(std::move(close_session)),
       pool_(config.workers),
       executor_(pool_, config.parallel_threshold_bytes),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
       command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      link_events_(std::move(link_events)),
-      links_(NodeLinks::Handler{
-                 [this](uint64_t peer, const transports::wire::DataFrameHeader& h,
-                        std::span<const std::byte> payload) {
-                   return on_peer_frame(peer, h, payload);
-                 },
-                 [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
-                   return place_peer_frame(peer, h);
-                 },
-                 [this](uint64_t peer, const transports::wire::DataFrameHeader& h) {
-                   return on_peer_frame_placed(peer, h);
-                 },
-                 [this](uint64_t peer, const std::string& name, const std::string& reason) {
-                   on_peer_lost(peer, name, reason);
-                 },
-                 [this](uint64_t peer, const std::string& nic, const std::string& remote) {
-                   if (link_events_.path_lost) link_events_.path_lost(peer, nic, remote);
-                 },
-                 [this](const std::string& nic) {
-                   if (link_events_.nic_up) link_events_.nic_up(nic);
-                 }},
-             NodeLinks::kDefaultChunkBytes, config.channel,
-             config.telemetry
-                 ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
-                 : NodeLinks::Telemetry{}) {
+      internode_(config,
+                 InternodeRunner::Hooks{
+                     [this](Session* session, uint64_t user_data, plexus_result_t status,
+                            const std::string& message) {
+                       complete(session, user_data, status, message);
+                     },
+                     [this](Comm& comm, plexus_result_t status, const std::string& reason) {
+                       fail_comm(comm, status, reason, nullptr);
+                     },
+                     [this](Comm& comm) { run_ready_collectives(comm); },
+                     [this](const Session* session) { return shared_session(session); }},
+                 std::move(link_events), watch_, gpu_, *events_) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
   }
@@ -73,18 +60,9 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   ev.data.fd = command_eventfd_.get();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, command_eventfd_.get(), &ev);
   // Peer links have their own epoll set; it is readable when any link has I/O ready.
-  ev.data.fd = links_.epoll_fd();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, links_.epoll_fd(), &ev);
+  ev.data.fd = internode_.links().epoll_fd();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, internode_.links().epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
-  if (config.follow_nics) {
-    const std::string error = links_.watch_nics();
-    if (!error.empty()) {
-      spdlog::warn(
-          "cannot follow NIC state ({}): a path over a NIC that goes down fails only "
-          "after --path-timeout-ms",
-          error);
-    }
-  }
 }
 
 Engine::~Engine() { stop(); }
@@ -143,11 +121,7 @@ void Engine::loop() {
       progress |= poll_session(session);
     }
     if (gpu_.advance()) progress = true;
-    if (links_.active()) progress |= links_.poll(0);
-    if (!progress_.empty()) {
-      internode_progress();
-      progress = true;
-    }
+    if (internode_.poll()) progress = true;
     publish_completions();
     watch_.maybe_look(!progress);
     if (progress) {
@@ -177,7 +151,9 @@ void Engine::park() {
     epoll_event events[16];
     int timeout = static_cast<int>(config_.idle.park_timeout_ms);
     // Peer links need a tick every few milliseconds (heartbeats, silent paths).
-    if (links_.max_sleep_ms() >= 0) timeout = std::min(timeout, links_.max_sleep_ms());
+    if (const int tick = internode_.links().max_sleep_ms(); tick >= 0) {
+      timeout = std::min(timeout, tick);
+    }
     // A GPU stream sets its ready flag, and a copy engine ends a copy, with no doorbell:
     // look again soon while either is awaited.
     timespec park_for{timeout / 1000, static_cast<long>(timeout % 1000) * 1000000L};
@@ -186,7 +162,7 @@ void Engine::park() {
     }
     int n = ::epoll_pwait2(epoll_fd_.get(), events, 16, &park_for, nullptr);
     for (int i = 0; i < n; ++i) {
-      if (events[i].data.fd != links_.epoll_fd()) shm::drain_eventfd(events[i].data.fd);
+      if (events[i].data.fd != internode_.links().epoll_fd()) shm::drain_eventfd(events[i].data.fd);
     }
   }
   for (auto& s : sessions_) s->ring_end->finish_park();

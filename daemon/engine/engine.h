@@ -19,7 +19,7 @@
 #include "daemon/engine/comm.h"
 #include "daemon/engine/engine_config.h"
 #include "daemon/engine/gpu_staging.h"
-#include "daemon/engine/internode_state.h"
+#include "daemon/engine/internode_runner.h"
 #include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
 #include "daemon/gpu/device_memory.h"
@@ -36,15 +36,8 @@ class Engine {
   // closes its connection (the engine has already failed and dropped the session).
   using SessionCloser = std::function<void(uint64_t session_id, std::string reason)>;
 
-  // Called on the engine thread about the data links to peer daemons.
-  struct LinkEvents {
-    std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
-    // A path over local NIC `nic` to the peer's `remote` ("ip:port") failed; the link
-    // stays (NodeLinks::Handler::on_path_lost).
-    std::function<void(uint64_t instance, const std::string& nic, const std::string& remote)>
-        path_lost;
-    std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
-  };
+  // Told on the engine thread about the data links to peer daemons.
+  using LinkEvents = InternodeRunner::LinkEvents;
 
   // `events`: where the engine's anomaly rules report (a memory-only log when null).
   Engine(const EngineConfig& config, SessionCloser close_session, LinkEvents link_events = {},
@@ -71,23 +64,11 @@ class Engine {
                                std::shared_ptr<gpu::DeviceMapping> mapping, std::string* error);
   // False when the session has no such region.
   bool release_gpu_memory(uint64_t session_id, uint32_t region);
-  // An authenticated data connection to peer daemon `instance`, opened as a path by `open`;
-  // `backup`: across rails (NodeLinks::add).
-  void add_peer_link(uint64_t instance, std::string name, transports::PathOpener open,
-                     std::string nic, bool backup);
-  // The control connection to peer daemon `instance` closed: the daemon is gone.
-  void peer_daemon_gone(uint64_t instance, const std::string& reason) {
-    links_.peer_gone(instance, reason);
-  }
-  // Drains (or undrains) local NIC `nic`'s paths: NodeLinks::drain_nic.
-  size_t drain_nic(const std::string& nic, bool drained) { return links_.drain_nic(nic, drained); }
-  // Any thread: the peer links as of the last ~100 ms.
-  std::vector<NodeLinks::PeerInfo> peer_links() const { return links_.snapshot(); }
-  std::vector<std::string> drained_nics() const { return links_.drained_snapshot(); }
-  // Any thread: each NIC's telemetry windows (empty with telemetry off).
-  std::map<std::string, std::shared_ptr<const monitor::WindowRing>> nic_windows() const {
-    return links_.nic_windows();
-  }
+  // The data links to peer daemons: adding one (an authenticated connection, opened as a
+  // path), a peer daemon gone, a NIC drained, on the engine thread (from posted closures);
+  // their snapshots (NodeLinks::snapshot, drained_snapshot, nic_windows) from any thread.
+  NodeLinks& links() { return internode_.links(); }
+  const NodeLinks& links() const { return internode_.links(); }
 
   // Any thread.
   monitor::EventLog& events() const { return *events_; }
@@ -132,43 +113,12 @@ class Engine {
   // A rank destroyed its communicator: fail only what needs it (every pending collective,
   // point-to-point ops to or from it); the other ranks may still talk among themselves.
   void rank_departed(Comm& comm, int rank, const std::string& reason);
-  // Why `rank` is no longer a member, or nullptr while it is.
-  static const std::string* departure_of(const Comm& comm, int rank);
   void kill_session(Session& session, const std::string& reason);
   void publish_completions();
   void park();
   Session* find_session(uint64_t id);
   // The engine's owning pointer to `session`, or null when it is no longer served.
   std::shared_ptr<Session> shared_session(const Session* session) const;
-
-  // Multi-node communicators (engine_internode.cc).
-  void register_multi_node(const std::shared_ptr<Comm>& comm);
-  void start_internode_op(Comm& comm, PendingCollective& op);
-  std::string on_peer_frame(uint64_t peer, const transports::wire::DataFrameHeader& header,
-                            std::span<const std::byte> payload);
-  // Large pieces of the running op's plain receives are read straight into its scratch.
-  transports::Placement place_peer_frame(uint64_t peer,
-                                         const transports::wire::DataFrameHeader& header);
-  std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
-  void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
-  // Fails `comm` from the engine loop (not inside a transport callback).
-  void defer_failure(Comm& comm, const std::string& reason);
-  void internode_progress();
-  void finish_internode_op(Comm& comm);
-  void tell_peers_failed(Comm& comm, const std::string& reason);
-  void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
-                            const std::string& reason);
-  void retire_multi_node(Comm& comm);
-  // Drops the running collective; frames still being read into its ranks' buffers finish
-  // into a sink (its clients are told it failed and may reuse those buffers at once).
-  void stop_active_internode_op(Comm& comm);
-  // Send/recv between ranks on different nodes (engine_p2p.cc).
-  void submit_remote_p2p(Comm& comm, Contribution part);
-  std::string on_p2p_frame(Comm& comm, int node, const transports::wire::DataFrameHeader& h,
-                           std::span<const std::byte> payload);
-  void match_remote_recvs(Comm& comm, uint64_t key);
-  void fail_remote_p2p(Comm& comm);
-  static int node_of(const Comm& comm, uint64_t instance);
 
   // Hands a validated op to its communicator.
   void dispatch(Comm& comm, Contribution part);
@@ -197,13 +147,8 @@ class Engine {
   std::vector<Session*> to_publish_;
   std::vector<shm::SubmissionEntry> batch_;
 
-  LinkEvents link_events_;
-  NodeLinks links_;
-  std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
-  std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
-  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
-  size_t unknown_bytes_ = 0;
-  std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at
+  // Last: destroyed first, its links (whose callbacks reach the members above) with it.
+  InternodeRunner internode_;
 };
 
 }  // namespace plexus::daemon

@@ -12,7 +12,7 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   comm->next_seq.assign(static_cast<size_t>(n), 0);
   watch_.watch(comm);
   comm->members_present = comm->local_ranks();
-  if (comm->span()) register_multi_node(comm);
+  if (comm->span()) internode_.add(comm);
   for (int rank = 0; rank < n; ++rank) {
     auto& member = comm->mutable_members()[static_cast<size_t>(rank)];
     if (member.remote) continue;
@@ -56,13 +56,7 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
     fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason + " while a collective was in flight", nullptr);
   } else {
     rank_departed(*comm, rank, reason);
-    if (comm->span() && !comm->broken()) {
-      for (size_t node = 0; node < comm->span()->node_ids.size(); ++node) {
-        if (static_cast<int>(node) == comm->span()->topology.my_node) continue;
-        links_.send_departed(comm->span()->node_ids[node], comm->span()->comm_id, rank,
-                             comm->next_seq[static_cast<size_t>(rank)], reason);
-      }
-    }
+    if (comm->span() && !comm->broken()) internode_.send_departed(*comm, rank, reason);
   }
   member_gone(*comm, rank);
 }
@@ -90,11 +84,6 @@ void Engine::rank_departed(Comm& comm, int rank, const std::string& reason) {
   }
 }
 
-const std::string* Engine::departure_of(const Comm& comm, int rank) {
-  const auto& member = comm.members()[static_cast<size_t>(rank)];
-  return member.present ? nullptr : &member.departure;
-}
-
 void Engine::member_gone(Comm& comm, int rank) {
   auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
   if (!member.present) return;
@@ -106,7 +95,7 @@ void Engine::member_gone(Comm& comm, int rank) {
   if (comm.first_departure.empty()) comm.first_departure = member.departure;
   member.session = nullptr;
   if (--comm.members_present == 0) {
-    if (comm.span()) retire_multi_node(comm);
+    if (comm.span()) internode_.retire(comm);
     comm.finished.store(true, std::memory_order_release);
   }
 }
@@ -120,16 +109,7 @@ void Engine::fail_comm(Comm& comm, plexus_result_t status, const std::string& re
                            comm.internode ? comm.internode->active_algorithm : "local", status);
   }
   comm.mark_broken(status, reason);
-  if (comm.internode) {
-    // The op's network part stops here; the scratch stays alive for queued sends. Its
-    // clients are told now and may reuse their buffers at once, so frames still being
-    // read into a rank's buffer must finish elsewhere.
-    fail_remote_p2p(comm);
-    stop_active_internode_op(comm);
-    comm.internode->early.clear();
-    comm.internode->early_bytes = 0;
-    if (first) tell_peers_failed(comm, reason);
-  }
+  internode_.comm_failed(comm, first, reason);
   auto fail_part = [&](const Contribution& part) {
     if (part.session == nullptr) return;
     if (part.session == aborting_session) {

@@ -159,10 +159,17 @@ void Engine::submit_collective(Comm& comm, Contribution part) {
 void Engine::run_ready_collectives(Comm& comm) {
   if (comm.internode) {
     // One op between daemons at a time, in op order; the next starts when it finishes.
-    if (!comm.internode->active && !comm.collectives.empty() &&
-        comm.collectives.front().arrived == comm.local_ranks()) {
-      start_internode_op(comm, comm.collectives.front());
+    if (comm.internode->active || comm.collectives.empty() ||
+        comm.collectives.front().arrived != comm.local_ranks()) {
+      return;
     }
+    const std::string mismatch = find_mismatch(comm, comm.collectives.front(), comm.first_seq);
+    if (!mismatch.empty()) {
+      spdlog::warn("{}", mismatch);
+      fail_comm(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
+      return;
+    }
+    internode_.start_op(comm, comm.collectives.front());
     return;
   }
   while (!comm.collectives.empty() && comm.collectives.front().arrived == comm.nranks()) {
@@ -239,10 +246,10 @@ void Engine::submit_p2p(Comm& comm, Contribution part) {
   const auto self = static_cast<size_t>(part.rank);
   const auto peer = static_cast<size_t>(part.entry.peer);
   if (comm.members()[peer].remote) {
-    submit_remote_p2p(comm, std::move(part));
+    internode_.submit_p2p(comm, std::move(part));
     return;
   }
-  if (const std::string* departure = departure_of(comm, part.entry.peer)) {
+  if (const std::string* departure = comm.departure(part.entry.peer)) {
     complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
     return;
   }

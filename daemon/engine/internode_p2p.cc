@@ -6,22 +6,21 @@
 
 #include <cstring>
 
-#include "daemon/engine/engine.h"
-#include "daemon/engine/internode_state.h"
+#include "daemon/engine/internode_runner.h"
 #include "shm/dtype.h"
 
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
+void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
   const auto n = static_cast<uint64_t>(comm.nranks());
   const bool is_send = part.entry.opcode == shm::Opcode::kSend;
   const auto self = static_cast<uint64_t>(part.rank);
   const auto peer = static_cast<uint64_t>(part.entry.peer);
-  const std::string* departure = departure_of(comm, part.entry.peer);
+  const std::string* departure = comm.departure(part.entry.peer);
   if (departure != nullptr && is_send) {
-    complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+    hooks_.complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
     return;
   }
   InternodeState& state = *comm.internode;
@@ -58,11 +57,11 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
     const Contribution sent = std::move(it->second);
     c->internode->sends_in_flight.erase(it);
     watch_.count_completed(*c, sent.entry.send.bytes, sent.entry, nullptr, /*op_ends_here=*/false);
-    complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
+    hooks_.complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
   };
   // The sender's pool stays mapped while the kernel may still read it, and so does the
   // host copy of a GPU buffer: the op may fail and be forgotten before the link is done.
-  std::shared_ptr<void> keep_alive = shared_session(session);
+  std::shared_ptr<void> keep_alive = hooks_.shared_session(session);
   if (auto staged = session->staged_ops.find(user_data); staged != session->staged_ops.end()) {
     keep_alive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
         std::move(keep_alive), staged->second);
@@ -79,7 +78,7 @@ void Engine::submit_remote_p2p(Comm& comm, Contribution part) {
   }
 }
 
-std::string Engine::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHeader& h,
+std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHeader& h,
                                  std::span<const std::byte> payload) {
   InternodeState& state = *comm.internode;
   const auto n = static_cast<uint64_t>(comm.nranks());
@@ -120,7 +119,7 @@ std::string Engine::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHead
   return {};
 }
 
-void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
+void InternodeRunner::match_remote_recvs(Comm& comm, uint64_t key) {
   InternodeState& state = *comm.internode;
   if (comm.recvs.size() <= key) return;
   auto& recvs = comm.recvs[key];
@@ -140,27 +139,27 @@ void Engine::match_remote_recvs(Comm& comm, uint64_t key) {
                                std::to_string(recv.entry.peer) + " expects " +
                                std::to_string(want) + " bytes but the send carried " +
                                std::to_string(message.data.size());
-      complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, text);
+      hooks_.complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, text);
       continue;
     }
     if (want > 0) std::memcpy(recv.recv, message.data.data(), want);
     watch_.count_completed(comm, want, recv.entry);
-    complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+    hooks_.complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
   }
   // A source that left sent everything before its departure notice: what is still
   // unmatched now never will be.
-  if (const std::string* departure = departure_of(comm, static_cast<int>(key / comm.nranks()))) {
+  if (const std::string* departure = comm.departure(static_cast<int>(key / comm.nranks()))) {
     for (auto& part : recvs) {
-      complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+      hooks_.complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
     }
     recvs.clear();
   }
 }
 
-void Engine::fail_remote_p2p(Comm& comm) {
+void InternodeRunner::fail_remote_p2p(Comm& comm) {
   InternodeState& state = *comm.internode;
   for (auto& [id, part] : state.sends_in_flight) {
-    complete(part.session, part.entry.user_data, comm.broken_status(), comm.broken_reason());
+    hooks_.complete(part.session, part.entry.user_data, comm.broken_status(), comm.broken_reason());
   }
   state.sends_in_flight.clear();
   state.inbound.clear();

@@ -1,30 +1,77 @@
-// The engine's side of multi-node communicators: frames from peer daemons routed to the
-// running op (or held for a later one), ops started in order and finished from the loop,
-// and failures told to every node so that nobody waits for a node that gave up.
+// Collectives between daemons: frames from peer daemons routed to the running op (or held
+// for a later one), ops started in order and finished from the loop, and failures told to
+// every node so that nobody waits for a node that gave up.
+#include "daemon/engine/internode_runner.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "daemon/engine/engine.h"
-#include "daemon/engine/internode_state.h"
 #include "shm/dtype.h"
 
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-int Engine::node_of(const Comm& comm, uint64_t instance) {
+int InternodeRunner::node_of(const Comm& comm, uint64_t instance) {
   const auto& ids = comm.span()->node_ids;
   auto it = std::find(ids.begin(), ids.end(), instance);
   return it == ids.end() ? -1 : static_cast<int>(it - ids.begin());
 }
 
-void Engine::add_peer_link(uint64_t instance, std::string name, transports::PathOpener open,
-                           std::string nic, bool backup) {
-  links_.add(instance, std::move(name), std::move(open), std::move(nic), backup);
+InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEvents link_events,
+                                 OpWatch& watch, GpuStaging& gpu, monitor::EventLog& events)
+    : hooks_(std::move(hooks)),
+      link_events_(std::move(link_events)),
+      watch_(watch),
+      gpu_(gpu),
+      events_(events),
+      links_(NodeLinks::Handler{
+                 [this](uint64_t peer, const wire::DataFrameHeader& h,
+                        std::span<const std::byte> payload) {
+                   return on_peer_frame(peer, h, payload);
+                 },
+                 [this](uint64_t peer, const wire::DataFrameHeader& h) {
+                   return place_peer_frame(peer, h);
+                 },
+                 [this](uint64_t peer, const wire::DataFrameHeader& h) {
+                   return on_peer_frame_placed(peer, h);
+                 },
+                 [this](uint64_t peer, const std::string& name, const std::string& reason) {
+                   on_peer_lost(peer, name, reason);
+                 },
+                 [this](uint64_t peer, const std::string& nic, const std::string& remote) {
+                   if (link_events_.path_lost) link_events_.path_lost(peer, nic, remote);
+                 },
+                 [this](const std::string& nic) {
+                   if (link_events_.nic_up) link_events_.nic_up(nic);
+                 }},
+             NodeLinks::kDefaultChunkBytes, config.channel,
+             config.telemetry
+                 ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
+                 : NodeLinks::Telemetry{}) {
+  if (config.follow_nics) {
+    const std::string error = links_.watch_nics();
+    if (!error.empty()) {
+      spdlog::warn(
+          "cannot follow NIC state ({}): a path over a NIC that goes down fails only "
+          "after --path-timeout-ms",
+          error);
+    }
+  }
 }
 
-void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {
+bool InternodeRunner::poll() {
+  bool progress = false;
+  if (links_.active()) progress |= links_.poll(0);
+  if (!progress_.empty()) {
+    run_progress();
+    progress = true;
+  }
+  return progress;
+}
+
+void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
   comm->internode = std::make_unique<InternodeState>();
   const NodeSpan& span = *comm->span();
   comm_by_id_[span.comm_id] = comm;
@@ -63,18 +110,18 @@ void Engine::register_multi_node(const std::shared_ptr<Comm>& comm) {
   }
 }
 
-void Engine::retire_multi_node(Comm& comm) {
+void InternodeRunner::retire(Comm& comm) {
   const uint64_t id = comm.span()->comm_id;
   comm_by_id_.erase(id);
   retired_ids_.push_back(id);
   if (retired_ids_.size() > 4096) retired_ids_.erase(retired_ids_.begin());
   if (comm.internode) {
-    stop_active_internode_op(comm);
+    stop_active_op(comm);
     comm.internode->early.clear();
   }
 }
 
-void Engine::stop_active_internode_op(Comm& comm) {
+void InternodeRunner::stop_active_op(Comm& comm) {
   InternodeState& state = *comm.internode;
   if (state.active && state.active->borrows_rank_memory()) {
     for (const void* owner : state.active->placement_owners()) links_.abandon_placements(owner);
@@ -82,15 +129,9 @@ void Engine::stop_active_internode_op(Comm& comm) {
   state.active.reset();
 }
 
-void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
+void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   InternodeState& state = *comm.internode;
   const uint64_t seq = comm.first_seq;
-  std::string mismatch = find_mismatch(comm, op, seq);
-  if (!mismatch.empty()) {
-    spdlog::warn("{}", mismatch);
-    fail_comm(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
-    return;
-  }
   const NodeSpan& span = *comm.span();
   std::vector<Contribution> local;
   for (int rank : span.topology.local_ranks()) local.push_back(op.parts[static_cast<size_t>(rank)]);
@@ -131,7 +172,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   std::shared_ptr<void> rank_memory_owner;
   if (local.size() == 1 && local.front().entry.send.region == shm::kHostPoolRegion &&
       local.front().entry.recv.region == shm::kHostPoolRegion) {
-    rank_memory_owner = shared_session(local.front().session);
+    rank_memory_owner = hooks_.shared_session(local.front().session);
   }
   state.active = std::make_shared<InternodeOp>(
       span.topology, args, std::move(local), algorithm, state.scratch, post_send,
@@ -143,8 +184,8 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   op_ptr->start();
   if (input_failure && !input_failure->empty()) {
     // A GPU input of this node could not be copied in: a local fault, not a peer's.
-    fail_comm(comm, PLEXUS_ERR_SYSTEM, "collective #" + std::to_string(seq) + ": " + *input_failure,
-              nullptr);
+    hooks_.fail_comm(comm, PLEXUS_ERR_SYSTEM,
+                     "collective #" + std::to_string(seq) + ": " + *input_failure);
     return;
   }
   if (!op_ptr->failure().empty()) {
@@ -172,7 +213,7 @@ void Engine::start_internode_op(Comm& comm, PendingCollective& op) {
   progress_.push_back(comm_by_id_[span.comm_id]);
 }
 
-void Engine::finish_internode_op(Comm& comm) {
+void InternodeRunner::finish_op(Comm& comm) {
   InternodeState& state = *comm.internode;
   std::shared_ptr<InternodeOp> op = std::move(state.active);
   const uint64_t bytes = op->bytes_written();
@@ -182,14 +223,14 @@ void Engine::finish_internode_op(Comm& comm) {
                            PLEXUS_SUCCESS, op->stage_times());
   }
   for (const Contribution& part : op->local_parts()) {
-    complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
+    hooks_.complete(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
   }
   comm.collectives.pop_front();
   ++comm.first_seq;
-  run_ready_collectives(comm);
+  hooks_.run_ready(comm);
 }
 
-void Engine::internode_progress() {
+void InternodeRunner::run_progress() {
   std::vector<std::shared_ptr<Comm>> comms;
   comms.swap(progress_);
   for (const auto& comm : comms) {
@@ -198,25 +239,46 @@ void Engine::internode_progress() {
     if (!state.failure.empty()) {
       std::string reason = std::move(state.failure);
       state.failure.clear();
-      fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason, nullptr);
+      hooks_.fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason);
       continue;
     }
     if (comm->broken()) continue;
     // Several ops may finish in a row when their frames were all held.
     for (int guard = 0; guard < 1024 && state.active && state.active->network_done(); ++guard) {
-      finish_internode_op(*comm);
+      finish_op(*comm);
     }
   }
 }
 
-void Engine::defer_failure(Comm& comm, const std::string& reason) {
+void InternodeRunner::defer_failure(Comm& comm, const std::string& reason) {
   if (!comm.internode || comm.broken()) return;
   if (comm.internode->failure.empty()) comm.internode->failure = reason;
   auto it = comm_by_id_.find(comm.span()->comm_id);
   if (it != comm_by_id_.end()) progress_.push_back(it->second);
 }
 
-void Engine::tell_peers_failed(Comm& comm, const std::string& reason) {
+void InternodeRunner::comm_failed(Comm& comm, bool first, const std::string& reason) {
+  if (!comm.internode) return;
+  // The op's network part stops here; the scratch stays alive for queued sends. Its
+  // clients are told now and may reuse their buffers at once, so frames still being
+  // read into a rank's buffer must finish elsewhere.
+  fail_remote_p2p(comm);
+  stop_active_op(comm);
+  comm.internode->early.clear();
+  comm.internode->early_bytes = 0;
+  if (first) tell_peers_failed(comm, reason);
+}
+
+void InternodeRunner::send_departed(Comm& comm, int rank, const std::string& reason) {
+  const NodeSpan& span = *comm.span();
+  for (size_t node = 0; node < span.node_ids.size(); ++node) {
+    if (static_cast<int>(node) == span.topology.my_node) continue;
+    links_.send_departed(span.node_ids[node], span.comm_id, rank,
+                         comm.next_seq[static_cast<size_t>(rank)], reason);
+  }
+}
+
+void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
   const NodeSpan& span = *comm.span();
   const std::string text = "node " + node_name(comm, span.topology.my_node) + ": " + reason;
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
@@ -225,7 +287,7 @@ void Engine::tell_peers_failed(Comm& comm, const std::string& reason) {
   }
 }
 
-void Engine::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
+void InternodeRunner::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
                                   const std::string& reason) {
   if (rank < 0 || rank >= comm.nranks()) return;
   auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
@@ -251,13 +313,13 @@ void Engine::remote_rank_departed(Comm& comm, int node, int rank, uint64_t colle
          comm.first_seq + comm.collectives.size() - 1 >= comm.remote_limit &&
          !(state.active && comm.collectives.size() == 1)) {
     for (auto& part : comm.collectives.back().parts) {
-      complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, reason);
+      hooks_.complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, reason);
     }
     comm.collectives.pop_back();
   }
 }
 
-std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
+std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
                                   std::span<const std::byte> payload) {
   if (h.type == wire::FrameType::kAck || h.type == wire::FrameType::kHeartbeat) return {};
   auto it = comm_by_id_.find(h.comm_id);
@@ -324,7 +386,7 @@ std::string Engine::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
   return {};
 }
 
-transports::Placement Engine::place_peer_frame(uint64_t peer, const wire::DataFrameHeader& h) {
+transports::Placement InternodeRunner::place_peer_frame(uint64_t peer, const wire::DataFrameHeader& h) {
   if ((h.op_seq & kP2PFlag) != 0) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end() || it->second->broken()) return {};
@@ -337,7 +399,7 @@ transports::Placement Engine::place_peer_frame(uint64_t peer, const wire::DataFr
   return {p.destination, std::move(p.keep_alive)};
 }
 
-std::string Engine::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHeader& h) {
+std::string InternodeRunner::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHeader& h) {
   auto it = comm_by_id_.find(h.comm_id);
   // The op it was placed for failed meanwhile: the bytes went to scratch nobody reads.
   if (it == comm_by_id_.end() || it->second->broken()) return {};
@@ -351,8 +413,8 @@ std::string Engine::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHea
   return {};
 }
 
-void Engine::on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason) {
-  events_->emit("peer_lost", "error", "data connection to node " + name + " lost: " + reason,
+void InternodeRunner::on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason) {
+  events_.emit("peer_lost", "error", "data connection to node " + name + " lost: " + reason,
                 {{"peer", name}, {"peer_instance", peer}, {"reason", reason}});
   for (auto& [id, comm] : comm_by_id_) {
     if (node_of(*comm, peer) < 0 || comm->broken()) continue;

@@ -1,0 +1,119 @@
+// The engine's side of multi-node communicators: the data links to peer daemons, frames
+// from them routed to the running op (or held for a later one, or for a communicator this
+// node has not formed yet), ops started in order and finished from the loop, send/recv
+// between nodes, and failures told to every node so that nobody waits for a node that gave
+// up. Engine thread only (but for NodeLinks' snapshots); it owns every field below, and
+// asks the engine, through Hooks, only to end ops and to fail or advance a communicator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "daemon/engine/comm.h"
+#include "daemon/engine/engine_config.h"
+#include "daemon/engine/gpu_staging.h"
+#include "daemon/engine/internode_state.h"
+#include "daemon/engine/op_watch.h"
+#include "daemon/engine/session.h"
+#include "daemon/links/node_links.h"
+#include "monitor/event_log.h"
+
+namespace plexus::daemon {
+
+class InternodeRunner {
+ public:
+  // Told on the engine thread about the data links to peer daemons.
+  struct LinkEvents {
+    std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
+    // A path over local NIC `nic` to the peer's `remote` ("ip:port") failed; the link
+    // stays (NodeLinks::Handler::on_path_lost).
+    std::function<void(uint64_t instance, const std::string& nic, const std::string& remote)>
+        path_lost;
+    std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
+  };
+  // What it asks of the engine.
+  struct Hooks {
+    // An op ends (Engine::complete: a GPU result goes back first).
+    std::function<void(Session*, uint64_t user_data, plexus_result_t, const std::string&)> complete;
+    // The communicator cannot go on (Engine::fail_comm, which calls comm_failed here).
+    std::function<void(Comm&, plexus_result_t, const std::string& reason)> fail_comm;
+    // The running op finished: the next may start (Engine::run_ready_collectives).
+    std::function<void(Comm&)> run_ready;
+    // The engine's owning pointer to a session it serves, or null.
+    std::function<std::shared_ptr<Session>(const Session*)> shared_session;
+  };
+
+  InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEvents link_events, OpWatch& watch,
+                  GpuStaging& gpu, monitor::EventLog& events);
+  InternodeRunner(const InternodeRunner&) = delete;
+  InternodeRunner& operator=(const InternodeRunner&) = delete;
+
+  NodeLinks& links() { return links_; }
+  const NodeLinks& links() const { return links_; }
+
+  // A communicator spanning nodes joins (before any of its ops), or every local rank left.
+  void add(const std::shared_ptr<Comm>& comm);
+  void retire(Comm& comm);
+  // Starts `op`, the communicator's oldest collective, whose local parts have all arrived
+  // and agree (one op between daemons at a time, in op order).
+  void start_op(Comm& comm, PendingCollective& op);
+  // A send or recv whose peer rank lives on another node.
+  void submit_p2p(Comm& comm, Contribution part);
+  // Rank `rank` of this node left `comm` without breaking it: the other nodes are told.
+  void send_departed(Comm& comm, int rank, const std::string& reason);
+  // Engine::fail_comm marked `comm` broken (`first`: just now): its network part stops,
+  // sends in flight fail, and (the first time) the other nodes are told why.
+  void comm_failed(Comm& comm, bool first, const std::string& reason);
+  // Fails `comm` from the engine loop (not inside a transport callback).
+  void defer_failure(Comm& comm, const std::string& reason);
+  // A multi-node op of `comm` has finished its network rounds: looked at from the loop.
+  void note_progress(const std::shared_ptr<Comm>& comm) { progress_.push_back(comm); }
+
+  // From the engine loop: the links' I/O, then the communicators with work to look at.
+  // Whether anything moved.
+  bool poll();
+
+ private:
+  std::string on_peer_frame(uint64_t peer, const transports::wire::DataFrameHeader& header,
+                            std::span<const std::byte> payload);
+  // Large pieces of the running op's plain receives are read straight into its scratch.
+  transports::Placement place_peer_frame(uint64_t peer,
+                                         const transports::wire::DataFrameHeader& header);
+  std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
+  void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
+  void run_progress();
+  void finish_op(Comm& comm);
+  void tell_peers_failed(Comm& comm, const std::string& reason);
+  void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
+                            const std::string& reason);
+  // Drops the running collective; frames still being read into its ranks' buffers finish
+  // into a sink (its clients are told it failed and may reuse those buffers at once).
+  void stop_active_op(Comm& comm);
+  // Send/recv between ranks on different nodes (internode_p2p.cc).
+  std::string on_p2p_frame(Comm& comm, int node, const transports::wire::DataFrameHeader& h,
+                           std::span<const std::byte> payload);
+  void match_remote_recvs(Comm& comm, uint64_t key);
+  void fail_remote_p2p(Comm& comm);
+  static int node_of(const Comm& comm, uint64_t instance);
+
+  Hooks hooks_;
+  LinkEvents link_events_;
+  OpWatch& watch_;
+  GpuStaging& gpu_;
+  monitor::EventLog& events_;
+  NodeLinks links_;
+  std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
+  std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
+  size_t unknown_bytes_ = 0;
+  std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at
+};
+
+}  // namespace plexus::daemon
