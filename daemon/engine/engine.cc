@@ -25,14 +25,16 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
                      const std::string& message) { complete(session, user_data, status, message); },
               [this](Session* session, uint64_t user_data, plexus_result_t status,
                      const std::string& message) {
-                finish_op(session, user_data, status, message);
+                completions_.finish(session, user_data, status, message);
               },
               [this](const Session* session) { return shared_session(session); },
               [this](Comm& comm, plexus_result_t status, const std::string& reason) {
-                fail_comm(comm, status, reason, nullptr);
+                matcher_.fail(comm, status, reason, nullptr);
               },
-              [this](Comm& comm, const std::string& reason) { internode_.defer_failure(comm, reason); },
-              [this](Comm& comm, Contribution part) { dispatch(comm, std::move(part)); },
+              [this](Comm& comm, const std::string& reason) {
+                internode_.defer_failure(comm, reason);
+              },
+              [this](Comm& comm, Contribution part) { matcher_.dispatch(comm, std::move(part)); },
               [this](const std::shared_ptr<Comm>& comm) { internode_.note_progress(comm); }},
           watch_),
       close_session_(std::move(close_session)),
@@ -40,18 +42,21 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
       executor_(pool_, config.parallel_threshold_bytes),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
       command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      internode_(config,
-                 InternodeRunner::Hooks{
-                     [this](Session* session, uint64_t user_data, plexus_result_t status,
-                            const std::string& message) {
-                       complete(session, user_data, status, message);
-                     },
-                     [this](Comm& comm, plexus_result_t status, const std::string& reason) {
-                       fail_comm(comm, status, reason, nullptr);
-                     },
-                     [this](Comm& comm) { run_ready_collectives(comm); },
-                     [this](const Session* session) { return shared_session(session); }},
-                 std::move(link_events), watch_, gpu_, *events_) {
+      matcher_(
+          [this](Session* session, uint64_t user_data, plexus_result_t status,
+                 const std::string& message) { complete(session, user_data, status, message); },
+          watch_, gpu_, executor_, internode_),
+      internode_(
+          config,
+          InternodeRunner::Hooks{
+              [this](Session* session, uint64_t user_data, plexus_result_t status,
+                     const std::string& message) { complete(session, user_data, status, message); },
+              [this](Comm& comm, plexus_result_t status, const std::string& reason) {
+                matcher_.fail(comm, status, reason, nullptr);
+              },
+              [this](Comm& comm) { matcher_.run_ready(comm); },
+              [this](const Session* session) { return shared_session(session); }},
+          std::move(link_events), watch_, gpu_, *events_) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
   }
@@ -122,7 +127,7 @@ void Engine::loop() {
     }
     if (gpu_.advance()) progress = true;
     if (internode_.poll()) progress = true;
-    publish_completions();
+    completions_.publish();
     watch_.maybe_look(!progress);
     if (progress) {
       idle.reset();
@@ -200,11 +205,11 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   for (auto& [handle, membership] : session->comms) {
     Comm& comm = *membership.comm;
     const int rank = membership.rank;
-    fail_comm(comm, PLEXUS_ERR_PEER_LOST,
-              "rank " + std::to_string(rank) + " (" + session->describe() + ") of communicator " +
-                  token_prefix(comm.token()) + " was lost: " + reason,
-              nullptr);
-    member_gone(comm, rank);
+    matcher_.fail(comm, PLEXUS_ERR_PEER_LOST,
+                  "rank " + std::to_string(rank) + " (" + session->describe() +
+                      ") of communicator " + token_prefix(comm.token()) + " was lost: " + reason,
+                  nullptr);
+    matcher_.member_gone(comm, rank);
   }
   session->comms.clear();
   // Its GPU allocations are unmapped now; ops still in flight hold their own mappings.
@@ -215,7 +220,7 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   session->copying_back.clear();
   session->staged_ops.clear();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd.get(), nullptr);
-  std::erase(to_publish_, session.get());
+  completions_.forget(session.get());
   sessions_.erase(it);
 }
 
@@ -240,6 +245,23 @@ void Engine::kill_session(Session& session, const std::string& reason) {
   const uint64_t id = session.id();
   remove_session(id, reason);
   close_session_(id, reason);
+}
+
+void Engine::complete(Session* session, uint64_t user_data, plexus_result_t status,
+                      const std::string& message) {
+  if (session == nullptr || session->removed) return;
+  if (!session->staged_ops.empty()) {
+    if (auto it = session->staged_ops.find(user_data); it != session->staged_ops.end()) {
+      std::shared_ptr<gpu::StagedOp> op = std::move(it->second);
+      session->staged_ops.erase(it);
+      if (status == PLEXUS_SUCCESS && op->has_device_result()) {
+        // The completion (and the stream's done flag) waits until the result is there.
+        gpu_.start_copy_back(*session, user_data, std::move(op));
+        return;
+      }
+    }
+  }
+  completions_.finish(session, user_data, status, message);
 }
 
 }  // namespace plexus::daemon

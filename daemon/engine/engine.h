@@ -1,7 +1,8 @@
-// The engine thread: polls every session's submission ring, validates entries, matches
-// them into ops per communicator, runs ops on the mapped buffers and posts completions.
-// It owns all matching state, so none of that needs locks; other threads reach it only
-// through post().
+// The engine thread: polls every session's submission ring, validates entries and hands
+// them to their communicators (CommMatcher matches and runs them; InternodeRunner carries
+// those that span nodes; GpuStaging moves GPU buffers), and posts completions
+// (Completions). Everything here is owned by this one thread, so none of it needs locks;
+// other threads reach it only through post().
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "daemon/engine/comm.h"
+#include "daemon/engine/comm_matcher.h"
+#include "daemon/engine/completions.h"
 #include "daemon/engine/engine_config.h"
 #include "daemon/engine/gpu_staging.h"
 #include "daemon/engine/internode_runner.h"
@@ -83,53 +86,27 @@ class Engine {
   void run_commands();
   bool poll_session(Session& session);
   void handle_entry(Session& session, const shm::SubmissionEntry& raw);
-  void submit_collective(Comm& comm, Contribution part);
-  void submit_p2p(Comm& comm, Contribution part);
-  void run_ready_collectives(Comm& comm);
-  void execute_collective(Comm& comm, PendingCollective& op, uint64_t seq);
-  std::string find_mismatch(const Comm& comm, const PendingCollective& op, uint64_t seq) const;
-  // A submitted entry refused before it became an op (nothing staged is touched); a
-  // stream-ordered one releases its stream.
-  void refuse_entry(Session& session, const shm::SubmissionEntry& raw, plexus_result_t status,
-                    const std::string& message);
   // Stream-ordered entries (engine_stream.cc): handled now, or held until their stream
   // reaches them; held entries taken up as their streams do. Returns whether any was.
   void accept_entry(Session& session, const shm::SubmissionEntry& raw);
   bool release_held_entries(Session& session);
-  bool stream_reached(const Session& session, const shm::SubmissionEntry& raw) const;
-  // Writes `done` of the stream-ordered op `user_data` of the session, if it is one.
-  void release_stream(Session& session, uint64_t user_data);
   // Whether a session waits on GPU work that rings no doorbell (entries held for a stream,
   // input being copied in, results going back): the engine then parks only briefly.
   bool sessions_wait_on_gpu() const;
-  void post_completion(Session* session, uint64_t user_data, plexus_result_t status,
-                       const std::string& message);
   // An op ends: its GPU result goes back to the device first, then the completion.
   void complete(Session* session, uint64_t user_data, plexus_result_t status,
                 const std::string& message);
-  void fail_comm(Comm& comm, plexus_result_t status, const std::string& reason,
-                 const Session* aborting_session);
-  void member_gone(Comm& comm, int rank);
-  // A rank destroyed its communicator: fail only what needs it (every pending collective,
-  // point-to-point ops to or from it); the other ranks may still talk among themselves.
-  void rank_departed(Comm& comm, int rank, const std::string& reason);
   void kill_session(Session& session, const std::string& reason);
-  void publish_completions();
   void park();
   Session* find_session(uint64_t id);
   // The engine's owning pointer to `session`, or null when it is no longer served.
   std::shared_ptr<Session> shared_session(const Session* session) const;
 
-  // Hands a validated op to its communicator.
-  void dispatch(Comm& comm, Contribution part);
-  // Ends an op: its stream is let go, its user_data freed, its completion posted.
-  void finish_op(Session* session, uint64_t user_data, plexus_result_t status,
-                 const std::string& message);
-
   static constexpr uint32_t kBatchEntries = 64;  // entries consumed from a ring at a time
   EngineConfig config_;
   std::shared_ptr<monitor::EventLog> events_;
   OpWatch watch_;
+  Completions completions_;
   GpuStaging gpu_;
   SessionCloser close_session_;
   WorkerPool pool_;
@@ -144,9 +121,10 @@ class Engine {
   std::atomic<bool> has_commands_{false};
 
   std::vector<std::shared_ptr<Session>> sessions_;
-  std::vector<Session*> to_publish_;
   std::vector<shm::SubmissionEntry> batch_;
 
+  // Bound to internode_ before that is built; neither is called until the engine runs.
+  CommMatcher matcher_;
   // Last: destroyed first, its links (whose callbacks reach the members above) with it.
   InternodeRunner internode_;
 };

@@ -7,7 +7,10 @@
 
 namespace plexus::daemon {
 
-bool Engine::stream_reached(const Session& session, const shm::SubmissionEntry& raw) const {
+namespace {
+
+// Whether the entry's stream has reached it (any entry not stream-ordered has).
+bool stream_reached(const Session& session, const shm::SubmissionEntry& raw) {
   if ((raw.flags & shm::kEntryStreamOrdered) == 0) return true;
   // A malformed one goes on at once, to be refused by handle_entry.
   if (raw.stream_ticket == 0 ||
@@ -17,6 +20,8 @@ bool Engine::stream_reached(const Session& session, const shm::SubmissionEntry& 
   return shm::stream_ready(shm::stream_flags_at(session.pool.data(), raw.stream_flags),
                            raw.stream_ticket);
 }
+
+}  // namespace
 
 void Engine::accept_entry(Session& session, const shm::SubmissionEntry& raw) {
   if (session.held_for_stream.empty() && stream_reached(session, raw)) {
@@ -37,14 +42,6 @@ bool Engine::release_held_entries(Session& session) {
     released = true;
   }
   return released;
-}
-
-void Engine::release_stream(Session& session, uint64_t user_data) {
-  auto it = session.stream_releases.find(user_data);
-  if (it == session.stream_releases.end()) return;
-  shm::release_stream(shm::stream_flags_at(session.pool.data(), it->second.flags_offset),
-                      it->second.ticket);
-  session.stream_releases.erase(it);
 }
 
 bool Engine::sessions_wait_on_gpu() const {

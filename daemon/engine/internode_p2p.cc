@@ -79,7 +79,7 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
 }
 
 std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::DataFrameHeader& h,
-                                 std::span<const std::byte> payload) {
+                                          std::span<const std::byte> payload) {
   InternodeState& state = *comm.internode;
   const auto n = static_cast<uint64_t>(comm.nranks());
   const uint64_t source = h.step >> 16;

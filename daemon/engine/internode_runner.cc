@@ -288,7 +288,7 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
 }
 
 void InternodeRunner::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
-                                  const std::string& reason) {
+                                           const std::string& reason) {
   if (rank < 0 || rank >= comm.nranks()) return;
   auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
   if (!member.remote || !member.present) return;
@@ -320,7 +320,7 @@ void InternodeRunner::remote_rank_departed(Comm& comm, int node, int rank, uint6
 }
 
 std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
-                                  std::span<const std::byte> payload) {
+                                           std::span<const std::byte> payload) {
   if (h.type == wire::FrameType::kAck || h.type == wire::FrameType::kHeartbeat) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end()) {
@@ -386,7 +386,8 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
   return {};
 }
 
-transports::Placement InternodeRunner::place_peer_frame(uint64_t peer, const wire::DataFrameHeader& h) {
+transports::Placement InternodeRunner::place_peer_frame(uint64_t peer,
+                                                        const wire::DataFrameHeader& h) {
   if ((h.op_seq & kP2PFlag) != 0) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end() || it->second->broken()) return {};
@@ -413,9 +414,10 @@ std::string InternodeRunner::on_peer_frame_placed(uint64_t peer, const wire::Dat
   return {};
 }
 
-void InternodeRunner::on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason) {
+void InternodeRunner::on_peer_lost(uint64_t peer, const std::string& name,
+                                   const std::string& reason) {
   events_.emit("peer_lost", "error", "data connection to node " + name + " lost: " + reason,
-                {{"peer", name}, {"peer_instance", peer}, {"reason", reason}});
+               {{"peer", name}, {"peer_instance", peer}, {"reason", reason}});
   for (auto& [id, comm] : comm_by_id_) {
     if (node_of(*comm, peer) < 0 || comm->broken()) continue;
     defer_failure(*comm, "lost the data connection to node " + name + " (" + reason +

@@ -1,53 +1,37 @@
-// Completions: an op that ends (its GPU result copied back first), its stream released, its
-// completion posted to the session's ring, and the rings published once per loop turn.
+// Completions (completions.h): an op's stream released, its completion posted to the
+// session's ring, and the rings published once per loop turn.
+#include "daemon/engine/completions.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
-#include "daemon/engine/engine.h"
 #include "shm/stream_flags.h"
 
 namespace plexus::daemon {
 
-void Engine::refuse_entry(Session& session, const shm::SubmissionEntry& raw, plexus_result_t status,
-                          const std::string& message) {
+void Completions::refuse(Session& session, const shm::SubmissionEntry& raw, plexus_result_t status,
+                         const std::string& message) {
   // Whatever else is wrong with it, a stream waiting on the entry is let go.
   if ((raw.flags & shm::kEntryStreamOrdered) != 0 && raw.stream_ticket != 0 &&
       shm::validate_stream_flags(raw.stream_flags, session.pool.size()).ok()) {
     shm::release_stream(shm::stream_flags_at(session.pool.data(), raw.stream_flags),
                         raw.stream_ticket);
   }
-  post_completion(&session, raw.user_data, status, message);
+  post(&session, raw.user_data, status, message);
 }
 
-void Engine::complete(Session* session, uint64_t user_data, plexus_result_t status,
-                      const std::string& message) {
-  if (session == nullptr || session->removed) return;
-  if (!session->staged_ops.empty()) {
-    if (auto it = session->staged_ops.find(user_data); it != session->staged_ops.end()) {
-      std::shared_ptr<gpu::StagedOp> op = std::move(it->second);
-      session->staged_ops.erase(it);
-      if (status == PLEXUS_SUCCESS && op->has_device_result()) {
-        // The completion (and the stream's done flag) waits until the result is there.
-        gpu_.start_copy_back(*session, user_data, std::move(op));
-        return;
-      }
-    }
-  }
-  finish_op(session, user_data, status, message);
-}
-
-void Engine::finish_op(Session* session, uint64_t user_data, plexus_result_t status,
-                       const std::string& message) {
+void Completions::finish(Session* session, uint64_t user_data, plexus_result_t status,
+                         const std::string& message) {
   if (!session->stream_releases.empty()) release_stream(*session, user_data);
   if (auto it = session->ops_in_flight.find(user_data); it != session->ops_in_flight.end()) {
     if (--it->second == 0) session->ops_in_flight.erase(it);
   }
-  post_completion(session, user_data, status, message);
+  post(session, user_data, status, message);
 }
 
-void Engine::post_completion(Session* session, uint64_t user_data, plexus_result_t status,
-                             const std::string& message) {
+void Completions::post(Session* session, uint64_t user_data, plexus_result_t status,
+                       const std::string& message) {
   if (session == nullptr || session->removed) return;
   if (status != PLEXUS_SUCCESS && session->job_counters) {
     bump_single_writer(session->job_counters->failed_completions, uint64_t{1});
@@ -65,12 +49,20 @@ void Engine::post_completion(Session* session, uint64_t user_data, plexus_result
   }
 }
 
-void Engine::publish_completions() {
+void Completions::publish() {
   for (Session* session : to_publish_) {
     session->needs_publish = false;
     if (session->ring_end->publish()) shm::signal_eventfd(session->completion_eventfd.get());
   }
   to_publish_.clear();
+}
+
+void Completions::release_stream(Session& session, uint64_t user_data) {
+  auto it = session.stream_releases.find(user_data);
+  if (it == session.stream_releases.end()) return;
+  shm::release_stream(shm::stream_flags_at(session.pool.data(), it->second.flags_offset),
+                      it->second.ticket);
+  session.stream_releases.erase(it);
 }
 
 }  // namespace plexus::daemon

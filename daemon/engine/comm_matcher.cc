@@ -1,0 +1,252 @@
+// Matching within communicators (comm_matcher.h): collectives once every local rank has
+// called, sends with their receives, and what a rank leaving or a communicator failing
+// does to the ops that wait on it.
+#include "daemon/engine/comm_matcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <utility>
+
+#include "shm/dtype.h"
+
+namespace plexus::daemon {
+
+CommMatcher::CommMatcher(Complete complete, OpWatch& watch, GpuStaging& gpu,
+                         LocalExecutor& executor, InternodeRunner& internode)
+    : complete_(std::move(complete)),
+      watch_(watch),
+      gpu_(gpu),
+      executor_(executor),
+      internode_(internode) {}
+
+void CommMatcher::dispatch(Comm& comm, Contribution part) {
+  if (is_point_to_point(part.entry.opcode)) {
+    submit_p2p(comm, std::move(part));
+  } else {
+    submit_collective(comm, std::move(part));
+  }
+}
+
+void CommMatcher::submit_collective(Comm& comm, Contribution part) {
+  const auto rank = static_cast<size_t>(part.rank);
+  if (!comm.first_departure.empty() || comm.next_seq[rank] >= comm.remote_limit) {
+    complete_(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST,
+              comm.first_departure.empty() ? comm.remote_departure : comm.first_departure);
+    return;
+  }
+  const uint64_t seq = comm.next_seq[rank]++;
+  const size_t index = seq - comm.first_seq;
+  while (comm.collectives.size() <= index) {
+    comm.collectives.emplace_back();
+    comm.collectives.back().parts.resize(static_cast<size_t>(comm.nranks()));
+  }
+  PendingCollective& op = comm.collectives[index];
+  op.parts[rank] = std::move(part);
+  ++op.arrived;
+  if (watch_.timing()) watch_.note_arrival(comm, op, static_cast<int>(rank));
+  run_ready(comm);
+}
+
+void CommMatcher::run_ready(Comm& comm) {
+  if (comm.internode) {
+    // One op between daemons at a time, in op order; the next starts when it finishes.
+    if (comm.internode->active || comm.collectives.empty() ||
+        comm.collectives.front().arrived != comm.local_ranks()) {
+      return;
+    }
+    const std::string mismatch = find_mismatch(comm, comm.collectives.front(), comm.first_seq);
+    if (!mismatch.empty()) {
+      spdlog::warn("{}", mismatch);
+      fail(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
+      return;
+    }
+    internode_.start_op(comm, comm.collectives.front());
+    return;
+  }
+  while (!comm.collectives.empty() && comm.collectives.front().arrived == comm.nranks()) {
+    execute_collective(comm, comm.collectives.front(), comm.first_seq);
+    if (comm.collectives.empty()) return;  // the op failed the communicator
+    comm.collectives.pop_front();
+    ++comm.first_seq;
+  }
+}
+
+std::string CommMatcher::find_mismatch(const Comm& comm, const PendingCollective& op,
+                                       uint64_t seq) {
+  size_t first_rank = 0;
+  while (first_rank < op.parts.size() && op.parts[first_rank].session == nullptr) ++first_rank;
+  if (first_rank == op.parts.size()) return {};
+  const auto& first = op.parts[first_rank].entry;
+  const std::string where = "collective #" + std::to_string(seq) + " of communicator " +
+                            token_prefix(comm.token()) + ": ";
+  const std::string first_name = "rank " + std::to_string(first_rank);
+  for (size_t r = first_rank + 1; r < op.parts.size(); ++r) {
+    if (op.parts[r].session == nullptr) continue;  // another node's rank
+    const auto& e = op.parts[r].entry;
+    const std::string ranks = first_name + " passed ";
+    if (e.opcode != first.opcode) {
+      return where + first_name + " called " +
+             shm::opcode_name(static_cast<uint8_t>(first.opcode)) + " but rank " +
+             std::to_string(r) + " called " + shm::opcode_name(static_cast<uint8_t>(e.opcode));
+    }
+    if (e.count != first.count) {
+      return where + "count mismatch: " + ranks + std::to_string(first.count) + ", rank " +
+             std::to_string(r) + " passed " + std::to_string(e.count);
+    }
+    if (e.dtype != first.dtype) {
+      return where + "dtype mismatch: " + ranks + std::string(shm::dtype_name(first.dtype)) +
+             ", rank " + std::to_string(r) + " passed " + std::string(shm::dtype_name(e.dtype));
+    }
+    if (uses_redop(first.opcode) && e.redop != first.redop) {
+      return where + "reduction op mismatch: " + ranks + std::string(shm::redop_name(first.redop)) +
+             ", rank " + std::to_string(r) + " passed " + std::string(shm::redop_name(e.redop));
+    }
+    if (is_rooted(first.opcode) && e.peer != first.peer) {
+      return where + "root mismatch: " + ranks + std::to_string(first.peer) + ", rank " +
+             std::to_string(r) + " passed " + std::to_string(e.peer);
+    }
+  }
+  return {};
+}
+
+void CommMatcher::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq) {
+  std::string mismatch = find_mismatch(comm, op, seq);
+  if (!mismatch.empty()) {
+    // Later collectives would be matched against the wrong calls: the communicator
+    // cannot continue, as with NCCL.
+    spdlog::warn("{}", mismatch);
+    fail(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
+    return;
+  }
+  const auto& first = op.parts[0].entry;
+  if (gpu_.start_collective(comm, op, seq)) return;
+  CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
+  const uint64_t bytes = executor_.run(args, op.parts);
+  watch_.count_completed(comm, bytes, first);
+  if (watch_.timing()) watch_.record_finished(comm, op, seq, "local", PLEXUS_SUCCESS);
+  for (auto& part : op.parts) complete_(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
+}
+
+void CommMatcher::submit_p2p(Comm& comm, Contribution part) {
+  const auto n = static_cast<size_t>(comm.nranks());
+  if (comm.sends.size() != n * n) {
+    comm.sends.resize(n * n);
+    comm.recvs.resize(n * n);
+  }
+  const bool is_send = part.entry.opcode == shm::Opcode::kSend;
+  const auto self = static_cast<size_t>(part.rank);
+  const auto peer = static_cast<size_t>(part.entry.peer);
+  if (comm.members()[peer].remote) {
+    internode_.submit_p2p(comm, std::move(part));
+    return;
+  }
+  if (const std::string* departure = comm.departure(part.entry.peer)) {
+    complete_(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+    return;
+  }
+  const size_t key = is_send ? self * n + peer : peer * n + self;
+  auto& sends = comm.sends[key];
+  auto& recvs = comm.recvs[key];
+  (is_send ? sends : recvs).push_back(std::move(part));
+  while (!sends.empty() && !recvs.empty()) {
+    Contribution send = std::move(sends.front());
+    Contribution recv = std::move(recvs.front());
+    sends.pop_front();
+    recvs.pop_front();
+    if (send.entry.count != recv.entry.count || send.entry.dtype != recv.entry.dtype) {
+      const std::string message =
+          "send from rank " + std::to_string(send.rank) + " to rank " + std::to_string(recv.rank) +
+          " carries " + std::to_string(send.entry.count) + " " +
+          std::string(shm::dtype_name(send.entry.dtype)) + " but the matching recv expects " +
+          std::to_string(recv.entry.count) + " " + std::string(shm::dtype_name(recv.entry.dtype));
+      complete_(send.session, send.entry.user_data, PLEXUS_ERR_MISMATCH, message);
+      complete_(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, message);
+      continue;
+    }
+    watch_.count_completed(comm, recv.entry.recv.bytes, send.entry, &recv.entry);
+    if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
+      if (gpu_.direct_op(send) || gpu_.direct_op(recv)) {
+        gpu_.start_direct_copy(std::move(send), std::move(recv));
+        continue;
+      }
+    }
+    executor_.copy(recv.recv, send.send, recv.entry.recv.bytes);
+    complete_(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
+    complete_(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+  }
+}
+
+void CommMatcher::rank_departed(Comm& comm, int rank, const std::string& reason) {
+  comm.mutable_members()[static_cast<size_t>(rank)].departure = reason;
+  if (comm.first_departure.empty()) comm.first_departure = reason;
+  if (comm.broken()) return;  // everything pending has already failed
+  auto fail_part = [&](const Contribution& part) {
+    complete_(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, reason);
+  };
+  // Every collective needs every rank: the pending ones can never finish.
+  for (auto& op : comm.collectives) {
+    for (auto& part : op.parts) fail_part(part);
+  }
+  comm.collectives.clear();
+  const auto n = static_cast<size_t>(comm.nranks());
+  const auto gone = static_cast<size_t>(rank);
+  for (size_t key = 0; key < comm.sends.size(); ++key) {
+    if (key / n != gone && key % n != gone) continue;
+    for (auto& part : comm.sends[key]) fail_part(part);
+    for (auto& part : comm.recvs[key]) fail_part(part);
+    comm.sends[key].clear();
+    comm.recvs[key].clear();
+  }
+}
+
+void CommMatcher::member_gone(Comm& comm, int rank) {
+  auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
+  if (!member.present) return;
+  member.present = false;
+  if (member.departure.empty()) {
+    member.departure = "rank " + std::to_string(rank) + " is no longer a member of communicator " +
+                       token_prefix(comm.token());
+  }
+  if (comm.first_departure.empty()) comm.first_departure = member.departure;
+  member.session = nullptr;
+  if (--comm.members_present == 0) {
+    if (comm.span()) internode_.retire(comm);
+    comm.finished.store(true, std::memory_order_release);
+  }
+}
+
+void CommMatcher::fail(Comm& comm, plexus_result_t status, const std::string& reason,
+                       const Session* aborting_session) {
+  const bool first = !comm.broken();
+  if (first && watch_.timing() && !comm.collectives.empty() &&
+      comm.collectives.front().arrived > 0) {
+    watch_.record_finished(comm, comm.collectives.front(), comm.first_seq,
+                           comm.internode ? comm.internode->active_algorithm : "local", status);
+  }
+  comm.mark_broken(status, reason);
+  internode_.comm_failed(comm, first, reason);
+  auto fail_part = [&](const Contribution& part) {
+    if (part.session == nullptr) return;
+    if (part.session == aborting_session) {
+      complete_(part.session, part.entry.user_data, PLEXUS_ERR_COMM_ABORTED,
+                "communicator " + token_prefix(comm.token()) + " was aborted by this rank");
+    } else {
+      complete_(part.session, part.entry.user_data, comm.broken_status(), comm.broken_reason());
+    }
+  };
+  for (auto& op : comm.collectives) {
+    for (auto& part : op.parts) fail_part(part);
+  }
+  comm.collectives.clear();
+  for (auto& queue : comm.sends) {
+    for (auto& part : queue) fail_part(part);
+    queue.clear();
+  }
+  for (auto& queue : comm.recvs) {
+    for (auto& part : queue) fail_part(part);
+    queue.clear();
+  }
+}
+
+}  // namespace plexus::daemon
