@@ -72,19 +72,20 @@ void Daemon::start() {
       },
       Engine::LinkEvents{
           [&d](uint64_t instance) {
-            d.control->post([&d, instance] { d.control->data_link_lost(instance); });
+            d.control->post([&d, instance] { d.control->nodes().data_link_lost(instance); });
           },
           [&d](uint64_t instance, const std::string& nic, const std::string& remote) {
             d.engine->events().emit(
                 "path_failed", "warning", "the path over NIC " + nic + " to " + remote + " failed",
                 {{"nic", nic}, {"remote", remote}, {"peer_instance", instance}});
-            d.control->post(
-                [&d, instance, nic, remote] { d.control->data_path_lost(instance, nic, remote); });
+            d.control->post([&d, instance, nic, remote] {
+              d.control->nodes().data_path_lost(instance, nic, remote);
+            });
           },
           [&d](const std::string& nic) {
             d.engine->events().emit("nic_up", "info", "NIC " + nic + " is up again",
                                     {{"nic", nic}});
-            d.control->post([&d, nic] { d.control->nic_up(nic); });
+            d.control->post([&d, nic] { d.control->nodes().nic_up(nic); });
           }},
       events);
   d.control = std::make_unique<ControlServer>(control_config(d.config, std::move(peer_nics)),

@@ -62,7 +62,7 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
           std::chrono::duration<double>(now - started_at_).count());
   std::map<std::string, uint64_t> sessions = {{"rank", 0}, {"admin", 0}};
   for (const auto& session : hooks_.sessions()) {
-    ++sessions[session->role == SessionRole::kRank ? "rank" : "admin"];
+    ++sessions[session->role() == SessionRole::kRank ? "rank" : "admin"];
   }
   for (const auto& [role, count] : sessions) {
     m.gauge("plexus_sessions", "Connected client processes by role", {{"role", role}},

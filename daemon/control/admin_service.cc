@@ -46,7 +46,7 @@ AdminService::AdminService(const ControlConfig& config, Engine& engine, Hooks ho
       started_at_(std::chrono::steady_clock::now()) {}
 
 void AdminService::status(uint64_t session, uint32_t request_id) {
-  const std::vector<std::shared_ptr<Comm>>& served = hooks_.comms();
+  const std::vector<std::shared_ptr<const Comm>>& served = hooks_.comms();
   capnp::MallocMessageBuilder reply;
   auto root = reply.initRoot<control::DaemonMessage>();
   root.setRequestId(request_id);
@@ -72,13 +72,13 @@ void AdminService::status(uint64_t session, uint32_t request_id) {
     info.setId(s.id());
     info.setPid(s.creds().pid);
     info.setUid(s.creds().uid);
-    info.setRole(s.role == SessionRole::kRank ? control::Role::RANK : control::Role::ADMIN);
-    info.setProcessName(s.process_name);
-    info.setPoolBytes(s.pool.size());
+    info.setRole(s.role() == SessionRole::kRank ? control::Role::RANK : control::Role::ADMIN);
+    info.setProcessName(s.process_name());
+    info.setPoolBytes(s.pool().size());
     info.setComms(s.comm_count.load());
     info.setOpsSubmitted(s.ops_submitted.load());
     info.setBadEntries(s.bad_entries.load());
-    info.setJob(s.job);
+    info.setJob(s.job());
     bad_entries += s.bad_entries.load();
   }
   fill_jobs(status);
@@ -265,7 +265,7 @@ void AdminService::check_slow_paths() {
 void AdminService::fill_jobs(control::StatusReply::Builder status) {
   std::map<std::string, uint32_t> sessions;
   for (const auto& session : hooks_.sessions()) {
-    if (session->role == SessionRole::kRank) ++sessions[session->job];
+    if (session->role() == SessionRole::kRank) ++sessions[session->job()];
   }
   const auto jobs = engine_.op_watch().job_counters().all();
   auto list = status.initJobs(static_cast<unsigned>(jobs.size()));

@@ -35,7 +35,7 @@ class AdminService {
     // Every connected client's session.
     std::function<std::vector<std::shared_ptr<const Session>>()> sessions;
     // The communicators still served (finished ones pruned first).
-    std::function<const std::vector<std::shared_ptr<Comm>>&()> comms;
+    std::function<const std::vector<std::shared_ptr<const Comm>>&()> comms;
     // This daemon as its peers know it; null without --peer-listen.
     std::function<const transports::PeerIdentity*()> peer_identity;
     std::function<uint64_t()> bad_messages;  // control messages refused

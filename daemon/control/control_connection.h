@@ -19,10 +19,16 @@ struct ControlServer::Connection {
   ControlServer* server = nullptr;
   uv_poll_t poll{};
   common::UniqueFd fd;
-  std::shared_ptr<Session> session;
+  uint64_t id = 0;  // the session's, from the accept on
+  PeerCredentials creds;
+  // Made by an accepted hello: the control thread's const view (Session's engine state
+  // is the engine thread's alone).
+  std::shared_ptr<const Session> session;
+  uint32_t next_comm_handle = 1;  // handle numbers for the session's new memberships
   common::FrameDecoder decoder{shm::kMaxClientFrameBytes};
   std::vector<common::UniqueFd> received_fds;
-  bool greeted = false;
+  bool greeted = false;     // a hello was accepted: `session` is set
+  bool rank_hello = false;  // it said it is a rank: its end is logged at info
   bool closing = false;
 };
 

@@ -37,25 +37,32 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
     : config_(config),
       engine_(engine),
       device_memory_(std::move(device_memory)),
-      admin_service_(config, engine,
-                     AdminService::Hooks{[this](uint64_t id, capnp::MessageBuilder& reply) {
-                                           Connection* c = find_connection(id);
-                                           return c != nullptr && send_message(*c, reply);
-                                         },
-                                         [this](uint64_t id, uint32_t request_id,
-                                                plexus_result_t code, const std::string& message) {
-                                           send_error(id, request_id, code, message);
-                                         },
-                                         [this](std::function<void()> fn) { post(std::move(fn)); },
-                                         [this] { return sessions(); },
-                                         [this]() -> const std::vector<std::shared_ptr<Comm>>& {
-                                           prune_finished_comms();
-                                           return comms_;
-                                         },
-                                         [this]() -> const transports::PeerIdentity* {
-                                           return peers_ ? &peers_->identity() : nullptr;
-                                         },
-                                         [this] { return bad_messages_; }}) {}
+      nodes_(config, engine, rendezvous_,
+             NodeJoins::Hooks{
+                 [this](uint64_t id, uint32_t request_id, plexus_result_t code,
+                        const std::string& message) { send_error(id, request_id, code, message); },
+                 [this](const CommToken& token, int nranks,
+                        const std::vector<CommRendezvous::Joiner>& joiners,
+                        std::optional<NodeSpan> span) {
+                   form_comm(token, nranks, joiners, std::move(span));
+                 },
+                 [this] { arm_rendezvous_timer(); }}),
+      admin_service_(
+          config, engine,
+          AdminService::Hooks{
+              [this](uint64_t id, capnp::MessageBuilder& reply) {
+                Connection* c = find_connection(id);
+                return c != nullptr && send_message(*c, reply);
+              },
+              [this](uint64_t id, uint32_t request_id, plexus_result_t code,
+                     const std::string& message) { send_error(id, request_id, code, message); },
+              [this](std::function<void()> fn) { post(std::move(fn)); },
+              [this] { return sessions(); },
+              [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
+                prune_finished_comms();
+                return comms_;
+              },
+              [this] { return nodes_.identity(); }, [this] { return bad_messages_; }}) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -93,9 +100,9 @@ void ControlServer::start() {
   uv_loop_init(&loop_);
   loop_.data = this;
   try {
-    start_peers();
+    nodes_.start(&loop_);
   } catch (...) {
-    peers_.reset();
+    nodes_.stop();
     uv_loop_close(&loop_);
     ::close(listen_fd_);
     listen_fd_ = -1;
@@ -106,7 +113,7 @@ void ControlServer::start() {
                 [](uv_async_t* h) { static_cast<ControlServer*>(h->loop->data)->run_posted(); });
   uv_timer_init(&loop_, &rendezvous_timer_);
   uv_timer_init(&loop_, &path_watch_timer_);
-  if (peers_ && config_.telemetry) {
+  if (nodes_.identity() != nullptr && config_.telemetry) {
     uv_timer_start(
         &path_watch_timer_,
         [](uv_timer_t* h) {
@@ -132,7 +139,7 @@ void ControlServer::stop() {
   uv_async_send(&wakeup_);
   thread_.join();
   running_ = false;
-  peers_.reset();
+  nodes_.stop();
   uv_loop_close(&loop_);
   ::unlink(config_.socket_path.c_str());
 }
@@ -159,7 +166,7 @@ void ControlServer::run_posted() {
   std::vector<Connection*> all;
   for (auto& [id, c] : connections_) all.push_back(c);
   for (Connection* c : all) close_connection(c, "the daemon is shutting down");
-  if (peers_) peers_->close();
+  nodes_.close();
   uv_poll_stop(&listen_poll_);
   uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
@@ -182,9 +189,9 @@ void ControlServer::on_listen_readable() {
     auto* connection = new Connection;
     connection->server = this;
     connection->fd.reset(fd);
-    connection->session = std::make_shared<Session>(next_session_id_++,
-                                                    PeerCredentials{cred.pid, cred.uid, cred.gid});
-    connections_[connection->session->id()] = connection;
+    connection->id = next_session_id_++;
+    connection->creds = PeerCredentials{cred.pid, cred.uid, cred.gid};
+    connections_[connection->id] = connection;
     uv_poll_init(&loop_, &connection->poll, fd);
     connection->poll.data = connection;
     uv_poll_start(&connection->poll, UV_READABLE | UV_DISCONNECT, [](uv_poll_t* h, int, int) {
@@ -238,7 +245,7 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
     const auto which = message.which();
     if (!connection.greeted && which != control::ClientMessage::HELLO) {
       ++bad_messages_;
-      send_error(connection.session->id(), request_id, PLEXUS_ERR_PROTOCOL,
+      send_error(connection.id, request_id, PLEXUS_ERR_PROTOCOL,
                  "the first request must be a hello");
       close_connection(&connection, "it did not start with a hello");
       return;
@@ -254,19 +261,19 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         handle_comm_leave(connection, request_id, message.getCommLeave());
         break;
       case control::ClientMessage::STATUS:
-        admin_service_.status(connection.session->id(), request_id);
+        admin_service_.status(connection.id, request_id);
         break;
       case control::ClientMessage::LINKS:
-        admin_service_.links(connection.session->id(), request_id);
+        admin_service_.links(connection.id, request_id);
         break;
       case control::ClientMessage::NIC_DRAIN:
         admin_service_.nic_drain(*connection.session, request_id, message.getNicDrain());
         break;
       case control::ClientMessage::OPS:
-        admin_service_.ops(connection.session->id(), request_id);
+        admin_service_.ops(connection.id, request_id);
         break;
       case control::ClientMessage::EVENTS:
-        admin_service_.events(connection.session->id(), request_id, message.getEvents());
+        admin_service_.events(connection.id, request_id, message.getEvents());
         break;
       case control::ClientMessage::REGISTER_GPU_MEMORY: {
         std::vector<common::UniqueFd> fds = std::move(connection.received_fds);
@@ -280,7 +287,7 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         break;
       default:
         ++bad_messages_;
-        send_error(connection.session->id(), request_id, PLEXUS_ERR_PROTOCOL,
+        send_error(connection.id, request_id, PLEXUS_ERR_PROTOCOL,
                    "unknown request type " + std::to_string(static_cast<int>(which)));
         break;
     }
@@ -301,8 +308,7 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
 
 void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
                                  control::Hello::Reader hello) {
-  Session& session = *connection.session;
-  const uint64_t id = session.id();
+  const uint64_t id = connection.id;
   if (connection.greeted) {
     ++bad_messages_;
     send_error(id, request_id, PLEXUS_ERR_PROTOCOL, "a second hello on one connection");
@@ -316,14 +322,14 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
     close_connection(&connection, "protocol version mismatch");
     return;
   }
-  session.process_name = std::string(hello.getProcessName()).substr(0, 64);
-  session.job = job_label(hello.hasJobName() && hello.getJobName().size() > 0
-                              ? std::string(hello.getJobName())
-                              : session.process_name);
+  Session::Identity identity;
+  identity.process_name = std::string(hello.getProcessName()).substr(0, 64);
+  identity.job = job_label(hello.hasJobName() && hello.getJobName().size() > 0
+                               ? std::string(hello.getJobName())
+                               : identity.process_name);
   if (hello.getRole() == control::Role::RANK) {
-    session.job_counters = engine_.op_watch().job_counters().for_job(session.job);
+    identity.job_counters = engine_.op_watch().job_counters().for_job(identity.job);
   }
-  connection.greeted = true;
   capnp::MallocMessageBuilder reply;
   auto root = reply.initRoot<control::DaemonMessage>();
   root.setRequestId(request_id);
@@ -331,23 +337,26 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   hello_reply.setProtocolVersion(shm::kProtocolVersion);
   hello_reply.setSessionId(id);
   hello_reply.setDaemonPid(static_cast<uint32_t>(::getpid()));
-  hello_reply.setInstanceId(instance_id_);
-  if (peers_) {
-    const auto& addresses = peers_->identity().addresses;
+  hello_reply.setInstanceId(nodes_.instance_id());
+  if (const transports::PeerIdentity* me = nodes_.identity()) {
+    const auto& addresses = me->addresses;
     auto list = hello_reply.initPeerAddresses(static_cast<unsigned>(addresses.size()));
     for (unsigned i = 0; i < list.size(); ++i) list.set(i, addresses[i]);
   }
   if (hello.getRole() == control::Role::ADMIN) {
-    session.role = SessionRole::kAdmin;
+    identity.role = SessionRole::kAdmin;
     if (!connection.received_fds.empty()) {
       ++bad_messages_;
       close_connection(&connection, "an admin hello carried file descriptors");
       return;
     }
+    connection.session = std::make_shared<const Session>(id, connection.creds, std::move(identity));
+    connection.greeted = true;
     send_message(connection, reply);
     return;
   }
-  session.role = SessionRole::kRank;
+  identity.role = SessionRole::kRank;
+  connection.rank_hello = true;
   if (connection.received_fds.size() != 1) {
     ++bad_messages_;
     send_error(id, request_id, PLEXUS_ERR_PROTOCOL,
@@ -368,23 +377,29 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
     close_connection(&connection, "pool refused: " + problem);
     return;
   }
+  Session::Channels channels;
   try {
-    session.pool = shm::map_shared(pool_fd.get(), pool_bytes);
-    session.rings.emplace(shm::RingMemory::create(config_.sq_entries, config_.cq_entries));
-    session.submission_eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    session.completion_eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!session.submission_eventfd || !session.completion_eventfd) throw os_error("eventfd");
+    channels.pool = shm::map_shared(pool_fd.get(), pool_bytes);
+    channels.rings.emplace(shm::RingMemory::create(config_.sq_entries, config_.cq_entries));
+    channels.submission_eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    channels.completion_eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!channels.submission_eventfd || !channels.completion_eventfd) throw os_error("eventfd");
   } catch (const std::exception& e) {
     send_error(id, request_id, PLEXUS_ERR_SYSTEM, std::string("session setup failed: ") + e.what());
     close_connection(&connection, std::string("session setup failed: ") + e.what());
     return;
   }
-  const int fds[] = {session.rings->fd(), session.submission_eventfd.get(),
-                     session.completion_eventfd.get()};
+  auto session =
+      std::make_shared<Session>(id, connection.creds, std::move(identity), std::move(channels));
+  // From here the control thread keeps only a const view: the engine owns the rest.
+  connection.session = session;
+  connection.greeted = true;
+  const int fds[] = {session->rings()->fd(), session->submission_eventfd(),
+                     session->completion_eventfd()};
   if (!send_message(connection, reply, fds)) return;
-  spdlog::info("session {}: {} uid {} connected, pool {} MiB", id, session.describe(),
-               session.creds().uid, pool_bytes >> 20);
-  engine_.post([s = connection.session](Engine& e) { e.add_session(s); });
+  spdlog::info("session {}: {} uid {} connected, pool {} MiB", id, session->describe(),
+               session->creds().uid, pool_bytes >> 20);
+  engine_.post([s = std::move(session)](Engine& e) { e.add_session(s); });
 }
 
 void ControlServer::send_error(uint64_t session_id, uint32_t request_id, plexus_result_t code,
@@ -415,7 +430,9 @@ bool ControlServer::send_message(Connection& connection, capnp::MessageBuilder& 
 
 std::vector<std::shared_ptr<const Session>> ControlServer::sessions() const {
   std::vector<std::shared_ptr<const Session>> out;
-  for (const auto& [id, c] : connections_) out.push_back(c->session);
+  for (const auto& [id, c] : connections_) {
+    if (c->session) out.push_back(c->session);
+  }
   return out;
 }
 
@@ -431,11 +448,13 @@ void ControlServer::close_session(uint64_t session_id, const std::string& reason
 void ControlServer::close_connection(Connection* connection, const std::string& reason) {
   if (connection->closing) return;
   connection->closing = true;
-  const uint64_t id = connection->session->id();
-  if (connection->session->role == SessionRole::kRank && connection->greeted) {
-    spdlog::info("session {} ({}): {}", id, connection->session->describe(), reason);
+  const uint64_t id = connection->id;
+  const std::string who = connection->session ? connection->session->describe()
+                                              : "pid " + std::to_string(connection->creds.pid);
+  if (connection->rank_hello) {
+    spdlog::info("session {} ({}): {}", id, who, reason);
   } else {
-    spdlog::debug("session {} ({}): {}", id, connection->session->describe(), reason);
+    spdlog::debug("session {} ({}): {}", id, who, reason);
   }
   connections_.erase(id);
   rendezvous_.drop_session(id);

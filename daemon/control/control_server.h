@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -21,9 +20,8 @@
 #include "daemon/control/admin_service.h"
 #include "daemon/control/comm_rendezvous.h"
 #include "daemon/control/control_config.h"
-#include "daemon/control/node_rendezvous.h"
+#include "daemon/control/node_joins.h"
 #include "daemon/engine/engine.h"
-#include "daemon/peers/peer_server.h"
 #include "monitor/metric_families.h"
 #include "shm/control.capnp.h"
 #include "shm/framing.h"
@@ -47,19 +45,12 @@ class ControlServer {
   void post(std::function<void()> fn);
   // Control thread: ends a session's connection (e.g. its ring was found corrupt).
   void close_session(uint64_t session_id, const std::string& reason);
-  // Control thread: the engine lost its data connection to a peer daemon.
-  void data_link_lost(uint64_t instance);
-  // A path of the link to `instance` over local NIC `nic` failed (the link stays).
-  void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
-  void nic_up(const std::string& nic);
+  // Control thread: multi-node communicators, the peer daemons and their data links.
+  NodeJoins& nodes() { return nodes_; }
   // Control thread: every metric of a Prometheus scrape (AdminService).
   void collect_metrics(monitor::MetricFamilies& metrics) {
     admin_service_.collect_metrics(metrics);
   }
-
-  uint64_t instance_id() const { return instance_id_; }
-  // Where peers reach this daemon (after start(); empty without --peer-listen).
-  std::vector<std::string> peer_addresses() const;
 
  private:
   struct Connection;
@@ -95,33 +86,6 @@ class ControlServer {
   void form_comm(const CommToken& token, int nranks,
                  const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);
 
-  // Multi-node communicators (control_server_nodes.cc).
-  struct RootRef {
-    uint64_t instance = 0;
-    std::vector<std::string> addresses;
-  };
-  void start_peers();
-  void join_multi_node(Session& session, uint32_t request_id, const CommToken& token, int nranks,
-                       int rank, uint32_t timeout_ms, const RootRef& root,
-                       const std::string& algorithm);
-  void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
-                 uint32_t timeout_ms, const std::string& algorithm);
-  void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
-                      const algo::LinkCost& cost);
-  void deliver_join_failed(uint64_t node, const CommToken& token, const std::string& message);
-  void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
-  void check_forming(const CommToken& token);
-  void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
-  void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
-  void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
-  void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
-                    const std::string& nic, bool backup);
-  void on_data_failed(uint64_t instance, const std::string& reason);
-  void expire_multi_node(std::chrono::steady_clock::time_point now);
-  std::optional<std::chrono::steady_clock::time_point> next_multi_node_deadline() const;
-  NodeInfo my_node_info() const;
-  algo::LinkCost comm_cost(const NodeRendezvous::Formed& formed) const;
-
   ControlConfig config_;
   Engine& engine_;
   // Opened here, off the engine thread (the driver's start takes a while), with every
@@ -146,25 +110,8 @@ class ControlServer {
   std::unordered_map<uint64_t, Connection*> connections_;
   CommRendezvous rendezvous_;
 
-  uint64_t instance_id_ = 0;
-  std::unique_ptr<transports::ClusterSecret> secret_;
-  std::unique_ptr<PeerServer> peers_;
-  NodeRendezvous node_rendezvous_;  // communicators whose root is this daemon
-  struct MultiJoin {                // this node's ranks wait for their root
-    RootRef root;
-    int nranks = 0;
-  };
-  std::map<CommToken, MultiJoin> multi_joins_;
-  struct Forming {  // formed at the root; waiting for data connections to every node
-    NodeRendezvous::Formed formed;
-    algo::LinkCost cost;
-    int nranks = 0;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  std::map<CommToken, Forming> forming_;
-  std::set<uint64_t> data_links_;                     // peers the engine has a link to
-  std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
-  std::vector<std::shared_ptr<Comm>> comms_;
+  NodeJoins nodes_;                                 // after rendezvous_, which it shares
+  std::vector<std::shared_ptr<const Comm>> comms_;  // const: the engine owns their state
   uint64_t bad_messages_ = 0;
   // plexusctl's and Prometheus's view, and the admin commands (after what its hooks read).
   AdminService admin_service_;

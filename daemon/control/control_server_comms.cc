@@ -14,9 +14,9 @@ namespace control = shm::control;
 
 void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id,
                                      control::CommInit::Reader init) {
-  Session& session = *connection.session;
+  const Session& session = *connection.session;
   const uint64_t id = session.id();
-  if (session.role != SessionRole::kRank) {
+  if (session.role() != SessionRole::kRank) {
     send_error(id, request_id, PLEXUS_ERR_PROTOCOL, "an admin session cannot join communicators");
     return;
   }
@@ -48,14 +48,15 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
     }
   }
   const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), 24u * 3600 * 1000);
-  RootRef root{init.getRootInstance(), {}};
+  NodeJoins::RootRef root{init.getRootInstance(), {}};
   for (auto address : init.getRootAddresses()) {
     if (root.addresses.size() < 8 && address.size() <= 64)
       root.addresses.emplace_back(address.cStr());
   }
   // A unique id made by this daemon while it serves no peers, or made where no daemon was
   // reachable, names a communicator of this node alone.
-  if (root.instance == 0 || (peers_ == nullptr && root.instance == instance_id_)) {
+  if (root.instance == 0 ||
+      (nodes_.identity() == nullptr && root.instance == nodes_.instance_id())) {
     CommRendezvous::Joiner joiner{
         id,
         session.creds().pid,
@@ -74,8 +75,8 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
     arm_rendezvous_timer();
     return;
   }
-  join_multi_node(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
-                  timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
+  nodes_.join(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
+              timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
 }
 
 void ControlServer::form_comm(const CommToken& token, int nranks,
@@ -93,7 +94,7 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
     member.session_id = joiner.session_id;
     member.pid = joiner.pid;
     if (Connection* c = find_connection(joiner.session_id)) {
-      member.handle = c->session->next_comm_handle++;
+      member.handle = c->next_comm_handle++;
     }
   }
   const bool multi = span.has_value();
@@ -124,7 +125,6 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
       for (const Reply& r : replies) {
         Connection* c = find_connection(r.session_id);
         if (c == nullptr) continue;
-        c->session->comm_count.fetch_add(1, std::memory_order_relaxed);
         capnp::MallocMessageBuilder reply;
         auto root = reply.initRoot<control::DaemonMessage>();
         root.setRequestId(r.request_id);
@@ -163,7 +163,7 @@ void ControlServer::prune_finished_comms() {
 
 void ControlServer::arm_rendezvous_timer() {
   auto next = rendezvous_.next_deadline();
-  if (auto multi = next_multi_node_deadline(); multi && (!next || *multi < *next)) next = multi;
+  if (auto multi = nodes_.next_deadline(); multi && (!next || *multi < *next)) next = multi;
   if (!next) {
     uv_timer_stop(&rendezvous_timer_);
     return;
@@ -178,14 +178,14 @@ void ControlServer::arm_rendezvous_timer() {
 
 void ControlServer::on_rendezvous_timer() {
   const auto now = std::chrono::steady_clock::now();
-  expire_multi_node(now);
+  nodes_.expire(now);
   for (const auto& expired : rendezvous_.expire(now)) {
     spdlog::warn("{} (rank {} pid {} gave up)", expired.message, expired.joiner.rank,
                  expired.joiner.pid);
     send_error(expired.joiner.session_id, expired.joiner.request_id, PLEXUS_ERR_TIMEOUT,
                expired.message);
   }
-  std::erase_if(multi_joins_, [&](const auto& entry) { return !rendezvous_.has(entry.first); });
+  nodes_.forget_abandoned();
   arm_rendezvous_timer();
 }
 

@@ -19,7 +19,7 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
                                                control::GpuMemory::Reader memory,
                                                std::vector<common::UniqueFd> fds) {
   const uint64_t id = session.id();
-  if (session.role != SessionRole::kRank) {
+  if (session.role() != SessionRole::kRank) {
     send_error(id, request_id, PLEXUS_ERR_PROTOCOL, "an admin session cannot register GPU memory");
     return;
   }

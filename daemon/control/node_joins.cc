@@ -1,7 +1,6 @@
-// The control thread's side of multi-node communicators: the peer listener, joins sent to
-// the root daemon, the root's rendezvous across nodes, the topology it sends back, and the
-// data connections every pair of nodes in a communicator needs before its ranks hear
-// that it is ready.
+// The control thread's side of multi-node communicators (node_joins.h).
+#include "daemon/control/node_joins.h"
+
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -11,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "daemon/control/control_server.h"
+#include "common/frame_codec.h"
 #include "daemon/control/node_control.capnp.h"
 
 namespace plexus::daemon {
@@ -42,11 +41,11 @@ uint64_t comm_id_of(const CommToken& token) {
 
 }  // namespace
 
-std::vector<std::string> ControlServer::peer_addresses() const {
-  return peers_ ? peers_->identity().addresses : std::vector<std::string>{};
-}
+NodeJoins::NodeJoins(const ControlConfig& config, Engine& engine, CommRendezvous& rendezvous,
+                     Hooks hooks)
+    : config_(config), engine_(engine), rendezvous_(rendezvous), hooks_(std::move(hooks)) {}
 
-void ControlServer::start_peers() {
+void NodeJoins::start(uv_loop_t* loop) {
   while (instance_id_ == 0) {
     if (::getrandom(&instance_id_, sizeof(instance_id_), 0) != sizeof(instance_id_)) {
       throw std::runtime_error("getrandom failed");
@@ -80,47 +79,54 @@ void ControlServer::start_peers() {
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
   };
-  peers_ = std::make_unique<PeerServer>(&loop_, std::move(me), secret_.get(), config_.peers,
+  peers_ = std::make_unique<PeerServer>(loop, std::move(me), secret_.get(), config_.peers,
                                         std::move(callbacks));
   peers_->listen(config_.peer_listen);
 }
 
-void ControlServer::data_path_lost(uint64_t instance, const std::string& nic,
-                                   const std::string& remote) {
+void NodeJoins::close() {
+  if (peers_) peers_->close();
+}
+
+void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic,
+                               const std::string& remote) {
   if (peers_) peers_->rail_lost(instance, nic, remote);
 }
 
-void ControlServer::nic_up(const std::string& nic) {
+void NodeJoins::nic_up(const std::string& nic) {
   if (peers_) peers_->nic_up(nic);
 }
 
-NodeInfo ControlServer::my_node_info() const {
+NodeInfo NodeJoins::my_node_info() const {
   const auto& me = peers_->identity();
   return NodeInfo{me.instance_id, me.node_name, me.addresses};
 }
 
-void ControlServer::join_multi_node(Session& session, uint32_t request_id, const CommToken& token,
-                                    int nranks, int rank, uint32_t timeout_ms, const RootRef& root,
-                                    const std::string& algorithm) {
+void NodeJoins::join(const Session& session, uint32_t request_id, const CommToken& token,
+                     int nranks, int rank, uint32_t timeout_ms, const RootRef& root,
+                     const std::string& algorithm) {
   const uint64_t id = session.id();
   if (peers_ == nullptr) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "communicator " + token_prefix(token) +
-                   " was created on another node's plexusd, and this plexusd does not accept "
-                   "peer daemons (start it with --peer-listen on every node)");
+    hooks_.send_error(
+        id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+        "communicator " + token_prefix(token) +
+            " was created on another node's plexusd, and this plexusd does not accept "
+            "peer daemons (start it with --peer-listen on every node)");
     return;
   }
   if (root.instance != instance_id_ && root.addresses.empty()) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "communicator " + token_prefix(token) +
-                   "'s unique id was made on a node whose plexusd accepts no peer daemons (start "
-                   "plexusd with --peer-listen on every node)");
+    hooks_.send_error(
+        id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+        "communicator " + token_prefix(token) +
+            "'s unique id was made on a node whose plexusd accepts no peer daemons (start "
+            "plexusd with --peer-listen on every node)");
     return;
   }
   if (algorithm.size() > 32 || (!algorithm.empty() && !algo::parse_algorithm(algorithm))) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "PLEXUS_ALGO='" + algorithm.substr(0, 32) +
-                   "' is not an algorithm (ring, rhd, rd, bruck, binomial, chain, pairwise)");
+    hooks_.send_error(
+        id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+        "PLEXUS_ALGO='" + algorithm.substr(0, 32) +
+            "' is not an algorithm (ring, rhd, rd, bruck, binomial, chain, pairwise)");
     return;
   }
   CommRendezvous::Joiner joiner{id,
@@ -131,7 +137,7 @@ void ControlServer::join_multi_node(Session& session, uint32_t request_id, const
                                 root.instance};
   auto result = rendezvous_.join(token, nranks, joiner, /*form_when_complete=*/false);
   if (result.outcome == CommRendezvous::JoinResult::kRejected) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
     return;
   }
   multi_joins_.try_emplace(token, MultiJoin{root, nranks});
@@ -147,18 +153,18 @@ void ControlServer::join_multi_node(Session& session, uint32_t request_id, const
     join.setAlgorithm(algorithm);
     peers_->send_control(root.instance, root.addresses, message);
   }
-  arm_rendezvous_timer();
+  hooks_.arm_timer();
 }
 
-void ControlServer::root_join(const NodeInfo& node, const CommToken& token, int nranks,
-                              std::vector<int> ranks, uint32_t timeout_ms,
-                              const std::string& algorithm) {
+void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nranks,
+                          std::vector<int> ranks, uint32_t timeout_ms,
+                          const std::string& algorithm) {
   NodeRendezvous::Join join{node, std::move(ranks),
                             Clock::now() + std::chrono::milliseconds(timeout_ms), algorithm};
   auto result = node_rendezvous_.join(token, nranks, join);
   switch (result.outcome) {
     case NodeRendezvous::Result::kWaiting:
-      arm_rendezvous_timer();
+      hooks_.arm_timer();
       return;
     case NodeRendezvous::Result::kRejected:
       spdlog::warn("communicator {}: {}", token_prefix(token), result.error);
@@ -178,7 +184,7 @@ void ControlServer::root_join(const NodeInfo& node, const CommToken& token, int 
   }
 }
 
-algo::LinkCost ControlServer::comm_cost(const NodeRendezvous::Formed& formed) const {
+algo::LinkCost NodeJoins::comm_cost(const NodeRendezvous::Formed& formed) const {
   // Latency: half the slowest control handshake round trip to a member; bandwidth: the
   // slowest member's fastest NIC. Computed once here so every node picks alike.
   algo::LinkCost cost;
@@ -201,8 +207,8 @@ algo::LinkCost ControlServer::comm_cost(const NodeRendezvous::Formed& formed) co
   return cost;
 }
 
-void ControlServer::deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
-                                   const algo::LinkCost& cost) {
+void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
+                               const algo::LinkCost& cost) {
   for (const auto& node : formed.nodes) {
     if (node.instance_id == instance_id_) {
       on_formed(token, formed, cost);
@@ -231,8 +237,8 @@ void ControlServer::deliver_formed(const CommToken& token, const NodeRendezvous:
   }
 }
 
-void ControlServer::deliver_join_failed(uint64_t node, const CommToken& token,
-                                        const std::string& message) {
+void NodeJoins::deliver_join_failed(uint64_t node, const CommToken& token,
+                                    const std::string& message) {
   if (node == instance_id_) {
     fail_local_join(token, PLEXUS_ERR_INVALID_ARGUMENT, message);
     return;
@@ -246,24 +252,24 @@ void ControlServer::deliver_join_failed(uint64_t node, const CommToken& token,
   peers_->send_control(node, peer->addresses, m);
 }
 
-void ControlServer::fail_local_join(const CommToken& token, plexus_result_t code,
-                                    const std::string& message) {
+void NodeJoins::fail_local_join(const CommToken& token, plexus_result_t code,
+                                const std::string& message) {
   const std::string text = "communicator " + token_prefix(token) + ": " + message;
   for (const auto& joiner : rendezvous_.take(token)) {
-    send_error(joiner.session_id, joiner.request_id, code, text);
+    hooks_.send_error(joiner.session_id, joiner.request_id, code, text);
   }
   multi_joins_.erase(token);
   forming_.erase(token);
 }
 
-void ControlServer::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
-                              const algo::LinkCost& cost) {
+void NodeJoins::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
+                          const algo::LinkCost& cost) {
   // Formed even when every local rank of it went away meanwhile: the engine then fails it
   // and tells the other nodes, which would otherwise wait for this node's data.
   const int nranks = static_cast<int>(formed.rank_node.size());
   multi_joins_.erase(token);
   if (formed.nodes.size() == 1) {
-    form_comm(token, nranks, rendezvous_.take(token), std::nullopt);
+    hooks_.form_comm(token, nranks, rendezvous_.take(token), std::nullopt);
     return;
   }
   Forming forming{std::move(formed), cost, nranks, Clock::now() + config_.connect_timeout};
@@ -274,10 +280,10 @@ void ControlServer::on_formed(const CommToken& token, NodeRendezvous::Formed for
   }
   forming_[token] = std::move(forming);
   check_forming(token);
-  arm_rendezvous_timer();
+  hooks_.arm_timer();
 }
 
-void ControlServer::check_forming(const CommToken& token) {
+void NodeJoins::check_forming(const CommToken& token) {
   auto it = forming_.find(token);
   if (it == forming_.end()) return;
   const Forming& f = it->second;
@@ -298,11 +304,11 @@ void ControlServer::check_forming(const CommToken& token) {
       f.formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(f.formed.algorithm);
   const int nranks = f.nranks;
   forming_.erase(it);
-  form_comm(token, nranks, rendezvous_.take(token), std::move(span));
+  hooks_.form_comm(token, nranks, rendezvous_.take(token), std::move(span));
 }
 
-void ControlServer::on_peer_control(const transports::PeerIdentity& peer,
-                                    kj::Array<capnp::word> words) {
+void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
+                                kj::Array<capnp::word> words) {
   try {
     capnp::FlatArrayMessageReader reader(words, common::untrusted_reader_options());
     auto message = reader.getRoot<nc::NodeMessage>();
@@ -401,8 +407,8 @@ void ControlServer::on_peer_control(const transports::PeerIdentity& peer,
   }
 }
 
-void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& name,
-                                         const std::string& reason) {
+void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
+                                     const std::string& reason) {
   // Its data link may still wait out the grace period on silent paths; the daemon is gone.
   if (data_links_.count(instance) != 0) {
     engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
@@ -423,8 +429,8 @@ void ControlServer::on_peer_control_lost(uint64_t instance, const std::string& n
   }
 }
 
-void ControlServer::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
-                                 const std::string& nic, bool backup) {
+void NodeJoins::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
+                             const std::string& nic, bool backup) {
   data_links_.insert(peer.instance_id);
   data_link_errors_.erase(peer.instance_id);
   engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic,
@@ -434,7 +440,7 @@ void ControlServer::on_data_link(const transports::PeerIdentity& peer, transport
   for (const auto& token : tokens) check_forming(token);
 }
 
-void ControlServer::on_data_failed(uint64_t instance, const std::string& reason) {
+void NodeJoins::on_data_failed(uint64_t instance, const std::string& reason) {
   data_link_errors_[instance] = reason;
   std::vector<CommToken> failed;
   std::string name;
@@ -452,12 +458,12 @@ void ControlServer::on_data_failed(uint64_t instance, const std::string& reason)
   }
 }
 
-void ControlServer::data_link_lost(uint64_t instance) {
+void NodeJoins::data_link_lost(uint64_t instance) {
   data_links_.erase(instance);
   if (peers_) peers_->forget_data_peer(instance);
 }
 
-void ControlServer::expire_multi_node(Clock::time_point now) {
+void NodeJoins::expire(Clock::time_point now) {
   for (const auto& failure : node_rendezvous_.expire(now)) {
     spdlog::warn("communicator {}: {}", token_prefix(failure.token), failure.message);
     for (uint64_t n : failure.notify) deliver_join_failed(n, failure.token, failure.message);
@@ -478,12 +484,16 @@ void ControlServer::expire_multi_node(Clock::time_point now) {
   for (const auto& [token, message] : late) fail_local_join(token, PLEXUS_ERR_TIMEOUT, message);
 }
 
-std::optional<Clock::time_point> ControlServer::next_multi_node_deadline() const {
+std::optional<Clock::time_point> NodeJoins::next_deadline() const {
   std::optional<Clock::time_point> next = node_rendezvous_.next_deadline();
   for (const auto& [token, f] : forming_) {
     if (!next || f.deadline < *next) next = f.deadline;
   }
   return next;
+}
+
+void NodeJoins::forget_abandoned() {
+  std::erase_if(multi_joins_, [&](const auto& entry) { return !rendezvous_.has(entry.first); });
 }
 
 }  // namespace plexus::daemon

@@ -13,7 +13,10 @@ std::string token_prefix(const CommToken& token) {
 }
 
 Comm::Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span)
-    : token_(token), members_(std::move(members)), span_(std::move(span)) {
+    : presence(members.size()),
+      token_(token),
+      members_(std::move(members)),
+      span_(std::move(span)) {
   for (const auto& m : members_) local_ranks_ += m.remote ? 0 : 1;
 }
 

@@ -1,5 +1,6 @@
-// A communicator: the ranks that joined one unique id, and (engine thread only) the
-// state that matches their submissions into ops.
+// A communicator: the ranks that joined one unique id (fixed when it forms), and the
+// engine thread's state that matches their submissions into ops. The control thread makes
+// it and keeps a const view (for plexusctl); the engine gets it through its queue.
 #pragma once
 
 #include <sys/types.h>
@@ -53,14 +54,17 @@ struct PendingCollective {
 
 class Comm {
  public:
+  // Who a rank is: fixed when the communicator forms.
   struct Member {
-    Session* session = nullptr;  // valid while the engine has not removed the session
     uint32_t handle = 0;
     pid_t pid = 0;
     uint64_t session_id = 0;
-    bool remote = false;    // a rank of another node (multi-node communicators)
+    bool remote = false;  // a rank of another node (multi-node communicators)
+  };
+  // Whether a rank is still a member (engine thread only).
+  struct Presence {
     bool present = true;    // false once it left or was lost
-    std::string departure;  // engine thread only: why it left, for ops that need it
+    std::string departure;  // why it left, for ops that need it
   };
 
   Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span = {});
@@ -73,12 +77,13 @@ class Comm {
   // Ranks on this node: each collective waits for this many parts.
   int local_ranks() const { return local_ranks_; }
 
-  // Engine thread only.
-  std::vector<Member>& mutable_members() { return members_; }
+  // Engine thread only from here to the atomics: the control thread, which makes the
+  // communicator, keeps only a const view of it.
+  std::vector<Presence> presence;  // by rank
   // Why `rank` is no longer a member, or nullptr while it is.
   const std::string* departure(int rank) const {
-    const Member& member = members_[static_cast<size_t>(rank)];
-    return member.present ? nullptr : &member.departure;
+    const Presence& p = presence[static_cast<size_t>(rank)];
+    return p.present ? nullptr : &p.departure;
   }
   std::deque<PendingCollective> collectives;  // collectives[i] is op number first_seq + i
   uint64_t first_seq = 0;

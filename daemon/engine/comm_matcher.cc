@@ -178,7 +178,7 @@ void CommMatcher::submit_p2p(Comm& comm, Contribution part) {
 }
 
 void CommMatcher::rank_departed(Comm& comm, int rank, const std::string& reason) {
-  comm.mutable_members()[static_cast<size_t>(rank)].departure = reason;
+  comm.presence[static_cast<size_t>(rank)].departure = reason;
   if (comm.first_departure.empty()) comm.first_departure = reason;
   if (comm.broken()) return;  // everything pending has already failed
   auto fail_part = [&](const Contribution& part) {
@@ -201,7 +201,7 @@ void CommMatcher::rank_departed(Comm& comm, int rank, const std::string& reason)
 }
 
 void CommMatcher::member_gone(Comm& comm, int rank) {
-  auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
+  Comm::Presence& member = comm.presence[static_cast<size_t>(rank)];
   if (!member.present) return;
   member.present = false;
   if (member.departure.empty()) {
@@ -209,7 +209,6 @@ void CommMatcher::member_gone(Comm& comm, int rank) {
                        token_prefix(comm.token());
   }
   if (comm.first_departure.empty()) comm.first_departure = member.departure;
-  member.session = nullptr;
   if (--comm.members_present == 0) {
     if (comm.span()) internode_.retire(comm);
     comm.finished.store(true, std::memory_order_release);

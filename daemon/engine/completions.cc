@@ -14,8 +14,8 @@ void Completions::refuse(Session& session, const shm::SubmissionEntry& raw, plex
                          const std::string& message) {
   // Whatever else is wrong with it, a stream waiting on the entry is let go.
   if ((raw.flags & shm::kEntryStreamOrdered) != 0 && raw.stream_ticket != 0 &&
-      shm::validate_stream_flags(raw.stream_flags, session.pool.size()).ok()) {
-    shm::release_stream(shm::stream_flags_at(session.pool.data(), raw.stream_flags),
+      shm::validate_stream_flags(raw.stream_flags, session.pool().size()).ok()) {
+    shm::release_stream(shm::stream_flags_at(session.pool().data(), raw.stream_flags),
                         raw.stream_ticket);
   }
   post(&session, raw.user_data, status, message);
@@ -33,8 +33,8 @@ void Completions::finish(Session* session, uint64_t user_data, plexus_result_t s
 void Completions::post(Session* session, uint64_t user_data, plexus_result_t status,
                        const std::string& message) {
   if (session == nullptr || session->removed) return;
-  if (status != PLEXUS_SUCCESS && session->job_counters) {
-    bump_single_writer(session->job_counters->failed_completions, uint64_t{1});
+  if (status != PLEXUS_SUCCESS && session->job_counters()) {
+    bump_single_writer(session->job_counters()->failed_completions, uint64_t{1});
   }
   shm::CompletionEntry entry;
   entry.user_data = user_data;
@@ -52,7 +52,7 @@ void Completions::post(Session* session, uint64_t user_data, plexus_result_t sta
 void Completions::publish() {
   for (Session* session : to_publish_) {
     session->needs_publish = false;
-    if (session->ring_end->publish()) shm::signal_eventfd(session->completion_eventfd.get());
+    if (session->ring_end->publish()) shm::signal_eventfd(session->completion_eventfd());
   }
   to_publish_.clear();
 }
@@ -60,7 +60,7 @@ void Completions::publish() {
 void Completions::release_stream(Session& session, uint64_t user_data) {
   auto it = session.stream_releases.find(user_data);
   if (it == session.stream_releases.end()) return;
-  shm::release_stream(shm::stream_flags_at(session.pool.data(), it->second.flags_offset),
+  shm::release_stream(shm::stream_flags_at(session.pool().data(), it->second.flags_offset),
                       it->second.ticket);
   session.stream_releases.erase(it);
 }

@@ -188,11 +188,11 @@ Session* Engine::find_session(uint64_t id) {
 }
 
 void Engine::add_session(std::shared_ptr<Session> session) {
-  session->ring_end.emplace(*session->rings);
+  session->ring_end.emplace(*session->rings());
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = session->submission_eventfd.get();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd.get(), &ev);
+  ev.data.fd = session->submission_eventfd();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd(), &ev);
   sessions_.push_back(std::move(session));
 }
 
@@ -219,7 +219,7 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   session->staging.clear();
   session->copying_back.clear();
   session->staged_ops.clear();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd.get(), nullptr);
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd(), nullptr);
   completions_.forget(session.get());
   sessions_.erase(it);
 }

@@ -14,10 +14,9 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   comm->members_present = comm->local_ranks();
   if (comm->span()) internode_.add(comm);
   for (int rank = 0; rank < n; ++rank) {
-    auto& member = comm->mutable_members()[static_cast<size_t>(rank)];
+    const Comm::Member& member = comm->members()[static_cast<size_t>(rank)];
     if (member.remote) continue;
     Session* session = find_session(member.session_id);
-    member.session = session;
     if (session == nullptr) {
       // It left between joining and now: the communicator cannot run.
       matcher_.fail(*comm, PLEXUS_ERR_PEER_LOST,
@@ -29,9 +28,11 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
       continue;
     }
     session->comms[member.handle] = CommMembership{comm, rank};
+    session->comm_count.store(static_cast<uint32_t>(session->comms.size()),
+                              std::memory_order_relaxed);
     if (!comm->job_counters) {
-      comm->job = session->job;
-      comm->job_counters = session->job_counters;
+      comm->job = session->job();
+      comm->job_counters = session->job_counters();
     }
   }
 }
@@ -44,7 +45,8 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
   std::shared_ptr<Comm> comm = it->second.comm;
   const int rank = it->second.rank;
   session->comms.erase(it);
-  session->comm_count.fetch_sub(1, std::memory_order_relaxed);
+  session->comm_count.store(static_cast<uint32_t>(session->comms.size()),
+                            std::memory_order_relaxed);
   const std::string who = "rank " + std::to_string(rank) + " (" + session->describe() + ")";
   const std::string reason =
       abort ? who + " aborted communicator " + token_prefix(comm->token())

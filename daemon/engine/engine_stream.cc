@@ -14,10 +14,10 @@ bool stream_reached(const Session& session, const shm::SubmissionEntry& raw) {
   if ((raw.flags & shm::kEntryStreamOrdered) == 0) return true;
   // A malformed one goes on at once, to be refused by handle_entry.
   if (raw.stream_ticket == 0 ||
-      !shm::validate_stream_flags(raw.stream_flags, session.pool.size()).ok()) {
+      !shm::validate_stream_flags(raw.stream_flags, session.pool().size()).ok()) {
     return true;
   }
-  return shm::stream_ready(shm::stream_flags_at(session.pool.data(), raw.stream_flags),
+  return shm::stream_ready(shm::stream_flags_at(session.pool().data(), raw.stream_flags),
                            raw.stream_ticket);
 }
 

@@ -36,7 +36,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   part.session = &session;
   shm::ValidationResult result = shm::validate_entry_fields(raw, &part.entry);
   if (result.ok() && part.entry.stream_ordered) {
-    result = shm::validate_stream_flags(part.entry.stream_flags, session.pool.size());
+    result = shm::validate_stream_flags(part.entry.stream_flags, session.pool().size());
   }
   if (!result.ok()) {
     watch_.count_bad_entry(session);

@@ -290,8 +290,8 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
 void InternodeRunner::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
                                            const std::string& reason) {
   if (rank < 0 || rank >= comm.nranks()) return;
-  auto& member = comm.mutable_members()[static_cast<size_t>(rank)];
-  if (!member.remote || !member.present) return;
+  Comm::Presence& member = comm.presence[static_cast<size_t>(rank)];
+  if (!comm.members()[static_cast<size_t>(rank)].remote || !member.present) return;
   member.present = false;
   member.departure = reason;
   if (comm.remote_departure.empty()) comm.remote_departure = reason;

@@ -14,7 +14,7 @@ std::string job_label(std::string_view name) {
 
 std::string Session::describe() const {
   std::string text = "pid " + std::to_string(creds_.pid);
-  if (!process_name.empty()) text += " (" + process_name + ")";
+  if (!identity_.process_name.empty()) text += " (" + identity_.process_name + ")";
   return text;
 }
 

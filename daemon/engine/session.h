@@ -1,6 +1,7 @@
-// One connected client process (a rank process or plexusctl). Created by the control
-// thread; the engine thread owns the ring end and the communicator table. Fields are
-// grouped by which thread may touch them.
+// One connected client process (a rank process or plexusctl). Made by the control thread
+// once its hello is accepted, with what it said and what it shares (immutable from then
+// on); the engine thread owns the rest (the ring end, the communicator table, its ops in
+// flight), which the control thread cannot write: it keeps only a const view.
 #pragma once
 
 #include <sys/types.h>
@@ -47,20 +48,37 @@ std::string job_label(std::string_view name);
 
 class Session {
  public:
-  Session(uint64_t id, PeerCredentials creds) : id_(id), creds_(creds) {}
+  // Who the client said it is (its hello).
+  struct Identity {
+    SessionRole role = SessionRole::kAdmin;
+    std::string process_name;
+    std::string job;                            // Hello.jobName, else the process name
+    std::shared_ptr<JobCounters> job_counters;  // rank sessions
+  };
+  // What a rank session shares with its client (none for an admin session).
+  struct Channels {
+    shm::Mapping pool;  // region 0
+    std::optional<shm::RingMemory> rings;
+    common::UniqueFd submission_eventfd;  // client -> daemon doorbell
+    common::UniqueFd completion_eventfd;  // daemon -> client wakeup
+  };
+
+  // Made by the control thread once the hello is accepted, and immutable from then on but
+  // for the engine's fields below: the control thread keeps only a const view of it, and
+  // the engine gets it through its queue (Engine::add_session).
+  Session(uint64_t id, PeerCredentials creds, Identity identity, Channels channels = {})
+      : id_(id), creds_(creds), identity_(std::move(identity)), channels_(std::move(channels)) {}
 
   uint64_t id() const { return id_; }
   const PeerCredentials& creds() const { return creds_; }
-
-  // Set once by the control thread before the engine learns of the session.
-  SessionRole role = SessionRole::kAdmin;
-  std::string process_name;
-  std::string job;                            // Hello.jobName, else the process name
-  std::shared_ptr<JobCounters> job_counters;  // rank sessions
-  shm::Mapping pool;                          // region 0
-  std::optional<shm::RingMemory> rings;
-  common::UniqueFd submission_eventfd;  // client -> daemon doorbell
-  common::UniqueFd completion_eventfd;  // daemon -> client wakeup
+  SessionRole role() const { return identity_.role; }
+  const std::string& process_name() const { return identity_.process_name; }
+  const std::string& job() const { return identity_.job; }
+  const std::shared_ptr<JobCounters>& job_counters() const { return identity_.job_counters; }
+  const shm::Mapping& pool() const { return channels_.pool; }
+  const std::optional<shm::RingMemory>& rings() const { return channels_.rings; }
+  int submission_eventfd() const { return channels_.submission_eventfd.get(); }
+  int completion_eventfd() const { return channels_.completion_eventfd.get(); }
 
   // Engine thread only.
   std::optional<shm::DaemonRingEnd> ring_end;
@@ -98,28 +116,27 @@ class Session {
   bool needs_publish = false;
   bool removed = false;
 
-  // Any thread (statistics).
+  // Written by the engine thread alone, read from any (statistics).
   std::atomic<uint64_t> ops_submitted{0};
   std::atomic<uint64_t> bad_entries{0};
-  std::atomic<uint32_t> comm_count{0};
-
-  // Control thread only: handle numbers for new memberships.
-  uint32_t next_comm_handle = 1;
+  std::atomic<uint32_t> comm_count{0};  // comms.size()
 
   // Engine thread (GPU regions).
   uint64_t region_bytes(uint32_t region) const {
-    return region == shm::kHostPoolRegion ? pool.size() : gpu_regions.bytes(region);
+    return region == shm::kHostPoolRegion ? pool().size() : gpu_regions.bytes(region);
   }
   std::byte* region_base(uint32_t region) const {
-    return region == shm::kHostPoolRegion ? pool.data() : nullptr;
+    return region == shm::kHostPoolRegion ? pool().data() : nullptr;
   }
 
   // "pid 1234 (trainer)" for error messages.
   std::string describe() const;
 
  private:
-  uint64_t id_;
-  PeerCredentials creds_;
+  const uint64_t id_;
+  const PeerCredentials creds_;
+  const Identity identity_;
+  const Channels channels_;
 };
 
 }  // namespace plexus::daemon

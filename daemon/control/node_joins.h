@@ -1,0 +1,121 @@
+// The control thread's side of multi-node communicators: the peer listener, joins sent to
+// the root daemon, the root's rendezvous across nodes, the topology it sends back, and the
+// data connections every pair of nodes in a communicator needs before its ranks hear that
+// it is ready. Control thread only; it owns every field below, and asks ControlServer,
+// through Hooks, only to answer ranks and to form a communicator.
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/algorithms/cost_model.h"
+#include "daemon/control/comm_rendezvous.h"
+#include "daemon/control/control_config.h"
+#include "daemon/control/node_rendezvous.h"
+#include "daemon/engine/engine.h"
+#include "daemon/peers/peer_server.h"
+
+namespace plexus::daemon {
+
+class NodeJoins {
+ public:
+  struct Hooks {
+    // Answers a rank's request with an error (ControlServer::send_error).
+    std::function<void(uint64_t session_id, uint32_t request_id, plexus_result_t,
+                       const std::string& message)>
+        send_error;
+    // Every local joiner hears; the engine gets the communicator (ControlServer::form_comm).
+    std::function<void(const CommToken&, int nranks, const std::vector<CommRendezvous::Joiner>&,
+                       std::optional<NodeSpan>)>
+        form_comm;
+    // A deadline was added: the rendezvous timer is set again.
+    std::function<void()> arm_timer;
+  };
+  // The daemon that made a communicator's unique id: its root.
+  struct RootRef {
+    uint64_t instance = 0;
+    std::vector<std::string> addresses;
+  };
+
+  // `rendezvous`: the control thread's joiners of this node, shared with ControlServer.
+  NodeJoins(const ControlConfig& config, Engine& engine, CommRendezvous& rendezvous, Hooks hooks);
+
+  // Draws this daemon's instance id and, with --peer-listen, starts listening for peer
+  // daemons on `loop` (throws when it cannot).
+  void start(uv_loop_t* loop);
+  // On the control thread, as its loop ends: the peer connections close. stop(), after the
+  // loop: the peer server goes.
+  void close();
+  void stop() { peers_.reset(); }
+
+  uint64_t instance_id() const { return instance_id_; }
+  // This daemon as peers see it; null without --peer-listen.
+  const transports::PeerIdentity* identity() const {
+    return peers_ ? &peers_->identity() : nullptr;
+  }
+
+  // A rank joins a communicator whose unique id names root `root` (this daemon or another).
+  void join(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
+            int rank, uint32_t timeout_ms, const RootRef& root, const std::string& algorithm);
+  // Fails joins whose time ran out; the joiners CommRendezvous expired are forgotten.
+  void expire(std::chrono::steady_clock::time_point now);
+  void forget_abandoned();
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
+
+  // From the engine, on the control thread: the data link to `instance` is gone; a path of
+  // it over local NIC `nic` failed (the link stays); a local NIC came back.
+  void data_link_lost(uint64_t instance);
+  void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
+  void nic_up(const std::string& nic);
+
+ private:
+  void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
+                 uint32_t timeout_ms, const std::string& algorithm);
+  void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
+                      const algo::LinkCost& cost);
+  void deliver_join_failed(uint64_t node, const CommToken& token, const std::string& message);
+  void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
+  void check_forming(const CommToken& token);
+  void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
+  void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
+  void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
+  void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
+                    const std::string& nic, bool backup);
+  void on_data_failed(uint64_t instance, const std::string& reason);
+  NodeInfo my_node_info() const;
+  algo::LinkCost comm_cost(const NodeRendezvous::Formed& formed) const;
+
+  ControlConfig config_;
+  Engine& engine_;
+  CommRendezvous& rendezvous_;
+  Hooks hooks_;
+  uint64_t instance_id_ = 0;
+  std::unique_ptr<transports::ClusterSecret> secret_;
+  std::unique_ptr<PeerServer> peers_;
+  NodeRendezvous node_rendezvous_;  // communicators whose root is this daemon
+  struct MultiJoin {                // this node's ranks wait for their root
+    RootRef root;
+    int nranks = 0;
+  };
+  std::map<CommToken, MultiJoin> multi_joins_;
+  struct Forming {  // formed at the root; waiting for data connections to every node
+    NodeRendezvous::Formed formed;
+    algo::LinkCost cost;
+    int nranks = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::map<CommToken, Forming> forming_;
+  std::set<uint64_t> data_links_;                     // peers the engine has a link to
+  std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
+};
+
+}  // namespace plexus::daemon
