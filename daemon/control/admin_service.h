@@ -32,7 +32,7 @@ class AdminService {
         error;
     // Runs fn on the control thread (from the engine's).
     std::function<void(std::function<void()> fn)> post;
-    // Every connected client's session.
+    // The session of every connected client whose hello was accepted.
     std::function<std::vector<std::shared_ptr<const Session>>()> sessions;
     // The communicators still served (finished ones pruned first).
     std::function<const std::vector<std::shared_ptr<const Comm>>&()> comms;

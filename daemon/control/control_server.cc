@@ -324,6 +324,7 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   }
   Session::Identity identity;
   identity.process_name = std::string(hello.getProcessName()).substr(0, 64);
+  connection.process_name = identity.process_name;
   identity.job = job_label(hello.hasJobName() && hello.getJobName().size() > 0
                                ? std::string(hello.getJobName())
                                : identity.process_name);
@@ -449,8 +450,7 @@ void ControlServer::close_connection(Connection* connection, const std::string& 
   if (connection->closing) return;
   connection->closing = true;
   const uint64_t id = connection->id;
-  const std::string who = connection->session ? connection->session->describe()
-                                              : "pid " + std::to_string(connection->creds.pid);
+  const std::string who = describe_process(connection->creds.pid, connection->process_name);
   if (connection->rank_hello) {
     spdlog::info("session {} ({}): {}", id, who, reason);
   } else {

@@ -80,7 +80,7 @@ class ControlServer {
   void run_posted();
   void prune_finished_comms();
   Connection* find_connection(uint64_t session_id);
-  // Every connected client's session.
+  // The session of every connected client whose hello was accepted.
   std::vector<std::shared_ptr<const Session>> sessions() const;
   // Replies to every joiner and hands the communicator to the engine.
   void form_comm(const CommToken& token, int nranks,

@@ -138,7 +138,7 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
 
 void ControlServer::handle_comm_leave(Connection& connection, uint32_t request_id,
                                       control::CommLeave::Reader leave) {
-  const uint64_t id = connection.session->id();
+  const uint64_t id = connection.id;
   const uint32_t handle = leave.getComm();
   const bool abort = leave.getAbort();
   // Reply once the engine has failed what was pending, so the client sees those

@@ -55,12 +55,7 @@ void CommMatcher::run_ready(Comm& comm) {
         comm.collectives.front().arrived != comm.local_ranks()) {
       return;
     }
-    const std::string mismatch = find_mismatch(comm, comm.collectives.front(), comm.first_seq);
-    if (!mismatch.empty()) {
-      spdlog::warn("{}", mismatch);
-      fail(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
-      return;
-    }
+    if (fail_on_mismatch(comm, comm.collectives.front(), comm.first_seq)) return;
     internode_.start_op(comm, comm.collectives.front());
     return;
   }
@@ -110,15 +105,18 @@ std::string CommMatcher::find_mismatch(const Comm& comm, const PendingCollective
   return {};
 }
 
+bool CommMatcher::fail_on_mismatch(Comm& comm, const PendingCollective& op, uint64_t seq) {
+  const std::string mismatch = find_mismatch(comm, op, seq);
+  if (mismatch.empty()) return false;
+  // Later collectives would be matched against the wrong calls: the communicator cannot
+  // continue, as with NCCL.
+  spdlog::warn("{}", mismatch);
+  fail(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
+  return true;
+}
+
 void CommMatcher::execute_collective(Comm& comm, PendingCollective& op, uint64_t seq) {
-  std::string mismatch = find_mismatch(comm, op, seq);
-  if (!mismatch.empty()) {
-    // Later collectives would be matched against the wrong calls: the communicator
-    // cannot continue, as with NCCL.
-    spdlog::warn("{}", mismatch);
-    fail(comm, PLEXUS_ERR_MISMATCH, mismatch, nullptr);
-    return;
-  }
+  if (fail_on_mismatch(comm, op, seq)) return;
   const auto& first = op.parts[0].entry;
   if (gpu_.start_collective(comm, op, seq)) return;
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};

@@ -2,7 +2,8 @@
 // collectives once every local rank has called (run here, on the GPU, or between daemons)
 // and sends paired with their receives; a rank that leaves, or a communicator that fails,
 // fails exactly the ops that needed it. Engine thread only: the matching state lives in
-// Comm's engine-thread fields, and this is the only code that writes them.
+// Comm's engine-thread fields, which this writes together with InternodeRunner (ops
+// between nodes) and Engine::add_comm (a communicator's start).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,8 @@ class CommMatcher {
   void execute_collective(Comm& comm, PendingCollective& op, uint64_t seq);
   // Why the ranks' calls of collective `seq` disagree, or empty when they agree.
   static std::string find_mismatch(const Comm& comm, const PendingCollective& op, uint64_t seq);
+  // When they disagree, fails the communicator with the sentence and returns true.
+  bool fail_on_mismatch(Comm& comm, const PendingCollective& op, uint64_t seq);
 
   Complete complete_;
   OpWatch& watch_;

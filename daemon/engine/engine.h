@@ -71,7 +71,6 @@ class Engine {
   // path), a peer daemon gone, a NIC drained, on the engine thread (from posted closures);
   // their snapshots (NodeLinks::snapshot, drained_snapshot, nic_windows) from any thread.
   NodeLinks& links() { return internode_.links(); }
-  const NodeLinks& links() const { return internode_.links(); }
 
   // Any thread.
   monitor::EventLog& events() const { return *events_; }

@@ -42,9 +42,9 @@ class InternodeRunner {
   struct Hooks {
     // An op ends (Engine::complete: a GPU result goes back first).
     std::function<void(Session*, uint64_t user_data, plexus_result_t, const std::string&)> complete;
-    // The communicator cannot go on (Engine::fail_comm, which calls comm_failed here).
+    // The communicator cannot go on (CommMatcher::fail, which calls comm_failed here).
     std::function<void(Comm&, plexus_result_t, const std::string& reason)> fail_comm;
-    // The running op finished: the next may start (Engine::run_ready_collectives).
+    // The running op finished: the next may start (CommMatcher::run_ready).
     std::function<void(Comm&)> run_ready;
     // The engine's owning pointer to a session it serves, or null.
     std::function<std::shared_ptr<Session>(const Session*)> shared_session;
@@ -56,7 +56,6 @@ class InternodeRunner {
   InternodeRunner& operator=(const InternodeRunner&) = delete;
 
   NodeLinks& links() { return links_; }
-  const NodeLinks& links() const { return links_; }
 
   // A communicator spanning nodes joins (before any of its ops), or every local rank left.
   void add(const std::shared_ptr<Comm>& comm);
@@ -68,7 +67,7 @@ class InternodeRunner {
   void submit_p2p(Comm& comm, Contribution part);
   // Rank `rank` of this node left `comm` without breaking it: the other nodes are told.
   void send_departed(Comm& comm, int rank, const std::string& reason);
-  // Engine::fail_comm marked `comm` broken (`first`: just now): its network part stops,
+  // CommMatcher::fail marked `comm` broken (`first`: just now): its network part stops,
   // sends in flight fail, and (the first time) the other nodes are told why.
   void comm_failed(Comm& comm, bool first, const std::string& reason);
   // Fails `comm` from the engine loop (not inside a transport callback).

@@ -12,10 +12,12 @@ std::string job_label(std::string_view name) {
   return label.empty() ? "unnamed" : label;
 }
 
-std::string Session::describe() const {
-  std::string text = "pid " + std::to_string(creds_.pid);
-  if (!identity_.process_name.empty()) text += " (" + identity_.process_name + ")";
+std::string describe_process(pid_t pid, const std::string& process_name) {
+  std::string text = "pid " + std::to_string(pid);
+  if (!process_name.empty()) text += " (" + process_name + ")";
   return text;
 }
+
+std::string Session::describe() const { return describe_process(creds_.pid, process_name()); }
 
 }  // namespace plexus::daemon

@@ -46,6 +46,9 @@ struct CommMembership {
 // [A-Za-z0-9_.:-], others replaced by '_'; "unnamed" when empty.
 std::string job_label(std::string_view name);
 
+// "pid 1234 (trainer)" for error messages ("pid 1234" with no name).
+std::string describe_process(pid_t pid, const std::string& process_name);
+
 class Session {
  public:
   // Who the client said it is (its hello).

@@ -17,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/gpu/cuda_copy.h"
 #include "daemon/gpu/device_memory.h"
 #include "shm/cuda_driver.h"
 
@@ -119,64 +120,6 @@ class CudaMapping final : public DeviceMapping {
   const shm::CudaDriver& driver_;
   const Device& device_;
   VmmImport vmm_;
-};
-
-// One copy's completion: an event recorded after its last chunk on each stream it used.
-class CudaCopy final : public CopyInFlight {
- public:
-  // `owner` keeps the context and streams alive while the copy lives.
-  CudaCopy(std::shared_ptr<const DeviceMemory> owner, const shm::CudaDriver& driver,
-           CUcontext context)
-      : owner_(std::move(owner)), driver_(driver), context_(context) {}
-  ~CudaCopy() override {
-    if (!finished_) wait();
-    driver_.ctx_set_current(context_);
-    for (CUevent e : events_) driver_.event_destroy(e);
-  }
-  std::string record(CUstream stream) {
-    CUevent event = nullptr;
-    std::string error =
-        driver_.check(driver_.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    if (!error.empty()) return error;
-    events_.push_back(event);
-    return driver_.check(driver_.event_record(event, stream), "cuEventRecord");
-  }
-  void fail(std::string error) {
-    if (error_.empty()) error_ = std::move(error);
-  }
-  bool done(std::string* error) override {
-    if (!finished_) {
-      driver_.ctx_set_current(context_);
-      for (; waited_ < events_.size(); ++waited_) {
-        const CUresult r = driver_.event_query(events_[waited_]);
-        if (r == CUDA_ERROR_NOT_READY) return false;
-        fail(driver_.check(r, "copy engine (cuEventQuery)"));
-      }
-      finished_ = true;
-    }
-    *error = error_;
-    return true;
-  }
-  std::string wait() override {
-    if (!finished_) {
-      driver_.ctx_set_current(context_);
-      for (; waited_ < events_.size(); ++waited_) {
-        fail(driver_.check(driver_.event_synchronize(events_[waited_]),
-                           "copy engine (cuEventSynchronize)"));
-      }
-      finished_ = true;
-    }
-    return error_;
-  }
-
- private:
-  std::shared_ptr<const DeviceMemory> owner_;
-  const shm::CudaDriver& driver_;
-  CUcontext context_;
-  std::vector<CUevent> events_;
-  size_t waited_ = 0;  // events before this one have completed
-  bool finished_ = false;
-  std::string error_;
 };
 
 class CudaDeviceMemory final : public DeviceMemory {
