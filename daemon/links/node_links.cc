@@ -17,6 +17,17 @@ using Clock = transports::ReliableChannel::Clock;
 
 namespace {
 
+// A data frame's header for message `step` of op `op_seq` of communicator `comm_id`; the
+// caller sets chunk, offset and length.
+wire::DataFrameHeader data_header(uint64_t comm_id, uint64_t op_seq, uint32_t step) {
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.comm_id = comm_id;
+  h.op_seq = op_seq;
+  h.step = step;
+  return h;
+}
+
 uint64_t random_incarnation() {
   std::random_device device;
   const uint64_t value = (static_cast<uint64_t>(device()) << 32) | device();
@@ -317,11 +328,7 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   auto it = links_.find(peer);
   if (it == links_.end()) return false;
   Link& link = *it->second;
-  wire::DataFrameHeader h;
-  h.type = wire::FrameType::kData;
-  h.comm_id = comm_id;
-  h.op_seq = op_seq;
-  h.step = step;
+  wire::DataFrameHeader h = data_header(comm_id, op_seq, step);
   uint64_t offset = 0;
   uint32_t chunk = 0;
   const auto now = Clock::now();
@@ -345,11 +352,7 @@ bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, ui
   auto it = links_.find(peer);
   if (it == links_.end()) return false;
   Link& link = *it->second;
-  wire::DataFrameHeader h;
-  h.type = wire::FrameType::kData;
-  h.comm_id = comm_id;
-  h.op_seq = op_seq;
-  h.step = step;
+  wire::DataFrameHeader h = data_header(comm_id, op_seq, step);
   h.chunk = chunk;
   h.offset = offset;
   h.length = 0;
