@@ -24,6 +24,7 @@ namespace plexus::shm {
   X(primary_ctx_release, cuDevicePrimaryCtxRelease)                        \
   X(ctx_set_current, cuCtxSetCurrent)                                      \
   X(ctx_get_current, cuCtxGetCurrent)                                      \
+  X(ctx_get_device, cuCtxGetDevice)                                        \
   X(pointer_get_attributes, cuPointerGetAttributes)                        \
   X(mem_get_address_range, cuMemGetAddressRange)                           \
   X(ipc_get_mem_handle, cuIpcGetMemHandle)                                 \

@@ -24,6 +24,7 @@ rooms=(
   "transports/         : common/"
   "monitor/            : common/"
   "clientlib/control/  : shm/"
+  "clientlib/nccl/     : clientlib/ shm/ plexus-api"
   "clientlib/include/  : plexus-api"
   "plexus-api          : plexus-types"
   "clientlib/          : clientlib/control/ plexus-api shm/"

@@ -1,0 +1,399 @@
+// NCCL's communicator calls: creation (blocking and not), splitting, queries, errors,
+// finalize, destroy and abort.
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "clientlib/nccl/src/nccl_calls.h"
+#include "clientlib/nccl/src/nccl_comm.h"
+#include "clientlib/nccl/src/nccl_cuda.h"
+#include "clientlib/nccl/src/nccl_errors.h"
+#include "plexus/plexus.h"
+
+#define NCCL_API extern "C" __attribute__((visibility("default")))
+
+namespace plexus::nccl {
+namespace {
+
+constexpr unsigned kConfigMagic = 0xcafebeef;
+
+// What Plexus takes from a ncclConfig_t: only fields inside the caller's `size`, so a
+// program built against an older (shorter) ncclConfig_t is read correctly.
+struct Settings {
+  bool blocking = true;
+  std::string name;
+};
+
+template <typename Field>
+bool has_field(const ncclConfig_t* config, const Field* field) {
+  const auto end = reinterpret_cast<const char*>(field) + sizeof(Field);
+  return end <= reinterpret_cast<const char*>(config) + config->size;
+}
+
+ncclResult_t read_config(const ncclConfig_t* config, const char* call, Settings* out) {
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking)) {
+    return fail(ncclInvalidArgument,
+                std::string(call) + ": config was not set up with NCCL_CONFIG_INITIALIZER (magic " +
+                    std::to_string(config->magic) + ", size " + std::to_string(config->size) + ")");
+  }
+  if (has_field(config, &config->blocking) && config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1) {
+      return fail(ncclInvalidArgument, std::string(call) + ": config.blocking is " +
+                                           std::to_string(config->blocking) + ", not 0 or 1");
+    }
+    out->blocking = config->blocking == 1;
+  }
+  if (has_field(config, &config->commName) && config->commName != nullptr) {
+    out->name = config->commName;
+  }
+  return ncclSuccess;
+}
+
+std::shared_ptr<CommCore> make_core(int nranks, int rank, const Settings& settings) {
+  auto core = std::make_shared<CommCore>();
+  core->nranks = nranks;
+  core->rank = rank;
+  core->blocking = settings.blocking;
+  core->name = settings.name;
+  int device = 0;
+  if (current_device(&device)) core->device = device;
+  return core;
+}
+
+plexus_unique_id_t as_plexus(const ncclUniqueId& id) {
+  static_assert(sizeof(plexus_unique_id_t) == sizeof(ncclUniqueId));
+  plexus_unique_id_t out;
+  std::memcpy(&out, &id, sizeof(out));
+  return out;
+}
+
+ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                       const ncclConfig_t* config, const char* call) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, std::string(call) + ": comm is NULL");
+  *comm = nullptr;
+  Settings settings;
+  if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return fail(ncclInvalidArgument, std::string(call) + ": rank " + std::to_string(rank) + " of " +
+                                         std::to_string(nranks) + " is not a valid position");
+  }
+  std::shared_ptr<CommCore> core = make_core(nranks, rank, settings);
+  if (settings.blocking) {
+    plexus_comm_t made = nullptr;
+    if (plexus_result_t r = plexus_comm_init_rank(&made, nranks, as_plexus(id), rank);
+        r != PLEXUS_SUCCESS) {
+      return fail_plexus(r, call);
+    }
+    core->plexus = made;
+    *comm = new ncclComm{std::move(core)};
+    return ncclSuccess;
+  }
+  // Non-blocking: the handle now, the rendezvous on a thread; ncclCommGetAsyncError says
+  // ncclInProgress until it is done.
+  auto task = std::make_shared<InitTask>();
+  core->init = task;
+  std::thread([task, nranks, id, rank, name = std::string(call)] {
+    plexus_comm_t made = nullptr;
+    const plexus_result_t r = plexus_comm_init_rank(&made, nranks, as_plexus(id), rank);
+    std::lock_guard lock(task->mutex);
+    task->done = true;
+    task->result = to_nccl(r);
+    if (r != PLEXUS_SUCCESS) task->message = name + ": " + plexus_get_last_error();
+    if (task->abandoned) {
+      if (made != nullptr) plexus_comm_abort(made);
+    } else {
+      task->comm = made;
+    }
+    task->done_cv.notify_all();
+  }).detach();
+  *comm = new ncclComm{std::move(core)};
+  return ncclInProgress;
+}
+
+// The communicator's state for ncclCommGetAsyncError: an initialisation or host-ordered
+// call still running, the sticky error, or success.
+ncclResult_t async_state(CommCore& core) {
+  std::shared_ptr<InitTask> task;
+  {
+    std::lock_guard lock(core.mutex);
+    task = core.plexus == nullptr ? core.init : nullptr;
+  }
+  if (task != nullptr) {
+    std::lock_guard task_lock(task->mutex);
+    if (!task->done) return ncclInProgress;
+    if (task->result != ncclSuccess) return fail(task->result, task->message);
+  }
+  if (core.plexus == nullptr) {
+    ncclResult_t r = ncclSuccess;
+    if (core.ready(&r, "ncclCommGetAsyncError") == nullptr) return r;
+  }
+  std::lock_guard lock(core.mutex);
+  const bool in_flight = core.reap_locked();
+  if (core.error != ncclSuccess) return fail(core.error, core.error_message);
+  return in_flight ? ncclInProgress : ncclSuccess;
+}
+
+// ncclCommDestroy and ncclCommAbort: leave, free the handle.
+ncclResult_t leave(ncclComm_t comm, bool abort) {
+  const char* call = abort ? "ncclCommAbort" : "ncclCommDestroy";
+  if (comm == nullptr) return ncclSuccess;  // NCCL accepts NULL here
+  std::shared_ptr<CommCore> core = std::move(comm->core);
+  delete comm;
+  if (core == nullptr) return ncclSuccess;
+  plexus_comm_t plexus = nullptr;
+  {
+    std::lock_guard lock(core->mutex);
+    plexus = core->plexus;
+  }
+  if (plexus == nullptr && core->init != nullptr) {
+    std::lock_guard task_lock(core->init->mutex);
+    if (!core->init->done && abort) {
+      core->init->abandoned = true;  // the init thread aborts what it makes
+      return ncclSuccess;
+    }
+  }
+  ncclResult_t result = ncclSuccess;
+  if (plexus == nullptr) plexus = core->ready(&result, call);
+  if (plexus == nullptr) return abort ? ncclSuccess : result;
+  {
+    std::lock_guard lock(core->mutex);
+    core->plexus = nullptr;
+    core->init = nullptr;
+  }
+  if (abort) {
+    const plexus_result_t r = plexus_comm_abort(plexus);
+    core->drain(call);  // every request completes (aborted) once the daemon replied
+    return r == PLEXUS_SUCCESS ? ncclSuccess : fail_plexus(r, call);
+  }
+  const ncclResult_t drained = core->drain(call);
+  if (plexus_result_t r = plexus_comm_destroy(plexus); r != PLEXUS_SUCCESS) {
+    return fail_plexus(r, call);
+  }
+  (void)drained;  // destroy frees resources whatever earlier calls did, as NCCL's does
+  return ncclSuccess;
+}
+
+// ncclCommSplit over the parent, host-ordered: every rank's (color, key) gathered, each
+// color's first rank (by key, then parent rank) makes the new unique id, and the ids
+// gathered so that each rank joins its color's.
+ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                   const ncclConfig_t* config) {
+  const char* call = "ncclCommSplit";
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
+  *newcomm = nullptr;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    return fail(ncclInvalidArgument, "ncclCommSplit: color " + std::to_string(color) +
+                                         " is negative and not NCCL_SPLIT_NOCOLOR");
+  }
+  ncclResult_t result = ncclSuccess;
+  std::shared_ptr<CommCore> core = usable(comm, call, &result);
+  if (core == nullptr) return result;
+  plexus_comm_t parent = core->ready(&result, call);
+  if (parent == nullptr) return result;
+  if (ncclResult_t r = core->drain(call); r != ncclSuccess) return r;
+  Settings settings;
+  settings.blocking = core->blocking;  // inherited unless the config says otherwise
+  if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
+
+  const int n = core->nranks;
+  struct Entry {
+    int32_t color;
+    int32_t key;
+  };
+  void* pairs_memory = nullptr;
+  void* ids_memory = nullptr;
+  auto free_all = [&] {
+    if (pairs_memory != nullptr) plexus_free(pairs_memory);
+    if (ids_memory != nullptr) plexus_free(ids_memory);
+  };
+  plexus_result_t r = plexus_alloc(&pairs_memory, sizeof(Entry) * (static_cast<size_t>(n) + 1));
+  if (r == PLEXUS_SUCCESS) r = plexus_alloc(&ids_memory, sizeof(ncclUniqueId) * (n + 1));
+  if (r != PLEXUS_SUCCESS) {
+    free_all();
+    return fail_plexus(r, call);
+  }
+  auto* pairs = static_cast<Entry*>(pairs_memory);
+  auto* ids = static_cast<ncclUniqueId*>(ids_memory);
+  pairs[n] = {color, key};
+  if (r = plexus_comm_set_stream(parent, nullptr); r == PLEXUS_SUCCESS) {
+    r = plexus_allgather(&pairs[n], pairs, 2, PLEXUS_INT32, parent, nullptr);
+  }
+  // Members of my color in their new order.
+  std::vector<int> members;
+  if (r == PLEXUS_SUCCESS && color != NCCL_SPLIT_NOCOLOR) {
+    for (int i = 0; i < n; ++i) {
+      if (pairs[i].color == color) members.push_back(i);
+    }
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int a, int b) { return pairs[a].key < pairs[b].key; });
+  }
+  std::memset(&ids[n], 0, sizeof(ncclUniqueId));
+  if (r == PLEXUS_SUCCESS && !members.empty() && members.front() == core->rank) {
+    plexus_unique_id_t made;
+    r = plexus_get_unique_id(&made);
+    std::memcpy(&ids[n], &made, sizeof(made));
+  }
+  if (r == PLEXUS_SUCCESS) {
+    r = plexus_allgather(&ids[n], ids, sizeof(ncclUniqueId), PLEXUS_UINT8, parent, nullptr);
+  }
+  if (r != PLEXUS_SUCCESS) {
+    free_all();
+    return fail_plexus(r, call);
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    free_all();
+    return ncclSuccess;
+  }
+  const ncclUniqueId id = ids[members.front()];
+  const int new_rank =
+      static_cast<int>(std::find(members.begin(), members.end(), core->rank) - members.begin());
+  free_all();
+  ncclConfig_t effective = NCCL_CONFIG_INITIALIZER;
+  effective.blocking = settings.blocking ? 1 : 0;
+  effective.commName = settings.name.empty() ? nullptr : settings.name.c_str();
+  const ncclResult_t made =
+      init_rank(newcomm, static_cast<int>(members.size()), id, new_rank, &effective, call);
+  if (*newcomm != nullptr) (*newcomm)->core->device = core->device;
+  return made;
+}
+
+}  // namespace
+}  // namespace plexus::nccl
+
+using namespace plexus::nccl;  // NOLINT: the C entry points below
+
+NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  plexus_unique_id_t id;
+  if (plexus_result_t r = plexus_get_unique_id(&id); r != PLEXUS_SUCCESS) {
+    return fail_plexus(r, "ncclGetUniqueId");
+  }
+  std::memcpy(uniqueId, &id, sizeof(id));
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                             int rank, ncclConfig_t* config) {
+  return init_rank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig");
+}
+
+NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                       int rank) {
+  return init_rank(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");
+}
+
+NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                               ncclUniqueId* commIds, ncclConfig_t* config) {
+  // Every rank holds all nId ids; Plexus's rendezvous needs one, so all ranks use the first.
+  if (nId < 1 || commIds == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId is " + std::to_string(nId) +
+                                         " or commIds is NULL; at least one id is needed");
+  }
+  return init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+}
+
+NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev < 1) {
+    return fail(ncclInvalidArgument, "ncclCommInitAll: comms is NULL or ndev " +
+                                         std::to_string(ndev) + " is not positive");
+  }
+  ncclUniqueId id;
+  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
+  // Each rank's initialisation waits for all the others: one thread per rank.
+  std::vector<ncclResult_t> results(static_cast<size_t>(ndev), ncclSuccess);
+  std::vector<std::string> errors(static_cast<size_t>(ndev));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = init_rank(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
+      if (results[i] != ncclSuccess) errors[i] = last_error();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < ndev; ++i) {
+    if (comms[i] != nullptr) comms[i]->core->device = devlist != nullptr ? devlist[i] : i;
+  }
+  for (int i = 0; i < ndev; ++i) {
+    if (results[i] == ncclSuccess) continue;
+    for (int j = 0; j < ndev; ++j) {
+      if (comms[j] != nullptr) ncclCommAbort(comms[j]);
+      comms[j] = nullptr;
+    }
+    return fail(results[i], errors[i]);
+  }
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                    ncclConfig_t* config) {
+  return split(comm, color, key, newcomm, config);
+}
+
+NCCL_API ncclResult_t ncclCommShrink(ncclComm_t /*comm*/, int* /*excludeRanksList*/,
+                                     int /*excludeRanksCount*/, ncclComm_t* newcomm,
+                                     ncclConfig_t* /*config*/, int /*shrinkFlags*/) {
+  if (newcomm != nullptr) *newcomm = nullptr;
+  return fail(ncclInvalidUsage,
+              "ncclCommShrink is not supported by Plexus: make the smaller communicator with "
+              "ncclCommSplit (excluded ranks passing NCCL_SPLIT_NOCOLOR) or a new unique id");
+}
+
+NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t /*comm*/, int /*revokeFlags*/) {
+  return fail(ncclInvalidUsage,
+              "ncclCommRevoke is not supported by Plexus: use ncclCommAbort, which fails the "
+              "other ranks' pending operations naming this rank");
+}
+
+NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ncclResult_t result = ncclSuccess;
+  std::shared_ptr<CommCore> core = usable(comm, "ncclCommFinalize", &result);
+  if (core == nullptr) return result;
+  if (core->ready(&result, "ncclCommFinalize") == nullptr) return result;
+  return core->drain("ncclCommFinalize");
+}
+
+NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) { return leave(comm, false); }
+
+NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) { return leave(comm, true); }
+
+NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (comm == nullptr || comm->core == nullptr || asyncError == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommGetAsyncError: comm or asyncError is NULL");
+  }
+  *asyncError = async_state(*comm->core);
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (comm == nullptr || comm->core == nullptr || count == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommCount: comm or count is NULL");
+  }
+  *count = comm->core->nranks;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (comm == nullptr || comm->core == nullptr || device == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommCuDevice: comm or device is NULL");
+  }
+  *device = comm->core->device;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (comm == nullptr || comm->core == nullptr || rank == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommUserRank: comm or rank is NULL");
+  }
+  *rank = comm->core->rank;
+  return ncclSuccess;
+}
+
+NCCL_API const char* ncclGetLastError(ncclComm_t /*comm*/) { return last_error(); }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The NCCL API test program against Plexus's libnccl.so.2 and a private plexusd: the build
+# made against our nccl.h, then (when NVIDIA's NCCL is installed) the same source built
+# against NVIDIA's nccl.h and libnccl.so, run with LD_LIBRARY_PATH pointing at ours: a
+# program compiled for NVIDIA's library runs on Plexus unchanged.
+# usage: nccl_api_test.sh PLEXUSD NCCL_LIB_DIR OURS [NVIDIA_BUILD]
+set -euo pipefail
+plexusd=$1 libdir=$2 ours=$3 theirs=${4:-}
+dir=$(mktemp -d /tmp/plexus-nccl-test.XXXXXX)
+daemon=
+cleanup() {
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+export PLEXUS_SOCKET=$dir/plexusd.sock PLEXUS_AUTOSTART=0
+"$plexusd" --socket "$PLEXUS_SOCKET" >"$dir/plexusd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do [ -S "$PLEXUS_SOCKET" ] && break; sleep 0.05; done
+[ -S "$PLEXUS_SOCKET" ] || { echo "FAIL: plexusd did not start"; cat "$dir/plexusd.log"; exit 1; }
+
+echo "== built against Plexus's nccl.h"
+"$ours" 4
+if [ -z "$theirs" ]; then
+  echo "NVIDIA's NCCL is not installed: the ABI run against its header is skipped"
+  exit 0
+fi
+echo "== built against NVIDIA's nccl.h and libnccl.so, run with LD_LIBRARY_PATH=$libdir"
+resolved=$(LD_LIBRARY_PATH=$libdir ldd "$theirs" | awk '/libnccl.so.2/ {print $3}')
+case "$resolved" in
+  "$libdir"/*) echo "libnccl.so.2 resolves to $resolved" ;;
+  *) echo "FAIL: libnccl.so.2 resolves to '$resolved', not into $libdir"; exit 1 ;;
+esac
+LD_LIBRARY_PATH=$libdir "$theirs" 4
+kill "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=
