@@ -72,6 +72,10 @@ struct Config {
   uint32_t rank_skew_ms = 10;    // a rank this late, op after op, is reported
   double slow_path_ratio = 0.1;  // a path under this share of its siblings' median
 
+  // Exit after this many seconds with no client or admin connection (0: never). What a
+  // daemon started by libplexus itself runs with (PLEXUS_AUTOSTART), so that it goes away
+  // once the jobs that needed it have.
+  uint32_t idle_exit_s = 0;
   std::string admin_group;  // its members may run admin commands too (admin_access.h)
 
   // The Prometheus exporter, and where it serves /metrics.

@@ -26,6 +26,7 @@ struct Daemon::Impl {
   std::mutex mutex;
   std::condition_variable stopped_cv;
   bool stopped = false;
+  bool exit_requested = false;  // the daemon asked itself to stop (--idle-exit-s)
 };
 
 namespace {
@@ -88,8 +89,14 @@ void Daemon::start() {
             d.control->post([&d, nic] { d.control->nodes().nic_up(nic); });
           }},
       events);
-  d.control = std::make_unique<ControlServer>(control_config(d.config, std::move(peer_nics)),
-                                              *d.engine, d.device_memory);
+  ControlConfig control = control_config(d.config, std::move(peer_nics));
+  // Called on the control thread, which stop() joins: wait() returns and its caller stops.
+  control.on_idle = [&d] {
+    std::lock_guard lock(d.mutex);
+    d.exit_requested = true;
+    d.stopped_cv.notify_all();
+  };
+  d.control = std::make_unique<ControlServer>(std::move(control), *d.engine, d.device_memory);
   d.control->start();
   if (!d.config.peer_listen.empty()) {
     spdlog::info("channel acknowledgements {} (--channel-acks {})", acks ? "on" : "off",
@@ -146,7 +153,7 @@ void Daemon::stop() {
 
 void Daemon::wait() {
   std::unique_lock lock(impl_->mutex);
-  impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
+  impl_->stopped_cv.wait(lock, [this] { return impl_->stopped || impl_->exit_requested; });
 }
 
 const std::string& Daemon::socket_path() const { return impl_->config.socket_path; }

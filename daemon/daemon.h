@@ -27,7 +27,8 @@ class Daemon {
   void start();
   // Stops serving, fails outstanding ops, unlinks the socket; safe to call twice.
   void stop();
-  // Blocks until stop() is called (from another thread or a signal handler's thread).
+  // Blocks until stop() is called (from another thread or a signal handler's thread), or
+  // the daemon asks to exit (idle_exit_s): the caller then calls stop().
   void wait();
 
   const std::string& socket_path() const;

@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
                  "Members of this group (primary or supplementary) may run admin commands "
                  "(plexusctl nic drain|undrain) besides root and plexusd's own user; every "
                  "other plexusctl command is read-only and open to all local users");
+  app.add_option("--idle-exit-s", config.idle_exit_s,
+                 "Exit after this many seconds with no client or plexusctl connected (0: never; "
+                 "what a daemon started by libplexus itself runs with)")
+      ->capture_default_str();
   app.add_option("--metrics", metrics,
                  "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")
       ->capture_default_str()
@@ -204,6 +208,7 @@ int main(int argc, char** argv) {
     daemon.stop();
   });
   daemon.wait();
+  daemon.stop();  // after an idle exit; a no-op after a signal
   // Wake the signal thread if stop() came from elsewhere.
   ::kill(::getpid(), SIGTERM);
   signal_thread.join();

@@ -1,4 +1,5 @@
 #include "clientlib/src/client_context.h"
+#include "clientlib/src/autostart.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -78,8 +79,8 @@ ClientContext::ClientContext() {
   idle_.spin_us = static_cast<uint32_t>(env_u64("PLEXUS_SPIN_US", idle_.spin_us));
   idle_.yield_us = static_cast<uint32_t>(env_u64("PLEXUS_YIELD_US", idle_.yield_us));
   park_at_once_bytes_ = env_u64("PLEXUS_PARK_BYTES", park_at_once_bytes_);
-  control_ = std::make_unique<ControlChannel>(
-      shm::default_socket_path(), static_cast<int>(env_u64("PLEXUS_CONNECT_TIMEOUT_MS", 1000)));
+  control_ = connect_or_start(shm::default_socket_path(),
+                              static_cast<int>(env_u64("PLEXUS_CONNECT_TIMEOUT_MS", 1000)));
   pool_ = std::make_unique<shm::ClientPool>(env_u64("PLEXUS_POOL_SIZE", kDefaultPoolBytes));
   stream_flags_ = std::make_unique<StreamFlagSlots>(*pool_);
 

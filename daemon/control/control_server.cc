@@ -121,6 +121,13 @@ void ControlServer::start() {
         },
         AdminService::kPathWatchIntervalMs, AdminService::kPathWatchIntervalMs);
   }
+  uv_timer_init(&loop_, &idle_timer_);
+  if (config_.idle_exit_s > 0) {
+    uv_timer_start(
+        &idle_timer_,
+        [](uv_timer_t* h) { static_cast<ControlServer*>(h->loop->data)->check_idle(); }, 1000,
+        1000);
+  }
   uv_poll_init(&loop_, &listen_poll_, listen_fd_);
   uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
     static_cast<ControlServer*>(h->loop->data)->on_listen_readable();
@@ -142,6 +149,19 @@ void ControlServer::stop() {
   nodes_.stop();
   uv_loop_close(&loop_);
   ::unlink(config_.socket_path.c_str());
+}
+
+// Once a second: a connection resets the count; idle_exit_s seconds in a row with none ask
+// the daemon to exit (once: the timer stops).
+void ControlServer::check_idle() {
+  if (!connections_.empty()) {
+    idle_seconds_ = 0;
+    return;
+  }
+  if (++idle_seconds_ < config_.idle_exit_s) return;
+  uv_timer_stop(&idle_timer_);
+  spdlog::info("no client for {} s (--idle-exit-s): exiting", config_.idle_exit_s);
+  if (config_.on_idle) config_.on_idle();
 }
 
 void ControlServer::post(std::function<void()> fn) {
@@ -172,6 +192,7 @@ void ControlServer::run_posted() {
   uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&rendezvous_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&path_watch_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&idle_timer_), nullptr);
   ::close(listen_fd_);
   listen_fd_ = -1;
 }

@@ -98,6 +98,9 @@ class ControlServer {
   uv_async_t wakeup_{};
   uv_timer_t rendezvous_timer_{};
   uv_timer_t path_watch_timer_{};  // the slow-path rule, with telemetry on
+  uv_timer_t idle_timer_{};        // --idle-exit-s
+  uint32_t idle_seconds_ = 0;      // whole seconds with no connection, as the timer saw them
+  void check_idle();
   int listen_fd_ = -1;
   std::thread thread_;
   bool running_ = false;

@@ -54,6 +54,9 @@ std::vector<RankResult> run_ranks_with_id(
     if (pid == 0) {
       ::close(fds[0]);
       ::setenv("PLEXUS_SOCKET", rank_sockets[static_cast<size_t>(r)].c_str(), 1);
+      // The test runs its own daemons: one it killed on purpose must not be replaced by
+      // libplexus starting another (unless the test asked for that itself).
+      ::setenv("PLEXUS_AUTOSTART", "0", 0);
       std::string verdict;
       try {
         verdict = body(r, nranks, id);

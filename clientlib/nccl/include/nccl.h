@@ -45,9 +45,6 @@ typedef struct CUstream_st* cudaStream_t;
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
-/* The fields a program may test for (present in NCCL 2.28's header). */
-#define NCCL_HAS_COMM_NONBLOCKING 1
-#define NCCL_HAS_COMM_SPLIT 1
 
 #ifdef __cplusplus
 extern "C" {
