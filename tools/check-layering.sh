@@ -25,6 +25,7 @@ rooms=(
   "monitor/            : common/"
   "clientlib/control/  : shm/"
   "clientlib/nccl/     : clientlib/ shm/ plexus-api"
+  "python/             : plexus-api"
   "clientlib/include/  : plexus-api"
   "plexus-api          : plexus-types"
   "clientlib/          : clientlib/control/ plexus-api shm/"

@@ -1,0 +1,85 @@
+// torch.distributed's backend "plexus": each call becomes libplexus ops on one Plexus
+// communicator (made from a unique id passed through torch's Store), submitted at once and
+// completed by a progress thread; the returned Work waits, tests and carries a future.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plexus/plexus.h"
+#include "python/plexus_torch/plexus_work.h"
+#include "python/plexus_torch/progress.h"
+#include "python/plexus_torch/torch_compat.h"
+
+namespace plexus::torch_backend {
+
+class ProcessGroupPlexus : public BackendBase {
+ public:
+  ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                     std::chrono::milliseconds timeout);
+  ~ProcessGroupPlexus() override;
+
+  const std::string getBackendName() const override { return "plexus"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // Builds a work: `issue` makes the libplexus calls (through the helpers below), all in
+  // one libplexus group, and the work goes to the progress thread.
+  c10::intrusive_ptr<c10d::Work> run(const char* name, c10d::OpType type,
+                                     std::vector<at::Tensor> outputs,
+                                     const std::function<void(PlexusWork&, plexus_comm_t)>& issue);
+  // One libplexus call's request into the work (its refusal becomes the work's error).
+  static void add(PlexusWork& work, plexus_result_t result, const plexus_request_t& request);
+  // A contiguous tensor with t's values whose result is copied back into t on success.
+  static at::Tensor writable(PlexusWork& work, const at::Tensor& t);
+  // A contiguous tensor with t's values for the daemon to read.
+  static at::Tensor readable(PlexusWork& work, const at::Tensor& t);
+  void check_rank(int rank, const char* what) const;
+
+  std::chrono::milliseconds timeout_;
+  std::mutex comm_mutex_;
+  plexus_comm_t comm_ = nullptr;  // null once aborted after a timeout
+  std::unique_ptr<Progress> progress_;
+};
+
+}  // namespace plexus::torch_backend
