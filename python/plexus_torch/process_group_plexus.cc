@@ -1,6 +1,7 @@
 #include "python/plexus_torch/process_group_plexus.h"
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <cstring>
 #include <numeric>
@@ -62,7 +63,15 @@ ProcessGroupPlexus::ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupPlexus::~ProcessGroupPlexus() {
-  progress_.reset();  // every queued work completes first
+  // Every queued work completes first. Python code dropping the group holds the GIL here,
+  // and the progress thread may need it meanwhile (dropping the last reference to a
+  // tensor Python owns): let it go while joining.
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    pybind11::gil_scoped_release release;
+    progress_.reset();
+  } else {
+    progress_.reset();
+  }
   std::lock_guard lock(comm_mutex_);
   if (comm_ != nullptr) plexus_comm_destroy(comm_);
   comm_ = nullptr;

@@ -1,0 +1,301 @@
+"""torch.distributed backend "plexus" on one node: every collective x dtype x op against
+values computed here, uneven all_to_all_single, subgroups, non-contiguous tensors, Work and
+future semantics, a rank killed mid-collective, the group's timeout, and DDP training beside
+gloo. Run by torch_backend_test.sh (a private plexusd); each case prints "ok <name>".
+
+usage: torch_backend_test.py CASE WORLD_SIZE   (CASE: collectives, failures, ddp)
+"""
+import os
+import sys
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import plexus_torch  # noqa: F401  (registers the backend)
+
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+          torch.int32, torch.int64, torch.bool]
+OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
+       "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG}
+
+
+def values(rank, n, dtype):
+    """Rank `rank`'s input: small values exact in every dtype (bool: a pattern)."""
+    base = torch.arange(n, dtype=torch.int64) % 3 + rank + 1
+    if dtype == torch.bool:
+        return (torch.arange(n) + rank) % 3 == 0
+    return base.to(dtype)
+
+
+def expected_reduce(op, world, n, dtype):
+    inputs = [values(r, n, dtype) for r in range(world)]
+    if dtype == torch.bool:
+        stack = torch.stack(inputs)
+        if op in ("SUM", "MAX"):
+            return stack.any(0)
+        return stack.all(0)  # PRODUCT, MIN
+    acc = torch.stack([x.to(torch.float64) for x in inputs])
+    if op == "SUM":
+        r = acc.sum(0)
+    elif op == "PRODUCT":
+        r = acc.prod(0)
+    elif op == "MIN":
+        r = acc.min(0).values
+    elif op == "MAX":
+        r = acc.max(0).values
+    else:
+        r = acc.sum(0) / world
+        if not dtype.is_floating_point:
+            r = torch.trunc(r)
+    if not dtype.is_floating_point:  # integers wrap as the element type does
+        return r.to(torch.int64).to(dtype)
+    return r.to(dtype)
+
+
+def check(name, got, want):
+    if not torch.equal(got, want):
+        raise AssertionError(f"{name}: got {got[:8]} wanted {want[:8]}")
+
+
+def case_collectives(rank, world):
+    n = 1031
+    for dtype in DTYPES:
+        for op_name, op in OPS.items():
+            if dtype == torch.bool and op_name == "AVG":
+                continue
+            t = values(rank, n, dtype)
+            work = dist.all_reduce(t, op=op, async_op=True)
+            work.wait()
+            check(f"all_reduce {dtype} {op_name}", t, expected_reduce(op_name, world, n, dtype))
+        # broadcast, reduce
+        t = values(rank, n, dtype)
+        dist.broadcast(t, src=world - 1)
+        check(f"broadcast {dtype}", t, values(world - 1, n, dtype))
+        t = values(rank, n, dtype)
+        dist.reduce(t, dst=1, op=dist.ReduceOp.MAX)
+        if rank == 1:
+            check(f"reduce {dtype}", t, expected_reduce("MAX", world, n, dtype))
+        # all_gather (list and one tensor), gather, scatter
+        outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
+        dist.all_gather(outs, values(rank, n, dtype))
+        for r in range(world):
+            check(f"all_gather {dtype}", outs[r], values(r, n, dtype))
+        flat = torch.zeros(world * n, dtype=dtype)
+        dist._all_gather_base(flat, values(rank, n, dtype))
+        check(f"_all_gather_base {dtype}", flat, torch.cat([values(r, n, dtype) for r in range(world)]))
+        gathered = [torch.zeros(n, dtype=dtype) for _ in range(world)] if rank == 0 else None
+        dist.gather(values(rank, n, dtype), gathered, dst=0)
+        if rank == 0:
+            for r in range(world):
+                check(f"gather {dtype}", gathered[r], values(r, n, dtype))
+        out = torch.zeros(n, dtype=dtype)
+        dist.scatter(out, [values(r, n, dtype) for r in range(world)] if rank == world - 1 else None,
+                     src=world - 1)
+        check(f"scatter {dtype}", out, values(rank, n, dtype))
+        if dtype != torch.bool:
+            # reduce_scatter (list and one tensor): block r of every rank's input, summed
+            blocks = [values(rank + r, n, dtype) for r in range(world)]
+            out = torch.zeros(n, dtype=dtype)
+            dist.reduce_scatter(out, blocks)
+            want = sum(values(q + rank, n, dtype).to(torch.float64) for q in range(world))
+            check(f"reduce_scatter {dtype}", out, want.to(torch.int64).to(dtype) if not dtype.is_floating_point else want.to(dtype))
+            out = torch.zeros(n, dtype=dtype)
+            dist._reduce_scatter_base(out, torch.cat(blocks))
+            check(f"_reduce_scatter_base {dtype}", out, want.to(torch.int64).to(dtype) if not dtype.is_floating_point else want.to(dtype))
+        # all_to_all: rank r sends block q (value 100*r+q) to rank q
+        ins = [torch.full((5,), 100 * rank + q).to(dtype) for q in range(world)]
+        outs = [torch.zeros(5, dtype=dtype) for _ in range(world)]
+        dist.all_to_all(outs, ins)
+        for q in range(world):
+            check(f"all_to_all {dtype}", outs[q], torch.full((5,), 100 * q + rank).to(dtype))
+    print(f"ok {len(DTYPES)} dtypes: all_reduce x 5 ops, broadcast, reduce, all_gather, "
+          f"_all_gather_base, gather, scatter, reduce_scatter, _reduce_scatter_base, all_to_all",
+          flush=True) if rank == 0 else None
+
+    # Bitwise ops are refused, naming them.
+    try:
+        dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND)
+        raise AssertionError("BAND was accepted")
+    except RuntimeError as e:
+        assert "bitwise" in str(e), e
+
+    # Uneven all_to_all_single: rank r sends (q + 1) * (r + 1) rows to rank q.
+    rows_out = [(q + 1) * (rank + 1) for q in range(world)]
+    rows_in = [(rank + 1) * (q + 1) for q in range(world)]
+    inp = torch.cat([torch.full((rows_out[q], 3), float(1000 * rank + q)) for q in range(world)])
+    out = torch.zeros(sum(rows_in), 3)
+    dist.all_to_all_single(out, inp, output_split_sizes=rows_in, input_split_sizes=rows_out)
+    want = torch.cat([torch.full((rows_in[q], 3), float(1000 * q + rank)) for q in range(world)])
+    check("all_to_all_single uneven", out, want)
+    even_in = torch.arange(world * 4, dtype=torch.float32) + 100 * rank
+    even_out = torch.zeros(world * 4)
+    dist.all_to_all_single(even_out, even_in)
+    want = torch.cat([torch.arange(4, dtype=torch.float32) + 4 * rank + 100 * q for q in range(world)])
+    check("all_to_all_single even", even_out, want)
+
+    # Non-contiguous tensors (every other column), in and out.
+    big = torch.zeros(64, 10)
+    view = big[:, ::2]
+    view.fill_(rank + 1)
+    dist.all_reduce(view)
+    assert float(big[:, 0].min()) == world * (world + 1) / 2 and float(big[:, 1].abs().max()) == 0
+
+    # all_reduce_coalesced, send/recv with tags, barrier
+    ts = [torch.ones(7) * rank, torch.ones(3) * rank]
+    dist.all_reduce_coalesced(ts)
+    assert float(ts[0][0]) == sum(range(world)) and float(ts[1][2]) == sum(range(world))
+    if rank == 0:
+        dist.send(torch.arange(10.), dst=1, tag=7)
+    elif rank == 1:
+        got = torch.zeros(10)
+        dist.recv(got, src=0, tag=7)
+        check("send/recv", got, torch.arange(10.))
+    dist.barrier()
+
+    # Work and future: async, is_completed, the future's value is the output list.
+    t = torch.ones(1 << 16)
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future()
+    result = fut.wait()
+    assert isinstance(result, list) and torch.equal(result[0], t) and float(t[0]) == world
+    deadline = time.time() + 10
+    while not work.is_completed() and time.time() < deadline:
+        time.sleep(0.001)
+    assert work.is_completed() and work.is_success()
+    chained = dist.all_reduce(torch.ones(4), async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    assert float(chained.wait()[0]) == 2 * world
+
+    # Subgroups: even ranks, and a group that leaves rank 0 out.
+    evens = dist.new_group([r for r in range(world) if r % 2 == 0], backend="plexus")
+    rest = dist.new_group(list(range(1, world)), backend="plexus")
+    t = torch.ones(9) * rank
+    if rank % 2 == 0:
+        dist.all_reduce(t, group=evens)
+        assert float(t[0]) == sum(r for r in range(world) if r % 2 == 0)
+    t = torch.ones(9) * rank
+    if rank > 0:
+        dist.all_reduce(t, group=rest)
+        assert float(t[0]) == sum(range(1, world))
+    if rank == 0:
+        print("ok bitwise refused, uneven all_to_all_single, non-contiguous, coalesced, "
+              "send/recv, barrier, Work/future, subgroups", flush=True)
+
+
+def case_failures(rank, world):
+    # A rank killed mid-collective: the others' Work fails naming it, well within the timeout.
+    t = torch.ones(1 << 20)
+    if rank == world - 1:
+        time.sleep(0.5)
+        os._exit(0)
+    start = time.time()
+    try:
+        dist.all_reduce(t)
+        raise AssertionError("the allreduce succeeded without the killed rank")
+    except RuntimeError as e:
+        took = time.time() - start
+        assert f"rank {world - 1}" in str(e), e
+        assert took < 20, took
+        if rank == 0:
+            print(f"ok a rank killed mid-collective: failed in {took:.2f} s: {e}", flush=True)
+
+
+def case_timeout(rank, world):
+    # Rank 1 never joins rank 0's allreduce: the group's 3 s timeout fails it, naming rank 0.
+    if rank == 0:
+        start = time.time()
+        try:
+            dist.all_reduce(torch.ones(8))
+            raise AssertionError("the allreduce succeeded without its peer")
+        except RuntimeError as e:
+            took = time.time() - start
+            assert "rank 0" in str(e) and "timed out" in str(e), e
+            assert 2.5 < took < 15, took
+            print(f"ok the group's timeout: failed after {took:.2f} s: {e}", flush=True)
+    else:
+        time.sleep(6)
+
+
+def ddp_run(rank, world, backend, steps=20):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    group = dist.new_group(list(range(world)), backend=backend)
+    ddp = DDP(model, process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(1234 + rank)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=gen)
+        y = torch.randn(16, 4, generator=gen)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return losses, params
+
+
+def case_ddp(rank, world):
+    plexus_losses, plexus_params = ddp_run(rank, world, "plexus")
+    gloo_losses, gloo_params = ddp_run(rank, world, "gloo")
+    # Every rank ends with the same parameters.
+    gathered = [torch.zeros_like(plexus_params) for _ in range(world)]
+    dist.all_gather(gathered, plexus_params)
+    for r in range(world):
+        assert torch.equal(gathered[r], plexus_params), f"rank {r}'s parameters differ"
+    worst = max(abs(a - b) for a, b in zip(plexus_losses, gloo_losses))
+    assert worst < 1e-4, (plexus_losses, gloo_losses)
+    assert torch.allclose(plexus_params, gloo_params, atol=1e-5)
+    if rank == 0:
+        print(f"ok DDP with {world} ranks: parameters identical on every rank; loss "
+              f"{plexus_losses[0]:.4f} -> {plexus_losses[-1]:.4f}, largest difference from "
+              f"gloo {worst:.2e}", flush=True)
+
+
+CASES = {"collectives": case_collectives, "failures": case_failures, "timeout": case_timeout,
+         "ddp": case_ddp}
+
+
+def rank_main(rank, world, case, store_path, timeout_s):
+    try:
+        dist.init_process_group("plexus", init_method=f"file://{store_path}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=timeout_s))
+        CASES[case](rank, world)
+        if case not in ("failures", "timeout"):
+            dist.barrier()
+        dist.destroy_process_group()
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
+
+
+def main():
+    case, world = sys.argv[1], int(sys.argv[2])
+    timeout_s = 3 if case == "timeout" else 60
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.get_context("spawn")
+        procs = [ctx.Process(target=rank_main, args=(r, world, case, f"{d}/store", timeout_s))
+                 for r in range(world)]
+        for p in procs:
+            p.start()
+        deadline = time.time() + 240
+        for p in procs:
+            p.join(max(1, deadline - time.time()))
+        bad = [r for r, p in enumerate(procs) if p.exitcode != 0]
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        if bad:
+            print(f"FAIL {case} with {world} ranks: ranks {bad} failed", flush=True)
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# torch.distributed backend "plexus" against a private plexusd: the cases of
+# torch_backend_test.py with 2 and 4 ranks. Exit 77 (skipped, with the reason) where
+# /usr/bin/python3 has no torch or plexus_torch was not built.
+# usage: torch_backend_test.sh PLEXUSD PYTHON_BUILD_DIR
+set -euo pipefail
+plexusd=$1 pydir=$2
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+if ! "$python" -c "import torch" 2>/dev/null; then
+  echo "SKIP: $python has no torch (apt-get install python3-torch; tools/install-deps.sh does)"
+  exit 77
+fi
+if ! ls "$pydir"/plexus_torch*.so >/dev/null 2>&1; then
+  echo "SKIP: plexus_torch was not built in $pydir (libtorch-dev, python3-dev and pybind11-dev are needed)"
+  exit 77
+fi
+dir=$(mktemp -d /tmp/plexus-torch-test.XXXXXX)
+daemon=
+cleanup() {
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+export PLEXUS_SOCKET=$dir/plexusd.sock PLEXUS_AUTOSTART=0 PYTHONPATH=$pydir
+"$plexusd" --socket "$PLEXUS_SOCKET" >"$dir/plexusd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do [ -S "$PLEXUS_SOCKET" ] && break; sleep 0.05; done
+[ -S "$PLEXUS_SOCKET" ] || { echo "FAIL: plexusd did not start"; cat "$dir/plexusd.log"; exit 1; }
+
+run() {
+  echo "== $1 with $2 ranks"
+  local s=0
+  "$python" -W ignore "$here/torch_backend_test.py" "$1" "$2" >"$dir/out" 2>&1 || s=$?
+  # torch's glog preamble is noise here.
+  grep -v -e "Logging before InitGoogleLogging" "$dir/out" || true
+  return $s
+}
+status=0
+run collectives 2 || status=1
+run collectives 4 || status=1
+run failures 4 || status=1
+run timeout 2 || status=1
+run ddp 2 || status=1
+run ddp 4 || status=1
+exit $status
