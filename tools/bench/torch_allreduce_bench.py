@@ -1,0 +1,109 @@
+"""torch.distributed allreduce busbw and DDP step time, backend plexus beside gloo in the
+same run (same machine, same ranks, one after the other per size).
+
+usage: PYTHONPATH=<build>/python /usr/bin/python3 tools/bench/torch_allreduce_bench.py
+         [--ranks 4] [--sizes 1,4,16,64] (MiB) [--iters N] [--ddp-mb 64]
+busbw = bytes * 2 * (n - 1) / n / time, as nccl-tests reports for allreduce.
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def allreduce_times(group, nbytes, iters, warmup=3):
+    t = torch.ones(nbytes // 4, dtype=torch.float32)
+    for _ in range(warmup):
+        dist.all_reduce(t, group=group)
+    dist.barrier(group=group)
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        dist.all_reduce(t, group=group)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def ddp_step_time(group, mb, steps=8):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    width = 2048
+    layers = max(1, int(mb * 2**20 / 4 / (width * width)))
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    ddp = DDP(model, process_group=group, bucket_cap_mb=25)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+    x = torch.randn(8, width)
+    times = []
+    for step in range(steps + 2):
+        start = time.perf_counter()
+        opt.zero_grad()
+        ddp(x).sum().backward()
+        opt.step()
+        if step >= 2:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    grad_mb = sum(p.numel() for p in model.parameters()) * 4 / 2**20
+    return times[len(times) // 2], grad_mb
+
+
+def rank_main(rank, n, store, args, queue):
+    import plexus_torch  # noqa: F401
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
+                            timeout=timedelta(seconds=600))
+    groups = {b: dist.new_group(list(range(n)), backend=b) for b in ("plexus", "gloo")}
+    rows = []
+    for mib in args.sizes:
+        nbytes = int(mib * 2**20)
+        for backend in ("gloo", "plexus"):
+            t = allreduce_times(groups[backend], nbytes, args.iters)
+            rows.append((mib, backend, t, nbytes * 2 * (n - 1) / n / t / 1e9))
+    ddp = []
+    if args.ddp_mb > 0:
+        for backend in ("gloo", "plexus"):
+            t, grad_mb = ddp_step_time(groups[backend], args.ddp_mb)
+            ddp.append((backend, t, grad_mb))
+    if rank == 0:
+        queue.put((rows, ddp))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--sizes", default="1,4,16,64", help="MiB, comma-separated")
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--ddp-mb", type=float, default=64, help="gradient MiB of the DDP model (0: skip)")
+    args = p.parse_args()
+    args.sizes = [float(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=rank_main, args=(r, args.ranks, f"{d}/store", args, queue))
+                 for r in range(args.ranks)]
+        for proc in procs:
+            proc.start()
+        rows, ddp = queue.get(timeout=3600)
+        for proc in procs:
+            proc.join()
+    print(f"torch {torch.__version__}, {args.ranks} ranks, {os.cpu_count()} cores; median of {args.iters}")
+    print(f"{'size':>8} {'gloo GB/s':>10} {'plexus GB/s':>12} {'ratio':>6}")
+    by = {(m, b): bw for m, b, _, bw in rows}
+    for mib in args.sizes:
+        g, x = by[(mib, "gloo")], by[(mib, "plexus")]
+        print(f"{mib:>6g}Mi {g:>10.2f} {x:>12.2f} {x / g:>6.2f}")
+    for backend, t, grad_mb in ddp:
+        print(f"DDP step ({grad_mb:.0f} MiB of gradients), {backend}: {t * 1000:.0f} ms")
+    if len(ddp) == 2:
+        print(f"DDP step time gloo / plexus: {ddp[0][1] / ddp[1][1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
