@@ -445,7 +445,20 @@ static void case_init_all(void) {
     for (int i = 0; i < 8; ++i)
       if (out[c][i] != 10 + 2 * i) { failf("init_all", "comm %d element %d: %d", c, i, out[c][i]); return; }
   for (int c = 0; c < 2; ++c) CHECK("init_all", ncclCommDestroy(comms[c]));
-  printf("ok ncclCommInitAll and a single-thread group over its communicators\n");
+  /* The same by hand: ncclCommInitRank for both ranks inside one group (blocking each alone
+   * would wait for the other forever). */
+  ncclUniqueId id;
+  CHECK("init_all", ncclGetUniqueId(&id));
+  CHECK("init_all", ncclGroupStart());
+  for (int c = 0; c < 2; ++c) CHECK("init_all", ncclCommInitRank(&comms[c], 2, id, c));
+  CHECK("init_all", ncclGroupEnd());
+  CHECK("init_all", ncclGroupStart());
+  for (int c = 0; c < 2; ++c) CHECK("init_all", ncclAllReduce(in[c], out[c], 8, ncclInt32, ncclMax, comms[c], NULL));
+  CHECK("init_all", ncclGroupEnd());
+  for (int i = 0; i < 8; ++i)
+    if (out[0][i] != 10 + i || out[1][i] != 10 + i) { failf("init_all", "grouped init: element %d", i); return; }
+  for (int c = 0; c < 2; ++c) CHECK("init_all", ncclCommDestroy(comms[c]));
+  printf("ok ncclCommInitAll, and ncclCommInitRank x 2 in one group, each driven by one thread\n");
 }
 
 static int run_rank(const ncclUniqueId* ids, int rank, int n) {

@@ -12,7 +12,9 @@
  *    group: at ncclGroupEnd); on a non-blocking one it returns ncclInProgress and
  *    ncclCommGetAsyncError reports ncclInProgress until it is done.
  *  - Device buffers are stream-ordered as NCCL's: the call returns at once, the stream's
- *    later work waits for the result. No kernel runs in this process.
+ *    later work waits for the result. No kernel runs in this process. A group of several
+ *    calls with device buffers (grouped send/recv, all-to-all) waits for its streams'
+ *    earlier work and then for the calls themselves on the host.
  *  - ncclMemAlloc gives device memory when the calling thread has a current CUDA context,
  *    otherwise memory from Plexus's shared pool (zero copy for host-ordered calls).
  *  - ncclRedOpCreatePreMulSum ops work on host buffers with a host scalar.
@@ -44,7 +46,6 @@ typedef struct CUstream_st* cudaStream_t;
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
-
 
 #ifdef __cplusplus
 extern "C" {
@@ -242,6 +243,9 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
                       ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream);
+
+/* Deprecated in NCCL; does nothing here. */
+void ncclResetDebugInit(void);
 
 /* Groups. */
 ncclResult_t ncclGroupStart(void);

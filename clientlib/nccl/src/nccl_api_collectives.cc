@@ -14,8 +14,6 @@
 #include "clientlib/nccl/src/nccl_types.h"
 #include "plexus/plexus.h"
 
-#define NCCL_API extern "C" __attribute__((visibility("default")))
-
 namespace plexus::nccl {
 namespace {
 
@@ -45,11 +43,12 @@ Prepared prepare(ncclComm_t comm, ncclDataType_t type, const char* call) {
 }
 
 // The reduction a call asks for in Plexus's terms. A pre-multiplied sum (host buffers
-// only) becomes a sum over a copy of the input scaled into the pool: *input points at the
-// copy then, and *scratch owns it.
+// only) becomes a sum over a copy of the input in the pool: *scratch owns the copy, and
+// *prepare scales the input into it when the op is submitted (after any stream wait, so
+// that it reads what the stream's earlier work wrote).
 ncclResult_t resolve_op(CommCore& core, ncclRedOp_t op, plexus_dtype_t dtype, bool device,
-                        size_t input_count, const void** input, void** scratch, plexus_redop_t* out,
-                        const char* call) {
+                        size_t input_count, const void** input, void** scratch,
+                        std::function<void()>* prepare, plexus_redop_t* out, const char* call) {
   if (std::optional<plexus_redop_t> builtin = builtin_op(op)) {
     *out = *builtin;
     return ncclSuccess;
@@ -76,13 +75,15 @@ ncclResult_t resolve_op(CommCore& core, ncclRedOp_t op, plexus_dtype_t dtype, bo
                                       "GPU memory are not supported by Plexus (it runs no kernel "
                                       "in this process); scale the input first and use ncclSum");
   }
-  const void* scalar = premul.scalar_at != nullptr ? premul.scalar_at : premul.scalar;
   const size_t bytes = input_count * plexus_dtype_size(dtype);
   void* copy = nullptr;
   if (plexus_result_t r = plexus_alloc(&copy, bytes == 0 ? 1 : bytes); r != PLEXUS_SUCCESS) {
     return fail_plexus(r, call);
   }
-  if (input_count > 0) scale(*input, copy, input_count, dtype, scalar);
+  *prepare = [premul, source = *input, copy, input_count, dtype] {
+    const void* scalar = premul.scalar_at != nullptr ? premul.scalar_at : premul.scalar;
+    if (input_count > 0) scale(source, copy, input_count, dtype, scalar);
+  };
   *input = copy;
   *scratch = copy;
   *out = PLEXUS_SUM;
@@ -103,13 +104,15 @@ ncclResult_t reduction(const char* name, const void* sendbuff, void* recvbuff, s
   call.device = on_device(sendbuff) || on_device(recvbuff);
   const void* input = sendbuff;
   plexus_redop_t redop = PLEXUS_SUM;
+  std::function<void()> prepare;
   if (ncclResult_t r = resolve_op(*p.core, op, p.dtype, call.device, in_count, &input,
-                                  &call.scratch, &redop, name);
+                                  &call.scratch, &prepare, &redop, name);
       r != ncclSuccess) {
     return r;
   }
-  call.issue = [input, redop, dtype = p.dtype, submit = std::move(submit)](
-                   plexus_comm_t c, plexus_request_t* request) {
+  call.issue = [input, redop, dtype = p.dtype, prepare = std::move(prepare),
+                submit = std::move(submit)](plexus_comm_t c, plexus_request_t* request) {
+    if (prepare) prepare();
     return submit(input, redop, dtype, c, request);
   };
   return enqueue(std::move(call));

@@ -17,8 +17,6 @@
 #include "clientlib/nccl/src/nccl_errors.h"
 #include "plexus/plexus.h"
 
-#define NCCL_API extern "C" __attribute__((visibility("default")))
-
 namespace plexus::nccl {
 namespace {
 
@@ -86,7 +84,8 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                                          std::to_string(nranks) + " is not a valid position");
   }
   std::shared_ptr<CommCore> core = make_core(nranks, rank, settings);
-  if (settings.blocking) {
+  const bool grouped = in_group();
+  if (settings.blocking && !grouped) {
     plexus_comm_t made = nullptr;
     if (plexus_result_t r = plexus_comm_init_rank(&made, nranks, as_plexus(id), rank);
         r != PLEXUS_SUCCESS) {
@@ -96,8 +95,9 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
     *comm = new ncclComm{std::move(core)};
     return ncclSuccess;
   }
-  // Non-blocking: the handle now, the rendezvous on a thread; ncclCommGetAsyncError says
-  // ncclInProgress until it is done.
+  // Non-blocking, or inside a group: the handle now, the rendezvous on a thread;
+  // ncclCommGetAsyncError says ncclInProgress until it is done, and ncclGroupEnd waits for
+  // it (so one thread can create the communicators of several ranks in one group).
   auto task = std::make_shared<InitTask>();
   core->init = task;
   std::thread([task, nranks, id, rank, name = std::string(call)] {
@@ -115,7 +115,8 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
     task->done_cv.notify_all();
   }).detach();
   *comm = new ncclComm{std::move(core)};
-  return ncclInProgress;
+  if (grouped) group_add_init(std::move(task));
+  return grouped && settings.blocking ? ncclSuccess : ncclInProgress;
 }
 
 // The communicator's state for ncclCommGetAsyncError: an initialisation or host-ordered
@@ -131,10 +132,8 @@ ncclResult_t async_state(CommCore& core) {
     if (!task->done) return ncclInProgress;
     if (task->result != ncclSuccess) return fail(task->result, task->message);
   }
-  if (core.plexus == nullptr) {
-    ncclResult_t r = ncclSuccess;
-    if (core.ready(&r, "ncclCommGetAsyncError") == nullptr) return r;
-  }
+  ncclResult_t r = ncclSuccess;
+  if (core.ready(&r, "ncclCommGetAsyncError") == nullptr) return r;
   std::lock_guard lock(core.mutex);
   const bool in_flight = core.reap_locked();
   if (core.error != ncclSuccess) return fail(core.error, core.error_message);
@@ -163,6 +162,9 @@ ncclResult_t leave(ncclComm_t comm, bool abort) {
   ncclResult_t result = ncclSuccess;
   if (plexus == nullptr) plexus = core->ready(&result, call);
   if (plexus == nullptr) return abort ? ncclSuccess : result;
+  // A call on another thread may be between ready() and submitting: wait for it, then
+  // make ready() fail for every later one.
+  std::unique_lock use(core->use_mutex);
   {
     std::lock_guard lock(core->mutex);
     core->plexus = nullptr;
@@ -173,6 +175,7 @@ ncclResult_t leave(ncclComm_t comm, bool abort) {
     core->drain(call);  // every request completes (aborted) once the daemon replied
     return r == PLEXUS_SUCCESS ? ncclSuccess : fail_plexus(r, call);
   }
+  use.unlock();  // destroy waits for this rank's requests: nothing may hold the lock then
   const ncclResult_t drained = core->drain(call);
   if (plexus_result_t r = plexus_comm_destroy(plexus); r != PLEXUS_SUCCESS) {
     return fail_plexus(r, call);
@@ -196,9 +199,23 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
   ncclResult_t result = ncclSuccess;
   std::shared_ptr<CommCore> core = usable(comm, call, &result);
   if (core == nullptr) return result;
-  plexus_comm_t parent = core->ready(&result, call);
-  if (parent == nullptr) return result;
+  if (core->ready(&result, call) == nullptr) return result;
   if (ncclResult_t r = core->drain(call); r != ncclSuccess) return r;
+  // Each gather over the parent, host-ordered: submitted under the use lock, waited for
+  // outside it (so that ncclCommAbort from another thread can break a split that hangs).
+  auto gather = [&](const void* send, void* recv, size_t count, plexus_dtype_t dtype) {
+    plexus_request_t request = nullptr;
+    {
+      std::shared_lock use(core->use_mutex);
+      ncclResult_t ignored = ncclSuccess;
+      plexus_comm_t parent = core->ready(&ignored, call);
+      if (parent == nullptr) return PLEXUS_ERR_COMM_ABORTED;
+      plexus_result_t r = plexus_comm_set_stream(parent, nullptr);
+      if (r == PLEXUS_SUCCESS) r = plexus_allgather(send, recv, count, dtype, parent, &request);
+      if (r != PLEXUS_SUCCESS) return r;
+    }
+    return plexus_wait(&request);
+  };
   Settings settings;
   settings.blocking = core->blocking;  // inherited unless the config says otherwise
   if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
@@ -223,9 +240,7 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
   auto* pairs = static_cast<Entry*>(pairs_memory);
   auto* ids = static_cast<ncclUniqueId*>(ids_memory);
   pairs[n] = {color, key};
-  if (r = plexus_comm_set_stream(parent, nullptr); r == PLEXUS_SUCCESS) {
-    r = plexus_allgather(&pairs[n], pairs, 2, PLEXUS_INT32, parent, nullptr);
-  }
+  r = gather(&pairs[n], pairs, 2, PLEXUS_INT32);
   // Members of my color in their new order.
   std::vector<int> members;
   if (r == PLEXUS_SUCCESS && color != NCCL_SPLIT_NOCOLOR) {
@@ -242,7 +257,7 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
     std::memcpy(&ids[n], &made, sizeof(made));
   }
   if (r == PLEXUS_SUCCESS) {
-    r = plexus_allgather(&ids[n], ids, sizeof(ncclUniqueId), PLEXUS_UINT8, parent, nullptr);
+    r = gather(&ids[n], ids, sizeof(ncclUniqueId), PLEXUS_UINT8);
   }
   if (r != PLEXUS_SUCCESS) {
     free_all();
@@ -282,12 +297,16 @@ NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                              int rank, ncclConfig_t* config) {
-  return init_rank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig");
+  return guarded("ncclCommInitRankConfig", [&] {
+    return init_rank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig");
+  });
 }
 
 NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                        int rank) {
-  return init_rank(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");
+  return guarded("ncclCommInitRank", [&] {
+    return init_rank(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");
+  });
 }
 
 NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
@@ -297,7 +316,9 @@ NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, 
     return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId is " + std::to_string(nId) +
                                          " or commIds is NULL; at least one id is needed");
   }
-  return init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+  return guarded("ncclCommInitRankScalable", [&] {
+    return init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+  });
 }
 
 NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -307,34 +328,33 @@ NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* de
   }
   ncclUniqueId id;
   if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
-  // Each rank's initialisation waits for all the others: one thread per rank.
-  std::vector<ncclResult_t> results(static_cast<size_t>(ndev), ncclSuccess);
-  std::vector<std::string> errors(static_cast<size_t>(ndev));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = init_rank(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
-      if (results[i] != ncclSuccess) errors[i] = last_error();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int i = 0; i < ndev; ++i) {
-    if (comms[i] != nullptr) comms[i]->core->device = devlist != nullptr ? devlist[i] : i;
-  }
-  for (int i = 0; i < ndev; ++i) {
-    if (results[i] == ncclSuccess) continue;
+  // Each rank's initialisation waits for all the others: as one group, whose end waits for
+  // them all (each runs on its own thread meanwhile).
+  for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+  ncclResult_t first = guarded("ncclCommInitAll", [&]() -> ncclResult_t {
+    group_start();
+    ncclResult_t made = ncclSuccess;
+    for (int i = 0; i < ndev && made == ncclSuccess; ++i) {
+      made = init_rank(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
+    }
+    const ncclResult_t ended = group_end();
+    return made != ncclSuccess ? made : ended;
+  });
+  if (first != ncclSuccess) {
+    const std::string why = last_error();
     for (int j = 0; j < ndev; ++j) {
       if (comms[j] != nullptr) ncclCommAbort(comms[j]);
       comms[j] = nullptr;
     }
-    return fail(results[i], errors[i]);
+    return fail(first, why);
   }
+  for (int i = 0; i < ndev; ++i) comms[i]->core->device = devlist != nullptr ? devlist[i] : i;
   return ncclSuccess;
 }
 
 NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                     ncclConfig_t* config) {
-  return split(comm, color, key, newcomm, config);
+  return guarded("ncclCommSplit", [&] { return split(comm, color, key, newcomm, config); });
 }
 
 NCCL_API ncclResult_t ncclCommShrink(ncclComm_t /*comm*/, int* /*excludeRanksList*/,
@@ -360,9 +380,13 @@ NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return core->drain("ncclCommFinalize");
 }
 
-NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) { return leave(comm, false); }
+NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return guarded("ncclCommDestroy", [&] { return leave(comm, false); });
+}
 
-NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) { return leave(comm, true); }
+NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return guarded("ncclCommAbort", [&] { return leave(comm, true); });
+}
 
 NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (comm == nullptr || comm->core == nullptr || asyncError == nullptr) {

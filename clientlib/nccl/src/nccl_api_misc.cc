@@ -9,8 +9,6 @@
 #include "clientlib/nccl/src/nccl_errors.h"
 #include "plexus/plexus.h"
 
-#define NCCL_API extern "C" __attribute__((visibility("default")))
-
 using namespace plexus::nccl;  // NOLINT: the C entry points below
 
 NCCL_API ncclResult_t ncclGetVersion(int* version) {
@@ -67,10 +65,10 @@ NCCL_API ncclResult_t ncclMemFree(void* ptr) {
   if (plexus_free(ptr) == PLEXUS_SUCCESS) return ncclSuccess;
   const std::string pool_error = plexus_get_last_error();
   if (driver_loaded()) {
-    if (std::string e = device_free(ptr); e.empty()) {
-      plexus_gpu_forget(ptr);  // plexusd lets go of its mapping too
-      return ncclSuccess;
-    }
+    // plexusd lets go of its mapping first: once freed, a new allocation may take the
+    // addresses (plexus.h).
+    plexus_gpu_forget(ptr);
+    if (std::string e = device_free(ptr); e.empty()) return ncclSuccess;
   }
   return fail(ncclInvalidArgument, "ncclMemFree: " + pool_error);
 }
@@ -115,3 +113,7 @@ NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t /*comm*/, void* /*buff*/
 NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t /*comm*/, ncclWindow_t /*win*/) {
   return fail(ncclInvalidUsage, "ncclCommWindowDeregister: Plexus registers no windows");
 }
+
+// Deprecated in NCCL, declared by its header: NCCL re-reads its debug settings. Plexus has
+// none to re-read.
+NCCL_API void ncclResetDebugInit(void) {}

@@ -15,6 +15,7 @@ namespace {
 struct Group {
   int depth = 0;
   std::vector<Call> calls;
+  std::vector<std::shared_ptr<InitTask>> inits;
 };
 thread_local Group t_group;
 
@@ -26,6 +27,7 @@ void release(Call& call) {
 // reads it), returning at once. Its request is kept for ncclCommGetAsyncError.
 ncclResult_t run_on_stream(Call& call) {
   ncclResult_t result = ncclSuccess;
+  std::shared_lock use(call.core->use_mutex);
   plexus_comm_t comm = call.core->ready(&result, call.name);
   if (comm == nullptr) return result;
   void* stream = call.stream != nullptr ? static_cast<void*>(call.stream) : legacy_stream();
@@ -43,21 +45,27 @@ ncclResult_t run_on_stream(Call& call) {
 ncclResult_t run_on_host(std::vector<Call>& calls) {
   std::vector<void*> synced;
   for (Call& call : calls) {
-    if (call.stream == nullptr || !driver_loaded()) continue;
-    if (std::find(synced.begin(), synced.end(), call.stream) != synced.end()) continue;
-    if (std::string e = stream_synchronize(call.stream); !e.empty()) {
+    // Device buffers on stream NULL are ordered on the legacy default stream, as CUDA reads
+    // it; host buffers with stream NULL need no wait.
+    void* stream = call.stream != nullptr ? static_cast<void*>(call.stream)
+                                          : (call.device ? legacy_stream() : nullptr);
+    if (stream == nullptr || !driver_loaded()) continue;
+    if (std::find(synced.begin(), synced.end(), stream) != synced.end()) continue;
+    if (std::string e = stream_synchronize(stream); !e.empty()) {
       for (Call& c : calls) release(c);
       return fail(ncclUnhandledCudaError, std::string(call.name) + ": " + e);
     }
-    synced.push_back(call.stream);
+    synced.push_back(stream);
   }
   ncclResult_t first = ncclSuccess;
   std::vector<plexus_request_t> requests(calls.size(), nullptr);
+  std::vector<std::shared_lock<std::shared_mutex>> uses;
   const bool grouped = calls.size() > 1;
   if (grouped) plexus_group_start();
   for (size_t i = 0; i < calls.size(); ++i) {
     Call& call = calls[i];
     ncclResult_t result = ncclSuccess;
+    uses.emplace_back(call.core->use_mutex);
     plexus_comm_t comm = call.core->ready(&result, call.name);
     plexus_result_t r = PLEXUS_SUCCESS;
     if (comm != nullptr) {
@@ -75,6 +83,7 @@ ncclResult_t run_on_host(std::vector<Call>& calls) {
       first = fail_plexus(r, "ncclGroupEnd");
     }
   }
+  uses.clear();  // submitted: an abort may free the communicators now
   bool in_progress = false;
   for (size_t i = 0; i < calls.size(); ++i) {
     Call& call = calls[i];
@@ -137,13 +146,15 @@ bool on_device(const void* ptr) {
 }
 
 ncclResult_t enqueue(Call call) {
-  if (t_group.depth > 0) {
-    t_group.calls.push_back(std::move(call));
-    return ncclSuccess;
-  }
-  std::vector<Call> calls;
-  calls.push_back(std::move(call));
-  return run(calls);
+  return guarded(call.name, [&]() -> ncclResult_t {
+    if (t_group.depth > 0) {
+      t_group.calls.push_back(std::move(call));
+      return ncclSuccess;
+    }
+    std::vector<Call> calls;
+    calls.push_back(std::move(call));
+    return run(calls);
+  });
 }
 
 ncclResult_t group_start() {
@@ -157,11 +168,24 @@ ncclResult_t group_end() {
   }
   if (--t_group.depth > 0) return ncclSuccess;
   std::vector<Call> calls = std::move(t_group.calls);
+  std::vector<std::shared_ptr<InitTask>> inits = std::move(t_group.inits);
   t_group.calls.clear();
-  if (calls.empty()) return ncclSuccess;
-  return run(calls);
+  t_group.inits.clear();
+  ncclResult_t first = ncclSuccess;
+  for (const std::shared_ptr<InitTask>& task : inits) {
+    std::unique_lock lock(task->mutex);
+    task->done_cv.wait(lock, [&] { return task->done; });
+    if (task->result != ncclSuccess && first == ncclSuccess) {
+      first = fail(task->result, task->message);
+    }
+  }
+  if (calls.empty()) return first;
+  const ncclResult_t ran = guarded("ncclGroupEnd", [&] { return run(calls); });
+  return first != ncclSuccess ? first : ran;
 }
 
 bool in_group() { return t_group.depth > 0; }
+
+void group_add_init(std::shared_ptr<InitTask> task) { t_group.inits.push_back(std::move(task)); }
 
 }  // namespace plexus::nccl

@@ -35,5 +35,8 @@ ncclResult_t group_start();
 ncclResult_t group_end();
 // True while the calling thread has a group open.
 bool in_group();
+// A communicator being created inside the open group: ncclGroupEnd waits for it (NCCL's
+// way for one thread to create the communicators of several devices).
+void group_add_init(std::shared_ptr<InitTask> task);
 
 }  // namespace plexus::nccl

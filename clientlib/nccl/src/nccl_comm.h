@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "clientlib/nccl/src/nccl_types.h"
@@ -44,6 +45,11 @@ struct CommCore {
   int device = 0;
   bool blocking = true;
   std::string name;
+
+  // Held shared from ready() until an op is submitted, and exclusively by ncclCommAbort and
+  // ncclCommDestroy around freeing the libplexus communicator: an abort from another thread
+  // (a watchdog) cannot free it under a call that is submitting.
+  std::shared_mutex use_mutex;
 
   // The libplexus communicator once initialised; see ready().
   std::mutex mutex;  // guards everything below

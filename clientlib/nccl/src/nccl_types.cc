@@ -1,48 +1,12 @@
 #include "clientlib/nccl/src/nccl_types.h"
 
-#include <bit>
-#include <cmath>
 #include <cstring>
+#include <type_traits>
+
+#include "shm/half_float.h"
 
 namespace plexus::nccl {
 namespace {
-
-// IEEE half and bfloat16 to and from float, rounding to nearest even (as the GPU does).
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1f;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign != 0 ? -magnitude : magnitude;
-  }
-  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-uint16_t float_to_half(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const float magnitude = std::fabs(f);
-  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (magnitude >= 65520.0f) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (magnitude < 6.103515625e-05f) {  // subnormal half: multiples of 2^-24
-    const float units = std::nearbyint(magnitude * 16777216.0f);  // ties to even
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(units));
-  }
-  const uint32_t m = std::bit_cast<uint32_t>(magnitude);
-  // Drop 13 mantissa bits with round-to-nearest-even, then rebias the exponent.
-  const uint32_t rounded = m + 0xfffu + ((m >> 13) & 1u);
-  return static_cast<uint16_t>(sign | ((rounded >> 13) - (112u << 10)));
-}
-
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
-uint16_t float_to_bf16(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
 
 template <typename T>
 void scale_as(const void* src, void* dst, size_t count, const void* scalar) {
@@ -50,7 +14,15 @@ void scale_as(const void* src, void* dst, size_t count, const void* scalar) {
   std::memcpy(&s, scalar, sizeof(T));
   const T* in = static_cast<const T*>(src);
   T* out = static_cast<T*>(dst);
-  for (size_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i] * s);
+  if constexpr (std::is_integral_v<T>) {
+    // Integers wrap, as the GPU's do (signed overflow would be undefined in C++).
+    using U = std::make_unsigned_t<T>;
+    for (size_t i = 0; i < count; ++i) {
+      out[i] = static_cast<T>(static_cast<U>(static_cast<U>(in[i]) * static_cast<U>(s)));
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i] * s);
+  }
 }
 
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
@@ -128,9 +100,9 @@ void scale(const void* src, void* dst, size_t count, plexus_dtype_t type, const 
     case PLEXUS_FLOAT64:
       return scale_as<double>(src, dst, count, scalar);
     case PLEXUS_FLOAT16:
-      return scale_16<half_to_float, float_to_half>(src, dst, count, scalar);
+      return scale_16<shm::half_to_float, shm::float_to_half>(src, dst, count, scalar);
     case PLEXUS_BFLOAT16:
-      return scale_16<bf16_to_float, float_to_bf16>(src, dst, count, scalar);
+      return scale_16<shm::bfloat16_to_float, shm::float_to_bfloat16>(src, dst, count, scalar);
     case PLEXUS_NUM_DTYPES:
       break;
   }
