@@ -35,8 +35,9 @@ PYBIND11_MODULE(plexus_torch, m) {
         py::arg("timeout"),
         "What torch.distributed calls for backend 'plexus' (registered on import).");
 #if TORCH_VERSION_MAJOR >= 2
+  // CPU tensors only so far: "cpu:plexus,cuda:nccl" stays possible.
   dist.attr("Backend").attr("register_backend")("plexus", m.attr("create_process_group"),
-                                                py::arg("devices") = py::make_tuple("cpu", "cuda"));
+                                                py::arg("devices") = py::make_tuple("cpu"));
 #else
   dist.attr("Backend").attr("register_backend")("plexus", m.attr("create_process_group"));
 #endif

@@ -3,7 +3,9 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -15,10 +17,12 @@ namespace {
 
 constexpr const char* kUniqueIdKey = "plexus_unique_id";
 
+// Every tensor a call names is checked here, before anything is submitted: a CPU tensor of
+// a type Plexus has (plexus_dtype throws naming it otherwise).
 void check_cpu(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu(), "ProcessGroupPlexus: ", what, " got a tensor on ", t.device(),
-              "; this build of plexus_torch takes CPU tensors (CUDA tensors need plexus_torch "
-              "built against a CUDA-enabled torch)");
+              "; plexus_torch takes CPU tensors only so far");
+  plexus_dtype(t);
 }
 
 void check_single(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -48,8 +52,9 @@ ProcessGroupPlexus::ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& st
                 bytes.size(), " bytes, not ", sizeof(id));
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
+  const auto timeout_ms = std::min<int64_t>(timeout.count(), std::numeric_limits<int>::max());
   const plexus_result_t r =
-      plexus_comm_init_rank_timeout(&comm_, size, id, rank, static_cast<int>(timeout.count()));
+      plexus_comm_init_rank_timeout(&comm_, size, id, rank, static_cast<int>(timeout_ms));
   TORCH_CHECK(r == PLEXUS_SUCCESS, "ProcessGroupPlexus: rank ", rank, " of ", size,
               " could not join the communicator: ", plexus_get_last_error());
   progress_ = std::make_unique<Progress>([this](const PlexusWork& work) {
@@ -66,7 +71,13 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
   // Every queued work completes first. Python code dropping the group holds the GIL here,
   // and the progress thread may need it meanwhile (dropping the last reference to a
   // tensor Python owns): let it go while joining.
-  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+  if (progress_->on_runner_thread()) {
+    // Dropped by a future's callback on the progress thread itself, which cannot join
+    // itself: both threads end on their own, and the Progress they use is left to them
+    // (a few hundred bytes, once).
+    progress_->stop_detached();
+    (void)progress_.release();  // intentionally leaked, see above
+  } else if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
     pybind11::gil_scoped_release release;
     progress_.reset();
   } else {
@@ -119,8 +130,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::run(
     std::lock_guard lock(comm_mutex_);
     TORCH_CHECK(comm_ != nullptr, "ProcessGroupPlexus: ", work->what(),
                 ": the communicator was aborted after an earlier operation timed out");
+    // The group always ends: an exception while building the calls (out of memory) submits
+    // what was queued, the work still waits for it, and the caller gets the exception.
     plexus_group_start();
-    issue(*work, comm_);
+    try {
+      issue(*work, comm_);
+    } catch (const std::exception& e) {
+      plexus_group_end();
+      work->submit_error = e.what();
+      progress_->enqueue(work);
+      throw;
+    }
     plexus_group_end();
   }
   progress_->enqueue(work);
@@ -289,6 +309,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
   }
   std::vector<at::Tensor> list = is_root ? inputs[0] : std::vector<at::Tensor>{};
   const at::Tensor out = outputs[0];
+  for (const at::Tensor& t : list) {
+    check_cpu(t, "scatter");
+    TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
+                "ProcessGroupPlexus: scatter inputs must match the output's size and type");
+  }
   return run("scatter", c10d::OpType::SCATTER, outputs, [&](PlexusWork& w, plexus_comm_t c) {
     plexus_request_t req = nullptr;
     for (int r = 0; is_root && r < getSize(); ++r) {
@@ -308,6 +333,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
               "ProcessGroupPlexus: reduce_scatter needs one input list of ", getSize(), " tensors");
   const at::Tensor out = outputs[0];
   for (const at::Tensor& t : inputs[0]) {
+    check_cpu(t, "reduce_scatter");
     TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
                 "ProcessGroupPlexus: reduce_scatter inputs must match the output's size and type");
   }
@@ -378,7 +404,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
   std::vector<int64_t> in_start = offsets(input, input_splits, "input");
   std::vector<int64_t> out_start = offsets(output, output_splits, "output");
   const int64_t in_rows = input.dim() == 0 ? 1 : input.size(0);
+  const int64_t out_rows = output.dim() == 0 ? 1 : output.size(0);
   const int64_t row = in_rows == 0 ? 0 : input.numel() / in_rows;
+  const int64_t out_row = out_rows == 0 ? 0 : output.numel() / out_rows;
+  // Rows of the same width on both sides, and the output exactly as large as what arrives.
+  TORCH_CHECK(in_rows == 0 || out_rows == 0 || row == out_row,
+              "ProcessGroupPlexus: alltoall_base's input rows hold ", row,
+              " elements, its output rows ", out_row);
+  TORCH_CHECK(!equal || output.numel() == input.numel(), "ProcessGroupPlexus: alltoall_base's ",
+              "output has ", output.numel(), " elements, its input ", input.numel());
   return run(
       "alltoall_base", c10d::OpType::ALLTOALL_BASE, {output}, [&](PlexusWork& w, plexus_comm_t c) {
         at::Tensor src = readable(w, input);

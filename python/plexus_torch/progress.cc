@@ -21,6 +21,16 @@ Progress::~Progress() {
   watchdog_.join();
 }
 
+void Progress::stop_detached() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  runner_.detach();
+  watchdog_.detach();
+}
+
 void Progress::enqueue(c10::intrusive_ptr<PlexusWork> work) {
   {
     std::lock_guard lock(mutex_);

@@ -24,6 +24,11 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void enqueue(c10::intrusive_ptr<PlexusWork> work);
+  // True on the thread that completes works (a future's callback may drop the last
+  // reference to the group there: it then cannot join itself).
+  bool on_runner_thread() const { return std::this_thread::get_id() == runner_.get_id(); }
+  // Asks both threads to end once the queue is empty, without joining them.
+  void stop_detached();
 
  private:
   void run();
