@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+
+extern char** environ;
 
 namespace plexus::client {
 namespace {
@@ -63,7 +66,10 @@ std::string find_plexusd(std::vector<std::string>* tried) {
     return executable(env) ? env : "";
   }
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&find_plexusd), &info) != 0 && info.dli_fname != nullptr) {
+  // Only an absolute path says where this code lives (a static program's bare argv[0] would
+  // make the search relative to the working directory).
+  if (::dladdr(reinterpret_cast<void*>(&find_plexusd), &info) != 0 && info.dli_fname != nullptr &&
+      info.dli_fname[0] == '/') {
     const std::string here = directory_of(info.dli_fname);
     for (const char* relative :
          {"/plexusd", "/../sbin/plexusd", "/../bin/plexusd", "/../../sbin/plexusd",
@@ -119,8 +125,27 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
   argv.push_back(const_cast<char*>(binary.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  common::UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  // The daemon serves every rank of the node, not the one that happened to start it: none
+  // of that rank's GPU selection, and (below) all CPUs and "/" as its directory.
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
+    envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
+  cpu_set_t all_cpus;
+  CPU_ZERO(&all_cpus);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &all_cpus);
+  // Descriptors at 3 or above, so that dup2 onto 0, 1 and 2 cannot clobber one with another
+  // (this process may have closed its stdin). O_NOFOLLOW: the log is ours, not a link.
+  common::UniqueFd log_fd(
+      ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
   common::UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (log_fd.get() >= 0 && log_fd.get() < 3)
+    log_fd.reset(::fcntl(log_fd.get(), F_DUPFD_CLOEXEC, 3));
+  if (null_fd.get() >= 0 && null_fd.get() < 3) {
+    null_fd.reset(::fcntl(null_fd.get(), F_DUPFD_CLOEXEC, 3));
+  }
   int pid_pipe[2];
   if (log_fd.get() < 0 || null_fd.get() < 0 || ::pipe2(pid_pipe, O_CLOEXEC) != 0) {
     *why = "cannot open " + log + ": " + std::strerror(errno);
@@ -140,11 +165,15 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
       ::dup2(null_fd.get(), 0);
       ::dup2(log_fd.get(), 1);
       ::dup2(log_fd.get(), 2);
-      ::close_range(3, ~0U, 0);
+      if (::close_range(3, ~0U, 0) != 0) {  // before Linux 5.9
+        for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+      }
+      [[maybe_unused]] int ignored = ::chdir("/");
+      ::sched_setaffinity(0, sizeof(all_cpus), &all_cpus);
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::execv(binary.c_str(), argv.data());
+      ::execve(binary.c_str(), argv.data(), envp.data());
       _exit(127);
     }
     [[maybe_unused]] ssize_t n = ::write(pid_pipe[1], &daemon, sizeof(daemon));
@@ -167,7 +196,7 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
 class StartLock {
  public:
   explicit StartLock(const std::string& path) {
-    fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (fd_.get() < 0) {
       error_ = "cannot open " + path + ": " + std::strerror(errno);
       return;
@@ -205,6 +234,14 @@ std::unique_ptr<ControlChannel> try_connect(const std::string& socket_path) {
 std::unique_ptr<ControlChannel> start_and_connect(const std::string& socket_path) {
   const std::string dir = directory_of(socket_path);
   make_directories(dir);
+  // The lock, log and socket go in this directory: it must be this user's (or root's, for
+  // /run/plexus) and not writable by others, or someone else could plant them.
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      (st.st_uid != ::geteuid() && st.st_uid != 0) || (st.st_mode & 0022) != 0) {
+    throw DaemonUnavailable("no plexusd answers on " + socket_path + ", and none is started: " +
+                            dir + " is not a directory of this user's that only it can write");
+  }
   StartLock lock(socket_path + ".lock");
   if (!lock.error().empty()) {
     throw DaemonUnavailable("no plexusd answers on " + socket_path +
@@ -251,6 +288,15 @@ std::unique_ptr<ControlChannel> start_and_connect(const std::string& socket_path
 std::unique_ptr<ControlChannel> connect_or_start(const std::string& socket_path, int retry_ms) {
   if (!autostart_enabled()) return std::make_unique<ControlChannel>(socket_path, retry_ms);
   if (auto channel = try_connect(socket_path)) return channel;
+  // A socket that refuses may be a daemon restarting (systemd): give it the usual retry
+  // before starting another. No socket at all: no daemon, start one now.
+  struct stat st {};
+  if (::lstat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    try {
+      return std::make_unique<ControlChannel>(socket_path, retry_ms);
+    } catch (const DaemonUnavailable&) {
+    }
+  }
   return start_and_connect(socket_path);
 }
 

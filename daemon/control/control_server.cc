@@ -148,7 +148,8 @@ void ControlServer::stop() {
   running_ = false;
   nodes_.stop();
   uv_loop_close(&loop_);
-  ::unlink(config_.socket_path.c_str());
+  // After an idle exit the path may already be a newer daemon's socket.
+  if (!socket_released_) ::unlink(config_.socket_path.c_str());
 }
 
 // Once a second: a connection resets the count; idle_exit_s seconds in a row with none ask
@@ -160,6 +161,11 @@ void ControlServer::check_idle() {
   }
   if (++idle_seconds_ < config_.idle_exit_s) return;
   uv_timer_stop(&idle_timer_);
+  // Take no one else from here on: the socket goes at once (a client arriving now starts a
+  // new daemon rather than reaching one that is leaving), and stop() leaves the path alone.
+  uv_poll_stop(&listen_poll_);
+  ::unlink(config_.socket_path.c_str());
+  socket_released_ = true;
   spdlog::info("no client for {} s (--idle-exit-s): exiting", config_.idle_exit_s);
   if (config_.on_idle) config_.on_idle();
 }

@@ -100,6 +100,7 @@ class ControlServer {
   uv_timer_t path_watch_timer_{};  // the slow-path rule, with telemetry on
   uv_timer_t idle_timer_{};        // --idle-exit-s
   uint32_t idle_seconds_ = 0;      // whole seconds with no connection, as the timer saw them
+  bool socket_released_ = false;   // unlinked by an idle exit (control thread, then stop())
   void check_idle();
   int listen_fd_ = -1;
   std::thread thread_;
