@@ -6,18 +6,8 @@
 # usage: nccl_api_test.sh PLEXUSD NCCL_LIB_DIR OURS [NVIDIA_BUILD]
 set -euo pipefail
 plexusd=$1 libdir=$2 ours=$3 theirs=${4:-}
-dir=$(mktemp -d /tmp/plexus-nccl-test.XXXXXX)
-daemon=
-cleanup() {
-  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-export PLEXUS_SOCKET=$dir/plexusd.sock PLEXUS_AUTOSTART=0
-"$plexusd" --socket "$PLEXUS_SOCKET" >"$dir/plexusd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do [ -S "$PLEXUS_SOCKET" ] && break; sleep 0.05; done
-[ -S "$PLEXUS_SOCKET" ] || { echo "FAIL: plexusd did not start"; cat "$dir/plexusd.log"; exit 1; }
+source "$(dirname "$0")/../lib/private_plexusd.sh"
+start_private_plexusd "$plexusd" plexus-nccl-test
 
 echo "== built against Plexus's nccl.h"
 "$ours" 4
@@ -32,4 +22,3 @@ case "$resolved" in
   *) echo "FAIL: libnccl.so.2 resolves to '$resolved', not into $libdir"; exit 1 ;;
 esac
 LD_LIBRARY_PATH=$libdir "$theirs" 4
-kill "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=

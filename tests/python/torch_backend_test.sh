@@ -15,18 +15,9 @@ if ! ls "$pydir"/plexus_torch*.so >/dev/null 2>&1; then
   echo "SKIP: plexus_torch was not built in $pydir (libtorch-dev, python3-dev and pybind11-dev are needed)"
   exit 77
 fi
-dir=$(mktemp -d /tmp/plexus-torch-test.XXXXXX)
-daemon=
-cleanup() {
-  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-export PLEXUS_SOCKET=$dir/plexusd.sock PLEXUS_AUTOSTART=0 PYTHONPATH=$pydir
-"$plexusd" --socket "$PLEXUS_SOCKET" >"$dir/plexusd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do [ -S "$PLEXUS_SOCKET" ] && break; sleep 0.05; done
-[ -S "$PLEXUS_SOCKET" ] || { echo "FAIL: plexusd did not start"; cat "$dir/plexusd.log"; exit 1; }
+source "$here/../lib/private_plexusd.sh"
+start_private_plexusd "$plexusd" plexus-torch-test
+export PYTHONPATH=$pydir
 
 run() {
   echo "== $1 with $2 ranks"
