@@ -4,7 +4,9 @@
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
+#include <cstdlib>
 
+#include "python/plexus_torch/pool_tensors.h"
 #include "python/plexus_torch/process_group_plexus.h"
 
 namespace py = pybind11;
@@ -31,9 +33,21 @@ PYBIND11_MODULE(plexus_torch, m) {
       m, "ProcessGroupPlexus")
       .def(py::init(&create), py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout"));
+  m.def("empty_like", &plexus::torch_backend::pool_empty_like, py::arg("tensor"),
+        "An uninitialised CPU tensor like `tensor` in the Plexus pool: collectives on it need "
+        "no copy in or out.");
+  m.def("use_pool_allocator", &plexus::torch_backend::use_pool_allocator,
+        py::arg("min_bytes") = size_t{1} << 20,
+        "CPU allocations of at least min_bytes come from the Plexus pool while it has room, "
+        "so collectives on them need no copy. Call before building the model. Pool memory is "
+        "shared with children forked later (not copy-on-write).");
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"),
         "What torch.distributed calls for backend 'plexus' (registered on import).");
+  // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import (min_bytes 1 MiB).
+  if (const char* v = std::getenv("PLEXUS_TORCH_POOL_ALLOCATOR"); v != nullptr && v[0] == '1') {
+    plexus::torch_backend::use_pool_allocator(size_t{1} << 20);
+  }
 #if TORCH_VERSION_MAJOR >= 2
   // CPU tensors only so far: "cpu:plexus,cuda:nccl" stays possible.
   dist.attr("Backend").attr("register_backend")("plexus", m.attr("create_process_group"),

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import plexus_torch  # noqa: F401  (registers the backend)
+import plexus_torch  # registers the backend
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
           torch.int32, torch.int64, torch.bool]
@@ -274,7 +274,32 @@ def case_ddp(rank, world):
               f"gloo {worst:.2e}", flush=True)
 
 
-CASES = {"collectives": case_collectives, "failures": case_failures, "timeout": case_timeout,
+def case_pool(rank, world):
+    # Tensors in the Plexus pool: one made by empty_like, then every large allocation once
+    # the pool allocator is on; results exact, DDP as with gloo, and a forked child (which
+    # must not use the parent's pool) allocates from torch's own memory.
+    t = plexus_torch.empty_like(torch.empty(1 << 18)).fill_(rank + 1)
+    dist.all_reduce(t)
+    assert float(t[0]) == world * (world + 1) / 2 and float(t[-1]) == float(t[0])
+    plexus_torch.use_pool_allocator(min_bytes=4096)
+    big = torch.full((1 << 20,), float(rank))
+    dist.all_reduce(big, op=dist.ReduceOp.MAX)
+    assert float(big.min()) == world - 1
+    losses, params = ddp_run(rank, world, "plexus", steps=5)
+    gloo_losses, gloo_params = ddp_run(rank, world, "gloo", steps=5)
+    assert torch.allclose(params, gloo_params, atol=1e-5), "DDP on pool memory differs from gloo"
+    pid = os.fork()
+    if pid == 0:
+        x = torch.ones(1 << 20)
+        os._exit(0 if float(x.sum()) == (1 << 20) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, f"the forked child failed: {status}"
+    if rank == 0:
+        print("ok tensors in the pool: empty_like, the pool allocator (allreduce, DDP as gloo), "
+              "a forked child allocating on its own", flush=True)
+
+
+CASES = {"collectives": case_collectives, "pool": case_pool, "failures": case_failures, "timeout": case_timeout,
          "ddp": case_ddp}
 
 

@@ -3,7 +3,9 @@ same run (same machine, same ranks, one after the other per size).
 
 usage: PYTHONPATH=<build>/python /usr/bin/python3 tools/bench/torch_allreduce_bench.py
          [--ranks 4] [--sizes 1,4,16,64] (MiB) [--iters N] [--ddp-mb 64]
-busbw = bytes * 2 * (n - 1) / n / time, as nccl-tests reports for allreduce.
+busbw = bytes * 2 * (n - 1) / n / time, as nccl-tests reports for allreduce. Beside them:
+plexus on a tensor in the Plexus pool (plexus_torch.empty_like), and DDP with
+plexus_torch.use_pool_allocator() (large CPU allocations in the pool: no staging).
 """
 import argparse
 import os
@@ -17,8 +19,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def allreduce_times(group, nbytes, iters, warmup=3):
+def allreduce_times(group, nbytes, iters, pool=False, warmup=3):
     t = torch.ones(nbytes // 4, dtype=torch.float32)
+    if pool:  # the same tensor in the Plexus pool (plexus_torch.empty_like): no staging
+        import plexus_torch
+        t = plexus_torch.empty_like(t).fill_(1.0)
     for _ in range(warmup):
         dist.all_reduce(t, group=group)
     dist.barrier(group=group)
@@ -64,11 +69,18 @@ def rank_main(rank, n, store, args, queue):
         for backend in ("gloo", "plexus"):
             t = allreduce_times(groups[backend], nbytes, args.iters)
             rows.append((mib, backend, t, nbytes * 2 * (n - 1) / n / t / 1e9))
+        t = allreduce_times(groups["plexus"], nbytes, args.iters, pool=True)
+        rows.append((mib, "plexus-pool", t, nbytes * 2 * (n - 1) / n / t / 1e9))
     ddp = []
     if args.ddp_mb > 0:
         for backend in ("gloo", "plexus"):
             t, grad_mb = ddp_step_time(groups[backend], args.ddp_mb)
             ddp.append((backend, t, grad_mb))
+        # Then with large CPU allocations in the Plexus pool (a new model: DDP's buckets and
+        # the gradients are allocated after this).
+        plexus_torch.use_pool_allocator()
+        t, grad_mb = ddp_step_time(groups["plexus"], args.ddp_mb)
+        ddp.append(("plexus, pool allocator", t, grad_mb))
     if rank == 0:
         queue.put((rows, ddp))
     dist.barrier()
@@ -94,15 +106,17 @@ def main():
         for proc in procs:
             proc.join()
     print(f"torch {torch.__version__}, {args.ranks} ranks, {os.cpu_count()} cores; median of {args.iters}")
-    print(f"{'size':>8} {'gloo GB/s':>10} {'plexus GB/s':>12} {'ratio':>6}")
+    print(f"{'size':>8} {'gloo GB/s':>10} {'plexus GB/s':>12} {'ratio':>6} "
+          f"{'plexus pool GB/s':>17} {'ratio':>6}")
     by = {(m, b): bw for m, b, _, bw in rows}
     for mib in args.sizes:
-        g, x = by[(mib, "gloo")], by[(mib, "plexus")]
-        print(f"{mib:>6g}Mi {g:>10.2f} {x:>12.2f} {x / g:>6.2f}")
+        g, x, p = by[(mib, "gloo")], by[(mib, "plexus")], by[(mib, "plexus-pool")]
+        print(f"{mib:>6g}Mi {g:>10.2f} {x:>12.2f} {x / g:>6.2f} {p:>17.2f} {p / g:>6.2f}")
     for backend, t, grad_mb in ddp:
         print(f"DDP step ({grad_mb:.0f} MiB of gradients), {backend}: {t * 1000:.0f} ms")
-    if len(ddp) == 2:
-        print(f"DDP step time gloo / plexus: {ddp[0][1] / ddp[1][1]:.2f}")
+    if len(ddp) == 3:
+        print(f"DDP step time gloo / plexus: {ddp[0][1] / ddp[1][1]:.2f}; "
+              f"gloo / plexus with the pool allocator: {ddp[0][1] / ddp[2][1]:.2f}")
 
 
 if __name__ == "__main__":
