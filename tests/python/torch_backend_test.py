@@ -3,7 +3,9 @@ values computed here, uneven all_to_all_single, subgroups, non-contiguous tensor
 future semantics, a rank killed mid-collective, the group's timeout, and DDP training beside
 gloo. Run by torch_backend_test.sh (a private plexusd); each case prints "ok <name>".
 
-usage: torch_backend_test.py CASE WORLD_SIZE   (CASE: collectives, failures, ddp)
+usage: torch_backend_test.py CASE WORLD_SIZE [--ranks R,R --store FILE]
+  CASE: collectives, pool, failures, timeout, ddp. By default every rank runs here; with
+  --ranks only those (a node of a cluster), meeting the others through FILE.
 """
 import os
 import sys
@@ -319,17 +321,29 @@ def rank_main(rank, world, case, store_path, timeout_s):
 
 def main():
     case, world = sys.argv[1], int(sys.argv[2])
+    # Across nodes each node runs some of the ranks: --ranks 2,3 --store SHARED_FILE.
+    ranks = list(range(world))
+    store = None
+    args = sys.argv[3:]
+    while args:
+        if args[0] == "--ranks":
+            ranks = [int(r) for r in args[1].split(",")]
+        elif args[0] == "--store":
+            store = args[1]
+        else:
+            sys.exit(f"unknown argument {args[0]}")
+        args = args[2:]
     timeout_s = 3 if case == "timeout" else 60
     with tempfile.TemporaryDirectory() as d:
         ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=rank_main, args=(r, world, case, f"{d}/store", timeout_s))
-                 for r in range(world)]
+        procs = [ctx.Process(target=rank_main, args=(r, world, case, store or f"{d}/store", timeout_s))
+                 for r in ranks]
         for p in procs:
             p.start()
         deadline = time.time() + 240
         for p in procs:
             p.join(max(1, deadline - time.time()))
-        bad = [r for r, p in enumerate(procs) if p.exitcode != 0]
+        bad = [r for r, p in zip(ranks, procs) if p.exitcode != 0]
         for p in procs:
             if p.is_alive():
                 p.kill()
