@@ -231,7 +231,13 @@ std::unique_ptr<ControlChannel> try_connect(const std::string& socket_path) {
 
 // Under the start lock: another rank may have started it meanwhile; else start it and wait
 // until it listens.
-std::unique_ptr<ControlChannel> start_and_connect(const std::string& socket_path) {
+std::unique_ptr<ControlChannel> start_and_connect(const std::string& relative_path) {
+  // The daemon runs from "/": a relative socket path must name the same place there.
+  std::string socket_path = relative_path;
+  if (!socket_path.empty() && socket_path[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd)) != nullptr) socket_path = std::string(cwd) + "/" + socket_path;
+  }
   const std::string dir = directory_of(socket_path);
   make_directories(dir);
   // The lock, log and socket go in this directory: it must be this user's (or root's, for

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
 
 #include "plexus/plexus.h"
 
@@ -15,16 +18,42 @@ namespace {
 // forked child has a pool of its own, or none, and must not open a session for this).
 std::atomic<pid_t> g_owner{0};
 std::atomic<size_t> g_min_bytes{0};
-at::Allocator* g_fallback = nullptr;
+at::Allocator* g_fallback = nullptr;  // torch's allocator before ours, set once
+
+// The allocator takes at most half the pool, so that tensors outside it can still be staged
+// through the rest (a full pool would fail their collectives instead of slowing them).
+std::mutex g_sizes_mutex;
+std::unordered_map<void*, size_t> g_sizes;  // what the allocator took from the pool
+size_t g_in_use = 0;
+size_t g_budget = 0;
+
+size_t pool_budget() {
+  const char* v = std::getenv("PLEXUS_POOL_SIZE");  // libplexus's own setting and default
+  const size_t pool = v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : size_t{1} << 30;
+  return pool / 2;
+}
 
 void free_to_pool(void* p) {
-  if (::getpid() == g_owner.load(std::memory_order_relaxed)) plexus_free(p);
-  // In a child the memory is the parent's mapping: leaving it is all a child can do.
+  if (::getpid() != g_owner.load(std::memory_order_relaxed)) return;  // a child: the parent's
+  {
+    std::lock_guard lock(g_sizes_mutex);
+    if (auto it = g_sizes.find(p); it != g_sizes.end()) {
+      g_in_use -= it->second;
+      g_sizes.erase(it);
+    }
+  }
+  plexus_free(p);
+}
+
+bool from_pool(void* p) {
+  std::lock_guard lock(g_sizes_mutex);
+  return g_sizes.count(p) != 0;
 }
 
 // For raw_deallocate callers: a pointer from either allocator.
 void free_either(void* p) {
-  if (::getpid() == g_owner.load(std::memory_order_relaxed) && plexus_free(p) == PLEXUS_SUCCESS) {
+  if (from_pool(p)) {
+    free_to_pool(p);
     return;
   }
   if (c10::DeleterFnPtr d = g_fallback->raw_deleter(); d != nullptr) d(p);
@@ -35,11 +64,21 @@ class PoolAllocator final : public at::Allocator {
   at::DataPtr allocate(size_t n) const override {
     if (n >= g_min_bytes.load(std::memory_order_relaxed) &&
         ::getpid() == g_owner.load(std::memory_order_relaxed)) {
-      void* p = nullptr;
-      if (plexus_alloc(&p, n) == PLEXUS_SUCCESS) {
-        return {p, p, &free_to_pool, at::Device(at::kCPU)};
+      std::unique_lock lock(g_sizes_mutex);
+      if (g_in_use + n <= g_budget) {
+        g_in_use += n;  // reserved before the allocation, returned if it fails
+        lock.unlock();
+        void* p = nullptr;
+        if (plexus_alloc(&p, n) == PLEXUS_SUCCESS) {
+          lock.lock();
+          g_sizes[p] = n;
+          return {p, p, &free_to_pool, at::Device(at::kCPU)};
+        }
+        lock.lock();
+        g_in_use -= n;
       }
-      // The pool is full: torch's own memory (staged when it meets a collective).
+      // Over the budget or the pool full: torch's own memory (staged when it meets a
+      // collective).
     }
     return g_fallback->allocate(n);
   }
@@ -55,8 +94,12 @@ at::Tensor pool_empty_like(const at::Tensor& like) {
               "plexus_torch.empty_like: ", bytes,
               " bytes from the Plexus pool: ", plexus_get_last_error(),
               " (PLEXUS_POOL_SIZE sets the pool's size)");
+  const pid_t owner = ::getpid();
   return at::from_blob(
-      memory, like.sizes(), [](void* p) { plexus_free(p); },
+      memory, like.sizes(),
+      [owner](void* p) {
+        if (::getpid() == owner) plexus_free(p);  // a child holds the parent's mapping
+      },
       at::TensorOptions().dtype(like.scalar_type()).device(at::kCPU));
 }
 
@@ -64,7 +107,15 @@ void use_pool_allocator(size_t min_bytes) {
   static PoolAllocator allocator;  // torch keeps the pointer: static lifetime
   g_min_bytes.store(min_bytes, std::memory_order_relaxed);
   if (g_owner.load() == ::getpid()) return;  // already on: only the threshold changed
-  g_fallback = c10::GetCPUAllocator();
+  // Once: a child forked after the parent turned it on finds ours installed already (it
+  // must not become its own fallback), and takes the pool over as its own.
+  if (c10::GetCPUAllocator() != &allocator) g_fallback = c10::GetCPUAllocator();
+  {
+    std::lock_guard lock(g_sizes_mutex);
+    g_sizes.clear();  // a child's copy names the parent's blocks
+    g_in_use = 0;
+    g_budget = pool_budget();
+  }
   g_owner.store(::getpid());
   c10::SetCPUAllocator(&allocator, /*priority=*/255);
 }

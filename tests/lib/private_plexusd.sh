@@ -18,7 +18,7 @@ start_private_plexusd() {
 
 stop_private_plexusd() {
   if [ -n "${daemon_pid:-}" ]; then
-    kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
+    kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null || true
     daemon_pid=
   fi
   rm -rf "$dir"

@@ -14,7 +14,8 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "stubs"))  # expecttest
 os.environ.setdefault("BACKEND", "plexus")
 os.environ.setdefault("WORLD_SIZE", "2")
-os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="plexus-dist-suite."))
+if "TEMP_DIR" not in os.environ:  # (setdefault would make a directory in every process)
+    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="plexus-dist-suite.")
 
 import plexus_torch  # noqa: E402,F401  (registers the backend)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402

@@ -115,7 +115,9 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
     task->done_cv.notify_all();
   }).detach();
   *comm = new ncclComm{std::move(core)};
-  if (grouped) group_add_init(std::move(task));
+  // A blocking communicator made in a group is ready at ncclGroupEnd; a non-blocking one is
+  // followed with ncclCommGetAsyncError as NCCL's is.
+  if (grouped && settings.blocking) group_add_init(std::move(task));
   return grouped && settings.blocking ? ncclSuccess : ncclInProgress;
 }
 
@@ -331,15 +333,16 @@ NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* de
   // Each rank's initialisation waits for all the others: as one group, whose end waits for
   // them all (each runs on its own thread meanwhile).
   for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
-  ncclResult_t first = guarded("ncclCommInitAll", [&]() -> ncclResult_t {
-    group_start();
-    ncclResult_t made = ncclSuccess;
-    for (int i = 0; i < ndev && made == ncclSuccess; ++i) {
-      made = init_rank(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
+  group_start();
+  ncclResult_t made = guarded("ncclCommInitAll", [&]() -> ncclResult_t {
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < ndev && r == ncclSuccess; ++i) {
+      r = init_rank(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
     }
-    const ncclResult_t ended = group_end();
-    return made != ncclSuccess ? made : ended;
+    return r;
   });
+  const ncclResult_t ended = group_end();  // always: the thread's group must not stay open
+  const ncclResult_t first = made != ncclSuccess ? made : ended;
   if (first != ncclSuccess) {
     const std::string why = last_error();
     for (int j = 0; j < ndev; ++j) {

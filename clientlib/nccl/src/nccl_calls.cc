@@ -65,7 +65,10 @@ ncclResult_t run_on_host(std::vector<Call>& calls) {
   for (size_t i = 0; i < calls.size(); ++i) {
     Call& call = calls[i];
     ncclResult_t result = ncclSuccess;
-    uses.emplace_back(call.core->use_mutex);
+    // Once per communicator (a group may hold several calls on one).
+    bool held = false;
+    for (size_t j = 0; j < i; ++j) held = held || calls[j].core == call.core;
+    if (!held) uses.emplace_back(call.core->use_mutex);
     plexus_comm_t comm = call.core->ready(&result, call.name);
     plexus_result_t r = PLEXUS_SUCCESS;
     if (comm != nullptr) {
@@ -83,17 +86,21 @@ ncclResult_t run_on_host(std::vector<Call>& calls) {
       first = fail_plexus(r, "ncclGroupEnd");
     }
   }
-  uses.clear();  // submitted: an abort may free the communicators now
+  // A non-blocking communicator's requests are remembered before the locks go, so that an
+  // abort or destroy that follows drains them too.
   bool in_progress = false;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& call = calls[i];
+    if (requests[i] == nullptr || call.core->blocking) continue;
+    call.core->remember({requests[i], std::exchange(call.scratch, nullptr), true, call.name});
+    requests[i] = nullptr;
+    in_progress = true;
+  }
+  uses.clear();  // submitted: an abort may free the communicators now
   for (size_t i = 0; i < calls.size(); ++i) {
     Call& call = calls[i];
     if (requests[i] == nullptr) {
       release(call);
-      continue;
-    }
-    if (!call.core->blocking) {
-      call.core->remember({requests[i], std::exchange(call.scratch, nullptr), true, call.name});
-      in_progress = true;
       continue;
     }
     const plexus_result_t r = plexus_wait(&requests[i]);
