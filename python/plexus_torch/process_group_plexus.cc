@@ -74,10 +74,21 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
   if (progress_->on_runner_thread()) {
     // Dropped by a future's callback on the progress thread itself, which cannot join
     // itself: both threads end on their own, and the Progress they use is left to them
-    // (a few hundred bytes, once).
+    // (a few hundred bytes, once). Works still queued would be waited for by this very
+    // thread: abort them rather than wait (the one completing now is out of the queue).
+    const bool pending = progress_->queued() > 0;
     progress_->stop_detached();
     (void)progress_.release();  // intentionally leaked, see above
-  } else if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    std::lock_guard lock(comm_mutex_);
+    if (comm_ != nullptr && pending) {
+      plexus_comm_abort(comm_);
+    } else if (comm_ != nullptr) {
+      plexus_comm_destroy(comm_);
+    }
+    comm_ = nullptr;
+    return;
+  }
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
     pybind11::gil_scoped_release release;
     progress_.reset();
   } else {

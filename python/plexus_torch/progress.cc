@@ -25,10 +25,16 @@ void Progress::stop_detached() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    on_timeout_ = nullptr;  // its owner is going away: the watchdog must not call it
   }
   changed_.notify_all();
   runner_.detach();
   watchdog_.detach();
+}
+
+size_t Progress::queued() {
+  std::lock_guard lock(mutex_);
+  return works_.size();
 }
 
 void Progress::enqueue(c10::intrusive_ptr<PlexusWork> work) {
@@ -75,8 +81,9 @@ void Progress::watch() {
         "timed out: not complete within the process group's timeout; the "
         "communicator was aborted, so the other ranks' operations fail naming this rank";
     c10::intrusive_ptr<PlexusWork> work = oldest;
+    std::function<void(const PlexusWork&)> on_timeout = on_timeout_;
     lock.unlock();
-    on_timeout_(*work);
+    if (on_timeout) on_timeout(*work);
     lock.lock();
   }
 }

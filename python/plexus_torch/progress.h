@@ -27,8 +27,11 @@ class Progress {
   // True on the thread that completes works (a future's callback may drop the last
   // reference to the group there: it then cannot join itself).
   bool on_runner_thread() const { return std::this_thread::get_id() == runner_.get_id(); }
-  // Asks both threads to end once the queue is empty, without joining them.
+  // Asks both threads to end once the queue is empty, without joining them; the timeout
+  // callback is not called after this.
   void stop_detached();
+  // Works not yet completed (the one being waited for included).
+  size_t queued();
 
  private:
   void run();

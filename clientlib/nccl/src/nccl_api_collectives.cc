@@ -95,45 +95,49 @@ ncclResult_t reduction(const char* name, const void* sendbuff, void* recvbuff, s
                        std::function<plexus_result_t(const void*, plexus_redop_t, plexus_dtype_t,
                                                      plexus_comm_t, plexus_request_t*)>
                            submit) {
-  Prepared p = prepare(comm, type, name);
-  if (p.core == nullptr) return p.result;
-  Call call;
-  call.core = p.core;
-  call.name = name;
-  call.stream = stream;
-  call.device = on_device(sendbuff) || on_device(recvbuff);
-  const void* input = sendbuff;
-  plexus_redop_t redop = PLEXUS_SUM;
-  std::function<void()> prepare;
-  if (ncclResult_t r = resolve_op(*p.core, op, p.dtype, call.device, in_count, &input,
-                                  &call.scratch, &prepare, &redop, name);
-      r != ncclSuccess) {
-    return r;
-  }
-  call.issue = [input, redop, dtype = p.dtype, prepare = std::move(prepare),
-                submit = std::move(submit)](plexus_comm_t c, plexus_request_t* request) {
-    if (prepare) prepare();
-    return submit(input, redop, dtype, c, request);
-  };
-  return enqueue(std::move(call));
+  return guarded(name, [&]() -> ncclResult_t {
+    Prepared p = prepare(comm, type, name);
+    if (p.core == nullptr) return p.result;
+    Call call;
+    call.core = p.core;
+    call.name = name;
+    call.stream = stream;
+    call.device = on_device(sendbuff) || on_device(recvbuff);
+    const void* input = sendbuff;
+    plexus_redop_t redop = PLEXUS_SUM;
+    std::function<void()> prepare;
+    if (ncclResult_t r = resolve_op(*p.core, op, p.dtype, call.device, in_count, &input,
+                                    &call.scratch, &prepare, &redop, name);
+        r != ncclSuccess) {
+      return r;
+    }
+    call.issue = [input, redop, dtype = p.dtype, prepare = std::move(prepare),
+                  submit = std::move(submit)](plexus_comm_t c, plexus_request_t* request) {
+      if (prepare) prepare();
+      return submit(input, redop, dtype, c, request);
+    };
+    return enqueue(std::move(call));
+  });
 }
 
 ncclResult_t movement(
     const char* name, const void* sendbuff, const void* recvbuff, ncclDataType_t type,
     ncclComm_t comm, cudaStream_t stream,
     std::function<plexus_result_t(plexus_dtype_t, plexus_comm_t, plexus_request_t*)> submit) {
-  Prepared p = prepare(comm, type, name);
-  if (p.core == nullptr) return p.result;
-  Call call;
-  call.core = p.core;
-  call.name = name;
-  call.stream = stream;
-  call.device = on_device(sendbuff) || on_device(recvbuff);
-  call.issue = [dtype = p.dtype, submit = std::move(submit)](plexus_comm_t c,
-                                                             plexus_request_t* request) {
-    return submit(dtype, c, request);
-  };
-  return enqueue(std::move(call));
+  return guarded(name, [&]() -> ncclResult_t {
+    Prepared p = prepare(comm, type, name);
+    if (p.core == nullptr) return p.result;
+    Call call;
+    call.core = p.core;
+    call.name = name;
+    call.stream = stream;
+    call.device = on_device(sendbuff) || on_device(recvbuff);
+    call.issue = [dtype = p.dtype, submit = std::move(submit)](plexus_comm_t c,
+                                                               plexus_request_t* request) {
+      return submit(dtype, c, request);
+    };
+    return enqueue(std::move(call));
+  });
 }
 
 }  // namespace

@@ -64,18 +64,19 @@ ncclResult_t run_on_host(std::vector<Call>& calls) {
   if (grouped) plexus_group_start();
   for (size_t i = 0; i < calls.size(); ++i) {
     Call& call = calls[i];
-    ncclResult_t result = ncclSuccess;
-    // Once per communicator (a group may hold several calls on one).
-    bool held = false;
-    for (size_t j = 0; j < i; ++j) held = held || calls[j].core == call.core;
-    if (!held) uses.emplace_back(call.core->use_mutex);
-    plexus_comm_t comm = call.core->ready(&result, call.name);
-    plexus_result_t r = PLEXUS_SUCCESS;
-    if (comm != nullptr) {
-      r = plexus_comm_set_stream(comm, nullptr);
+    // Inside libplexus's group nothing may escape: the group must be ended below.
+    const ncclResult_t result = guarded(call.name, [&]() -> ncclResult_t {
+      // Once per communicator (a group may hold several calls on one).
+      bool held = false;
+      for (size_t j = 0; j < i; ++j) held = held || calls[j].core == call.core;
+      if (!held) uses.emplace_back(call.core->use_mutex);
+      ncclResult_t ready = ncclSuccess;
+      plexus_comm_t comm = call.core->ready(&ready, call.name);
+      if (comm == nullptr) return ready;
+      plexus_result_t r = plexus_comm_set_stream(comm, nullptr);
       if (r == PLEXUS_SUCCESS) r = call.issue(comm, &requests[i]);
-      if (r != PLEXUS_SUCCESS) result = fail_plexus(r, call.name);
-    }
+      return r == PLEXUS_SUCCESS ? ncclSuccess : fail_plexus(r, call.name);
+    });
     if (result != ncclSuccess) {
       requests[i] = nullptr;
       if (first == ncclSuccess) first = result;
