@@ -227,46 +227,49 @@ NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t data
 }
 
 // Gather and scatter: a group of sends and receives (root to or from every rank, itself
-// included), so they order and fail as point-to-point calls do.
-NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
-                                 ncclDataType_t datatype, int root, ncclComm_t comm,
-                                 cudaStream_t stream) {
-  Prepared p = prepare(comm, datatype, "ncclGather");
+// included), so they order and fail as point-to-point calls do. `gather`: every rank sends
+// its block to the root, which receives block r from rank r; else the root sends block r to
+// rank r, which receives it.
+namespace {
+ncclResult_t rooted(const char* name, bool gather, const void* sendbuff, void* recvbuff,
+                    size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                    cudaStream_t stream) {
+  Prepared p = prepare(comm, datatype, name);
   if (p.core == nullptr) return p.result;
   if (root < 0 || root >= p.core->nranks) {
-    return fail(ncclInvalidArgument, "ncclGather: root " + std::to_string(root) +
+    return fail(ncclInvalidArgument, std::string(name) + ": root " + std::to_string(root) +
                                          " is not a rank of " + std::to_string(p.core->nranks));
   }
   const size_t block = count * plexus_dtype_size(p.dtype);
+  const bool is_root = p.core->rank == root;
   group_start();
-  ncclResult_t first = ncclSend(sendbuff, count, datatype, root, comm, stream);
-  for (int r = 0; first == ncclSuccess && p.core->rank == root && r < p.core->nranks; ++r) {
-    first = ncclRecv(static_cast<char*>(recvbuff) + block * static_cast<size_t>(r), count, datatype,
-                     r, comm, stream);
+  ncclResult_t first = ncclSuccess;
+  if (gather) first = ncclSend(sendbuff, count, datatype, root, comm, stream);
+  for (int r = 0; first == ncclSuccess && is_root && r < p.core->nranks; ++r) {
+    const size_t offset = block * static_cast<size_t>(r);
+    first = gather
+                ? ncclRecv(static_cast<char*>(recvbuff) + offset, count, datatype, r, comm, stream)
+                : ncclSend(static_cast<const char*>(sendbuff) + offset, count, datatype, r, comm,
+                           stream);
+  }
+  if (!gather && first == ncclSuccess) {
+    first = ncclRecv(recvbuff, count, datatype, root, comm, stream);
   }
   const ncclResult_t ended = group_end();
   return first != ncclSuccess ? first : ended;
+}
+}  // namespace
+
+NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  return rooted("ncclGather", true, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
 NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream) {
-  Prepared p = prepare(comm, datatype, "ncclScatter");
-  if (p.core == nullptr) return p.result;
-  if (root < 0 || root >= p.core->nranks) {
-    return fail(ncclInvalidArgument, "ncclScatter: root " + std::to_string(root) +
-                                         " is not a rank of " + std::to_string(p.core->nranks));
-  }
-  const size_t block = count * plexus_dtype_size(p.dtype);
-  group_start();
-  ncclResult_t first = ncclSuccess;
-  for (int r = 0; first == ncclSuccess && p.core->rank == root && r < p.core->nranks; ++r) {
-    first = ncclSend(static_cast<const char*>(sendbuff) + block * static_cast<size_t>(r), count,
-                     datatype, r, comm, stream);
-  }
-  if (first == ncclSuccess) first = ncclRecv(recvbuff, count, datatype, root, comm, stream);
-  const ncclResult_t ended = group_end();
-  return first != ncclSuccess ? first : ended;
+  return rooted("ncclScatter", false, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
 NCCL_API ncclResult_t ncclGroupStart(void) { return group_start(); }

@@ -186,6 +186,15 @@ ncclResult_t leave(ncclComm_t comm, bool abort) {
   return ncclSuccess;
 }
 
+// The queries: one field of the communicator, or ncclInvalidArgument naming the call.
+ncclResult_t read_field(const ncclComm_t comm, int* out, int CommCore::*field, const char* call) {
+  if (comm == nullptr || comm->core == nullptr || out == nullptr) {
+    return fail(ncclInvalidArgument, std::string(call) + ": comm or its output is NULL");
+  }
+  *out = (*comm->core).*field;
+  return ncclSuccess;
+}
+
 // ncclCommSplit over the parent, host-ordered: every rank's (color, key) gathered, each
 // color's first rank (by key, then parent rank) makes the new unique id, and the ids
 // gathered so that each rank joins its color's.
@@ -400,27 +409,15 @@ NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
 }
 
 NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  if (comm == nullptr || comm->core == nullptr || count == nullptr) {
-    return fail(ncclInvalidArgument, "ncclCommCount: comm or count is NULL");
-  }
-  *count = comm->core->nranks;
-  return ncclSuccess;
+  return read_field(comm, count, &CommCore::nranks, "ncclCommCount");
 }
 
 NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  if (comm == nullptr || comm->core == nullptr || device == nullptr) {
-    return fail(ncclInvalidArgument, "ncclCommCuDevice: comm or device is NULL");
-  }
-  *device = comm->core->device;
-  return ncclSuccess;
+  return read_field(comm, device, &CommCore::device, "ncclCommCuDevice");
 }
 
 NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  if (comm == nullptr || comm->core == nullptr || rank == nullptr) {
-    return fail(ncclInvalidArgument, "ncclCommUserRank: comm or rank is NULL");
-  }
-  *rank = comm->core->rank;
-  return ncclSuccess;
+  return read_field(comm, rank, &CommCore::rank, "ncclCommUserRank");
 }
 
 NCCL_API const char* ncclGetLastError(ncclComm_t /*comm*/) { return last_error(); }
