@@ -361,6 +361,14 @@ plexus_result_t plexus_free(void* ptr) {
   });
 }
 
+plexus_result_t plexus_pool_size(size_t* bytes) {
+  if (bytes == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_pool_size: bytes is NULL");
+  return guarded([&]() -> plexus_result_t {
+    *bytes = ClientContext::get().pool().size();
+    return PLEXUS_SUCCESS;
+  });
+}
+
 plexus_result_t plexus_comm_set_stream(plexus_comm_t comm, void* cuda_stream) {
   if (plexus_result_t r = check_comm(comm, "plexus_comm_set_stream"); r != PLEXUS_SUCCESS) return r;
   if (cuda_stream != nullptr) {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -27,10 +26,10 @@ std::unordered_map<void*, size_t> g_sizes;  // what the allocator took from the 
 size_t g_in_use = 0;
 size_t g_budget = 0;
 
+// Half of this process's pool (0 when libplexus cannot open it: no allocation goes there).
 size_t pool_budget() {
-  const char* v = std::getenv("PLEXUS_POOL_SIZE");  // libplexus's own setting and default
-  const size_t pool = v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : size_t{1} << 30;
-  return pool / 2;
+  size_t pool = 0;
+  return plexus_pool_size(&pool) == PLEXUS_SUCCESS ? pool / 2 : 0;
 }
 
 void free_to_pool(void* p) {

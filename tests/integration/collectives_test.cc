@@ -107,6 +107,20 @@ TEST_P(CollectivesTest, BuffersOutsideThePoolAreStagedAndExact) {
   EXPECT_TRUE(daemon_->alive()) << daemon_->log();
 }
 
+TEST_F(CollectivesTest, ThePoolSizeIsTheOneAskedFor) {
+  auto results = run_ranks(daemon_->socket_path(), 1, [](int, int, const auto&) -> std::string {
+    ::setenv("PLEXUS_POOL_SIZE", "268435456", 1);
+    size_t bytes = 0;
+    if (plexus_result_t r = plexus_pool_size(&bytes); r != PLEXUS_SUCCESS) {
+      return describe("plexus_pool_size", r);
+    }
+    if (bytes != 268435456) return "pool of " + std::to_string(bytes) + " bytes";
+    if (plexus_pool_size(nullptr) != PLEXUS_ERR_INVALID_ARGUMENT) return "NULL accepted";
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Values(1, 2, 3, 4),
                          [](const auto& param_info) {
                            return std::to_string(param_info.param) + "ranks";

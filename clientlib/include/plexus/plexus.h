@@ -67,6 +67,8 @@ plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
 /* Memory from the shared pool (64-byte aligned). Zero-copy for collectives. */
 plexus_result_t plexus_alloc(void** ptr, size_t bytes);
 plexus_result_t plexus_free(void* ptr);
+/* The size of this process's pool in bytes (PLEXUS_POOL_SIZE, default 1 GiB). */
+plexus_result_t plexus_pool_size(size_t* bytes);
 
 /* GPU buffers: collectives take CUDA device pointers (cudaMalloc memory) as they are; the
  * daemon moves the data with the GPU's copy engines, and this process launches no kernel
