@@ -1,5 +1,7 @@
 #include "shm/pool.h"
 
+#include <sys/mman.h>
+
 #include <boost/interprocess/managed_external_buffer.hpp>
 
 namespace plexus::shm {
@@ -17,6 +19,13 @@ ClientPool::ClientPool(size_t bytes)
           Allocator{bip::managed_external_buffer(bip::create_only, mapping_.data(), bytes)})) {}
 
 ClientPool::~ClientPool() = default;
+
+bool ClientPool::make_private_after_fork() noexcept {
+  void* base = mapping_.data();
+  void* again =
+      ::mmap(base, mapping_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd_.get(), 0);
+  return again == base;
+}
 
 void* ClientPool::allocate(size_t bytes) {
   // Boost's size arithmetic wraps for sizes near SIZE_MAX: refuse what cannot fit.

@@ -33,6 +33,14 @@ class ClientPool {
   size_t size() const { return mapping_.size(); }
   size_t free_bytes() const;
 
+  // In a child just forked from the pool's owner: the pool's pages become copy-on-write
+  // (MAP_PRIVATE over the same memfd, at the same address), so that what the child writes
+  // into memory it inherited never reaches the parent or the daemon, as with any other
+  // memory after fork(). The child still reads the memfd's pages it has not written, the
+  // parent's later writes included. Only system calls: safe in a pthread_atfork child
+  // handler. False (errno set) if the remap failed; the mapping is then left as it was.
+  bool make_private_after_fork() noexcept;
+
  private:
   struct Allocator;
   common::UniqueFd fd_;

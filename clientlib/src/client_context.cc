@@ -67,7 +67,15 @@ ClientContext& ClientContext::get() {
     static bool atfork_installed = false;
     if (!atfork_installed) {
       // A forked child must not share the parent's session: it gets its own on first use.
-      pthread_atfork(nullptr, nullptr, [] { g_context = nullptr; });
+      // The parent's pool stays mapped where it was (tensors and buffers the child inherited
+      // point into it) but copy-on-write, so that a child writing into an inherited buffer
+      // (a DataLoader worker, say) cannot change the parent's data under it.
+      pthread_atfork(nullptr, nullptr, [] {
+        if (g_context != nullptr && g_context->pool_ != nullptr) {
+          (void)g_context->pool_->make_private_after_fork();  // failing: shared, as before
+        }
+        g_context = nullptr;
+      });
       atfork_installed = true;
     }
     g_context = new ClientContext();  // lives for the process: mappings outlive all handles

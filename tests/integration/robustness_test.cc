@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <capnp/message.h>
@@ -11,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -93,6 +95,49 @@ TEST_F(RobustnessTest, TwoJobsRunAtOnceWithoutSeeingEachOther) {
       });
       if (!error.empty()) return "job " + std::to_string(job) + ": " + error;
     }
+    return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+// A process forked after it allocated from its pool (a DataLoader worker beside a torch
+// rank) inherits the pool copy-on-write: it reads what was there, and what it writes reaches
+// neither its parent's buffer nor the daemon, while the parent's collectives go on in it.
+TEST_F(RobustnessTest, ChildForkedAfterAllocWritesItsOwnCopyNotTheParentsPool) {
+  auto results = run_ranks(socket(), 2, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    constexpr size_t kCount = 1 << 16;
+    float* buf;
+    if (auto r = plexus_alloc(reinterpret_cast<void**>(&buf), kCount * sizeof(float))) {
+      return describe("alloc", r);
+    }
+    std::fill_n(buf, kCount, 1.0f);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      // The inherited buffer: the parent's values, then overwritten here only.
+      const bool saw_parent = std::all_of(buf, buf + kCount, [](float v) { return v == 1.0f; });
+      std::fill_n(buf, kCount, 7.0f);
+      ::_exit(saw_parent ? 0 : 3);
+    }
+    if (child < 0) return "fork failed";
+    int status = 0;
+    if (::waitpid(child, &status, 0) != child) return "waitpid failed";
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return "the child did not read the parent's values in its inherited buffer (status " +
+             std::to_string(status) + ")";
+    }
+    if (!std::all_of(buf, buf + kCount, [](float v) { return v == 1.0f; })) {
+      return "the child's writes reached the parent's pool buffer";
+    }
+    // The parent's pool is still the one the daemon sees: an allreduce in it is exact.
+    if (auto r = plexus_allreduce(buf, buf, kCount, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr)) {
+      return describe("allreduce", r);
+    }
+    if (!std::all_of(buf, buf + kCount, [n](float v) { return v == static_cast<float>(n); })) {
+      return "allreduce after the fork gave a wrong sum";
+    }
+    plexus_free(buf);
     return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
   });
   EXPECT_EQ(failures(results), "");
