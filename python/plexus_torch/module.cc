@@ -20,7 +20,13 @@ c10::intrusive_ptr<ProcessGroupPlexus> create(const c10::intrusive_ptr<c10d::Sto
                                               std::chrono::milliseconds timeout) {
   // The rendezvous can take as long as the group's timeout: let other Python threads run.
   py::gil_scoped_release release;
-  return c10::make_intrusive<ProcessGroupPlexus>(store, rank, size, timeout);
+  auto group = c10::make_intrusive<ProcessGroupPlexus>(store, rank, size, timeout);
+  // From the first plexus group on, large CPU allocations come from the pool (no staging
+  // for the gradients, buckets and tensors made after it), unless turned off.
+  if (const char* v = std::getenv("PLEXUS_TORCH_POOL_ALLOCATOR"); v == nullptr || v[0] != '0') {
+    plexus::torch_backend::use_pool_allocator_unless_on(plexus::torch_backend::kPoolMinBytes);
+  }
+  return group;
 }
 
 }  // namespace
@@ -37,16 +43,21 @@ PYBIND11_MODULE(plexus_torch, m) {
         "An uninitialised CPU tensor like `tensor` in the Plexus pool: collectives on it need "
         "no copy in or out.");
   m.def("use_pool_allocator", &plexus::torch_backend::use_pool_allocator,
-        py::arg("min_bytes") = size_t{1} << 20,
+        py::arg("min_bytes") = plexus::torch_backend::kPoolMinBytes,
         "CPU allocations of at least min_bytes come from the Plexus pool while it has room, "
-        "so collectives on them need no copy. Call before building the model. Pool memory is "
-        "shared with children forked later (not copy-on-write).");
+        "so collectives on them need no copy. On by default from the first plexus process "
+        "group (PLEXUS_TORCH_POOL_ALLOCATOR=0: never; =1: from import); calling it earlier "
+        "also puts the model built before init_process_group in the pool, or sets min_bytes. "
+        "Children forked later see the pool copy-on-write.");
+  m.def("from_pool_allocator", &plexus::torch_backend::from_pool_allocator, py::arg("tensor"),
+        "Whether the tensor's storage came from the Plexus pool through the pool allocator.");
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"),
         "What torch.distributed calls for backend 'plexus' (registered on import).");
-  // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import (min_bytes 1 MiB).
+  // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import, so that even the
+  // model built before init_process_group lives in the pool.
   if (const char* v = std::getenv("PLEXUS_TORCH_POOL_ALLOCATOR"); v != nullptr && v[0] == '1') {
-    plexus::torch_backend::use_pool_allocator(size_t{1} << 20);
+    plexus::torch_backend::use_pool_allocator(plexus::torch_backend::kPoolMinBytes);
   }
 #if TORCH_VERSION_MAJOR >= 2
   // CPU tensors only so far: "cpu:plexus,cuda:nccl" stays possible.

@@ -102,7 +102,11 @@ at::Tensor pool_empty_like(const at::Tensor& like) {
       at::TensorOptions().dtype(like.scalar_type()).device(at::kCPU));
 }
 
-void use_pool_allocator(size_t min_bytes) {
+namespace {
+
+std::mutex g_install_mutex;  // two groups made at once on two threads turn it on once
+
+void use_pool_allocator_locked(size_t min_bytes) {
   static PoolAllocator allocator;  // torch keeps the pointer: static lifetime
   g_min_bytes.store(min_bytes, std::memory_order_relaxed);
   if (g_owner.load() == ::getpid()) return;  // already on: only the threshold changed
@@ -117,6 +121,24 @@ void use_pool_allocator(size_t min_bytes) {
   }
   g_owner.store(::getpid());
   c10::SetCPUAllocator(&allocator, /*priority=*/255);
+}
+
+}  // namespace
+
+bool from_pool_allocator(const at::Tensor& tensor) {
+  return tensor.device().is_cpu() && tensor.storage().data() != nullptr &&
+         from_pool(tensor.storage().data());
+}
+
+void use_pool_allocator(size_t min_bytes) {
+  std::lock_guard lock(g_install_mutex);
+  use_pool_allocator_locked(min_bytes);
+}
+
+void use_pool_allocator_unless_on(size_t min_bytes) {
+  std::lock_guard lock(g_install_mutex);
+  if (g_owner.load() == ::getpid()) return;
+  use_pool_allocator_locked(min_bytes);
 }
 
 }  // namespace plexus::torch_backend

@@ -1,6 +1,6 @@
 // CPU tensors whose memory is in this process's Plexus pool: collectives on them go
 // without the copy in and out that tensors in torch's own memory need (docs/BENCHMARKS.md:
-// 10-20x gloo instead of 2-4x on 4 ranks).
+// 11-27x gloo instead of 3-4x on 4 ranks).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -13,11 +13,22 @@ namespace plexus::torch_backend {
 // when torch frees the tensor). Throws naming the size when the pool is full.
 at::Tensor pool_empty_like(const at::Tensor& like);
 
+// Whether the tensor's storage was allocated from the pool by the pool allocator (for
+// tests and benchmarks: which path its collectives take).
+bool from_pool_allocator(const at::Tensor& tensor);
+
+// The smallest CPU allocation the pool allocator takes by default: below it the copy a
+// collective would save costs less than the pool space.
+inline constexpr size_t kPoolMinBytes = size_t{1} << 20;
+
 // From now on, CPU allocations of at least min_bytes made by this process come from the
-// pool while it has room (torch's allocator otherwise): DDP's buckets, parameters and
-// gradients then need no staging. Opt-in, because pool memory is shared, not copy-on-write:
-// a child forked after this (a DataLoader worker) that writes into a tensor it inherited
-// writes into the parent's. Children allocate from torch's allocator, never the pool.
+// pool while it has room (at most half of it; torch's allocator otherwise): DDP's buckets,
+// parameters and gradients then need no staging. A child forked after this (a DataLoader
+// worker) sees the pool copy-on-write (libplexus remaps it at fork), allocates from torch's
+// allocator and never frees into the pool.
 void use_pool_allocator(size_t min_bytes);
+// use_pool_allocator(min_bytes) unless this process has it on already (keeping the
+// threshold it was given): what the first plexus process group does.
+void use_pool_allocator_unless_on(size_t min_bytes);
 
 }  // namespace plexus::torch_backend

@@ -4,7 +4,7 @@ future semantics, a rank killed mid-collective, the group's timeout, and DDP tra
 gloo. Run by torch_backend_test.sh (a private plexusd); each case prints "ok <name>".
 
 usage: torch_backend_test.py CASE WORLD_SIZE [--ranks R,R --store FILE]
-  CASE: collectives, pool, failures, timeout, ddp. By default every rank runs here; with
+  CASE: collectives, pool, pool_off, failures, timeout, ddp. By default every rank runs here; with
   --ranks only those (a node of a cluster), meeting the others through FILE.
 """
 import os
@@ -277,36 +277,67 @@ def case_ddp(rank, world):
 
 
 def case_pool(rank, world):
-    # Tensors in the Plexus pool: one made by empty_like, then every large allocation once
-    # the pool allocator is on; results exact, DDP as with gloo, and a forked child (which
-    # must not use the parent's pool) allocates from torch's own memory.
+    # Tensors in the Plexus pool: one made by empty_like, then the pool allocator the plexus
+    # group turned on (large allocations only, then a lower threshold); results exact, DDP
+    # as with gloo, and a forked child (a DataLoader worker) sees the pool copy-on-write.
     t = plexus_torch.empty_like(torch.empty(1 << 18)).fill_(rank + 1)
     dist.all_reduce(t)
     assert float(t[0]) == world * (world + 1) / 2 and float(t[-1]) == float(t[0])
+    default_big = torch.full((1 << 20,), float(rank + 1))  # 4 MiB: over the 1 MiB default
+    assert plexus_torch.from_pool_allocator(default_big), "the plexus group left the allocator off"
+    small = torch.ones(1 << 10)  # 4 KiB: under it
+    assert not plexus_torch.from_pool_allocator(small), "a 4 KiB tensor went to the pool"
+    dist.all_reduce(default_big)
+    assert float(default_big.min()) == float(default_big.max()) == world * (world + 1) / 2
     plexus_torch.use_pool_allocator(min_bytes=4096)
     big = torch.full((1 << 20,), float(rank))
+    assert plexus_torch.from_pool_allocator(torch.ones(2048)), "min_bytes=4096 not honoured"
     dist.all_reduce(big, op=dist.ReduceOp.MAX)
     assert float(big.min()) == world - 1
     losses, params = ddp_run(rank, world, "plexus", steps=5)
     gloo_losses, gloo_params = ddp_run(rank, world, "gloo", steps=5)
     assert torch.allclose(params, gloo_params, atol=1e-5), "DDP on pool memory differs from gloo"
+    inherited = torch.full((1 << 20,), 5.0)
+    assert plexus_torch.from_pool_allocator(inherited)
     pid = os.fork()
     if pid == 0:
+        ok = float(inherited.min()) == float(inherited.max()) == 5.0  # the parent's values
+        inherited.fill_(-1.0)  # must not reach the parent
         x = torch.ones(1 << 20)
-        os._exit(0 if float(x.sum()) == (1 << 20) else 1)
+        ok = ok and float(x.sum()) == (1 << 20) and not plexus_torch.from_pool_allocator(x)
+        os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert status == 0, f"the forked child failed: {status}"
+    assert float(inherited.min()) == float(inherited.max()) == 5.0, \
+        "a forked child's writes reached the parent's pool tensor"
+    dist.all_reduce(inherited)  # still the pool the daemon sees
+    assert float(inherited.min()) == float(inherited.max()) == 5.0 * world
     if rank == 0:
-        print("ok tensors in the pool: empty_like, the pool allocator (allreduce, DDP as gloo), "
-              "a forked child allocating on its own", flush=True)
+        print("ok tensors in the pool: empty_like, the allocator on from the plexus group "
+              "(1 MiB and up, then min_bytes), allreduce and DDP as gloo, a forked child "
+              "copy-on-write", flush=True)
 
 
-CASES = {"collectives": case_collectives, "pool": case_pool, "failures": case_failures, "timeout": case_timeout,
-         "ddp": case_ddp}
+def case_pool_off(rank, world):
+    # PLEXUS_TORCH_POOL_ALLOCATOR=0 (set before the group): tensors stay in torch's memory
+    # and are staged, exactly.
+    big = torch.full((1 << 20,), float(rank + 1))
+    assert not plexus_torch.from_pool_allocator(big), "the allocator is on despite =0"
+    dist.all_reduce(big)
+    assert float(big.min()) == float(big.max()) == world * (world + 1) / 2
+    if rank == 0:
+        print("ok PLEXUS_TORCH_POOL_ALLOCATOR=0: tensors in torch memory, staged, exact",
+              flush=True)
+
+
+CASES = {"collectives": case_collectives, "pool": case_pool, "pool_off": case_pool_off,
+         "failures": case_failures, "timeout": case_timeout, "ddp": case_ddp}
 
 
 def rank_main(rank, world, case, store_path, timeout_s):
     try:
+        if case == "pool_off":
+            os.environ["PLEXUS_TORCH_POOL_ALLOCATOR"] = "0"
         dist.init_process_group("plexus", init_method=f"file://{store_path}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=timeout_s))
         CASES[case](rank, world)

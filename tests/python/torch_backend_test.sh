@@ -31,6 +31,7 @@ status=0
 run collectives 2 || status=1
 run collectives 4 || status=1
 run pool 2 || status=1
+run pool_off 2 || status=1
 run failures 4 || status=1
 run timeout 2 || status=1
 run ddp 2 || status=1

@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "reducer threads")->check(CLI::Range(1, 64));
   app.add_option("--iters", iters, "timed iterations per size (median reported)")
       ->check(CLI::Range(1, 10000));
-  app.add_option("--sizes-mib", sizes_mib, "buffer sizes in MiB");
+  app.add_option("--sizes-mib", sizes_mib, "buffer sizes in MiB, comma-separated")->delimiter(',');
   app.add_option("--chunk-kib", chunk_kib, "pvm: bytes read per rank per chunk")
       ->check(CLI::Range(4, 65536));
   CLI11_PARSE(app, argc, argv);

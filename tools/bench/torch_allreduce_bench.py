@@ -3,9 +3,12 @@ same run (same machine, same ranks, one after the other per size).
 
 usage: PYTHONPATH=<build>/python /usr/bin/python3 tools/bench/torch_allreduce_bench.py
          [--ranks 4] [--sizes 1,4,16,64] (MiB) [--iters N] [--ddp-mb 64]
-busbw = bytes * 2 * (n - 1) / n / time, as nccl-tests reports for allreduce. Beside them:
-plexus on a tensor in the Plexus pool (plexus_torch.empty_like), and DDP with
-plexus_torch.use_pool_allocator() (large CPU allocations in the pool: no staging).
+busbw = bytes * 2 * (n - 1) / n / time, as nccl-tests reports for allreduce. Plexus runs
+twice per size: on a tensor allocated before the first plexus group (in torch's own memory:
+staged through the pool, a copy in and out), and on one allocated after it (in the pool,
+through the pool allocator the first plexus group turns on by default: no copy). The DDP
+model is built after the groups, as a training script would, so plexus's gradients and
+buckets are in the pool; PLEXUS_TORCH_POOL_ALLOCATOR=0 shows DDP with staging instead.
 """
 import argparse
 import os
@@ -19,11 +22,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def allreduce_times(group, nbytes, iters, pool=False, warmup=3):
-    t = torch.ones(nbytes // 4, dtype=torch.float32)
-    if pool:  # the same tensor in the Plexus pool (plexus_torch.empty_like): no staging
-        import plexus_torch
-        t = plexus_torch.empty_like(t).fill_(1.0)
+def allreduce_times(group, t, iters, warmup=3):
     for _ in range(warmup):
         dist.all_reduce(t, group=group)
     dist.barrier(group=group)
@@ -59,30 +58,32 @@ def ddp_step_time(group, mb, steps=8):
 
 
 def rank_main(rank, n, store, args, queue):
-    import plexus_torch  # noqa: F401
+    import plexus_torch
+    # Tensors in torch's own memory: allocated before any plexus group exists.
+    torch_memory = {mib: torch.ones(int(mib * 2**20) // 4) for mib in args.sizes}
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
                             timeout=timedelta(seconds=600))
     groups = {b: dist.new_group(list(range(n)), backend=b) for b in ("plexus", "gloo")}
+    allocator_on = os.environ.get("PLEXUS_TORCH_POOL_ALLOCATOR", "") != "0"
     rows = []
     for mib in args.sizes:
         nbytes = int(mib * 2**20)
+        t = torch_memory[mib]
+        assert not plexus_torch.from_pool_allocator(t)
         for backend in ("gloo", "plexus"):
-            t = allreduce_times(groups[backend], nbytes, args.iters)
-            rows.append((mib, backend, t, nbytes * 2 * (n - 1) / n / t / 1e9))
-        t = allreduce_times(groups["plexus"], nbytes, args.iters, pool=True)
-        rows.append((mib, "plexus-pool", t, nbytes * 2 * (n - 1) / n / t / 1e9))
+            rows.append((mib, backend, nbytes * 2 * (n - 1) / n / allreduce_times(groups[backend], t, args.iters)))
+        pooled = torch.ones(nbytes // 4)  # after the first plexus group: in the pool
+        if allocator_on and not plexus_torch.from_pool_allocator(pooled):
+            raise RuntimeError(f"a {mib} MiB tensor made after the plexus group is not in the pool")
+        rows.append((mib, "plexus-pool", nbytes * 2 * (n - 1) / n / allreduce_times(groups["plexus"], pooled, args.iters)))
+        del pooled
     ddp = []
     if args.ddp_mb > 0:
         for backend in ("gloo", "plexus"):
             t, grad_mb = ddp_step_time(groups[backend], args.ddp_mb)
             ddp.append((backend, t, grad_mb))
-        # Then with large CPU allocations in the Plexus pool (a new model: DDP's buckets and
-        # the gradients are allocated after this).
-        plexus_torch.use_pool_allocator()
-        t, grad_mb = ddp_step_time(groups["plexus"], args.ddp_mb)
-        ddp.append(("plexus, pool allocator", t, grad_mb))
     if rank == 0:
-        queue.put((rows, ddp))
+        queue.put(([(m, b, bw / 1e9) for m, b, bw in rows], ddp))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -105,18 +106,19 @@ def main():
         rows, ddp = queue.get(timeout=3600)
         for proc in procs:
             proc.join()
-    print(f"torch {torch.__version__}, {args.ranks} ranks, {os.cpu_count()} cores; median of {args.iters}")
-    print(f"{'size':>8} {'gloo GB/s':>10} {'plexus GB/s':>12} {'ratio':>6} "
-          f"{'plexus pool GB/s':>17} {'ratio':>6}")
-    by = {(m, b): bw for m, b, _, bw in rows}
+    allocator = os.environ.get("PLEXUS_TORCH_POOL_ALLOCATOR", "") != "0"
+    print(f"torch {torch.__version__}, {args.ranks} ranks, {os.cpu_count()} cores; median of {args.iters}; "
+          f"pool allocator {'on (default)' if allocator else 'off (PLEXUS_TORCH_POOL_ALLOCATOR=0)'}")
+    print(f"{'size':>8} {'gloo GB/s':>10} {'plexus, torch memory':>21} {'ratio':>6} "
+          f"{'plexus, pool':>13} {'ratio':>6}")
+    by = {(m, b): bw for m, b, bw in rows}
     for mib in args.sizes:
         g, x, p = by[(mib, "gloo")], by[(mib, "plexus")], by[(mib, "plexus-pool")]
-        print(f"{mib:>6g}Mi {g:>10.2f} {x:>12.2f} {x / g:>6.2f} {p:>17.2f} {p / g:>6.2f}")
+        print(f"{mib:>6g}Mi {g:>10.2f} {x:>21.2f} {x / g:>6.2f} {p:>13.2f} {p / g:>6.2f}")
     for backend, t, grad_mb in ddp:
         print(f"DDP step ({grad_mb:.0f} MiB of gradients), {backend}: {t * 1000:.0f} ms")
-    if len(ddp) == 3:
-        print(f"DDP step time gloo / plexus: {ddp[0][1] / ddp[1][1]:.2f}; "
-              f"gloo / plexus with the pool allocator: {ddp[0][1] / ddp[2][1]:.2f}")
+    if len(ddp) == 2:
+        print(f"DDP step time gloo / plexus: {ddp[0][1] / ddp[1][1]:.2f}")
 
 
 if __name__ == "__main__":
