@@ -22,9 +22,14 @@ ClientPool::~ClientPool() = default;
 
 bool ClientPool::make_private_after_fork() noexcept {
   void* base = mapping_.data();
-  void* again =
-      ::mmap(base, mapping_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd_.get(), 0);
-  return again == base;
+  // MAP_NORESERVE: a private writable mapping would otherwise be charged the whole pool
+  // against overcommit in every child, and could fail where the shared one did not.
+  void* again = ::mmap(base, mapping_.size(), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd_.get(), 0);
+  if (again == base) return true;
+  // Some kernels unmap the old range before failing: map it again, read-only.
+  (void)::mmap(base, mapping_.size(), PROT_READ, MAP_SHARED | MAP_FIXED, fd_.get(), 0);
+  return false;
 }
 
 void* ClientPool::allocate(size_t bytes) {

@@ -30,15 +30,17 @@ class ClientPool {
   bool contains(const void* ptr, size_t bytes) const;
   uint64_t offset_of(const void* ptr) const;
   int fd() const { return fd_.get(); }
+  const std::byte* base() const { return mapping_.data(); }
   size_t size() const { return mapping_.size(); }
   size_t free_bytes() const;
 
-  // In a child just forked from the pool's owner: the pool's pages become copy-on-write
+  // In a child just forked from the pool's owner: the pool's mapping becomes private
   // (MAP_PRIVATE over the same memfd, at the same address), so that what the child writes
-  // into memory it inherited never reaches the parent or the daemon, as with any other
-  // memory after fork(). The child still reads the memfd's pages it has not written, the
-  // parent's later writes included. Only system calls: safe in a pthread_atfork child
-  // handler. False (errno set) if the remap failed; the mapping is then left as it was.
+  // into memory it inherited never reaches the parent or the daemon. Not a snapshot: a page
+  // the child has not written still shows the memfd, the parent's and the daemon's later
+  // writes included. If that mapping cannot be made (no memory), the pool is mapped shared
+  // but read-only instead, so a write faults rather than reaching the parent; false then.
+  // Only system calls: safe in a pthread_atfork child handler.
   bool make_private_after_fork() noexcept;
 
  private:

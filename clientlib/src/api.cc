@@ -353,6 +353,8 @@ plexus_result_t plexus_alloc(void** ptr, size_t bytes) {
 
 plexus_result_t plexus_free(void* ptr) {
   if (ptr == nullptr) return PLEXUS_SUCCESS;
+  // A buffer the parent allocated before fork(): the child's private copy, gone with it.
+  if (ClientContext::inherited_from_parent(ptr)) return PLEXUS_SUCCESS;
   return guarded([&]() -> plexus_result_t {
     if (!ClientContext::get().pool().deallocate(ptr)) {
       return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_free: pointer was not from plexus_alloc");

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <stdexcept>
 #include <thread>
 
@@ -22,6 +24,16 @@ namespace control = shm::control;
 
 ClientContext* g_context = nullptr;
 std::mutex g_context_mutex;
+
+// Pools of the processes this one was forked from (set in the child at fork): their blocks
+// are this process's private copies, freed with it. A few generations at most.
+struct InheritedPool {
+  const std::byte* base;
+  size_t size;
+};
+constexpr size_t kMaxInheritedPools = 8;
+InheritedPool g_inherited[kMaxInheritedPools];
+size_t g_inherited_count = 0;
 constexpr uint64_t kDefaultPoolBytes = 1ull << 30;
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
@@ -61,21 +73,44 @@ std::string process_name() {
 
 }  // namespace
 
+void ClientContext::forget_parent_in_child() noexcept {
+  // Only system calls and plain stores: this runs in the child of a fork that may have
+  // happened while another thread held a lock.
+  ClientContext* parent = g_context;
+  if (parent != nullptr) {
+    // The parent's pool stays mapped where it was (buffers and tensors the child inherited
+    // point into it) but private, so that the child's writes to them reach neither the
+    // parent nor the daemon; plexus_free of such a buffer is then a no-op.
+    (void)parent->pool_->make_private_after_fork();
+    if (g_inherited_count < kMaxInheritedPools) {
+      g_inherited[g_inherited_count++] = {parent->pool_->base(), parent->pool_->size()};
+    }
+    // The parent's session must end with the parent: the daemon learns that a killed rank
+    // is gone when its last descriptor of the session closes, not when a DataLoader worker
+    // forked from it exits.
+    ::close(parent->control_->fd());
+    ::close(parent->submission_eventfd_.get());
+    ::close(parent->completion_eventfd_.get());
+  }
+  g_context = nullptr;  // the parent's context is left as it is (its descriptors closed)
+  new (&g_context_mutex) std::mutex();  // another thread may have held it at the fork
+}
+
+bool ClientContext::inherited_from_parent(const void* ptr) {
+  const auto* p = static_cast<const std::byte*>(ptr);
+  for (size_t i = 0; i < g_inherited_count; ++i) {
+    if (p >= g_inherited[i].base && p < g_inherited[i].base + g_inherited[i].size) return true;
+  }
+  return false;
+}
+
 ClientContext& ClientContext::get() {
   std::lock_guard lock(g_context_mutex);
   if (g_context == nullptr) {
     static bool atfork_installed = false;
     if (!atfork_installed) {
       // A forked child must not share the parent's session: it gets its own on first use.
-      // The parent's pool stays mapped where it was (tensors and buffers the child inherited
-      // point into it) but copy-on-write, so that a child writing into an inherited buffer
-      // (a DataLoader worker, say) cannot change the parent's data under it.
-      pthread_atfork(nullptr, nullptr, [] {
-        if (g_context != nullptr && g_context->pool_ != nullptr) {
-          (void)g_context->pool_->make_private_after_fork();  // failing: shared, as before
-        }
-        g_context = nullptr;
-      });
+      pthread_atfork(nullptr, nullptr, [] { forget_parent_in_child(); });
       atfork_installed = true;
     }
     g_context = new ClientContext();  // lives for the process: mappings outlive all handles

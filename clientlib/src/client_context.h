@@ -63,6 +63,9 @@ class ClientContext {
  public:
   // The context of this process, connecting on first use. Throws std::runtime_error.
   static ClientContext& get();
+  // Whether ptr lies in the pool of a process this one was forked from (plexus_free of it
+  // has nothing to do: the memory is this process's private copy).
+  static bool inherited_from_parent(const void* ptr);
 
   shm::ClientPool& pool() { return *pool_; }
   ControlChannel& control() { return *control_; }
@@ -90,6 +93,8 @@ class ClientContext {
 
  private:
   ClientContext();
+  // pthread_atfork's child handler: drops the parent's session in the child.
+  static void forget_parent_in_child() noexcept;
   void complete(uint64_t id, plexus_result_t status, std::string message);
   void fail_all(const std::string& reason);
   bool daemon_gone();

@@ -64,7 +64,12 @@ plexus_result_t plexus_comm_abort(plexus_comm_t comm);
 plexus_result_t plexus_comm_count(plexus_comm_t comm, int* count);
 plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
 
-/* Memory from the shared pool (64-byte aligned). Zero-copy for collectives. */
+/* Memory from the shared pool (64-byte aligned). Zero-copy for collectives.
+ * After fork(), the child has a session and pool of its own (made on first use); what it
+ * inherited from the parent's pool stays mapped at the same addresses but private to it:
+ * its writes there reach neither the parent nor plexusd. It is not a snapshot, though: a
+ * page the child has not written still shows what the parent and plexusd write later.
+ * plexus_free of an inherited buffer in the child does nothing and succeeds. */
 plexus_result_t plexus_alloc(void** ptr, size_t bytes);
 plexus_result_t plexus_free(void* ptr);
 /* The size of this process's pool in bytes (PLEXUS_POOL_SIZE, default 1 GiB). */
