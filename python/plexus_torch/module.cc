@@ -5,6 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "python/plexus_torch/pool_tensors.h"
 #include "python/plexus_torch/process_group_plexus.h"
@@ -15,15 +18,31 @@ using plexus::torch_backend::ProcessGroupPlexus;
 
 namespace {
 
+// PLEXUS_TORCH_POOL_ALLOCATOR: unset (on from the first plexus group), 0 (never) or 1
+// (from import); anything else is refused naming it, rather than read as one of them.
+enum class PoolAllocatorSetting { kFromFirstGroup, kOff, kFromImport };
+
+PoolAllocatorSetting pool_allocator_setting() {
+  const char* v = std::getenv("PLEXUS_TORCH_POOL_ALLOCATOR");
+  if (v == nullptr || v[0] == '\0') return PoolAllocatorSetting::kFromFirstGroup;
+  if (std::string_view(v) == "0") return PoolAllocatorSetting::kOff;
+  if (std::string_view(v) == "1") return PoolAllocatorSetting::kFromImport;
+  throw std::invalid_argument(std::string("PLEXUS_TORCH_POOL_ALLOCATOR=") + v +
+                              ": expected 0 (off) or 1 (on from import); unset, it is on from "
+                              "the first plexus process group");
+}
+
 c10::intrusive_ptr<ProcessGroupPlexus> create(const c10::intrusive_ptr<c10d::Store>& store,
                                               int rank, int size,
                                               std::chrono::milliseconds timeout) {
+  // Read while the GIL is held: os.environ's writes on other threads take it too.
+  const PoolAllocatorSetting setting = pool_allocator_setting();
   // The rendezvous can take as long as the group's timeout: let other Python threads run.
   py::gil_scoped_release release;
   auto group = c10::make_intrusive<ProcessGroupPlexus>(store, rank, size, timeout);
   // From the first plexus group on, large CPU allocations come from the pool (no staging
   // for the gradients, buckets and tensors made after it), unless turned off.
-  if (const char* v = std::getenv("PLEXUS_TORCH_POOL_ALLOCATOR"); v == nullptr || v[0] != '0') {
+  if (setting != PoolAllocatorSetting::kOff) {
     plexus::torch_backend::use_pool_allocator_unless_on(plexus::torch_backend::kPoolMinBytes);
   }
   return group;
@@ -48,15 +67,17 @@ PYBIND11_MODULE(plexus_torch, m) {
         "so collectives on them need no copy. On by default from the first plexus process "
         "group (PLEXUS_TORCH_POOL_ALLOCATOR=0: never; =1: from import); calling it earlier "
         "also puts the model built before init_process_group in the pool, or sets min_bytes. "
-        "Children forked later see the pool copy-on-write.");
+        "A child forked later gets its own copy of what it inherited from the pool, though "
+        "pages it has not written still show the parent's later writes.");
   m.def("from_pool_allocator", &plexus::torch_backend::from_pool_allocator, py::arg("tensor"),
-        "Whether the tensor's storage came from the Plexus pool through the pool allocator.");
+        "Whether the tensor's storage was allocated by the pool allocator (in the Plexus pool; "
+        "False for empty_like's tensors, which are in the pool too).");
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"),
         "What torch.distributed calls for backend 'plexus' (registered on import).");
   // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import, so that even the
   // model built before init_process_group lives in the pool.
-  if (const char* v = std::getenv("PLEXUS_TORCH_POOL_ALLOCATOR"); v != nullptr && v[0] == '1') {
+  if (pool_allocator_setting() == PoolAllocatorSetting::kFromImport) {
     plexus::torch_backend::use_pool_allocator(plexus::torch_backend::kPoolMinBytes);
   }
 #if TORCH_VERSION_MAJOR >= 2

@@ -4,82 +4,73 @@
 #include <c10/util/Exception.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <atomic>
+#include <boost/interprocess/managed_external_buffer.hpp>
 #include <mutex>
-#include <unordered_map>
+#include <new>
+#include <optional>
 
 #include "plexus/plexus.h"
 
 namespace plexus::torch_backend {
+namespace bip = boost::interprocess;
 namespace {
 
-// The process that enabled the allocator: only it allocates from and frees to its pool (a
+// The process that enabled the allocator: only it allocates from and frees to its arena (a
 // forked child has a pool of its own, or none, and must not open a session for this).
 std::atomic<pid_t> g_owner{0};
 std::atomic<size_t> g_min_bytes{0};
-at::Allocator* g_fallback = nullptr;  // torch's allocator before ours, set once
+std::atomic<at::Allocator*> g_fallback{nullptr};  // torch's allocator before ours
 
-// The allocator takes at most half the pool, so that tensors outside it can still be staged
-// through the rest (a full pool would fail their collectives instead of slowing them).
-std::mutex g_sizes_mutex;
-std::unordered_map<void*, size_t> g_sizes;  // what the allocator took from the pool
-size_t g_in_use = 0;
-size_t g_budget = 0;
+// The allocator's own part of the pool, reserved whole when it is turned on: half the pool,
+// so that the other half stays in one piece for staging tensors outside it (blocks of the
+// allocator scattered over the whole pool would leave no room for a large one). Its pages,
+// once touched, stay resident (and mapped by plexusd) until the process ends, as a caching
+// allocator's would.
+struct Arena {
+  std::byte* base = nullptr;
+  size_t size = 0;
+  std::optional<bip::managed_external_buffer> heap;
+};
+std::mutex g_arena_mutex;
+Arena g_arena;
 
-// Half of this process's pool (0 when libplexus cannot open it: no allocation goes there).
-size_t pool_budget() {
-  size_t pool = 0;
-  return plexus_pool_size(&pool) == PLEXUS_SUCCESS ? pool / 2 : 0;
+bool from_pool(const void* p) {
+  std::lock_guard lock(g_arena_mutex);
+  const auto* b = static_cast<const std::byte*>(p);
+  return g_arena.base != nullptr && b >= g_arena.base && b < g_arena.base + g_arena.size;
 }
 
 void free_to_pool(void* p) {
-  if (::getpid() != g_owner.load(std::memory_order_relaxed)) return;  // a child: the parent's
-  {
-    std::lock_guard lock(g_sizes_mutex);
-    if (auto it = g_sizes.find(p); it != g_sizes.end()) {
-      g_in_use -= it->second;
-      g_sizes.erase(it);
-    }
-  }
-  plexus_free(p);
-}
-
-bool from_pool(void* p) {
-  std::lock_guard lock(g_sizes_mutex);
-  return g_sizes.count(p) != 0;
+  if (::getpid() != g_owner.load(std::memory_order_acquire)) return;  // a child: the parent's
+  std::lock_guard lock(g_arena_mutex);
+  g_arena.heap->deallocate(p);
 }
 
 // For raw_deallocate callers: a pointer from either allocator.
 void free_either(void* p) {
-  if (from_pool(p)) {
+  if (::getpid() == g_owner.load(std::memory_order_acquire) && from_pool(p)) {
     free_to_pool(p);
     return;
   }
-  if (c10::DeleterFnPtr d = g_fallback->raw_deleter(); d != nullptr) d(p);
+  at::Allocator* fallback = g_fallback.load(std::memory_order_acquire);
+  if (c10::DeleterFnPtr d = fallback->raw_deleter(); d != nullptr) d(p);
 }
 
 class PoolAllocator final : public at::Allocator {
  public:
   at::DataPtr allocate(size_t n) const override {
     if (n >= g_min_bytes.load(std::memory_order_relaxed) &&
-        ::getpid() == g_owner.load(std::memory_order_relaxed)) {
-      std::unique_lock lock(g_sizes_mutex);
-      if (g_in_use + n <= g_budget) {
-        g_in_use += n;  // reserved before the allocation, returned if it fails
-        lock.unlock();
-        void* p = nullptr;
-        if (plexus_alloc(&p, n) == PLEXUS_SUCCESS) {
-          lock.lock();
-          g_sizes[p] = n;
-          return {p, p, &free_to_pool, at::Device(at::kCPU)};
-        }
-        lock.lock();
-        g_in_use -= n;
+        ::getpid() == g_owner.load(std::memory_order_acquire)) {
+      std::unique_lock lock(g_arena_mutex);
+      if (void* p = g_arena.heap->allocate_aligned(n, 64, std::nothrow); p != nullptr) {
+        return {p, p, &free_to_pool, at::Device(at::kCPU)};
       }
-      // Over the budget or the pool full: torch's own memory (staged when it meets a
-      // collective).
+      // The arena full: torch's own memory (staged when it meets a collective).
     }
-    return g_fallback->allocate(n);
+    return g_fallback.load(std::memory_order_acquire)->allocate(n);
   }
   at::DeleterFnPtr raw_deleter() const override { return &free_either; }
 };
@@ -108,26 +99,43 @@ std::mutex g_install_mutex;  // two groups made at once on two threads turn it o
 
 void use_pool_allocator_locked(size_t min_bytes) {
   static PoolAllocator allocator;  // torch keeps the pointer: static lifetime
+  static const bool atfork_installed = [] {
+    // A fork while another thread allocates: the child's copy of the lock would stay held.
+    pthread_atfork(nullptr, nullptr, [] { new (&g_arena_mutex) std::mutex(); });
+    return true;
+  }();
+  (void)atfork_installed;
   g_min_bytes.store(min_bytes, std::memory_order_relaxed);
-  if (g_owner.load() == ::getpid()) return;  // already on: only the threshold changed
-  // Once: a child forked after the parent turned it on finds ours installed already (it
-  // must not become its own fallback), and takes the pool over as its own.
-  if (c10::GetCPUAllocator() != &allocator) g_fallback = c10::GetCPUAllocator();
-  {
-    std::lock_guard lock(g_sizes_mutex);
-    g_sizes.clear();  // a child's copy names the parent's blocks
-    g_in_use = 0;
-    g_budget = pool_budget();
+  if (g_owner.load(std::memory_order_acquire) == ::getpid()) return;  // on: the threshold only
+  size_t pool = 0;
+  void* base = nullptr;
+  if (plexus_pool_size(&pool) != PLEXUS_SUCCESS ||
+      plexus_alloc(&base, pool / 2) != PLEXUS_SUCCESS) {
+    TORCH_WARN("plexus_torch: the pool allocator stays off (tensors are staged instead): ",
+               plexus_get_last_error());
+    return;
   }
-  g_owner.store(::getpid());
+  {
+    // A child forked after the parent turned it on takes its own pool over; the parent's
+    // arena it inherited is its private copy, never freed into.
+    std::lock_guard lock(g_arena_mutex);
+    g_arena.base = static_cast<std::byte*>(base);
+    g_arena.size = pool / 2;
+    g_arena.heap.emplace(bip::create_only, base, pool / 2);
+  }
+  // Once: a child finds ours installed already and must not become its own fallback.
+  if (c10::GetCPUAllocator() != &allocator) {
+    g_fallback.store(c10::GetCPUAllocator(), std::memory_order_release);
+  }
+  g_owner.store(::getpid(), std::memory_order_release);
   c10::SetCPUAllocator(&allocator, /*priority=*/255);
 }
 
 }  // namespace
 
 bool from_pool_allocator(const at::Tensor& tensor) {
-  return tensor.device().is_cpu() && tensor.storage().data() != nullptr &&
-         from_pool(tensor.storage().data());
+  return tensor.device().is_cpu() && tensor.layout() == at::kStrided &&
+         tensor.storage().data() != nullptr && from_pool(tensor.storage().data());
 }
 
 void use_pool_allocator(size_t min_bytes) {
@@ -137,7 +145,7 @@ void use_pool_allocator(size_t min_bytes) {
 
 void use_pool_allocator_unless_on(size_t min_bytes) {
   std::lock_guard lock(g_install_mutex);
-  if (g_owner.load() == ::getpid()) return;
+  if (g_owner.load(std::memory_order_acquire) == ::getpid()) return;
   use_pool_allocator_locked(min_bytes);
 }
 

@@ -4,7 +4,7 @@ future semantics, a rank killed mid-collective, the group's timeout, and DDP tra
 gloo. Run by torch_backend_test.sh (a private plexusd); each case prints "ok <name>".
 
 usage: torch_backend_test.py CASE WORLD_SIZE [--ranks R,R --store FILE]
-  CASE: collectives, pool, pool_off, failures, timeout, ddp. By default every rank runs here; with
+  CASE: collectives, pool, pool_full, pool_off, failures, timeout, ddp. By default every rank runs here; with
   --ranks only those (a node of a cluster), meeting the others through FILE.
 """
 import os
@@ -318,6 +318,31 @@ def case_pool(rank, world):
               "copy-on-write", flush=True)
 
 
+def case_pool_full(rank, world):
+    # PLEXUS_POOL_SIZE=64M: the allocator's arena (half of it) filled with 1 MiB tensors,
+    # every other one freed, then 1.5 MiB tensors asked for (which no hole fits): none may
+    # land in the other half, so a 24 MiB tensor made before the group still stages whole
+    # there. Exact.
+    before = PRE_GROUP["big"]
+    held = []
+    while True:
+        t = torch.ones(1 << 18)  # 1 MiB
+        if not plexus_torch.from_pool_allocator(t):
+            break
+        held.append(t)
+        assert len(held) < 64, "an arena of half a 64 MiB pool took 64 tensors of 1 MiB"
+    assert 16 <= len(held) <= 32, f"the arena of half a 64 MiB pool held {len(held)} MiB"
+    del held[::2]
+    larger = [torch.ones(3 << 17) for _ in range(16)]  # 1.5 MiB each
+    in_pool = sum(plexus_torch.from_pool_allocator(t) for t in larger)
+    before.fill_(rank + 1)
+    dist.all_reduce(before)
+    assert float(before.min()) == float(before.max()) == world * (world + 1) / 2
+    if rank == 0:
+        print(f"ok the allocator's arena full, then holed ({in_pool} of 16 larger tensors in "
+              f"it): a 24 MiB torch tensor still staged whole, exact", flush=True)
+
+
 def case_pool_off(rank, world):
     # PLEXUS_TORCH_POOL_ALLOCATOR=0 (set before the group): tensors stay in torch's memory
     # and are staged, exactly.
@@ -330,7 +355,11 @@ def case_pool_off(rank, world):
               flush=True)
 
 
+# Tensors a case needs in torch's own memory: made before the group turns the allocator on.
+PRE_GROUP = {}
+
 CASES = {"collectives": case_collectives, "pool": case_pool, "pool_off": case_pool_off,
+         "pool_full": case_pool_full,
          "failures": case_failures, "timeout": case_timeout, "ddp": case_ddp}
 
 
@@ -338,6 +367,9 @@ def rank_main(rank, world, case, store_path, timeout_s):
     try:
         if case == "pool_off":
             os.environ["PLEXUS_TORCH_POOL_ALLOCATOR"] = "0"
+        if case == "pool_full":
+            os.environ["PLEXUS_POOL_SIZE"] = "64M"
+            PRE_GROUP["big"] = torch.empty(6 << 20)  # 24 MiB
         dist.init_process_group("plexus", init_method=f"file://{store_path}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=timeout_s))
         CASES[case](rank, world)

@@ -18,6 +18,8 @@ fi
 source "$here/../lib/private_plexusd.sh"
 start_private_plexusd "$plexusd" plexus-torch-test
 export PYTHONPATH=$pydir
+# The cases set what they need; a developer's own setting must not change them.
+unset PLEXUS_TORCH_POOL_ALLOCATOR PLEXUS_POOL_SIZE
 
 run() {
   echo "== $1 with $2 ranks"
@@ -31,7 +33,16 @@ status=0
 run collectives 2 || status=1
 run collectives 4 || status=1
 run pool 2 || status=1
+run pool_full 2 || status=1
 run pool_off 2 || status=1
+echo "== PLEXUS_TORCH_POOL_ALLOCATOR=yes"
+if out=$(PLEXUS_TORCH_POOL_ALLOCATOR=yes "$python" -c "import plexus_torch" 2>&1); then
+  echo "FAIL: import with PLEXUS_TORCH_POOL_ALLOCATOR=yes succeeded"; status=1
+elif ! grep -q "PLEXUS_TORCH_POOL_ALLOCATOR=yes: expected 0 (off) or 1" <<< "$out"; then
+  echo "FAIL: the error does not name the setting: $out"; status=1
+else
+  echo "ok PLEXUS_TORCH_POOL_ALLOCATOR=yes refused at import, naming it"
+fi
 run failures 4 || status=1
 run timeout 2 || status=1
 run ddp 2 || status=1

@@ -19,8 +19,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -51,10 +53,18 @@ struct Command {
   size_t count;
 };
 
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "host_path_bench: %s: %s%s\n", what, std::strerror(errno),
+               errno == EPERM ? " (process_vm_* needs ptrace rights over the ranks: "
+                                "kernel.yama.ptrace_scope, or a seccomp profile)"
+                              : "");
+  std::exit(1);
+}
+
 char command(const Rank& r, Command c) {
-  if (write(r.to, &c, sizeof c) != sizeof c) std::abort();
+  if (write(r.to, &c, sizeof c) != sizeof c) die("write to a rank");
   char reply = 0;
-  if (read(r.from, &reply, 1) != 1) std::abort();
+  if (read(r.from, &reply, 1) != 1) die("read from a rank");
   return reply;
 }
 
@@ -128,7 +138,7 @@ void reduce_remote(std::vector<Rank>& ranks, size_t count, size_t chunk_elems, i
       iovec remote{ranks[r].tensor + begin, n * sizeof(float)};
       if (process_vm_readv(ranks[r].pid, &local, 1, &remote, 1, 0) !=
           static_cast<ssize_t>(n * sizeof(float)))
-        std::abort();
+        die("process_vm_readv");
       in[r] = bounce.data() + r * chunk_elems;
     }
     plexus::daemon::reduce_arrays(PLEXUS_FLOAT32, PLEXUS_SUM, in.data(), static_cast<int>(k),
@@ -138,7 +148,7 @@ void reduce_remote(std::vector<Rank>& ranks, size_t count, size_t chunk_elems, i
       iovec remote{ranks[r].tensor + begin, n * sizeof(float)};
       if (process_vm_writev(ranks[r].pid, &local, 1, &remote, 1, 0) !=
           static_cast<ssize_t>(n * sizeof(float)))
-        std::abort();
+        die("process_vm_writev");
     }
   });
 }
@@ -155,7 +165,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes_mib{1, 4, 16, 64};
   size_t chunk_kib = 128;
   app.add_option("--ranks", nranks, "rank processes")
-      ->check(CLI::Range(2, 16));  // the check's sum fits a char
+      ->check(CLI::Range(2, 16));  // the check's sum 1+..+n, as a char: distinct up to 16
   app.add_option("--threads", threads, "reducer threads")->check(CLI::Range(1, 64));
   app.add_option("--iters", iters, "timed iterations per size (median reported)")
       ->check(CLI::Range(1, 10000));
@@ -175,10 +185,11 @@ int main(int argc, char** argv) {
   for (int r = 0; r < nranks; ++r) {
     void* slot = mmap(nullptr, max_count * sizeof(float), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (slot == MAP_FAILED) return 1;
+    if (slot == MAP_FAILED) die("mmap of a rank's shared slot");
     int to[2], from[2];
-    if (pipe(to) != 0 || pipe(from) != 0) return 1;
+    if (pipe(to) != 0 || pipe(from) != 0) die("pipe");
     const pid_t pid = fork();
+    if (pid < 0) die("fork");
     if (pid == 0) {
       close(to[1]);
       close(from[0]);
@@ -188,16 +199,16 @@ int main(int argc, char** argv) {
     close(from[1]);
     Rank& rk = ranks[static_cast<size_t>(r)];
     rk = Rank{pid, to[1], from[0], nullptr, static_cast<float*>(slot)};
-    if (read(rk.from, &rk.tensor, sizeof rk.tensor) != sizeof rk.tensor) return 1;
+    if (read(rk.from, &rk.tensor, sizeof rk.tensor) != sizeof rk.tensor) die("read from a rank");
   }
   // Commands go to every rank before any reply is read, so the ranks copy in parallel.
   auto all_parallel = [&](char op, size_t count) {
     const Command c{op, count};
     for (auto& r : ranks)
-      if (write(r.to, &c, sizeof c) != sizeof c) std::abort();
+      if (write(r.to, &c, sizeof c) != sizeof c) die("write to a rank");
     for (auto& r : ranks) {
       char reply = 0;
-      if (read(r.from, &reply, 1) != 1) std::abort();
+      if (read(r.from, &reply, 1) != 1) die("read from a rank");
     }
   };
   const int expect = nranks * (nranks + 1) / 2;
@@ -207,6 +218,17 @@ int main(int argc, char** argv) {
       const char got = command(r, Command{'c', count});
       if (got != static_cast<char>('0' + expect)) {
         std::fprintf(stderr, "%s: rank %d holds a wrong sum\n", mode,
+                     static_cast<int>(&r - ranks.data()));
+        ++failures;
+      }
+    }
+  };
+  // The pool mode's result is in the slots: every element of every slot the full sum.
+  auto check_pool = [&](size_t count) {
+    for (auto& r : ranks) {
+      if (!std::all_of(r.slot, r.slot + count,
+                       [&](float v) { return v == static_cast<float>(expect); })) {
+        std::fprintf(stderr, "pool: rank %d's slot holds a wrong sum\n",
                      static_cast<int>(&r - ranks.data()));
         ++failures;
       }
@@ -236,6 +258,7 @@ int main(int argc, char** argv) {
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
         if (it >= 2) secs.push_back(s);  // two warm-up rounds
       }
+      if (mode == 0) check_pool(count);
       if (mode == 1) check("stage", count);
       if (mode == 2) check("pvm", count);
       std::sort(secs.begin(), secs.end());

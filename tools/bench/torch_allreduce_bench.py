@@ -69,7 +69,9 @@ def rank_main(rank, n, store, args, queue):
     for mib in args.sizes:
         nbytes = int(mib * 2**20)
         t = torch_memory[mib]
-        assert not plexus_torch.from_pool_allocator(t)
+        if plexus_torch.from_pool_allocator(t):
+            raise RuntimeError("the tensor made before the plexus group is in the pool "
+                               "(PLEXUS_TORCH_POOL_ALLOCATOR=1?): the staged column would not be staged")
         for backend in ("gloo", "plexus"):
             rows.append((mib, backend, nbytes * 2 * (n - 1) / n / allreduce_times(groups[backend], t, args.iters)))
         pooled = torch.ones(nbytes // 4)  # after the first plexus group: in the pool
@@ -103,7 +105,17 @@ def main():
                  for r in range(args.ranks)]
         for proc in procs:
             proc.start()
-        rows, ddp = queue.get(timeout=3600)
+        # A rank that fails ends the run at once rather than leaving rank 0's result awaited.
+        while True:
+            try:
+                rows, ddp = queue.get(timeout=1)
+                break
+            except Exception:  # queue.Empty
+                dead = [r for r, proc in enumerate(procs) if proc.exitcode not in (None, 0)]
+                if dead:
+                    for proc in procs:
+                        proc.kill()
+                    sys.exit(f"torch_allreduce_bench: rank(s) {dead} failed (their traceback is above)")
         for proc in procs:
             proc.join()
     allocator = os.environ.get("PLEXUS_TORCH_POOL_ALLOCATOR", "") != "0"
