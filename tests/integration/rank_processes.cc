@@ -16,10 +16,9 @@ std::vector<RankResult> run_ranks(
     const std::string& socket_path, int nranks, const RankBody& body,
     std::chrono::milliseconds timeout,
     const std::function<void(const std::vector<pid_t>&)>& on_started) {
-  plexus_unique_id_t id;
-  plexus_get_unique_id(&id);
-  return run_ranks_with_id(std::vector<std::string>(static_cast<size_t>(nranks), socket_path), id,
-                           body, timeout, on_started);
+  // The id from the test's own daemon, not whichever one answers on the default socket.
+  return run_ranks_across(std::vector<std::string>(static_cast<size_t>(nranks), socket_path), body,
+                          timeout, on_started);
 }
 
 std::vector<RankResult> run_ranks_across(
@@ -27,6 +26,8 @@ std::vector<RankResult> run_ranks_across(
     std::chrono::milliseconds timeout,
     const std::function<void(const std::vector<pid_t>&)>& on_started) {
   // The id names rank 0's daemon as the root, as plexus_get_unique_id on its node would.
+  // The test runs its own daemons: none may be started for it on the way.
+  ::setenv("PLEXUS_AUTOSTART", "0", 0);
   const char* before = std::getenv("PLEXUS_SOCKET");
   const std::string saved = before != nullptr ? before : "";
   ::setenv("PLEXUS_SOCKET", rank_sockets.at(0).c_str(), 1);
