@@ -21,6 +21,7 @@ rooms=(
   "shm/                : common/ plexus-types"
   "plexus-types        :"
   "transports/tcp/     : transports/"
+  "transports/rdma/    : transports/"
   "transports/         : common/"
   "monitor/            : common/"
   "clientlib/control/  : shm/"

@@ -3,8 +3,12 @@
 # device per NIC; RDMA writes (perftest's ib_write_bw) cross each rail; a cable pulled
 # through qemu's monitor takes the guest NIC's carrier away and gives it back; a killed VM
 # is reported as ended to a command waiting on it; and after `down` no VM, namespace or
-# state directory is left. Exit 77 saying why where qemu or the kernel cannot be had.
+# state directory is left. With the path of verbs_port_probe (a build with libibverbs), each
+# NIC's address maps to its own rxe device and port, and an address with none is refused
+# saying why. Exit 77 saying why where qemu or the kernel cannot be had.
+# usage: vm_harness_test.sh [VERBS_PORT_PROBE]
 set -euo pipefail
+probe=${1:-}
 here=$(cd "$(dirname "$0")" && pwd)
 vm="$here/../../tools/vm/plexus-vm.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (ip netns, tap devices)"; exit 77; }
@@ -34,6 +38,15 @@ for r in 0 1; do
   [ -n "$gbps" ] || fail "no bandwidth line from ib_write_bw over rail $r: $out"
   echo "ok RDMA write over rail $r: $gbps Gb/s (soft-RoCE under emulation)"
 done
+
+if [ -n "$probe" ]; then
+  out=$("$vm" run --name "$tag" --node 1 -- "$probe" 198.18.0.2 198.18.1.2 198.18.7.7)
+  grep -q "^198.18.0.2 rxe0 port 1 gid [0-9]* ::ffff:198.18.0.2 ifindex" <<< "$out" || fail "probe: $out"
+  grep -q "^198.18.1.2 rxe1 port 1 gid [0-9]* ::ffff:198.18.1.2 ifindex" <<< "$out" || fail "probe: $out"
+  grep -q "^198.18.7.7 none: no verbs device holds 198.18.7.7 as a RoCE v2 GID" <<< "$out" || fail "probe: $out"
+  [ "$(grep -c '^netdev ' <<< "$out")" = 2 ] || fail "probe: not 2 NICs with a verbs device: $out"
+  echo "ok each NIC's address maps to its own rxe port (find_verbs_port); 198.18.7.7 to none"
+fi
 
 "$vm" cable --name "$tag" --node 0 --nic 1 down
 carrier=$("$vm" run --name "$tag" --node 0 -- cat /sys/class/net/eth1/carrier)

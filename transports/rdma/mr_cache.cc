@@ -1,0 +1,58 @@
+#include "transports/rdma/mr_cache.h"
+
+namespace plexus::transports::rdma {
+
+// One registration. Its deleter deregisters it: the cache holds one reference until the
+// owner goes, each Pin another.
+struct MrCache::Pin::Entry {
+  std::byte* base = nullptr;
+  size_t bytes = 0;
+  MemoryKeys keys;
+  void* handle = nullptr;
+  std::function<void(void*)> deregister;
+  std::shared_ptr<uint64_t> deregistrations;
+  ~Entry() {
+    if (handle != nullptr) {
+      deregister(handle);
+      ++*deregistrations;
+    }
+  }
+};
+
+const MemoryKeys& MrCache::Pin::keys() const { return entry_->keys; }
+
+MrCache::MrCache(Calls calls, size_t max_entries)
+    : calls_(std::move(calls)), max_entries_(max_entries) {}
+
+MrCache::~MrCache() = default;
+
+MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std::string* error) {
+  const Key key{owner, reinterpret_cast<uintptr_t>(base)};
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    if (it->second->bytes == bytes) return Pin(it->second);
+    // The same base with another size: the region was replaced (a new mapping). The old
+    // registration goes once unpinned.
+    entries_.erase(it);
+  }
+  if (entries_.size() >= max_entries_) {
+    *error = "the memory registration cache is full (" + std::to_string(max_entries_) + " regions)";
+    return {};
+  }
+  auto entry = std::make_shared<Pin::Entry>();
+  entry->base = base;
+  entry->bytes = bytes;
+  entry->deregister = calls_.deregister;
+  entry->deregistrations = deregistrations_;
+  entry->handle = calls_.register_region(base, bytes, &entry->keys, error);
+  if (entry->handle == nullptr) return {};
+  ++registrations_;
+  entries_.emplace(key, entry);
+  return Pin(std::move(entry));
+}
+
+void MrCache::invalidate(uint64_t owner) {
+  auto it = entries_.lower_bound(Key{owner, 0});
+  while (it != entries_.end() && it->first.first == owner) it = entries_.erase(it);
+}
+
+}  // namespace plexus::transports::rdma

@@ -1,0 +1,33 @@
+#include "transports/rdma/remote_ring.h"
+
+namespace plexus::transports::rdma {
+
+std::optional<RemoteRing::Slot> RemoteRing::place(uint64_t bytes) const {
+  const uint64_t need = ring_align_up(bytes);
+  if (need > size_) return std::nullopt;
+  const uint64_t at = written_ % size_;
+  const uint64_t skipped = at + need > size_ ? size_ - at : 0;
+  // Nothing unread in the ring: any place is free (the skipped bytes count as consumed
+  // only once the receiver reads the frame after them, which must not hold this one back).
+  if (in_flight() != 0 && in_flight() + skipped + need > size_) return std::nullopt;
+  return Slot{skipped != 0 ? 0 : at, skipped};
+}
+
+void RemoteRing::commit(const Slot& slot, uint64_t bytes) {
+  written_ += slot.skipped + ring_align_up(bytes);
+}
+
+std::string RemoteRing::on_credit(uint64_t consumed) {
+  if (consumed < consumed_) {
+    return "the peer's ring credit went back (" + std::to_string(consumed) + " after " +
+           std::to_string(consumed_) + " bytes consumed)";
+  }
+  if (consumed > written_) {
+    return "the peer reports " + std::to_string(consumed) + " bytes consumed but only " +
+           std::to_string(written_) + " were written";
+  }
+  consumed_ = consumed;
+  return {};
+}
+
+}  // namespace plexus::transports::rdma

@@ -1,0 +1,40 @@
+// The verbs device port that carries a local IPv4 address: for RoCE, the port whose GID table
+// holds that address as a RoCE v2 GID (::ffff:a.b.c.d) on the NIC it belongs to. A path's
+// queue pair lives there, so that its traffic leaves over the NIC the path was set up on.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plexus::transports::rdma {
+
+struct VerbsPort {
+  std::shared_ptr<ibv_context> context;  // the device, closed when its last user goes
+  std::string device;                    // "rxe0", "mlx5_1"
+  uint8_t port = 0;
+  uint32_t gid_index = 0;
+  ibv_gid gid{};
+  uint32_t ifindex = 0;  // the NIC the GID belongs to
+  ibv_mtu active_mtu = IBV_MTU_1024;
+};
+
+// The port for `ipv4` (network byte order), or nothing with *error saying what was looked at.
+std::optional<VerbsPort> find_verbs_port(uint32_t ipv4, std::string* error);
+
+// The NICs (by interface index) that have a verbs device over them, with its name: which
+// paths --transport auto can put on RDMA.
+struct VerbsNetdev {
+  uint32_t ifindex;
+  std::string device;
+};
+std::vector<VerbsNetdev> verbs_netdevs();
+
+// "::ffff:198.18.0.1" for logs.
+std::string gid_text(const ibv_gid& gid);
+
+}  // namespace plexus::transports::rdma
