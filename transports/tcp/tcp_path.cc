@@ -1,13 +1,11 @@
 #include "transports/tcp/tcp_path.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <utility>
 
-#include "common/socket_address.h"
 #include "common/unique_fd.h"
+#include "transports/path/socket_endpoint.h"
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/tcp_delivery.h"
 #include "transports/tcp/tcp_peer_silence.h"
@@ -15,27 +13,12 @@
 namespace plexus::transports {
 namespace {
 
-// A socket's end as text and as the notice key (address << 16 | port; 0 when not IPv4).
-PathEndpoint endpoint(int fd, bool remote) {
-  sockaddr_storage address{};
-  socklen_t len = sizeof(address);
-  const int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &len)
-                        : ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len);
-  if (rc != 0) return {};
-  uint64_t key = 0;
-  if (address.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
-    key = static_cast<uint64_t>(ntohl(in->sin_addr.s_addr)) << 16 | ntohs(in->sin_port);
-  }
-  return {common::address_text(reinterpret_cast<const sockaddr*>(&address)), key};
-}
-
 class TcpPath final : public DataPath {
  public:
   TcpPath(int fd, const wire::DataFrameLimits& limits, Callbacks callbacks)
       : conn_(fd, limits, std::move(callbacks)),
-        local_(endpoint(fd, false)),
-        remote_(endpoint(fd, true)) {}
+        local_(socket_endpoint(fd, false)),
+        remote_(socket_endpoint(fd, true)) {}
 
   void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
              uint64_t token) override {

@@ -1,0 +1,169 @@
+// Run inside two VM nodes by rdma_path_test.sh: an RDMA path (transports/rdma/rdma_path.h)
+// over a plain TCP connection between them, frames of random sizes (up to the largest)
+// checked byte for byte on arrival, and the throughput of large frames.
+//   rdma_path_probe server PORT FRAMES
+//   rdma_path_probe client ADDRESS PORT FRAMES MAX_PAYLOAD
+// The server checks every frame (its sequence number, length and content, a function of
+// both) and answers the last with one frame holding how many it took; both print what they
+// saw and exit 0 only if every frame was exact. Bounded: 120 s at most.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "transports/rdma/rdma_path.h"
+
+namespace {
+
+using plexus::transports::DataPath;
+namespace wire = plexus::transports::wire;
+using Clock = std::chrono::steady_clock;
+
+std::byte pattern(uint64_t seq, size_t i) {
+  return static_cast<std::byte>((seq * 131 + i * 7) & 0xff);
+}
+
+int die(const std::string& why) {
+  std::fprintf(stderr, "rdma_path_probe: %s\n", why.c_str());
+  return 1;
+}
+
+// Runs the path's events until done() or the deadline; false if the path failed.
+template <typename Done>
+bool run(DataPath& path, Done done, Clock::time_point deadline) {
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    pollfd p{path.poll_fd(), POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0 && !path.on_readable(1 << 20)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) return die("usage: server PORT FRAMES | client ADDRESS PORT FRAMES MAX_PAYLOAD");
+  const bool server = std::string(argv[1]) == "server";
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  int fd = -1;
+  uint64_t frames = 0;
+  size_t max_payload = 0;
+  if (server) {
+    frames = std::strtoull(argv[3], nullptr, 10);
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(std::atoi(argv[2])));
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listener, 1) != 0)
+      return die(std::string("listen: ") + std::strerror(errno));
+    fd = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+  } else {
+    if (argc < 6) return die("client ADDRESS PORT FRAMES MAX_PAYLOAD");
+    frames = std::strtoull(argv[4], nullptr, 10);
+    max_payload = std::strtoull(argv[5], nullptr, 10);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(std::atoi(argv[3])));
+    inet_pton(AF_INET, argv[2], &address.sin_addr);
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+      fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+        ::close(fd);
+        fd = -1;
+        ::usleep(100000);
+      }
+    }
+  }
+  if (fd < 0) return die(std::string("no connection: ") + std::strerror(errno));
+
+  wire::DataFrameLimits limits;
+  uint64_t received = 0, bad = 0, sent = 0, answer = 0;
+  bool answered = false;
+  std::string first_bad;
+  DataPath::Callbacks callbacks;
+  callbacks.on_frame = [&](const wire::DataFrameHeader& h, std::span<const std::byte> payload) {
+    if (!server) {  // the server's answer: how many it took
+      answered = true;
+      answer = h.op_seq;
+      return std::string();
+    }
+    bool ok = h.channel_seq == received && payload.size() == h.length;
+    for (size_t i = 0; ok && i < payload.size(); ++i) ok = payload[i] == pattern(h.channel_seq, i);
+    if (!ok && bad++ == 0)
+      first_bad = "frame " + std::to_string(received) + " (seq " + std::to_string(h.channel_seq) +
+                  ") differs";
+    ++received;
+    return std::string();
+  };
+  callbacks.on_sent = [&](uint64_t, size_t) { ++sent; };
+  plexus::transports::rdma::RdmaSettings settings;
+  auto path = plexus::transports::rdma::rdma_path_opener(fd, settings)(limits, callbacks);
+  if (!path->error().empty()) return die(path->error());
+
+  if (server) {
+    if (!run(
+            *path, [&] { return received == frames; }, deadline)) {
+      return die("after " + std::to_string(received) + " frames: " + path->error());
+    }
+    wire::DataFrameHeader h;
+    h.type = wire::FrameType::kHeartbeat;
+    h.op_seq = received - bad;
+    path->queue(h, {}, 0);
+    if (!run(
+            *path, [&] { return sent == 1; }, deadline))
+      return die(path->error());
+    // Let the client read it before the socket closes.
+    run(
+        *path, [] { return false; }, Clock::now() + std::chrono::milliseconds(500));
+    std::printf("server: %llu frames, %llu bad%s%s\n", static_cast<unsigned long long>(received),
+                static_cast<unsigned long long>(bad), bad ? ": " : "", first_bad.c_str());
+    return bad == 0 ? 0 : 1;
+  }
+
+  // Client: random sizes for all but the timed tail of largest frames.
+  std::mt19937_64 rng(42);
+  std::vector<std::vector<std::byte>> payloads(frames);
+  uint64_t total = 0;
+  for (uint64_t seq = 0; seq < frames; ++seq) {
+    const size_t n = seq >= frames / 2 ? max_payload : rng() % (max_payload + 1);
+    payloads[seq].resize(n);
+    for (size_t i = 0; i < n; ++i) payloads[seq][i] = pattern(seq, i);
+    total += n;
+  }
+  const auto start = Clock::now();
+  for (uint64_t seq = 0; seq < frames; ++seq) {
+    wire::DataFrameHeader h;
+    h.type = wire::FrameType::kData;
+    h.length = static_cast<uint32_t>(payloads[seq].size());
+    h.comm_id = 1;
+    h.op_seq = seq;
+    h.channel_seq = seq;
+    path->queue(h, payloads[seq], seq);
+  }
+  if (!run(
+          *path, [&] { return answered; }, deadline)) {
+    return die("after " + std::to_string(sent) + " frames sent: " + path->error());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("client: %llu frames, %llu bytes in %.3f s (%.1f MB/s); the server took %llu exact\n",
+              static_cast<unsigned long long>(frames), static_cast<unsigned long long>(total),
+              seconds, static_cast<double>(total) / seconds / 1e6,
+              static_cast<unsigned long long>(answer));
+  return answer == frames ? 0 : 1;
+}

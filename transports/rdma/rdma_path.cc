@@ -1,0 +1,709 @@
+#include "transports/rdma/rdma_path.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "common/unique_fd.h"
+#include "transports/path/socket_endpoint.h"
+#include "transports/rdma/local_ring.h"
+#include "transports/rdma/remote_ring.h"
+#include "transports/rdma/send_window.h"
+#include "transports/rdma/verbs_port.h"
+
+namespace plexus::transports::rdma {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The setup message each side sends on the socket, little-endian, fixed size.
+constexpr uint32_t kHelloMagic = 0x44525850;  // "PXRD"
+constexpr uint32_t kHelloVersion = 1;
+constexpr size_t kHelloBytes = 64;
+constexpr std::byte kReadyByte{'R'};  // after it, this side's queue pair can receive
+
+struct Hello {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  ibv_gid gid{};
+  uint64_t ring_address = 0;
+  uint32_t ring_rkey = 0;
+  uint64_t ring_bytes = 0;
+  uint32_t receive_depth = 0;
+  uint32_t mtu = 0;  // enum ibv_mtu
+};
+
+template <typename T>
+void put(std::byte* out, size_t at, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out[at + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
+  }
+}
+template <typename T>
+T get(const std::byte* in, size_t at) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(in[at + i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+std::array<std::byte, kHelloBytes> encode_hello(const Hello& h) {
+  std::array<std::byte, kHelloBytes> out{};
+  put<uint32_t>(out.data(), 0, kHelloMagic);
+  put<uint32_t>(out.data(), 4, kHelloVersion);
+  put<uint32_t>(out.data(), 8, h.qpn);
+  put<uint32_t>(out.data(), 12, h.psn);
+  std::memcpy(out.data() + 16, h.gid.raw, 16);
+  put<uint64_t>(out.data(), 32, h.ring_address);
+  put<uint32_t>(out.data(), 40, h.ring_rkey);
+  put<uint32_t>(out.data(), 44, h.receive_depth);
+  put<uint64_t>(out.data(), 48, h.ring_bytes);
+  put<uint32_t>(out.data(), 56, h.mtu);
+  return out;
+}
+
+std::string decode_hello(const std::byte* in, Hello* h) {
+  if (get<uint32_t>(in, 0) != kHelloMagic) return "the peer's RDMA setup has a bad magic number";
+  if (get<uint32_t>(in, 4) != kHelloVersion) {
+    return "the peer speaks RDMA setup version " + std::to_string(get<uint32_t>(in, 4)) +
+           ", this daemon " + std::to_string(kHelloVersion);
+  }
+  h->qpn = get<uint32_t>(in, 8) & 0xffffff;
+  h->psn = get<uint32_t>(in, 12) & 0xffffff;
+  std::memcpy(h->gid.raw, in + 16, 16);
+  h->ring_address = get<uint64_t>(in, 32);
+  h->ring_rkey = get<uint32_t>(in, 40);
+  h->receive_depth = get<uint32_t>(in, 44);
+  h->ring_bytes = get<uint64_t>(in, 48);
+  h->mtu = get<uint32_t>(in, 56);
+  if (h->ring_bytes < kRingAlign * 2 || h->ring_bytes % kRingAlign != 0 ||
+      h->ring_bytes > (uint64_t{1} << 36)) {
+    return "the peer's receive ring of " + std::to_string(h->ring_bytes) + " bytes is unusable";
+  }
+  if (h->receive_depth < 2) return "the peer posts fewer than 2 receives";
+  if (h->mtu < IBV_MTU_256 || h->mtu > IBV_MTU_4096) return "the peer's path MTU is unknown";
+  return {};
+}
+
+// Work request ids: the kind in the top byte, an index below.
+enum WrKind : uint64_t { kFrameWrite = 1, kCreditSend = 2, kReceive = 3 };
+constexpr uint64_t wr_id(WrKind kind, uint64_t index) { return uint64_t{kind} << 56 | index; }
+constexpr WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
+constexpr uint64_t wr_index(uint64_t id) { return id & ((uint64_t{1} << 56) - 1); }
+
+// The credit a receiver sends back: bytes of its ring and frames consumed in all.
+constexpr size_t kCreditBytes = 16;
+constexpr size_t kReceiveSlotBytes = 64;  // what a receive work request's buffer holds
+
+// Anonymous memory, page aligned, for registration.
+class Pages {
+ public:
+  explicit Pages(size_t bytes) : bytes_(bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  }
+  ~Pages() {
+    if (base_ != nullptr) ::munmap(base_, bytes_);
+  }
+  Pages(const Pages&) = delete;
+  Pages& operator=(const Pages&) = delete;
+  std::byte* data() const { return base_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  size_t bytes_;
+};
+
+std::string errno_text(const std::string& call, int err) {
+  return call + ": " + std::strerror(err);
+}
+
+class RdmaPath final : public DataPath {
+ public:
+  RdmaPath(int fd, RdmaSettings settings, const wire::DataFrameLimits& limits, Callbacks callbacks)
+      : socket_(fd),
+        settings_(settings),
+        limits_(limits),
+        callbacks_(std::move(callbacks)),
+        local_(socket_endpoint(fd, false)),
+        remote_(socket_endpoint(fd, true)),
+        ring_(settings.ring_bytes),
+        bounce_(settings.bounce_bytes),
+        slots_(static_cast<size_t>(settings.receive_depth) * kReceiveSlotBytes),
+        credit_buffer_(4096),
+        local_ring_(settings.ring_bytes),
+        bounce_space_(settings.bounce_bytes),
+        window_(1, settings.send_depth),
+        started_(Clock::now()),
+        last_heard_(started_) {
+    set_up();
+  }
+
+  ~RdmaPath() override {
+    if (qp_ != nullptr) ibv_destroy_qp(qp_);
+    if (cq_ != nullptr) ibv_destroy_cq(cq_);
+    if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
+    for (ibv_mr* mr : {ring_mr_, bounce_mr_, slots_mr_, credit_mr_}) {
+      if (mr != nullptr) ibv_dereg_mr(mr);
+    }
+    if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+  }
+
+  void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
+             uint64_t token) override {
+    pending_.push_back(Pending{header, payload, token});
+    pending_bytes_ += wire::kDataFrameHeaderBytes + payload.size();
+    pump();
+  }
+  void queue_urgent(const wire::DataFrameHeader& header, uint64_t token) override {
+    pending_.push_front(Pending{header, {}, token});
+    pending_bytes_ += wire::kDataFrameHeaderBytes;
+    pump();
+  }
+  uint64_t backlog_bytes() const override { return pending_bytes_ + posted_bytes_; }
+  uint64_t unsent_bytes() const override { return pending_bytes_; }
+  void abandon_placement_of(uint64_t) override {}  // frames land in the ring, never placed
+  int64_t network_silence_ms() const override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_)
+        .count();
+  }
+
+  int poll_fd() const override { return epoll_.get(); }
+  bool wants_write() const override { return false; }  // posting never blocks
+  bool on_readable(size_t max_bytes) override;
+  bool on_writable() override { return !failed(); }
+  const std::string& error() const override { return error_; }
+  bool peer_closed() const override { return peer_closed_; }
+  uint64_t bytes_sent() const override { return bytes_sent_; }
+  uint64_t bytes_received() const override { return bytes_received_; }
+  bool abandon_placement(const void*) override { return false; }
+  PathEndpoint local() const override { return local_; }
+  PathEndpoint remote() const override { return remote_; }
+  std::optional<PathDelivery> delivery() const override { return std::nullopt; }
+  void close_abortively() override {
+    const linger abort_on_close{1, 0};
+    ::setsockopt(socket_.get(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  }
+
+ private:
+  enum class State { kSetup, kReady, kFailed };
+  struct Pending {
+    wire::DataFrameHeader header;
+    std::span<const std::byte> payload;
+    uint64_t token;
+  };
+
+  bool failed() const { return state_ == State::kFailed; }
+  bool fail(std::string why) {
+    if (!failed()) {
+      state_ = State::kFailed;
+      error_ = "RDMA path " + local_.text + " -> " + remote_.text +
+               (port_.device.empty() ? "" : " (" + port_.device + ")") + ": " + why;
+    }
+    return false;
+  }
+  void set_up();
+  bool post_receive(uint64_t slot);
+  bool read_socket();
+  bool connect_queue_pair();
+  bool handle_completions(size_t max_bytes);
+  bool handle_completion(const ibv_wc& wc);
+  bool handle_frame(const ibv_wc& wc);
+  bool handle_async_events();
+  bool maybe_send_credit(bool force);
+  void pump();
+
+  common::UniqueFd socket_;
+  common::UniqueFd epoll_;
+  RdmaSettings settings_;
+  wire::DataFrameLimits limits_;
+  Callbacks callbacks_;
+  PathEndpoint local_;
+  PathEndpoint remote_;
+  State state_ = State::kSetup;
+  std::string error_;
+  bool peer_closed_ = false;
+
+  VerbsPort port_;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  Pages ring_;           // the peer writes frames here
+  Pages bounce_;         // frames are copied here to be written
+  Pages slots_;          // receive work requests' buffers (credit messages land here)
+  Pages credit_buffer_;  // the credit this side sends
+  ibv_mr* ring_mr_ = nullptr;
+  ibv_mr* bounce_mr_ = nullptr;
+  ibv_mr* slots_mr_ = nullptr;
+  ibv_mr* credit_mr_ = nullptr;
+  uint32_t psn_ = 0;
+
+  std::array<std::byte, kHelloBytes> peer_hello_bytes_{};
+  size_t peer_hello_read_ = 0;
+  bool peer_ready_ = false;
+  bool ready_sent_ = false;
+  Hello peer_;
+
+  std::optional<RemoteRing> remote_ring_;  // the peer's ring, once its hello is in
+  LocalRing local_ring_;
+  RemoteRing bounce_space_;  // the bounce ring, handed back as writes complete
+  SendWindow window_;        // sized once the peer's receive depth is known
+  uint64_t frames_consumed_ = 0;
+  uint64_t credit_reported_bytes_ = 0;
+  uint64_t credit_reported_frames_ = 0;
+  bool credit_in_flight_ = false;
+
+  std::deque<Pending> pending_;
+  uint64_t pending_bytes_ = 0;
+  uint64_t posted_bytes_ = 0;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+  Clock::time_point started_;
+  Clock::time_point last_heard_;
+};
+
+void RdmaPath::set_up() {
+  epoll_ = common::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) {
+    fail(errno_text("epoll_create1", errno));
+    return;
+  }
+  sockaddr_in address{};
+  socklen_t len = sizeof address;
+  if (::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&address), &len) != 0 ||
+      address.sin_family != AF_INET) {
+    fail("the path's socket has no IPv4 address (RDMA paths are RoCE v2 over IPv4)");
+    return;
+  }
+  std::string why;
+  auto port = find_verbs_port(address.sin_addr.s_addr, &why);
+  if (!port) {
+    fail(why);
+    return;
+  }
+  port_ = std::move(*port);
+  ibv_context* ctx = port_.context.get();
+  if (ring_.data() == nullptr || bounce_.data() == nullptr || slots_.data() == nullptr ||
+      credit_buffer_.data() == nullptr) {
+    fail("no memory for the path's rings (" + std::to_string(settings_.ring_bytes) + " + " +
+         std::to_string(settings_.bounce_bytes) + " bytes)");
+    return;
+  }
+  pd_ = ibv_alloc_pd(ctx);
+  channel_ = pd_ != nullptr ? ibv_create_comp_channel(ctx) : nullptr;
+  const int cqe = static_cast<int>(settings_.send_depth + settings_.receive_depth + 1);
+  cq_ = channel_ != nullptr ? ibv_create_cq(ctx, cqe, nullptr, channel_, 0) : nullptr;
+  if (cq_ == nullptr) {
+    fail(errno_text("creating the protection domain and completion queue", errno));
+    return;
+  }
+  ibv_qp_init_attr init{};
+  init.send_cq = cq_;
+  init.recv_cq = cq_;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = settings_.send_depth;
+  init.cap.max_recv_wr = settings_.receive_depth;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  qp_ = ibv_create_qp(pd_, &init);
+  if (qp_ == nullptr) {
+    fail(errno_text("ibv_create_qp", errno));
+    return;
+  }
+  const int remote_write = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ring_mr_ = ibv_reg_mr(pd_, ring_.data(), ring_.size(), remote_write);
+  bounce_mr_ = ibv_reg_mr(pd_, bounce_.data(), bounce_.size(), IBV_ACCESS_LOCAL_WRITE);
+  slots_mr_ = ibv_reg_mr(pd_, slots_.data(), slots_.size(), IBV_ACCESS_LOCAL_WRITE);
+  credit_mr_ =
+      ibv_reg_mr(pd_, credit_buffer_.data(), credit_buffer_.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (ring_mr_ == nullptr || bounce_mr_ == nullptr || slots_mr_ == nullptr ||
+      credit_mr_ == nullptr) {
+    fail(errno_text("ibv_reg_mr (memlock limit? ulimit -l)", errno));
+    return;
+  }
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = port_.port;
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (int rc = ibv_modify_qp(qp_, &attr,
+                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      rc != 0) {
+    fail(errno_text("moving the queue pair to INIT", rc));
+    return;
+  }
+  for (uint64_t slot = 0; slot < settings_.receive_depth; ++slot) {
+    if (!post_receive(slot)) return;
+  }
+  if (ibv_req_notify_cq(cq_, 0) != 0) {
+    fail("ibv_req_notify_cq failed");
+    return;
+  }
+  for (int fd : {channel_->fd, ctx->async_fd}) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+  for (int fd : {socket_.get(), channel_->fd, ctx->async_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      fail(errno_text("epoll_ctl", errno));
+      return;
+    }
+  }
+  psn_ = std::random_device{}() & 0xffffff;
+  Hello mine;
+  mine.qpn = qp_->qp_num;
+  mine.psn = psn_;
+  mine.gid = port_.gid;
+  mine.ring_address = reinterpret_cast<uint64_t>(ring_.data());
+  mine.ring_rkey = ring_mr_->rkey;
+  mine.ring_bytes = ring_.size();
+  mine.receive_depth = settings_.receive_depth;
+  mine.mtu = port_.active_mtu;
+  const auto bytes = encode_hello(mine);
+  // 64 bytes into a connected socket's empty buffer: they go at once, or the path fails.
+  if (::send(socket_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(bytes.size())) {
+    fail(errno_text("sending the RDMA setup", errno));
+    return;
+  }
+  local_.text += " rdma " + port_.device;
+}
+
+bool RdmaPath::post_receive(uint64_t slot) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(slots_.data() + slot * kReceiveSlotBytes);
+  sge.length = kReceiveSlotBytes;
+  sge.lkey = slots_mr_->lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id(kReceive, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp_, &wr, &bad); rc != 0) return fail(errno_text("ibv_post_recv", rc));
+  return true;
+}
+
+bool RdmaPath::connect_queue_pair() {
+  if (std::string why = decode_hello(peer_hello_bytes_.data(), &peer_); !why.empty()) {
+    return fail(why);
+  }
+  if (peer_.ring_bytes < wire::kDataFrameHeaderBytes + limits_.max_payload_bytes) {
+    return fail("the peer's receive ring (" + std::to_string(peer_.ring_bytes) +
+                " bytes) cannot hold the largest frame");
+  }
+  remote_ring_.emplace(peer_.ring_bytes);
+  // One of the peer's receives is kept for this side's credit messages.
+  window_ = SendWindow(peer_.receive_depth - 1, settings_.send_depth - 1);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(peer_.mtu, port_.active_mtu));
+  attr.dest_qp_num = peer_.qpn;
+  attr.rq_psn = peer_.psn;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = 12;  // 0.64 ms
+  attr.ah_attr.is_global = 1;
+  attr.ah_attr.grh.dgid = peer_.gid;
+  attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
+  attr.ah_attr.grh.hop_limit = 64;
+  attr.ah_attr.port_num = port_.port;
+  if (int rc = ibv_modify_qp(qp_, &attr,
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      rc != 0) {
+    return fail(errno_text("moving the queue pair to RTR (peer " + gid_text(peer_.gid) + ")", rc));
+  }
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = settings_.ack_timeout;
+  attr.retry_cnt = settings_.retry_count;
+  attr.rnr_retry = 7;  // receives are reposted as frames are handled: wait for them
+  attr.sq_psn = psn_;
+  attr.max_rd_atomic = 1;
+  if (int rc = ibv_modify_qp(qp_, &attr,
+                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+      rc != 0) {
+    return fail(errno_text("moving the queue pair to RTS", rc));
+  }
+  if (::send(socket_.get(), &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+    return fail(errno_text("sending ready on the path's socket", errno));
+  }
+  ready_sent_ = true;
+  return true;
+}
+
+bool RdmaPath::read_socket() {
+  for (;;) {
+    std::byte buffer[kHelloBytes];
+    size_t want = sizeof buffer;
+    if (peer_hello_read_ < kHelloBytes)
+      want = kHelloBytes - peer_hello_read_;
+    else if (!peer_ready_)
+      want = 1;
+    const ssize_t n = ::recv(socket_.get(), buffer, want, MSG_DONTWAIT);
+    if (n == 0) {
+      peer_closed_ = true;
+      return fail(state_ == State::kSetup
+                      ? "the peer closed the connection during the RDMA setup"
+                      : "the peer closed the path's connection (its daemon stopped or gave this "
+                        "node up)");
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      return fail(errno_text("recv on the path's socket", errno));
+    }
+    last_heard_ = Clock::now();
+    if (peer_hello_read_ < kHelloBytes) {
+      std::memcpy(peer_hello_bytes_.data() + peer_hello_read_, buffer, static_cast<size_t>(n));
+      peer_hello_read_ += static_cast<size_t>(n);
+      if (peer_hello_read_ == kHelloBytes && !connect_queue_pair()) return false;
+      continue;
+    }
+    if (!peer_ready_ && n == 1 && buffer[0] == kReadyByte) {
+      peer_ready_ = true;
+      state_ = State::kReady;
+      pump();
+      continue;
+    }
+    return fail("unexpected bytes from the peer on the path's socket after the RDMA setup");
+  }
+}
+
+bool RdmaPath::on_readable(size_t max_bytes) {
+  if (failed()) return false;
+  if (state_ == State::kSetup && Clock::now() - started_ > settings_.setup_timeout) {
+    return fail("the RDMA setup did not finish within " +
+                std::to_string(settings_.setup_timeout.count()) + " ms");
+  }
+  if (!read_socket()) return false;
+  if (!handle_async_events()) return false;
+  if (!handle_completions(max_bytes)) return false;
+  return !failed();
+}
+
+bool RdmaPath::handle_async_events() {
+  ibv_async_event event{};
+  while (ibv_get_async_event(port_.context.get(), &event) == 0) {
+    std::string why;
+    switch (event.event_type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+        if (event.element.qp == qp_) why = ibv_event_type_str(event.event_type);
+        break;
+      case IBV_EVENT_PORT_ERR:
+        if (event.element.port_num == port_.port) why = "the port went down (IBV_EVENT_PORT_ERR)";
+        break;
+      case IBV_EVENT_DEVICE_FATAL:
+        why = "the device failed (IBV_EVENT_DEVICE_FATAL)";
+        break;
+      default:
+        break;
+    }
+    ibv_ack_async_event(&event);
+    if (!why.empty()) return fail(why);
+  }
+  return true;
+}
+
+bool RdmaPath::handle_completions(size_t max_bytes) {
+  ibv_cq* event_cq = nullptr;
+  void* context = nullptr;
+  unsigned events = 0;
+  while (ibv_get_cq_event(channel_, &event_cq, &context) == 0) ++events;
+  if (events > 0) {
+    ibv_ack_cq_events(cq_, events);
+    if (ibv_req_notify_cq(cq_, 0) != 0) return fail("ibv_req_notify_cq failed");
+  }
+  // After re-arming, everything already in the queue is taken here: a completion that came
+  // before the arm raises no event, so none may be left for later. (`max_bytes`, the links'
+  // fairness bound, is not needed: the ring bounds what one call can find.)
+  (void)max_bytes;
+  ibv_wc wcs[32];
+  for (;;) {
+    const int n = ibv_poll_cq(cq_, 32, wcs);
+    if (n < 0) return fail("ibv_poll_cq failed");
+    if (n == 0) break;
+    last_heard_ = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      if (!handle_completion(wcs[i])) return false;
+    }
+  }
+  if (!maybe_send_credit(true)) return false;
+  pump();
+  return !failed();
+}
+
+bool RdmaPath::handle_completion(const ibv_wc& wc) {
+  if (wc.status != IBV_WC_SUCCESS) {
+    return fail(std::string("a work completion failed: ") + ibv_wc_status_str(wc.status) +
+                " (vendor error " + std::to_string(wc.vendor_err) + ")");
+  }
+  switch (wr_kind(wc.wr_id)) {
+    case kFrameWrite: {
+      SendWindow::Done done{};
+      std::string why;
+      if (!window_.completed(&done, &why)) return fail(why);
+      bounce_space_.on_credit(done.bounce_end);
+      posted_bytes_ -= wire::kDataFrameHeaderBytes + done.payload_bytes;
+      if (callbacks_.on_sent) callbacks_.on_sent(done.token, done.payload_bytes);
+      return !failed();
+    }
+    case kCreditSend:
+      credit_in_flight_ = false;
+      return true;
+    case kReceive:
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) return handle_frame(wc);
+      if (wc.opcode == IBV_WC_RECV) {
+        const uint64_t slot = wr_index(wc.wr_id);
+        if (slot >= settings_.receive_depth || wc.byte_len != kCreditBytes) {
+          return fail("a message from the peer that is not a credit (" +
+                      std::to_string(wc.byte_len) + " bytes)");
+        }
+        const std::byte* in = slots_.data() + slot * kReceiveSlotBytes;
+        if (!remote_ring_) return fail("credit from the peer before its setup");
+        if (std::string why = remote_ring_->on_credit(get<uint64_t>(in, 0)); !why.empty()) {
+          return fail(why);
+        }
+        if (std::string why = window_.peer_consumed(get<uint64_t>(in, 8)); !why.empty()) {
+          return fail(why);
+        }
+        return post_receive(slot);
+      }
+      return fail("an unexpected receive completion (opcode " + std::to_string(wc.opcode) + ")");
+  }
+  return fail("a completion this path never asked for");
+}
+
+bool RdmaPath::handle_frame(const ibv_wc& wc) {
+  const uint64_t slot = wr_index(wc.wr_id);
+  if (slot >= settings_.receive_depth) return fail("a receive completion for no posted receive");
+  if (!(wc.wc_flags & IBV_WC_WITH_IMM)) return fail("a frame write without its offset");
+  const uint64_t offset = uint64_t{ntohl(wc.imm_data)} * kRingAlign;
+  if (std::string why = local_ring_.check_start(offset); !why.empty()) return fail(why);
+  const std::span<const std::byte, wire::kDataFrameHeaderBytes> header_bytes(
+      ring_.data() + offset, wire::kDataFrameHeaderBytes);
+  const wire::DecodedHeader decoded = wire::decode_data_frame_header(header_bytes, limits_);
+  if (!decoded.ok()) return fail("a frame with a bad header: " + decoded.error);
+  const uint64_t bytes = wire::kDataFrameHeaderBytes + decoded.header.length;
+  if (wc.byte_len != bytes) {
+    return fail("a frame write of " + std::to_string(wc.byte_len) + " bytes whose header says " +
+                std::to_string(bytes));
+  }
+  if (std::string why = local_ring_.consume(offset, bytes); !why.empty()) return fail(why);
+  bytes_received_ += bytes;
+  ++frames_consumed_;
+  // The frame stays in the ring until credit for it goes back, after this call.
+  std::string refused = callbacks_.on_frame(
+      decoded.header,
+      std::span<const std::byte>(ring_.data() + offset + wire::kDataFrameHeaderBytes,
+                                 decoded.header.length));
+  if (!refused.empty()) return fail(refused);
+  if (!post_receive(slot)) return false;
+  return maybe_send_credit(false);
+}
+
+bool RdmaPath::maybe_send_credit(bool force) {
+  if (credit_in_flight_ || state_ != State::kReady) return true;
+  const bool owed = local_ring_.consumed() != credit_reported_bytes_ ||
+                    frames_consumed_ != credit_reported_frames_;
+  if (!owed || (!force && !local_ring_.credit_due(credit_reported_bytes_))) return true;
+  put<uint64_t>(credit_buffer_.data(), 0, local_ring_.consumed());
+  put<uint64_t>(credit_buffer_.data(), 8, frames_consumed_);
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(credit_buffer_.data());
+  sge.length = kCreditBytes;
+  sge.lkey = credit_mr_->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id(kCreditSend, 0);
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) {
+    return fail(errno_text("posting credit", rc));
+  }
+  credit_in_flight_ = true;
+  credit_reported_bytes_ = local_ring_.consumed();
+  credit_reported_frames_ = frames_consumed_;
+  return true;
+}
+
+void RdmaPath::pump() {
+  while (state_ == State::kReady && !pending_.empty() && window_.can_post()) {
+    const Pending& frame = pending_.front();
+    const uint64_t bytes = wire::kDataFrameHeaderBytes + frame.payload.size();
+    if (bytes > remote_ring_->size() || bytes > bounce_space_.size()) {
+      fail("a frame of " + std::to_string(bytes) + " bytes is larger than the rings");
+      return;
+    }
+    const auto slot = remote_ring_->place(bytes);
+    if (!slot) return;  // the peer's ring is full: its credit brings us back
+    const auto bounce = bounce_space_.place(bytes);
+    if (!bounce) return;  // writes in flight hold the bounce ring: their completions do
+    std::byte* out = bounce_.data() + bounce->offset;
+    wire::encode_data_frame_header(frame.header, std::span<std::byte, wire::kDataFrameHeaderBytes>(
+                                                     out, wire::kDataFrameHeaderBytes));
+    if (!frame.payload.empty()) {
+      std::memcpy(out + wire::kDataFrameHeaderBytes, frame.payload.data(), frame.payload.size());
+    }
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uint64_t>(out);
+    sge.length = static_cast<uint32_t>(bytes);
+    sge.lkey = bounce_mr_->lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id(kFrameWrite, 0);
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(static_cast<uint32_t>(slot->offset / kRingAlign));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = peer_.ring_address + slot->offset;
+    wr.wr.rdma.rkey = peer_.ring_rkey;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) {
+      fail(errno_text("posting a frame", rc));
+      return;
+    }
+    remote_ring_->commit(*slot, bytes);
+    bounce_space_.commit(*bounce, bytes);
+    window_.posted(frame.token, frame.payload.size(), bounce_space_.written());
+    pending_bytes_ -= bytes;
+    posted_bytes_ += bytes;
+    bytes_sent_ += bytes;
+    pending_.pop_front();
+  }
+}
+
+}  // namespace
+
+PathOpener rdma_path_opener(int fd, RdmaSettings settings) {
+  auto owned = std::make_shared<common::UniqueFd>(fd);
+  return [owned, settings](const wire::DataFrameLimits& limits,
+                           DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
+    return std::make_unique<RdmaPath>(owned->release(), settings, limits, std::move(callbacks));
+  };
+}
+
+}  // namespace plexus::transports::rdma
