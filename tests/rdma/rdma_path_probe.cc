@@ -5,7 +5,7 @@
 //   rdma_path_probe client ADDRESS PORT FRAMES MAX_PAYLOAD
 // The server checks every frame (its sequence number, length and content, a function of
 // both) and answers the last with one frame holding how many it took; both print what they
-// saw and exit 0 only if every frame was exact. Bounded: 120 s at most.
+// saw and exit 0 only if every frame was exact. Bounded: PROBE_DEADLINE_S seconds (120).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,6 +31,10 @@ using plexus::transports::DataPath;
 namespace wire = plexus::transports::wire;
 using Clock = std::chrono::steady_clock;
 
+constexpr uint64_t kHeartbeatSeq = ~uint64_t{0};  // not a frame the server counts
+constexpr int64_t kPathTimeoutMs = 3000;
+int64_t silent_for_ms = 0;  // set when run() gave the path up for silence
+
 std::byte pattern(uint64_t seq, size_t i) {
   return static_cast<std::byte>((seq * 131 + i * 7) & 0xff);
 }
@@ -40,13 +44,29 @@ int die(const std::string& why) {
   return 1;
 }
 
-// Runs the path's events until done() or the deadline; false if the path failed.
+// Runs the path's events until done() or the deadline; false if the path failed. Every
+// 500 ms a heartbeat is queued ahead of the frames, as the reliable channel does.
 template <typename Done>
 bool run(DataPath& path, Done done, Clock::time_point deadline) {
+  auto heartbeat = Clock::now();
   while (!done()) {
     if (Clock::now() > deadline) return false;
     pollfd p{path.poll_fd(), POLLIN, 0};
     if (::poll(&p, 1, 100) > 0 && !path.on_readable(1 << 20)) return false;
+    if (Clock::now() - heartbeat > std::chrono::milliseconds(500)) {
+      heartbeat = Clock::now();
+      wire::DataFrameHeader h;
+      h.type = wire::FrameType::kHeartbeat;
+      h.channel_seq = kHeartbeatSeq;
+      path.queue_urgent(h, kHeartbeatSeq);
+      if (!path.error().empty()) return false;
+      // The reliable channel's path timeout, as plexusd applies it: a path whose peer's
+      // network has said nothing for this long while frames wait is failed.
+      if (path.backlog_bytes() > 0 && path.network_silence_ms() > kPathTimeoutMs) {
+        silent_for_ms = path.network_silence_ms();
+        return false;
+      }
+    }
   }
   return true;
 }
@@ -56,7 +76,9 @@ bool run(DataPath& path, Done done, Clock::time_point deadline) {
 int main(int argc, char** argv) {
   if (argc < 4) return die("usage: server PORT FRAMES | client ADDRESS PORT FRAMES MAX_PAYLOAD");
   const bool server = std::string(argv[1]) == "server";
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  const char* limit = std::getenv("PROBE_DEADLINE_S");
+  const auto deadline =
+      Clock::now() + std::chrono::seconds(limit != nullptr ? std::atoi(limit) : 120);
   int fd = -1;
   uint64_t frames = 0;
   size_t max_payload = 0;
@@ -98,6 +120,7 @@ int main(int argc, char** argv) {
   std::string first_bad;
   DataPath::Callbacks callbacks;
   callbacks.on_frame = [&](const wire::DataFrameHeader& h, std::span<const std::byte> payload) {
+    if (h.channel_seq == kHeartbeatSeq) return std::string();
     if (!server) {  // the server's answer: how many it took
       answered = true;
       answer = h.op_seq;
@@ -111,7 +134,7 @@ int main(int argc, char** argv) {
     ++received;
     return std::string();
   };
-  callbacks.on_sent = [&](uint64_t, size_t) { ++sent; };
+  callbacks.on_sent = [&](uint64_t token, size_t) { sent += token != kHeartbeatSeq ? 1 : 0; };
   plexus::transports::rdma::RdmaSettings settings;
   auto path = plexus::transports::rdma::rdma_path_opener(fd, settings)(limits, callbacks);
   if (!path->error().empty()) return die(path->error());
@@ -158,7 +181,14 @@ int main(int argc, char** argv) {
   }
   if (!run(
           *path, [&] { return answered; }, deadline)) {
-    return die("after " + std::to_string(sent) + " frames sent: " + path->error());
+    const double after = std::chrono::duration<double>(Clock::now() - start).count();
+    std::string why = path->error();
+    if (why.empty() && silent_for_ms > 0) {
+      why = "the peer silent for " + std::to_string(silent_for_ms) + " ms with " +
+            std::to_string(path->backlog_bytes()) + " bytes waiting (the path timeout)";
+    }
+    return die("after " + std::to_string(sent) + " frames sent, " + std::to_string(after) +
+               " s: " + (why.empty() ? std::string("the deadline passed") : why));
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("client: %llu frames, %llu bytes in %.3f s (%.1f MB/s); the server took %llu exact\n",

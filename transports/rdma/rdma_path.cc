@@ -100,7 +100,7 @@ std::string decode_hello(const std::byte* in, Hello* h) {
 }
 
 // Work request ids: the kind in the top byte, an index below.
-enum WrKind : uint64_t { kFrameWrite = 1, kCreditSend = 2, kReceive = 3 };
+enum WrKind : uint64_t { kFrameWrite = 1, kCreditSend = 2, kReceive = 3, kProbeWrite = 4 };
 constexpr uint64_t wr_id(WrKind kind, uint64_t index) { return uint64_t{kind} << 56 | index; }
 constexpr WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
 constexpr uint64_t wr_index(uint64_t id) { return id & ((uint64_t{1} << 56) - 1); }
@@ -227,6 +227,8 @@ class RdmaPath final : public DataPath {
   bool handle_async_events();
   bool maybe_send_credit(bool force);
   void pump();
+  void pump_frames();
+  void probe_if_stalled();
 
   common::UniqueFd socket_;
   common::UniqueFd epoll_;
@@ -268,6 +270,8 @@ class RdmaPath final : public DataPath {
   uint64_t credit_reported_bytes_ = 0;
   uint64_t credit_reported_frames_ = 0;
   bool credit_in_flight_ = false;
+  bool probe_in_flight_ = false;
+  Clock::time_point last_probe_{};
 
   std::deque<Pending> pending_;
   uint64_t pending_bytes_ = 0;
@@ -411,8 +415,9 @@ bool RdmaPath::connect_queue_pair() {
                 " bytes) cannot hold the largest frame");
   }
   remote_ring_.emplace(peer_.ring_bytes);
-  // One of the peer's receives is kept for this side's credit messages.
-  window_ = SendWindow(peer_.receive_depth - 1, settings_.send_depth - 1);
+  // One of the peer's receives is kept for this side's credit messages; of the send queue,
+  // one entry for credit and one for a liveness probe.
+  window_ = SendWindow(peer_.receive_depth - 1, settings_.send_depth - 2);
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   attr.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(peer_.mtu, port_.active_mtu));
@@ -572,6 +577,9 @@ bool RdmaPath::handle_completion(const ibv_wc& wc) {
     case kCreditSend:
       credit_in_flight_ = false;
       return true;
+    case kProbeWrite:
+      probe_in_flight_ = false;
+      return true;
     case kReceive:
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) return handle_frame(wc);
       if (wc.opcode == IBV_WC_RECV) {
@@ -650,7 +658,38 @@ bool RdmaPath::maybe_send_credit(bool force) {
   return true;
 }
 
+// Frames waiting while nothing is posted (the peer's ring full, its credit not coming)
+// would leave a dead peer unnoticed: no work request, no retries to run out. A zero-length
+// RDMA write needs no ring space and no receive, but the peer's device must acknowledge
+// it, so at most every 100 ms (as frames keep being queued: the channel's heartbeats) one
+// goes, and a peer that is gone fails the path when its retries run out.
+void RdmaPath::probe_if_stalled() {
+  if (state_ != State::kReady || pending_.empty() || window_.outstanding() != 0 ||
+      probe_in_flight_ || Clock::now() - last_probe_ < std::chrono::milliseconds(100)) {
+    return;
+  }
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id(kProbeWrite, 0);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.num_sge = 0;
+  wr.wr.rdma.remote_addr = peer_.ring_address;
+  wr.wr.rdma.rkey = peer_.ring_rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) {
+    fail(errno_text("posting a liveness probe", rc));
+    return;
+  }
+  probe_in_flight_ = true;
+  last_probe_ = Clock::now();
+}
+
 void RdmaPath::pump() {
+  pump_frames();
+  probe_if_stalled();
+}
+
+void RdmaPath::pump_frames() {
   while (state_ == State::kReady && !pending_.empty() && window_.can_post()) {
     const Pending& frame = pending_.front();
     const uint64_t bytes = wire::kDataFrameHeaderBytes + frame.payload.size();

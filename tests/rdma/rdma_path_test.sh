@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The RDMA path (transports/rdma/rdma_path.h) between two soft-RoCE VMs, with
+# rdma_path_probe on both: 400 frames of random sizes (the receive ring wraps, credit comes
+# back) and 30 of the largest (4 MiB) arrive exact; a cable pulled under a stream of frames
+# fails the sender's path at once, naming the port's error event; the peer VM killed under a
+# stream is found by the path's silence measure (network_silence_ms, what the reliable
+# channel's path timeout reads) within 10 s: soft-RoCE in 6.1 does not time out writes to a
+# peer that is gone. Exit 77 saying why where the VMs cannot run.
+# usage: rdma_path_test.sh RDMA_PATH_PROBE
+set -euo pipefail
+probe=$1
+here=$(cd "$(dirname "$0")" && pwd)
+vm="$here/../../tools/vm/plexus-vm.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (ip netns, tap devices)"; exit 77; }
+s=0
+"$vm" prepare || s=$?
+[ "$s" = 0 ] || exit "$s"
+tag="p$$"
+trap '"$vm" down --name "$tag"' EXIT
+"$vm" up --name "$tag" --nodes 2
+fail() { echo "FAIL: $*"; exit 1; }
+
+exchange() {  # port frames max_payload
+  "$vm" run --name "$tag" --node 1 --timeout 150 -- "$probe" server "$1" "$2" > "/tmp/$tag.server" 2>&1 &
+  local server=$!
+  local out
+  out=$("$vm" run --name "$tag" --node 0 --timeout 150 -- "$probe" client 198.18.0.2 "$1" "$2" "$3" 2>&1) ||
+    fail "client: $out; server: $(wait "$server"; cat "/tmp/$tag.server")"
+  wait "$server" || fail "server: $(cat "/tmp/$tag.server")"
+  grep -q "0 bad" "/tmp/$tag.server" || fail "server: $(cat "/tmp/$tag.server")"
+  echo "ok $out"
+}
+exchange 7400 400 65536
+exchange 7401 30 4194304
+
+# A cable pull under load: the sender's path fails, saying why, within the bound.
+"$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server 7402 3000 > "/tmp/$tag.server" 2>&1 &
+server=$!
+"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" client 198.18.0.2 7402 3000 65536 > "/tmp/$tag.client" 2>&1 &
+client=$!
+sleep 2
+"$vm" cable --name "$tag" --node 0 --nic 0 down
+pulled=$SECONDS
+s=0
+wait "$client" || s=$?
+took=$((SECONDS - pulled))
+out=$(cat "/tmp/$tag.client")
+[ "$s" != 0 ] || fail "the client finished although its cable was pulled: $out"
+grep -Eq "work completion failed|port went down" <<< "$out" || fail "the client's path did not fail naming why: $out"
+((took <= 20)) || fail "the client's path failed only $took s after the pull: $out"
+echo "ok cable pulled under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
+wait "$server" || true
+"$vm" cable --name "$tag" --node 0 --nic 0 up
+
+# The peer VM killed under load: no port event here, no FIN on the socket, and rxe's writes
+# to it never time out: the path reports the silence.
+"$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server 7403 3000 > /dev/null 2>&1 &
+"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" client 198.18.0.2 7403 3000 65536 > "/tmp/$tag.client" 2>&1 &
+client=$!
+sleep 3
+"$vm" kill --name "$tag" --node 1
+killed=$SECONDS
+s=0
+wait "$client" || s=$?
+took=$((SECONDS - killed))
+out=$(cat "/tmp/$tag.client")
+[ "$s" != 0 ] || fail "the client finished although its peer was killed: $out"
+grep -Eq "work completion failed|the peer silent for" <<< "$out" || fail "the client's path did not report its dead peer: $out"
+((took <= 10)) || fail "the client's path failed only $took s after its peer died: $out"
+echo "ok peer VM killed under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
+rm -f "/tmp/$tag.server" "/tmp/$tag.client"
