@@ -64,6 +64,7 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peers.tcp_congestion = config.tcp_congestion;
   c.peers.nics = std::move(peer_nics);
   c.peers.reconnect_max = std::chrono::milliseconds(config.reconnect_max_ms);
+  c.peers.transport = config.transport;
   c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
   c.telemetry = config.telemetry == common::OnOff::kOn;
   c.telemetry_window_us = config.telemetry_window_us;

@@ -12,6 +12,7 @@
 #include "common/switch.h"
 #include "daemon/control/control_config.h"
 #include "daemon/engine/engine_config.h"
+#include "daemon/peers/data_transport.h"
 #include "transports/channel/reliable_channel.h"
 
 namespace plexus::daemon {
@@ -46,8 +47,11 @@ struct Config {
   std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
   uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
   std::string tcp_congestion;           // for connections to peers; empty: the host's default
-  std::vector<std::string> nics;        // peers are reached over these; empty: every NIC
-  uint32_t reconnect_max_ms = 2000;     // longest wait between attempts to reconnect a path
+  // What carries data connections to peers (daemon/peers/data_transport.h): auto is RDMA
+  // where both ends' NICs have a verbs device, TCP otherwise.
+  DataTransport transport = DataTransport::kAuto;
+  std::vector<std::string> nics;     // peers are reached over these; empty: every NIC
+  uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
   // The reliable channel to each peer (transports/channel/reliable_channel.h): on, off (no
   // sequence numbers or acknowledgements: a failed path loses the peer), or auto: on when
   // the daemon serves peers over two or more NICs.

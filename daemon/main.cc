@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   // The on/off/auto settings are read as words (CLI11 shows and checks those) and typed after
   // parsing; their defaults are the config's.
   std::string channel_acks(plexus::common::switch_name(config.channel_acks));
+  std::string transport(plexus::daemon::data_transport_name(config.transport));
   std::string telemetry(plexus::common::switch_name(config.telemetry));
   std::string metrics(plexus::common::switch_name(config.metrics));
   app.add_option("--socket", config.socket_path,
@@ -67,6 +68,14 @@ int main(int argc, char** argv) {
                  "TCP congestion control of connections to peer daemons, e.g. cubic, bbr, dctcp "
                  "(default: the host's net.ipv4.tcp_congestion_control); plexusd refuses to "
                  "start with one this kernel lacks");
+  app.add_option("--transport", transport,
+                 "What carries data connections to peer daemons: tcp; rdma (an RC queue pair on "
+                 "the verbs port of the NIC each connection is set up over; a connection whose "
+                 "NIC or peer has none is refused, naming it); auto: RDMA where both ends' "
+                 "NICs have a verbs device, TCP otherwise. The connection's TCP socket carries "
+                 "the setup either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "tcp", "rdma"}));
   app.add_option("--path-timeout-ms", config.path_timeout_ms,
                  "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
                  "long, while its TCP connection has not heard the peer's kernel either, has "
@@ -168,6 +177,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
   config.channel_acks = plexus::common::on_off_auto_words().at(channel_acks);
+  config.transport = plexus::daemon::data_transport_words().at(transport);
   config.telemetry = plexus::common::on_off_words().at(telemetry);
   config.metrics = plexus::common::on_off_words().at(metrics);
   // Split here: CLI11's own delimiter splitting trips GCC 12's -Wnull-dereference.

@@ -35,7 +35,7 @@ rooms=(
   "daemon/local/       : shm/"
   "daemon/internode/   : daemon/algorithms/ daemon/local/"
   "daemon/links/       : transports/ monitor/"
-  "daemon/peers/       : transports/tcp/"
+  "daemon/peers/       : transports/tcp/ transports/rdma/"
   "daemon/engine/      : daemon/internode/ daemon/gpu/ daemon/links/"
   "daemon/control/     : daemon/engine/ daemon/peers/"
   "daemon/             : daemon/control/"

@@ -103,12 +103,28 @@ void PeerServer::established(Conn& c) {
       bind_to_device(fd, nic);
     }
     const bool backup = c.connector ? c.backup_rail : accepted_backup(fd);
+    const bool rdma = c.handshake->rdma_agreed();
+    if (settings_.transport == DataTransport::kRdma && !rdma) {
+      // Refused rather than quietly carried over TCP: the operator asked for RDMA.
+      fail(c, "--transport rdma: the data connection with node " + peer.node_name + " over " +
+                  (nic.empty() ? std::string("?") : nic) + " cannot use RDMA (" +
+                  (c.handshake->peer_offers_rdma()
+                       ? "this NIC has no verbs device"
+                       : "the peer's NIC has no verbs device, or it runs --transport tcp") +
+                  ")");
+      return;
+    }
     c.fd = -1;
-    spdlog::info("data connection with node {} ({}) over {} established{}", peer.node_name,
-                 c.address, nic.empty() ? "?" : nic, backup ? " (a backup across rails)" : "");
+    spdlog::info("data connection with node {} ({}) over {} established, {}{}", peer.node_name,
+                 c.address, nic.empty() ? "?" : nic, rdma ? "RDMA" : "TCP",
+                 backup ? " (a backup across rails)" : "");
     close_conn(c);
     // From here on a transport-neutral path: the engine's links open it over this socket.
-    transports::PathOpener open = transports::tcp_path_opener(fd);
+    transports::PathOpener open;
+#ifdef PLEXUS_HAVE_RDMA
+    if (rdma) open = transports::rdma::rdma_path_opener(fd, settings_.rdma);
+#endif
+    if (!open) open = transports::tcp_path_opener(fd);
     if (callbacks_.on_data_link) callbacks_.on_data_link(peer, std::move(open), nic, backup);
     return;
   }

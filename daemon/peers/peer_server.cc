@@ -25,6 +25,9 @@
 #include "transports/tcp/tcp_congestion.h"
 #include "transports/tcp/tcp_path.h"
 #include "transports/tcp/tcp_path_latency.h"
+#ifdef PLEXUS_HAVE_RDMA
+#include "transports/rdma/verbs_port.h"
+#endif
 
 namespace plexus::daemon {
 
@@ -115,6 +118,33 @@ void PeerServer::listen(const std::string& address) {
                secret_ != nullptr ? ", cluster secret required" : ", no cluster secret");
 }
 
+bool PeerServer::offers_rdma(int fd) {
+  if (settings_.transport == DataTransport::kTcp) return false;
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      local.sin_family != AF_INET) {
+    return false;
+  }
+  auto [it, first] = rdma_addresses_.try_emplace(local.sin_addr.s_addr, false);
+  if (first) {
+#ifdef PLEXUS_HAVE_RDMA
+    std::string why;
+    auto port = transports::rdma::find_verbs_port(local.sin_addr.s_addr, &why);
+    it->second = port.has_value();
+    if (port) {
+      spdlog::info("peers: {} has verbs port {} port {}: data connections over it offer RDMA",
+                   common::address_text(reinterpret_cast<const sockaddr*>(&local)), port->device,
+                   port->port);
+    } else {
+      spdlog::info("peers: no RDMA for {}: {}",
+                   common::address_text(reinterpret_cast<const sockaddr*>(&local)), why);
+    }
+#endif
+  }
+  return it->second;
+}
+
 void PeerServer::on_listen_readable() {
   for (int accepted = 0; accepted < 64; ++accepted) {
     sockaddr_storage from{};
@@ -131,7 +161,7 @@ void PeerServer::on_listen_readable() {
     c->server = this;
     c->fd = fd;
     c->address = common::address_text(reinterpret_cast<sockaddr*>(&from));
-    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_));
+    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_, offers_rdma(fd)));
     conns_.push_back(c);
     uv_poll_init(loop_, &c->poll, fd);
     uv_timer_init(loop_, &c->timer);
@@ -268,7 +298,8 @@ void PeerServer::on_connected(Conn& c) {
     return;
   }
   c.connecting = false;
-  c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected));
+  c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,
+                                               c.role == PeerRole::kData && offers_rdma(c.fd)));
   std::vector<std::byte> hello = c.handshake->take_output();
   c.out.insert(c.out.end(), hello.begin(), hello.end());
   if (!flush(c)) return;

@@ -20,11 +20,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/peers/data_transport.h"
 #include "daemon/peers/peer_nics.h"
 #include "daemon/peers/rail_plan.h"
 #include "daemon/peers/route_table.h"
 #include "transports/path/data_path.h"
 #include "transports/peer/peer_handshake.h"
+#include "transports/rdma/rdma_path.h"
 
 namespace plexus::daemon {
 
@@ -57,6 +59,8 @@ class PeerServer {
     std::vector<PeerNic> nics;
     // Longest wait between attempts to reconnect a rail (the backoff doubles up to it).
     std::chrono::milliseconds reconnect_max{0};
+    DataTransport transport = DataTransport::kTcp;  // --transport (Config's default)
+    transports::rdma::RdmaSettings rdma;            // an RDMA path's rings and queues
   };
 
   PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,
@@ -100,6 +104,10 @@ class PeerServer {
 
  private:
   struct Conn;
+  // Whether a connection over `fd` can offer RDMA: --transport allows it and a verbs port
+  // holds its local address (remembered per address: finding one opens the devices).
+  bool offers_rdma(int fd);
+  std::map<uint32_t, bool> rdma_addresses_;
   struct RailRetry {
     int attempts = 0;
     std::chrono::steady_clock::time_point due{};

@@ -79,6 +79,43 @@ TEST(PeerHandshakeTest, SameSecretIsAccepted) {
   EXPECT_TRUE(c.done() && a.done());
 }
 
+TEST(PeerHandshakeTest, ADataConnectionGoesOverRdmaOnlyWhenBothSidesOfferIt) {
+  for (bool connector_offers : {false, true}) {
+    for (bool acceptor_offers : {false, true}) {
+      for (PeerRole role : {PeerRole::kData, PeerRole::kControl}) {
+        auto c = PeerHandshake::connector(identity(1, "a"), role, nullptr, 2, connector_offers);
+        auto a = PeerHandshake::acceptor(identity(2, "b"), nullptr, acceptor_offers);
+        auto [ce, ae] = run(c, a);
+        ASSERT_EQ(ce + ae, "");
+        const bool want = role == PeerRole::kData && connector_offers && acceptor_offers;
+        EXPECT_EQ(c.rdma_agreed(), want) << connector_offers << acceptor_offers;
+        EXPECT_EQ(a.rdma_agreed(), want) << connector_offers << acceptor_offers;
+      }
+    }
+  }
+}
+
+TEST(PeerHandshakeTest, AnRdmaOfferChangedOnTheWayFailsTheProof) {
+  const ClusterSecret s = secret("correct horse battery staple");
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, true);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), &s, true);
+  // The connector's hello, its offer turned off in transit.
+  std::vector<std::byte> hello = c.take_output();
+  common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
+  decoder.append(hello.data(), hello.size());
+  std::string error;
+  auto words = decoder.next(&error);
+  ASSERT_TRUE(words) << error;
+  capnp::FlatArrayMessageReader reader(*words);
+  capnp::MallocMessageBuilder changed;
+  changed.setRoot(reader.getRoot<wire::peer::HandshakeMessage>());
+  changed.getRoot<wire::peer::HandshakeMessage>().getHello().setRdma(false);
+  EXPECT_EQ(deliver(common::encode_frame(changed), a), "");
+  auto [ce, ae] = run(c, a);
+  EXPECT_FALSE(c.done() && a.done()) << "a handshake whose offer was changed completed";
+  EXPECT_THAT(ce + ae, HasSubstr("prove"));
+}
+
 TEST(PeerHandshakeTest, WrongSecretIsRefusedByTheAcceptorsProofCheck) {
   const ClusterSecret mine = secret("correct horse battery staple");
   const ClusterSecret theirs = secret("incorrect horse battery staple");

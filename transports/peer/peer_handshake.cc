@@ -55,15 +55,19 @@ PeerHandshake::PeerHandshake(bool is_connector, PeerIdentity me, PeerRole role,
 }
 
 PeerHandshake PeerHandshake::connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
-                                       uint64_t expected_peer) {
+                                       uint64_t expected_peer, bool offer_rdma) {
   PeerHandshake h(true, std::move(me), role, secret, expected_peer);
+  h.offer_rdma_ = offer_rdma;
   h.send_hello();
   h.hello_sent_ = Clock::now();
   return h;
 }
 
-PeerHandshake PeerHandshake::acceptor(PeerIdentity me, const ClusterSecret* secret) {
-  return PeerHandshake(false, std::move(me), PeerRole::kControl, secret, 0);
+PeerHandshake PeerHandshake::acceptor(PeerIdentity me, const ClusterSecret* secret,
+                                      bool offer_rdma) {
+  PeerHandshake h(false, std::move(me), PeerRole::kControl, secret, 0);
+  h.offer_rdma_ = offer_rdma;
+  return h;
 }
 
 std::vector<std::byte> PeerHandshake::take_output() {
@@ -98,11 +102,13 @@ void PeerHandshake::send_hello() {
     }
     hello.setNonce(kj::arrayPtr(my_nonce_.data(), my_nonce_.size()));
     hello.setAuthenticated(secret_ != nullptr);
+    hello.setRdma(offer_rdma_);
   });
 }
 
 Mac PeerHandshake::proof_of(bool by_connector) const {
-  // Direction label, role, connector's nonce, acceptor's nonce, connector id, acceptor id.
+  // Direction label, role, connector's nonce, acceptor's nonce, connector id, acceptor id,
+  // the connector's RDMA offer, the acceptor's.
   std::vector<std::byte> input;
   const char* label = by_connector ? "plexus peer v1 connector" : "plexus peer v1 acceptor";
   for (const char* p = label; *p != '\0'; ++p) input.push_back(static_cast<std::byte>(*p));
@@ -113,6 +119,10 @@ Mac PeerHandshake::proof_of(bool by_connector) const {
   for (uint8_t b : acceptor_nonce) input.push_back(static_cast<std::byte>(b));
   put_u64(input, is_connector_ ? me_.instance_id : peer_.instance_id);
   put_u64(input, is_connector_ ? peer_.instance_id : me_.instance_id);
+  const bool connector_offers = is_connector_ ? offer_rdma_ : peer_offers_rdma_;
+  const bool acceptor_offers = is_connector_ ? peer_offers_rdma_ : offer_rdma_;
+  input.push_back(static_cast<std::byte>(connector_offers ? 1 : 0));
+  input.push_back(static_cast<std::byte>(acceptor_offers ? 1 : 0));
   return secret_->mac(input);
 }
 
@@ -198,6 +208,7 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         }
         std::memcpy(peer_nonce_.data(), hello.getNonce().begin(), peer_nonce_.size());
         peer_authenticated_ = hello.getAuthenticated();
+        peer_offers_rdma_ = hello.getRdma();
         const std::string who = "node " + peer_.node_name;
         if (secret_ != nullptr && !peer_authenticated_) {
           return refuse(who + " has no cluster secret, and this daemon requires one");

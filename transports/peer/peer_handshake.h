@@ -21,7 +21,7 @@
 
 namespace plexus::transports {
 
-inline constexpr uint32_t kPeerProtocolVersion = 1;
+inline constexpr uint32_t kPeerProtocolVersion = 2;  // 2: RDMA offers, in the proof
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };
@@ -45,9 +45,13 @@ class PeerHandshake {
   using Clock = std::chrono::steady_clock;
 
   // The connecting side. `expected_peer` (0: any) is the instance it means to reach.
+  // `offer_rdma`: this side could carry a data connection over RDMA; the connection does if
+  // both sides offer (rdma_agreed), and the offers are part of the proof, so that no one on
+  // the way can turn them off.
   static PeerHandshake connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
-                                 uint64_t expected_peer = 0);
-  static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret);
+                                 uint64_t expected_peer = 0, bool offer_rdma = false);
+  static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret,
+                                bool offer_rdma = false);
 
   // Length-framed bytes to write now (drained by the call).
   std::vector<std::byte> take_output();
@@ -59,6 +63,8 @@ class PeerHandshake {
   bool done() const { return state_ == State::kDone; }
   bool failed() const { return state_ == State::kFailed; }
   PeerRole role() const { return role_; }
+  bool rdma_agreed() const { return role_ == PeerRole::kData && offer_rdma_ && peer_offers_rdma_; }
+  bool peer_offers_rdma() const { return peer_offers_rdma_; }
   const PeerIdentity& peer() const { return peer_; }
   // Connector only: hello sent to hello received, a first estimate of the path latency.
   Clock::duration round_trip() const { return round_trip_; }
@@ -88,6 +94,8 @@ class PeerHandshake {
   Nonce peer_nonce_{};
   PeerIdentity peer_;
   bool peer_authenticated_ = false;
+  bool offer_rdma_ = false;
+  bool peer_offers_rdma_ = false;
   std::vector<std::byte> output_;
   Clock::time_point hello_sent_{};
   Clock::duration round_trip_{};

@@ -28,6 +28,8 @@ struct Hello {
   nics @5 :List(Nic);
   nonce @6 :Data;                 # 32 random bytes, fresh per connection
   authenticated @7 :Bool;         # this side holds a cluster secret
+  rdma @8 :Bool;                  # data: this side can carry the connection over RDMA (a
+                                  # queue pair on its NIC's verbs port); both must offer
 }
 
 struct Proof {
