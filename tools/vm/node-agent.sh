@@ -6,7 +6,7 @@
 # exits (PID 1 must not); the host ends the VM.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 state=/run/pxvm
-node= nics=1 nodes=1 daemons= daemon_args=
+node= nics=1 nodes=1 daemons=
 for word in $(cat /proc/cmdline); do
   case "$word" in
     plexus.node=*) node=${word#plexus.node=} ;;
@@ -23,7 +23,6 @@ halt() {
   while :; do sleep 3600; done
 }
 [ -d "$me" ] || halt "no state directory $me"
-[ -f "$state/daemon-args" ] && daemon_args=$(cat "$state/daemon-args")
 hostname "n$node"
 ip link set lo up
 r=0
@@ -37,13 +36,7 @@ mkdir -p /run/plexus "$me/inbox"
 socket=
 if [ -n "$daemons" ]; then
   socket=/run/plexus/plexusd.sock
-  # shellcheck disable=SC2086  # daemon-args is a word list by design
-  "$daemons/daemon/plexusd" --socket "$socket" --peer-listen 0.0.0.0:7355 --node-name "n$node" \
-    --cluster-secret-file "$state/secret" $daemon_args >> "$me/plexusd.log" 2>&1 &
-  echo $! > "$me/plexusd.pid"
-  i=0
-  while [ ! -S "$socket" ] && [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-  [ -S "$socket" ] || halt "plexusd did not start (see n$node/plexusd.log)"
+  sh "$(dirname "$0")/node-daemon.sh" start || halt "plexusd did not start (see n$node/plexusd.log)"
 fi
 export PLEXUS_NODE="$node" PLEXUS_CLUSTER_DIR="$state" PLEXUS_CLUSTER_NODES="$nodes"
 export PLEXUS_AUTOSTART=0

@@ -21,6 +21,8 @@
 #   plexus-vm.sh cable --name TAG --node I --nic R up|down   carrier of node I's NIC R
 #                                                            (qemu's set_link: a cable pull)
 #   plexus-vm.sh kill --name TAG --node I                    the VM dies at once (SIGKILL)
+#   plexus-vm.sh daemons --name TAG                          every node's plexusd restarted
+#                                                            with $PLEXUS_VM_DAEMON_ARGS
 #   plexus-vm.sh down --name TAG
 #
 # With --daemons, every node runs BUILD_DIR's plexusd on /run/plexus/plexusd.sock, accepting
@@ -34,7 +36,7 @@
 # saying why when qemu or the kernel package cannot be had.
 set -euo pipefail
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-vm: $*" >&2; exit 2; }
 skip() { echo "plexus-vm: SKIP: $*" >&2; exit 77; }
 
@@ -228,6 +230,7 @@ vm_down() {  # tag
 cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 shift
+case "$cmd" in -h | --help | help) usage; exit 0 ;; esac
 tag= nodes= nics=1 mem=768 daemons= node= nic= on= parallel=0 timeout_s=${PLEXUS_VM_RUN_TIMEOUT:-600}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -270,6 +273,13 @@ case "$cmd" in
     esac
     ;;
   kill) need_tag; need_node; vm_kill "$tag" "$node" ;;
+  daemons)
+    need_tag
+    echo "${PLEXUS_VM_DAEMON_ARGS:-}" > "$(state_dir "$tag")/daemon-args"
+    for ((n = 0; n < $(cat "$(state_dir "$tag")/nodes"); n++)); do
+      vm_run "$tag" "$n" 60 sh "$here/node-daemon.sh" restart
+    done
+    ;;
   down) need_tag; vm_down "$tag" ;;
   exec)
     [ $# -gt 0 ] || die "exec needs -- CMD"
