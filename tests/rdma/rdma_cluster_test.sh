@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # plexusd over RDMA (--transport rdma) between soft-RoCE VMs, with plexus-bench on every
 # node, every result checked exactly:
-#   - 3 nodes, 1+2+1 ranks: every collective from 8 B to 64 KiB;
+#   - 3 nodes, 1+2+1 ranks: every collective from 8 B to 64 KiB; then a stranger sending an
+#     RDMA setup to a daemon's peer port without the handshake is refused and logged, and the
+#     daemons serve a new communicator;
 #   - 2 nodes x 2 NICs: allreduces of 4 MiB while node 0's second NIC loses its cable for 3 s
 #     and gets it back: no op fails, the path over it goes down and comes back up.
 # Every data connection must have been RDMA (the daemons' logs say so; with --transport rdma a
@@ -57,6 +59,16 @@ echo "== 3 nodes, 1+2+1 ranks over RDMA: every collective, 8 B .. 64 KiB"
 bench_all 1,2,1 -C all -b 8 -e 64K -f 8 -n 1 -w 0 -c 1 || fail "1+2+1 collectives"
 echo "ok every collective exact"
 all_rdma 6
+echo "== a stranger's RDMA setup sent to a daemon's peer port, with no handshake"
+s=0
+out=$("$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=10 \
+  "$build/tests/rdma_path_probe" client 198.18.0.2 7355 1 64 2>&1) || s=$?
+[ "$s" != 0 ] || fail "a stranger's RDMA path to plexusd worked: $out"
+grep -q "peer connection from 198.18.0.1:[0-9]* refused" "/tmp/pxvm-$tag/n1/plexusd.log" ||
+  fail "node 1 did not log refusing the stranger: $(tail -5 "/tmp/pxvm-$tag/n1/plexusd.log")"
+echo "ok refused and logged: $(grep "peer connection from 198.18.0.1" "/tmp/pxvm-$tag/n1/plexusd.log" | tail -1 | cut -c1-200)"
+bench_all 1,1,1 -C allreduce -b 1M -e 1M -n 1 -w 0 -c 1 || fail "the cluster after the stranger"
+echo "ok the daemons serve a new communicator after it"
 "$vm" down --name "$tag"
 
 tag="f$$"
