@@ -103,17 +103,9 @@ void PeerServer::established(Conn& c) {
       bind_to_device(fd, nic);
     }
     const bool backup = c.connector ? c.backup_rail : accepted_backup(fd);
+    // Both sides decided alike in the handshake (which refuses a connection --transport rdma
+    // cannot have).
     const bool rdma = c.handshake->rdma_agreed();
-    if (settings_.transport == DataTransport::kRdma && !rdma) {
-      // Refused rather than quietly carried over TCP: the operator asked for RDMA.
-      fail(c, "--transport rdma: the data connection with node " + peer.node_name + " over " +
-                  (nic.empty() ? std::string("?") : nic) + " cannot use RDMA (" +
-                  (c.handshake->peer_offers_rdma()
-                       ? "this NIC has no verbs device"
-                       : "the peer's NIC has no verbs device, or it runs --transport tcp") +
-                  ")");
-      return;
-    }
     c.fd = -1;
     spdlog::info("data connection with node {} ({}) over {} established, {}{}", peer.node_name,
                  c.address, nic.empty() ? "?" : nic, rdma ? "RDMA" : "TCP",

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -131,8 +132,19 @@ bool PeerServer::offers_rdma(int fd) {
 #ifdef PLEXUS_HAVE_RDMA
     std::string why;
     auto port = transports::rdma::find_verbs_port(local.sin_addr.s_addr, &why);
-    it->second = port.has_value();
-    if (port) {
+    if (port && !port->active)
+      why = port->device + " port " + std::to_string(port->port) + " is not active";
+    // Each path pins its rings: past RLIMIT_MEMLOCK (without CAP_IPC_LOCK, as root has) the
+    // registration would fail on every reconnect, where TCP would work.
+    const uint64_t pinned = settings_.rdma.ring_bytes + settings_.rdma.bounce_bytes + (1u << 20);
+    rlimit memlock{};
+    if (port && port->active && ::geteuid() != 0 && ::getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 &&
+        memlock.rlim_cur != RLIM_INFINITY && memlock.rlim_cur < pinned) {
+      why = "RLIMIT_MEMLOCK (" + std::to_string(memlock.rlim_cur) + " bytes) is below the " +
+            std::to_string(pinned) + " one RDMA path pins (LimitMEMLOCK= in the unit, ulimit -l)";
+    }
+    it->second = port && why.empty();
+    if (it->second) {
       spdlog::info("peers: {} has verbs port {} port {}: data connections over it offer RDMA",
                    common::address_text(reinterpret_cast<const sockaddr*>(&local)), port->device,
                    port->port);
@@ -161,7 +173,8 @@ void PeerServer::on_listen_readable() {
     c->server = this;
     c->fd = fd;
     c->address = common::address_text(reinterpret_cast<sockaddr*>(&from));
-    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_, offers_rdma(fd)));
+    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_, offers_rdma(fd),
+                                                 settings_.transport == DataTransport::kRdma));
     conns_.push_back(c);
     uv_poll_init(loop_, &c->poll, fd);
     uv_timer_init(loop_, &c->timer);
@@ -299,7 +312,8 @@ void PeerServer::on_connected(Conn& c) {
   }
   c.connecting = false;
   c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,
-                                               c.role == PeerRole::kData && offers_rdma(c.fd)));
+                                               c.role == PeerRole::kData && offers_rdma(c.fd),
+                                               settings_.transport == DataTransport::kRdma));
   std::vector<std::byte> hello = c.handshake->take_output();
   c.out.insert(c.out.end(), hello.begin(), hello.end());
   if (!flush(c)) return;

@@ -49,6 +49,7 @@ all_rdma() {  # want
   rdma=$(cat "${logs[@]}" | grep -c "established, RDMA" || true)
   tcp=$(cat "${logs[@]}" | grep -c "established, TCP" || true)
   [ "$tcp" = 0 ] || fail "$tcp data connection(s) over TCP"
+  ! cat "${logs[@]}" | grep -q -- "--transport rdma on node" || fail "a data connection refused for RDMA"
   ((rdma >= $1)) || fail "only $rdma data connection(s) over RDMA, $1 expected"
   echo "   ($rdma data connections, all RDMA)"
 }

@@ -27,7 +27,7 @@ exchange() {  # port frames max_payload
   out=$("$vm" run --name "$tag" --node 0 --timeout 150 -- "$probe" client 198.18.0.2 "$1" "$2" "$3" 2>&1) ||
     fail "client: $out; server: $(wait "$server"; cat "/tmp/$tag.server")"
   wait "$server" || fail "server: $(cat "/tmp/$tag.server")"
-  grep -q "0 bad" "/tmp/$tag.server" || fail "server: $(cat "/tmp/$tag.server")"
+  grep -q ", 0 bad" "/tmp/$tag.server" || fail "server: $(cat "/tmp/$tag.server")"
   echo "ok $out"
 }
 exchange 7400 400 65536

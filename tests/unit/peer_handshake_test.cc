@@ -95,6 +95,36 @@ TEST(PeerHandshakeTest, ADataConnectionGoesOverRdmaOnlyWhenBothSidesOfferIt) {
   }
 }
 
+TEST(PeerHandshakeTest, TransportRdmaRefusesADataConnectionThatCannotBeRdmaSayingWhy) {
+  // The acceptor requires RDMA and the connector does not offer it: refused on its hello.
+  {
+    auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, nullptr, 2, false);
+    auto a = PeerHandshake::acceptor(identity(2, "b"), nullptr, true, /*require_rdma=*/true);
+    auto [ce, ae] = run(c, a);
+    EXPECT_THAT(ae, HasSubstr("--transport rdma on node b"));
+    EXPECT_THAT(ae, HasSubstr("node a does not offer it"));
+    EXPECT_THAT(ce, HasSubstr("--transport rdma on node b")) << "the connector is told why";
+    EXPECT_FALSE(c.done());
+  }
+  // The connector requires it and has no verbs port itself.
+  {
+    auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, nullptr, 2, false, true);
+    auto a = PeerHandshake::acceptor(identity(2, "b"), nullptr, true);
+    auto [ce, ae] = run(c, a);
+    EXPECT_THAT(ce + ae, HasSubstr("no verbs port holds this node's address"));
+    EXPECT_FALSE(c.done() && a.done());
+  }
+  // Both offer: done; a control connection is never held to it.
+  for (PeerRole role : {PeerRole::kData, PeerRole::kControl}) {
+    auto c =
+        PeerHandshake::connector(identity(1, "a"), role, nullptr, 2, role == PeerRole::kData, true);
+    auto a = PeerHandshake::acceptor(identity(2, "b"), nullptr, role == PeerRole::kData, true);
+    auto [ce, ae] = run(c, a);
+    EXPECT_EQ(ce + ae, "");
+    EXPECT_TRUE(c.done() && a.done());
+  }
+}
+
 TEST(PeerHandshakeTest, AnRdmaOfferChangedOnTheWayFailsTheProof) {
   const ClusterSecret s = secret("correct horse battery staple");
   auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, true);
@@ -114,6 +144,28 @@ TEST(PeerHandshakeTest, AnRdmaOfferChangedOnTheWayFailsTheProof) {
   auto [ce, ae] = run(c, a);
   EXPECT_FALSE(c.done() && a.done()) << "a handshake whose offer was changed completed";
   EXPECT_THAT(ce + ae, HasSubstr("prove"));
+
+  // The acceptor's offer turned off on its way back: the connector's proof check fails.
+  auto c2 = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, true);
+  auto a2 = PeerHandshake::acceptor(identity(2, "b"), &s, true);
+  EXPECT_EQ(deliver(c2.take_output(), a2), "");
+  std::vector<std::byte> reply = a2.take_output();
+  common::FrameDecoder replies(kMaxHandshakeFrameBytes);
+  replies.append(reply.data(), reply.size());
+  std::string tampered_error;
+  std::string verdict;
+  while (auto frame = replies.next(&tampered_error)) {
+    capnp::FlatArrayMessageReader r(*frame);
+    capnp::MallocMessageBuilder out;
+    out.setRoot(r.getRoot<wire::peer::HandshakeMessage>());
+    auto root = out.getRoot<wire::peer::HandshakeMessage>();
+    if (root.isHello()) root.getHello().setRdma(false);
+    std::string e = deliver(common::encode_frame(out), c2);
+    if (!e.empty() && verdict.empty()) verdict = e;
+  }
+  auto [ce2, ae2] = run(c2, a2);
+  EXPECT_FALSE(c2.done() && a2.done()) << "a handshake whose reply was changed completed";
+  EXPECT_THAT(verdict + ce2 + ae2, HasSubstr("prove"));
 }
 
 TEST(PeerHandshakeTest, WrongSecretIsRefusedByTheAcceptorsProofCheck) {

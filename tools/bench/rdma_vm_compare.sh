@@ -67,11 +67,13 @@ run_plexus() {  # transport -> "busbw_GBps cpu_s_per_GB"
 }
 
 echo "# plexus-bench allreduce $size x $iters, plexusd --transport rdma" >&2
-read -r rdma_busbw rdma_cpu <<< "$(run_plexus rdma)"
+result=$(run_plexus rdma)  # its own line: a failure stops the script (set -e)
+read -r rdma_busbw rdma_cpu <<< "$result"
 grep -c "established, RDMA" "$state"/n*/plexusd.log > /dev/null || { echo "no RDMA data connection" >&2; exit 1; }
 PLEXUS_VM_DAEMON_ARGS="--transport tcp" "$vm" daemons --name "$tag" >&2
 echo "# plexus-bench allreduce $size x $iters, plexusd --transport tcp" >&2
-read -r tcp_busbw tcp_cpu <<< "$(run_plexus tcp)"
+result=$(run_plexus tcp)
+read -r tcp_busbw tcp_cpu <<< "$result"
 
 awk -v one="${ib_gbps[0]}" -v both="${ib_gbps[1]}" -v r="$rdma_busbw" -v t="$tcp_busbw" \
   -v rc="$rdma_cpu" -v tc="$tcp_cpu" -v size="$size" 'BEGIN {

@@ -160,6 +160,12 @@ vm_up() {  # tag, nodes, nics, mem, daemons
   local deadline=$((SECONDS + boot_timeout_s))
   for ((n = 0; n < nodes; n++)); do
     while [ ! -e "$dir/n$n/ready" ]; do
+      if [ -f "$dir/n$n/qemu.pid" ] && ! kill -0 "$(cat "$dir/n$n/qemu.pid")" 2>/dev/null; then
+        echo "plexus-vm: node $n's VM ended while booting; its console:" >&2
+        tail -20 "$dir/n$n/console.log" >&2 || true
+        cat "$dir/n$n/qemu.log" >&2 || true
+        return 1
+      fi
       if ((SECONDS >= deadline)); then
         echo "plexus-vm: node $n not ready after ${boot_timeout_s} s; its console:" >&2
         tail -20 "$dir/n$n/console.log" >&2 || true
@@ -260,7 +266,13 @@ case "$cmd" in
     need_tag
     [[ "$nodes" =~ ^[0-9]+$ ]] && ((nodes >= 1 && nodes <= 8)) || die "--nodes: 1 to 8"
     [[ "$nics" =~ ^[0-9]+$ ]] && ((nics >= 1 && nics <= 4)) || die "--nics: 1 to 4"
-    vm_up "$tag" "$nodes" "$nics" "$mem" "$daemons" || { vm_down "$tag"; exit 1; }
+    prepare >/dev/null  # a skip (77) before anything is created
+    [ ! -e "$(state_dir "$tag")" ] || die "cluster $tag exists ($(state_dir "$tag")); plexus-vm.sh down --name $tag"
+    # Torn down if it does not come up whole, Ctrl-C included; errexit stays on inside.
+    trap 'vm_down "$tag"' EXIT
+    trap 'exit 130' INT TERM
+    vm_up "$tag" "$nodes" "$nics" "$mem" "$daemons"
+    trap - EXIT INT TERM
     ;;
   run) need_tag; need_node; [ $# -gt 0 ] || die "run needs -- CMD"; vm_run "$tag" "$node" "$timeout_s" "$@" ;;
   cable)

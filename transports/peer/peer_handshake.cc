@@ -55,18 +55,20 @@ PeerHandshake::PeerHandshake(bool is_connector, PeerIdentity me, PeerRole role,
 }
 
 PeerHandshake PeerHandshake::connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
-                                       uint64_t expected_peer, bool offer_rdma) {
+                                       uint64_t expected_peer, bool offer_rdma, bool require_rdma) {
   PeerHandshake h(true, std::move(me), role, secret, expected_peer);
   h.offer_rdma_ = offer_rdma;
+  h.require_rdma_ = require_rdma;
   h.send_hello();
   h.hello_sent_ = Clock::now();
   return h;
 }
 
-PeerHandshake PeerHandshake::acceptor(PeerIdentity me, const ClusterSecret* secret,
-                                      bool offer_rdma) {
+PeerHandshake PeerHandshake::acceptor(PeerIdentity me, const ClusterSecret* secret, bool offer_rdma,
+                                      bool require_rdma) {
   PeerHandshake h(false, std::move(me), PeerRole::kControl, secret, 0);
   h.offer_rdma_ = offer_rdma;
+  h.require_rdma_ = require_rdma;
   return h;
 }
 
@@ -209,6 +211,16 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         std::memcpy(peer_nonce_.data(), hello.getNonce().begin(), peer_nonce_.size());
         peer_authenticated_ = hello.getAuthenticated();
         peer_offers_rdma_ = hello.getRdma();
+        if (require_rdma_ && role_ == PeerRole::kData && !(offer_rdma_ && peer_offers_rdma_)) {
+          return refuse(
+              "--transport rdma on node " + me_.node_name + ": this data connection with node " +
+              peer_.node_name + " cannot use RDMA (" +
+              (!offer_rdma_ ? std::string("no verbs port holds this node's address for it")
+                            : "node " + peer_.node_name +
+                                  " does not offer it: no verbs port on its NIC, or "
+                                  "--transport tcp") +
+              ")");
+        }
         const std::string who = "node " + peer_.node_name;
         if (secret_ != nullptr && !peer_authenticated_) {
           return refuse(who + " has no cluster secret, and this daemon requires one");

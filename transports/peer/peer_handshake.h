@@ -48,10 +48,13 @@ class PeerHandshake {
   // `offer_rdma`: this side could carry a data connection over RDMA; the connection does if
   // both sides offer (rdma_agreed), and the offers are part of the proof, so that no one on
   // the way can turn them off.
+  // `require_rdma` (plexusd --transport rdma): a data connection that would not be RDMA
+  // is refused in the handshake, so both sides learn why before either opens a path.
   static PeerHandshake connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
-                                 uint64_t expected_peer = 0, bool offer_rdma = false);
+                                 uint64_t expected_peer = 0, bool offer_rdma = false,
+                                 bool require_rdma = false);
   static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret,
-                                bool offer_rdma = false);
+                                bool offer_rdma = false, bool require_rdma = false);
 
   // Length-framed bytes to write now (drained by the call).
   std::vector<std::byte> take_output();
@@ -95,6 +98,7 @@ class PeerHandshake {
   PeerIdentity peer_;
   bool peer_authenticated_ = false;
   bool offer_rdma_ = false;
+  bool require_rdma_ = false;
   bool peer_offers_rdma_ = false;
   std::vector<std::byte> output_;
   Clock::time_point hello_sent_{};

@@ -37,6 +37,9 @@ constexpr uint32_t kHelloVersion = 1;
 constexpr size_t kHelloBytes = 64;
 constexpr std::byte kReadyByte{'R'};  // after it, this side's queue pair can receive
 
+// The most receives a peer may advertise (hostile or confused values are refused).
+constexpr uint32_t kMaxReceiveDepth = 65536;
+
 struct Hello {
   uint32_t qpn = 0;
   uint32_t psn = 0;
@@ -94,7 +97,10 @@ std::string decode_hello(const std::byte* in, Hello* h) {
       h->ring_bytes > (uint64_t{1} << 36)) {
     return "the peer's receive ring of " + std::to_string(h->ring_bytes) + " bytes is unusable";
   }
-  if (h->receive_depth < 2) return "the peer posts fewer than 2 receives";
+  if (h->receive_depth < 2 || h->receive_depth > kMaxReceiveDepth) {
+    return "the peer advertises " + std::to_string(h->receive_depth) + " receives (2 to " +
+           std::to_string(kMaxReceiveDepth) + " make sense)";
+  }
   if (h->mtu < IBV_MTU_256 || h->mtu > IBV_MTU_4096) return "the peer's path MTU is unknown";
   return {};
 }
@@ -108,6 +114,11 @@ constexpr uint64_t wr_index(uint64_t id) { return id & ((uint64_t{1} << 56) - 1)
 // The credit a receiver sends back: bytes of its ring and frames consumed in all.
 constexpr size_t kCreditBytes = 16;
 constexpr size_t kReceiveSlotBytes = 64;  // what a receive work request's buffer holds
+// Receives posted beyond those advertised for frames: a credit SEND completes when the
+// peer's device has it, not when the peer's daemon has reposted the receive it took, so a
+// few credits can land before the peer catches up; these take them without a
+// receiver-not-ready stall (rnr_retry stays the backstop).
+constexpr uint32_t kCreditReceives = 32;
 
 // Anonymous memory, page aligned, for registration.
 class Pages {
@@ -144,7 +155,7 @@ class RdmaPath final : public DataPath {
         remote_(socket_endpoint(fd, true)),
         ring_(settings.ring_bytes),
         bounce_(settings.bounce_bytes),
-        slots_(static_cast<size_t>(settings.receive_depth) * kReceiveSlotBytes),
+        slots_(static_cast<size_t>(settings.receive_depth + kCreditReceives) * kReceiveSlotBytes),
         credit_buffer_(4096),
         local_ring_(settings.ring_bytes),
         bounce_space_(settings.bounce_bytes),
@@ -184,7 +195,9 @@ class RdmaPath final : public DataPath {
   }
 
   int poll_fd() const override { return epoll_.get(); }
-  bool wants_write() const override { return false; }  // posting never blocks
+  // Posting never blocks; but a failure outside on_readable (in the setup, or posting from
+  // queue()) must reach the links now, through on_writable, not by the path's silence.
+  bool wants_write() const override { return failed(); }
   bool on_readable(size_t max_bytes) override;
   bool on_writable() override { return !failed(); }
   const std::string& error() const override { return error_; }
@@ -311,7 +324,8 @@ void RdmaPath::set_up() {
   }
   pd_ = ibv_alloc_pd(ctx);
   channel_ = pd_ != nullptr ? ibv_create_comp_channel(ctx) : nullptr;
-  const int cqe = static_cast<int>(settings_.send_depth + settings_.receive_depth + 1);
+  const int cqe =
+      static_cast<int>(settings_.send_depth + settings_.receive_depth + kCreditReceives + 1);
   cq_ = channel_ != nullptr ? ibv_create_cq(ctx, cqe, nullptr, channel_, 0) : nullptr;
   if (cq_ == nullptr) {
     fail(errno_text("creating the protection domain and completion queue", errno));
@@ -322,7 +336,7 @@ void RdmaPath::set_up() {
   init.recv_cq = cq_;
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = settings_.send_depth;
-  init.cap.max_recv_wr = settings_.receive_depth;
+  init.cap.max_recv_wr = settings_.receive_depth + kCreditReceives;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   qp_ = ibv_create_qp(pd_, &init);
@@ -352,7 +366,7 @@ void RdmaPath::set_up() {
     fail(errno_text("moving the queue pair to INIT", rc));
     return;
   }
-  for (uint64_t slot = 0; slot < settings_.receive_depth; ++slot) {
+  for (uint64_t slot = 0; slot < settings_.receive_depth + kCreditReceives; ++slot) {
     if (!post_receive(slot)) return;
   }
   if (ibv_req_notify_cq(cq_, 0) != 0) {
@@ -390,6 +404,7 @@ void RdmaPath::set_up() {
     return;
   }
   local_.text += " rdma " + port_.device;
+  last_heard_ = Clock::now();  // pinning the rings is not the network's silence
 }
 
 bool RdmaPath::post_receive(uint64_t slot) {
@@ -409,6 +424,22 @@ bool RdmaPath::post_receive(uint64_t slot) {
 bool RdmaPath::connect_queue_pair() {
   if (std::string why = decode_hello(peer_hello_bytes_.data(), &peer_); !why.empty()) {
     return fail(why);
+  }
+  // The queue pair goes where the authenticated socket goes, nowhere else: the GID must be
+  // the IPv4 address the socket's peer has.
+  sockaddr_in peer_address{};
+  socklen_t peer_len = sizeof peer_address;
+  ibv_gid expected{};
+  expected.raw[10] = 0xff;
+  expected.raw[11] = 0xff;
+  if (::getpeername(socket_.get(), reinterpret_cast<sockaddr*>(&peer_address), &peer_len) != 0 ||
+      peer_address.sin_family != AF_INET) {
+    return fail("the path's socket has no IPv4 peer");
+  }
+  std::memcpy(expected.raw + 12, &peer_address.sin_addr.s_addr, 4);
+  if (std::memcmp(expected.raw, peer_.gid.raw, sizeof expected.raw) != 0) {
+    return fail("the peer's RDMA GID " + gid_text(peer_.gid) + " is not its address " +
+                gid_text(expected));
   }
   if (peer_.ring_bytes < wire::kDataFrameHeaderBytes + limits_.max_payload_bytes) {
     return fail("the peer's receive ring (" + std::to_string(peer_.ring_bytes) +
@@ -430,11 +461,16 @@ bool RdmaPath::connect_queue_pair() {
   attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
   attr.ah_attr.grh.hop_limit = 64;
   attr.ah_attr.port_num = port_.port;
-  if (int rc = ibv_modify_qp(qp_, &attr,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-      rc != 0) {
-    return fail(errno_text("moving the queue pair to RTR (peer " + gid_text(peer_.gid) + ")", rc));
+  // RoCE resolves the peer's MAC here; under load that can take longer than the kernel's
+  // one second (ETIMEDOUT) though the peer is right there: a few more tries.
+  int rtr = ETIMEDOUT;
+  for (int attempt = 0; attempt < 3 && rtr == ETIMEDOUT; ++attempt) {
+    rtr = ibv_modify_qp(qp_, &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  }
+  if (rtr != 0) {
+    return fail(errno_text("moving the queue pair to RTR (peer " + gid_text(peer_.gid) + ")", rtr));
   }
   attr = {};
   attr.qp_state = IBV_QPS_RTS;
@@ -522,6 +558,9 @@ bool RdmaPath::handle_async_events() {
       case IBV_EVENT_DEVICE_FATAL:
         why = "the device failed (IBV_EVENT_DEVICE_FATAL)";
         break;
+      case IBV_EVENT_CQ_ERR:
+        if (event.element.cq == cq_) why = "the completion queue overran (IBV_EVENT_CQ_ERR)";
+        break;
       default:
         break;
     }
@@ -584,7 +623,7 @@ bool RdmaPath::handle_completion(const ibv_wc& wc) {
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) return handle_frame(wc);
       if (wc.opcode == IBV_WC_RECV) {
         const uint64_t slot = wr_index(wc.wr_id);
-        if (slot >= settings_.receive_depth || wc.byte_len != kCreditBytes) {
+        if (slot >= settings_.receive_depth + kCreditReceives || wc.byte_len != kCreditBytes) {
           return fail("a message from the peer that is not a credit (" +
                       std::to_string(wc.byte_len) + " bytes)");
         }
@@ -605,7 +644,9 @@ bool RdmaPath::handle_completion(const ibv_wc& wc) {
 
 bool RdmaPath::handle_frame(const ibv_wc& wc) {
   const uint64_t slot = wr_index(wc.wr_id);
-  if (slot >= settings_.receive_depth) return fail("a receive completion for no posted receive");
+  if (slot >= settings_.receive_depth + kCreditReceives) {
+    return fail("a receive completion for no posted receive");
+  }
   if (!(wc.wc_flags & IBV_WC_WITH_IMM)) return fail("a frame write without its offset");
   const uint64_t offset = uint64_t{ntohl(wc.imm_data)} * kRingAlign;
   if (std::string why = local_ring_.check_start(offset); !why.empty()) return fail(why);

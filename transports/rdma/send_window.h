@@ -2,8 +2,8 @@
 // RDMA write has not completed (they still hold bounce-buffer space and their channel token:
 // a reliable connection completes one queue pair's sends in the order they were posted, so
 // these are a FIFO), and frames the peer has not yet consumed (each took one of the receive
-// work requests the peer posted; more in flight than it posted would fail the queue pair with
-// receiver-not-ready).
+// work requests the peer posted; more in flight than it has posted would stall the queue pair
+// on receiver-not-ready retries).
 #pragma once
 
 #include <cstddef>

@@ -66,6 +66,7 @@ std::optional<VerbsPort> find_verbs_port(uint32_t ipv4, std::string* error) {
       found.gid = e.gid;
       found.ifindex = e.ndev_ifindex;
       found.active_mtu = port.active_mtu;
+      found.active = port.state == IBV_PORT_ACTIVE;
       return found;
     }
     looked += std::string(looked.empty() ? "" : ", ") + name;

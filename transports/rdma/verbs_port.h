@@ -21,6 +21,7 @@ struct VerbsPort {
   ibv_gid gid{};
   uint32_t ifindex = 0;  // the NIC the GID belongs to
   ibv_mtu active_mtu = IBV_MTU_1024;
+  bool active = false;  // the port is up (IBV_PORT_ACTIVE)
 };
 
 // The port for `ipv4` (network byte order), or nothing with *error saying what was looked at.
