@@ -77,8 +77,12 @@ tag="f$$"
 echo "== 2 nodes x 2 NICs over RDMA: 4 MiB allreduces while node 0's nic1 loses its cable for 3 s"
 bench_all 1,1 -C allreduce -b 4M -e 4M -n 1 -w 0 -c 40 &
 load=$!
-for _ in $(seq 100); do [ -e "/tmp/pxvm-$tag/id" ] && break; sleep 0.1; done
-sleep 2
+# Pulled under the stream: once node 0's path over eth1 is up (at most 60 s).
+for _ in $(seq 600); do
+  grep -q "path to node n1 up over eth1" "/tmp/pxvm-$tag/n0/plexusd.log" 2>/dev/null && break
+  sleep 0.1
+done
+sleep 1
 "$vm" cable --name "$tag" --node 0 --nic 1 down
 sleep 3
 "$vm" cable --name "$tag" --node 0 --nic 1 up

@@ -134,7 +134,13 @@ int main(int argc, char** argv) {
     ++received;
     return std::string();
   };
-  callbacks.on_sent = [&](uint64_t token, size_t) { sent += token != kHeartbeatSeq ? 1 : 0; };
+  // PROBE_READY_FILE: created once the first frame is through, so that a test pulls a cable
+  // under a stream, not under the setup.
+  const char* ready_file = std::getenv("PROBE_READY_FILE");
+  callbacks.on_sent = [&](uint64_t token, size_t) {
+    sent += token != kHeartbeatSeq ? 1 : 0;
+    if (sent == 1 && ready_file != nullptr) std::fclose(std::fopen(ready_file, "w"));
+  };
   plexus::transports::rdma::RdmaSettings settings;
   auto path = plexus::transports::rdma::rdma_path_opener(fd, settings)(limits, callbacks);
   if (!path->error().empty()) return die(path->error());

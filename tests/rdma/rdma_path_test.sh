@@ -30,15 +30,22 @@ exchange() {  # port frames max_payload
   grep -q ", 0 bad" "/tmp/$tag.server" || fail "server: $(cat "/tmp/$tag.server")"
   echo "ok $out"
 }
+# Waits (at most 30 s) until the client's first frame is through: the stream is under way.
+streaming() {  # marker file
+  for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done
+  fail "the client never started streaming: $(cat "/tmp/$tag.client")"
+}
+
 exchange 7400 400 65536
 exchange 7401 30 4194304
 
 # A cable pull under load: the sender's path fails, saying why, within the bound.
 "$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server 7402 3000 > "/tmp/$tag.server" 2>&1 &
 server=$!
-"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" client 198.18.0.2 7402 3000 65536 > "/tmp/$tag.client" 2>&1 &
+"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 PROBE_READY_FILE=/run/pxvm/streaming.7402 \
+  "$probe" client 198.18.0.2 7402 3000 65536 > "/tmp/$tag.client" 2>&1 &
 client=$!
-sleep 2
+streaming /tmp/pxvm-$tag/streaming.7402
 "$vm" cable --name "$tag" --node 0 --nic 0 down
 pulled=$SECONDS
 s=0
@@ -51,13 +58,19 @@ grep -Eq "work completion failed|port went down" <<< "$out" || fail "the client'
 echo "ok cable pulled under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
 wait "$server" || true
 "$vm" cable --name "$tag" --node 0 --nic 0 up
+# The next setup needs the port back: wait for it to be active again (at most 30 s).
+"$vm" run --name "$tag" --node 0 --timeout 40 -- sh -c \
+  'for i in $(seq 300); do ibv_devinfo -d rxe0 | grep -q PORT_ACTIVE && exit 0; sleep 0.1; done; exit 1' ||
+  fail "rxe0 on node 0 did not come back after the cable"
 
 # The peer VM killed under load: no port event here, no FIN on the socket, and rxe's writes
 # to it never time out: the path reports the silence.
 "$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server 7403 3000 > /dev/null 2>&1 &
-"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" client 198.18.0.2 7403 3000 65536 > "/tmp/$tag.client" 2>&1 &
+"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 PROBE_READY_FILE=/run/pxvm/streaming.7403 \
+  "$probe" client 198.18.0.2 7403 3000 65536 > "/tmp/$tag.client" 2>&1 &
 client=$!
-sleep 3
+streaming /tmp/pxvm-$tag/streaming.7403
+sleep 1
 "$vm" kill --name "$tag" --node 1
 killed=$SECONDS
 s=0
