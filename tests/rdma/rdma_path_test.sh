@@ -39,23 +39,36 @@ streaming() {  # marker file
 exchange 7400 400 65536
 exchange 7401 30 4194304
 
-# A cable pull under load: the sender's path fails, saying why, within the bound.
-"$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server 7402 3000 > "/tmp/$tag.server" 2>&1 &
-server=$!
-"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 PROBE_READY_FILE=/run/pxvm/streaming.7402 \
-  "$probe" client 198.18.0.2 7402 3000 65536 > "/tmp/$tag.client" 2>&1 &
-client=$!
-streaming /tmp/pxvm-$tag/streaming.7402
+# A stream of frames from node 0 to node 1 on PORT, under way when this returns: $server and
+# $client are the two commands' pids.
+start_stream() {  # port
+  "$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server "$1" 3000 \
+    > "/tmp/$tag.server" 2>&1 &
+  server=$!
+  "$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 \
+    PROBE_READY_FILE="/run/pxvm/streaming.$1" "$probe" client 198.18.0.2 "$1" 3000 65536 \
+    > "/tmp/$tag.client" 2>&1 &
+  client=$!
+  streaming "/tmp/pxvm-$tag/streaming.$1"
+}
+
+# After `what` was done to the stream at time `since`: the client's path must have failed
+# within `bound` seconds, naming one of `reasons`.
+expect_client_failure() {  # what since bound reasons
+  local s=0 took out
+  wait "$client" || s=$?
+  took=$((SECONDS - $2))
+  out=$(cat "/tmp/$tag.client")
+  [ "$s" != 0 ] || fail "the client finished although $1: $out"
+  grep -Eq "$4" <<< "$out" || fail "the client's path did not say why after $1: $out"
+  (($took <= $3)) || fail "the client's path failed only $took s after $1: $out"
+  echo "ok $1 under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
+}
+
+# A cable pull under load: the sender's path fails at once, naming the port's error event.
+start_stream 7402
 "$vm" cable --name "$tag" --node 0 --nic 0 down
-pulled=$SECONDS
-s=0
-wait "$client" || s=$?
-took=$((SECONDS - pulled))
-out=$(cat "/tmp/$tag.client")
-[ "$s" != 0 ] || fail "the client finished although its cable was pulled: $out"
-grep -Eq "work completion failed|port went down" <<< "$out" || fail "the client's path did not fail naming why: $out"
-((took <= 20)) || fail "the client's path failed only $took s after the pull: $out"
-echo "ok cable pulled under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
+expect_client_failure "its cable was pulled" "$SECONDS" 20 "work completion failed|port went down"
 wait "$server" || true
 "$vm" cable --name "$tag" --node 0 --nic 0 up
 # The next setup needs the port back: wait for it to be active again (at most 30 s).
@@ -65,20 +78,8 @@ wait "$server" || true
 
 # The peer VM killed under load: no port event here, no FIN on the socket, and rxe's writes
 # to it never time out: the path reports the silence.
-"$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server 7403 3000 > /dev/null 2>&1 &
-"$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 PROBE_READY_FILE=/run/pxvm/streaming.7403 \
-  "$probe" client 198.18.0.2 7403 3000 65536 > "/tmp/$tag.client" 2>&1 &
-client=$!
-streaming /tmp/pxvm-$tag/streaming.7403
+start_stream 7403
 sleep 1
 "$vm" kill --name "$tag" --node 1
-killed=$SECONDS
-s=0
-wait "$client" || s=$?
-took=$((SECONDS - killed))
-out=$(cat "/tmp/$tag.client")
-[ "$s" != 0 ] || fail "the client finished although its peer was killed: $out"
-grep -Eq "work completion failed|the peer silent for" <<< "$out" || fail "the client's path did not report its dead peer: $out"
-((took <= 10)) || fail "the client's path failed only $took s after its peer died: $out"
-echo "ok peer VM killed under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
+expect_client_failure "its peer was killed" "$SECONDS" 10 "work completion failed|the peer silent for"
 rm -f "/tmp/$tag.server" "/tmp/$tag.client"

@@ -17,14 +17,21 @@ void RemoteRing::commit(const Slot& slot, uint64_t bytes) {
   written_ += slot.skipped + ring_align_up(bytes);
 }
 
-std::string RemoteRing::on_credit(uint64_t consumed) {
-  if (consumed < consumed_) {
-    return "the peer's ring credit went back (" + std::to_string(consumed) + " after " +
-           std::to_string(consumed_) + " bytes consumed)";
+std::string check_consumed(uint64_t known, uint64_t reported, uint64_t sent, const char* units) {
+  if (reported < known) {
+    return std::string("the peer's credit went back (") + std::to_string(reported) + " " + units +
+           " consumed after " + std::to_string(known) + ")";
   }
-  if (consumed > written_) {
-    return "the peer reports " + std::to_string(consumed) + " bytes consumed but only " +
-           std::to_string(written_) + " were written";
+  if (reported > sent) {
+    return "the peer reports " + std::to_string(reported) + " " + units + " consumed but only " +
+           std::to_string(sent) + " were sent";
+  }
+  return {};
+}
+
+std::string RemoteRing::on_credit(uint64_t consumed) {
+  if (std::string why = check_consumed(consumed_, consumed, written_, "bytes"); !why.empty()) {
+    return why;
   }
   consumed_ = consumed;
   return {};

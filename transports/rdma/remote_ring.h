@@ -21,6 +21,11 @@ inline uint64_t ring_align_up(uint64_t bytes) {
   return (bytes + kRingAlign - 1) & ~(kRingAlign - 1);
 }
 
+// A peer's report of what it has consumed in all (`reported`, in `units`), against what was
+// last known (`known`) and what was sent (`sent`): empty, or why it cannot be (going back, or
+// beyond what was sent). Ring bytes and frames are checked alike.
+std::string check_consumed(uint64_t known, uint64_t reported, uint64_t sent, const char* units);
+
 class RemoteRing {
  public:
   // `size`: the peer's ring, a multiple of kRingAlign.

@@ -1,5 +1,7 @@
 #include "transports/rdma/send_window.h"
 
+#include "transports/rdma/remote_ring.h"
+
 namespace plexus::transports::rdma {
 
 void SendWindow::posted(uint64_t token, size_t payload_bytes, uint64_t bounce_end) {
@@ -18,13 +20,9 @@ bool SendWindow::completed(Done* done, std::string* error) {
 }
 
 std::string SendWindow::peer_consumed(uint64_t frames) {
-  if (frames < frames_consumed_) {
-    return "the peer's frame credit went back (" + std::to_string(frames) + " after " +
-           std::to_string(frames_consumed_) + ")";
-  }
-  if (frames > frames_posted_) {
-    return "the peer reports " + std::to_string(frames) + " frames consumed but only " +
-           std::to_string(frames_posted_) + " were sent";
+  if (std::string why = check_consumed(frames_consumed_, frames, frames_posted_, "frames");
+      !why.empty()) {
+    return why;
   }
   frames_consumed_ = frames;
   return {};

@@ -90,6 +90,18 @@ ncclResult_t resolve_op(CommCore& core, ncclRedOp_t op, plexus_dtype_t dtype, bo
   return ncclSuccess;
 }
 
+// A call on `p`'s communicator, device-ordered when either buffer is on a GPU; its issue
+// is the caller's.
+Call begin_call(const Prepared& p, const char* name, cudaStream_t stream, const void* sendbuff,
+                const void* recvbuff) {
+  Call call;
+  call.core = p.core;
+  call.name = name;
+  call.stream = stream;
+  call.device = on_device(sendbuff) || on_device(recvbuff);
+  return call;
+}
+
 ncclResult_t reduction(const char* name, const void* sendbuff, void* recvbuff, size_t in_count,
                        ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
                        std::function<plexus_result_t(const void*, plexus_redop_t, plexus_dtype_t,
@@ -98,11 +110,7 @@ ncclResult_t reduction(const char* name, const void* sendbuff, void* recvbuff, s
   return guarded(name, [&]() -> ncclResult_t {
     Prepared p = prepare(comm, type, name);
     if (p.core == nullptr) return p.result;
-    Call call;
-    call.core = p.core;
-    call.name = name;
-    call.stream = stream;
-    call.device = on_device(sendbuff) || on_device(recvbuff);
+    Call call = begin_call(p, name, stream, sendbuff, recvbuff);
     const void* input = sendbuff;
     plexus_redop_t redop = PLEXUS_SUM;
     std::function<void()> prepare;
@@ -127,11 +135,7 @@ ncclResult_t movement(
   return guarded(name, [&]() -> ncclResult_t {
     Prepared p = prepare(comm, type, name);
     if (p.core == nullptr) return p.result;
-    Call call;
-    call.core = p.core;
-    call.name = name;
-    call.stream = stream;
-    call.device = on_device(sendbuff) || on_device(recvbuff);
+    Call call = begin_call(p, name, stream, sendbuff, recvbuff);
     call.issue = [dtype = p.dtype, submit = std::move(submit)](plexus_comm_t c,
                                                                plexus_request_t* request) {
       return submit(dtype, c, request);
