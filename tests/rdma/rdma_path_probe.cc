@@ -71,19 +71,42 @@ bool run(DataPath& path, Done done, Clock::time_point deadline) {
   return true;
 }
 
+// Why run() gave the path up: its error, the path timeout, or the deadline.
+std::string stop_reason(DataPath& path) {
+  if (!path.error().empty()) return path.error();
+  if (silent_for_ms > 0) {
+    return "the peer silent for " + std::to_string(silent_for_ms) + " ms with " +
+           std::to_string(path.backlog_bytes()) + " bytes waiting (the path timeout)";
+  }
+  return "the deadline passed";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) return die("usage: server PORT FRAMES | client ADDRESS PORT FRAMES MAX_PAYLOAD");
   const bool server = std::string(argv[1]) == "server";
+  if (!server && argc < 6) return die("client ADDRESS PORT FRAMES MAX_PAYLOAD");
+  // Client: random sizes for all but the timed tail of largest frames. Made before the path
+  // opens: filling 200 MB takes seconds under ASan, and a peer left waiting meanwhile goes
+  // silent, so that its path timeout gives it up.
+  std::mt19937_64 rng(42);
+  const uint64_t frames = std::strtoull(argv[server ? 3 : 4], nullptr, 10);
+  const size_t max_payload = server ? 0 : std::strtoull(argv[5], nullptr, 10);
+  std::vector<std::vector<std::byte>> payloads(server ? 0 : frames);
+  uint64_t total = 0;
+  for (uint64_t seq = 0; seq < payloads.size(); ++seq) {
+    const size_t n = seq >= frames / 2 ? max_payload : rng() % (max_payload + 1);
+    payloads[seq].resize(n);
+    for (size_t i = 0; i < n; ++i) payloads[seq][i] = pattern(seq, i);
+    total += n;
+  }
   const char* limit = std::getenv("PROBE_DEADLINE_S");
   const auto deadline =
       Clock::now() + std::chrono::seconds(limit != nullptr ? std::atoi(limit) : 120);
+
   int fd = -1;
-  uint64_t frames = 0;
-  size_t max_payload = 0;
   if (server) {
-    frames = std::strtoull(argv[3], nullptr, 10);
     const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -96,9 +119,6 @@ int main(int argc, char** argv) {
     fd = ::accept(listener, nullptr, nullptr);
     ::close(listener);
   } else {
-    if (argc < 6) return die("client ADDRESS PORT FRAMES MAX_PAYLOAD");
-    frames = std::strtoull(argv[4], nullptr, 10);
-    max_payload = std::strtoull(argv[5], nullptr, 10);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<uint16_t>(std::atoi(argv[3])));
@@ -148,7 +168,7 @@ int main(int argc, char** argv) {
   if (server) {
     if (!run(
             *path, [&] { return received == frames; }, deadline)) {
-      return die("after " + std::to_string(received) + " frames: " + path->error());
+      return die("after " + std::to_string(received) + " frames: " + stop_reason(*path));
     }
     wire::DataFrameHeader h;
     h.type = wire::FrameType::kHeartbeat;
@@ -156,7 +176,7 @@ int main(int argc, char** argv) {
     path->queue(h, {}, 0);
     if (!run(
             *path, [&] { return sent == 1; }, deadline))
-      return die(path->error());
+      return die("answering: " + stop_reason(*path));
     // Let the client read it before the socket closes.
     run(
         *path, [] { return false; }, Clock::now() + std::chrono::milliseconds(500));
@@ -165,16 +185,6 @@ int main(int argc, char** argv) {
     return bad == 0 ? 0 : 1;
   }
 
-  // Client: random sizes for all but the timed tail of largest frames.
-  std::mt19937_64 rng(42);
-  std::vector<std::vector<std::byte>> payloads(frames);
-  uint64_t total = 0;
-  for (uint64_t seq = 0; seq < frames; ++seq) {
-    const size_t n = seq >= frames / 2 ? max_payload : rng() % (max_payload + 1);
-    payloads[seq].resize(n);
-    for (size_t i = 0; i < n; ++i) payloads[seq][i] = pattern(seq, i);
-    total += n;
-  }
   const auto start = Clock::now();
   for (uint64_t seq = 0; seq < frames; ++seq) {
     wire::DataFrameHeader h;
@@ -188,13 +198,8 @@ int main(int argc, char** argv) {
   if (!run(
           *path, [&] { return answered; }, deadline)) {
     const double after = std::chrono::duration<double>(Clock::now() - start).count();
-    std::string why = path->error();
-    if (why.empty() && silent_for_ms > 0) {
-      why = "the peer silent for " + std::to_string(silent_for_ms) + " ms with " +
-            std::to_string(path->backlog_bytes()) + " bytes waiting (the path timeout)";
-    }
     return die("after " + std::to_string(sent) + " frames sent, " + std::to_string(after) +
-               " s: " + (why.empty() ? std::string("the deadline passed") : why));
+               " s: " + stop_reason(*path));
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("client: %llu frames, %llu bytes in %.3f s (%.1f MB/s); the server took %llu exact\n",

@@ -33,7 +33,7 @@ exchange() {  # port frames max_payload
 # Waits (at most 30 s) until the client's first frame is through: the stream is under way.
 streaming() {  # marker file
   for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done
-  fail "the client never started streaming: $(cat "/tmp/$tag.client")"
+  fail "the client never started streaming: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server")"
 }
 
 exchange 7400 400 65536
