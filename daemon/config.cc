@@ -71,6 +71,7 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.stall_ms = config.stall_ms;
   c.slow_path_ratio = config.slow_path_ratio;
   c.admin_group = config.admin_group;
+  c.fault_injection = config.fault_injection;
   c.idle_exit_s = config.idle_exit_s;
   return c;
 }

@@ -81,6 +81,9 @@ struct Config {
   // once the jobs that needed it have.
   uint32_t idle_exit_s = 0;
   std::string admin_group;  // its members may run admin commands too (admin_access.h)
+  // Admins may inject faults into paths (plexusctl nic fault): for tests and drills, never
+  // on by default.
+  bool fault_injection = false;
 
   // The Prometheus exporter, and where it serves /metrics.
   common::OnOff metrics = common::OnOff::kOn;

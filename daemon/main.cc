@@ -138,8 +138,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 0.99));
   app.add_option("--admin-group", config.admin_group,
                  "Members of this group (primary or supplementary) may run admin commands "
-                 "(plexusctl nic drain|undrain) besides root and plexusd's own user; every "
+                 "(plexusctl nic drain|undrain|fault) besides root and plexusd's own user; every "
                  "other plexusctl command is read-only and open to all local users");
+  app.add_flag("--fault-injection", config.fault_injection,
+               "Let admins inject faults into the paths over a NIC (plexusctl nic fault: an RDMA "
+               "queue pair forced into the error state), for tests and failover drills");
   app.add_option("--idle-exit-s", config.idle_exit_s,
                  "Exit after this many seconds with no client or plexusctl connected (0: never; "
                  "what a daemon started by libplexus itself runs with)")

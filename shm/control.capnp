@@ -53,6 +53,7 @@ struct ClientMessage {
     events @8 :EventsRequest;
     registerGpuMemory @9 :GpuMemory;
     releaseGpuMemory @10 :UInt32;  # a region id from GpuMemoryReply
+    nicFault @11 :Text;     # fault injection (plexusd --fault-injection): into the paths over this NIC
   }
 }
 
@@ -181,6 +182,7 @@ struct PathInfo {
   deliveryAppLimited @10 :Bool;   # that sample had too little data queued to say much
   rttUs @11 :Float64;
   kernelUnsentBytes @12 :UInt64;  # queued in its socket, not yet sent
+  transport @13 :Text;            # tcp, rdma
 }
 
 struct NicInfo {
@@ -197,6 +199,7 @@ struct NicInfo {
   failures @9 :UInt64;
   hasRecent @10 :Bool;
   recent @11 :WindowStats;
+  transports @12 :Text;    # of its live paths: "tcp", "rdma", "rdma+tcp"; "" with none
 }
 
 struct PeerLinkInfo {
@@ -298,5 +301,6 @@ struct DaemonMessage {
     eventsReply @9 :EventsReply;
     gpuMemoryReply @10 :UInt32;      # the region id entries name for the allocation
     releaseGpuMemoryReply @11 :Void;
+    nicFaultReply @12 :UInt32;       # paths the fault was injected into
   }
 }

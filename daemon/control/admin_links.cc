@@ -1,6 +1,9 @@
 // The links report (plexusctl paths, nics): this daemon's NICs and its paths to peer
 // daemons, each with the last second of its telemetry windows.
 #include <fstream>
+#include <map>
+#include <set>
+#include <string>
 
 #include "daemon/control/admin_service.h"
 #include "monitor/window_summary.h"
@@ -61,7 +64,8 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
   links.setTelemetryWindowUs(config_.telemetry ? config_.telemetry_window_us : 0);
   const auto peers = engine_.links().snapshot();
   auto list = links.initPeers(static_cast<unsigned>(peers.size()));
-  std::map<std::string, uint32_t> live_paths;  // by NIC
+  std::map<std::string, uint32_t> live_paths;                    // by NIC
+  std::map<std::string, std::set<std::string>> transports_over;  // by NIC
   for (unsigned i = 0; i < list.size(); ++i) {
     const NodeLinks::PeerInfo& info = peers[i];
     auto out = list[i];
@@ -79,7 +83,9 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
     for (unsigned p = 0; p < paths.size(); ++p) {
       const NodeLinks::PathInfo& path = info.paths[p];
       ++live_paths[path.nic];
+      transports_over[path.nic].insert(path.transport);
       paths[p].setNic(path.nic);
+      paths[p].setTransport(path.transport);
       paths[p].setLocal(path.local);
       paths[p].setRemote(path.remote);
       paths[p].setState(path.state);
@@ -109,6 +115,10 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
     out.setDrained(std::find(drained_nics.begin(), drained_nics.end(), nic.name) !=
                    drained_nics.end());
     out.setPaths(live_paths[nic.name]);
+    std::string transports;  // in the set's order: "rdma+tcp"
+    for (const auto& t : transports_over[nic.name])
+      transports += (transports.empty() ? "" : "+") + t;
+    out.setTransports(transports);
     auto ring = windows.find(nic.name);
     if (ring == windows.end()) continue;
     const auto totals = ring->second->totals();

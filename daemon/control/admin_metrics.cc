@@ -35,7 +35,10 @@ void collect_links(monitor::MetricFamilies& m, const std::vector<NodeLinks::Peer
               "Frames from the peer dropped as already received", p,
               static_cast<double>(peer.counters.duplicates_dropped));
     for (const NodeLinks::PathInfo& path : peer.paths) {
-      const MetricLabels l = {{"peer", peer.name}, {"nic", path.nic}, {"remote", path.remote}};
+      const MetricLabels l = {{"peer", peer.name},
+                              {"nic", path.nic},
+                              {"remote", path.remote},
+                              {"transport", path.transport}};
       MetricLabels with_state = l;
       with_state.emplace_back("state", path.state);
       m.gauge("plexus_path_state",

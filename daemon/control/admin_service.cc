@@ -104,28 +104,33 @@ void AdminService::status(uint64_t session, uint32_t request_id) {
   hooks_.reply(session, reply);
 }
 
-void AdminService::nic_drain(const Session& client, uint32_t request_id,
-                             control::NicDrain::Reader request) {
-  const uint64_t session = client.id();
+bool AdminService::admit_nic_command(const Session& client, uint32_t request_id,
+                                     const std::string& what, const std::string& nic) {
   const PeerCredentials& creds = client.creds();
   if (!is_admin(admin_, creds)) {
-    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "draining a NIC needs " + admin_requirement(admin_) +
-                     "; this request came from uid " + std::to_string(creds.uid) + " (pid " +
-                     std::to_string(creds.pid) + ")");
-    return;
+    hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 what + " needs " + admin_requirement(admin_) + "; this request came from uid " +
+                     std::to_string(creds.uid) + " (pid " + std::to_string(creds.pid) + ")");
+    return false;
   }
-  const std::string nic = request.getNic().cStr();
   const std::vector<std::string> nics = peer_nic_names();
   if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
     std::string known;
     for (const auto& n : nics) known += (known.empty() ? "" : ", ") + n;
-    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+    hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                  "'" + nic.substr(0, 64) + "' is not a NIC this plexusd reaches peers over (" +
                      (known.empty() ? "it serves no peers: no --peer-listen, or no NIC" : known) +
                      ")");
-    return;
+    return false;
   }
+  return true;
+}
+
+void AdminService::nic_drain(const Session& client, uint32_t request_id,
+                             control::NicDrain::Reader request) {
+  const uint64_t session = client.id();
+  const std::string nic = request.getNic().cStr();
+  if (!admit_nic_command(client, request_id, "draining a NIC", nic)) return;
   const bool drain = request.getDrained();
   engine_.post([this, session, request_id, nic, drain](Engine& engine) {
     const size_t paths = engine.links().drain_nic(nic, drain);
@@ -134,6 +139,32 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
       auto root = reply.initRoot<control::DaemonMessage>();
       root.setRequestId(request_id);
       root.initNicDrainReply().setPaths(static_cast<uint32_t>(paths));
+      hooks_.reply(session, reply);
+    });
+  });
+}
+
+void AdminService::nic_fault(const Session& client, uint32_t request_id, const std::string& nic) {
+  const uint64_t session = client.id();
+  if (!config_.fault_injection) {
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "fault injection is off in this plexusd (start it with --fault-injection)");
+    return;
+  }
+  if (!admit_nic_command(client, request_id, "injecting a fault", nic)) return;
+  engine_.post([this, session, request_id, nic](Engine& engine) {
+    std::string why;
+    const size_t paths = engine.links().inject_fault(nic, &why);
+    hooks_.post([this, session, request_id, nic, paths, why] {
+      if (paths == 0) {
+        hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                     why.empty() ? "no path to a peer runs over " + nic + " now" : why);
+        return;
+      }
+      capnp::MallocMessageBuilder reply;
+      auto root = reply.initRoot<control::DaemonMessage>();
+      root.setRequestId(request_id);
+      root.setNicFaultReply(static_cast<uint32_t>(paths));
       hooks_.reply(session, reply);
     });
   });

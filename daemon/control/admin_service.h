@@ -48,6 +48,8 @@ class AdminService {
   // Admin only (admin_access.h).
   void nic_drain(const Session& session, uint32_t request_id,
                  shm::control::NicDrain::Reader request);
+  // Needs ControlConfig::fault_injection too: into every path over `nic`.
+  void nic_fault(const Session& session, uint32_t request_id, const std::string& nic);
   // The engine's ops report (built on the engine thread, sent from this one).
   void ops(uint64_t session, uint32_t request_id);
   void events(uint64_t session, uint32_t request_id, shm::control::EventsRequest::Reader request);
@@ -62,6 +64,10 @@ class AdminService {
   void fill_jobs(shm::control::StatusReply::Builder status);
   // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
   static std::string operstate(const std::string& nic);
+  // An admin's command about `nic`: false (the client told why) unless it comes from an
+  // admin and names a NIC this daemon serves peers on. `what`: "draining a NIC", ...
+  bool admit_nic_command(const Session& client, uint32_t request_id, const std::string& what,
+                         const std::string& nic);
   // The NICs this daemon serves peers on (none without --peer-listen).
   std::vector<std::string> peer_nic_names() const;
 

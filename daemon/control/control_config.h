@@ -28,7 +28,8 @@ struct ControlConfig {
   uint32_t telemetry_window_us = 0;
   uint32_t stall_ms = 0;  // reported to plexusctl ops
   double slow_path_ratio = 0;
-  std::string admin_group;   // empty: root and plexusd's own user only
+  std::string admin_group;  // empty: root and plexusd's own user only
+  bool fault_injection = false;
   uint32_t idle_exit_s = 0;  // 0: never; else on_idle runs after this long with no connection
   std::function<void()> on_idle;
 };

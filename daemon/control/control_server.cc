@@ -296,6 +296,9 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::NIC_DRAIN:
         admin_service_.nic_drain(*connection.session, request_id, message.getNicDrain());
         break;
+      case control::ClientMessage::NIC_FAULT:
+        admin_service_.nic_fault(*connection.session, request_id, message.getNicFault().cStr());
+        break;
       case control::ClientMessage::OPS:
         admin_service_.ops(connection.id, request_id);
         break;

@@ -253,6 +253,26 @@ size_t NodeLinks::nic_down(const std::string& nic, const std::string& how) {
   return over.size();
 }
 
+size_t NodeLinks::inject_fault(const std::string& nic, std::string* why) {
+  size_t count = 0;
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (!path || path->nic != nic) continue;
+      std::string refused = path->conn->inject_fault();
+      if (refused.empty()) {
+        ++count;
+        spdlog::warn("fault injected into the path to node {} over {} ({} -> {})", link->name, nic,
+                     path->local, path->remote);
+      } else if (why->empty()) {
+        *why = "the path to node " + link->name + " over " + nic + ": " + refused;
+      }
+    }
+  }
+  // What the transports do about it (flushed completions, a failed path) is seen by the
+  // next poll, as a real fault would be.
+  return count;
+}
+
 size_t NodeLinks::drain_nic(const std::string& nic, bool drained) {
   if (drained) {
     drained_nics_.insert(nic);

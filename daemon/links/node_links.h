@@ -54,7 +54,8 @@ class NodeLinks {
 
   // What plexusctl shows of the links (snapshot()).
   struct PathInfo {
-    std::string nic;  // local interface
+    std::string nic;        // local interface
+    std::string transport;  // "tcp", "rdma" (DataPath::transport)
     std::string local;
     std::string remote;
     std::string state;  // active, standby (a backup), probation, drained
@@ -119,6 +120,10 @@ class NodeLinks {
   // Drained: the paths over `nic` (and those that join later) take no new frames, in
   // both directions (the peers are told). Returns how many paths it applies to now.
   size_t drain_nic(const std::string& nic, bool drained);
+  // Fault injection (plexusd --fault-injection): each path over `nic` has its transport fail
+  // it as a fault of its own would (DataPath::inject_fault). Returns how many it was injected
+  // into; `why` gets the first refusal.
+  size_t inject_fault(const std::string& nic, std::string* why);
   // The drained NICs as of the last snapshot; safe from any thread.
   std::vector<std::string> drained_snapshot() const;
   // The links as of the last tick (at most ~100 ms old); safe from any thread.

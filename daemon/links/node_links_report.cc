@@ -54,6 +54,7 @@ void NodeLinks::publish_snapshot() {
       if (!path) continue;
       PathInfo p;
       p.nic = path->nic;
+      p.transport = path->conn->transport();
       p.local = path->local;
       p.remote = path->remote;
       p.state = state_name(link->channel->state(path->id));

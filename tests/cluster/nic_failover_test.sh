@@ -83,8 +83,9 @@ stop_load() {  # fails the test unless every node's load ended cleanly
   done
   return $status
 }
-# Every line of plexusctl paths on `node` for NIC `nic` in state `state`, counted.
-paths_in_state() { on "$1" "$ctl" paths | awk -v nic="$2" -v s="$3" '$1 == nic && $2 == s' | wc -l; }
+# Every line of plexusctl paths on `node` for NIC `nic` in state `state` (NIC, TRANSPORT,
+# STATE, ...), counted.
+paths_in_state() { on "$1" "$ctl" paths | awk -v nic="$2" -v s="$3" '$1 == nic && $3 == s' | wc -l; }
 wait_paths() {  # node nic state count seconds
   for _ in $(seq $(($5 * 10))); do [ "$(paths_in_state "$1" "$2" "$3")" -ge "$4" ] && return 0; sleep 0.1; done
   return 1

@@ -354,6 +354,31 @@ TEST(MonitoringTest, AdminCommandsNeedRootTheDaemonsUserOrTheAdminGroup) {
   EXPECT_EQ(status.exit_code, 0) << status.err;
 }
 
+// plexusctl nic fault: refused where plexusd runs without --fault-injection (saying so),
+// then as any admin command is (who may, which NIC).
+TEST(MonitoringTest, FaultInjectionIsRefusedUnlessTheDaemonAllowsItAndTheNicIsKnown) {
+  {
+    DaemonProcess daemon;
+    CommandOutput off = plexusctl(daemon.socket_path(), {"nic", "fault", "eth0"});
+    EXPECT_EQ(off.exit_code, 1) << off.err;
+    EXPECT_THAT(off.err, HasSubstr("fault injection is off in this plexusd (start it with "
+                                   "--fault-injection)"));
+  }
+  DaemonProcess daemon({"--fault-injection"});
+  CommandOutput unknown = plexusctl(daemon.socket_path(), {"nic", "fault", "eth9"});
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.err;
+  EXPECT_THAT(unknown.err, HasSubstr("'eth9' is not a NIC this plexusd reaches peers over"));
+  if (::geteuid() != 0) GTEST_SKIP() << "the rest runs plexusctl as user nobody: needs root";
+  std::filesystem::permissions(std::filesystem::path(daemon.socket_path()).parent_path(),
+                               std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  CommandOutput stranger =
+      run_command({PLEXUSCTL_PATH, "--socket", daemon.socket_path(), "nic", "fault", "eth9"},
+                  std::chrono::seconds(20), as_nobody({65534}));
+  EXPECT_EQ(stranger.exit_code, 1) << stranger.err;
+  EXPECT_THAT(stranger.err, HasSubstr("injecting a fault needs root"));
+}
+
 TEST(MonitoringTest, AnUnknownAdminGroupStopsTheDaemonNamingIt) {
   const std::string dir = "/tmp/plexus-admin-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);

@@ -4,8 +4,13 @@
 #   - 3 nodes, 1+2+1 ranks: every collective from 8 B to 64 KiB; then a stranger sending an
 #     RDMA setup to a daemon's peer port without the handshake is refused and logged, and the
 #     daemons serve a new communicator;
+#   - then node 2's VM killed under allreduces: nodes 0 and 1 fail naming n2 within the path
+#     timeout and grace (plus the emulation's slowness), and serve a new communicator;
 #   - 2 nodes x 2 NICs: allreduces of 4 MiB while node 0's second NIC loses its cable for 3 s
-#     and gets it back: no op fails, the path over it goes down and comes back up.
+#     and gets it back: no op fails, the path over it goes down and comes back up; plexusctl
+#     paths and nics show RDMA; then node 0's queue pairs over eth0 are forced into the error
+#     state (plexusctl nic fault) under 3 MiB allreduces (a size no run before had): exact, the path fails by its flushed work
+#     requests and comes back.
 # Every data connection must have been RDMA (the daemons' logs say so; with --transport rdma a
 # TCP one is refused). Exit 77 saying why where the VMs cannot run.
 # usage: rdma_cluster_test.sh BUILD_DIR
@@ -18,7 +23,7 @@ bench=$build/tools/plexus-bench/plexus-bench
 s=0
 "$vm" prepare || s=$?
 [ "$s" = 0 ] || exit "$s"
-export PLEXUS_VM_DAEMON_ARGS="--transport rdma"
+export PLEXUS_VM_DAEMON_ARGS="--transport rdma --fault-injection"
 tag=
 trap '[ -z "$tag" ] || "$vm" down --name "$tag"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -41,6 +46,17 @@ bench_all() {
   done
   [ "$status" = 0 ] || return 1
   grep -q "Out of bounds values : 0 OK" "/tmp/pxvm-$tag/bench0" || { cat "/tmp/pxvm-$tag/bench0"; return 1; }
+}
+
+# Returns once node 0's daemon has finished an op of `bytes` (a run's output comes back only
+# when it ends, so its daemon is asked; at most 60 s); 1 if none came.
+wait_for_op() {  # bytes
+  for _ in $(seq 120); do
+    "$vm" run --name "$tag" --node 0 --timeout 20 -- "$build/tools/plexusctl/plexusctl" ops \
+      --finished --json 2>/dev/null | grep -q "\"bytes\": $1\b" && return 0
+    sleep 0.5
+  done
+  return 1
 }
 
 # Every data connection of the cluster was RDMA, and at least `want` were.
@@ -70,6 +86,33 @@ grep -q "peer connection from 198.18.0.1:[0-9]* refused" "/tmp/pxvm-$tag/n1/plex
 echo "ok refused and logged: $(grep "peer connection from 198.18.0.1" "/tmp/pxvm-$tag/n1/plexusd.log" | tail -1 | cut -c1-200)"
 bench_all 1,1,1 -C allreduce -b 1M -e 1M -n 1 -w 0 -c 1 || fail "the cluster after the stranger"
 echo "ok the daemons serve a new communicator after it"
+
+echo "== node 2's VM killed under allreduces: no FIN, no port event, only silence"
+rm -f "/tmp/pxvm-$tag/id"
+pids=()
+for n in 0 1 2; do
+  "$vm" run --name "$tag" --node "$n" --timeout 200 -- "$bench" --nodes 1,1,1 --node "$n" \
+    --id-file /run/pxvm/id --timeout-s 150 -C allreduce -b 256K -e 256K -n 1 -w 0 -c 2000 \
+    > "/tmp/pxvm-$tag/kill$n" 2>&1 &
+  pids+=($!)
+done
+wait_for_op 262144 || fail "node 0's allreduces never started"
+sleep 2
+killed_at=$SECONDS
+"$vm" kill --name "$tag" --node 2
+for n in 0 1; do
+  s=0
+  wait "${pids[$n]}" || s=$?
+  took=$((SECONDS - killed_at))
+  [ "$s" != 0 ] || fail "node $n's allreduces went on although n2 was killed: $(cat "/tmp/pxvm-$tag/kill$n")"
+  grep -q "n2" "/tmp/pxvm-$tag/kill$n" || fail "node $n's error does not name n2: $(cat "/tmp/pxvm-$tag/kill$n")"
+  # The path timeout and the 2 s grace, with the emulation's slowness on top.
+  ((took <= 15)) || fail "node $n's ranks failed only $took s after n2 was killed"
+  echo "ok node $n's ops failed ${took} s after the kill: $(grep -m1 "n2" "/tmp/pxvm-$tag/kill$n" | cut -c1-200)"
+done
+wait "${pids[2]}" || true
+bench_all 1,1 -C allreduce -b 1M -e 1M -n 1 -w 0 -c 1 || fail "nodes 0 and 1 after n2 was killed"
+echo "ok nodes 0 and 1 serve a new communicator without n2"
 "$vm" down --name "$tag"
 
 tag="f$$"
@@ -95,4 +138,39 @@ for _ in $(seq 100); do grep -q "path to node n1 up over eth1 (.* rdma rxe1 .*),
 grep -q "path to node n1 up over eth1 (.* rdma rxe1 .*), on probation" "$log" ||
   fail "node 0's RDMA path over eth1 did not come back: $(tail -20 "$log")"
 echo "ok the RDMA path over eth1 failed with the cable and came back over a new queue pair"
+paths=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" paths) ||
+  fail "plexusctl paths: $paths"
+grep -Eq "^eth1 +rdma +(active|probation)" <<< "$paths" || fail "plexusctl paths shows no RDMA path over eth1: $paths"
+nics=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" nics) ||
+  fail "plexusctl nics: $nics"
+grep -Eq "^eth0 .* rdma " <<< "$nics" || fail "plexusctl nics does not show eth0's paths as RDMA: $nics"
+echo "ok plexusctl paths and nics show the paths as RDMA"
+
+echo "== node 0's queue pairs over eth0 forced into the error state under 3 MiB allreduces"
+failed_before=$(grep -c "path to node n1 over eth0 .* failed" "$log" || true)
+resent_bytes() {  # node 0's bytes sent again to n1
+  "$vm" run --name "$tag" --node 0 --timeout 20 -- "$build/tools/plexusctl/plexusctl" paths --json |
+    grep -o '"bytes_resent": [0-9]*' | grep -o '[0-9]*$'
+}
+resent_before=$(resent_bytes)
+bench_all 1,1 -C allreduce -b 3M -e 3M -n 1 -w 0 -c 30 &
+load=$!
+wait_for_op 3145728 || fail "the allreduces never started"
+out=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" nic fault eth0) ||
+  fail "plexusctl nic fault eth0: $out"
+echo "   $out"
+wait "$load" || fail "allreduces under the queue pair error"
+echo "ok 30 allreduces of 3 MiB exact across the queue pair error ($(($(resent_bytes) - resent_before)) bytes sent again)"
+failed=$(grep "path to node n1 over eth0 (.* rdma rxe0 .*) failed" "$log" | tail -1)
+(($(grep -c "path to node n1 over eth0 .* failed" "$log") > failed_before)) ||
+  fail "node 0's RDMA path over eth0 did not fail: $(tail -20 "$log")"
+grep -q "work completion failed" <<< "$failed" || fail "the path failed otherwise than by its completions: $failed"
+echo "ok the path failed by its flushed work requests: $(cut -c1-250 <<< "$failed")"
+for _ in $(seq 300); do
+  (($(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log") > 1)) && break
+  sleep 0.1
+done
+(($(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log") > 1)) ||
+  fail "node 0's RDMA path over eth0 did not come back after the fault: $(tail -20 "$log")"
+echo "ok the path over eth0 came back over a new queue pair"
 all_rdma 4

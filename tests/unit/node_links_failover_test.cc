@@ -252,6 +252,32 @@ TEST(NodeLinksFailoverTest, ADrainMovesTrafficOffTheNicInBothDirectionsWithNothi
   for (const auto& path : after.front().paths) EXPECT_EQ(path.state, "active");
 }
 
+// plexusctl nic fault over TCP: nothing to inject, said by name, and the path is untouched;
+// the snapshot says what carries each path.
+TEST(NodeLinksFailoverTest, AFaultIsNotInjectedIntoATcpPathAndTheRefusalSaysWhy) {
+  Side a(slow_timeouts());
+  Side b(slow_timeouts());
+  connect(a, b, "rail0");
+  std::string why;
+  EXPECT_EQ(a.links->inject_fault("rail0", &why), 0u);
+  EXPECT_THAT(why, HasSubstr("over rail0: a TCP path has no fault to inject"));
+  std::string none;
+  EXPECT_EQ(a.links->inject_fault("rail7", &none), 0u);
+  EXPECT_EQ(none, "");
+  Message m;
+  send(a, 2, 0, m, 1 << 20);
+  ASSERT_TRUE(pump_until(
+      a, b, [&] { return m.done; }, std::chrono::seconds(20)));
+  EXPECT_TRUE(exact(b, 0, m));
+  pump_until(
+      a, b, [] { return false; }, std::chrono::milliseconds(150));
+  const auto peers = a.links->snapshot();
+  ASSERT_NE(peer_info(peers), nullptr);
+  EXPECT_EQ(peers.front().counters.path_failures, 0u);
+  ASSERT_EQ(peers.front().paths.size(), 1u);
+  EXPECT_EQ(peers.front().paths.front().transport, "tcp");
+}
+
 TEST(NodeLinksFailoverTest, APeerThatStartsANewChannelIsLostNotMixedWithTheOld) {
   Side a(slow_timeouts());
   Side b(slow_timeouts());

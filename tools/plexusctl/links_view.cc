@@ -31,11 +31,17 @@ json links_to_json(control::LinksReply::Reader links) {
   out["telemetry_window_us"] = links.getTelemetryWindowUs();
   out["nic_info"] = json::array();
   for (auto n : links.getNicInfo()) {
-    json nic = {{"name", n.getName().cStr()},         {"address", n.getAddress().cStr()},
-                {"state", n.getState().cStr()},       {"speed_mbps", n.getSpeedMbps()},
-                {"drained", n.getDrained()},          {"paths", n.getPaths()},
-                {"bytes_out", n.getBytesOut()},       {"bytes_in", n.getBytesIn()},
-                {"resent_bytes", n.getResentBytes()}, {"failures", n.getFailures()}};
+    json nic = {{"name", n.getName().cStr()},
+                {"address", n.getAddress().cStr()},
+                {"state", n.getState().cStr()},
+                {"speed_mbps", n.getSpeedMbps()},
+                {"drained", n.getDrained()},
+                {"paths", n.getPaths()},
+                {"transports", n.getTransports().cStr()},
+                {"bytes_out", n.getBytesOut()},
+                {"bytes_in", n.getBytesIn()},
+                {"resent_bytes", n.getResentBytes()},
+                {"failures", n.getFailures()}};
     if (n.getHasRecent()) nic["recent"] = recent_to_json(n.getRecent());
     out["nic_info"].push_back(nic);
   }
@@ -48,6 +54,7 @@ json links_to_json(control::LinksReply::Reader links) {
     json paths = json::array();
     for (auto path : p.getPaths()) {
       json x = {{"nic", path.getNic().cStr()},
+                {"transport", path.getTransport().cStr()},
                 {"local", path.getLocal().cStr()},
                 {"remote", path.getRemote().cStr()},
                 {"state", path.getState().cStr()},
@@ -88,8 +95,9 @@ void print_nics(const json& links) {
     std::printf("no NICs serve peer daemons (no --peer-listen)\n");
     return;
   }
-  std::printf("%-10s %-8s %-9s %-16s %5s %12s %12s %19s %8s %10s\n", "NIC", "STATE", "SPEED",
-              "ADDRESS", "PATHS", "OUT/s", "IN/s", "LATENCY p50/p99", "FAILURES", "RESENT");
+  std::printf("%-10s %-8s %-9s %-16s %5s %-9s %12s %12s %19s %8s %10s\n", "NIC", "STATE", "SPEED",
+              "ADDRESS", "PATHS", "TRANSPORT", "OUT/s", "IN/s", "LATENCY p50/p99", "FAILURES",
+              "RESENT");
   for (const auto& n : links["nic_info"]) {
     const unsigned speed = n["speed_mbps"].get<unsigned>();
     const std::string speed_text = speed == 0          ? "?"
@@ -108,11 +116,12 @@ void print_nics(const json& links) {
     }
     const std::string state =
         n["state"].get<std::string>() + (n["drained"].get<bool>() ? ",drained" : "");
-    std::printf("%-10s %-8s %-9s %-16s %5u %12s %12s %19s %8llu %10s\n",
+    const std::string transports = n["transports"].get<std::string>();
+    std::printf("%-10s %-8s %-9s %-16s %5u %-9s %12s %12s %19s %8llu %10s\n",
                 n["name"].get<std::string>().c_str(), state.c_str(), speed_text.c_str(),
                 n["address"].get<std::string>().c_str(), n["paths"].get<unsigned>(),
-                out_rate.c_str(), in_rate.c_str(), latency.c_str(),
-                static_cast<unsigned long long>(n["failures"].get<uint64_t>()),
+                transports.empty() ? "-" : transports.c_str(), out_rate.c_str(), in_rate.c_str(),
+                latency.c_str(), static_cast<unsigned long long>(n["failures"].get<uint64_t>()),
                 human_bytes(n["resent_bytes"].get<uint64_t>()).c_str());
   }
 }
@@ -138,13 +147,14 @@ void print_paths(const json& links) {
                 human_bytes(p["bytes_resent"].get<uint64_t>()).c_str());
     const int64_t down = p["down_for_ms"].get<int64_t>();
     if (down >= 0) std::printf(", NO PATH for %lld ms", static_cast<long long>(down));
-    std::printf("\n%-10s %-10s %-22s %-22s %10s %10s %12s\n", "NIC", "STATE", "LOCAL", "REMOTE",
-                "SENT", "RECEIVED", "RATE");
+    std::printf("\n%-10s %-9s %-10s %-22s %-22s %10s %10s %12s\n", "NIC", "TRANSPORT", "STATE",
+                "LOCAL", "REMOTE", "SENT", "RECEIVED", "RATE");
     for (const auto& x : p["paths"]) {
       const double rate = x["rate_bytes_per_s"].get<double>();
       const std::string rate_text =
           rate > 0 ? human_bytes(static_cast<uint64_t>(rate)) + "/s" : std::string("-");
-      std::printf("%-10s %-10s %-22s %-22s %10s %10s %12s\n", x["nic"].get<std::string>().c_str(),
+      std::printf("%-10s %-9s %-10s %-22s %-22s %10s %10s %12s\n",
+                  x["nic"].get<std::string>().c_str(), x["transport"].get<std::string>().c_str(),
                   x["state"].get<std::string>().c_str(), x["local"].get<std::string>().c_str(),
                   x["remote"].get<std::string>().c_str(),
                   human_bytes(x["bytes_sent"].get<uint64_t>()).c_str(),

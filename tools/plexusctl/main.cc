@@ -113,7 +113,9 @@ void show_top(AdminClient& client, const TopOptions& options, bool as_json) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"plexusctl: inspect the node's plexusd, follow its events, and drain its NICs"};
+  CLI::App app{
+      "plexusctl: inspect the node's plexusd, follow its events, drain its NICs (and inject "
+      "faults into their paths)"};
   std::string socket_path;
   bool as_json = false;
   app.add_option("--socket", socket_path,
@@ -173,17 +175,23 @@ int main(int argc, char** argv) {
   auto* nic_cmd = app.add_subcommand(
       "nic",
       "drain NAME: move traffic to peers off a NIC (no new frames on it, in both "
-      "directions; nothing is resent); undrain NAME: take it back. Needs root, plexusd's own "
-      "user or a member of plexusd --admin-group");
+      "directions; nothing is resent); undrain NAME: take it back; fault NAME: inject a fault "
+      "into its paths (plexusd --fault-injection). Needs root, plexusd's own user or a member "
+      "of plexusd --admin-group");
   nic_cmd->require_subcommand(1);
   std::string nic_name;
   auto* drain_cmd = nic_cmd->add_subcommand("drain", "Move traffic off NIC NAME");
   auto* undrain_cmd = nic_cmd->add_subcommand("undrain", "Let NIC NAME carry traffic again");
-  for (auto* sub : {drain_cmd, undrain_cmd}) {
+  auto* fault_cmd = nic_cmd->add_subcommand(
+      "fault",
+      "Inject a fault into every path over NIC NAME, as the transport would see one of its "
+      "own (RDMA: the queue pair forced into the error state); their frames go on the other "
+      "paths. Only where plexusd runs with --fault-injection");
+  for (auto* sub : {drain_cmd, undrain_cmd, fault_cmd}) {
     sub->add_option("NAME", nic_name, "The interface, as in plexusctl paths")->required();
   }
   for (auto* sub : {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd,
-                    events_cmd, nic_cmd, drain_cmd, undrain_cmd}) {
+                    events_cmd, nic_cmd, drain_cmd, undrain_cmd, fault_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -206,6 +214,8 @@ int main(int argc, char** argv) {
             message.setLinks();
           } else if (ops_cmd->parsed()) {
             message.setOps();
+          } else if (fault_cmd->parsed()) {
+            message.setNicFault(nic_name);
           } else if (nic_cmd->parsed()) {
             auto drain = message.initNicDrain();
             drain.setNic(nic_name);
@@ -221,6 +231,8 @@ int main(int argc, char** argv) {
             result = plexus::ctl::links_to_json(root.getLinksReply());
           } else if (root.isOpsReply()) {
             result = plexus::ctl::ops_to_json(root.getOpsReply());
+          } else if (root.isNicFaultReply()) {
+            result = {{"nic", nic_name}, {"faulted_paths", root.getNicFaultReply()}};
           } else if (root.isNicDrainReply()) {
             result = {{"nic", nic_name},
                       {"drained", drain_cmd->parsed()},
@@ -254,6 +266,9 @@ int main(int argc, char** argv) {
     plexus::ctl::print_nics(result);
   } else if (ops_cmd->parsed()) {
     plexus::ctl::print_ops(result, show_finished);
+  } else if (fault_cmd->parsed()) {
+    std::printf("fault injected into %u path(s) over NIC %s\n",
+                result["faulted_paths"].get<unsigned>(), nic_name.c_str());
   } else if (nic_cmd->parsed()) {
     std::printf("NIC %s %s (%u path(s) over it now)\n", nic_name.c_str(),
                 drain_cmd->parsed() ? "drained" : "undrained", result["paths"].get<unsigned>());

@@ -78,6 +78,12 @@ class DataPath : public FramePath {
   // The path failed here: when it is closed, the peer must not read an orderly end into it
   // (it would take this daemon for stopped, when it is in fact reconnecting).
   virtual void close_abortively() = 0;
+  // What carries it, for plexusctl and the metrics: "tcp" or "rdma".
+  virtual const char* transport() const = 0;
+  // Fault injection (plexusd --fault-injection): the transport fails the path as a fault of
+  // its own would (RDMA: the queue pair goes to the error state and its work requests
+  // flush), found by the path's own error handling. "" when injected, else why it cannot be.
+  virtual std::string inject_fault() = 0;
 };
 
 // Opens a path over a connection that is set up and authenticated, with the links' frame

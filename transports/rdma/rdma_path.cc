@@ -212,6 +212,17 @@ class RdmaPath final : public DataPath {
     const linger abort_on_close{1, 0};
     ::setsockopt(socket_.get(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
   }
+  const char* transport() const override { return "rdma"; }
+  // The queue pair to IBV_QPS_ERR: every posted work request (the receives always are)
+  // completes flushed, and handle_completion fails the path on the first, as on a real
+  // QP fault.
+  std::string inject_fault() override {
+    if (qp_ == nullptr || state_ != State::kReady) return "the path's queue pair is not ready";
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    const int rc = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+    return rc == 0 ? std::string() : errno_text("moving the queue pair to the error state", rc);
+  }
 
  private:
   enum class State { kSetup, kReady, kFailed };

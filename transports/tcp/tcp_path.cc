@@ -61,6 +61,12 @@ class TcpPath final : public DataPath {
     const linger abort_on_close{1, 0};
     ::setsockopt(conn_.fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
   }
+  const char* transport() const override { return "tcp"; }
+  // The kernel's TCP has no fault a process can inject without also ending the connection
+  // as the peer would see a stopped daemon: pull a cable (ip link set NIC down) instead.
+  std::string inject_fault() override {
+    return "a TCP path has no fault to inject (take its NIC down instead)";
+  }
 
  private:
   TcpConnection conn_;
