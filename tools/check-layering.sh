@@ -40,7 +40,7 @@ rooms=(
   "daemon/control/     : daemon/engine/ daemon/peers/"
   "daemon/             : daemon/control/"
   "tools/plexusctl/    : clientlib/control/"
-  "tools/bench/        : daemon/links/ daemon/gpu/ daemon/local/ transports/tcp/"
+  "tools/bench/        : daemon/links/ daemon/gpu/ daemon/local/ transports/tcp/ transports/rdma/"
   "tools/plexus-bench/ : daemon/ clientlib/"
   "tests/              : *"
 )

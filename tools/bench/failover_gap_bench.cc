@@ -4,9 +4,11 @@
 // receiver reports the longest time in which no byte arrived. Run in two network
 // namespaces by tools/bench/failover_gap.sh.
 //
-//   failover_gap_bench receive --listen IP:PORT --paths N --seconds S
-//   failover_gap_bench send --connect IP:PORT,IP:PORT --seconds S
-// The receiver prints one JSON line at the end.
+//   failover_gap_bench receive --listen IP:PORT --paths N --seconds S [--transport rdma]
+//   failover_gap_bench send --connect IP:PORT,IP:PORT --seconds S [--transport rdma]
+// The receiver prints one JSON line at the end. --transport rdma runs each path over an RC
+// queue pair (transports/rdma/rdma_path.h) set up over the connection, as plexusd does
+// (tools/bench/rdma_vm_failover_gap.sh, between soft-RoCE VMs).
 
 // CLI11's string splitting trips GCC 12's -Wnull-dereference (a false positive inside
 // <string>; see tools/plexus-bench/options.cc).
@@ -32,6 +34,9 @@
 #include "common/socket_address.h"
 #include "daemon/links/node_links.h"
 #include "transports/tcp/tcp_path.h"
+#ifdef PLEXUS_HAVE_RDMA
+#include "transports/rdma/rdma_path.h"
+#endif
 
 namespace {
 
@@ -66,6 +71,16 @@ std::string nic_of(int fd) {
 void set_nodelay(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+bool use_rdma = false;  // --transport rdma
+
+// A path over connection `fd` by the chosen transport.
+plexus::transports::PathOpener opener(int fd) {
+#ifdef PLEXUS_HAVE_RDMA
+  if (use_rdma) return plexus::transports::rdma::rdma_path_opener(fd, {});
+#endif
+  return plexus::transports::tcp_path_opener(fd);
 }
 
 // What the receiver records: when each frame arrived, and when the in-order prefix of the
@@ -120,7 +135,7 @@ int receive(const std::string& listen_at, int paths, double seconds) {
     const int fd = ::accept(listener, nullptr, nullptr);
     if (fd < 0) die(std::string("accept: ") + std::strerror(errno));
     set_nodelay(fd);
-    links.add(1, "sender", plexus::transports::tcp_path_opener(fd), nic_of(fd));
+    links.add(1, "sender", opener(fd), nic_of(fd));
   }
   ::close(listener);
   const auto start = Clock::now();
@@ -180,7 +195,7 @@ int send(const std::string& connect_to, double seconds) {
     }
     if (!connected) die("connect to " + target + ": " + std::strerror(errno));
     set_nodelay(fd);
-    links.add(2, "receiver", plexus::transports::tcp_path_opener(fd), nic_of(fd));
+    links.add(2, "receiver", opener(fd), nic_of(fd));
   }
   // Messages of 1 MiB (two 512 KiB frames), 16 in flight: the paths always have a backlog.
   std::vector<std::byte> data(1 << 20, std::byte{0x5A});
@@ -221,10 +236,20 @@ int main(int argc, char** argv) {
   receive_cmd->add_option("--paths", paths, "Connections to accept")->capture_default_str();
   auto* send_cmd = app.add_subcommand("send", "Stream frames over one path per address");
   send_cmd->add_option("--connect", connect_to, "IP:PORT,IP:PORT (one per NIC)")->required();
+  std::string transport = "tcp";
   for (auto* sub : {receive_cmd, send_cmd}) {
     sub->add_option("--seconds", seconds, "How long the sender streams")->capture_default_str();
+    sub->add_option("--transport", transport,
+                    "tcp, or rdma: an RC queue pair per path (both ends alike; needs a verbs "
+                    "device on the paths' addresses)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"tcp", "rdma"}));
   }
   CLI11_PARSE(app, argc, argv);
+  use_rdma = transport == "rdma";
+#ifndef PLEXUS_HAVE_RDMA
+  if (use_rdma) die("--transport rdma: this build has no RDMA (libibverbs-dev was not found)");
+#endif
   spdlog::set_level(spdlog::level::err);  // the links' path events would bury the result
   return receive_cmd->parsed() ? receive(listen_at, paths, seconds) : send(connect_to, seconds);
 }

@@ -22,98 +22,20 @@
 #include "common/unique_fd.h"
 #include "transports/path/socket_endpoint.h"
 #include "transports/rdma/local_ring.h"
+#include "transports/rdma/qp_transitions.h"
+#include "transports/rdma/rdma_hello.h"
 #include "transports/rdma/remote_ring.h"
 #include "transports/rdma/send_window.h"
 #include "transports/rdma/verbs_port.h"
+#include "transports/rdma/work_completion.h"
 
 namespace plexus::transports::rdma {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The setup message each side sends on the socket, little-endian, fixed size.
-constexpr uint32_t kHelloMagic = 0x44525850;  // "PXRD"
-constexpr uint32_t kHelloVersion = 1;
-constexpr size_t kHelloBytes = 64;
 constexpr std::byte kReadyByte{'R'};  // after it, this side's queue pair can receive
 
-// The most receives a peer may advertise (hostile or confused values are refused).
-constexpr uint32_t kMaxReceiveDepth = 65536;
-
-struct Hello {
-  uint32_t qpn = 0;
-  uint32_t psn = 0;
-  ibv_gid gid{};
-  uint64_t ring_address = 0;
-  uint32_t ring_rkey = 0;
-  uint64_t ring_bytes = 0;
-  uint32_t receive_depth = 0;
-  uint32_t mtu = 0;  // enum ibv_mtu
-};
-
-template <typename T>
-void put(std::byte* out, size_t at, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out[at + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
-  }
-}
-template <typename T>
-T get(const std::byte* in, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(in[at + i]) << (8 * i);
-  return static_cast<T>(v);
-}
-
-std::array<std::byte, kHelloBytes> encode_hello(const Hello& h) {
-  std::array<std::byte, kHelloBytes> out{};
-  put<uint32_t>(out.data(), 0, kHelloMagic);
-  put<uint32_t>(out.data(), 4, kHelloVersion);
-  put<uint32_t>(out.data(), 8, h.qpn);
-  put<uint32_t>(out.data(), 12, h.psn);
-  std::memcpy(out.data() + 16, h.gid.raw, 16);
-  put<uint64_t>(out.data(), 32, h.ring_address);
-  put<uint32_t>(out.data(), 40, h.ring_rkey);
-  put<uint32_t>(out.data(), 44, h.receive_depth);
-  put<uint64_t>(out.data(), 48, h.ring_bytes);
-  put<uint32_t>(out.data(), 56, h.mtu);
-  return out;
-}
-
-std::string decode_hello(const std::byte* in, Hello* h) {
-  if (get<uint32_t>(in, 0) != kHelloMagic) return "the peer's RDMA setup has a bad magic number";
-  if (get<uint32_t>(in, 4) != kHelloVersion) {
-    return "the peer speaks RDMA setup version " + std::to_string(get<uint32_t>(in, 4)) +
-           ", this daemon " + std::to_string(kHelloVersion);
-  }
-  h->qpn = get<uint32_t>(in, 8) & 0xffffff;
-  h->psn = get<uint32_t>(in, 12) & 0xffffff;
-  std::memcpy(h->gid.raw, in + 16, 16);
-  h->ring_address = get<uint64_t>(in, 32);
-  h->ring_rkey = get<uint32_t>(in, 40);
-  h->receive_depth = get<uint32_t>(in, 44);
-  h->ring_bytes = get<uint64_t>(in, 48);
-  h->mtu = get<uint32_t>(in, 56);
-  if (h->ring_bytes < kRingAlign * 2 || h->ring_bytes % kRingAlign != 0 ||
-      h->ring_bytes > (uint64_t{1} << 36)) {
-    return "the peer's receive ring of " + std::to_string(h->ring_bytes) + " bytes is unusable";
-  }
-  if (h->receive_depth < 2 || h->receive_depth > kMaxReceiveDepth) {
-    return "the peer advertises " + std::to_string(h->receive_depth) + " receives (2 to " +
-           std::to_string(kMaxReceiveDepth) + " make sense)";
-  }
-  if (h->mtu < IBV_MTU_256 || h->mtu > IBV_MTU_4096) return "the peer's path MTU is unknown";
-  return {};
-}
-
-// Work request ids: the kind in the top byte, an index below.
-enum WrKind : uint64_t { kFrameWrite = 1, kCreditSend = 2, kReceive = 3, kProbeWrite = 4 };
-constexpr uint64_t wr_id(WrKind kind, uint64_t index) { return uint64_t{kind} << 56 | index; }
-constexpr WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
-constexpr uint64_t wr_index(uint64_t id) { return id & ((uint64_t{1} << 56) - 1); }
-
-// The credit a receiver sends back: bytes of its ring and frames consumed in all.
-constexpr size_t kCreditBytes = 16;
-constexpr size_t kReceiveSlotBytes = 64;  // what a receive work request's buffer holds
 // Receives posted beyond those advertised for frames: a credit SEND completes when the
 // peer's device has it, not when the peer's daemon has reposted the receive it took, so a
 // few credits can land before the peer catches up; these take them without a
@@ -218,9 +140,8 @@ class RdmaPath final : public DataPath {
   // QP fault.
   std::string inject_fault() override {
     if (qp_ == nullptr || state_ != State::kReady) return "the path's queue pair is not ready";
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_ERR;
-    const int rc = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+    QpTransition to_error = error_transition();
+    const int rc = ibv_modify_qp(qp_, &to_error.attr, to_error.mask);
     return rc == 0 ? std::string() : errno_text("moving the queue pair to the error state", rc);
   }
 
@@ -247,7 +168,7 @@ class RdmaPath final : public DataPath {
   bool connect_queue_pair();
   bool handle_completions(size_t max_bytes);
   bool handle_completion(const ibv_wc& wc);
-  bool handle_frame(const ibv_wc& wc);
+  bool handle_frame(const Completion& completion);
   bool handle_async_events();
   bool maybe_send_credit(bool force);
   void pump();
@@ -366,14 +287,8 @@ void RdmaPath::set_up() {
     fail(errno_text("ibv_reg_mr (memlock limit? ulimit -l)", errno));
     return;
   }
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = 0;
-  attr.port_num = port_.port;
-  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (int rc = ibv_modify_qp(qp_, &attr,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-      rc != 0) {
+  QpTransition to_init = init_transition(port_.port);
+  if (int rc = ibv_modify_qp(qp_, &to_init.attr, to_init.mask); rc != 0) {
     fail(errno_text("moving the queue pair to INIT", rc));
     return;
   }
@@ -460,40 +375,18 @@ bool RdmaPath::connect_queue_pair() {
   // One of the peer's receives is kept for this side's credit messages; of the send queue,
   // one entry for credit and one for a liveness probe.
   window_ = SendWindow(peer_.receive_depth - 1, settings_.send_depth - 2);
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(peer_.mtu, port_.active_mtu));
-  attr.dest_qp_num = peer_.qpn;
-  attr.rq_psn = peer_.psn;
-  attr.max_dest_rd_atomic = 1;
-  attr.min_rnr_timer = 12;  // 0.64 ms
-  attr.ah_attr.is_global = 1;
-  attr.ah_attr.grh.dgid = peer_.gid;
-  attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
-  attr.ah_attr.grh.hop_limit = 64;
-  attr.ah_attr.port_num = port_.port;
+  QpTransition to_rtr = rtr_transition(peer_, port_.port, port_.gid_index, port_.active_mtu);
   // RoCE resolves the peer's MAC here; under load that can take longer than the kernel's
   // one second (ETIMEDOUT) though the peer is right there: a few more tries.
   int rtr = ETIMEDOUT;
   for (int attempt = 0; attempt < 3 && rtr == ETIMEDOUT; ++attempt) {
-    rtr = ibv_modify_qp(qp_, &attr,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    rtr = ibv_modify_qp(qp_, &to_rtr.attr, to_rtr.mask);
   }
   if (rtr != 0) {
     return fail(errno_text("moving the queue pair to RTR (peer " + gid_text(peer_.gid) + ")", rtr));
   }
-  attr = {};
-  attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = settings_.ack_timeout;
-  attr.retry_cnt = settings_.retry_count;
-  attr.rnr_retry = 7;  // receives are reposted as frames are handled: wait for them
-  attr.sq_psn = psn_;
-  attr.max_rd_atomic = 1;
-  if (int rc = ibv_modify_qp(qp_, &attr,
-                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-      rc != 0) {
+  QpTransition to_rts = rts_transition(settings_.ack_timeout, settings_.retry_count, psn_);
+  if (int rc = ibv_modify_qp(qp_, &to_rts.attr, to_rts.mask); rc != 0) {
     return fail(errno_text("moving the queue pair to RTS", rc));
   }
   if (::send(socket_.get(), &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
@@ -610,12 +503,12 @@ bool RdmaPath::handle_completions(size_t max_bytes) {
 }
 
 bool RdmaPath::handle_completion(const ibv_wc& wc) {
-  if (wc.status != IBV_WC_SUCCESS) {
-    return fail(std::string("a work completion failed: ") + ibv_wc_status_str(wc.status) +
-                " (vendor error " + std::to_string(wc.vendor_err) + ")");
-  }
-  switch (wr_kind(wc.wr_id)) {
-    case kFrameWrite: {
+  const Completion c =
+      classify_completion(wc, settings_.receive_depth + kCreditReceives, slots_.data(), kRingAlign);
+  switch (c.kind) {
+    case Completion::Kind::kFailed:
+      return fail(c.error);
+    case Completion::Kind::kFrameWritten: {
       SendWindow::Done done{};
       std::string why;
       if (!window_.completed(&done, &why)) return fail(why);
@@ -624,50 +517,37 @@ bool RdmaPath::handle_completion(const ibv_wc& wc) {
       if (callbacks_.on_sent) callbacks_.on_sent(done.token, done.payload_bytes);
       return !failed();
     }
-    case kCreditSend:
+    case Completion::Kind::kCreditSent:
       credit_in_flight_ = false;
       return true;
-    case kProbeWrite:
+    case Completion::Kind::kProbeWritten:
       probe_in_flight_ = false;
       return true;
-    case kReceive:
-      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) return handle_frame(wc);
-      if (wc.opcode == IBV_WC_RECV) {
-        const uint64_t slot = wr_index(wc.wr_id);
-        if (slot >= settings_.receive_depth + kCreditReceives || wc.byte_len != kCreditBytes) {
-          return fail("a message from the peer that is not a credit (" +
-                      std::to_string(wc.byte_len) + " bytes)");
-        }
-        const std::byte* in = slots_.data() + slot * kReceiveSlotBytes;
-        if (!remote_ring_) return fail("credit from the peer before its setup");
-        if (std::string why = remote_ring_->on_credit(get<uint64_t>(in, 0)); !why.empty()) {
-          return fail(why);
-        }
-        if (std::string why = window_.peer_consumed(get<uint64_t>(in, 8)); !why.empty()) {
-          return fail(why);
-        }
-        return post_receive(slot);
+    case Completion::Kind::kFrameArrived:
+      return handle_frame(c);
+    case Completion::Kind::kCreditArrived:
+      if (!remote_ring_) return fail("credit from the peer before its setup");
+      if (std::string why = remote_ring_->on_credit(c.credit.ring_consumed); !why.empty()) {
+        return fail(why);
       }
-      return fail("an unexpected receive completion (opcode " + std::to_string(wc.opcode) + ")");
+      if (std::string why = window_.peer_consumed(c.credit.frames_consumed); !why.empty()) {
+        return fail(why);
+      }
+      return post_receive(c.slot);
   }
   return fail("a completion this path never asked for");
 }
 
-bool RdmaPath::handle_frame(const ibv_wc& wc) {
-  const uint64_t slot = wr_index(wc.wr_id);
-  if (slot >= settings_.receive_depth + kCreditReceives) {
-    return fail("a receive completion for no posted receive");
-  }
-  if (!(wc.wc_flags & IBV_WC_WITH_IMM)) return fail("a frame write without its offset");
-  const uint64_t offset = uint64_t{ntohl(wc.imm_data)} * kRingAlign;
+bool RdmaPath::handle_frame(const Completion& c) {
+  const uint64_t offset = c.ring_offset;
   if (std::string why = local_ring_.check_start(offset); !why.empty()) return fail(why);
   const std::span<const std::byte, wire::kDataFrameHeaderBytes> header_bytes(
       ring_.data() + offset, wire::kDataFrameHeaderBytes);
   const wire::DecodedHeader decoded = wire::decode_data_frame_header(header_bytes, limits_);
   if (!decoded.ok()) return fail("a frame with a bad header: " + decoded.error);
   const uint64_t bytes = wire::kDataFrameHeaderBytes + decoded.header.length;
-  if (wc.byte_len != bytes) {
-    return fail("a frame write of " + std::to_string(wc.byte_len) + " bytes whose header says " +
+  if (c.bytes != bytes) {
+    return fail("a frame write of " + std::to_string(c.bytes) + " bytes whose header says " +
                 std::to_string(bytes));
   }
   if (std::string why = local_ring_.consume(offset, bytes); !why.empty()) return fail(why);
@@ -679,7 +559,7 @@ bool RdmaPath::handle_frame(const ibv_wc& wc) {
       std::span<const std::byte>(ring_.data() + offset + wire::kDataFrameHeaderBytes,
                                  decoded.header.length));
   if (!refused.empty()) return fail(refused);
-  if (!post_receive(slot)) return false;
+  if (!post_receive(c.slot)) return false;
   return maybe_send_credit(false);
 }
 
@@ -688,8 +568,7 @@ bool RdmaPath::maybe_send_credit(bool force) {
   const bool owed = local_ring_.consumed() != credit_reported_bytes_ ||
                     frames_consumed_ != credit_reported_frames_;
   if (!owed || (!force && !local_ring_.credit_due(credit_reported_bytes_))) return true;
-  put<uint64_t>(credit_buffer_.data(), 0, local_ring_.consumed());
-  put<uint64_t>(credit_buffer_.data(), 8, frames_consumed_);
+  encode_credit(Credit{local_ring_.consumed(), frames_consumed_}, credit_buffer_.data());
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uint64_t>(credit_buffer_.data());
   sge.length = kCreditBytes;

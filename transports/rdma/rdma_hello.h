@@ -1,0 +1,39 @@
+// The RDMA setup message each side of a path sends on its authenticated socket before the
+// queue pairs connect (rdma_path.cc): its queue pair number, first packet sequence number,
+// GID, the receive ring the peer may write into (address, rkey, size), how many receives it
+// keeps posted, and its path MTU. Fixed size, little-endian. decode_hello refuses every
+// field a hostile or confused peer could make unusable, by name, before any of it reaches
+// a verbs call.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace plexus::transports::rdma {
+
+inline constexpr size_t kHelloBytes = 64;
+// The most receives a peer may advertise.
+inline constexpr uint32_t kMaxReceiveDepth = 65536;
+// The largest receive ring a peer may advertise (64 GiB).
+inline constexpr uint64_t kMaxRingBytes = uint64_t{1} << 36;
+
+struct Hello {
+  uint32_t qpn = 0;  // 24 bits
+  uint32_t psn = 0;  // 24 bits
+  ibv_gid gid{};
+  uint64_t ring_address = 0;
+  uint32_t ring_rkey = 0;
+  uint64_t ring_bytes = 0;
+  uint32_t receive_depth = 0;
+  uint32_t mtu = 0;  // enum ibv_mtu
+};
+
+std::array<std::byte, kHelloBytes> encode_hello(const Hello& hello);
+// "" and `hello` filled, or why the message cannot be used (the path then fails with it).
+std::string decode_hello(const std::byte* in, Hello* hello);
+
+}  // namespace plexus::transports::rdma
