@@ -104,15 +104,19 @@ void AdminService::status(uint64_t session, uint32_t request_id) {
   hooks_.reply(session, reply);
 }
 
+bool AdminService::admit_admin(const Session& client, uint32_t request_id,
+                               const std::string& what) {
+  const PeerCredentials& creds = client.creds();
+  if (is_admin(admin_, creds)) return true;
+  hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               what + " needs " + admin_requirement(admin_) + "; this request came from uid " +
+                   std::to_string(creds.uid) + " (pid " + std::to_string(creds.pid) + ")");
+  return false;
+}
+
 bool AdminService::admit_nic_command(const Session& client, uint32_t request_id,
                                      const std::string& what, const std::string& nic) {
-  const PeerCredentials& creds = client.creds();
-  if (!is_admin(admin_, creds)) {
-    hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 what + " needs " + admin_requirement(admin_) + "; this request came from uid " +
-                     std::to_string(creds.uid) + " (pid " + std::to_string(creds.pid) + ")");
-    return false;
-  }
+  if (!admit_admin(client, request_id, what)) return false;
   const std::vector<std::string> nics = peer_nic_names();
   if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
     std::string known;
@@ -146,6 +150,8 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
 
 void AdminService::nic_fault(const Session& client, uint32_t request_id, const std::string& nic) {
   const uint64_t session = client.id();
+  // Who may ask comes first: a stranger learns nothing of how the daemon runs.
+  if (!admit_admin(client, request_id, "injecting a fault")) return;
   if (!config_.fault_injection) {
     hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                  "fault injection is off in this plexusd (start it with --fault-injection)");

@@ -64,8 +64,11 @@ class AdminService {
   void fill_jobs(shm::control::StatusReply::Builder status);
   // The kernel's view of an interface: "up", "down", "lowerlayerdown" (no carrier), ...
   static std::string operstate(const std::string& nic);
+  // False (the client told why) unless the request comes from an admin. `what`: "draining
+  // a NIC", ...
+  bool admit_admin(const Session& client, uint32_t request_id, const std::string& what);
   // An admin's command about `nic`: false (the client told why) unless it comes from an
-  // admin and names a NIC this daemon serves peers on. `what`: "draining a NIC", ...
+  // admin and names a NIC this daemon serves peers on.
   bool admit_nic_command(const Session& client, uint32_t request_id, const std::string& what,
                          const std::string& nic);
   // The NICs this daemon serves peers on (none without --peer-listen).

@@ -263,8 +263,10 @@ size_t NodeLinks::inject_fault(const std::string& nic, std::string* why) {
         ++count;
         spdlog::warn("fault injected into the path to node {} over {} ({} -> {})", link->name, nic,
                      path->local, path->remote);
-      } else if (why->empty()) {
-        *why = "the path to node " + link->name + " over " + nic + ": " + refused;
+      } else {
+        spdlog::info("no fault injected into the path to node {} over {}: {}", link->name, nic,
+                     refused);
+        if (why->empty()) *why = "the path to node " + link->name + " over " + nic + ": " + refused;
       }
     }
   }

@@ -39,9 +39,10 @@ for n in 0 1 2; do
     -n 100000 -w 0 -c 1 --timeout-s 120 > "$dir/load$n.log" 2>&1 &
   load_pids+=($!)
 done
-# Under way once node 0 has data on both rails.
+# Under way once node 0 has data on both rails (columns: NIC TRANSPORT STATE LOCAL REMOTE
+# SENT, a size in two words).
 for _ in $(seq 100); do
-  [ "$(on 0 "$ctl" paths | awk '$2 == "active" && $6 ~ /MiB|GiB/' | wc -l)" -ge 2 ] && break
+  [ "$(on 0 "$ctl" paths | awk '$3 == "active" && $7 ~ /MiB|GiB/' | wc -l)" -ge 2 ] && break
   sleep 0.1
 done
 

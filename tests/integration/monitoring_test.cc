@@ -265,7 +265,8 @@ TEST(MonitoringTest, EveryCommandSaysClearlyThatNoDaemonRuns) {
                                         {"ops", "--stuck", "--json"},
                                         {"events"},
                                         {"events", "--follow", "--for", "1"},
-                                        {"nic", "drain", "eth0"}}) {
+                                        {"nic", "drain", "eth0"},
+                                        {"nic", "fault", "eth0"}}) {
     CommandOutput out = plexusctl(socket, args);
     EXPECT_EQ(out.exit_code, 2) << args[0] << ": " << out.err;
     EXPECT_THAT(out.err, HasSubstr(socket)) << args[0];
@@ -377,6 +378,15 @@ TEST(MonitoringTest, FaultInjectionIsRefusedUnlessTheDaemonAllowsItAndTheNicIsKn
                   std::chrono::seconds(20), as_nobody({65534}));
   EXPECT_EQ(stranger.exit_code, 1) << stranger.err;
   EXPECT_THAT(stranger.err, HasSubstr("injecting a fault needs root"));
+  // Before anything else: a stranger learns nothing of how the daemon runs.
+  DaemonProcess without;
+  std::filesystem::permissions(std::filesystem::path(without.socket_path()).parent_path(),
+                               std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  CommandOutput stranger_off =
+      run_command({PLEXUSCTL_PATH, "--socket", without.socket_path(), "nic", "fault", "eth9"},
+                  std::chrono::seconds(20), as_nobody({65534}));
+  EXPECT_THAT(stranger_off.err, HasSubstr("injecting a fault needs root"));
 }
 
 TEST(MonitoringTest, AnUnknownAdminGroupStopsTheDaemonNamingIt) {

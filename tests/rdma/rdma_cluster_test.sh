@@ -48,10 +48,11 @@ bench_all() {
   grep -q "Out of bounds values : 0 OK" "/tmp/pxvm-$tag/bench0" || { cat "/tmp/pxvm-$tag/bench0"; return 1; }
 }
 
-# Returns once node 0's daemon has finished an op of `bytes` (a run's output comes back only
-# when it ends, so its daemon is asked; at most 60 s); 1 if none came.
+# Returns once node 0's daemon shows an op of `bytes`, in flight or finished (a run's output
+# comes back only when it ends, so its daemon is asked); 1 if none within 60 s.
 wait_for_op() {  # bytes
-  for _ in $(seq 120); do
+  local until=$((SECONDS + 60))
+  while ((SECONDS < until)); do
     "$vm" run --name "$tag" --node 0 --timeout 20 -- "$build/tools/plexusctl/plexusctl" ops \
       --finished --json 2>/dev/null | grep -q "\"bytes\": $1\b" && return 0
     sleep 0.5
@@ -144,33 +145,40 @@ grep -Eq "^eth1 +rdma +(active|probation)" <<< "$paths" || fail "plexusctl paths
 nics=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" nics) ||
   fail "plexusctl nics: $nics"
 grep -Eq "^eth0 .* rdma " <<< "$nics" || fail "plexusctl nics does not show eth0's paths as RDMA: $nics"
-echo "ok plexusctl paths and nics show the paths as RDMA"
+metrics=$("$vm" run --name "$tag" --node 0 --timeout 30 -- curl -sS --max-time 10 http://127.0.0.1:9355/metrics) ||
+  fail "node 0's /metrics: $metrics"
+grep -Eq '^plexus_path_state\{.*nic="eth1".*transport="rdma"' <<< "$metrics" ||
+  fail "no plexus_path_state series for eth1 labelled transport=\"rdma\": $(grep plexus_path_state <<< "$metrics")"
+echo "ok plexusctl paths and nics, and the metrics' transport label, show the paths as RDMA"
 
 echo "== node 0's queue pairs over eth0 forced into the error state under 3 MiB allreduces"
 failed_before=$(grep -c "path to node n1 over eth0 .* failed" "$log" || true)
+up_before=$(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log" || true)
 resent_bytes() {  # node 0's bytes sent again to n1
   "$vm" run --name "$tag" --node 0 --timeout 20 -- "$build/tools/plexusctl/plexusctl" paths --json |
-    grep -o '"bytes_resent": [0-9]*' | grep -o '[0-9]*$'
+    grep -o '"bytes_resent": [0-9]*' | grep -o '[0-9]*$' || echo 0
 }
 resent_before=$(resent_bytes)
 bench_all 1,1 -C allreduce -b 3M -e 3M -n 1 -w 0 -c 30 &
 load=$!
 wait_for_op 3145728 || fail "the allreduces never started"
+kill -0 "$load" 2>/dev/null || fail "the allreduces were over before the fault"
 out=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" nic fault eth0) ||
   fail "plexusctl nic fault eth0: $out"
 echo "   $out"
 wait "$load" || fail "allreduces under the queue pair error"
 echo "ok 30 allreduces of 3 MiB exact across the queue pair error ($(($(resent_bytes) - resent_before)) bytes sent again)"
-failed=$(grep "path to node n1 over eth0 (.* rdma rxe0 .*) failed" "$log" | tail -1)
+failed=$(grep "path to node n1 over eth0 (.* rdma rxe0 .*) failed" "$log" | tail -1 || true)
 (($(grep -c "path to node n1 over eth0 .* failed" "$log") > failed_before)) ||
   fail "node 0's RDMA path over eth0 did not fail: $(tail -20 "$log")"
 grep -q "work completion failed" <<< "$failed" || fail "the path failed otherwise than by its completions: $failed"
 echo "ok the path failed by its flushed work requests: $(cut -c1-250 <<< "$failed")"
+ups() { grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log" || true; }
 for _ in $(seq 300); do
-  (($(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log") > 1)) && break
+  (($(ups) > up_before)) && break
   sleep 0.1
 done
-(($(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log") > 1)) ||
+(($(ups) > up_before)) ||
   fail "node 0's RDMA path over eth0 did not come back after the fault: $(tail -20 "$log")"
 echo "ok the path over eth0 came back over a new queue pair"
 all_rdma 4

@@ -9,6 +9,7 @@
 # (what an op waiting for a particular frame sees), and their medians.
 # usage: rdma_vm_failover_gap.sh BUILD_DIR [TRIALS (default 3)] [SECONDS (default 6)] [AT (default 3)]
 set -euo pipefail
+shopt -s inherit_errexit
 build=$(cd "$1" && pwd)
 trials=${2:-3}
 seconds=${3:-6}
@@ -62,7 +63,9 @@ for transport in rdma tcp; do
   for fault in none cable; do
     gaps=() stalls=() line=""
     for ((t = 0; t < trials; t++)); do
-      read -r g st <<< "$(trial "$transport" "$fault" "$port")"
+      out=$(trial "$transport" "$fault" "$port") || exit 1
+      read -r g st <<< "$out"
+      [ -n "${st:-}" ] || { echo "$transport $fault: the receiver reported no figures" >&2; exit 1; }
       port=$((port + 1))
       gaps+=("$g")
       stalls+=("$st")

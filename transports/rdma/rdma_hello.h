@@ -1,9 +1,10 @@
 // The RDMA setup message each side of a path sends on its authenticated socket before the
 // queue pairs connect (rdma_path.cc): its queue pair number, first packet sequence number,
 // GID, the receive ring the peer may write into (address, rkey, size), how many receives it
-// keeps posted, and its path MTU. Fixed size, little-endian. decode_hello refuses every
-// field a hostile or confused peer could make unusable, by name, before any of it reaches
-// a verbs call.
+// keeps posted, and its path MTU. Fixed size, little-endian. decode_hello refuses, by name,
+// every field that is unusable on its own before any of it reaches a verbs call; what needs
+// the path's context (the GID must be the socket's peer address, the ring must hold the
+// largest frame) rdma_path.cc checks next.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -139,7 +139,9 @@ class RdmaPath final : public DataPath {
   // completes flushed, and handle_completion fails the path on the first, as on a real
   // QP fault.
   std::string inject_fault() override {
-    if (qp_ == nullptr || state_ != State::kReady) return "the path's queue pair is not ready";
+    if (failed()) return "the path has failed already";
+    if (qp_ == nullptr || state_ != State::kReady)
+      return "the path's queue pair is still being set up";
     QpTransition to_error = error_transition();
     const int rc = ibv_modify_qp(qp_, &to_error.attr, to_error.mask);
     return rc == 0 ? std::string() : errno_text("moving the queue pair to the error state", rc);
@@ -535,7 +537,7 @@ bool RdmaPath::handle_completion(const ibv_wc& wc) {
       }
       return post_receive(c.slot);
   }
-  return fail("a completion this path never asked for");
+  return fail("a completion of no known kind");  // unreachable: every kind returns above
 }
 
 bool RdmaPath::handle_frame(const Completion& c) {

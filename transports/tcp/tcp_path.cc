@@ -62,8 +62,8 @@ class TcpPath final : public DataPath {
     ::setsockopt(conn_.fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
   }
   const char* transport() const override { return "tcp"; }
-  // The kernel's TCP has no fault a process can inject without also ending the connection
-  // as the peer would see a stopped daemon: pull a cable (ip link set NIC down) instead.
+  // A TCP connection has no error state of its own that a process can force and its own
+  // error handling then find (closing it is a different event): take the NIC down instead.
   std::string inject_fault() override {
     return "a TCP path has no fault to inject (take its NIC down instead)";
   }
