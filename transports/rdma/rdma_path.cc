@@ -430,6 +430,10 @@ bool RdmaPath::read_socket() {
       peer_ready_ = true;
       state_ = State::kReady;
       pump();
+      // The peer's first frames may have landed before this byte (RDMA and the socket are
+      // different roads): the credit they earned could not go before now, and the peer may
+      // be waiting for it.
+      if (!maybe_send_credit(true)) return false;
       continue;
     }
     return fail("unexpected bytes from the peer on the path's socket after the RDMA setup");
