@@ -114,9 +114,7 @@ bool AdminService::admit_admin(const Session& client, uint32_t request_id,
   return false;
 }
 
-bool AdminService::admit_nic_command(const Session& client, uint32_t request_id,
-                                     const std::string& what, const std::string& nic) {
-  if (!admit_admin(client, request_id, what)) return false;
+bool AdminService::admit_nic(const Session& client, uint32_t request_id, const std::string& nic) {
   const std::vector<std::string> nics = peer_nic_names();
   if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
     std::string known;
@@ -134,7 +132,9 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
                              control::NicDrain::Reader request) {
   const uint64_t session = client.id();
   const std::string nic = request.getNic().cStr();
-  if (!admit_nic_command(client, request_id, "draining a NIC", nic)) return;
+  if (!admit_admin(client, request_id, "draining a NIC") || !admit_nic(client, request_id, nic)) {
+    return;
+  }
   const bool drain = request.getDrained();
   engine_.post([this, session, request_id, nic, drain](Engine& engine) {
     const size_t paths = engine.links().drain_nic(nic, drain);
@@ -157,7 +157,7 @@ void AdminService::nic_fault(const Session& client, uint32_t request_id, const s
                  "fault injection is off in this plexusd (start it with --fault-injection)");
     return;
   }
-  if (!admit_nic_command(client, request_id, "injecting a fault", nic)) return;
+  if (!admit_nic(client, request_id, nic)) return;
   engine_.post([this, session, request_id, nic](Engine& engine) {
     std::string why;
     const size_t paths = engine.links().inject_fault(nic, &why);

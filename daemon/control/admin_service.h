@@ -67,10 +67,8 @@ class AdminService {
   // False (the client told why) unless the request comes from an admin. `what`: "draining
   // a NIC", ...
   bool admit_admin(const Session& client, uint32_t request_id, const std::string& what);
-  // An admin's command about `nic`: false (the client told why) unless it comes from an
-  // admin and names a NIC this daemon serves peers on.
-  bool admit_nic_command(const Session& client, uint32_t request_id, const std::string& what,
-                         const std::string& nic);
+  // False (the client told why) unless `nic` is a NIC this daemon serves peers on.
+  bool admit_nic(const Session& client, uint32_t request_id, const std::string& nic);
   // The NICs this daemon serves peers on (none without --peer-listen).
   std::vector<std::string> peer_nic_names() const;
 

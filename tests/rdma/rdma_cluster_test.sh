@@ -48,13 +48,15 @@ bench_all() {
   grep -q "Out of bounds values : 0 OK" "/tmp/pxvm-$tag/bench0" || { cat "/tmp/pxvm-$tag/bench0"; return 1; }
 }
 
+# plexusctl on node 0 (bounded: 30 s).
+ctl0() { "$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" "$@"; }
+
 # Returns once node 0's daemon shows an op of `bytes`, in flight or finished (a run's output
 # comes back only when it ends, so its daemon is asked); 1 if none within 60 s.
 wait_for_op() {  # bytes
   local until=$((SECONDS + 60))
   while ((SECONDS < until)); do
-    "$vm" run --name "$tag" --node 0 --timeout 20 -- "$build/tools/plexusctl/plexusctl" ops \
-      --finished --json 2>/dev/null | grep -q "\"bytes\": $1\b" && return 0
+    ctl0 ops --finished --json 2>/dev/null | grep -q "\"bytes\": $1\b" && return 0
     sleep 0.5
   done
   return 1
@@ -139,10 +141,10 @@ for _ in $(seq 100); do grep -q "path to node n1 up over eth1 (.* rdma rxe1 .*),
 grep -q "path to node n1 up over eth1 (.* rdma rxe1 .*), on probation" "$log" ||
   fail "node 0's RDMA path over eth1 did not come back: $(tail -20 "$log")"
 echo "ok the RDMA path over eth1 failed with the cable and came back over a new queue pair"
-paths=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" paths) ||
+paths=$(ctl0 paths) ||
   fail "plexusctl paths: $paths"
 grep -Eq "^eth1 +rdma +(active|probation)" <<< "$paths" || fail "plexusctl paths shows no RDMA path over eth1: $paths"
-nics=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" nics) ||
+nics=$(ctl0 nics) ||
   fail "plexusctl nics: $nics"
 grep -Eq "^eth0 .* rdma " <<< "$nics" || fail "plexusctl nics does not show eth0's paths as RDMA: $nics"
 metrics=$("$vm" run --name "$tag" --node 0 --timeout 30 -- curl -sS --max-time 10 http://127.0.0.1:9355/metrics) ||
@@ -155,7 +157,7 @@ echo "== node 0's queue pairs over eth0 forced into the error state under 3 MiB 
 failed_before=$(grep -c "path to node n1 over eth0 (.* rdma rxe0 .*) failed" "$log" || true)
 up_before=$(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log" || true)
 resent_bytes() {  # node 0's bytes sent again to n1
-  "$vm" run --name "$tag" --node 0 --timeout 20 -- "$build/tools/plexusctl/plexusctl" paths --json |
+  ctl0 paths --json |
     grep -o '"bytes_resent": [0-9]*' | grep -o '[0-9]*$' || echo 0
 }
 resent_before=$(resent_bytes)
@@ -166,7 +168,7 @@ kill -0 "$load" 2>/dev/null || fail "the allreduces were over before the fault"
 # Into the path over eth0 (a moment without one, while it reconnects, is waited out: 10 s).
 faulted=0
 for _ in $(seq 20); do
-  out=$("$vm" run --name "$tag" --node 0 --timeout 30 -- "$build/tools/plexusctl/plexusctl" nic fault eth0 2>&1) &&
+  out=$(ctl0 nic fault eth0 2>&1) &&
     { faulted=1; break; }
   grep -q "no path to a peer runs over eth0 now" <<< "$out" || break
   sleep 0.5

@@ -73,12 +73,12 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-bool use_rdma = false;  // --transport rdma
-
-// A path over connection `fd` by the chosen transport.
-plexus::transports::PathOpener opener(int fd) {
+// A path over connection `fd`: an RC queue pair (`rdma`, checked by main) or TCP.
+plexus::transports::PathOpener opener(int fd, bool rdma) {
 #ifdef PLEXUS_HAVE_RDMA
-  if (use_rdma) return plexus::transports::rdma::rdma_path_opener(fd, {});
+  if (rdma) return plexus::transports::rdma::rdma_path_opener(fd, {});
+#else
+  (void)rdma;
 #endif
   return plexus::transports::tcp_path_opener(fd);
 }
@@ -114,7 +114,7 @@ NodeLinks::Handler handler(Record* record, std::string* lost) {
   return h;
 }
 
-int receive(const std::string& listen_at, int paths, double seconds) {
+int receive(const std::string& listen_at, int paths, double seconds, bool rdma) {
   sockaddr_storage address{};
   socklen_t len = 0;
   if (!plexus::common::parse_address(listen_at, &address, &len)) die("bad --listen");
@@ -135,7 +135,7 @@ int receive(const std::string& listen_at, int paths, double seconds) {
     const int fd = ::accept(listener, nullptr, nullptr);
     if (fd < 0) die(std::string("accept: ") + std::strerror(errno));
     set_nodelay(fd);
-    links.add(1, "sender", opener(fd), nic_of(fd));
+    links.add(1, "sender", opener(fd, rdma), nic_of(fd));
   }
   ::close(listener);
   const auto start = Clock::now();
@@ -175,7 +175,7 @@ int receive(const std::string& listen_at, int paths, double seconds) {
   return 0;
 }
 
-int send(const std::string& connect_to, double seconds) {
+int send(const std::string& connect_to, double seconds, bool rdma) {
   std::string lost;
   NodeLinks links(handler(nullptr, &lost));
   if (std::string error = links.watch_nics(); !error.empty()) die("netlink: " + error);
@@ -195,7 +195,7 @@ int send(const std::string& connect_to, double seconds) {
     }
     if (!connected) die("connect to " + target + ": " + std::strerror(errno));
     set_nodelay(fd);
-    links.add(2, "receiver", opener(fd), nic_of(fd));
+    links.add(2, "receiver", opener(fd, rdma), nic_of(fd));
   }
   // Messages of 1 MiB (two 512 KiB frames), 16 in flight: the paths always have a backlog.
   std::vector<std::byte> data(1 << 20, std::byte{0x5A});
@@ -246,10 +246,11 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"tcp", "rdma"}));
   }
   CLI11_PARSE(app, argc, argv);
-  use_rdma = transport == "rdma";
+  const bool rdma = transport == "rdma";
 #ifndef PLEXUS_HAVE_RDMA
-  if (use_rdma) die("--transport rdma: this build has no RDMA (libibverbs-dev was not found)");
+  if (rdma) die("--transport rdma: this build has no RDMA (libibverbs-dev was not found)");
 #endif
   spdlog::set_level(spdlog::level::err);  // the links' path events would bury the result
-  return receive_cmd->parsed() ? receive(listen_at, paths, seconds) : send(connect_to, seconds);
+  return receive_cmd->parsed() ? receive(listen_at, paths, seconds, rdma)
+                               : send(connect_to, seconds, rdma);
 }

@@ -153,14 +153,13 @@ void print_paths(const json& links) {
       const double rate = x["rate_bytes_per_s"].get<double>();
       const std::string rate_text =
           rate > 0 ? human_bytes(static_cast<uint64_t>(rate)) + "/s" : std::string("-");
-      std::printf(
-          "%-10s %-9s %-10s %-22s %-22s %10s %10s %12s\n", x["nic"].get<std::string>().c_str(),
-          x["transport"].get<std::string>().empty() ? "-"
-                                                    : x["transport"].get<std::string>().c_str(),
-          x["state"].get<std::string>().c_str(), x["local"].get<std::string>().c_str(),
-          x["remote"].get<std::string>().c_str(),
-          human_bytes(x["bytes_sent"].get<uint64_t>()).c_str(),
-          human_bytes(x["bytes_received"].get<uint64_t>()).c_str(), rate_text.c_str());
+      const std::string transport = x["transport"].get<std::string>();
+      std::printf("%-10s %-9s %-10s %-22s %-22s %10s %10s %12s\n",
+                  x["nic"].get<std::string>().c_str(), transport.empty() ? "-" : transport.c_str(),
+                  x["state"].get<std::string>().c_str(), x["local"].get<std::string>().c_str(),
+                  x["remote"].get<std::string>().c_str(),
+                  human_bytes(x["bytes_sent"].get<uint64_t>()).c_str(),
+                  human_bytes(x["bytes_received"].get<uint64_t>()).c_str(), rate_text.c_str());
     }
   }
 }
