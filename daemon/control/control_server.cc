@@ -30,14 +30,23 @@ std::runtime_error os_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
+// One registry of the sessions' pools for the whole daemon, shared with the peer server's
+// RDMA paths (whoever made the config may have made it already).
+ControlConfig with_sendable_memory(ControlConfig config) {
+  if (!config.peers.sendable_memory) {
+    config.peers.sendable_memory = std::make_shared<transports::SendableMemory>();
+  }
+  return config;
+}
+
 }  // namespace
 
 ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
                              std::shared_ptr<gpu::DeviceMemory> device_memory)
-    : config_(config),
+    : config_(with_sendable_memory(config)),
       engine_(engine),
       device_memory_(std::move(device_memory)),
-      nodes_(config, engine, rendezvous_,
+      nodes_(config_, engine, rendezvous_,
              NodeJoins::Hooks{
                  [this](uint64_t id, uint32_t request_id, plexus_result_t code,
                         const std::string& message) { send_error(id, request_id, code, message); },
@@ -411,6 +420,8 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   Session::Channels channels;
   try {
     channels.pool = shm::map_shared(pool_fd.get(), pool_bytes);
+    channels.pool_announcement =
+        config_.peers.sendable_memory->announce({channels.pool.data(), channels.pool.size()});
     channels.rings.emplace(shm::RingMemory::create(config_.sq_entries, config_.cq_entries));
     channels.submission_eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     channels.completion_eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -22,6 +22,7 @@
 #include "daemon/gpu/staged_op.h"
 #include "shm/memfd.h"
 #include "shm/ring.h"
+#include "transports/path/sendable_memory.h"
 
 namespace plexus::daemon {
 
@@ -61,6 +62,9 @@ class Session {
   // What a rank session shares with its client (none for an admin session).
   struct Channels {
     shm::Mapping pool;  // region 0
+    // The pool offered to transports that send from it directly (RDMA): declared after it,
+    // so withdrawn before it is unmapped.
+    transports::SendableMemory::Announcement pool_announcement;
     std::optional<shm::RingMemory> rings;
     common::UniqueFd submission_eventfd;  // client -> daemon doorbell
     common::UniqueFd completion_eventfd;  // daemon -> client wakeup

@@ -25,6 +25,7 @@
 #include "daemon/peers/rail_plan.h"
 #include "daemon/peers/route_table.h"
 #include "transports/path/data_path.h"
+#include "transports/path/sendable_memory.h"
 #include "transports/peer/peer_handshake.h"
 #include "transports/rdma/rdma_path.h"
 
@@ -61,6 +62,9 @@ class PeerServer {
     std::chrono::milliseconds reconnect_max{0};
     DataTransport transport = DataTransport::kTcp;  // --transport (Config's default)
     transports::rdma::RdmaSettings rdma;            // an RDMA path's rings and queues
+    // The client pools the sessions announce (ControlServer makes it): RDMA paths send
+    // large payloads from them without a copy.
+    std::shared_ptr<transports::SendableMemory> sendable_memory;
   };
 
   PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,

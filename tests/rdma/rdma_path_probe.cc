@@ -6,13 +6,22 @@
 // The server checks every frame (its sequence number, length and content, a function of
 // both) and answers the last with one frame holding how many it took; both print what they
 // saw and exit 0 only if every frame was exact. Bounded: PROBE_DEADLINE_S seconds (120).
+//
+// PROBE_IN_PLACE=1 (client): the payloads lie in one mapping announced as sendable memory
+// (transports/path/sendable_memory.h), so that large ones go without a copy. Half the frames
+// go from it; then it is withdrawn, unmapped and mapped again at the same address holding the
+// second half's bytes, announced anew, and the second half goes: a registration kept from the
+// first mapping would send the old pages, which the server would see. The client fails unless
+// every payload of at least zero_copy_min_bytes went in place.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/path/sendable_memory.h"
 #include "transports/rdma/rdma_path.h"
 
 namespace {
@@ -93,13 +103,43 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(42);
   const uint64_t frames = std::strtoull(argv[server ? 3 : 4], nullptr, 10);
   const size_t max_payload = server ? 0 : std::strtoull(argv[5], nullptr, 10);
-  std::vector<std::vector<std::byte>> payloads(server ? 0 : frames);
-  uint64_t total = 0;
+  const bool in_place = !server && std::getenv("PROBE_IN_PLACE") != nullptr;
+  plexus::transports::rdma::RdmaSettings settings;
+  std::vector<size_t> sizes(server ? 0 : frames);
+  std::vector<size_t> offsets(sizes.size());  // in place: in the mapping, per half
+  uint64_t total = 0, expect_in_place = 0, half_bytes[2] = {0, 0};
+  for (uint64_t seq = 0; seq < sizes.size(); ++seq) {
+    sizes[seq] = seq >= frames / 2 ? max_payload : rng() % (max_payload + 1);
+    uint64_t& half = half_bytes[seq >= frames / 2 ? 1 : 0];
+    offsets[seq] = half;
+    half += (sizes[seq] + 63) / 64 * 64;
+    total += sizes[seq];
+    if (sizes[seq] >= settings.zero_copy_min_bytes) expect_in_place += sizes[seq];
+  }
+  // Copied mode: a vector per frame. In place: one mapping, filled half by half.
+  std::vector<std::vector<std::byte>> payloads(in_place ? 0 : sizes.size());
   for (uint64_t seq = 0; seq < payloads.size(); ++seq) {
-    const size_t n = seq >= frames / 2 ? max_payload : rng() % (max_payload + 1);
-    payloads[seq].resize(n);
-    for (size_t i = 0; i < n; ++i) payloads[seq][i] = pattern(seq, i);
-    total += n;
+    payloads[seq].resize(sizes[seq]);
+    for (size_t i = 0; i < sizes[seq]; ++i) payloads[seq][i] = pattern(seq, i);
+  }
+  const size_t mapping_bytes =
+      std::max<size_t>((std::max(half_bytes[0], half_bytes[1]) + 4095) / 4096 * 4096, 4096);
+  std::byte* mapping = nullptr;
+  auto sendable = std::make_shared<plexus::transports::SendableMemory>();
+  plexus::transports::SendableMemory::Announcement announced;
+  // Maps (at `at`, when given) and fills the mapping with half `half`'s payloads, announced.
+  auto map_half = [&](int half, std::byte* at) -> std::string {
+    void* p = ::mmap(at, mapping_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | (at != nullptr ? MAP_FIXED : 0), -1, 0);
+    if (p == MAP_FAILED) return std::string("mmap: ") + std::strerror(errno);
+    mapping = static_cast<std::byte*>(p);
+    for (uint64_t seq = half == 0 ? 0 : frames / 2; seq < (half == 0 ? frames / 2 : frames); ++seq)
+      for (size_t i = 0; i < sizes[seq]; ++i) mapping[offsets[seq] + i] = pattern(seq, i);
+    announced = sendable->announce({mapping, mapping_bytes});
+    return "";
+  };
+  if (in_place) {
+    if (std::string why = map_half(0, nullptr); !why.empty()) return die(why);
   }
   const char* limit = std::getenv("PROBE_DEADLINE_S");
   const auto deadline =
@@ -161,8 +201,8 @@ int main(int argc, char** argv) {
     sent += token != kHeartbeatSeq ? 1 : 0;
     if (sent == 1 && ready_file != nullptr) std::fclose(std::fopen(ready_file, "w"));
   };
-  plexus::transports::rdma::RdmaSettings settings;
-  auto path = plexus::transports::rdma::rdma_path_opener(fd, settings)(limits, callbacks);
+  auto path = plexus::transports::rdma::rdma_path_opener(
+      fd, settings, in_place ? sendable : nullptr)(limits, callbacks);
   if (!path->error().empty()) return die(path->error());
 
   if (server) {
@@ -186,14 +226,34 @@ int main(int argc, char** argv) {
   }
 
   const auto start = Clock::now();
-  for (uint64_t seq = 0; seq < frames; ++seq) {
-    wire::DataFrameHeader h;
-    h.type = wire::FrameType::kData;
-    h.length = static_cast<uint32_t>(payloads[seq].size());
-    h.comm_id = 1;
-    h.op_seq = seq;
-    h.channel_seq = seq;
-    path->queue(h, payloads[seq], seq);
+  auto queue_frames = [&](uint64_t from, uint64_t to) {
+    for (uint64_t seq = from; seq < to; ++seq) {
+      wire::DataFrameHeader h;
+      h.type = wire::FrameType::kData;
+      h.length = static_cast<uint32_t>(sizes[seq]);
+      h.comm_id = 1;
+      h.op_seq = seq;
+      h.channel_seq = seq;
+      path->queue(h,
+                  in_place ? std::span<const std::byte>(mapping + offsets[seq], sizes[seq])
+                           : std::span<const std::byte>(payloads[seq]),
+                  seq);
+    }
+  };
+  if (in_place) {
+    // The first half, then the mapping replaced at the same address once it is written.
+    queue_frames(0, frames / 2);
+    if (!run(
+            *path, [&] { return sent == frames / 2; }, deadline))
+      return die("after " + std::to_string(sent) +
+                 " frames of the first half: " + stop_reason(*path));
+    announced.reset();
+    std::byte* at = mapping;
+    if (std::string why = map_half(1, at); !why.empty()) return die(why);
+    if (mapping != at) return die("the mapping did not come back at the same address");
+    queue_frames(frames / 2, frames);
+  } else {
+    queue_frames(0, frames);
   }
   if (!run(
           *path, [&] { return answered; }, deadline)) {
@@ -202,6 +262,13 @@ int main(int argc, char** argv) {
                " s: " + stop_reason(*path));
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (in_place) {
+    const uint64_t went = path->payload_bytes_sent_in_place();
+    std::printf("client: %llu of %llu payload bytes in place (%llu expected)\n",
+                static_cast<unsigned long long>(went), static_cast<unsigned long long>(total),
+                static_cast<unsigned long long>(expect_in_place));
+    if (went != expect_in_place) return die("not every large payload went in place");
+  }
   std::printf("client: %llu frames, %llu bytes in %.3f s (%.1f MB/s); the server took %llu exact\n",
               static_cast<unsigned long long>(frames), static_cast<unsigned long long>(total),
               seconds, static_cast<double>(total) / seconds / 1e6,

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The RDMA path (transports/rdma/rdma_path.h) between two soft-RoCE VMs, with
 # rdma_path_probe on both: 400 frames of random sizes (the receive ring wraps, credit comes
-# back) and 30 of the largest (4 MiB) arrive exact; a cable pulled under a stream of frames
+# back) and 30 of the largest (4 MiB) arrive exact; 40 of up to 1 MiB sent in place from an
+# announced mapping (no copy), replaced halfway at the same address, arrive exact and every
+# large payload went in place (a registration kept from the old mapping would send its
+# stale pages); a cable pulled under a stream of frames
 # fails the sender's path at once, naming the port's error event; the peer VM killed under a
 # stream is found by the path's silence measure (network_silence_ms, what the reliable
 # channel's path timeout reads) within 10 s: soft-RoCE in 6.1 does not time out writes to a
@@ -20,11 +23,11 @@ trap '"$vm" down --name "$tag"' EXIT
 "$vm" up --name "$tag" --nodes 2
 fail() { echo "FAIL: $*"; exit 1; }
 
-exchange() {  # port frames max_payload
+exchange() {  # port frames max_payload [env for the client...]
   "$vm" run --name "$tag" --node 1 --timeout 150 -- "$probe" server "$1" "$2" > "/tmp/$tag.server" 2>&1 &
   local server=$!
   local out
-  out=$("$vm" run --name "$tag" --node 0 --timeout 150 -- "$probe" client 198.18.0.2 "$1" "$2" "$3" 2>&1) ||
+  out=$("$vm" run --name "$tag" --node 0 --timeout 150 -- env "${@:4}" "$probe" client 198.18.0.2 "$1" "$2" "$3" 2>&1) ||
     fail "client: $out; server: $(wait "$server"; cat "/tmp/$tag.server")"
   wait "$server" || fail "server: $(cat "/tmp/$tag.server")"
   grep -q ", 0 bad" "/tmp/$tag.server" || fail "server: $(cat "/tmp/$tag.server")"
@@ -38,6 +41,7 @@ streaming() {  # marker file
 
 exchange 7400 400 65536
 exchange 7401 30 4194304
+exchange 7404 40 1048576 PROBE_IN_PLACE=1
 
 # A stream of frames from node 0 to node 1 on PORT, under way when this returns: $server and
 # $client are the two commands' pids.

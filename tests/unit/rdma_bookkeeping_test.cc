@@ -199,13 +199,33 @@ TEST(RdmaMrCacheTest, AFullCacheOrAFailedRegistrationSaysWhy) {
   auto pb = cache.lookup(1, b.data(), b.size(), &error);
   ASSERT_TRUE(pa && pb);
   EXPECT_FALSE(cache.lookup(1, c.data(), c.size(), &error));
-  EXPECT_NE(error.find("full (2 regions)"), std::string::npos) << error;
+  EXPECT_NE(error.find("full (2 regions, every one in use)"), std::string::npos) << error;
   cache.invalidate(1);
   fake.fail = true;
   error.clear();
   EXPECT_FALSE(cache.lookup(1, c.data(), c.size(), &error));
   EXPECT_NE(error.find("Cannot allocate memory"), std::string::npos) << error;
   EXPECT_EQ(cache.entries(), 0u);
+}
+
+TEST(RdmaMrCacheTest, AFullCacheEvictsTheLeastRecentlyUsedRegionNoWorkRequestHolds) {
+  FakeRegistrar fake;
+  std::vector<std::byte> a(64), b(64), c(64), d(64);
+  MrCache cache(fake.calls(), 2);
+  std::string error;
+  ASSERT_TRUE(cache.lookup(1, a.data(), a.size(), &error));  // a: unpinned at once
+  ASSERT_TRUE(cache.lookup(2, b.data(), b.size(), &error));  // b: used after a
+  ASSERT_TRUE(cache.lookup(1, a.data(), a.size(), &error));  // a: used again, b is older now
+  auto pc = cache.lookup(3, c.data(), c.size(), &error);
+  ASSERT_TRUE(pc) << error;
+  EXPECT_EQ(fake.live.count(b.data()), 0u) << "the least recently used region went";
+  EXPECT_EQ(fake.live.count(a.data()), 1u);
+  EXPECT_EQ(cache.owners(), (std::vector<uint64_t>{1, 3}));
+  // a and c both pinned now: nothing may go, the lookup fails and registers nothing.
+  auto pa = cache.lookup(1, a.data(), a.size(), &error);
+  EXPECT_FALSE(cache.lookup(4, d.data(), d.size(), &error));
+  EXPECT_EQ(fake.live.size(), 2u);
+  EXPECT_EQ(cache.registrations(), 3u);
 }
 
 }  // namespace

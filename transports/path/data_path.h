@@ -69,6 +69,9 @@ class DataPath : public FramePath {
   virtual bool peer_closed() const = 0;
   virtual uint64_t bytes_sent() const = 0;
   virtual uint64_t bytes_received() const = 0;
+  // Of the payload bytes sent, those that went straight from where they lay, not copied
+  // first into the transport's own buffers (RDMA from a registered client pool).
+  virtual uint64_t payload_bytes_sent_in_place() const { return 0; }
   // If the frame being placed is kept alive by `owner`, the rest of its payload goes to
   // waste and it ends without on_placed (the memory must not be written any more).
   virtual bool abandon_placement(const void* owner) = 0;

@@ -7,6 +7,7 @@ namespace plexus::transports::rdma {
 struct MrCache::Pin::Entry {
   std::byte* base = nullptr;
   size_t bytes = 0;
+  uint64_t last_use = 0;
   MemoryKeys keys;
   void* handle = nullptr;
   std::function<void(void*)> deregister;
@@ -29,18 +30,34 @@ MrCache::~MrCache() = default;
 MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std::string* error) {
   const Key key{owner, reinterpret_cast<uintptr_t>(base)};
   if (auto it = entries_.find(key); it != entries_.end()) {
-    if (it->second->bytes == bytes) return Pin(it->second);
+    if (it->second->bytes == bytes) {
+      it->second->last_use = ++uses_;
+      return Pin(it->second);
+    }
     // The same base with another size: the region was replaced (a new mapping). The old
     // registration goes once unpinned.
     entries_.erase(it);
   }
   if (entries_.size() >= max_entries_) {
-    *error = "the memory registration cache is full (" + std::to_string(max_entries_) + " regions)";
+    // The least recently used entry no work request holds (only the cache's reference).
+    auto victim = entries_.end();
+    for (auto e = entries_.begin(); e != entries_.end(); ++e) {
+      if (e->second.use_count() == 1 &&
+          (victim == entries_.end() || e->second->last_use < victim->second->last_use)) {
+        victim = e;
+      }
+    }
+    if (victim != entries_.end()) entries_.erase(victim);
+  }
+  if (entries_.size() >= max_entries_) {
+    *error = "the memory registration cache is full (" + std::to_string(max_entries_) +
+             " regions, every one in use)";
     return {};
   }
   auto entry = std::make_shared<Pin::Entry>();
   entry->base = base;
   entry->bytes = bytes;
+  entry->last_use = ++uses_;
   entry->deregister = calls_.deregister;
   entry->deregistrations = deregistrations_;
   entry->handle = calls_.register_region(base, bytes, &entry->keys, error);
@@ -53,6 +70,14 @@ MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std:
 void MrCache::invalidate(uint64_t owner) {
   auto it = entries_.lower_bound(Key{owner, 0});
   while (it != entries_.end() && it->first.first == owner) it = entries_.erase(it);
+}
+
+std::vector<uint64_t> MrCache::owners() const {
+  std::vector<uint64_t> out;
+  for (const auto& [key, entry] : entries_) {
+    if (out.empty() || out.back() != key.first) out.push_back(key.first);
+  }
+  return out;
 }
 
 }  // namespace plexus::transports::rdma

@@ -1,11 +1,11 @@
-// Memory registered with the verbs device, by region: a client's pool (or a GPU region)
-// registered once on first use and reused for every frame sent from it, so that payloads go
-// from where they lie. A region is registered whole; entries belong to an owner (a client
-// session) and are dropped when it goes. Registration pins pages and costs a system call, and a
-// memory region deregistered under a posted work request fails that request (and the QP with
-// it): entries are pinned while work requests use them, and an invalidated entry is
-// deregistered only when its last pin goes. Knows nothing of libibverbs: the path gives it the
-// calls (tests give fakes).
+// Memory registered with the verbs device, by region: a window of a client's pool (or a GPU
+// region) registered once on first use and reused for every frame sent from it, so that
+// payloads go from where they lie. Entries belong to an owner (an announced region,
+// transports/path/sendable_memory.h) and are dropped when it goes. Registration pins pages and
+// costs a system call, and a memory region deregistered under a posted work request fails that
+// request (and the QP with it): entries are pinned while work requests use them, and an invalidated
+// entry is deregistered only when its last pin goes. Knows nothing of libibverbs: the path gives it
+// the calls (tests give fakes).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace plexus::transports::rdma {
 
@@ -31,8 +32,9 @@ class MrCache {
         register_region;
     std::function<void(void* handle)> deregister;
   };
-  // At most `max_entries` regions at once: past that, a lookup of a new one fails (the caller
-  // copies through its bounce buffer instead) rather than pin without bound.
+  // At most `max_entries` regions at once: past that, a new one takes the place of the least
+  // recently used one no work request holds, and when every one is held the lookup fails
+  // (the caller copies through its bounce buffer instead) rather than pin without bound.
   MrCache(Calls calls, size_t max_entries);
   ~MrCache();  // deregisters everything (no work request may still use it)
   MrCache(const MrCache&) = delete;
@@ -56,6 +58,8 @@ class MrCache {
   Pin lookup(uint64_t owner, std::byte* base, size_t bytes, std::string* error);
   // `owner` is gone: its regions are forgotten now and deregistered once unpinned.
   void invalidate(uint64_t owner);
+  // The owners with entries, for the caller to ask which are gone.
+  std::vector<uint64_t> owners() const;
 
   size_t entries() const { return entries_.size(); }
   uint64_t registrations() const { return registrations_; }
@@ -67,6 +71,7 @@ class MrCache {
   size_t max_entries_;
   std::map<Key, std::shared_ptr<Pin::Entry>> entries_;
   uint64_t registrations_ = 0;
+  uint64_t uses_ = 0;  // the clock of last use, for eviction
   std::shared_ptr<uint64_t> deregistrations_ = std::make_shared<uint64_t>(0);
 };
 

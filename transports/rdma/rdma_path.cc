@@ -16,12 +16,15 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <random>
+#include <span>
 #include <utility>
 
 #include "common/unique_fd.h"
 #include "transports/path/socket_endpoint.h"
 #include "transports/rdma/local_ring.h"
+#include "transports/rdma/mr_cache.h"
 #include "transports/rdma/qp_transitions.h"
 #include "transports/rdma/rdma_hello.h"
 #include "transports/rdma/remote_ring.h"
@@ -68,9 +71,11 @@ std::string errno_text(const std::string& call, int err) {
 
 class RdmaPath final : public DataPath {
  public:
-  RdmaPath(int fd, RdmaSettings settings, const wire::DataFrameLimits& limits, Callbacks callbacks)
+  RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
+           const wire::DataFrameLimits& limits, Callbacks callbacks)
       : socket_(fd),
         settings_(settings),
+        sendable_(std::move(sendable)),
         limits_(limits),
         callbacks_(std::move(callbacks)),
         local_(socket_endpoint(fd, false)),
@@ -91,6 +96,10 @@ class RdmaPath final : public DataPath {
     if (qp_ != nullptr) ibv_destroy_qp(qp_);
     if (cq_ != nullptr) ibv_destroy_cq(cq_);
     if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
+    // No work request is left to read them (the queue pair is gone): the pool windows'
+    // registrations go before their protection domain.
+    pins_in_flight_.clear();
+    mr_cache_.reset();
     for (ibv_mr* mr : {ring_mr_, bounce_mr_, slots_mr_, credit_mr_}) {
       if (mr != nullptr) ibv_dereg_mr(mr);
     }
@@ -126,6 +135,7 @@ class RdmaPath final : public DataPath {
   bool peer_closed() const override { return peer_closed_; }
   uint64_t bytes_sent() const override { return bytes_sent_; }
   uint64_t bytes_received() const override { return bytes_received_; }
+  uint64_t payload_bytes_sent_in_place() const override { return in_place_bytes_; }
   bool abandon_placement(const void*) override { return false; }
   PathEndpoint local() const override { return local_; }
   PathEndpoint remote() const override { return remote_; }
@@ -175,11 +185,14 @@ class RdmaPath final : public DataPath {
   bool maybe_send_credit(bool force);
   void pump();
   void pump_frames();
+  MrCache::Pin pin_in_place(std::span<const std::byte> payload);
+  void forget_withdrawn_regions();
   void probe_if_stalled();
 
   common::UniqueFd socket_;
   common::UniqueFd epoll_;
   RdmaSettings settings_;
+  std::shared_ptr<const SendableMemory> sendable_;
   wire::DataFrameLimits limits_;
   Callbacks callbacks_;
   PathEndpoint local_;
@@ -202,6 +215,13 @@ class RdmaPath final : public DataPath {
   ibv_mr* slots_mr_ = nullptr;
   ibv_mr* credit_mr_ = nullptr;
   uint32_t psn_ = 0;
+  // Windows of announced pools registered in this path's protection domain, and the pin of
+  // each posted frame's window until its write completes (an empty pin for a copied frame;
+  // a reliable connection completes its writes in order).
+  std::optional<MrCache> mr_cache_;
+  std::deque<MrCache::Pin> pins_in_flight_;
+  uint64_t withdrawals_seen_ = 0;
+  uint64_t in_place_bytes_ = 0;
 
   std::array<std::byte, kHelloBytes> peer_hello_bytes_{};
   size_t peer_hello_read_ = 0;
@@ -271,7 +291,7 @@ void RdmaPath::set_up() {
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = settings_.send_depth;
   init.cap.max_recv_wr = settings_.receive_depth + kCreditReceives;
-  init.cap.max_send_sge = 1;
+  init.cap.max_send_sge = 2;  // a frame's header from the bounce ring, its payload in place
   init.cap.max_recv_sge = 1;
   qp_ = ibv_create_qp(pd_, &init);
   if (qp_ == nullptr) {
@@ -288,6 +308,24 @@ void RdmaPath::set_up() {
       credit_mr_ == nullptr) {
     fail(errno_text("ibv_reg_mr (memlock limit? ulimit -l)", errno));
     return;
+  }
+  if (sendable_ != nullptr && settings_.zero_copy_min_bytes != 0) {
+    ibv_pd* pd = pd_;
+    mr_cache_.emplace(
+        MrCache::Calls{
+            [pd](std::byte* base, size_t bytes, MemoryKeys* keys, std::string* error) -> void* {
+              // Read by this side's device only: local read access, nothing remote.
+              ibv_mr* mr = ibv_reg_mr(pd, base, bytes, 0);
+              if (mr == nullptr) {
+                *error = errno_text("ibv_reg_mr of a pool window", errno);
+                return nullptr;
+              }
+              keys->lkey = mr->lkey;
+              keys->rkey = mr->rkey;
+              return mr;
+            },
+            [](void* handle) { ibv_dereg_mr(static_cast<ibv_mr*>(handle)); }},
+        settings_.max_registrations);
   }
   QpTransition to_init = init_transition(port_.port);
   if (int rc = ibv_modify_qp(qp_, &to_init.attr, to_init.mask); rc != 0) {
@@ -519,6 +557,7 @@ bool RdmaPath::handle_completion(const ibv_wc& wc) {
       std::string why;
       if (!window_.completed(&done, &why)) return fail(why);
       bounce_space_.on_credit(done.bounce_end);
+      if (!pins_in_flight_.empty()) pins_in_flight_.pop_front();  // its window may go now
       posted_bytes_ -= wire::kDataFrameHeaderBytes + done.payload_bytes;
       if (callbacks_.on_sent) callbacks_.on_sent(done.token, done.payload_bytes);
       return !failed();
@@ -636,25 +675,33 @@ void RdmaPath::pump_frames() {
     }
     const auto slot = remote_ring_->place(bytes);
     if (!slot) return;  // the peer's ring is full: its credit brings us back
-    const auto bounce = bounce_space_.place(bytes);
+    // In place: only the header is staged, the payload is the second scatter entry.
+    MrCache::Pin pin = pin_in_place(frame.payload);
+    const uint64_t staged = pin ? wire::kDataFrameHeaderBytes : bytes;
+    const auto bounce = bounce_space_.place(staged);
     if (!bounce) return;  // writes in flight hold the bounce ring: their completions do
     std::byte* out = bounce_.data() + bounce->offset;
     wire::encode_data_frame_header(frame.header, std::span<std::byte, wire::kDataFrameHeaderBytes>(
                                                      out, wire::kDataFrameHeaderBytes));
-    if (!frame.payload.empty()) {
+    if (!pin && !frame.payload.empty()) {
       std::memcpy(out + wire::kDataFrameHeaderBytes, frame.payload.data(), frame.payload.size());
     }
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uint64_t>(out);
-    sge.length = static_cast<uint32_t>(bytes);
-    sge.lkey = bounce_mr_->lkey;
+    std::array<ibv_sge, 2> sge{};
+    sge[0].addr = reinterpret_cast<uint64_t>(out);
+    sge[0].length = static_cast<uint32_t>(staged);
+    sge[0].lkey = bounce_mr_->lkey;
+    if (pin) {
+      sge[1].addr = reinterpret_cast<uint64_t>(frame.payload.data());
+      sge[1].length = static_cast<uint32_t>(frame.payload.size());
+      sge[1].lkey = pin.keys().lkey;
+    }
     ibv_send_wr wr{};
     wr.wr_id = wr_id(kFrameWrite, 0);
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.imm_data = htonl(static_cast<uint32_t>(slot->offset / kRingAlign));
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    wr.sg_list = sge.data();
+    wr.num_sge = pin ? 2 : 1;
     wr.wr.rdma.remote_addr = peer_.ring_address + slot->offset;
     wr.wr.rdma.rkey = peer_.ring_rkey;
     ibv_send_wr* bad = nullptr;
@@ -663,8 +710,10 @@ void RdmaPath::pump_frames() {
       return;
     }
     remote_ring_->commit(*slot, bytes);
-    bounce_space_.commit(*bounce, bytes);
+    bounce_space_.commit(*bounce, staged);
     window_.posted(frame.token, frame.payload.size(), bounce_space_.written());
+    if (pin) in_place_bytes_ += frame.payload.size();
+    pins_in_flight_.push_back(std::move(pin));
     pending_bytes_ -= bytes;
     posted_bytes_ += bytes;
     bytes_sent_ += bytes;
@@ -672,13 +721,44 @@ void RdmaPath::pump_frames() {
   }
 }
 
+// The pinned registration of the pool window holding `payload`, or an empty pin: the payload
+// is then copied (too small to be worth it, not in an announced pool, larger than half a
+// window, or the registration failed: copying is always correct, only slower).
+MrCache::Pin RdmaPath::pin_in_place(std::span<const std::byte> payload) {
+  if (!mr_cache_ || payload.size() < settings_.zero_copy_min_bytes) return {};
+  forget_withdrawn_regions();
+  const auto region = sendable_->find(payload.data(), payload.size());
+  if (!region) return {};
+  const uint64_t stride = std::max<uint64_t>(settings_.registration_window_bytes / 2, 4096);
+  const uint64_t offset = static_cast<uint64_t>(payload.data() - region->base);
+  const uint64_t window_offset = offset / stride * stride;
+  const uint64_t window_bytes = std::min<uint64_t>(2 * stride, region->bytes - window_offset);
+  if (offset + payload.size() > window_offset + window_bytes) return {};
+  std::string why;
+  return mr_cache_->lookup(region->id, region->base + window_offset,
+                           static_cast<size_t>(window_bytes), &why);
+}
+
+// A pool whose session went may be mapped again at the same address under a new id: the
+// old id's windows must never serve it, and their pinned pages go back.
+void RdmaPath::forget_withdrawn_regions() {
+  const uint64_t withdrawals = sendable_->withdrawals();
+  if (withdrawals == withdrawals_seen_) return;
+  withdrawals_seen_ = withdrawals;
+  for (uint64_t owner : mr_cache_->owners()) {
+    if (!sendable_->holds(owner)) mr_cache_->invalidate(owner);
+  }
+}
+
 }  // namespace
 
-PathOpener rdma_path_opener(int fd, RdmaSettings settings) {
+PathOpener rdma_path_opener(int fd, RdmaSettings settings,
+                            std::shared_ptr<const SendableMemory> sendable) {
   auto owned = std::make_shared<common::UniqueFd>(fd);
-  return [owned, settings](const wire::DataFrameLimits& limits,
-                           DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
-    return std::make_unique<RdmaPath>(owned->release(), settings, limits, std::move(callbacks));
+  return [owned, settings, sendable](const wire::DataFrameLimits& limits,
+                                     DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
+    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, limits,
+                                      std::move(callbacks));
   };
 }
 

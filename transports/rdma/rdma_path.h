@@ -6,7 +6,10 @@
 // the setup, ends the path).
 //
 // Frames go whole by RDMA WRITE WITH IMMEDIATE into the peer's receive ring (RemoteRing says
-// where; the immediate value is the offset), copied first into a registered send bounce ring;
+// where; the immediate value is the offset). A large payload in an announced client pool
+// (transports/path/sendable_memory.h) goes straight from there, its window of the pool
+// registered once (mr_cache.h), the header from a registered send bounce ring as a second
+// scatter entry; any other payload is copied into that bounce ring first;
 // the receiver hands ring space and receive work requests back with small SENDs of credit.
 // Completions arrive on a completion channel whose descriptor, with the socket's, sits behind
 // the one descriptor the links' event loop polls. Nothing is allocated per frame. A work
@@ -17,9 +20,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "transports/path/data_path.h"
+#include "transports/path/sendable_memory.h"
 
 namespace plexus::transports::rdma {
 
@@ -29,6 +34,17 @@ struct RdmaSettings {
   uint64_t ring_bytes = uint64_t{16} << 20;
   // The registered buffer frames are copied into before they are posted, per path.
   uint64_t bounce_bytes = uint64_t{16} << 20;
+  // Payloads at least this large go straight from an announced client pool; smaller ones,
+  // and any from memory not announced, are copied into the bounce ring (for a small frame
+  // the copy costs less than a second scatter entry). 0: always copy.
+  uint64_t zero_copy_min_bytes = uint64_t{64} << 10;
+  // A pool is registered in windows of this size, one starting every half window, so that
+  // a payload of up to half a window lies wholly in one (registering whole pools would pin
+  // every page of every client's pool).
+  uint64_t registration_window_bytes = uint64_t{16} << 20;
+  // Windows kept registered per path (pinned memory): past that the least recently used one
+  // no work request holds goes.
+  uint32_t max_registrations = 64;
   uint32_t receive_depth = 256;  // receive work requests kept posted (frames and credit)
   uint32_t send_depth = 256;     // send queue entries
   // The queue pair's local ACK timeout (4.096 us x 2^timeout: 14 is 67 ms) and retries: a
@@ -41,7 +57,9 @@ struct RdmaSettings {
 
 // The opener of an RDMA path over `fd` (a connected, authenticated stream socket whose local
 // address a verbs device carries), which it owns from now on. The path fails at once, naming
-// why, if no verbs port holds the address or the queue pair cannot be made.
-PathOpener rdma_path_opener(int fd, RdmaSettings settings);
+// why, if no verbs port holds the address or the queue pair cannot be made. Payloads in
+// memory announced in `sendable` go without a copy (null: every payload is copied).
+PathOpener rdma_path_opener(int fd, RdmaSettings settings,
+                            std::shared_ptr<const SendableMemory> sendable = nullptr);
 
 }  // namespace plexus::transports::rdma
