@@ -13,6 +13,7 @@
 #include "daemon/control/control_config.h"
 #include "daemon/engine/engine_config.h"
 #include "daemon/peers/data_transport.h"
+#include "transports/rdma/rdma_path.h"
 #include "transports/channel/reliable_channel.h"
 
 namespace plexus::daemon {
@@ -50,6 +51,9 @@ struct Config {
   // What carries data connections to peers (daemon/peers/data_transport.h): auto is RDMA
   // where both ends' NICs have a verbs device, TCP otherwise.
   DataTransport transport = DataTransport::kAuto;
+  // RDMA paths send payloads at least this large straight from the client's pool; smaller
+  // ones are copied into the path's registered buffer (0: every one is copied).
+  uint64_t rdma_zero_copy_min_bytes = transports::rdma::RdmaSettings{}.zero_copy_min_bytes;
   std::vector<std::string> nics;     // peers are reached over these; empty: every NIC
   uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
   // The reliable channel to each peer (transports/channel/reliable_channel.h): on, off (no

@@ -76,6 +76,12 @@ int main(int argc, char** argv) {
                  "the setup either way")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tcp", "rdma"}));
+  app.add_option("--rdma-zero-copy-min-bytes", config.rdma_zero_copy_min_bytes,
+                 "Over RDMA, a payload of at least this many bytes in a client's pool is sent "
+                 "straight from it (each 16 MiB window of the pool registered once, pinned); "
+                 "smaller ones, and data outside the pools, are copied into the path's "
+                 "registered buffer first. 0: copy every payload")
+      ->capture_default_str();
   app.add_option("--path-timeout-ms", config.path_timeout_ms,
                  "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
                  "long, while its TCP connection has not heard the peer's kernel either, has "

@@ -135,10 +135,10 @@ sleep 3
 wait "$load" || fail "allreduces under the cable pull"
 echo "ok 40 allreduces of 4 MiB exact across the pull"
 log=/tmp/pxvm-$tag/n0/plexusd.log
-grep -q "path to node n1 over eth1 (.* rdma rxe1 .*) failed" "$log" ||
+grep -q "path to node n1 over eth1 (.*@rxe1.*) failed" "$log" ||
   fail "node 0's RDMA path over eth1 did not fail: $(tail -20 "$log")"
-for _ in $(seq 100); do grep -q "path to node n1 up over eth1 (.* rdma rxe1 .*), on probation" "$log" && break; sleep 0.1; done
-grep -q "path to node n1 up over eth1 (.* rdma rxe1 .*), on probation" "$log" ||
+for _ in $(seq 100); do grep -q "path to node n1 up over eth1 (.*@rxe1.*), on probation" "$log" && break; sleep 0.1; done
+grep -q "path to node n1 up over eth1 (.*@rxe1.*), on probation" "$log" ||
   fail "node 0's RDMA path over eth1 did not come back: $(tail -20 "$log")"
 echo "ok the RDMA path over eth1 failed with the cable and came back over a new queue pair"
 paths=$(ctl0 paths) ||
@@ -154,8 +154,8 @@ grep -Eq '^plexus_path_state\{.*nic="eth1".*transport="rdma"' <<< "$metrics" ||
 echo "ok plexusctl paths and nics, and the metrics' transport label, show the paths as RDMA"
 
 echo "== node 0's queue pairs over eth0 forced into the error state under 3 MiB allreduces"
-failed_before=$(grep -c "path to node n1 over eth0 (.* rdma rxe0 .*) failed" "$log" || true)
-up_before=$(grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log" || true)
+failed_before=$(grep -c "path to node n1 over eth0 (.*@rxe0.*) failed" "$log" || true)
+up_before=$(grep -c "path to node n1 up over eth0 (.*@rxe0.*)" "$log" || true)
 resent_bytes() {  # node 0's bytes sent again to n1
   ctl0 paths --json |
     grep -o '"bytes_resent": [0-9]*' | grep -o '[0-9]*$' || echo 0
@@ -179,12 +179,12 @@ wait "$load" || fail "allreduces under the queue pair error; node 0's log: $(tai
 echo "ok 30 allreduces of 3 MiB exact across the queue pair error ($(($(resent_bytes) - resent_before)) bytes sent again)"
 # The failures since the fault: the faulted path's must name its flushed work requests (a
 # reconnect may fail later for other reasons).
-since=$(grep "path to node n1 over eth0 (.* rdma rxe0 .*) failed" "$log" | tail -n +$((failed_before + 1)) || true)
+since=$(grep "path to node n1 over eth0 (.*@rxe0.*) failed" "$log" | tail -n +$((failed_before + 1)) || true)
 [ -n "$since" ] || fail "node 0's RDMA path over eth0 did not fail: $(tail -20 "$log")"
 failed=$(head -1 <<< "$since")
 grep -q "work completion failed" <<< "$failed" || fail "the path failed otherwise than by its completions: $since"
 echo "ok the path failed by its flushed work requests: $(cut -c1-250 <<< "$failed")"
-ups() { grep -c "path to node n1 up over eth0 (.* rdma rxe0 .*)" "$log" || true; }
+ups() { grep -c "path to node n1 up over eth0 (.*@rxe0.*)" "$log" || true; }
 for _ in $(seq 300); do
   (($(ups) > up_before)) && break
   sleep 0.1

@@ -169,8 +169,7 @@ class RdmaPath final : public DataPath {
   bool fail(std::string why) {
     if (!failed()) {
       state_ = State::kFailed;
-      error_ = "RDMA path " + local_.text + " -> " + remote_.text +
-               (port_.device.empty() ? "" : " (" + port_.device + ")") + ": " + why;
+      error_ = "RDMA path " + local_.text + " -> " + remote_.text + ": " + why;
     }
     return false;
   }
@@ -269,6 +268,8 @@ void RdmaPath::set_up() {
     return;
   }
   port_ = std::move(*port);
+  // The device in the path's name, one word (plexusctl's tables split on spaces).
+  local_.text += "@" + port_.device;
   ibv_context* ctx = port_.context.get();
   if (ring_.data() == nullptr || bounce_.data() == nullptr || slots_.data() == nullptr ||
       credit_buffer_.data() == nullptr) {
@@ -369,7 +370,6 @@ void RdmaPath::set_up() {
     fail(errno_text("sending the RDMA setup", errno));
     return;
   }
-  local_.text += " rdma " + port_.device;
   last_heard_ = Clock::now();  // pinning the rings is not the network's silence
 }
 
