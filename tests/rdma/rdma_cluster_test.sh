@@ -6,11 +6,16 @@
 #     daemons serve a new communicator;
 #   - then node 2's VM killed under allreduces: nodes 0 and 1 fail naming n2 within the path
 #     timeout and grace (plus the emulation's slowness), and serve a new communicator;
-#   - 2 nodes x 2 NICs: allreduces of 4 MiB while node 0's second NIC loses its cable for 3 s
-#     and gets it back: no op fails, the path over it goes down and comes back up; plexusctl
-#     paths and nics show RDMA; then node 0's queue pairs over eth0 are forced into the error
-#     state (plexusctl nic fault) under 3 MiB allreduces (a size no run before had): exact, the path fails by its flushed work
-#     requests and comes back.
+#   - 2 nodes x 2 NICs, a router joining the rails (plexus-vm.sh up --routed), so that each
+#     daemon also holds a backup queue pair from each NIC to the peer's other rail, connected
+#     in advance and on standby: allreduces of 4 MiB while node 0's second NIC loses its cable
+#     for 3 s and gets it back: no op fails, the path over it goes down and comes back up;
+#     plexusctl paths and nics show RDMA, the backups on standby; then node 0's queue pairs
+#     over eth0 are forced into the error state (plexusctl nic fault) under 3 MiB allreduces
+#     (a size no run before had): exact, the path fails by its flushed work requests and comes
+#     back; then node 0's eth0 and node 1's eth1 lose their cables under 2 MiB allreduces, so
+#     that both rails' paths fail: the backup from node 0's eth1 to node 1's eth0 takes the
+#     traffic, no op fails, every result exact.
 # Every data connection must have been RDMA (the daemons' logs say so; with --transport rdma a
 # TCP one is refused). Exit 77 saying why where the VMs cannot run.
 # usage: rdma_cluster_test.sh BUILD_DIR
@@ -119,7 +124,7 @@ echo "ok nodes 0 and 1 serve a new communicator without n2"
 "$vm" down --name "$tag"
 
 tag="f$$"
-"$vm" up --name "$tag" --nodes 2 --nics 2 --daemons "$build"
+"$vm" up --name "$tag" --nodes 2 --nics 2 --routed --daemons "$build"
 echo "== 2 nodes x 2 NICs over RDMA: 4 MiB allreduces while node 0's nic1 loses its cable for 3 s"
 bench_all 1,1 -C allreduce -b 4M -e 4M -n 1 -w 0 -c 40 &
 load=$!
@@ -144,6 +149,8 @@ echo "ok the RDMA path over eth1 failed with the cable and came back over a new 
 paths=$(ctl0 paths) ||
   fail "plexusctl paths: $paths"
 grep -Eq "^eth1 +rdma +(active|probation)" <<< "$paths" || fail "plexusctl paths shows no RDMA path over eth1: $paths"
+grep -Eq "^eth1 +rdma +standby +198\.18\.1\.1:[0-9]+@rxe1 +198\.18\.0\.2:" <<< "$paths" ||
+  fail "plexusctl paths shows no backup from eth1 to n1's eth0 on standby over RDMA: $paths"
 nics=$(ctl0 nics) ||
   fail "plexusctl nics: $nics"
 grep -Eq "^eth0 .* rdma " <<< "$nics" || fail "plexusctl nics does not show eth0's paths as RDMA: $nics"
@@ -192,4 +199,31 @@ done
 (($(ups) > up_before)) ||
   fail "node 0's RDMA path over eth0 did not come back after the fault: $(tail -20 "$log")"
 echo "ok the path over eth0 came back over a new queue pair"
+
+echo "== node 0's eth0 and node 1's eth1 lose their cables under 2 MiB allreduces: the backup takes over"
+# The backup from node 0's eth1 to node 1's eth0 (through the router): what it carried.
+backup_sent() {
+  ctl0 paths --json | python3 -c '
+import json, sys
+peers = json.load(sys.stdin)["peers"]
+print(sum(p["bytes_sent"] for peer in peers for p in peer["paths"]
+          if p["local"].startswith("198.18.1.1:") and p["remote"].startswith("198.18.0.2:")))' || echo 0
+}
+for _ in $(seq 100); do (($(backup_sent) > 0)) && break; sleep 0.1; done
+sent_before=$(backup_sent)
+((sent_before > 0)) || fail "no backup path from eth1 to n1's eth0: $(ctl0 paths)"
+bench_all 1,1 -C allreduce -b 2M -e 2M -n 1 -w 0 -c 30 &
+load=$!
+wait_for_op 2097152 || fail "the allreduces never started"
+kill -0 "$load" 2>/dev/null || fail "the allreduces were over before the cables went"
+"$vm" cable --name "$tag" --node 0 --nic 0 down
+"$vm" cable --name "$tag" --node 1 --nic 1 down
+wait "$load" || fail "allreduces with only the backup left; node 0's log: $(tail -40 "$log")"
+sent_after=$(backup_sent)
+paths=$(ctl0 paths)
+"$vm" cable --name "$tag" --node 0 --nic 0 up
+"$vm" cable --name "$tag" --node 1 --nic 1 up
+((sent_after - sent_before > 8 << 20)) ||
+  fail "the backup carried only $((sent_after - sent_before)) bytes: $paths"
+echo "ok 30 allreduces of 2 MiB exact on the backup queue pair alone ($(((sent_after - sent_before) >> 20)) MiB over it)"
 all_rdma 4

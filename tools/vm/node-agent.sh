@@ -6,13 +6,14 @@
 # exits (PID 1 must not); the host ends the VM.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 state=/run/pxvm
-node= nics=1 nodes=1 daemons=
+node= nics=1 nodes=1 daemons= routed=0
 for word in $(cat /proc/cmdline); do
   case "$word" in
     plexus.node=*) node=${word#plexus.node=} ;;
     plexus.nodes=*) nodes=${word#plexus.nodes=} ;;
     plexus.nics=*) nics=${word#plexus.nics=} ;;
     plexus.daemons=*) daemons=${word#plexus.daemons=} ;;
+    plexus.routed=*) routed=${word#plexus.routed=} ;;
   esac
 done
 me=$state/n$node
@@ -32,6 +33,21 @@ while [ "$r" -lt "$nics" ]; do
   rdma link add "rxe$r" type rxe netdev "eth$r" || halt "rdma link add rxe$r failed"
   r=$((r + 1))
 done
+# Routed (plexus-vm.sh up --routed): each NIC also reaches the other rails through the router
+# on its own rail, at a higher metric than their direct routes, so that only traffic bound to
+# that NIC (plexusd's backups across rails, soft-RoCE's queue pairs on its device) takes it.
+if [ "$routed" = 1 ]; then
+  r=0
+  while [ "$r" -lt "$nics" ]; do
+    s=0
+    while [ "$s" -lt "$nics" ]; do
+      [ "$s" = "$r" ] || ip route add "198.18.$s.0/24" via "198.18.$r.254" dev "eth$r" metric 100 ||
+        halt "eth$r: no route to rail $s"
+      s=$((s + 1))
+    done
+    r=$((r + 1))
+  done
+fi
 mkdir -p /run/plexus "$me/inbox"
 socket=
 if [ -n "$daemons" ]; then

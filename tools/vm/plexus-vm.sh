@@ -16,7 +16,10 @@
 #       boot the cluster, run CMD on the chosen nodes (default all; one after another, or all
 #       at once with --parallel), tear everything down even when interrupted; exit with the
 #       first failing status
-#   plexus-vm.sh up --name TAG --nodes N [--nics M] [--mem MIB] [--daemons BUILD_DIR]
+#   plexus-vm.sh up --name TAG --nodes N [--nics M] [--mem MIB] [--daemons BUILD_DIR] [--routed]
+#       --routed: a router joins the rails (198.18.r.254 on each), and every node reaches the
+#       other rails' subnets through it from each NIC (a route of higher metric than the
+#       direct one): plexusd's backup paths across rails can connect
 #   plexus-vm.sh run --name TAG --node I [--timeout S] -- CMD...
 #   plexus-vm.sh cable --name TAG --node I --nic R up|down   carrier of node I's NIC R
 #                                                            (qemu's set_link: a cable pull)
@@ -36,7 +39,7 @@
 # saying why when qemu or the kernel package cannot be had.
 set -euo pipefail
 
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-vm: $*" >&2; exit 2; }
 skip() { echo "plexus-vm: SKIP: $*" >&2; exit 77; }
 
@@ -116,8 +119,8 @@ if "Error" in reply or "not found" in reply:
 PY
 }
 
-vm_up() {  # tag, nodes, nics, mem, daemons
-  local tag=$1 nodes=$2 nics=$3 mem=$4 daemons=$5
+vm_up() {  # tag, nodes, nics, mem, daemons, routed
+  local tag=$1 nodes=$2 nics=$3 mem=$4 daemons=$5 routed=$6
   local images dir ns
   images=$(prepare)
   dir=$(state_dir "$tag")
@@ -134,7 +137,9 @@ vm_up() {  # tag, nodes, nics, mem, daemons
   for ((r = 0; r < nics; r++)); do
     ip -n "$ns" link add "br$r" type bridge
     ip -n "$ns" link set "br$r" up
+    if [ "$routed" = 1 ]; then ip -n "$ns" addr add "198.18.$r.254/24" dev "br$r"; fi
   done
+  if [ "$routed" = 1 ]; then ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1; fi
   for ((n = 0; n < nodes; n++)); do
     mkdir -p "$dir/n$n/inbox"
     local args=(-accel tcg -m "$mem" -smp 1 -display none -no-reboot -nodefaults
@@ -142,7 +147,7 @@ vm_up() {  # tag, nodes, nics, mem, daemons
       -monitor "unix:$dir/n$n/monitor.sock,server,nowait"
       -pidfile "$dir/n$n/qemu.pid"
       -kernel "$images/vmlinuz" -initrd "$images/initrd.gz"
-      -append "console=ttyS0 quiet panic=-1 plexus.agent=$here/node-agent.sh plexus.node=$n plexus.nodes=$nodes plexus.nics=$nics${daemons:+ plexus.daemons=$daemons}"
+      -append "console=ttyS0 quiet panic=-1 plexus.agent=$here/node-agent.sh plexus.node=$n plexus.nodes=$nodes plexus.nics=$nics plexus.routed=$routed${daemons:+ plexus.daemons=$daemons}"
       -virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap"
       -virtfs "local,path=$dir,mount_tag=pxvm,security_model=none,multidevs=remap")
     for ((r = 0; r < nics; r++)); do
@@ -237,7 +242,7 @@ cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 shift
 case "$cmd" in -h | --help | help) usage; exit 0 ;; esac
-tag= nodes= nics=1 mem=768 daemons= node= nic= on= parallel=0 timeout_s=${PLEXUS_VM_RUN_TIMEOUT:-600}
+tag= nodes= nics=1 mem=768 daemons= node= nic= on= parallel=0 routed=0 timeout_s=${PLEXUS_VM_RUN_TIMEOUT:-600}
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) tag=$2; shift 2 ;;
@@ -249,6 +254,7 @@ while [ $# -gt 0 ]; do
     --nic) nic=$2; shift 2 ;;
     --on) on=$2; shift 2 ;;
     --parallel) parallel=1; shift ;;
+    --routed) routed=1; shift ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --) shift; break ;;
     -h|--help) usage; exit 0 ;;
@@ -271,7 +277,7 @@ case "$cmd" in
     # Torn down if it does not come up whole, Ctrl-C included; errexit stays on inside.
     trap 'vm_down "$tag"' EXIT
     trap 'exit 130' INT TERM
-    vm_up "$tag" "$nodes" "$nics" "$mem" "$daemons"
+    vm_up "$tag" "$nodes" "$nics" "$mem" "$daemons" "$routed"
     trap - EXIT INT TERM
     ;;
   run) need_tag; need_node; [ $# -gt 0 ] || die "run needs -- CMD"; vm_run "$tag" "$node" "$timeout_s" "$@" ;;
@@ -301,7 +307,7 @@ case "$cmd" in
     tag="x$$"
     trap 'vm_down "$tag"' EXIT
     trap 'exit 130' INT TERM
-    vm_up "$tag" "$nodes" "$nics" "$mem" "$daemons"
+    vm_up "$tag" "$nodes" "$nics" "$mem" "$daemons" "$routed"
     targets=()
     if [ -n "$on" ]; then IFS=, read -r -a targets <<< "$on"; else
       for ((n = 0; n < nodes; n++)); do targets+=("$n"); done
