@@ -13,8 +13,8 @@
 #include "daemon/control/control_config.h"
 #include "daemon/engine/engine_config.h"
 #include "daemon/peers/data_transport.h"
-#include "transports/rdma/rdma_path.h"
 #include "transports/channel/reliable_channel.h"
+#include "transports/rdma/rdma_path.h"
 
 namespace plexus::daemon {
 

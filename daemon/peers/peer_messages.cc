@@ -114,7 +114,8 @@ void PeerServer::established(Conn& c) {
     // From here on a transport-neutral path: the engine's links open it over this socket.
     transports::PathOpener open;
 #ifdef PLEXUS_HAVE_RDMA
-    if (rdma) open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory);
+    if (rdma)
+      open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory);
 #endif
     if (!open) open = transports::tcp_path_opener(fd);
     if (callbacks_.on_data_link) callbacks_.on_data_link(peer, std::move(open), nic, backup);
