@@ -8,9 +8,10 @@
 #     timeout and grace (plus the emulation's slowness), and serve a new communicator;
 #   - 2 nodes x 2 NICs, a router joining the rails (plexus-vm.sh up --routed), so that each
 #     daemon also holds a backup queue pair from each NIC to the peer's other rail, connected
-#     in advance and on standby: allreduces of 4 MiB while node 0's second NIC loses its cable
-#     for 3 s and gets it back: no op fails, the path over it goes down and comes back up;
-#     plexusctl paths and nics show RDMA, the backups on standby; then node 0's queue pairs
+#     in advance and on standby: every collective from 8 B to 256 KiB; allreduces of 4 MiB
+#     while node 0's second NIC loses its cable for 3 s and gets it back: no op fails, the
+#     path over it goes down and comes back up; plexusctl paths and nics show RDMA, the
+#     backups on standby; then node 0's queue pairs
 #     over eth0 are forced into the error state (plexusctl nic fault) under 3 MiB allreduces
 #     (a size no run before had): exact, the path fails by its flushed work requests and comes
 #     back; then node 0's eth0 and node 1's eth1 lose their cables under 2 MiB allreduces, so
@@ -125,6 +126,9 @@ echo "ok nodes 0 and 1 serve a new communicator without n2"
 
 tag="f$$"
 "$vm" up --name "$tag" --nodes 2 --nics 2 --routed --daemons "$build"
+echo "== 2 nodes x 2 NICs over RDMA: every collective, 8 B .. 256 KiB"
+bench_all 1,1 -C all -b 8 -e 256K -f 32 -n 1 -w 0 -c 1 || fail "a collective across 2 nodes over RDMA"
+echo "ok every collective exact"
 echo "== 2 nodes x 2 NICs over RDMA: 4 MiB allreduces while node 0's nic1 loses its cable for 3 s"
 bench_all 1,1 -C allreduce -b 4M -e 4M -n 1 -w 0 -c 40 &
 load=$!
@@ -140,10 +144,10 @@ sleep 3
 wait "$load" || fail "allreduces under the cable pull"
 echo "ok 40 allreduces of 4 MiB exact across the pull"
 log=/tmp/pxvm-$tag/n0/plexusd.log
-grep -q "path to node n1 over eth1 (.*@rxe1.*) failed" "$log" ||
+grep -q "path to node n1 over eth1 (.*@rxe1 -> 198\.18\.1\.2:.*) failed" "$log" ||
   fail "node 0's RDMA path over eth1 did not fail: $(tail -20 "$log")"
-for _ in $(seq 100); do grep -q "path to node n1 up over eth1 (.*@rxe1.*), on probation" "$log" && break; sleep 0.1; done
-grep -q "path to node n1 up over eth1 (.*@rxe1.*), on probation" "$log" ||
+for _ in $(seq 100); do grep -q "path to node n1 up over eth1 (.*@rxe1 -> 198\.18\.1\.2:.*), on probation" "$log" && break; sleep 0.1; done
+grep -q "path to node n1 up over eth1 (.*@rxe1 -> 198\.18\.1\.2:.*), on probation" "$log" ||
   fail "node 0's RDMA path over eth1 did not come back: $(tail -20 "$log")"
 echo "ok the RDMA path over eth1 failed with the cable and came back over a new queue pair"
 paths=$(ctl0 paths) ||
@@ -161,8 +165,8 @@ grep -Eq '^plexus_path_state\{.*nic="eth1".*transport="rdma"' <<< "$metrics" ||
 echo "ok plexusctl paths and nics, and the metrics' transport label, show the paths as RDMA"
 
 echo "== node 0's queue pairs over eth0 forced into the error state under 3 MiB allreduces"
-failed_before=$(grep -c "path to node n1 over eth0 (.*@rxe0.*) failed" "$log" || true)
-up_before=$(grep -c "path to node n1 up over eth0 (.*@rxe0.*)" "$log" || true)
+failed_before=$(grep -c "path to node n1 over eth0 (.*@rxe0 -> 198\.18\.0\.2:.*) failed" "$log" || true)
+up_before=$(grep -c "path to node n1 up over eth0 (.*@rxe0 -> 198\.18\.0\.2:[0-9]*)" "$log" || true)
 resent_bytes() {  # node 0's bytes sent again to n1
   ctl0 paths --json |
     grep -o '"bytes_resent": [0-9]*' | grep -o '[0-9]*$' || echo 0
@@ -186,12 +190,12 @@ wait "$load" || fail "allreduces under the queue pair error; node 0's log: $(tai
 echo "ok 30 allreduces of 3 MiB exact across the queue pair error ($(($(resent_bytes) - resent_before)) bytes sent again)"
 # The failures since the fault: the faulted path's must name its flushed work requests (a
 # reconnect may fail later for other reasons).
-since=$(grep "path to node n1 over eth0 (.*@rxe0.*) failed" "$log" | tail -n +$((failed_before + 1)) || true)
+since=$(grep "path to node n1 over eth0 (.*@rxe0 -> 198\.18\.0\.2:.*) failed" "$log" | tail -n +$((failed_before + 1)) || true)
 [ -n "$since" ] || fail "node 0's RDMA path over eth0 did not fail: $(tail -20 "$log")"
 failed=$(head -1 <<< "$since")
 grep -q "work completion failed" <<< "$failed" || fail "the path failed otherwise than by its completions: $since"
 echo "ok the path failed by its flushed work requests: $(cut -c1-250 <<< "$failed")"
-ups() { grep -c "path to node n1 up over eth0 (.*@rxe0.*)" "$log" || true; }
+ups() { grep -c "path to node n1 up over eth0 (.*@rxe0 -> 198\.18\.0\.2:[0-9]*)" "$log" || true; }
 for _ in $(seq 300); do
   (($(ups) > up_before)) && break
   sleep 0.1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The RDMA path (transports/rdma/rdma_path.h) between two soft-RoCE VMs, with
 # rdma_path_probe on both: 400 frames of random sizes (the receive ring wraps, credit comes
-# back) and 30 of the largest (4 MiB) arrive exact; 40 of up to 1 MiB sent in place from an
+# back) and 30 of the largest (4 MiB) arrive exact; 40 of up to 512 KiB sent in place from an
 # announced mapping (no copy), replaced halfway at the same address, arrive exact and every
 # large payload went in place (a registration kept from the old mapping would send its
 # stale pages); a cable pulled under a stream of frames
@@ -41,7 +41,7 @@ streaming() {  # marker file
 
 exchange 7400 400 65536
 exchange 7401 30 4194304
-exchange 7404 40 1048576 PROBE_IN_PLACE=1
+exchange 7404 40 524288 PROBE_IN_PLACE=1
 
 # A stream of frames from node 0 to node 1 on PORT, under way when this returns: $server and
 # $client are the two commands' pids.

@@ -226,6 +226,12 @@ TEST(RdmaMrCacheTest, AFullCacheEvictsTheLeastRecentlyUsedRegionNoWorkRequestHol
   EXPECT_FALSE(cache.lookup(4, d.data(), d.size(), &error));
   EXPECT_EQ(fake.live.size(), 2u);
   EXPECT_EQ(cache.registrations(), 3u);
+  // A registration that fails evicts nothing: the window it would have replaced stays.
+  pa = {};
+  fake.fail = true;
+  EXPECT_FALSE(cache.lookup(4, d.data(), d.size(), &error));
+  EXPECT_EQ(fake.live.count(a.data()), 1u);
+  EXPECT_EQ(cache.entries(), 2u);
 }
 
 }  // namespace

@@ -5,10 +5,11 @@
 #      one way and both ways at once (-b: an allreduce sends and receives at once, and under
 #      emulation both directions share each VM's one emulated CPU);
 #   2. plexus-bench allreduce (both ways at once) and broadcast (one way, node 0 to node 1)
-#      across the two nodes with plexusd --transport rdma: payloads sent straight from the
-#      client's pool (the default);
+#      across the two nodes with plexusd --transport rdma as it runs by default: the
+#      allreduce (one rank per node, so it runs in the rank's pool) sends its payloads
+#      straight from the pool; the broadcast sends from the daemon's own buffer, copied;
 #   3. the same with every payload copied into the path's registered buffer first
-#      (--rdma-zero-copy-min-bytes 0);
+#      (--rdma-zero-copy-min-bytes 0): the allreduce's copy against none;
 #   4. the same with the daemons restarted with --transport tcp.
 # For 2 to 4, plexusd's CPU time (user + system, from /proc/PID/stat in each VM) around each
 # bench, per GB of payload (size x iterations run, as busbw counts it).

@@ -12,7 +12,7 @@
 #       build the initramfs, into $PLEXUS_VM_CACHE (default /var/cache/plexus-vm); the other
 #       commands do this when needed
 #   plexus-vm.sh exec --nodes N [--nics M] [--mem MIB] [--daemons BUILD_DIR] [--on LIST]
-#                     [--parallel] [--timeout S] -- CMD...
+#                     [--parallel] [--timeout S] [--routed] -- CMD...
 #       boot the cluster, run CMD on the chosen nodes (default all; one after another, or all
 #       at once with --parallel), tear everything down even when interrupted; exit with the
 #       first failing status

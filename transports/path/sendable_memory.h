@@ -7,8 +7,10 @@
 // A region's id is never reused, so a registration made for one mapping can never be taken
 // for a later mapping at the same address (that would send the old pages' bytes). Those who
 // cache registrations compare withdrawals() with what they saw and drop the ids no longer
-// held. Announcements come and go on the control and engine threads, lookups on the engine
-// thread: one mutex, held for a map lookup.
+// held. A client that punches holes in its own pool (fallocate, MADV_REMOVE: the seals allow
+// it) while registered windows pin the old pages gets their stale bytes sent: it harms only
+// its own results, and clientlib never does it. Announcements come and go on the control and engine
+// threads, lookups on the engine thread: one mutex, held for a map lookup.
 #pragma once
 
 #include <cstddef>

@@ -38,21 +38,21 @@ MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std:
     // registration goes once unpinned.
     entries_.erase(it);
   }
+  // When full, the least recently used entry no work request holds (only the cache's
+  // reference) makes room, once the new registration has succeeded.
+  auto victim = entries_.end();
   if (entries_.size() >= max_entries_) {
-    // The least recently used entry no work request holds (only the cache's reference).
-    auto victim = entries_.end();
     for (auto e = entries_.begin(); e != entries_.end(); ++e) {
       if (e->second.use_count() == 1 &&
           (victim == entries_.end() || e->second->last_use < victim->second->last_use)) {
         victim = e;
       }
     }
-    if (victim != entries_.end()) entries_.erase(victim);
-  }
-  if (entries_.size() >= max_entries_) {
-    *error = "the memory registration cache is full (" + std::to_string(max_entries_) +
-             " regions, every one in use)";
-    return {};
+    if (victim == entries_.end()) {
+      *error = "the memory registration cache is full (" + std::to_string(max_entries_) +
+               " regions, every one in use)";
+      return {};
+    }
   }
   auto entry = std::make_shared<Pin::Entry>();
   entry->base = base;
@@ -63,6 +63,7 @@ MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std:
   entry->handle = calls_.register_region(base, bytes, &entry->keys, error);
   if (entry->handle == nullptr) return {};
   ++registrations_;
+  if (victim != entries_.end()) entries_.erase(victim);
   entries_.emplace(key, entry);
   return Pin(std::move(entry));
 }

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -221,6 +222,7 @@ class RdmaPath final : public DataPath {
   std::deque<MrCache::Pin> pins_in_flight_;
   uint64_t withdrawals_seen_ = 0;
   uint64_t in_place_bytes_ = 0;
+  bool zero_copy_refused_ = false;  // a window could not be registered: copy from now on
 
   std::array<std::byte, kHelloBytes> peer_hello_bytes_{};
   size_t peer_hello_read_ = 0;
@@ -310,7 +312,13 @@ void RdmaPath::set_up() {
     fail(errno_text("ibv_reg_mr (memlock limit? ulimit -l)", errno));
     return;
   }
-  if (sendable_ != nullptr && settings_.zero_copy_min_bytes != 0) {
+  // Pool windows are pinned memory on top of the rings: only where pinning is not capped
+  // (root, or an unlimited memlock limit as plexusd's unit sets), lest windows eat the
+  // limit that the next path's rings need.
+  rlimit memlock{};
+  const bool pinning_uncapped = ::geteuid() == 0 || (::getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 &&
+                                                     memlock.rlim_cur == RLIM_INFINITY);
+  if (sendable_ != nullptr && settings_.zero_copy_min_bytes != 0 && pinning_uncapped) {
     ibv_pd* pd = pd_;
     mr_cache_.emplace(
         MrCache::Calls{
@@ -486,6 +494,9 @@ bool RdmaPath::on_readable(size_t max_bytes) {
   }
   if (!read_socket()) return false;
   if (!handle_async_events()) return false;
+  // A pool whose session went is unpinned now, not at this path's next large frame (a
+  // standby backup may send none for a long time).
+  if (mr_cache_) forget_withdrawn_regions();
   if (!handle_completions(max_bytes)) return false;
   return !failed();
 }
@@ -722,10 +733,13 @@ void RdmaPath::pump_frames() {
 }
 
 // The pinned registration of the pool window holding `payload`, or an empty pin: the payload
-// is then copied (too small to be worth it, not in an announced pool, larger than half a
-// window, or the registration failed: copying is always correct, only slower).
+// is then copied (too small to be worth it, not in an announced pool, not wholly inside its
+// window, or a registration failed: copying is always correct, only slower). After one
+// failed registration this path copies for good rather than retry a pin of 16 MiB per frame.
 MrCache::Pin RdmaPath::pin_in_place(std::span<const std::byte> payload) {
-  if (!mr_cache_ || payload.size() < settings_.zero_copy_min_bytes) return {};
+  if (!mr_cache_ || zero_copy_refused_ || payload.size() < settings_.zero_copy_min_bytes) {
+    return {};
+  }
   forget_withdrawn_regions();
   const auto region = sendable_->find(payload.data(), payload.size());
   if (!region) return {};
@@ -735,8 +749,12 @@ MrCache::Pin RdmaPath::pin_in_place(std::span<const std::byte> payload) {
   const uint64_t window_bytes = std::min<uint64_t>(2 * stride, region->bytes - window_offset);
   if (offset + payload.size() > window_offset + window_bytes) return {};
   std::string why;
-  return mr_cache_->lookup(region->id, region->base + window_offset,
-                           static_cast<size_t>(window_bytes), &why);
+  MrCache::Pin pin = mr_cache_->lookup(region->id, region->base + window_offset,
+                                       static_cast<size_t>(window_bytes), &why);
+  // A full cache (every window held by a write in flight) passes; a failed registration
+  // (the memory cannot be pinned) would fail again.
+  if (!pin && mr_cache_->entries() < settings_.max_registrations) zero_copy_refused_ = true;
+  return pin;
 }
 
 // A pool whose session went may be mapped again at the same address under a new id: the

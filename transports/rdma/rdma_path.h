@@ -7,9 +7,10 @@
 //
 // Frames go whole by RDMA WRITE WITH IMMEDIATE into the peer's receive ring (RemoteRing says
 // where; the immediate value is the offset). A large payload in an announced client pool
-// (transports/path/sendable_memory.h) goes straight from there, its window of the pool
-// registered once (mr_cache.h), the header from a registered send bounce ring as a second
-// scatter entry; any other payload is copied into that bounce ring first;
+// (transports/path/sendable_memory.h) goes straight from there as the second scatter entry,
+// after its header in a registered send bounce ring, its window of the pool registered on
+// first use and kept while used (mr_cache.h); any other payload is copied into that bounce
+// ring first;
 // the receiver hands ring space and receive work requests back with small SENDs of credit.
 // Completions arrive on a completion channel whose descriptor, with the socket's, sits behind
 // the one descriptor the links' event loop polls. Nothing is allocated per frame. A work
