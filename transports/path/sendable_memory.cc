@@ -54,8 +54,7 @@ bool SendableMemory::holds(uint64_t id) const {
 }
 
 uint64_t SendableMemory::withdrawals() const {
-  std::lock_guard lock(mutex_);
-  return withdrawals_;
+  return withdrawals_.load(std::memory_order_acquire);
 }
 
 size_t SendableMemory::regions() const {
@@ -68,7 +67,7 @@ void SendableMemory::withdraw(uint64_t id) {
   for (auto it = by_base_.begin(); it != by_base_.end(); ++it) {
     if (it->second.id == id) {
       by_base_.erase(it);
-      ++withdrawals_;
+      withdrawals_.fetch_add(1, std::memory_order_release);
       return;
     }
   }

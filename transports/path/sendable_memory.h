@@ -13,6 +13,7 @@
 // threads, lookups on the engine thread: one mutex, held for a map lookup.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -72,7 +73,8 @@ class SendableMemory : public std::enable_shared_from_this<SendableMemory> {
   mutable std::mutex mutex_;
   std::map<uintptr_t, Region> by_base_;  // regions never overlap: each is its own mapping
   uint64_t next_id_ = 1;
-  uint64_t withdrawals_ = 0;
+  // Read on every event of every RDMA path: an atomic, no lock.
+  std::atomic<uint64_t> withdrawals_{0};
 };
 
 }  // namespace plexus::transports

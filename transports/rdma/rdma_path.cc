@@ -319,13 +319,16 @@ void RdmaPath::set_up() {
   const bool pinning_uncapped = ::geteuid() == 0 || (::getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 &&
                                                      memlock.rlim_cur == RLIM_INFINITY);
   if (sendable_ != nullptr && settings_.zero_copy_min_bytes != 0 && pinning_uncapped) {
-    ibv_pd* pd = pd_;
+    // The cache is the path's own, so its calls may reach the path.
     mr_cache_.emplace(
         MrCache::Calls{
-            [pd](std::byte* base, size_t bytes, MemoryKeys* keys, std::string* error) -> void* {
+            [this](std::byte* base, size_t bytes, MemoryKeys* keys, std::string* error) -> void* {
               // Read by this side's device only: local read access, nothing remote.
-              ibv_mr* mr = ibv_reg_mr(pd, base, bytes, 0);
+              ibv_mr* mr = ibv_reg_mr(pd_, base, bytes, 0);
               if (mr == nullptr) {
+                // The memory cannot be pinned: it would fail again, so this path copies
+                // from now on rather than retry a pin of a whole window per frame.
+                zero_copy_refused_ = true;
                 *error = errno_text("ibv_reg_mr of a pool window", errno);
                 return nullptr;
               }
@@ -734,13 +737,12 @@ void RdmaPath::pump_frames() {
 
 // The pinned registration of the pool window holding `payload`, or an empty pin: the payload
 // is then copied (too small to be worth it, not in an announced pool, not wholly inside its
-// window, or a registration failed: copying is always correct, only slower). After one
-// failed registration this path copies for good rather than retry a pin of 16 MiB per frame.
+// window, every window held, or a registration failed once: copying is always correct, only
+// slower). Withdrawn pools' windows are dropped in on_readable.
 MrCache::Pin RdmaPath::pin_in_place(std::span<const std::byte> payload) {
   if (!mr_cache_ || zero_copy_refused_ || payload.size() < settings_.zero_copy_min_bytes) {
     return {};
   }
-  forget_withdrawn_regions();
   const auto region = sendable_->find(payload.data(), payload.size());
   if (!region) return {};
   const uint64_t stride = std::max<uint64_t>(settings_.registration_window_bytes / 2, 4096);
@@ -749,12 +751,8 @@ MrCache::Pin RdmaPath::pin_in_place(std::span<const std::byte> payload) {
   const uint64_t window_bytes = std::min<uint64_t>(2 * stride, region->bytes - window_offset);
   if (offset + payload.size() > window_offset + window_bytes) return {};
   std::string why;
-  MrCache::Pin pin = mr_cache_->lookup(region->id, region->base + window_offset,
-                                       static_cast<size_t>(window_bytes), &why);
-  // A full cache (every window held by a write in flight) passes; a failed registration
-  // (the memory cannot be pinned) would fail again.
-  if (!pin && mr_cache_->entries() < settings_.max_registrations) zero_copy_refused_ = true;
-  return pin;
+  return mr_cache_->lookup(region->id, region->base + window_offset,
+                           static_cast<size_t>(window_bytes), &why);
 }
 
 // A pool whose session went may be mapped again at the same address under a new id: the
