@@ -111,7 +111,7 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
     m.histogram("plexus_op_duration_seconds",
                 "Ops from the first local rank's submission to completion, by collective "
                 "(with --telemetry on)",
-                {{"collective", shm::opcode_name(op)}}, OpDurationHistograms::kUpperBoundsSeconds,
+                {{"collective", shm::opcode_name(op)}}, DurationHistogram::kUpperBoundsSeconds,
                 h.counts, h.sum_seconds);
   }
 

@@ -193,6 +193,7 @@ void Engine::add_session(std::shared_ptr<Session> session) {
   ev.events = EPOLLIN;
   ev.data.fd = session->submission_eventfd();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd(), &ev);
+  internode_.jobs().job_seen(session->job_counters());
   sessions_.push_back(std::move(session));
 }
 

@@ -71,6 +71,8 @@ class Engine {
   // path), a peer daemon gone, a NIC drained, on the engine thread (from posted closures);
   // their snapshots (NodeLinks::snapshot, drained_snapshot, nic_windows) from any thread.
   NodeLinks& links() { return internode_.links(); }
+  // Jobs' scheduling policies (engine thread only: from posted closures).
+  JobPolicies& jobs() { return internode_.jobs(); }
 
   // Any thread.
   monitor::EventLog& events() const { return *events_; }

@@ -35,6 +35,10 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
       comm->job_counters = session->job_counters();
     }
   }
+  // Its frames to other nodes are its job's flow in the send schedulers.
+  if (comm->span() && comm->job_counters) {
+    internode_.links().set_comm_flow(comm->span()->comm_id, comm->job_counters->flow);
+  }
 }
 
 void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {

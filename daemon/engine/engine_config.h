@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "shm/idle_strategy.h"
+#include "transports/channel/flow_policy.h"
 #include "transports/channel/reliable_channel.h"
 
 namespace plexus::daemon {
@@ -36,6 +38,8 @@ struct EngineConfig {
   size_t telemetry_windows = 0;
   std::chrono::milliseconds stall{0};      // the op watch's threshold
   std::chrono::milliseconds rank_skew{0};  // the rank-skew rule's threshold
+  // Jobs' scheduling policies by name (the config's jobs table); others get the default.
+  std::map<std::string, transports::FlowPolicy> jobs;
 };
 
 }  // namespace plexus::daemon

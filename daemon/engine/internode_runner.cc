@@ -45,11 +45,15 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                  },
                  [this](const std::string& nic) {
                    if (link_events_.nic_up) link_events_.nic_up(nic);
+                 },
+                 [this](uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited) {
+                   jobs_.scheduled(flow, bytes, waited);
                  }},
              NodeLinks::kDefaultChunkBytes, config.channel,
              config.telemetry
                  ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
-                 : NodeLinks::Telemetry{}) {
+                 : NodeLinks::Telemetry{}),
+      jobs_(links_, config.jobs) {
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {
@@ -63,7 +67,10 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
 
 bool InternodeRunner::poll() {
   bool progress = false;
-  if (links_.active()) progress |= links_.poll(0);
+  if (links_.active()) {
+    progress |= links_.poll(0);
+    jobs_.update_shares(std::chrono::steady_clock::now());
+  }
   if (!progress_.empty()) {
     run_progress();
     progress = true;
@@ -113,6 +120,7 @@ void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
 void InternodeRunner::retire(Comm& comm) {
   const uint64_t id = comm.span()->comm_id;
   comm_by_id_.erase(id);
+  links_.forget_comm(id);
   retired_ids_.push_back(id);
   if (retired_ids_.size() > 4096) retired_ids_.erase(retired_ids_.begin());
   if (comm.internode) {

@@ -20,6 +20,7 @@
 #include "daemon/engine/engine_config.h"
 #include "daemon/engine/gpu_staging.h"
 #include "daemon/engine/internode_state.h"
+#include "daemon/engine/job_policies.h"
 #include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
 #include "daemon/links/node_links.h"
@@ -56,6 +57,7 @@ class InternodeRunner {
   InternodeRunner& operator=(const InternodeRunner&) = delete;
 
   NodeLinks& links() { return links_; }
+  JobPolicies& jobs() { return jobs_; }
 
   // A communicator spanning nodes joins (before any of its ops), or every local rank left.
   void add(const std::shared_ptr<Comm>& comm);
@@ -108,6 +110,7 @@ class InternodeRunner {
   GpuStaging& gpu_;
   monitor::EventLog& events_;
   NodeLinks links_;
+  JobPolicies jobs_;  // the links' flows' policies
   std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
   std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
   std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;

@@ -79,9 +79,11 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
         p->record([&](monitor::WindowRing& w) { w.resent(Clock::now(), bytes); });
       }
     };
+    if (handler_.on_scheduled) h.on_scheduled = handler_.on_scheduled;
     transports::ReliableChannel::Settings settings = channel_settings_;
     settings.incarnation = random_incarnation();
-    link->channel = std::make_unique<transports::ReliableChannel>(settings, std::move(h));
+    link->channel =
+        std::make_unique<transports::ReliableChannel>(settings, std::move(h), &flow_policies_);
     it = links_.emplace(peer, std::move(link)).first;
   }
   Link& link = *it->second;
@@ -354,15 +356,17 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   uint64_t offset = 0;
   uint32_t chunk = 0;
   const auto now = Clock::now();
+  const uint32_t flow = flow_of(comm_id);
+  const uint32_t chunk_bytes = chunk_bytes_for(link);
   do {
     const auto bytes =
-        static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes_, data.size() - offset));
+        static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes, data.size() - offset));
     const bool last = offset + bytes == data.size();
     h.chunk = chunk++;
     h.offset = offset;
     h.length = bytes;
     const uint64_t token = take_token(peer, keep_alive, last ? std::move(done) : nullptr, now);
-    link.channel->send(h, data.subspan(offset, bytes), token);
+    link.channel->send(h, data.subspan(offset, bytes), token, flow);
     offset += bytes;
   } while (offset < data.size());
   flush(link);
@@ -378,25 +382,45 @@ bool NodeLinks::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, ui
   h.chunk = chunk;
   h.offset = offset;
   h.length = 0;
-  link.channel->send(h, {}, take_token(peer, nullptr, std::move(done), Clock::now()));
+  link.channel->send(h, {}, take_token(peer, nullptr, std::move(done), Clock::now()),
+                     flow_of(comm_id));
   flush(link);
   return true;
 }
 
-// Writes what the kernel takes now on every path (the common case needs no epoll round
-// trip); a path that cannot is failed, and the link is lost with its last path.
+// About path_queue_time of the fastest path's measured rate, in whole 4 KiB pages (element
+// sizes divide it); chunk_bytes_ until a rate is measured.
+uint32_t NodeLinks::chunk_bytes_for(const Link& link) const {
+  const double rate = link.channel->fastest_rate();
+  if (rate <= 0) return chunk_bytes_;
+  const double seconds = std::chrono::duration<double>(channel_settings_.path_queue_time).count();
+  const uint64_t want = static_cast<uint64_t>(rate * seconds) & ~uint64_t{4095};
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(want, std::min<uint64_t>(channel_settings_.min_path_unsent_bytes, chunk_bytes_),
+                           chunk_bytes_));
+}
+
+// Hands the paths frames and writes what the kernel takes now (the common case needs no
+// epoll round trip); a path whose queue the kernel emptied gets the next frame the scheduler
+// picks, a few times over. A path that cannot write is failed, and the link is lost with its
+// last path.
 void NodeLinks::flush(Link& link) {
   const uint64_t peer = link.peer;
-  for (size_t i = 0; i < link.paths.size(); ++i) {
-    Path* path = link.paths[i].get();
-    if (path == nullptr || !path->conn->wants_write()) continue;
-    if (!path->conn->on_writable()) {
-      fail_path(*path, path->conn->error());
-      if (links_.count(peer) == 0) return;  // that was its last path
-      i = static_cast<size_t>(-1);          // the failure moved frames to other paths
-      continue;
+  constexpr int kPasses = 8;  // bounded: other links and reads get their turn
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (size_t i = 0; i < link.paths.size(); ++i) {
+      Path* path = link.paths[i].get();
+      if (path == nullptr || !path->conn->wants_write()) continue;
+      if (!path->conn->on_writable()) {
+        fail_path(*path, path->conn->error());
+        if (links_.count(peer) == 0) return;  // that was its last path
+        i = static_cast<size_t>(-1);          // the failure moved frames to other paths
+        continue;
+      }
+      update_interest(*path);
     }
-    update_interest(*path);
+    if (link.channel->waiting() == 0) return;
+    if (!link.channel->pump()) return;
   }
 }
 
@@ -471,7 +495,8 @@ void NodeLinks::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_i
   h.length = static_cast<uint32_t>(text->size());
   const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
                                            text->size());
-  link.channel->send(h, payload, take_token(peer, text, nullptr, Clock::now()));
+  // In the communicator's flow: behind its frames sent before, as the receiver expects.
+  link.channel->send(h, payload, take_token(peer, text, nullptr, Clock::now()), flow_of(comm_id));
   flush(link);
 }
 
@@ -527,8 +552,10 @@ bool NodeLinks::service(Path& path, uint32_t events) {
     return true;
   }
   Link& link = *path.link;
-  if (link.channel->ack_due()) {
+  // Frames wait for room on the paths: this one may have some now.
+  if (link.channel->ack_due() || link.channel->waiting() > 0) {
     link.channel->flush_ack();
+    link.channel->pump();
     flush(link);  // may fail paths, this one included: `path` is not touched after it
     return progress;
   }

@@ -50,6 +50,10 @@ class NodeLinks {
         on_path_lost;
     // Optional: local NIC `nic` is up again (netlink).
     std::function<void(const std::string& nic)> on_nic_up;
+    // Optional: a frame of `flow` with `bytes` of payload left a channel's send scheduler
+    // for a path after waiting `waited` there (per-job share and queue delay).
+    std::function<void(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited)>
+        on_scheduled;
   };
 
   // What plexusctl shows of the links (snapshot()).
@@ -136,7 +140,19 @@ class NodeLinks {
   // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
   int max_sleep_ms() const { return links_.empty() ? -1 : kTickMs; }
 
-  // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames. `keep_alive`
+  // Frames of communicator comm_id (data, markers, notices) belong to `flow` from now on,
+  // scheduled by its policy against other flows' (ReliableChannel's send scheduler); frames
+  // of a communicator never named go as flow 0. forget_comm: it is gone.
+  void set_comm_flow(uint64_t comm_id, uint32_t flow) { comm_flows_[comm_id] = flow; }
+  void forget_comm(uint64_t comm_id) { comm_flows_.erase(comm_id); }
+  // A flow's class and weight, on every channel at once (frames already waiting too).
+  void set_flow_policy(uint32_t flow, transports::FlowPolicy policy) {
+    flow_policies_.set(flow, policy);
+  }
+
+  // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames: each about
+  // path_queue_time at the fastest path's measured rate (between the channel's smallest
+  // unsent limit and chunk_bytes), so that a frame of a higher class waits behind little. `keep_alive`
   // (the memory `data` lies in) is held until the last chunk is written; then `done`
   // runs. Returns false (and calls nothing) when there is no link to `peer`.
   bool send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
@@ -222,7 +238,12 @@ class NodeLinks {
   void chunk_sent(uint64_t token, uint32_t path);
   Path* path_of(uint64_t peer, uint32_t path) const;
   void update_interest(Path& path);
-  void flush(Link& link);  // writes now; fails paths that cannot
+  void flush(Link& link);  // hands paths frames and writes now; fails paths that cannot
+  uint32_t flow_of(uint64_t comm_id) const {
+    auto it = comm_flows_.find(comm_id);
+    return it == comm_flows_.end() ? 0 : it->second;
+  }
+  uint32_t chunk_bytes_for(const Link& link) const;
   // `notify`: tell the peer over another path (the failure is local: a NIC went down).
   void fail_path(Path& path, std::string reason, bool notify = false);
   // A control frame from the peer about its paths (checked before the channel sees it).
@@ -239,6 +260,8 @@ class NodeLinks {
 
   Handler handler_;
   uint32_t chunk_bytes_;
+  transports::FlowPolicies flow_policies_;  // the channels read it
+  std::unordered_map<uint64_t, uint32_t> comm_flows_;
   transports::ReliableChannel::Settings channel_settings_;
   common::UniqueFd epoll_;
   std::unordered_map<uint64_t, std::unique_ptr<Link>> links_;

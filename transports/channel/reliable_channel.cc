@@ -18,8 +18,10 @@ constexpr auto kRateForgetAfter = std::chrono::seconds(1);
 
 }  // namespace
 
-ReliableChannel::ReliableChannel(Settings settings, Handler handler)
-    : settings_(settings), handler_(std::move(handler)) {}
+ReliableChannel::ReliableChannel(Settings settings, Handler handler, const FlowPolicies* policies)
+    : settings_(settings),
+      handler_(std::move(handler)),
+      scheduler_(settings.scheduling, policies != nullptr ? policies : &own_policies_) {}
 
 uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation, bool backup) {
   uint32_t id = 0;
@@ -90,20 +92,20 @@ ReliableChannel::TimePoint ReliableChannel::last_heard() const {
 // The active path expected to finish `bytes` first: its backlog over its measured rate
 // (paths not measured yet count as fast as the fastest measured one). With no active path,
 // a backup on standby, then a path on probation, is better than waiting, and a drained one
-// better than a hang.
+// better than a hang. Only paths with room are candidates: when the best tier has none, the
+// frame waits (kNoPath) rather than going to a worse tier.
 uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
-  double fastest = 0;
-  for (const Path& p : paths_) {
-    if (p.state == PathState::kActive) fastest = std::max(fastest, p.rate);
-  }
-  if (fastest <= 0) fastest = 1;
-  uint32_t best = kNoPath;
-  double best_cost = 0;
+  const double fastest = std::max(fastest_rate(), 1.0);
   for (PathState wanted :
        {PathState::kActive, PathState::kStandby, PathState::kProbation, PathState::kDrained}) {
+    uint32_t best = kNoPath;
+    double best_cost = 0;
+    bool tier = false;
     for (uint32_t i = 0; i < paths_.size(); ++i) {
       const Path& p = paths_[i];
       if (p.state != wanted) continue;
+      tier = true;
+      if (!has_room(p)) continue;
       const double rate = p.rate > 0 ? p.rate : fastest;
       const double cost = static_cast<double>(p.io->backlog_bytes() + bytes) / rate;
       if (best == kNoPath || cost < best_cost) {
@@ -111,9 +113,35 @@ uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
         best_cost = cost;
       }
     }
-    if (best != kNoPath) return best;
+    if (tier) return best;
   }
   return kNoPath;
+}
+
+double ReliableChannel::fastest_rate() const {
+  double fastest = 0;
+  for (const Path& p : paths_) {
+    if (p.state == PathState::kActive) fastest = std::max(fastest, p.rate);
+  }
+  return fastest;
+}
+
+bool ReliableChannel::has_room(const Path& p) const {
+  return p.io->waiting_bytes() <= settings_.path_queue_bytes;
+}
+
+// The transport holds about path_queue_time of the path's measured rate unsent; until the
+// rate is measured, what it holds by itself. Changed only when it moves by a quarter.
+void ReliableChannel::set_unsent_limit(Path& p) {
+  if (p.rate <= 0) return;
+  const double seconds = std::chrono::duration<double>(settings_.path_queue_time).count();
+  const uint64_t want =
+      std::max(settings_.min_path_unsent_bytes, static_cast<uint64_t>(p.rate * seconds));
+  if (p.unsent_limit != 0 && want * 4 >= p.unsent_limit * 3 && want * 4 <= p.unsent_limit * 5) {
+    return;
+  }
+  p.unsent_limit = want;
+  p.io->limit_unsent(want);
 }
 
 // Acknowledgements go on the live path with the least backlog; on a backup only when no
@@ -133,42 +161,65 @@ uint32_t ReliableChannel::pick_control_path() const {
 }
 
 void ReliableChannel::send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
-                           uint64_t token) {
-  if (!settings_.reliable) {
-    wire::DataFrameHeader h = header;
-    h.channel_seq = 0;
-    const uint32_t path = pick_path(payload.size());
-    if (path == kNoPath) {  // lost, as on a broken TCP connection
-      if (handler_.on_released) handler_.on_released(token, kNoPath);
-      return;
-    }
-    paths_[path].io->queue(h, payload, token);
-    paths_[path].queued_since_tick = true;
-    ++counters_.frames_sent;
-    return;
-  }
-  sender_.add(header, payload, token);
+                           uint64_t token, uint32_t flow) {
+  SendScheduler::Frame frame;
+  frame.header = header;
+  frame.payload = payload;
+  frame.token = token;
+  frame.flow = flow;
+  if (handler_.on_scheduled) frame.queued_at = Clock::now();
+  scheduler_.push(frame);
   pump();
 }
 
-void ReliableChannel::pump() {
-  if (!settings_.reliable) return;
-  while (ChannelSender::Frame* frame = sender_.next_waiting()) {
-    const uint32_t path = pick_path(frame->payload.size());
-    if (path == kNoPath) return;
-    if (paths_[path].state == PathState::kProbation) {
-      set_state(path, settled(paths_[path]), "taken early: no other path");
+bool ReliableChannel::pump() {
+  bool handed = false;
+  for (;;) {
+    if (settings_.reliable) {
+      // Numbered frames first: they go again after a path failed, or were numbered while
+      // no path had room.
+      if (ChannelSender::Frame* frame = sender_.next_waiting()) {
+        const uint32_t path = pick_path(frame->payload.size());
+        if (path == kNoPath) return handed;
+        if (paths_[path].state == PathState::kProbation) {
+          set_state(path, settled(paths_[path]), "taken early: no other path");
+        }
+        paths_[path].io->queue(frame->header, frame->payload, frame->header.channel_seq);
+        paths_[path].queued_since_tick = true;
+        sender_.assigned(*frame, path);
+        handed = true;
+        if (frame->sends > 1) {
+          ++counters_.frames_resent;
+          counters_.bytes_resent += frame->payload.size();
+          if (handler_.on_resent) handler_.on_resent(path, frame->payload.size());
+        } else {
+          ++counters_.frames_sent;
+        }
+        continue;
+      }
+      if (sender_.waiting() > 0) return handed;  // the window is full
     }
-    paths_[path].io->queue(frame->header, frame->payload, frame->header.channel_seq);
+    const SendScheduler::Frame* next = scheduler_.peek();
+    if (next == nullptr) return handed;
+    const uint32_t path = pick_path(next->payload.size());
+    if (path == kNoPath && (settings_.reliable || live_paths() > 0)) return handed;
+    SendScheduler::Frame frame = scheduler_.pop();
+    if (handler_.on_scheduled) {
+      handler_.on_scheduled(frame.flow, frame.payload.size(), Clock::now() - frame.queued_at);
+    }
+    if (settings_.reliable) {
+      sender_.add(frame.header, frame.payload, frame.token);  // queued on the next pass
+      continue;
+    }
+    if (path == kNoPath) {  // unreliable and no path: lost, as on a broken TCP connection
+      if (handler_.on_released) handler_.on_released(frame.token, kNoPath);
+      continue;
+    }
+    frame.header.channel_seq = 0;
+    paths_[path].io->queue(frame.header, frame.payload, frame.token);
     paths_[path].queued_since_tick = true;
-    sender_.assigned(*frame, path);
-    if (frame->sends > 1) {
-      ++counters_.frames_resent;
-      counters_.bytes_resent += frame->payload.size();
-      if (handler_.on_resent) handler_.on_resent(path, frame->payload.size());
-    } else {
-      ++counters_.frames_sent;
-    }
+    ++counters_.frames_sent;
+    handed = true;
   }
 }
 
@@ -359,6 +410,7 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       } else if (p.rate > 0 && now - p.rate_measured_at >= kRateForgetAfter) {
         p.rate = 0;
       }
+      set_unsent_limit(p);
       p.sent_bytes = 0;
       p.sample_start = now;
       p.busy_since_sample = p.io->unsent_bytes() > 0;

@@ -8,8 +8,15 @@
 // has. A path that comes back is on probation until it has been live for `stable_after`;
 // a drained path takes no new frames. A backup path (pre-connected, e.g. across rails) is on
 // standby: heartbeats only, frames once no active path is left. Notices (abort, departed) and
-// zero-length frames are fenced: delivered only after every frame sent before them, as on one TCP
-// stream.
+// zero-length frames are fenced: delivered only after every frame of their flow sent before
+// them, as on one TCP stream.
+//
+// Several flows (jobs) share the channel: new frames wait in a send scheduler
+// (send_scheduler.h) and are numbered only as they leave it, and a path takes a frame only
+// while little waits in it (Settings::path_queue_bytes), so the choice of what goes next is
+// made at the last moment, not first come first served. Each path is also asked to keep no
+// more than about path_queue_time of its measured rate unsent in its transport (TCP: the
+// socket's send buffer), so that the kernel does not become a queue of its own.
 //
 // No I/O and no clock of its own: the owner queues nothing itself, does the reads and
 // writes of its paths, passes `now`, and calls tick() every few milliseconds.
@@ -27,6 +34,7 @@
 #include "transports/channel/channel_receiver.h"
 #include "transports/channel/channel_sender.h"
 #include "transports/channel/frame_path.h"
+#include "transports/channel/send_scheduler.h"
 
 namespace plexus::transports {
 
@@ -49,6 +57,16 @@ class ReliableChannel {
     // first frame on each path): a peer that sees it change knows this side gave the old
     // channel up and started afresh. 0: not carried.
     uint64_t incarnation = 0;
+    // Between flows: classes, floors, the round-robin quantum.
+    SendScheduler::Settings scheduling{};
+    // A path takes another frame only while at most this many bytes wait in it (not yet
+    // handed to its transport): frames wait in the scheduler instead, where a later frame of
+    // a higher class can still go first.
+    uint64_t path_queue_bytes = 0;
+    // How much a path's transport may hold unsent, in time at the path's measured rate, and
+    // at least (FramePath::limit_unsent). A latency frame waits behind about this much.
+    std::chrono::microseconds path_queue_time{1000};
+    uint64_t min_path_unsent_bytes = 32 << 10;
   };
 
   // kStandby: a healthy backup path (add_path's `backup`), used only without an active one.
@@ -67,6 +85,10 @@ class ReliableChannel {
     std::function<void(uint32_t path, uint64_t bytes)> on_resent;
     // A path changed state (detail: why it failed, or "").
     std::function<void(uint32_t path, PathState state, const std::string& detail)> on_path_state;
+    // Optional: a frame of `flow` with `bytes` of payload left the scheduler for a path
+    // after waiting there `waited`.
+    std::function<void(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited)>
+        on_scheduled;
   };
 
   struct Counters {
@@ -85,7 +107,8 @@ class ReliableChannel {
     uint64_t last_path_silent_ticks = 0;
   };
 
-  ReliableChannel(Settings settings, Handler handler);
+  // `policies` (flows' classes and weights) outlives the channel; null: every flow alike.
+  ReliableChannel(Settings settings, Handler handler, const FlowPolicies* policies = nullptr);
   ReliableChannel(const ReliableChannel&) = delete;
   ReliableChannel& operator=(const ReliableChannel&) = delete;
 
@@ -98,9 +121,13 @@ class ReliableChannel {
   // Drained paths take no new frames; what they have still drains.
   void drain(uint32_t path, bool drained);
 
-  // Sends a frame (its channel_seq is set here). `token` comes back in on_released.
+  // Sends a frame of `flow` (its channel_seq is set here, once the scheduler lets it go).
+  // `token` comes back in on_released.
   void send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
-            uint64_t token);
+            uint64_t token, uint32_t flow = 0);
+  // Hands waiting frames to the paths that have room; the owner calls it when a path's
+  // queue went down (after its writes). Returns whether any frame was handed over.
+  bool pump();
 
   // What the owner reports from path `path`. Each returns "" or why the frame is
   // unacceptable (the owner then fails that path).
@@ -130,7 +157,11 @@ class ReliableChannel {
   TimePoint last_heard() const;
   double rate_estimate(uint32_t path) const { return paths_.at(path).rate; }
   size_t unacknowledged() const { return sender_.unacknowledged(); }
-  size_t waiting() const { return sender_.waiting(); }
+  // Frames not yet on a path: numbered ones waiting for one, and the scheduler's.
+  size_t waiting() const { return sender_.waiting() + scheduler_.size(); }
+  size_t scheduled_frames() const { return scheduler_.size(); }
+  // The fastest measured rate of an active path (bytes/s; 0 until one is measured).
+  double fastest_rate() const;
   const Counters& counters() const { return counters_; }
 
  private:
@@ -147,15 +178,18 @@ class ReliableChannel {
     bool busy_since_sample = true;  // had unsent bytes at every tick since sample_start
     double rate = 0;                // bytes/s, 0 until measured
     TimePoint rate_measured_at;     // the last sample
+    uint64_t unsent_limit = 0;      // as last given to FramePath::limit_unsent (0: none yet)
   };
 
+  // The path for a frame of `bytes` among those with room (kNoPath: none has room now).
   uint32_t pick_path(uint64_t bytes) const;
+  bool has_room(const Path& p) const;
+  void set_unsent_limit(Path& p);
   // Where a path goes once it is proven (probation over, or undrained).
   static PathState settled(const Path& p) {
     return p.backup ? PathState::kStandby : PathState::kActive;
   }
   uint32_t pick_control_path() const;
-  void pump();  // queues waiting frames on paths
   void set_state(uint32_t path, PathState state, const std::string& detail);
   void queue_control(uint32_t path, wire::FrameType type);
   std::string take_acknowledgement(const wire::DataFrameHeader& header);
@@ -170,6 +204,8 @@ class ReliableChannel {
   Settings settings_;
   Handler handler_;
   std::vector<Path> paths_;
+  FlowPolicies own_policies_;  // when none are given
+  SendScheduler scheduler_;
   ChannelSender sender_;
   ChannelReceiver receiver_;
   struct HeldFrame {

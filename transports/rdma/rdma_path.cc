@@ -120,6 +120,9 @@ class RdmaPath final : public DataPath {
   }
   uint64_t backlog_bytes() const override { return pending_bytes_ + posted_bytes_; }
   uint64_t unsent_bytes() const override { return pending_bytes_; }
+  uint64_t waiting_bytes() const override { return pending_bytes_; }
+  // Posted writes not yet complete are this path's send queue: kept to about `bytes`.
+  void limit_unsent(uint64_t bytes) override { posted_limit_ = bytes; }
   void abandon_placement_of(uint64_t) override {}  // frames land in the ring, never placed
   int64_t network_silence_ms() const override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_)
@@ -244,6 +247,7 @@ class RdmaPath final : public DataPath {
   std::deque<Pending> pending_;
   uint64_t pending_bytes_ = 0;
   uint64_t posted_bytes_ = 0;
+  uint64_t posted_limit_ = 0;  // limit_unsent; 0: the rings and credits alone
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   Clock::time_point started_;
@@ -683,6 +687,8 @@ void RdmaPath::pump_frames() {
   while (state_ == State::kReady && !pending_.empty() && window_.can_post()) {
     const Pending& frame = pending_.front();
     const uint64_t bytes = wire::kDataFrameHeaderBytes + frame.payload.size();
+    // At least one write is always allowed, whatever the limit.
+    if (posted_limit_ != 0 && posted_bytes_ != 0 && posted_bytes_ + bytes > posted_limit_) return;
     if (bytes > remote_ring_->size() || bytes > bounce_space_.size()) {
       fail("a frame of " + std::to_string(bytes) + " bytes is larger than the rings");
       return;

@@ -1,7 +1,11 @@
 #include "transports/tcp/tcp_path.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "common/unique_fd.h"
@@ -33,6 +37,13 @@ class TcpPath final : public DataPath {
   }
   uint64_t unsent_bytes() const override {
     return conn_.queued_bytes() + conn_.kernel_unsent_bytes();
+  }
+  uint64_t waiting_bytes() const override { return conn_.queued_bytes(); }
+  // TCP_NOTSENT_LOWAT: the socket takes more only while fewer bytes than this are unsent,
+  // and polls writable only then.
+  void limit_unsent(uint64_t bytes) override {
+    const int lowat = static_cast<int>(std::min<uint64_t>(bytes, INT32_MAX));
+    ::setsockopt(conn_.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
   }
   void abandon_placement_of(uint64_t channel_seq) override {
     conn_.abandon_placement_of(channel_seq);

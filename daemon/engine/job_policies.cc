@@ -1,0 +1,105 @@
+#include "daemon/engine/job_policies.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+
+namespace plexus::daemon {
+
+JobPolicies::JobPolicies(NodeLinks& links,
+                         std::map<std::string, transports::FlowPolicy> configured)
+    : links_(links), policies_(std::move(configured)) {}
+
+transports::FlowPolicy JobPolicies::policy_of(const std::string& job) const {
+  auto it = policies_.find(job);
+  return it == policies_.end() ? transports::FlowPolicy{} : it->second;
+}
+
+void JobPolicies::apply(JobCounters& job, transports::FlowPolicy policy) {
+  links_.set_flow_policy(job.flow, policy);
+  job.traffic_class.store(static_cast<uint8_t>(policy.traffic_class), std::memory_order_relaxed);
+  job.weight.store(policy.weight, std::memory_order_relaxed);
+}
+
+void JobPolicies::job_seen(const std::shared_ptr<JobCounters>& job) {
+  if (!job) return;
+  if (by_flow_.size() <= job->flow) by_flow_.resize(job->flow + 1);
+  if (by_flow_[job->flow] == job) return;
+  by_flow_[job->flow] = job;
+  apply(*job, policy_of(job->job));
+}
+
+std::string JobPolicies::set(const std::string& job, transports::FlowPolicy policy,
+                             const std::vector<std::shared_ptr<JobCounters>>& seen) {
+  std::shared_ptr<JobCounters> counters;
+  for (const auto& j : seen) {
+    if (j->job == job) counters = j;
+  }
+  if (!counters && policies_.count(job) == 0) {
+    std::string known;
+    for (const auto& [name, p] : policies_) known += (known.empty() ? "" : ", ") + name;
+    for (const auto& j : seen) {
+      if (policies_.count(j->job) == 0) known += (known.empty() ? "" : ", ") + j->job;
+    }
+    return "unknown job '" + job.substr(0, 64) +
+           "': no session of it has connected and the config's jobs table does not name it" +
+           (known.empty() ? std::string(" (no job is known yet)") : " (known: " + known + ")");
+  }
+  const transports::FlowPolicy before = policy_of(job);
+  policies_[job] = policy;
+  if (counters) {
+    job_seen(counters);
+    apply(*counters, policy);
+  }
+  spdlog::info("job {}: class {} weight {} (was {} weight {})", job,
+               transports::traffic_class_name(policy.traffic_class), policy.weight,
+               transports::traffic_class_name(before.traffic_class), before.weight);
+  return {};
+}
+
+void JobPolicies::scheduled(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited) {
+  if (flow >= by_flow_.size() || !by_flow_[flow]) return;
+  JobCounters& job = *by_flow_[flow];
+  bump_single_writer(job.scheduled_bytes, bytes);
+  job.queue_delay.record(waited);
+}
+
+void JobPolicies::update_shares(Clock::time_point now) {
+  if (now - window_start_ < kShareWindow) return;
+  window_start_ = now;
+  struct Sent {
+    JobCounters* job;
+    uint64_t bytes;
+  };
+  std::vector<Sent> sent;
+  uint64_t total = 0;
+  std::array<uint64_t, transports::kTrafficClasses> class_weights{};
+  for (const auto& job : by_flow_) {
+    if (!job) continue;
+    const uint64_t bytes =
+        job->scheduled_bytes.load(std::memory_order_relaxed) - job->scheduled_bytes_at_window;
+    job->scheduled_bytes_at_window += bytes;
+    sent.push_back({job.get(), bytes});
+    total += bytes;
+    if (bytes > 0) {
+      class_weights[job->traffic_class.load(std::memory_order_relaxed) %
+                    transports::kTrafficClasses] += job->weight.load(std::memory_order_relaxed);
+    }
+  }
+  for (const Sent& s : sent) {
+    const double achieved =
+        total == 0 ? 0 : static_cast<double>(s.bytes) / static_cast<double>(total);
+    const uint64_t weights =
+        class_weights[s.job->traffic_class.load(std::memory_order_relaxed) %
+                      transports::kTrafficClasses];
+    const double configured =
+        s.bytes == 0 || weights == 0
+            ? 0
+            : static_cast<double>(s.job->weight.load(std::memory_order_relaxed)) /
+                  static_cast<double>(weights);
+    s.job->achieved_share.store(achieved, std::memory_order_relaxed);
+    s.job->configured_share.store(configured, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,51 @@
+// Each job's scheduling policy (a traffic class and a weight: transports/channel/
+// flow_policy.h) as the engine applies it to the links' send schedulers: the config's jobs
+// table at first, changed at run time (plexusctl job set). A job's frames are the flow of
+// its JobCounters; what the schedulers report (bytes, queue delay) is counted there, and
+// each second the jobs' achieved and configured shares are worked out from it. Engine
+// thread only; the counters it writes are read by plexusctl and /metrics from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/engine/job_metrics.h"
+#include "daemon/links/node_links.h"
+#include "transports/channel/flow_policy.h"
+
+namespace plexus::daemon {
+
+class JobPolicies {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `configured`: by job name; jobs not in it get the default policy.
+  JobPolicies(NodeLinks& links, std::map<std::string, transports::FlowPolicy> configured);
+
+  // A session of this job arrived: its flow gets the job's policy.
+  void job_seen(const std::shared_ptr<JobCounters>& job);
+  // Changes `job`'s policy from now on (frames already waiting too). Returns "" or why not:
+  // a job neither configured nor seen is refused, naming the known ones.
+  std::string set(const std::string& job, transports::FlowPolicy policy,
+                  const std::vector<std::shared_ptr<JobCounters>>& seen);
+  // A frame of `flow` left a send scheduler (NodeLinks::Handler::on_scheduled).
+  void scheduled(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited);
+  // Every kShareWindow: achieved and configured shares over the window just ended.
+  void update_shares(Clock::time_point now);
+
+  static constexpr auto kShareWindow = std::chrono::seconds(1);
+
+ private:
+  transports::FlowPolicy policy_of(const std::string& job) const;
+  void apply(JobCounters& job, transports::FlowPolicy policy);
+
+  NodeLinks& links_;
+  std::map<std::string, transports::FlowPolicy> policies_;  // configured, then as set
+  std::vector<std::shared_ptr<JobCounters>> by_flow_;
+  Clock::time_point window_start_{};
+};
+
+}  // namespace plexus::daemon
