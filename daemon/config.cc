@@ -43,6 +43,10 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
   e.channel.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
   e.channel.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
   e.channel.last_path_grace = std::chrono::milliseconds(config.peer_grace_ms);
+  e.channel.path_queue_time = std::chrono::microseconds(config.path_queue_us);
+  e.channel.scheduling.floor[1] = config.bulk_floor_percent / 100.0;
+  e.channel.scheduling.floor[2] = config.background_floor_percent / 100.0;
+  e.jobs = config.jobs;
   e.follow_nics = !config.peer_listen.empty();
   e.telemetry = config.telemetry == common::OnOff::kOn;
   e.telemetry_window = std::chrono::microseconds(config.telemetry_window_us);

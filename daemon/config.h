@@ -12,6 +12,7 @@
 #include "common/switch.h"
 #include "daemon/control/control_config.h"
 #include "daemon/engine/engine_config.h"
+#include "daemon/jobs_table.h"
 #include "daemon/peers/data_transport.h"
 #include "transports/channel/reliable_channel.h"
 #include "transports/rdma/rdma_path.h"
@@ -68,6 +69,17 @@ struct Config {
       channel_default_ms(&transports::ReliableChannel::Settings::stable_after);
   uint32_t peer_grace_ms =
       channel_default_ms(&transports::ReliableChannel::Settings::last_path_grace);
+
+  // Jobs sharing the links (transports/channel/send_scheduler.h): each job's class and
+  // weight (the config's [jobs.NAME] tables, --job), the floors of the lower classes, and
+  // how long a frame of a higher class may wait behind others on a path.
+  JobsTable jobs;
+  uint32_t bulk_floor_percent = static_cast<uint32_t>(
+      transports::SendScheduler::Settings{}.floor[1] * 100 + 0.5);
+  uint32_t background_floor_percent = static_cast<uint32_t>(
+      transports::SendScheduler::Settings{}.floor[2] * 100 + 0.5);
+  uint32_t path_queue_us = static_cast<uint32_t>(
+      transports::ReliableChannel::Settings{}.path_queue_time.count());
 
   // Windowed telemetry per path and NIC (monitor/window_ring.h).
   common::OnOff telemetry = common::OnOff::kOn;

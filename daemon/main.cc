@@ -181,10 +181,53 @@ int main(int argc, char** argv) {
   app.add_option("--connect-timeout-ms", config.connect_timeout_ms,
                  "How long a new communicator may wait for its data connections to other nodes")
       ->capture_default_str();
+  std::vector<std::string> job_options;
+  app.add_option("--job", job_options,
+                 "A job's scheduling policy, NAME=CLASS[:WEIGHT] (latency, bulk or background; "
+                 "weight 1..1000, default 1); repeatable; the config file's [jobs.NAME] tables "
+                 "(class = ..., weight = ...) do the same");
+  app.add_option("--bulk-floor-percent", config.bulk_floor_percent,
+                 "Share of a link that bulk jobs get at least while latency jobs keep it busy")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 90));
+  app.add_option("--background-floor-percent", config.background_floor_percent,
+                 "Share of a link that background jobs get at least while others keep it busy")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 90));
+  app.add_option("--path-queue-us", config.path_queue_us,
+                 "How long a frame may wait behind others once given to a path: a path's "
+                 "transport holds this much of its measured rate unsent, and frames are cut "
+                 "to about this much")
+      ->capture_default_str()
+      ->check(CLI::Range(50, 100000));
   app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
+  if (const std::string file = app["--config"]->as<std::string>(); !file.empty()) {
+    std::vector<plexus::daemon::JobsTableEntry> entries;
+    try {
+      for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_file(file)) {
+        entries.push_back({item.parents, item.name,
+                           item.inputs.empty() ? std::string() : item.inputs.front()});
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "plexusd: %s: %s\n", file.c_str(), e.what());
+      return 1;
+    }
+    if (std::string error = plexus::daemon::read_jobs_table(entries, &config.jobs);
+        !error.empty()) {
+      std::fprintf(stderr, "plexusd: %s: %s\n", file.c_str(), error.c_str());
+      return 1;
+    }
+  }
+  for (const std::string& option : job_options) {
+    if (std::string error = plexus::daemon::parse_job_option(option, &config.jobs);
+        !error.empty()) {
+      std::fprintf(stderr, "plexusd: %s\n", error.c_str());
+      return 1;
+    }
+  }
   config.channel_acks = plexus::common::on_off_auto_words().at(channel_acks);
   config.transport = plexus::daemon::data_transport_words().at(transport);
   config.telemetry = plexus::common::on_off_words().at(telemetry);

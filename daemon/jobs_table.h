@@ -1,0 +1,35 @@
+// The config file's jobs table: each job's default scheduling policy, as
+//
+//   [jobs.trainer]
+//   class = "bulk"        # latency, bulk or background
+//   weight = 3            # within its class, 1..1000
+//
+// or, on the command line, --job trainer=bulk:3 (repeatable; the weight is optional).
+// Every field is checked: an unknown key, class or a bad weight is an error naming the job
+// and the field.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "transports/channel/flow_policy.h"
+
+namespace plexus::daemon {
+
+using JobsTable = std::map<std::string, transports::FlowPolicy>;
+
+// One "[jobs.NAME] key = value" entry from the config file: the section path (e.g.
+// {"jobs", "trainer"}), the key and its value.
+struct JobsTableEntry {
+  std::vector<std::string> section;
+  std::string key;
+  std::string value;
+};
+// Adds the entries under [jobs.*] to `table`; others are ignored. "" or the first error.
+std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTable* table);
+// "NAME=CLASS[:WEIGHT]" into `table`; "" or why not.
+std::string parse_job_option(const std::string& text, JobsTable* table);
+
+}  // namespace plexus::daemon
