@@ -40,6 +40,12 @@ struct NicDrain {
   drained @1 :Bool;       # false: undrain
 }
 
+struct JobSet {
+  name @0 :Text;
+  trafficClass @1 :Text;  # latency, bulk or background
+  weight @2 :UInt32;      # 1..1000
+}
+
 struct ClientMessage {
   requestId @0 :UInt32;
   union {
@@ -54,6 +60,7 @@ struct ClientMessage {
     registerGpuMemory @9 :GpuMemory;
     releaseGpuMemory @10 :UInt32;  # a region id from GpuMemoryReply
     nicFault @11 :Text;     # fault injection (plexusd --fault-injection): into the paths over this NIC
+    jobSet @12 :JobSet;     # a job's scheduling policy (admin)
   }
 }
 
@@ -135,6 +142,15 @@ struct JobInfo {
   sessions @1 :UInt32;     # rank sessions connected now
   collectives @2 :List(CollectiveCount);
   failedCompletions @3 :UInt64;
+  # Scheduling on the links to other nodes (plexusctl job set).
+  trafficClass @4 :Text;           # latency, bulk, background
+  weight @5 :UInt32;
+  configuredShare @6 :Float64;     # its weight's part of its class's busy jobs', last second
+  achievedShare @7 :Float64;       # its part of all bytes sent to peers, last second
+  scheduledBytes @8 :UInt64;       # payload sent to peers
+  queueDelayFrames @9 :UInt64;     # frames that left a send scheduler
+  queueDelayMeanUs @10 :Float64;   # how long they waited there
+  queueDelayP99Us @11 :Float64;    # upper bound of the bucket holding the 99th percentile
 }
 
 struct StatusReply {
@@ -302,5 +318,6 @@ struct DaemonMessage {
     gpuMemoryReply @10 :UInt32;      # the region id entries name for the allocation
     releaseGpuMemoryReply @11 :Void;
     nicFaultReply @12 :UInt32;       # paths the fault was injected into
+    jobSetReply @13 :Void;
   }
 }

@@ -104,6 +104,28 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
               "Completions a rank got with an error (per rank, any collective), by job",
               {{"plexus_job", job->job}},
               static_cast<double>(job->failed_completions.load(std::memory_order_relaxed)));
+    const MetricLabels j = {{"plexus_job", job->job}};
+    const uint8_t cls = job->traffic_class.load(std::memory_order_relaxed);
+    m.gauge("plexus_job_weight",
+            "A job's weight within its traffic class (labelled), on the links to other nodes",
+            {{"plexus_job", job->job},
+             {"class", transports::traffic_class_name(
+                           static_cast<transports::TrafficClass>(cls % transports::kTrafficClasses))}},
+            job->weight.load(std::memory_order_relaxed));
+    m.gauge("plexus_job_share_ratio",
+            "A job's part of the bytes sent to other nodes over the last second (achieved)", j,
+            job->achieved_share.load(std::memory_order_relaxed));
+    m.gauge("plexus_job_configured_share_ratio",
+            "What a job's weight entitles it to among the busy jobs of its class, last second", j,
+            job->configured_share.load(std::memory_order_relaxed));
+    m.counter("plexus_job_sent_to_peers_bytes_total", "Payload a job's frames took to other nodes",
+              j, static_cast<double>(job->scheduled_bytes.load(std::memory_order_relaxed)));
+    const DurationHistogram::Snapshot delay = job->queue_delay.snapshot();
+    if (delay.count > 0) {
+      m.histogram("plexus_job_queue_delay_seconds",
+                  "How long a job's frames waited in a send scheduler before a path took them", j,
+                  DurationHistogram::kUpperBoundsSeconds, delay.counts, delay.sum_seconds);
+    }
   }
   for (uint8_t op = 1; op < kOpKinds; ++op) {
     const auto h = engine_.op_watch().op_durations().snapshot(static_cast<shm::Opcode>(op));

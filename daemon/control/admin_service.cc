@@ -148,6 +148,41 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
   });
 }
 
+void AdminService::job_set(const Session& client, uint32_t request_id,
+                           control::JobSet::Reader request) {
+  const uint64_t session = client.id();
+  if (!admit_admin(client, request_id, "setting a job's policy")) return;
+  const std::string job = request.getName().cStr();
+  const std::string class_name = request.getTrafficClass().cStr();
+  const auto traffic_class = transports::parse_traffic_class(class_name);
+  if (!traffic_class) {
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "job '" + job.substr(0, 64) + "': class '" + class_name.substr(0, 64) +
+                     "' is not one of latency, bulk, background");
+    return;
+  }
+  if (std::string bad = transports::check_weight(request.getWeight()); !bad.empty()) {
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "job '" + job.substr(0, 64) + "': " + bad);
+    return;
+  }
+  const transports::FlowPolicy policy{*traffic_class, request.getWeight()};
+  engine_.post([this, session, request_id, job, policy](Engine& engine) {
+    std::string error = engine.jobs().set(job, policy, engine.op_watch().job_counters().all());
+    hooks_.post([this, session, request_id, error] {
+      if (!error.empty()) {
+        hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT, error);
+        return;
+      }
+      capnp::MallocMessageBuilder reply;
+      auto root = reply.initRoot<control::DaemonMessage>();
+      root.setRequestId(request_id);
+      root.setJobSetReply();
+      hooks_.reply(session, reply);
+    });
+  });
+}
+
 void AdminService::nic_fault(const Session& client, uint32_t request_id, const std::string& nic) {
   const uint64_t session = client.id();
   // Who may ask comes first: a stranger learns nothing of how the daemon runs.
@@ -312,6 +347,16 @@ void AdminService::fill_jobs(control::StatusReply::Builder status) {
     out.setName(job.job);
     out.setSessions(sessions[job.job]);
     out.setFailedCompletions(job.failed_completions.load(std::memory_order_relaxed));
+    out.setTrafficClass(transports::traffic_class_name(static_cast<transports::TrafficClass>(
+        job.traffic_class.load(std::memory_order_relaxed) % transports::kTrafficClasses)));
+    out.setWeight(job.weight.load(std::memory_order_relaxed));
+    out.setConfiguredShare(job.configured_share.load(std::memory_order_relaxed));
+    out.setAchievedShare(job.achieved_share.load(std::memory_order_relaxed));
+    out.setScheduledBytes(job.scheduled_bytes.load(std::memory_order_relaxed));
+    const DurationHistogram::Snapshot delay = job.queue_delay.snapshot();
+    out.setQueueDelayFrames(delay.count);
+    out.setQueueDelayMeanUs(delay.count == 0 ? 0 : delay.sum_seconds * 1e6 / delay.count);
+    out.setQueueDelayP99Us(delay.quantile_bound(0.99) * 1e6);
     std::vector<uint8_t> used;
     for (uint8_t op = 1; op < kOpKinds; ++op) {
       if (job.ops[op].load(std::memory_order_relaxed) > 0) used.push_back(op);

@@ -190,8 +190,22 @@ int main(int argc, char** argv) {
   for (auto* sub : {drain_cmd, undrain_cmd, fault_cmd}) {
     sub->add_option("NAME", nic_name, "The interface, as in plexusctl paths")->required();
   }
+  auto* job_cmd = app.add_subcommand(
+      "job",
+      "set NAME --class C --weight W: a job's share of the links to other nodes from now on "
+      "(frames already waiting too). Classes go in strict priority (latency, then bulk, then "
+      "background, each lower one keeping its floor); jobs of one class share by weight. "
+      "Needs root, plexusd's own user or a member of plexusd --admin-group");
+  job_cmd->require_subcommand(1);
+  auto* job_set_cmd = job_cmd->add_subcommand("set", "Set job NAME's class and weight");
+  std::string job_name, job_class;
+  uint32_t job_weight = 1;
+  job_set_cmd->add_option("NAME", job_name, "The job, as plexusctl jobs shows it")->required();
+  job_set_cmd->add_option("--class", job_class, "latency, bulk or background")->required();
+  job_set_cmd->add_option("--weight", job_weight, "Within its class, 1..1000")
+      ->capture_default_str();
   for (auto* sub : {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd,
-                    events_cmd, nic_cmd, drain_cmd, undrain_cmd, fault_cmd}) {
+                    events_cmd, nic_cmd, drain_cmd, undrain_cmd, fault_cmd, job_set_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -216,6 +230,11 @@ int main(int argc, char** argv) {
             message.setOps();
           } else if (fault_cmd->parsed()) {
             message.setNicFault(nic_name);
+          } else if (job_set_cmd->parsed()) {
+            auto set = message.initJobSet();
+            set.setName(job_name);
+            set.setTrafficClass(job_class);
+            set.setWeight(job_weight);
           } else if (nic_cmd->parsed()) {
             auto drain = message.initNicDrain();
             drain.setNic(nic_name);
@@ -231,6 +250,8 @@ int main(int argc, char** argv) {
             result = plexus::ctl::links_to_json(root.getLinksReply());
           } else if (root.isOpsReply()) {
             result = plexus::ctl::ops_to_json(root.getOpsReply());
+          } else if (root.isJobSetReply()) {
+            result = {{"job", job_name}, {"class", job_class}, {"weight", job_weight}};
           } else if (root.isNicFaultReply()) {
             result = {{"nic", nic_name}, {"faulted_paths", root.getNicFaultReply()}};
           } else if (root.isNicDrainReply()) {
@@ -266,6 +287,8 @@ int main(int argc, char** argv) {
     plexus::ctl::print_nics(result);
   } else if (ops_cmd->parsed()) {
     plexus::ctl::print_ops(result, show_finished);
+  } else if (job_set_cmd->parsed()) {
+    std::printf("job %s: class %s, weight %u\n", job_name.c_str(), job_class.c_str(), job_weight);
   } else if (fault_cmd->parsed()) {
     std::printf("fault injected into %u path(s) over NIC %s\n",
                 result["faulted_paths"].get<unsigned>(), nic_name.c_str());

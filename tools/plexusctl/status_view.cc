@@ -44,6 +44,14 @@ json status_to_json(control::StatusReply::Reader status) {
     out["jobs"].push_back({{"name", j.getName().cStr()},
                            {"sessions", j.getSessions()},
                            {"failed_completions", j.getFailedCompletions()},
+                           {"class", j.getTrafficClass().cStr()},
+                           {"weight", j.getWeight()},
+                           {"configured_share", j.getConfiguredShare()},
+                           {"achieved_share", j.getAchievedShare()},
+                           {"sent_to_peers_bytes", j.getScheduledBytes()},
+                           {"queue_delay_frames", j.getQueueDelayFrames()},
+                           {"queue_delay_mean_us", j.getQueueDelayMeanUs()},
+                           {"queue_delay_p99_us", j.getQueueDelayP99Us()},
                            {"collectives", collectives}});
   }
   out["comms"] = json::array();
@@ -99,8 +107,10 @@ void print_jobs(const json& s) {
     std::printf("no jobs yet (a rank's job is $PLEXUS_JOB, else its process name)\n");
     return;
   }
-  std::printf("%-20s %6s %10s %12s %8s  %s\n", "JOB", "RANKS", "OPS", "PAYLOAD", "FAILED",
-              "BY COLLECTIVE");
+  // SHARE: configured / achieved over the last second, of the bytes sent to other nodes;
+  // DELAY: the mean and 99th percentile (bucket bound) of frames' wait in a send scheduler.
+  std::printf("%-20s %6s %10s %12s %8s %-10s %6s %13s %17s  %s\n", "JOB", "RANKS", "OPS",
+              "PAYLOAD", "FAILED", "CLASS", "WEIGHT", "SHARE CFG/GOT", "DELAY MEAN/P99", "BY COLLECTIVE");
   for (const auto& j : s["jobs"]) {
     uint64_t ops = 0;
     uint64_t bytes = 0;
@@ -111,10 +121,22 @@ void print_jobs(const json& s) {
       by += (by.empty() ? "" : ", ") + c["collective"].get<std::string>() + " " +
             std::to_string(c["ops"].get<uint64_t>());
     }
-    std::printf("%-20s %6u %10llu %12s %8llu  %s\n", j["name"].get<std::string>().c_str(),
-                j["sessions"].get<unsigned>(), static_cast<unsigned long long>(ops),
-                human_bytes(bytes).c_str(),
+    char share[32];
+    std::snprintf(share, sizeof(share), "%.0f%%/%.0f%%",
+                  100 * j["configured_share"].get<double>(), 100 * j["achieved_share"].get<double>());
+    char delay[48];
+    if (j["queue_delay_frames"].get<uint64_t>() == 0) {
+      std::snprintf(delay, sizeof(delay), "-");
+    } else {
+      std::snprintf(delay, sizeof(delay), "%.2f/%.2f ms",
+                    j["queue_delay_mean_us"].get<double>() / 1000,
+                    j["queue_delay_p99_us"].get<double>() / 1000);
+    }
+    std::printf("%-20s %6u %10llu %12s %8llu %-10s %6u %13s %17s  %s\n",
+                j["name"].get<std::string>().c_str(), j["sessions"].get<unsigned>(),
+                static_cast<unsigned long long>(ops), human_bytes(bytes).c_str(),
                 static_cast<unsigned long long>(j["failed_completions"].get<uint64_t>()),
+                j["class"].get<std::string>().c_str(), j["weight"].get<unsigned>(), share, delay,
                 by.c_str());
   }
 }

@@ -1,0 +1,169 @@
+// One rank of a job that loads the links for the multi-job scheduling tests and benchmarks
+// (tests/cluster/job_share_test.sh, tools/bench/job_share.sh): allreduces of --bytes, back
+// to back or one every --interval-ms, until rank 0 has run --seconds; then every rank stops
+// after the same op (rank 0 writes which into --id-file's ".stop" beside it, before it
+// submits the next). Each op's result is checked exactly. Writes one line per op to --out:
+// "start_ns end_ns" (CLOCK_REALTIME, comparable across the cluster's namespaces). The job
+// is PLEXUS_JOB, as for any client.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plexus/plexus.h"
+
+namespace {
+
+int64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+std::string hex(const plexus_unique_id_t& id) {
+  std::string out;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&id);
+  for (size_t i = 0; i < sizeof(id); ++i) {
+    char two[3];
+    std::snprintf(two, sizeof(two), "%02x", bytes[i]);
+    out += two;
+  }
+  return out;
+}
+
+bool unhex(const std::string& text, plexus_unique_id_t* id) {
+  if (text.size() < 2 * sizeof(*id)) return false;
+  auto* bytes = reinterpret_cast<unsigned char*>(id);
+  for (size_t i = 0; i < sizeof(*id); ++i) {
+    unsigned value = 0;
+    if (std::sscanf(text.c_str() + 2 * i, "%2x", &value) != 1) return false;
+    bytes[i] = static_cast<unsigned char>(value);
+  }
+  return true;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+int fail(const char* what) {
+  std::fprintf(stderr, "job_load: %s: %s\n", what, plexus_get_last_error());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int nranks = 2, rank = -1;
+  std::string id_file, out_file;
+  uint64_t bytes = 64 << 10;
+  double seconds = 10, interval_ms = 0;
+  // Flags as --name value (a plain parser: this is a test tool, see the header comment).
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "--nranks") {
+      nranks = std::atoi(value);
+    } else if (flag == "--rank") {
+      rank = std::atoi(value);
+    } else if (flag == "--id-file") {
+      id_file = value;
+    } else if (flag == "--out") {
+      out_file = value;
+    } else if (flag == "--bytes") {
+      bytes = std::strtoull(value, nullptr, 10);
+    } else if (flag == "--seconds") {
+      seconds = std::atof(value);
+    } else if (flag == "--interval-ms") {
+      interval_ms = std::atof(value);
+    } else {
+      std::fprintf(stderr, "job_load: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (rank < 0 || rank >= nranks || id_file.empty() || out_file.empty() || bytes < 4) {
+    std::fprintf(stderr,
+                 "usage: job_load --rank R --id-file F --out F [--nranks 2] [--bytes N] "
+                 "[--seconds S] [--interval-ms MS]\n");
+    return 2;
+  }
+
+  plexus_unique_id_t id{};
+  if (rank == 0) {
+    if (plexus_get_unique_id(&id) != PLEXUS_SUCCESS) return fail("unique id");
+    std::remove((id_file + ".stop").c_str());
+    write_atomically(id_file, hex(id));
+  } else {
+    for (int i = 0; i < 600 && !unhex(read_file(id_file), &id); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  plexus_comm_t comm = nullptr;
+  if (plexus_comm_init_rank(&comm, nranks, id, rank) != PLEXUS_SUCCESS) return fail("comm init");
+  const size_t count = bytes / sizeof(float);
+  float* buffer = nullptr;
+  if (plexus_alloc(reinterpret_cast<void**>(&buffer), count * sizeof(float)) != PLEXUS_SUCCESS) {
+    return fail("alloc");
+  }
+  std::vector<std::pair<int64_t, int64_t>> times;
+  const int64_t begin = now_ns();
+  const auto interval = std::chrono::nanoseconds(static_cast<int64_t>(interval_ms * 1e6));
+  auto next_start = std::chrono::steady_clock::now();
+  int64_t stop_at = -1;
+  for (int64_t op = 0; stop_at < 0 || op < stop_at; ++op) {
+    // Each rank adds op + rank + 1: the sum is known exactly (small integers in float).
+    const float mine = static_cast<float>(op % 64 + rank + 1);
+    for (size_t i = 0; i < count; ++i) buffer[i] = mine;
+    if (interval.count() > 0) {
+      std::this_thread::sleep_until(next_start);
+      next_start += interval;
+    }
+    const int64_t start = now_ns();
+    if (plexus_allreduce(buffer, buffer, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr) !=
+        PLEXUS_SUCCESS) {
+      return fail("allreduce");
+    }
+    times.emplace_back(start, now_ns());
+    const float want =
+        static_cast<float>(nranks * (op % 64 + 1)) + static_cast<float>(nranks * (nranks - 1) / 2);
+    for (size_t i = 0; i < count; ++i) {
+      if (buffer[i] != want) {
+        std::fprintf(stderr, "job_load: rank %d op %lld element %zu is %g, want %g\n", rank,
+                     static_cast<long long>(op), i, static_cast<double>(buffer[i]),
+                     static_cast<double>(want));
+        return 1;
+      }
+    }
+    if (stop_at < 0) {
+      if (rank == 0 && static_cast<double>(now_ns() - begin) >= seconds * 1e9) {
+        stop_at = op + 2;
+        write_atomically(id_file + ".stop", std::to_string(stop_at));
+      } else if (rank != 0) {
+        const std::string text = read_file(id_file + ".stop");
+        if (!text.empty()) stop_at = std::stoll(text);
+      }
+    }
+  }
+  std::ofstream out(out_file);
+  for (auto [s, e] : times) out << s << ' ' << e << '\n';
+  plexus_comm_destroy(comm);
+  return 0;
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Several jobs at once on a shaped 2-node namespace cluster (1 NIC, 1 rank per node per job):
+# what each gets of the link and how long its ops take. Used by the multi-job scheduling
+# test (tests/cluster/job_share_test.sh) and for docs/BENCHMARKS.md.
+#
+#   job_share.sh BUILD_DIR [--rate 400mbit] [--seconds 8] [--daemon-args "ARGS"] \
+#                [--daemons-from OTHER_BUILD_DIR] JOB...
+#   JOB: NAME:BYTES[:INTERVAL_MS]  an allreduce of BYTES back to back, or one every INTERVAL_MS
+#
+# Every job starts together; each runs --seconds (its rank 0 decides), and what is reported
+# is over the window in which all of them ran, with the first second left out:
+#   job NAME bytes B ops N mbps M share S median_ms X p90_ms Y
+# where M is MB/s of allreduce payload (each node sends about that much), S its part of the
+# jobs' total, and the op times are over the whole run. --daemons-from runs OTHER_BUILD_DIR's
+# plexusd (e.g. a build from before a change) with this build's clients. Needs root.
+set -euo pipefail
+build=$(cd "$1" && pwd); shift
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cluster=$repo/tools/cluster/plexus-cluster.sh
+rate=400mbit seconds=8 daemon_args="" daemons_from=""
+jobs=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rate) rate=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --daemon-args) daemon_args=$2; shift 2 ;;
+    --daemons-from) daemons_from=$(cd "$2" && pwd); shift 2 ;;
+    *) jobs+=("$1"); shift ;;
+  esac
+done
+[ ${#jobs[@]} -ge 1 ] || { echo "job_share.sh: name at least one JOB" >&2; exit 2; }
+name=js$$
+dir=/tmp/plexus-cluster-$name
+cleanup() {
+  pkill -f -- "--id-file $dir/" 2>/dev/null || true
+  wait 2>/dev/null || true
+  "$cluster" down --name "$name" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+PLEXUS_CLUSTER_DAEMON_ARGS="$daemon_args" PLEXUS_CLUSTER_LOG_LEVEL=warn \
+  "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --daemons "${daemons_from:-$build}" >/dev/null
+pids=()
+for spec in "${jobs[@]}"; do
+  IFS=: read -r job bytes interval <<< "$spec"
+  for n in 0 1; do
+    "$cluster" run --name "$name" --node "$n" -- env PLEXUS_JOB="$job" "$build/tools/bench/job_load" \
+      --rank "$n" --id-file "$dir/$job.id" --bytes "$bytes" --seconds "$seconds" \
+      --interval-ms "${interval:-0}" --out "$dir/$job.$n.times" > "$dir/$job.$n.log" 2>&1 &
+    pids+=($!)
+  done
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+if [ "$status" -ne 0 ]; then
+  for spec in "${jobs[@]}"; do
+    IFS=: read -r job _ <<< "$spec"
+    for n in 0 1; do sed "s/^/$job.$n: /" "$dir/$job.$n.log"; done
+  done
+  echo "job_share.sh: a job failed" >&2
+  exit 1
+fi
+/usr/bin/python3 - "$dir" "${jobs[@]}" <<'PY'
+import sys, statistics
+d = sys.argv[1]
+jobs = []
+for spec in sys.argv[2:]:
+    parts = spec.split(':')
+    times = [tuple(map(int, l.split())) for l in open(f"{d}/{parts[0]}.0.times")]
+    jobs.append((parts[0], int(parts[1]), times))
+lo = max(t[0][0] for _, _, t in jobs) + 1e9
+hi = min(t[-1][1] for _, _, t in jobs)
+if hi <= lo:
+    sys.exit("job_share.sh: the jobs did not overlap by more than a second")
+rates = {}
+for name, size, times in jobs:
+    got = 0.0
+    for s, e in times:
+        overlap = min(e, hi) - max(s, lo)
+        if overlap > 0 and e > s:
+            got += size * overlap / (e - s)
+    rates[name] = got / ((hi - lo) / 1e9) / 1e6
+total = sum(rates.values())
+for name, size, times in jobs:
+    durations = sorted((e - s) / 1e6 for s, e in times)
+    print(f"job {name} bytes {size} ops {len(times)} mbps {rates[name]:.2f} "
+          f"share {rates[name] / total if total else 0:.3f} "
+          f"median_ms {statistics.median(durations):.3f} "
+          f"p90_ms {durations[int(0.9 * (len(durations) - 1))]:.3f} window_s {(hi - lo) / 1e9:.1f}")
+PY
