@@ -74,12 +74,12 @@ struct Config {
   // weight (the config's [jobs.NAME] tables, --job), the floors of the lower classes, and
   // how long a frame of a higher class may wait behind others on a path.
   JobsTable jobs;
-  uint32_t bulk_floor_percent = static_cast<uint32_t>(
-      transports::SendScheduler::Settings{}.floor[1] * 100 + 0.5);
-  uint32_t background_floor_percent = static_cast<uint32_t>(
-      transports::SendScheduler::Settings{}.floor[2] * 100 + 0.5);
-  uint32_t path_queue_us = static_cast<uint32_t>(
-      transports::ReliableChannel::Settings{}.path_queue_time.count());
+  uint32_t bulk_floor_percent =
+      static_cast<uint32_t>(transports::SendScheduler::Settings{}.floor[1] * 100 + 0.5);
+  uint32_t background_floor_percent =
+      static_cast<uint32_t>(transports::SendScheduler::Settings{}.floor[2] * 100 + 0.5);
+  uint32_t path_queue_us =
+      static_cast<uint32_t>(transports::ReliableChannel::Settings{}.path_queue_time.count());
 
   // Windowed telemetry per path and NIC (monitor/window_ring.h).
   common::OnOff telemetry = common::OnOff::kOn;

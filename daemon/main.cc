@@ -208,8 +208,8 @@ int main(int argc, char** argv) {
     std::vector<plexus::daemon::JobsTableEntry> entries;
     try {
       for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_file(file)) {
-        entries.push_back({item.parents, item.name,
-                           item.inputs.empty() ? std::string() : item.inputs.front()});
+        entries.push_back(
+            {item.parents, item.name, item.inputs.empty() ? std::string() : item.inputs.front()});
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "plexusd: %s: %s\n", file.c_str(), e.what());

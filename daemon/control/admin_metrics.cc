@@ -109,8 +109,8 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
     m.gauge("plexus_job_weight",
             "A job's weight within its traffic class (labelled), on the links to other nodes",
             {{"plexus_job", job->job},
-             {"class", transports::traffic_class_name(
-                           static_cast<transports::TrafficClass>(cls % transports::kTrafficClasses))}},
+             {"class", transports::traffic_class_name(static_cast<transports::TrafficClass>(
+                           cls % transports::kTrafficClasses))}},
             job->weight.load(std::memory_order_relaxed));
     m.gauge("plexus_job_share_ratio",
             "A job's part of the bytes sent to other nodes over the last second (achieved)", j,

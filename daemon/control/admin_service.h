@@ -51,7 +51,7 @@ class AdminService {
   // Needs ControlConfig::fault_injection too: into every path over `nic`.
   // plexusctl job set: a job's class and weight (admins only; checked here, applied by the
   // engine, which refuses a job it has never heard of).
-  void job_set(const Session& client, uint32_t request_id, control::JobSet::Reader request);
+  void job_set(const Session& client, uint32_t request_id, shm::control::JobSet::Reader request);
   void nic_fault(const Session& session, uint32_t request_id, const std::string& nic);
   // The engine's ops report (built on the engine thread, sent from this one).
   void ops(uint64_t session, uint32_t request_id);

@@ -110,7 +110,7 @@ class InternodeRunner {
   GpuStaging& gpu_;
   monitor::EventLog& events_;
   NodeLinks links_;
-  JobPolicies jobs_;  // the links' flows' policies
+  JobPolicies jobs_;                                                // the links' flows' policies
   std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
   std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
   std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;

@@ -6,8 +6,7 @@
 
 namespace plexus::daemon {
 
-JobPolicies::JobPolicies(NodeLinks& links,
-                         std::map<std::string, transports::FlowPolicy> configured)
+JobPolicies::JobPolicies(NodeLinks& links, std::map<std::string, transports::FlowPolicy> configured)
     : links_(links), policies_(std::move(configured)) {}
 
 transports::FlowPolicy JobPolicies::policy_of(const std::string& job) const {
@@ -89,9 +88,8 @@ void JobPolicies::update_shares(Clock::time_point now) {
   for (const Sent& s : sent) {
     const double achieved =
         total == 0 ? 0 : static_cast<double>(s.bytes) / static_cast<double>(total);
-    const uint64_t weights =
-        class_weights[s.job->traffic_class.load(std::memory_order_relaxed) %
-                      transports::kTrafficClasses];
+    const uint64_t weights = class_weights[s.job->traffic_class.load(std::memory_order_relaxed) %
+                                           transports::kTrafficClasses];
     const double configured =
         s.bytes == 0 || weights == 0
             ? 0

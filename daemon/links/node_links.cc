@@ -359,8 +359,7 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   const uint32_t flow = flow_of(comm_id);
   const uint32_t chunk_bytes = chunk_bytes_for(link);
   do {
-    const auto bytes =
-        static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes, data.size() - offset));
+    const auto bytes = static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes, data.size() - offset));
     const bool last = offset + bytes == data.size();
     h.chunk = chunk++;
     h.offset = offset;
@@ -395,9 +394,9 @@ uint32_t NodeLinks::chunk_bytes_for(const Link& link) const {
   if (rate <= 0) return chunk_bytes_;
   const double seconds = std::chrono::duration<double>(channel_settings_.path_queue_time).count();
   const uint64_t want = static_cast<uint64_t>(rate * seconds) & ~uint64_t{4095};
-  return static_cast<uint32_t>(
-      std::clamp<uint64_t>(want, std::min<uint64_t>(channel_settings_.min_path_unsent_bytes, chunk_bytes_),
-                           chunk_bytes_));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(
+      want, std::min<uint64_t>(channel_settings_.min_path_unsent_bytes, chunk_bytes_),
+      chunk_bytes_));
 }
 
 // Hands the paths frames and writes what the kernel takes now (the common case needs no

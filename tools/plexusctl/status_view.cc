@@ -109,8 +109,8 @@ void print_jobs(const json& s) {
   }
   // SHARE: configured / achieved over the last second, of the bytes sent to other nodes;
   // DELAY: the mean and 99th percentile (bucket bound) of frames' wait in a send scheduler.
-  std::printf("%-20s %6s %10s %12s %8s %-10s %6s %13s %17s  %s\n", "JOB", "RANKS", "OPS",
-              "PAYLOAD", "FAILED", "CLASS", "WEIGHT", "SHARE CFG/GOT", "DELAY MEAN/P99", "BY COLLECTIVE");
+  std::printf("%-20s %6s %10s %12s %8s %-10s %6s %13s %17s  %s\n", "JOB", "RANKS", "OPS", "PAYLOAD",
+              "FAILED", "CLASS", "WEIGHT", "SHARE CFG/GOT", "DELAY MEAN/P99", "BY COLLECTIVE");
   for (const auto& j : s["jobs"]) {
     uint64_t ops = 0;
     uint64_t bytes = 0;
@@ -122,8 +122,8 @@ void print_jobs(const json& s) {
             std::to_string(c["ops"].get<uint64_t>());
     }
     char share[32];
-    std::snprintf(share, sizeof(share), "%.0f%%/%.0f%%",
-                  100 * j["configured_share"].get<double>(), 100 * j["achieved_share"].get<double>());
+    std::snprintf(share, sizeof(share), "%.0f%%/%.0f%%", 100 * j["configured_share"].get<double>(),
+                  100 * j["achieved_share"].get<double>());
     char delay[48];
     if (j["queue_delay_frames"].get<uint64_t>() == 0) {
       std::snprintf(delay, sizeof(delay), "-");

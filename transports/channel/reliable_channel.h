@@ -123,8 +123,8 @@ class ReliableChannel {
 
   // Sends a frame of `flow` (its channel_seq is set here, once the scheduler lets it go).
   // `token` comes back in on_released.
-  void send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
-            uint64_t token, uint32_t flow = 0);
+  void send(const wire::DataFrameHeader& header, std::span<const std::byte> payload, uint64_t token,
+            uint32_t flow = 0);
   // Hands waiting frames to the paths that have room; the owner calls it when a path's
   // queue went down (after its writes). Returns whether any frame was handed over.
   bool pump();
