@@ -8,12 +8,10 @@ namespace {
 
 std::string set_class(const std::string& job, const std::string& value,
                       transports::FlowPolicy* policy) {
-  const auto c = transports::parse_traffic_class(value);
-  if (!c) {
-    return "job '" + job + "': class '" + value.substr(0, 64) +
-           "' is not one of latency, bulk, background";
+  if (std::string bad = transports::check_traffic_class(value); !bad.empty()) {
+    return "job '" + job + "': " + bad;
   }
-  policy->traffic_class = *c;
+  policy->traffic_class = *transports::parse_traffic_class(value);
   return {};
 }
 

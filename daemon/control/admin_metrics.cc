@@ -105,13 +105,12 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
               {{"plexus_job", job->job}},
               static_cast<double>(job->failed_completions.load(std::memory_order_relaxed)));
     const MetricLabels j = {{"plexus_job", job->job}};
-    const uint8_t cls = job->traffic_class.load(std::memory_order_relaxed);
-    m.gauge("plexus_job_weight",
-            "A job's weight within its traffic class (labelled), on the links to other nodes",
-            {{"plexus_job", job->job},
-             {"class", transports::traffic_class_name(static_cast<transports::TrafficClass>(
-                           cls % transports::kTrafficClasses))}},
-            job->weight.load(std::memory_order_relaxed));
+    const transports::FlowPolicy policy = job->policy();
+    m.gauge(
+        "plexus_job_weight",
+        "A job's weight within its traffic class (labelled), on the links to other nodes",
+        {{"plexus_job", job->job}, {"class", transports::traffic_class_name(policy.traffic_class)}},
+        policy.weight);
     m.gauge("plexus_job_share_ratio",
             "A job's part of the bytes sent to other nodes over the last second (achieved)", j,
             job->achieved_share.load(std::memory_order_relaxed));

@@ -154,21 +154,17 @@ void AdminService::job_set(const Session& client, uint32_t request_id,
   if (!admit_admin(client, request_id, "setting a job's policy")) return;
   const std::string job = request.getName().cStr();
   const std::string class_name = request.getTrafficClass().cStr();
-  const auto traffic_class = transports::parse_traffic_class(class_name);
-  if (!traffic_class) {
-    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "job '" + job.substr(0, 64) + "': class '" + class_name.substr(0, 64) +
-                     "' is not one of latency, bulk, background");
-    return;
-  }
-  if (std::string bad = transports::check_weight(request.getWeight()); !bad.empty()) {
+  std::string bad = transports::check_traffic_class(class_name);
+  if (bad.empty()) bad = transports::check_weight(request.getWeight());
+  if (!bad.empty()) {
     hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                  "job '" + job.substr(0, 64) + "': " + bad);
     return;
   }
-  const transports::FlowPolicy policy{*traffic_class, request.getWeight()};
+  const transports::FlowPolicy policy{*transports::parse_traffic_class(class_name),
+                                      request.getWeight()};
   engine_.post([this, session, request_id, job, policy](Engine& engine) {
-    std::string error = engine.jobs().set(job, policy, engine.op_watch().job_counters().all());
+    std::string error = engine.jobs().set(job, policy);
     hooks_.post([this, session, request_id, error] {
       if (!error.empty()) {
         hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT, error);
@@ -347,9 +343,9 @@ void AdminService::fill_jobs(control::StatusReply::Builder status) {
     out.setName(job.job);
     out.setSessions(sessions[job.job]);
     out.setFailedCompletions(job.failed_completions.load(std::memory_order_relaxed));
-    out.setTrafficClass(transports::traffic_class_name(static_cast<transports::TrafficClass>(
-        job.traffic_class.load(std::memory_order_relaxed) % transports::kTrafficClasses)));
-    out.setWeight(job.weight.load(std::memory_order_relaxed));
+    const transports::FlowPolicy policy = job.policy();
+    out.setTrafficClass(transports::traffic_class_name(policy.traffic_class));
+    out.setWeight(policy.weight);
     out.setConfiguredShare(job.configured_share.load(std::memory_order_relaxed));
     out.setAchievedShare(job.achieved_share.load(std::memory_order_relaxed));
     out.setScheduledBytes(job.scheduled_bytes.load(std::memory_order_relaxed));

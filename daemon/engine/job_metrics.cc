@@ -14,15 +14,9 @@ std::shared_ptr<JobCounters> JobCounterTable::for_job(const std::string& job) {
   return slot;
 }
 
-std::shared_ptr<JobCounters> JobCounterTable::find(const std::string& job) const {
+std::vector<std::shared_ptr<const JobCounters>> JobCounterTable::all() const {
   std::lock_guard lock(mutex_);
-  auto it = jobs_.find(job);
-  return it == jobs_.end() ? nullptr : it->second;
-}
-
-std::vector<std::shared_ptr<JobCounters>> JobCounterTable::all() const {
-  std::lock_guard lock(mutex_);
-  std::vector<std::shared_ptr<JobCounters>> out;
+  std::vector<std::shared_ptr<const JobCounters>> out;
   for (const auto& [name, counters] : jobs_) out.push_back(counters);
   return out;
 }

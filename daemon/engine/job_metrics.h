@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shm/ring_layout.h"
+#include "transports/channel/flow_policy.h"
 
 namespace plexus::daemon {
 
@@ -56,9 +57,12 @@ struct JobCounters {
   std::array<std::atomic<uint64_t>, kOpKinds> payload_bytes{};  // count x element size
   std::atomic<uint64_t> failed_completions{0};                  // per rank, any collective
 
-  // Scheduling, written by the engine thread. Its policy as applied (TrafficClass, weight).
-  std::atomic<uint8_t> traffic_class{1};
-  std::atomic<uint32_t> weight{1};
+  // Scheduling, written by the engine thread (JobPolicies). Its policy as applied.
+  std::atomic<transports::TrafficClass> traffic_class{transports::FlowPolicy{}.traffic_class};
+  std::atomic<uint32_t> weight{transports::FlowPolicy{}.weight};
+  transports::FlowPolicy policy() const {
+    return {traffic_class.load(std::memory_order_relaxed), weight.load(std::memory_order_relaxed)};
+  }
   // Payload its frames took to peer daemons, and how long each waited in a send scheduler.
   std::atomic<uint64_t> scheduled_bytes{0};
   DurationHistogram queue_delay;
@@ -76,9 +80,7 @@ class JobCounterTable {
   static constexpr size_t kMaxJobs = 64;
   // Any thread.
   std::shared_ptr<JobCounters> for_job(const std::string& job);
-  // nullptr if no session of that job has been seen.
-  std::shared_ptr<JobCounters> find(const std::string& job) const;
-  std::vector<std::shared_ptr<JobCounters>> all() const;
+  std::vector<std::shared_ptr<const JobCounters>> all() const;
 
  private:
   mutable std::mutex mutex_;

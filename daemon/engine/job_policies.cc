@@ -16,7 +16,7 @@ transports::FlowPolicy JobPolicies::policy_of(const std::string& job) const {
 
 void JobPolicies::apply(JobCounters& job, transports::FlowPolicy policy) {
   links_.set_flow_policy(job.flow, policy);
-  job.traffic_class.store(static_cast<uint8_t>(policy.traffic_class), std::memory_order_relaxed);
+  job.traffic_class.store(policy.traffic_class, std::memory_order_relaxed);
   job.weight.store(policy.weight, std::memory_order_relaxed);
 }
 
@@ -28,17 +28,16 @@ void JobPolicies::job_seen(const std::shared_ptr<JobCounters>& job) {
   apply(*job, policy_of(job->job));
 }
 
-std::string JobPolicies::set(const std::string& job, transports::FlowPolicy policy,
-                             const std::vector<std::shared_ptr<JobCounters>>& seen) {
-  std::shared_ptr<JobCounters> counters;
-  for (const auto& j : seen) {
-    if (j->job == job) counters = j;
+std::string JobPolicies::set(const std::string& job, transports::FlowPolicy policy) {
+  JobCounters* counters = nullptr;
+  for (const auto& j : by_flow_) {
+    if (j && j->job == job) counters = j.get();
   }
-  if (!counters && policies_.count(job) == 0) {
+  if (counters == nullptr && policies_.count(job) == 0) {
     std::string known;
     for (const auto& [name, p] : policies_) known += (known.empty() ? "" : ", ") + name;
-    for (const auto& j : seen) {
-      if (policies_.count(j->job) == 0) known += (known.empty() ? "" : ", ") + j->job;
+    for (const auto& j : by_flow_) {
+      if (j && policies_.count(j->job) == 0) known += (known.empty() ? "" : ", ") + j->job;
     }
     return "unknown job '" + job.substr(0, 64) +
            "': no session of it has connected and the config's jobs table does not name it" +
@@ -46,10 +45,7 @@ std::string JobPolicies::set(const std::string& job, transports::FlowPolicy poli
   }
   const transports::FlowPolicy before = policy_of(job);
   policies_[job] = policy;
-  if (counters) {
-    job_seen(counters);
-    apply(*counters, policy);
-  }
+  if (counters != nullptr) apply(*counters, policy);
   spdlog::info("job {}: class {} weight {} (was {} weight {})", job,
                transports::traffic_class_name(policy.traffic_class), policy.weight,
                transports::traffic_class_name(before.traffic_class), before.weight);
@@ -66,37 +62,34 @@ void JobPolicies::scheduled(uint32_t flow, uint64_t bytes, std::chrono::nanoseco
 void JobPolicies::update_shares(Clock::time_point now) {
   if (now - window_start_ < kShareWindow) return;
   window_start_ = now;
-  struct Sent {
-    JobCounters* job;
-    uint64_t bytes;
-  };
-  std::vector<Sent> sent;
+  // Each job's bytes in the window just ended (by flow), their total, and the weights of
+  // the jobs that sent, by class.
+  std::vector<uint64_t> sent(by_flow_.size(), 0);
   uint64_t total = 0;
   std::array<uint64_t, transports::kTrafficClasses> class_weights{};
-  for (const auto& job : by_flow_) {
-    if (!job) continue;
-    const uint64_t bytes =
+  for (size_t flow = 0; flow < by_flow_.size(); ++flow) {
+    JobCounters* job = by_flow_[flow].get();
+    if (job == nullptr) continue;
+    sent[flow] =
         job->scheduled_bytes.load(std::memory_order_relaxed) - job->scheduled_bytes_at_window;
-    job->scheduled_bytes_at_window += bytes;
-    sent.push_back({job.get(), bytes});
-    total += bytes;
-    if (bytes > 0) {
-      class_weights[job->traffic_class.load(std::memory_order_relaxed) %
-                    transports::kTrafficClasses] += job->weight.load(std::memory_order_relaxed);
-    }
+    job->scheduled_bytes_at_window += sent[flow];
+    total += sent[flow];
+    const transports::FlowPolicy policy = job->policy();
+    if (sent[flow] > 0) class_weights[static_cast<size_t>(policy.traffic_class)] += policy.weight;
   }
-  for (const Sent& s : sent) {
-    const double achieved =
-        total == 0 ? 0 : static_cast<double>(s.bytes) / static_cast<double>(total);
-    const uint64_t weights = class_weights[s.job->traffic_class.load(std::memory_order_relaxed) %
-                                           transports::kTrafficClasses];
-    const double configured =
-        s.bytes == 0 || weights == 0
+  for (size_t flow = 0; flow < by_flow_.size(); ++flow) {
+    JobCounters* job = by_flow_[flow].get();
+    if (job == nullptr) continue;
+    const transports::FlowPolicy policy = job->policy();
+    const uint64_t weights = class_weights[static_cast<size_t>(policy.traffic_class)];
+    job->achieved_share.store(
+        total == 0 ? 0 : static_cast<double>(sent[flow]) / static_cast<double>(total),
+        std::memory_order_relaxed);
+    job->configured_share.store(
+        sent[flow] == 0 || weights == 0
             ? 0
-            : static_cast<double>(s.job->weight.load(std::memory_order_relaxed)) /
-                  static_cast<double>(weights);
-    s.job->achieved_share.store(achieved, std::memory_order_relaxed);
-    s.job->configured_share.store(configured, std::memory_order_relaxed);
+            : static_cast<double>(policy.weight) / static_cast<double>(weights),
+        std::memory_order_relaxed);
   }
 }
 

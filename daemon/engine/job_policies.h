@@ -29,8 +29,7 @@ class JobPolicies {
   void job_seen(const std::shared_ptr<JobCounters>& job);
   // Changes `job`'s policy from now on (frames already waiting too). Returns "" or why not:
   // a job neither configured nor seen is refused, naming the known ones.
-  std::string set(const std::string& job, transports::FlowPolicy policy,
-                  const std::vector<std::shared_ptr<JobCounters>>& seen);
+  std::string set(const std::string& job, transports::FlowPolicy policy);
   // A frame of `flow` left a send scheduler (NodeLinks::Handler::on_scheduled).
   void scheduled(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited);
   // Every kShareWindow: achieved and configured shares over the window just ended.
@@ -44,7 +43,7 @@ class JobPolicies {
 
   NodeLinks& links_;
   std::map<std::string, transports::FlowPolicy> policies_;  // configured, then as set
-  std::vector<std::shared_ptr<JobCounters>> by_flow_;
+  std::vector<std::shared_ptr<JobCounters>> by_flow_;       // the jobs seen, by flow
   Clock::time_point window_start_{};
 };
 

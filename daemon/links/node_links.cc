@@ -554,7 +554,6 @@ bool NodeLinks::service(Path& path, uint32_t events) {
   // Frames wait for room on the paths: this one may have some now.
   if (link.channel->ack_due() || link.channel->waiting() > 0) {
     link.channel->flush_ack();
-    link.channel->pump();
     flush(link);  // may fail paths, this one included: `path` is not touched after it
     return progress;
   }

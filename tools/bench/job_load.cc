@@ -6,17 +6,17 @@
 // "start_ns end_ns" (CLOCK_REALTIME, comparable across the cluster's namespaces). The job
 // is PLEXUS_JOB, as for any client.
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <exception>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "plexus/plexus.h"
+#include "tools/plexus-bench/atomic_file.h"
+#include "tools/plexus-bench/unique_id_file.h"
 
 namespace {
 
@@ -24,44 +24,6 @@ int64_t now_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-std::string hex(const plexus_unique_id_t& id) {
-  std::string out;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&id);
-  for (size_t i = 0; i < sizeof(id); ++i) {
-    char two[3];
-    std::snprintf(two, sizeof(two), "%02x", bytes[i]);
-    out += two;
-  }
-  return out;
-}
-
-bool unhex(const std::string& text, plexus_unique_id_t* id) {
-  if (text.size() < 2 * sizeof(*id)) return false;
-  auto* bytes = reinterpret_cast<unsigned char*>(id);
-  for (size_t i = 0; i < sizeof(*id); ++i) {
-    unsigned value = 0;
-    if (std::sscanf(text.c_str() + 2 * i, "%2x", &value) != 1) return false;
-    bytes[i] = static_cast<unsigned char>(value);
-  }
-  return true;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-  }
-  std::rename(tmp.c_str(), path.c_str());
 }
 
 int fail(const char* what) {
@@ -110,10 +72,13 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     if (plexus_get_unique_id(&id) != PLEXUS_SUCCESS) return fail("unique id");
     std::remove((id_file + ".stop").c_str());
-    write_atomically(id_file, hex(id));
+    plexus::bench::publish_unique_id(id_file, id);
   } else {
-    for (int i = 0; i < 600 && !unhex(read_file(id_file), &id); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    try {
+      id = plexus::bench::wait_for_unique_id(id_file, std::chrono::seconds(60));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "job_load: %s\n", e.what());
+      return 1;
     }
   }
   plexus_comm_t comm = nullptr;
@@ -155,10 +120,11 @@ int main(int argc, char** argv) {
     if (stop_at < 0) {
       if (rank == 0 && static_cast<double>(now_ns() - begin) >= seconds * 1e9) {
         stop_at = op + 2;
-        write_atomically(id_file + ".stop", std::to_string(stop_at));
+        plexus::bench::write_file_atomically(id_file + ".stop", std::to_string(stop_at));
       } else if (rank != 0) {
-        const std::string text = read_file(id_file + ".stop");
-        if (!text.empty()) stop_at = std::stoll(text);
+        std::ifstream stop(id_file + ".stop");  // replaced whole by rank 0: all or nothing
+        int64_t at = -1;
+        if (stop >> at) stop_at = at;
       }
     }
   }

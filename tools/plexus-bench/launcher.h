@@ -20,8 +20,4 @@ int run_spawned(BenchOptions options);
 // unique id through PLEXUS_UNIQUE_ID_FILE. Returns the exit status.
 int run_from_environment(BenchOptions options);
 
-// The unique id as text for PLEXUS_UNIQUE_ID_FILE (lowercase hex, no newline), and back.
-std::string unique_id_to_hex(const plexus_unique_id_t& id);
-std::optional<plexus_unique_id_t> unique_id_from_hex(std::string_view text);
-
 }  // namespace plexus::bench

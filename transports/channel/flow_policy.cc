@@ -21,6 +21,11 @@ std::optional<TrafficClass> parse_traffic_class(std::string_view name) {
   return std::nullopt;
 }
 
+std::string check_traffic_class(std::string_view name) {
+  if (parse_traffic_class(name)) return {};
+  return "class '" + std::string(name.substr(0, 64)) + "' is not one of latency, bulk, background";
+}
+
 std::string check_weight(int64_t weight) {
   if (weight >= kMinWeight && weight <= kMaxWeight) return {};
   return "weight " + std::to_string(weight) + " is out of range (a whole number from " +

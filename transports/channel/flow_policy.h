@@ -23,6 +23,8 @@ inline constexpr size_t kTrafficClasses = 3;
 // "latency", "bulk", "background".
 const char* traffic_class_name(TrafficClass c);
 std::optional<TrafficClass> parse_traffic_class(std::string_view name);
+// "" or why `name` is not a class (names the three).
+std::string check_traffic_class(std::string_view name);
 
 struct FlowPolicy {
   TrafficClass traffic_class = TrafficClass::kBulk;

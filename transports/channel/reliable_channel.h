@@ -159,7 +159,6 @@ class ReliableChannel {
   size_t unacknowledged() const { return sender_.unacknowledged(); }
   // Frames not yet on a path: numbered ones waiting for one, and the scheduler's.
   size_t waiting() const { return sender_.waiting() + scheduler_.size(); }
-  size_t scheduled_frames() const { return scheduler_.size(); }
   // The fastest measured rate of an active path (bytes/s; 0 until one is measured).
   double fastest_rate() const;
   const Counters& counters() const { return counters_; }

@@ -15,10 +15,10 @@ void SendScheduler::push(Frame frame) {
   if (frame.flow >= flows_.size()) flows_.resize(frame.flow + 1);
   Flow& f = flows_[frame.flow];
   if (f.frames.empty()) {
-    f.filed_in = static_cast<uint8_t>(policies_->of(frame.flow).traffic_class);
     f.deficit = 0;
     f.credited = false;
-    classes_[f.filed_in].round.push_back(frame.flow);
+    classes_[static_cast<size_t>(policies_->of(frame.flow).traffic_class)].round.push_back(
+        frame.flow);
   }
   ++frames_;
   bytes_ += frame.payload.size();
@@ -43,10 +43,9 @@ void SendScheduler::refile() {
   }
   for (uint32_t id : moved) {
     Flow& f = flows_[id];
-    f.filed_in = static_cast<uint8_t>(policies_->of(id).traffic_class);
     f.credited = false;
     f.deficit = 0;
-    classes_[f.filed_in].round.push_back(id);
+    classes_[static_cast<size_t>(policies_->of(id).traffic_class)].round.push_back(id);
   }
   for (Class& c : classes_) {
     if (c.round.empty()) c.credit = 0;

@@ -64,7 +64,6 @@ class SendScheduler {
     std::deque<Frame> frames;
     int64_t deficit = 0;
     bool credited = false;  // got this turn's quantum
-    uint8_t filed_in = 0;   // the class whose round it is in, while it has frames
   };
   struct Class {
     std::deque<uint32_t> round;  // flows with frames, the one whose turn it is first
