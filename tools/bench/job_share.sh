@@ -43,7 +43,7 @@ pids=()
 for spec in "${jobs[@]}"; do
   IFS=: read -r job bytes interval <<< "$spec"
   for n in 0 1; do
-    "$cluster" run --name "$name" --node "$n" -- env PLEXUS_JOB="$job" "$build/tools/bench/job_load" \
+    "$cluster" run --name "$name" --node "$n" -- env PLEXUS_JOB="$job" "$build/tools/plexus-bench/job_load" \
       --rank "$n" --id-file "$dir/$job.id" --bytes "$bytes" --seconds "$seconds" \
       --interval-ms "${interval:-0}" --out "$dir/$job.$n.times" > "$dir/$job.$n.log" 2>&1 &
     pids+=($!)

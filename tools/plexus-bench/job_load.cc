@@ -1,5 +1,5 @@
 // One rank of a job that loads the links for the multi-job scheduling tests and benchmarks
-// (tests/cluster/job_share_test.sh, tools/bench/job_share.sh): allreduces of --bytes, back
+// (tests/cluster/job_share_test.sh through tools/bench/job_share.sh): allreduces of --bytes, back
 // to back or one every --interval-ms, until rank 0 has run --seconds; then every rank stops
 // after the same op (rank 0 writes which into --id-file's ".stop" beside it, before it
 // submits the next). Each op's result is checked exactly. Writes one line per op to --out:
