@@ -165,6 +165,12 @@ void Engine::park() {
     if (const auto look = gpu_.look_again_in(sessions_wait_on_gpu())) {
       park_for = {0, static_cast<long>(look->count())};
     }
+    // Frames waiting for a path's kernel queue to drain: no event says when it has.
+    if (const auto look = internode_.links().look_again_in()) {
+      if (park_for.tv_sec > 0 || park_for.tv_nsec > look->count()) {
+        park_for = {0, static_cast<long>(look->count())};
+      }
+    }
     int n = ::epoll_pwait2(epoll_fd_.get(), events, 16, &park_for, nullptr);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd != internode_.links().epoll_fd()) shm::drain_eventfd(events[i].data.fd);

@@ -395,7 +395,7 @@ uint32_t NodeLinks::chunk_bytes_for(const Link& link) const {
   const double seconds = std::chrono::duration<double>(channel_settings_.path_queue_time).count();
   const uint64_t want = static_cast<uint64_t>(rate * seconds) & ~uint64_t{4095};
   return static_cast<uint32_t>(std::clamp<uint64_t>(
-      want, std::min<uint64_t>(channel_settings_.min_path_unsent_bytes, chunk_bytes_),
+      want, std::min<uint64_t>(channel_settings_.min_path_queue_bytes, chunk_bytes_),
       chunk_bytes_));
 }
 
@@ -419,8 +419,14 @@ void NodeLinks::flush(Link& link) {
       update_interest(*path);
     }
     if (link.channel->waiting() == 0) return;
-    if (!link.channel->pump()) return;
+    if (!link.channel->pump()) break;
   }
+  if (link.channel->waiting() == 0) return;
+  for (const auto& path : link.paths) {
+    if (path && path->conn->wants_write()) return;  // its writable event comes
+  }
+  if (!held_) held_since_ = Clock::now();
+  held_ = true;
 }
 
 void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
@@ -599,6 +605,16 @@ bool NodeLinks::poll(int timeout_ms) {
   if (!links_.empty() && Clock::now() - last_tick_ >= std::chrono::milliseconds(kTickMs)) {
     tick();
     if (links_.empty() && !nic_monitor_) return true;
+  }
+  if (held_ && Clock::now() - held_since_ >= channel_settings_.held_path_retry) {
+    held_ = false;  // flush sets it again for a link still held
+    std::vector<uint64_t> waiting;  // flush may lose a link (its last path failing)
+    for (auto& [peer, link] : links_) {
+      if (link->channel->waiting() != 0) waiting.push_back(peer);
+    }
+    for (uint64_t peer : waiting) {
+      if (auto it = links_.find(peer); it != links_.end()) flush(*it->second);
+    }
   }
   epoll_event events[32];
   const int n = ::epoll_wait(epoll_.get(), events, 32, std::min(timeout_ms, kTickMs));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -139,6 +140,12 @@ class NodeLinks {
   const std::string* name_of(uint64_t peer) const;
   // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
   int max_sleep_ms() const { return links_.empty() ? -1 : kTickMs; }
+  // Sooner than that while frames wait for a path at its queue limit (no event says when
+  // the kernel has made room): the channel settings' held_path_retry.
+  std::optional<std::chrono::nanoseconds> look_again_in() const {
+    if (!held_) return std::nullopt;
+    return std::chrono::nanoseconds(channel_settings_.held_path_retry);
+  }
 
   // Frames of communicator comm_id (data, markers, notices) belong to `flow` from now on,
   // scheduled by its policy against other flows' (ReliableChannel's send scheduler); frames
@@ -268,6 +275,10 @@ class NodeLinks {
   std::unordered_map<uint64_t, Path*> paths_by_key_;
   uint64_t next_key_ = 1;
   transports::ReliableChannel::TimePoint last_tick_{};
+  // Some link's frames wait for a path at its queue limit: poll() flushes the links again
+  // once held_path_retry has passed since held_since_.
+  bool held_ = false;
+  transports::ReliableChannel::TimePoint held_since_{};
   std::vector<Pending> pending_;
   std::vector<uint64_t> free_tokens_;
   std::unique_ptr<transports::LinkMonitor> nic_monitor_;

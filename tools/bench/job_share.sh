@@ -3,25 +3,28 @@
 # what each gets of the link and how long its ops take. Used by the multi-job scheduling
 # test (tests/cluster/job_share_test.sh) and for docs/BENCHMARKS.md.
 #
-#   job_share.sh BUILD_DIR [--rate 400mbit] [--seconds 8] [--daemon-args "ARGS"] \
-#                [--daemons-from OTHER_BUILD_DIR] JOB...
+#   job_share.sh BUILD_DIR [--rate 400mbit] [--burst 256kb] [--seconds 8] \
+#                [--daemon-args "ARGS"] [--daemons-from OTHER_BUILD_DIR] JOB...
 #   JOB: NAME:BYTES[:INTERVAL_MS]  an allreduce of BYTES back to back, or one every INTERVAL_MS
 #
 # Every job starts together; each runs --seconds (its rank 0 decides), and what is reported
 # is over the window in which all of them ran, with the first second left out:
 #   job NAME bytes B ops N mbps M share S median_ms X p90_ms Y
 # where M is MB/s of allreduce payload (each node sends about that much), S its part of the
-# jobs' total, and the op times are over the whole run. --daemons-from runs OTHER_BUILD_DIR's
+# jobs' total, and the op times are over the whole run, each from the last rank's submission
+# to the last rank's completion (what a peer waiting on the slowest rank would see). --burst
+# is the shaper's bucket (plexus-cluster.sh): small, so that an op alone pays its wire time. --daemons-from runs OTHER_BUILD_DIR's
 # plexusd (e.g. a build from before a change) with this build's clients. Needs root.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$repo/tools/cluster/plexus-cluster.sh
-rate=400mbit seconds=8 daemon_args="" daemons_from=""
+rate=400mbit burst=256kb seconds=8 daemon_args="" daemons_from=""
 jobs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --daemon-args) daemon_args=$2; shift 2 ;;
     --daemons-from) daemons_from=$(cd "$2" && pwd); shift 2 ;;
@@ -38,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="$daemon_args" PLEXUS_CLUSTER_LOG_LEVEL=warn \
-  "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --daemons "${daemons_from:-$build}" >/dev/null
+  "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --burst "$burst" --daemons "${daemons_from:-$build}" >/dev/null
 pids=()
 for spec in "${jobs[@]}"; do
   IFS=: read -r job bytes interval <<< "$spec"
@@ -65,7 +68,11 @@ d = sys.argv[1]
 jobs = []
 for spec in sys.argv[2:]:
     parts = spec.split(':')
-    times = [tuple(map(int, l.split())) for l in open(f"{d}/{parts[0]}.0.times")]
+    ranks = [[tuple(map(int, l.split())) for l in open(f"{d}/{parts[0]}.{n}.times")]
+             for n in (0, 1)]
+    if len(ranks[0]) != len(ranks[1]):
+        sys.exit(f"job_share.sh: job {parts[0]}'s ranks ran {len(ranks[0])} and {len(ranks[1])} ops")
+    times = [(max(a[0], b[0]), max(a[1], b[1])) for a, b in zip(*ranks)]
     jobs.append((parts[0], int(parts[1]), times))
 lo = max(t[0][0] for _, _, t in jobs) + 1e9
 hi = min(t[-1][1] for _, _, t in jobs)

@@ -4,13 +4,13 @@
 # node n's NIC r has address 198.18.r.(n+1)/24. Nothing is created in the host's own
 # namespace, so test traffic never leaves these namespaces. Optional tc tbf rate per NIC.
 #
-#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE] [--mtu BYTES] [--tcp-cc NAME]
-#                          [--spine] [--daemons BUILD_DIR] [--on LIST] [--parallel] -- CMD...
+#   plexus-cluster.sh exec --nodes N --nics M [--rate RATE [--burst BYTES]] [--mtu BYTES]
+#                          [--tcp-cc NAME] [--spine] [--daemons BUILD_DIR] [--on LIST] [--parallel] -- CMD...
 #       create the cluster, run CMD on the chosen nodes (default all; one after another, or
 #       all at once with --parallel), tear everything down even when interrupted; exit with
 #       the first failing status
-#   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE] [--mtu BYTES]
-#                        [--tcp-cc NAME] [--spine] [--daemons BUILD_DIR]
+#   plexus-cluster.sh up --name TAG --nodes N --nics M [--rate RATE [--burst BYTES]]
+#                        [--mtu BYTES] [--tcp-cc NAME] [--spine] [--daemons BUILD_DIR]
 #   plexus-cluster.sh run --name TAG --node I -- CMD...
 #   plexus-cluster.sh nic --name TAG --node I --nic R up|down    set node I's NIC R up/down
 #   plexus-cluster.sh cable --name TAG --node I --nic R up|down  its switch port: carrier
@@ -27,7 +27,9 @@
 #
 # With --daemons, every node runs a plexusd that accepts its peers on port 7355 of every
 # NIC, named n<i>, holding the cluster's secret (a random file made for it). --mtu sets every
-# NIC's and the switch ports' MTU (default 1500; 9000 for a jumbo-frame fabric). --tcp-cc
+# NIC's and the switch ports' MTU (default 1500; 9000 for a jumbo-frame fabric). --burst is
+# tbf's bucket (default 256kb, which lets a short exchange through at veth speed; a few
+# packets, e.g. 16kb, make every byte pay its wire time, as a real NIC does). --tcp-cc
 # sets the nodes' TCP congestion control (default: the host's); a namespace may only pick
 # one the host allows, so NAME is added to net.ipv4.tcp_allowed_congestion_control (which
 # changes nothing for programs that do not ask for it).
@@ -37,7 +39,7 @@
 # n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -102,7 +104,7 @@ cluster_up() {
       ip -n "$ns" addr add "$(address "$r" "$n")/24" dev "nic$r"
       ip -n "$ns" link set "nic$r" mtu "$mtu" up
       if [ -n "$rate" ]; then
-        ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$rate" burst 256kb latency 50ms
+        ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$rate" burst "$burst" latency 50ms
       fi
     done
     if [ -n "$spine" ]; then
@@ -220,20 +222,21 @@ cluster_shape() {  # tag, node, nic, rate
   [ "$r" -ge 0 ] && [ "$r" -lt "$nics" ] || die "NIC $r is not in 0..$((nics - 1))"
   ns=$(ns_name "$tag" "n$node")
   ip netns exec "$ns" tc qdisc del dev "nic$r" root 2>/dev/null || true
-  [ "$to" = off ] || ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$to" burst 256kb latency 50ms
+  [ "$to" = off ] || ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$to" burst "$burst" latency 50ms
 }
 
 cmd=${1:-}
 [ -n "$cmd" ] || { usage; exit 2; }
 case "$cmd" in -h|--help) usage; exit 0 ;; esac
 shift
-tag="" nodes=2 nics=1 rate="" mtu=1500 tcp_cc="" build="" node="" on="" parallel="" spine="" nic="" to=""
+tag="" nodes=2 nics=1 rate="" burst=256kb mtu=1500 tcp_cc="" build="" node="" on="" parallel="" spine="" nic="" to=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) tag=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --nics) nics=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
     --tcp-cc) tcp_cc=$2; shift 2 ;;
     --spine) spine=1; shift ;;

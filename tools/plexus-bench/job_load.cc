@@ -1,17 +1,20 @@
 // One rank of a job that loads the links for the multi-job scheduling tests and benchmarks
 // (tests/cluster/job_share_test.sh through tools/bench/job_share.sh): allreduces of --bytes, back
-// to back or one every --interval-ms, until rank 0 has run --seconds; then every rank stops
+// to back or one every --interval-ms (at multiples of it on CLOCK_REALTIME, so every rank
+// submits at the same moment and an op's time is not its wait for a late peer), until rank
+// 0 has run --seconds; then every rank stops
 // after the same op (rank 0 writes which into --id-file's ".stop" beside it, before it
 // submits the next). Each op's result is checked exactly. Writes one line per op to --out:
 // "start_ns end_ns" (CLOCK_REALTIME, comparable across the cluster's namespaces). The job
 // is PLEXUS_JOB, as for any client.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <string>
-#include <thread>
+#include <ctime>
 #include <vector>
 
 #include "plexus/plexus.h"
@@ -90,16 +93,20 @@ int main(int argc, char** argv) {
   }
   std::vector<std::pair<int64_t, int64_t>> times;
   const int64_t begin = now_ns();
-  const auto interval = std::chrono::nanoseconds(static_cast<int64_t>(interval_ms * 1e6));
-  auto next_start = std::chrono::steady_clock::now();
+  const int64_t interval_ns = static_cast<int64_t>(interval_ms * 1e6);
+  int64_t next_start = interval_ns > 0 ? (begin / interval_ns + 1) * interval_ns : 0;
   int64_t stop_at = -1;
   for (int64_t op = 0; stop_at < 0 || op < stop_at; ++op) {
     // Each rank adds op + rank + 1: the sum is known exactly (small integers in float).
     const float mine = static_cast<float>(op % 64 + rank + 1);
     for (size_t i = 0; i < count; ++i) buffer[i] = mine;
-    if (interval.count() > 0) {
-      std::this_thread::sleep_until(next_start);
-      next_start += interval;
+    if (interval_ns > 0) {
+      // Skips grid points already past (a slow op), so the ranks stay on the same ones.
+      while (next_start < now_ns()) next_start += interval_ns;
+      const timespec at{static_cast<time_t>(next_start / 1000000000), next_start % 1000000000};
+      while (::clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+      }
+      next_start += interval_ns;
     }
     const int64_t start = now_ns();
     if (plexus_allreduce(buffer, buffer, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr) !=

@@ -36,12 +36,20 @@ class FramePath {
   // Of those, the bytes not handed to the network yet. While a path always has some, the
   // network sets its pace: only then is its rate measured.
   virtual uint64_t unsent_bytes() const { return backlog_bytes(); }
-  // Of those, the bytes still waiting in the path itself, not yet handed to its transport
-  // (the channel gives a path another frame only while this is small).
+  // Of those, the bytes still waiting in the path itself, not yet handed to its transport,
+  // and what its transport holds beyond limit_queue (the channel gives a path another frame
+  // only while this is small).
   virtual uint64_t waiting_bytes() const { return 0; }
-  // The transport should hold about this many bytes it has not sent, no more (TCP:
-  // TCP_NOTSENT_LOWAT), so that frames wait where they can still be reordered.
-  virtual void limit_unsent(uint64_t bytes) { (void)bytes; }
+  // The transport should hold about `bytes` queued beyond what the network needs in flight
+  // at `rate` (bytes/s), no more, and count what it holds beyond that in waiting_bytes: so
+  // that frames wait in the channel's scheduler, where a later frame of a higher class can
+  // still go first, not in a kernel queue that sends first in, first out. TCP: the socket's
+  // unacknowledged bytes (SIOCOUTQ, which counts the local qdisc's queue too); RDMA: posted
+  // writes not yet complete.
+  virtual void limit_queue(uint64_t bytes, double rate) {
+    (void)bytes;
+    (void)rate;
+  }
   // If the frame being read straight into a placement has this channel sequence number,
   // the rest of it goes to waste: its other copy already arrived on another path.
   virtual void abandon_placement_of(uint64_t channel_seq) = 0;

@@ -130,18 +130,22 @@ bool ReliableChannel::has_room(const Path& p) const {
   return p.io->waiting_bytes() <= settings_.path_queue_bytes;
 }
 
-// The transport holds about path_queue_time of the path's measured rate unsent; until the
-// rate is measured, what it holds by itself. Changed only when it moves by a quarter.
-void ReliableChannel::set_unsent_limit(Path& p) {
+bool ReliableChannel::busy(const Path& p) const {
+  return p.io->unsent_bytes() > 0 || (scheduler_.size() > 0 && !has_room(p));
+}
+
+// The transport queues about path_queue_time of the path's measured rate; until the rate is
+// measured, what it holds by itself. Changed only when it moves by a quarter.
+void ReliableChannel::set_queue_limit(Path& p) {
   if (p.rate <= 0) return;
   const double seconds = std::chrono::duration<double>(settings_.path_queue_time).count();
   const uint64_t want =
-      std::max(settings_.min_path_unsent_bytes, static_cast<uint64_t>(p.rate * seconds));
-  if (p.unsent_limit != 0 && want * 4 >= p.unsent_limit * 3 && want * 4 <= p.unsent_limit * 5) {
+      std::max(settings_.min_path_queue_bytes, static_cast<uint64_t>(p.rate * seconds));
+  if (p.queue_limit != 0 && want * 4 >= p.queue_limit * 3 && want * 4 <= p.queue_limit * 5) {
     return;
   }
-  p.unsent_limit = want;
-  p.io->limit_unsent(want);
+  p.queue_limit = want;
+  p.io->limit_queue(want, p.rate);
 }
 
 // Acknowledgements go on the live path with the least backlog; on a backup only when no
@@ -398,9 +402,9 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       set_state(i, settled(p), "");
       pump();
     }
-    // Rate: bytes the network took over a span in which the path always had a backlog (so
-    // the network, not the sender, set the pace).
-    if (p.io->unsent_bytes() == 0) p.busy_since_sample = false;
+    // Rate: bytes the network took over a span in which the path always had a backlog, or
+    // frames waited for it to make room (so the network, not the sender, set the pace).
+    if (!busy(p)) p.busy_since_sample = false;
     if (now - p.sample_start >= kRateSample) {
       const double seconds = std::chrono::duration<double>(now - p.sample_start).count();
       if (p.busy_since_sample && p.sent_bytes > 0) {
@@ -410,10 +414,10 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       } else if (p.rate > 0 && now - p.rate_measured_at >= kRateForgetAfter) {
         p.rate = 0;
       }
-      set_unsent_limit(p);
+      set_queue_limit(p);
       p.sent_bytes = 0;
       p.sample_start = now;
-      p.busy_since_sample = p.io->unsent_bytes() > 0;
+      p.busy_since_sample = busy(p);
     }
     if (p.queued_since_tick || p.io->backlog_bytes() > 0) {
       p.last_sent = now;

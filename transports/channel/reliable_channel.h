@@ -63,10 +63,13 @@ class ReliableChannel {
     // handed to its transport): frames wait in the scheduler instead, where a later frame of
     // a higher class can still go first.
     uint64_t path_queue_bytes = 0;
-    // How much a path's transport may hold unsent, in time at the path's measured rate, and
-    // at least (FramePath::limit_unsent). A latency frame waits behind about this much.
+    // How much a path's transport may queue, in time at the path's measured rate, and at
+    // least (FramePath::limit_queue). A latency frame waits behind about this much.
     std::chrono::microseconds path_queue_time{1000};
-    uint64_t min_path_unsent_bytes = 32 << 10;
+    uint64_t min_path_queue_bytes = 32 << 10;
+    // A path at its queue limit is not polled writable (the kernel empties its queue without
+    // an event): while frames wait for one, the caller looks again this often.
+    std::chrono::microseconds held_path_retry{50};
   };
 
   // kStandby: a healthy backup path (add_path's `backup`), used only without an active one.
@@ -174,16 +177,18 @@ class ReliableChannel {
     TimePoint live_since;
     uint64_t sent_bytes = 0;  // since the last rate sample
     TimePoint sample_start;
-    bool busy_since_sample = true;  // had unsent bytes at every tick since sample_start
+    bool busy_since_sample = true;  // unsent bytes, or held at its limit, at every tick since
     double rate = 0;                // bytes/s, 0 until measured
     TimePoint rate_measured_at;     // the last sample
-    uint64_t unsent_limit = 0;      // as last given to FramePath::limit_unsent (0: none yet)
+    uint64_t queue_limit = 0;       // as last given to FramePath::limit_queue (0: none yet)
   };
 
   // The path for a frame of `bytes` among those with room (kNoPath: none has room now).
   uint32_t pick_path(uint64_t bytes) const;
   bool has_room(const Path& p) const;
-  void set_unsent_limit(Path& p);
+  void set_queue_limit(Path& p);
+  // The network sets the pace: bytes unsent, or frames waiting for the path to make room.
+  bool busy(const Path& p) const;
   // Where a path goes once it is proven (probation over, or undrained).
   static PathState settled(const Path& p) {
     return p.backup ? PathState::kStandby : PathState::kActive;

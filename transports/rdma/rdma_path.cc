@@ -122,7 +122,9 @@ class RdmaPath final : public DataPath {
   uint64_t unsent_bytes() const override { return pending_bytes_; }
   uint64_t waiting_bytes() const override { return pending_bytes_; }
   // Posted writes not yet complete are this path's send queue: kept to about `bytes`.
-  void limit_unsent(uint64_t bytes) override { posted_limit_ = bytes; }
+  // (The rate does not matter: a write completes once it is delivered, so posted bytes
+  // are what queues.)
+  void limit_queue(uint64_t bytes, double) override { posted_limit_ = bytes; }
   void abandon_placement_of(uint64_t) override {}  // frames land in the ring, never placed
   int64_t network_silence_ms() const override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_)
@@ -247,7 +249,7 @@ class RdmaPath final : public DataPath {
   std::deque<Pending> pending_;
   uint64_t pending_bytes_ = 0;
   uint64_t posted_bytes_ = 0;
-  uint64_t posted_limit_ = 0;  // limit_unsent; 0: the rings and credits alone
+  uint64_t posted_limit_ = 0;  // limit_queue; 0: the rings and credits alone
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   Clock::time_point started_;

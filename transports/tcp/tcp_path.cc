@@ -12,6 +12,7 @@
 #include "transports/path/socket_endpoint.h"
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/tcp_delivery.h"
+#include "transports/tcp/tcp_path_latency.h"
 #include "transports/tcp/tcp_peer_silence.h"
 
 namespace plexus::transports {
@@ -38,10 +39,21 @@ class TcpPath final : public DataPath {
   uint64_t unsent_bytes() const override {
     return conn_.queued_bytes() + conn_.kernel_unsent_bytes();
   }
-  uint64_t waiting_bytes() const override { return conn_.queued_bytes(); }
-  // TCP_NOTSENT_LOWAT: the socket takes more only while fewer bytes than this are unsent,
-  // and polls writable only then.
-  void limit_unsent(uint64_t bytes) override {
+  uint64_t waiting_bytes() const override {
+    uint64_t waiting = conn_.queued_bytes();
+    if (kernel_limit_ != 0) {
+      const uint64_t held = conn_.kernel_unacknowledged_bytes();
+      if (held > kernel_limit_) waiting += held - kernel_limit_;
+    }
+    return waiting;
+  }
+  // The socket may hold `bytes` plus a round trip's worth at `rate` unacknowledged: TCP's
+  // congestion window alone would fill the bottleneck's queue (a shaper's, the NIC's qdisc)
+  // with everything it is given. TCP_NOTSENT_LOWAT keeps it polling writable only while
+  // fewer than `bytes` are unsent, so the limit is looked at again on a timer (NodeLinks).
+  void limit_queue(uint64_t bytes, double rate) override {
+    const double in_flight = rate * kernel_min_round_trip_s(conn_.fd());
+    kernel_limit_ = bytes + static_cast<uint64_t>(in_flight);
     const int lowat = static_cast<int>(std::min<uint64_t>(bytes, INT32_MAX));
     ::setsockopt(conn_.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
   }
@@ -81,6 +93,7 @@ class TcpPath final : public DataPath {
 
  private:
   TcpConnection conn_;
+  uint64_t kernel_limit_ = 0;  // limit_queue: unacknowledged bytes the socket may hold; 0: any
   PathEndpoint local_;
   PathEndpoint remote_;
 };
