@@ -5,13 +5,17 @@
 #
 #   job_share.sh BUILD_DIR [--rate 400mbit] [--burst 256kb] [--seconds 8] \
 #                [--daemon-args "ARGS"] [--daemons-from OTHER_BUILD_DIR] JOB...
-#   JOB: NAME:BYTES[:INTERVAL_MS]  an allreduce of BYTES back to back, or one every INTERVAL_MS
+#   JOB: NAME:BYTES[:INTERVAL_MS[:DEPTH]]  allreduces of BYTES back to back (INTERVAL_MS 0 or
+#        none), DEPTH of them in flight (default 1); or one every INTERVAL_MS
 #
 # Every job starts together; each runs --seconds (its rank 0 decides), and what is reported
 # is over the window in which all of them ran, with the first second left out:
-#   job NAME bytes B ops N mbps M share S median_ms X p90_ms Y
+#   job NAME bytes B ops N mbps M share S median_ms X p90_ms Y window_s W sent_mbps D sent_share E
 # where M is MB/s of allreduce payload (each node sends about that much), S its part of the
-# jobs' total, and the op times are over the whole run, each from the last rank's submission
+# jobs' total, and sent_mbps and sent_share the same from node 0's daemon: the bytes its
+# send scheduler gave each job (plexusctl jobs --json, sampled twice a second) over the
+# window. The daemon's figure is the exact one: an op's payload is spread evenly over the op
+# by the client's, which blurs the window's edges when ops are long; and the op times are over the whole run, each from the last rank's submission
 # to the last rank's completion (what a peer waiting on the slowest rank would see). --burst
 # is the shaper's bucket (plexus-cluster.sh): small, so that an op alone pays its wire time. --daemons-from runs OTHER_BUILD_DIR's
 # plexusd (e.g. a build from before a change) with this build's clients. Needs root.
@@ -42,18 +46,27 @@ cleanup() {
 trap cleanup EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="$daemon_args" PLEXUS_CLUSTER_LOG_LEVEL=warn \
   "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --burst "$burst" --daemons "${daemons_from:-$build}" >/dev/null
+# node 0's daemon: what its scheduler sent for each job, as "time_ns json" lines
+( for _ in $(seq 1 $(( (seconds + 30) * 2 ))); do
+    sample=$("$cluster" run --name "$name" --node 0 -- "$build/tools/plexusctl/plexusctl" jobs --json 2>/dev/null) &&
+      echo "$(date +%s%N) $(tr -d '\n' <<< "$sample")"
+    sleep 0.5
+  done ) > "$dir/sent.samples" &
+sampler=$!
 pids=()
 for spec in "${jobs[@]}"; do
-  IFS=: read -r job bytes interval <<< "$spec"
+  IFS=: read -r job bytes interval depth <<< "$spec"
   for n in 0 1; do
     "$cluster" run --name "$name" --node "$n" -- env PLEXUS_JOB="$job" "$build/tools/plexus-bench/job_load" \
       --rank "$n" --id-file "$dir/$job.id" --bytes "$bytes" --seconds "$seconds" \
-      --interval-ms "${interval:-0}" --out "$dir/$job.$n.times" > "$dir/$job.$n.log" 2>&1 &
+      --interval-ms "${interval:-0}" --depth "${depth:-1}" --out "$dir/$job.$n.times" > "$dir/$job.$n.log" 2>&1 &
     pids+=($!)
   done
 done
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
+kill "$sampler" 2>/dev/null || true
+wait "$sampler" 2>/dev/null || true
 if [ "$status" -ne 0 ]; then
   for spec in "${jobs[@]}"; do
     IFS=: read -r job _ <<< "$spec"
@@ -63,7 +76,7 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 /usr/bin/python3 - "$dir" "${jobs[@]}" <<'PY'
-import sys, statistics
+import json, sys, statistics
 d = sys.argv[1]
 jobs = []
 for spec in sys.argv[2:]:
@@ -87,10 +100,27 @@ for name, size, times in jobs:
             got += size * overlap / (e - s)
     rates[name] = got / ((hi - lo) / 1e9) / 1e6
 total = sum(rates.values())
+# The daemon's bytes sent per job, between the first and last samples inside the window.
+samples = []
+for line in open(f"{d}/sent.samples"):
+    at, _, text = line.partition(' ')
+    try:
+        samples.append((int(at), {j["name"]: j["sent_to_peers_bytes"] for j in json.loads(text)}))
+    except (ValueError, KeyError, TypeError):
+        pass
+inside = [s for s in samples if lo <= s[0] <= hi]
+sent = {}
+if len(inside) >= 2:
+    (t0, first), (t1, last) = inside[0], inside[-1]
+    for name, _, _ in jobs:
+        sent[name] = (last.get(name, 0) - first.get(name, 0)) / ((t1 - t0) / 1e9) / 1e6
+sent_total = sum(sent.values())
 for name, size, times in jobs:
     durations = sorted((e - s) / 1e6 for s, e in times)
     print(f"job {name} bytes {size} ops {len(times)} mbps {rates[name]:.2f} "
           f"share {rates[name] / total if total else 0:.3f} "
           f"median_ms {statistics.median(durations):.3f} "
-          f"p90_ms {durations[int(0.9 * (len(durations) - 1))]:.3f} window_s {(hi - lo) / 1e9:.1f}")
+          f"p90_ms {durations[int(0.9 * (len(durations) - 1))]:.3f} window_s {(hi - lo) / 1e9:.1f} "
+          f"sent_mbps {sent.get(name, 0):.2f} "
+          f"sent_share {sent.get(name, 0) / sent_total if sent_total else 0:.3f}")
 PY

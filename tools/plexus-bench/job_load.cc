@@ -1,10 +1,10 @@
 // One rank of a job that loads the links for the multi-job scheduling tests and benchmarks
 // (tests/cluster/job_share_test.sh through tools/bench/job_share.sh): allreduces of --bytes, back
-// to back or one every --interval-ms (at multiples of it on CLOCK_REALTIME, so every rank
+// to back (--depth of them in flight, so that the job's queue does not run dry between
+// ops) or one every --interval-ms (at multiples of it on CLOCK_REALTIME, so every rank
 // submits at the same moment and an op's time is not its wait for a late peer), until rank
-// 0 has run --seconds; then every rank stops
-// after the same op (rank 0 writes which into --id-file's ".stop" beside it, before it
-// submits the next). Each op's result is checked exactly. Writes one line per op to --out:
+// 0 has run --seconds; then every rank stops after the same op (rank 0 writes which into
+// --id-file's ".stop" beside it, before it submits the next). Each op's result is checked exactly. Writes one line per op to --out:
 // "start_ns end_ns" (CLOCK_REALTIME, comparable across the cluster's namespaces). The job
 // is PLEXUS_JOB, as for any client.
 #include <cerrno>
@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   std::string id_file, out_file;
   uint64_t bytes = 64 << 10;
   double seconds = 10, interval_ms = 0;
+  int depth = 1;  // ops in flight at once
   // Flags as --name value (a plain parser: this is a test tool, see the header comment).
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
       bytes = std::strtoull(value, nullptr, 10);
     } else if (flag == "--seconds") {
       seconds = std::atof(value);
+    } else if (flag == "--depth") {
+      depth = std::atoi(value);
     } else if (flag == "--interval-ms") {
       interval_ms = std::atof(value);
     } else {
@@ -64,10 +67,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (rank < 0 || rank >= nranks || id_file.empty() || out_file.empty() || bytes < 4) {
+  if (rank < 0 || rank >= nranks || id_file.empty() || out_file.empty() || bytes < 4 ||
+      depth < 1) {
     std::fprintf(stderr,
                  "usage: job_load --rank R --id-file F --out F [--nranks 2] [--bytes N] "
-                 "[--seconds S] [--interval-ms MS]\n");
+                 "[--seconds S] [--interval-ms MS] [--depth OPS]\n");
     return 2;
   }
 
@@ -87,18 +91,47 @@ int main(int argc, char** argv) {
   plexus_comm_t comm = nullptr;
   if (plexus_comm_init_rank(&comm, nranks, id, rank) != PLEXUS_SUCCESS) return fail("comm init");
   const size_t count = bytes / sizeof(float);
-  float* buffer = nullptr;
-  if (plexus_alloc(reinterpret_cast<void**>(&buffer), count * sizeof(float)) != PLEXUS_SUCCESS) {
-    return fail("alloc");
+  // One buffer per op in flight; ops are submitted in order, so buffer op % depth is free
+  // again once op - depth has been waited for.
+  std::vector<float*> buffers(static_cast<size_t>(depth), nullptr);
+  for (float*& buffer : buffers) {
+    if (plexus_alloc(reinterpret_cast<void**>(&buffer), count * sizeof(float)) != PLEXUS_SUCCESS) {
+      return fail("alloc");
+    }
   }
+  std::vector<plexus_request_t> requests(static_cast<size_t>(depth), nullptr);
   std::vector<std::pair<int64_t, int64_t>> times;
+  // Waits for op, checks its result exactly and records its times.
+  auto finish = [&](int64_t op) -> bool {
+    const size_t slot = static_cast<size_t>(op % depth);
+    if (plexus_wait(&requests[slot]) != PLEXUS_SUCCESS) {
+      fail("allreduce");
+      return false;
+    }
+    times[static_cast<size_t>(op)].second = now_ns();
+    const float want =
+        static_cast<float>(nranks * (op % 64 + 1)) + static_cast<float>(nranks * (nranks - 1) / 2);
+    const float* buffer = buffers[slot];
+    for (size_t i = 0; i < count; ++i) {
+      if (buffer[i] != want) {
+        std::fprintf(stderr, "job_load: rank %d op %lld element %zu is %g, want %g\n", rank,
+                     static_cast<long long>(op), i, static_cast<double>(buffer[i]),
+                     static_cast<double>(want));
+        return false;
+      }
+    }
+    return true;
+  };
   const int64_t begin = now_ns();
   const int64_t interval_ns = static_cast<int64_t>(interval_ms * 1e6);
   int64_t next_start = interval_ns > 0 ? (begin / interval_ns + 1) * interval_ns : 0;
   int64_t stop_at = -1;
-  for (int64_t op = 0; stop_at < 0 || op < stop_at; ++op) {
+  int64_t op = 0;
+  for (; stop_at < 0 || op < stop_at; ++op) {
+    if (op >= depth && !finish(op - depth)) return 1;
     // Each rank adds op + rank + 1: the sum is known exactly (small integers in float).
     const float mine = static_cast<float>(op % 64 + rank + 1);
+    float* buffer = buffers[static_cast<size_t>(op % depth)];
     for (size_t i = 0; i < count; ++i) buffer[i] = mine;
     if (interval_ns > 0) {
       // Skips grid points already past (a slow op), so the ranks stay on the same ones.
@@ -108,25 +141,16 @@ int main(int argc, char** argv) {
       }
       next_start += interval_ns;
     }
-    const int64_t start = now_ns();
-    if (plexus_allreduce(buffer, buffer, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr) !=
-        PLEXUS_SUCCESS) {
+    times.emplace_back(now_ns(), 0);
+    if (plexus_allreduce(buffer, buffer, count, PLEXUS_FLOAT32, PLEXUS_SUM, comm,
+                         &requests[static_cast<size_t>(op % depth)]) != PLEXUS_SUCCESS) {
       return fail("allreduce");
     }
-    times.emplace_back(start, now_ns());
-    const float want =
-        static_cast<float>(nranks * (op % 64 + 1)) + static_cast<float>(nranks * (nranks - 1) / 2);
-    for (size_t i = 0; i < count; ++i) {
-      if (buffer[i] != want) {
-        std::fprintf(stderr, "job_load: rank %d op %lld element %zu is %g, want %g\n", rank,
-                     static_cast<long long>(op), i, static_cast<double>(buffer[i]),
-                     static_cast<double>(want));
-        return 1;
-      }
-    }
     if (stop_at < 0) {
+      // A rank is at most `depth` ops ahead of another's submissions (its op k waits for
+      // every rank's op k - depth), so op + depth + 1 is one no rank has submitted yet.
       if (rank == 0 && static_cast<double>(now_ns() - begin) >= seconds * 1e9) {
-        stop_at = op + 2;
+        stop_at = op + depth + 1;
         plexus::bench::write_file_atomically(id_file + ".stop", std::to_string(stop_at));
       } else if (rank != 0) {
         std::ifstream stop(id_file + ".stop");  // replaced whole by rank 0: all or nothing
@@ -134,6 +158,9 @@ int main(int argc, char** argv) {
         if (stop >> at) stop_at = at;
       }
     }
+  }
+  for (int64_t done = std::max<int64_t>(0, op - depth); done < op; ++done) {
+    if (!finish(done)) return 1;
   }
   std::ofstream out(out_file);
   for (auto [s, e] : times) out << s << ' ' << e << '\n';

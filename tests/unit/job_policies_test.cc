@@ -1,0 +1,134 @@
+// The jobs table (config file and --job) and JobPolicies: who may be set, and the shares it
+// works out from what the send schedulers report.
+#include "daemon/engine/job_policies.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "daemon/jobs_table.h"
+
+namespace plexus::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+using transports::FlowPolicy;
+using transports::TrafficClass;
+
+TEST(JobsTableTest, ReadsEachJobsClassAndWeightAndIgnoresOtherSections) {
+  JobsTable table;
+  EXPECT_EQ(read_jobs_table({{{"jobs", "trainer"}, "class", "bulk"},
+                             {{"jobs", "trainer"}, "weight", "3"},
+                             {{"jobs", "rollout"}, "class", "latency"},
+                             {{"telemetry"}, "window_us", "1000"}},
+                            &table),
+            "");
+  ASSERT_EQ(table.size(), 2u);
+  EXPECT_EQ(table["trainer"].traffic_class, TrafficClass::kBulk);
+  EXPECT_EQ(table["trainer"].weight, 3u);
+  EXPECT_EQ(table["rollout"].traffic_class, TrafficClass::kLatency);
+  EXPECT_EQ(table["rollout"].weight, FlowPolicy{}.weight);
+}
+
+TEST(JobsTableTest, RefusesUnknownKeysClassesAndBadWeightsNamingTheJob) {
+  JobsTable table;
+  EXPECT_THAT(read_jobs_table({{{"jobs", "a"}, "colour", "red"}}, &table),
+              AllOf(HasSubstr("a"), HasSubstr("colour")));
+  EXPECT_THAT(read_jobs_table({{{"jobs", "b"}, "class", "fast"}}, &table),
+              AllOf(HasSubstr("b"), HasSubstr("fast"), HasSubstr("latency, bulk, background")));
+  for (const char* weight : {"0", "1001", "x", "-2", "3.5", ""}) {
+    EXPECT_THAT(read_jobs_table({{{"jobs", "c"}, "weight", weight}}, &table),
+                AllOf(HasSubstr("c"), HasSubstr("weight")))
+        << weight;
+  }
+}
+
+TEST(JobsTableTest, ParsesTheCommandLineForm) {
+  JobsTable table;
+  EXPECT_EQ(parse_job_option("trainer=bulk:3", &table), "");
+  EXPECT_EQ(parse_job_option("probe=background", &table), "");
+  EXPECT_EQ(table["trainer"].weight, 3u);
+  EXPECT_EQ(table["probe"].traffic_class, TrafficClass::kBackground);
+  EXPECT_EQ(table["probe"].weight, FlowPolicy{}.weight);
+  for (const char* bad : {"trainer", "=bulk", "trainer=", "trainer=fast", "trainer=bulk:0",
+                          "trainer=bulk:two", "trainer=bulk:3:4"}) {
+    EXPECT_NE(parse_job_option(bad, &table), "") << bad;
+  }
+}
+
+NodeLinks::Handler quiet_handler() {
+  NodeLinks::Handler handler;
+  handler.on_frame = [](uint64_t, const auto&, auto) { return std::string(); };
+  handler.on_lost = [](uint64_t, const std::string&, const std::string&) {};
+  return handler;
+}
+
+TEST(JobPoliciesTest, AJobNeitherConfiguredNorSeenIsRefusedNamingTheKnownOnes) {
+  NodeLinks links(quiet_handler());
+  JobPolicies policies(links, {{"trainer", FlowPolicy{TrafficClass::kBulk, 3}}});
+  EXPECT_THAT(policies.set("nope", {}),
+              AllOf(HasSubstr("unknown job 'nope'"), HasSubstr("known: trainer")));
+  auto rollout = std::make_shared<JobCounters>("rollout", 2);
+  policies.job_seen(rollout);
+  EXPECT_THAT(policies.set("nope", {}), HasSubstr("known: trainer, rollout"));
+  // A configured job may be set before any session of it has connected.
+  EXPECT_EQ(policies.set("trainer", FlowPolicy{TrafficClass::kLatency, 1}), "");
+}
+
+TEST(JobPoliciesTest, ASeenJobGetsItsConfiguredPolicyAndRunTimeChangesApply) {
+  NodeLinks links(quiet_handler());
+  JobPolicies policies(links, {{"trainer", FlowPolicy{TrafficClass::kBulk, 3}}});
+  auto trainer = std::make_shared<JobCounters>("trainer", 1);
+  auto other = std::make_shared<JobCounters>("other", 2);
+  policies.job_seen(trainer);
+  policies.job_seen(other);
+  EXPECT_EQ(trainer->policy().weight, 3u);
+  EXPECT_EQ(other->policy().traffic_class, FlowPolicy{}.traffic_class);
+  EXPECT_EQ(policies.set("other", FlowPolicy{TrafficClass::kBackground, 7}), "");
+  EXPECT_EQ(other->policy().traffic_class, TrafficClass::kBackground);
+  EXPECT_EQ(other->policy().weight, 7u);
+}
+
+TEST(JobPoliciesTest, SharesAreTheWindowsBytesAndTheWeightsAmongJobsOfAClassThatSent) {
+  NodeLinks links(quiet_handler());
+  JobPolicies policies(links, {{"heavy", FlowPolicy{TrafficClass::kBulk, 3}},
+                               {"light", FlowPolicy{TrafficClass::kBulk, 1}},
+                               {"small", FlowPolicy{TrafficClass::kLatency, 1}},
+                               {"idle", FlowPolicy{TrafficClass::kBulk, 4}}});
+  auto heavy = std::make_shared<JobCounters>("heavy", 1);
+  auto light = std::make_shared<JobCounters>("light", 2);
+  auto small = std::make_shared<JobCounters>("small", 3);
+  auto idle = std::make_shared<JobCounters>("idle", 4);
+  for (const auto& job : {heavy, light, small, idle}) policies.job_seen(job);
+  auto now = JobPolicies::Clock::now();
+  policies.update_shares(now);  // opens the first window
+  policies.scheduled(1, 600, std::chrono::microseconds(10));
+  policies.scheduled(2, 300, std::chrono::microseconds(30));
+  policies.scheduled(3, 100, std::chrono::microseconds(1));
+  policies.scheduled(9, 5000, std::chrono::microseconds(1));  // no such flow: ignored
+  now += JobPolicies::kShareWindow;
+  policies.update_shares(now);
+  EXPECT_DOUBLE_EQ(heavy->achieved_share.load(), 0.6);
+  EXPECT_DOUBLE_EQ(light->achieved_share.load(), 0.3);
+  EXPECT_DOUBLE_EQ(small->achieved_share.load(), 0.1);
+  // Idle sent nothing: its weight does not count against heavy and light.
+  EXPECT_DOUBLE_EQ(heavy->configured_share.load(), 0.75);
+  EXPECT_DOUBLE_EQ(light->configured_share.load(), 0.25);
+  EXPECT_DOUBLE_EQ(small->configured_share.load(), 1.0);
+  EXPECT_DOUBLE_EQ(idle->configured_share.load(), 0.0);
+  EXPECT_EQ(heavy->scheduled_bytes.load(), 600u);
+  EXPECT_EQ(light->queue_delay.snapshot().count, 1u);
+  // The next window starts from zero: only what was scheduled in it counts.
+  policies.scheduled(2, 100, std::chrono::microseconds(1));
+  now += JobPolicies::kShareWindow;
+  policies.update_shares(now);
+  EXPECT_DOUBLE_EQ(light->achieved_share.load(), 1.0);
+  EXPECT_DOUBLE_EQ(heavy->achieved_share.load(), 0.0);
+  EXPECT_DOUBLE_EQ(light->configured_share.load(), 1.0);
+  // Less than a window later: nothing is worked out yet.
+  policies.scheduled(1, 100, std::chrono::microseconds(1));
+  policies.update_shares(now + JobPolicies::kShareWindow / 2);
+  EXPECT_DOUBLE_EQ(light->achieved_share.load(), 1.0);
+}
+
+}  // namespace
+}  // namespace plexus::daemon
