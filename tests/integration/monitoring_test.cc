@@ -314,6 +314,54 @@ TEST(MonitoringTest, JobsAndTopShowWhatRan) {
   }
 }
 
+// plexusctl job set: a job that ran (or one the config names) takes a new class and weight,
+// shown by plexusctl jobs; an unknown job, a bad weight or class is refused, saying why.
+TEST(MonitoringTest, JobSetChangesAJobsPolicyAndRefusesBadInput) {
+  DaemonProcess daemon({"--job", "rollout=latency:2"});
+  const std::string socket = daemon.socket_path();
+  ::setenv("PLEXUS_JOB", "train-x", 1);
+  auto results = run_ranks(socket, 2, allreduce_with_late_rank(-1, std::chrono::milliseconds(0)));
+  ::unsetenv("PLEXUS_JOB");
+  ASSERT_EQ(failures(results), "");
+  json listed = json::parse(plexusctl(socket, {"jobs", "--json"}).out);
+  ASSERT_EQ(listed.size(), 1u) << listed.dump(2);
+  EXPECT_EQ(listed[0]["class"], "bulk");
+  EXPECT_EQ(listed[0]["weight"], 1);
+
+  CommandOutput set =
+      plexusctl(socket, {"job", "set", "train-x", "--class", "background", "--weight", "7"});
+  EXPECT_EQ(set.exit_code, 0) << set.err;
+  listed = json::parse(plexusctl(socket, {"jobs", "--json"}).out);
+  EXPECT_EQ(listed[0]["class"], "background");
+  EXPECT_EQ(listed[0]["weight"], 7);
+  CommandOutput table = plexusctl(socket, {"jobs"});
+  EXPECT_THAT(table.out, HasSubstr("background"));
+  // A job the config names may be set before it runs.
+  EXPECT_EQ(plexusctl(socket, {"job", "set", "rollout", "--class", "latency", "--weight", "3"})
+                .exit_code,
+            0);
+
+  CommandOutput unknown = plexusctl(socket, {"job", "set", "nope", "--class", "bulk"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown job 'nope'"));
+  EXPECT_THAT(unknown.err, HasSubstr("known: rollout, train-x"));
+  CommandOutput zero =
+      plexusctl(socket, {"job", "set", "train-x", "--class", "bulk", "--weight", "0"});
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_THAT(zero.err, HasSubstr("weight"));
+  CommandOutput big =
+      plexusctl(socket, {"job", "set", "train-x", "--class", "bulk", "--weight", "1001"});
+  EXPECT_EQ(big.exit_code, 1);
+  EXPECT_THAT(big.err, HasSubstr("weight 1001 is out of range (a whole number from 1 to 1000)"));
+  CommandOutput fast = plexusctl(socket, {"job", "set", "train-x", "--class", "fast"});
+  EXPECT_EQ(fast.exit_code, 1);
+  EXPECT_THAT(fast.err, HasSubstr("class 'fast' is not one of latency, bulk, background"));
+  // Nothing refused changed the job.
+  listed = json::parse(plexusctl(socket, {"jobs", "--json"}).out);
+  EXPECT_EQ(listed[0]["class"], "background");
+  EXPECT_EQ(listed[0]["weight"], 7);
+}
+
 // Runs in a child before exec: become user nobody (65534) in exactly `groups`.
 std::function<void()> as_nobody(std::vector<gid_t> groups) {
   return [groups] {
