@@ -4,7 +4,8 @@
 # test (tests/cluster/job_share_test.sh) and for docs/BENCHMARKS.md.
 #
 #   job_share.sh BUILD_DIR [--rate 400mbit] [--burst 256kb] [--seconds 8] \
-#                [--daemon-args "ARGS"] [--daemons-from OTHER_BUILD_DIR] JOB...
+#                [--daemon-args "ARGS"] [--daemons-from OTHER_BUILD_DIR] \
+#                [--change-at SECONDS --change "PLEXUSCTL ARGS"] JOB...
 #   JOB: NAME:BYTES[:INTERVAL_MS[:DEPTH]]  allreduces of BYTES back to back (INTERVAL_MS 0 or
 #        none), DEPTH of them in flight (default 1); or one every INTERVAL_MS
 #
@@ -13,23 +14,29 @@
 #   job NAME bytes B ops N mbps M share S median_ms X p90_ms Y window_s W sent_mbps D sent_share E
 # where M is MB/s of allreduce payload (each node sends about that much), S its part of the
 # jobs' total, and sent_mbps and sent_share the same from node 0's daemon: the bytes its
-# send scheduler gave each job (plexusctl jobs --json, sampled twice a second) over the
+# send scheduler gave each job (plexusctl jobs --json, sampled 4 times a second) over the
 # window. The daemon's figure is the exact one: an op's payload is spread evenly over the op
 # by the client's, which blurs the window's edges when ops are long; and the op times are over the whole run, each from the last rank's submission
 # to the last rank's completion (what a peer waiting on the slowest rank would see). --burst
 # is the shaper's bucket (plexus-cluster.sh): small, so that an op alone pays its wire time. --daemons-from runs OTHER_BUILD_DIR's
-# plexusd (e.g. a build from before a change) with this build's clients. Needs root.
+# plexusd (e.g. a build from before a change) with this build's clients. --change runs
+# plexusctl with those arguments on every node --change-at seconds after the jobs start
+# (e.g. "job set heavy --class bulk --weight 3"); then each job's line also has
+# before_share (its sent_share from the window's start to the change) and after_share
+# (over the second after the change, from the samples nearest it). Needs root.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$repo/tools/cluster/plexus-cluster.sh
-rate=400mbit burst=256kb seconds=8 daemon_args="" daemons_from=""
+rate=400mbit burst=256kb seconds=8 change_at="" change="" daemon_args="" daemons_from=""
 jobs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
     --burst) burst=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
+    --change-at) change_at=$2; shift 2 ;;
+    --change) change=$2; shift 2 ;;
     --daemon-args) daemon_args=$2; shift 2 ;;
     --daemons-from) daemons_from=$(cd "$2" && pwd); shift 2 ;;
     *) jobs+=("$1"); shift ;;
@@ -46,11 +53,11 @@ cleanup() {
 trap cleanup EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="$daemon_args" PLEXUS_CLUSTER_LOG_LEVEL=warn \
   "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --burst "$burst" --daemons "${daemons_from:-$build}" >/dev/null
-# node 0's daemon: what its scheduler sent for each job, as "time_ns json" lines
-( for _ in $(seq 1 $(( (seconds + 30) * 2 ))); do
+# node 0's daemon: what its scheduler sent for each job, as "time_ns json" lines, 4 a second
+( for _ in $(seq 1 $(( (seconds + 30) * 4 ))); do
     sample=$("$cluster" run --name "$name" --node 0 -- "$build/tools/plexusctl/plexusctl" jobs --json 2>/dev/null) &&
       echo "$(date +%s%N) $(tr -d '\n' <<< "$sample")"
-    sleep 0.5
+    sleep 0.25
   done ) > "$dir/sent.samples" &
 sampler=$!
 pids=()
@@ -63,8 +70,19 @@ for spec in "${jobs[@]}"; do
     pids+=($!)
   done
 done
+if [ -n "$change" ]; then
+  ( sleep "${change_at:-3}"
+    for n in 0 1; do
+      # shellcheck disable=SC2086  # the arguments are a list on purpose
+      "$cluster" run --name "$name" --node "$n" -- "$build/tools/plexusctl/plexusctl" $change >&2 ||
+        echo "job_share.sh: plexusctl $change failed on node $n" >&2
+    done
+    date +%s%N > "$dir/change.at" ) &
+  changer=$!
+fi
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
+[ -z "$change" ] || wait "$changer" || true
 kill "$sampler" 2>/dev/null || true
 wait "$sampler" 2>/dev/null || true
 if [ "$status" -ne 0 ]; then
@@ -115,6 +133,20 @@ if len(inside) >= 2:
     for name, _, _ in jobs:
         sent[name] = (last.get(name, 0) - first.get(name, 0)) / ((t1 - t0) / 1e9) / 1e6
 sent_total = sum(sent.values())
+def shares(t0, t1):  # each job's part of the bytes sent between the samples nearest t0, t1
+    a = min(samples, key=lambda s: abs(s[0] - t0))[1]
+    b = min(samples, key=lambda s: abs(s[0] - t1))[1]
+    got = {name: b.get(name, 0) - a.get(name, 0) for name, _, _ in jobs}
+    total = sum(got.values())
+    return {name: got[name] / total if total else 0 for name in got}
+extra = {}
+try:
+    changed = int(open(f"{d}/change.at").read())
+    before, after = shares(lo, changed), shares(changed, changed + 1e9)
+    extra = {name: f" before_share {before[name]:.3f} after_share {after[name]:.3f}"
+             for name, _, _ in jobs}
+except (FileNotFoundError, ValueError):
+    pass
 for name, size, times in jobs:
     durations = sorted((e - s) / 1e6 for s, e in times)
     print(f"job {name} bytes {size} ops {len(times)} mbps {rates[name]:.2f} "
@@ -122,5 +154,5 @@ for name, size, times in jobs:
           f"median_ms {statistics.median(durations):.3f} "
           f"p90_ms {durations[int(0.9 * (len(durations) - 1))]:.3f} window_s {(hi - lo) / 1e9:.1f} "
           f"sent_mbps {sent.get(name, 0):.2f} "
-          f"sent_share {sent.get(name, 0) / sent_total if sent_total else 0:.3f}")
+          f"sent_share {sent.get(name, 0) / sent_total if sent_total else 0:.3f}{extra.get(name, '')}")
 PY
