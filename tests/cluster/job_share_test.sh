@@ -2,8 +2,7 @@
 # Jobs sharing a shaped link (2 nodes x 1 NIC at 400 Mbit/s; 1 rank per node per job), run
 # with tools/bench/job_share.sh. The latency checks shape with a 16 kB bucket, so that every
 # byte pays its wire time (tbf's default 256 kB lets a lone 64 KiB op through at veth
-# speed); the throughput checks with 256 kB (a small bucket costs a busy link ~10 % here,
-# the shaper's timer missing its moments on a loaded 2-core host):
+# speed); the throughput checks with tbf's usual 256 kB:
 #   - one bulk job alone gets >= 90 % of the link;
 #   - two bulk jobs weighted 3:1 get 3.0 +- 10 % while both are busy (the bytes node 0's
 #     scheduler gave each: an op's client-side time also holds its rounds' ends, in which

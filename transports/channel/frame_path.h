@@ -40,15 +40,17 @@ class FramePath {
   // and what its transport holds beyond limit_queue (the channel gives a path another frame
   // only while this is small).
   virtual uint64_t waiting_bytes() const { return 0; }
-  // The transport should hold about `bytes` queued beyond what the network needs in flight
-  // at `rate` (bytes/s), no more, and count what it holds beyond that in waiting_bytes: so
-  // that frames wait in the channel's scheduler, where a later frame of a higher class can
-  // still go first, not in a kernel queue that sends first in, first out. TCP: the socket's
+  // The transport should hold about `bytes` unsent. With `in_flight_too`, also about
+  // `bytes` beyond what the network needs in flight at `rate` (bytes/s), counting what it
+  // holds beyond that in waiting_bytes: so that frames wait in the channel's scheduler,
+  // where a later frame of a higher class can still go first, not in a kernel queue that
+  // sends first in, first out. TCP: the socket's unsent bytes (TCP_NOTSENT_LOWAT), and its
   // unacknowledged bytes (SIOCOUTQ, which counts the local qdisc's queue too); RDMA: posted
-  // writes not yet complete.
-  virtual void limit_queue(uint64_t bytes, double rate) {
+  // writes not yet complete, always.
+  virtual void limit_queue(uint64_t bytes, double rate, bool in_flight_too) {
     (void)bytes;
     (void)rate;
+    (void)in_flight_too;
   }
   // If the frame being read straight into a placement has this channel sequence number,
   // the rest of it goes to waste: its other copy already arrived on another path.

@@ -136,16 +136,19 @@ bool ReliableChannel::busy(const Path& p) const {
 
 // The transport queues about path_queue_time of the path's measured rate; until the rate is
 // measured, what it holds by itself. Changed only when it moves by a quarter.
-void ReliableChannel::set_queue_limit(Path& p) {
+void ReliableChannel::set_queue_limit(Path& p, TimePoint now) {
   if (p.rate <= 0) return;
   const double seconds = std::chrono::duration<double>(settings_.path_queue_time).count();
   const uint64_t want =
       std::max(settings_.min_path_queue_bytes, static_cast<uint64_t>(p.rate * seconds));
-  if (p.queue_limit != 0 && want * 4 >= p.queue_limit * 3 && want * 4 <= p.queue_limit * 5) {
+  const bool in_flight = mixing(now);
+  if (p.queue_limit != 0 && p.queue_in_flight == in_flight && want * 4 >= p.queue_limit * 3 &&
+      want * 4 <= p.queue_limit * 5) {
     return;
   }
   p.queue_limit = want;
-  p.io->limit_queue(want, p.rate);
+  p.queue_in_flight = in_flight;
+  p.io->limit_queue(want, p.rate, in_flight);
 }
 
 // Acknowledgements go on the live path with the least backlog; on a backup only when no
@@ -210,6 +213,17 @@ bool ReliableChannel::pump() {
     SendScheduler::Frame frame = scheduler_.pop();
     if (handler_.on_scheduled) {
       handler_.on_scheduled(frame.flow, frame.payload.size(), Clock::now() - frame.queued_at);
+    }
+    if (frame.flow != last_flow_) {
+      const auto now = Clock::now();
+      const bool was_mixing = mixing(now);
+      last_flow_ = frame.flow;
+      mixed_at_ = now;
+      if (!was_mixing) {
+        for (Path& p : paths_) {  // hold the queues short from now
+          if (p.io != nullptr) set_queue_limit(p, now);
+        }
+      }
     }
     if (settings_.reliable) {
       sender_.add(frame.header, frame.payload, frame.token);  // queued on the next pass
@@ -414,7 +428,7 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       } else if (p.rate > 0 && now - p.rate_measured_at >= kRateForgetAfter) {
         p.rate = 0;
       }
-      set_queue_limit(p);
+      set_queue_limit(p, now);
       p.sent_bytes = 0;
       p.sample_start = now;
       p.busy_since_sample = busy(p);

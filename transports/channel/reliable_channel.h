@@ -67,6 +67,11 @@ class ReliableChannel {
     // least (FramePath::limit_queue). A latency frame waits behind about this much.
     std::chrono::microseconds path_queue_time{1000};
     uint64_t min_path_queue_bytes = 32 << 10;
+    // Paths' transports are held to that in flight too (FramePath::limit_queue) only while
+    // frames of more than one flow left the scheduler within this long: a flow alone gets
+    // the transport's own queue, as with no scheduler, and so loses nothing when the sender
+    // is slow to refill a short queue (a loaded host).
+    std::chrono::milliseconds hold_queue_after_mixing{200};
     // A path at its queue limit is not polled writable (the kernel empties its queue without
     // an event): while frames wait for one, the caller looks again this often.
     std::chrono::microseconds held_path_retry{50};
@@ -181,12 +186,17 @@ class ReliableChannel {
     double rate = 0;                // bytes/s, 0 until measured
     TimePoint rate_measured_at;     // the last sample
     uint64_t queue_limit = 0;       // as last given to FramePath::limit_queue (0: none yet)
+    bool queue_in_flight = false;   // ditto
   };
 
   // The path for a frame of `bytes` among those with room (kNoPath: none has room now).
   uint32_t pick_path(uint64_t bytes) const;
   bool has_room(const Path& p) const;
-  void set_queue_limit(Path& p);
+  void set_queue_limit(Path& p, TimePoint now);
+  // Frames of more than one flow left the scheduler within hold_queue_after_mixing.
+  bool mixing(TimePoint now) const {
+    return mixed_at_ != TimePoint{} && now - mixed_at_ < settings_.hold_queue_after_mixing;
+  }
   // The network sets the pace: bytes unsent, or frames waiting for the path to make room.
   bool busy(const Path& p) const;
   // Where a path goes once it is proven (probation over, or undrained).
@@ -210,6 +220,8 @@ class ReliableChannel {
   std::vector<Path> paths_;
   FlowPolicies own_policies_;  // when none are given
   SendScheduler scheduler_;
+  uint32_t last_flow_ = 0;  // of the last frame to leave the scheduler
+  TimePoint mixed_at_{};    // when one of another flow than the one before it last left
   ChannelSender sender_;
   ChannelReceiver receiver_;
   struct HeldFrame {

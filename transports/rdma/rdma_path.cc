@@ -124,7 +124,7 @@ class RdmaPath final : public DataPath {
   // Posted writes not yet complete are this path's send queue: kept to about `bytes`.
   // (The rate does not matter: a write completes once it is delivered, so posted bytes
   // are what queues.)
-  void limit_queue(uint64_t bytes, double) override { posted_limit_ = bytes; }
+  void limit_queue(uint64_t bytes, double, bool) override { posted_limit_ = bytes; }
   void abandon_placement_of(uint64_t) override {}  // frames land in the ring, never placed
   int64_t network_silence_ms() const override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_)

@@ -18,6 +18,10 @@
 namespace plexus::transports {
 namespace {
 
+// A receiver acknowledges what GRO merged as one: up to a 64 KiB segment at a time. Held
+// to less than that unacknowledged, a sender would wait for every acknowledgement.
+constexpr uint64_t kAckBatchBytes = 64 << 10;
+
 class TcpPath final : public DataPath {
  public:
   TcpPath(int fd, const wire::DataFrameLimits& limits, Callbacks callbacks)
@@ -47,13 +51,15 @@ class TcpPath final : public DataPath {
     }
     return waiting;
   }
-  // The socket may hold `bytes` plus a round trip's worth at `rate` unacknowledged: TCP's
+  // TCP_NOTSENT_LOWAT: the socket takes more, and polls writable, only while fewer than
+  // `bytes` are unsent. With in_flight_too it may also hold only about `bytes` plus a round
+  // trip's worth at `rate` unacknowledged (at least an acknowledgement's batch): TCP's
   // congestion window alone would fill the bottleneck's queue (a shaper's, the NIC's qdisc)
-  // with everything it is given. TCP_NOTSENT_LOWAT keeps it polling writable only while
-  // fewer than `bytes` are unsent, so the limit is looked at again on a timer (NodeLinks).
-  void limit_queue(uint64_t bytes, double rate) override {
-    const double in_flight = rate * kernel_min_round_trip_s(conn_.fd());
-    kernel_limit_ = bytes + static_cast<uint64_t>(in_flight);
+  // with everything it is given. Nothing says when that limit frees room, so it is looked
+  // at again on a timer (NodeLinks).
+  void limit_queue(uint64_t bytes, double rate, bool in_flight_too) override {
+    const auto round_trip = static_cast<uint64_t>(rate * kernel_min_round_trip_s(conn_.fd()));
+    kernel_limit_ = in_flight_too ? std::max(bytes, kAckBatchBytes) + round_trip : 0;
     const int lowat = static_cast<int>(std::min<uint64_t>(bytes, INT32_MAX));
     ::setsockopt(conn_.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
   }
