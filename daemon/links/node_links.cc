@@ -607,7 +607,7 @@ bool NodeLinks::poll(int timeout_ms) {
     if (links_.empty() && !nic_monitor_) return true;
   }
   if (held_ && Clock::now() - held_since_ >= channel_settings_.held_path_retry) {
-    held_ = false;  // flush sets it again for a link still held
+    held_ = false;                  // flush sets it again for a link still held
     std::vector<uint64_t> waiting;  // flush may lose a link (its last path failing)
     for (auto& [peer, link] : links_) {
       if (link->channel->waiting() != 0) waiting.push_back(peer);

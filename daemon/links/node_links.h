@@ -10,12 +10,12 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>

@@ -337,9 +337,9 @@ TEST(MonitoringTest, JobSetChangesAJobsPolicyAndRefusesBadInput) {
   CommandOutput table = plexusctl(socket, {"jobs"});
   EXPECT_THAT(table.out, HasSubstr("background"));
   // A job the config names may be set before it runs.
-  EXPECT_EQ(plexusctl(socket, {"job", "set", "rollout", "--class", "latency", "--weight", "3"})
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      plexusctl(socket, {"job", "set", "rollout", "--class", "latency", "--weight", "3"}).exit_code,
+      0);
 
   CommandOutput unknown = plexusctl(socket, {"job", "set", "nope", "--class", "bulk"});
   EXPECT_EQ(unknown.exit_code, 1);

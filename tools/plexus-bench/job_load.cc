@@ -4,17 +4,17 @@
 // ops) or one every --interval-ms (at multiples of it on CLOCK_REALTIME, so every rank
 // submits at the same moment and an op's time is not its wait for a late peer), until rank
 // 0 has run --seconds; then every rank stops after the same op (rank 0 writes which into
-// --id-file's ".stop" beside it, before it submits the next). Each op's result is checked exactly. Writes one line per op to --out:
-// "start_ns end_ns" (CLOCK_REALTIME, comparable across the cluster's namespaces). The job
-// is PLEXUS_JOB, as for any client.
+// --id-file's ".stop" beside it, before it submits the next). Each op's result is checked exactly.
+// Writes one line per op to --out: "start_ns end_ns" (CLOCK_REALTIME, comparable across the
+// cluster's namespaces). The job is PLEXUS_JOB, as for any client.
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <fstream>
 #include <string>
-#include <ctime>
 #include <vector>
 
 #include "plexus/plexus.h"
@@ -67,8 +67,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (rank < 0 || rank >= nranks || id_file.empty() || out_file.empty() || bytes < 4 ||
-      depth < 1) {
+  if (rank < 0 || rank >= nranks || id_file.empty() || out_file.empty() || bytes < 4 || depth < 1) {
     std::fprintf(stderr,
                  "usage: job_load --rank R --id-file F --out F [--nranks 2] [--bytes N] "
                  "[--seconds S] [--interval-ms MS] [--depth OPS]\n");
