@@ -66,7 +66,7 @@ struct JobCounters {
   // Payload its frames took to peer daemons, and how long each waited in a send scheduler.
   std::atomic<uint64_t> scheduled_bytes{0};
   DurationHistogram queue_delay;
-  // Over the last share window (Engine): its part of all bytes sent to peers, and what its
+  // Over the last share window (JobPolicies): its part of all bytes sent to peers, and what its
   // weight entitles it to among the jobs of its class that sent in that window.
   std::atomic<double> achieved_share{0};
   std::atomic<double> configured_share{0};

@@ -405,28 +405,43 @@ uint32_t NodeLinks::chunk_bytes_for(const Link& link) const {
 // last path.
 void NodeLinks::flush(Link& link) {
   const uint64_t peer = link.peer;
-  constexpr int kPasses = 8;  // bounded: other links and reads get their turn
-  for (int pass = 0; pass < kPasses; ++pass) {
+  // Writes what the paths hold and watches for writable where they keep some; false when
+  // the link was lost (its last path failed).
+  auto write_paths = [&]() {
     for (size_t i = 0; i < link.paths.size(); ++i) {
       Path* path = link.paths[i].get();
       if (path == nullptr || !path->conn->wants_write()) continue;
       if (!path->conn->on_writable()) {
         fail_path(*path, path->conn->error());
-        if (links_.count(peer) == 0) return;  // that was its last path
-        i = static_cast<size_t>(-1);          // the failure moved frames to other paths
+        if (links_.count(peer) == 0) return false;  // that was its last path
+        i = static_cast<size_t>(-1);                // the failure moved frames to other paths
         continue;
       }
       update_interest(*path);
     }
+    return true;
+  };
+  constexpr int kPasses = 8;  // bounded: other links and reads get their turn
+  bool pumped = false;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    if (!write_paths()) return;
+    pumped = false;
     if (link.channel->waiting() == 0) return;
     if (!link.channel->pump()) break;
+    pumped = true;
   }
+  // What the last pass handed the paths is written, or at least watched for.
+  if (pumped && !write_paths()) return;
   if (link.channel->waiting() == 0) return;
+  // Frames wait for a path that its transport's queue limit holds back: no event will say
+  // when it has room (a full window, or no live path, waits for reads or the tick instead).
   for (const auto& path : link.paths) {
-    if (path && path->conn->wants_write()) return;  // its writable event comes
+    if (path && path->conn->held_by_queue_limit()) {
+      if (!held_) held_since_ = Clock::now();
+      held_ = true;
+      return;
+    }
   }
-  if (!held_) held_since_ = Clock::now();
-  held_ = true;
 }
 
 void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {

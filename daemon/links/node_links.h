@@ -158,8 +158,8 @@ class NodeLinks {
   }
 
   // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames: each about
-  // path_queue_time at the fastest path's measured rate (between the channel's smallest
-  // unsent limit and chunk_bytes), so that a frame of a higher class waits behind little.
+  // path_queue_time at the fastest path's measured rate (between the channel's
+  // min_path_queue_bytes and chunk_bytes), so that a frame of a higher class waits behind little.
   // `keep_alive` (the memory `data` lies in) is held until the last chunk is written; then `done`
   // runs. Returns false (and calls nothing) when there is no link to `peer`.
   bool send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,

@@ -23,7 +23,8 @@
 # plexusctl with those arguments on every node --change-at seconds after the jobs start
 # (e.g. "job set heavy --class bulk --weight 3"); then each job's line also has
 # before_share (its sent_share from the window's start to the change) and after_share
-# (over the second after the change, from the samples nearest it). Needs root.
+# (from 1 s after the change to 3 s after it: what is in effect within a second of it;
+# from the samples nearest those times). Needs root.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,7 +46,10 @@ done
 [ ${#jobs[@]} -ge 1 ] || { echo "job_share.sh: name at least one JOB" >&2; exit 2; }
 name=js$$
 dir=/tmp/plexus-cluster-$name
+sampler="" changer=""
 cleanup() {
+  # The sampler and the changer first: they would otherwise run out their own time.
+  for p in $sampler $changer; do kill "$p" 2>/dev/null || true; done
   pkill -f -- "--id-file $dir/" 2>/dev/null || true
   wait 2>/dev/null || true
   "$cluster" down --name "$name" >/dev/null 2>&1 || true
@@ -54,7 +58,7 @@ trap cleanup EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="$daemon_args" PLEXUS_CLUSTER_LOG_LEVEL=warn \
   "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --burst "$burst" --daemons "${daemons_from:-$build}" >/dev/null
 # node 0's daemon: what its scheduler sent for each job, as "time_ns json" lines, 4 a second
-( for _ in $(seq 1 $(( (seconds + 30) * 4 ))); do
+( for _ in $(seq 1 $(( (${seconds%.*} + 30) * 4 ))); do
     sample=$("$cluster" run --name "$name" --node 0 -- "$build/tools/plexusctl/plexusctl" jobs --json 2>/dev/null) &&
       echo "$(date +%s%N) $(tr -d '\n' <<< "$sample")"
     sleep 0.25
@@ -88,7 +92,7 @@ wait "$sampler" 2>/dev/null || true
 if [ "$status" -ne 0 ]; then
   for spec in "${jobs[@]}"; do
     IFS=: read -r job _ <<< "$spec"
-    for n in 0 1; do sed "s/^/$job.$n: /" "$dir/$job.$n.log"; done
+    for n in 0 1; do awk -v tag="$job.$n: " '{ print tag $0 }' "$dir/$job.$n.log"; done
   done
   echo "job_share.sh: a job failed" >&2
   exit 1
@@ -104,6 +108,8 @@ for spec in sys.argv[2:]:
     if len(ranks[0]) != len(ranks[1]):
         sys.exit(f"job_share.sh: job {parts[0]}'s ranks ran {len(ranks[0])} and {len(ranks[1])} ops")
     times = [(max(a[0], b[0]), max(a[1], b[1])) for a, b in zip(*ranks)]
+    if not times:
+        sys.exit(f"job_share.sh: job {parts[0]} ran no op")
     jobs.append((parts[0], int(parts[1]), times))
 lo = max(t[0][0] for _, _, t in jobs) + 1e9
 hi = min(t[-1][1] for _, _, t in jobs)
@@ -142,7 +148,7 @@ def shares(t0, t1):  # each job's part of the bytes sent between the samples nea
 extra = {}
 try:
     changed = int(open(f"{d}/change.at").read())
-    before, after = shares(lo, changed), shares(changed, changed + 1e9)
+    before, after = shares(lo, changed), shares(changed + 1e9, changed + 3e9)
     extra = {name: f" before_share {before[name]:.3f} after_share {after[name]:.3f}"
              for name, _, _ in jobs}
 except (FileNotFoundError, ValueError):

@@ -19,6 +19,7 @@
 
 #include "plexus/plexus.h"
 #include "tools/plexus-bench/atomic_file.h"
+#include "tools/plexus-bench/self_timeout.h"
 #include "tools/plexus-bench/unique_id_file.h"
 
 namespace {
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // A peer that never comes, or a stop it never sees, must not hold the script forever.
+  plexus::bench::arm_self_timeout("job_load: rank " + std::to_string(rank) +
+                                      ": timed out: the run took longer than --seconds + 120 s",
+                                  static_cast<unsigned>(seconds) + 120);
   plexus_unique_id_t id{};
   if (rank == 0) {
     if (plexus_get_unique_id(&id) != PLEXUS_SUCCESS) return fail("unique id");
@@ -126,8 +131,16 @@ int main(int argc, char** argv) {
   int64_t next_start = interval_ns > 0 ? (begin / interval_ns + 1) * interval_ns : 0;
   int64_t stop_at = -1;
   int64_t op = 0;
-  for (; stop_at < 0 || op < stop_at; ++op) {
+  for (;; ++op) {
     if (op >= depth && !finish(op - depth)) return 1;
+    // Rank 0 writes the stop before it submits op stop_at - depth; this rank has just seen
+    // op - depth complete, so by op == stop_at the file is there to read.
+    if (stop_at < 0 && rank != 0) {
+      std::ifstream stop(id_file + ".stop");  // replaced whole by rank 0: all or nothing
+      int64_t at = -1;
+      if (stop >> at) stop_at = at;
+    }
+    if (stop_at >= 0 && op >= stop_at) break;
     // Each rank adds op + rank + 1: the sum is known exactly (small integers in float).
     const float mine = static_cast<float>(op % 64 + rank + 1);
     float* buffer = buffers[static_cast<size_t>(op % depth)];
@@ -145,20 +158,15 @@ int main(int argc, char** argv) {
                          &requests[static_cast<size_t>(op % depth)]) != PLEXUS_SUCCESS) {
       return fail("allreduce");
     }
-    if (stop_at < 0) {
-      // A rank is at most `depth` ops ahead of another's submissions (its op k waits for
-      // every rank's op k - depth), so op + depth + 1 is one no rank has submitted yet.
-      if (rank == 0 && static_cast<double>(now_ns() - begin) >= seconds * 1e9) {
-        stop_at = op + depth + 1;
-        plexus::bench::write_file_atomically(id_file + ".stop", std::to_string(stop_at));
-      } else if (rank != 0) {
-        std::ifstream stop(id_file + ".stop");  // replaced whole by rank 0: all or nothing
-        int64_t at = -1;
-        if (stop >> at) stop_at = at;
-      }
+    // A rank submits op k only once every rank's op k - depth is done, so no rank has
+    // submitted past op + depth yet: op + depth + 1 is the first that none will.
+    if (stop_at < 0 && rank == 0 && static_cast<double>(now_ns() - begin) >= seconds * 1e9) {
+      stop_at = op + depth + 1;
+      plexus::bench::write_file_atomically(id_file + ".stop", std::to_string(stop_at));
     }
   }
-  for (int64_t done = std::max<int64_t>(0, op - depth); done < op; ++done) {
+  // The loop ended at op == stop_at, having finished op - depth already.
+  for (int64_t done = std::max<int64_t>(0, op - depth + 1); done < op; ++done) {
     if (!finish(done)) return 1;
   }
   std::ofstream out(out_file);

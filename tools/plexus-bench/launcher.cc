@@ -33,6 +33,7 @@
 #include "shm/unix_socket.h"
 #include "tools/plexus-bench/atomic_file.h"
 #include "tools/plexus-bench/bench_rank.h"
+#include "tools/plexus-bench/self_timeout.h"
 #include "tools/plexus-bench/unique_id_file.h"
 
 namespace plexus::bench {
@@ -221,25 +222,6 @@ std::optional<int> parse_env_int(const char* name) {
   return value;
 }
 
-// Without --spawn nothing watches this process from outside, so it bounds itself.
-char g_timeout_message[256];
-void exit_on_alarm(int) {
-  const ssize_t ignored = write(STDERR_FILENO, g_timeout_message, std::strlen(g_timeout_message));
-  (void)ignored;
-  _exit(kExitTimeout);
-}
-
-void arm_self_timeout(int rank, int timeout_s) {
-  std::snprintf(g_timeout_message, sizeof(g_timeout_message),
-                "plexus-bench: rank %d: timed out: the run took longer than --timeout-s %d\n", rank,
-                timeout_s);
-  struct sigaction action {};
-  action.sa_handler = exit_on_alarm;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGALRM, &action, nullptr);
-  alarm(static_cast<unsigned>(timeout_s));
-}
-
 }  // namespace
 
 int run_spawned(BenchOptions options) {
@@ -389,7 +371,11 @@ int run_from_environment(BenchOptions options) {
                  "to start the ranks here)\n");
     return kExitError;
   }
-  arm_self_timeout(*rank, options.timeout_s);
+  // Without --spawn nothing watches this process from outside, so it bounds itself.
+  arm_self_timeout("plexus-bench: rank " + std::to_string(*rank) +
+                       ": timed out: the run took longer than --timeout-s " +
+                       std::to_string(options.timeout_s),
+                   static_cast<unsigned>(options.timeout_s));
   if (const std::string problem = check_options_for_ranks(options, *nranks); !problem.empty()) {
     std::fprintf(stderr, "plexus-bench: rank %d: %s\n", *rank, problem.c_str());
     return kExitError;

@@ -63,7 +63,7 @@ plexus_unique_id_t wait_for_unique_id(const std::string& path, Clock::duration p
       throw std::runtime_error(
           "no unique id appeared in " + path + " within " +
           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(patience).count()) +
-          " s (rank 0 writes it; is rank 0 running with the same PLEXUS_UNIQUE_ID_FILE?)");
+          " s (rank 0 writes it; is rank 0 running, with the same id file?)");
     }
     std::this_thread::sleep_for(kPollInterval);
   }

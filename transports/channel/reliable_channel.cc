@@ -142,11 +142,15 @@ void ReliableChannel::set_queue_limit(Path& p, TimePoint now) {
   const uint64_t want =
       std::max(settings_.min_path_queue_bytes, static_cast<uint64_t>(p.rate * seconds));
   const bool in_flight = mixing(now);
+  // The rate counts on its own too: it sets the round trip's share of the in-flight limit,
+  // and on a slow path `want` stays at its minimum however the rate moves.
   if (p.queue_limit != 0 && p.queue_in_flight == in_flight && want * 4 >= p.queue_limit * 3 &&
-      want * 4 <= p.queue_limit * 5) {
+      want * 4 <= p.queue_limit * 5 && p.rate * 4 >= p.queue_rate * 3 &&
+      p.rate * 4 <= p.queue_rate * 5) {
     return;
   }
   p.queue_limit = want;
+  p.queue_rate = p.rate;
   p.queue_in_flight = in_flight;
   p.io->limit_queue(want, p.rate, in_flight);
 }

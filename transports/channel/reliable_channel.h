@@ -16,9 +16,12 @@
 // while little waits in it (Settings::path_queue_bytes), so the choice of what goes next is
 // made at the last moment, not first come first served. Each path is also asked to keep no
 // more than about path_queue_time of its measured rate unsent in its transport (TCP: the
-// socket's send buffer), so that the kernel does not become a queue of its own.
+// socket's send buffer) and, while frames of several flows leave the scheduler, about that
+// much beyond a round trip in flight (FramePath::limit_queue), so that the kernel does not
+// become a queue of its own.
 //
-// No I/O and no clock of its own: the owner queues nothing itself, does the reads and
+// No I/O, and no clock but for what pump() reads as frames leave the scheduler (how long
+// each waited, when flows last mixed): the owner queues nothing itself, does the reads and
 // writes of its paths, passes `now`, and calls tick() every few milliseconds.
 // Single-threaded.
 #pragma once
@@ -186,6 +189,7 @@ class ReliableChannel {
     double rate = 0;                // bytes/s, 0 until measured
     TimePoint rate_measured_at;     // the last sample
     uint64_t queue_limit = 0;       // as last given to FramePath::limit_queue (0: none yet)
+    double queue_rate = 0;          // ditto
     bool queue_in_flight = false;   // ditto
   };
 

@@ -98,11 +98,14 @@ SendScheduler::Choice SendScheduler::choose() {
 
 const SendScheduler::Frame* SendScheduler::peek() {
   if (frames_ == 0) return nullptr;
+  // A policy changed since the choice was made: it may no longer be the one.
+  if (policies_->version() != policies_seen_) choice_.valid = false;
   if (!choice_.valid) choice_ = choose();
   return &flows_[choice_.flow].frames.front();
 }
 
 SendScheduler::Frame SendScheduler::pop() {
+  if (policies_->version() != policies_seen_) choice_.valid = false;
   if (!choice_.valid) choice_ = choose();
   choice_.valid = false;
   Flow& f = flows_[choice_.flow];

@@ -43,6 +43,10 @@ class TcpPath final : public DataPath {
   uint64_t unsent_bytes() const override {
     return conn_.queued_bytes() + conn_.kernel_unsent_bytes();
   }
+  bool held_by_queue_limit() const override {
+    return kernel_limit_ != 0 && conn_.queued_bytes() == 0 &&
+           conn_.kernel_unacknowledged_bytes() > kernel_limit_;
+  }
   uint64_t waiting_bytes() const override {
     uint64_t waiting = conn_.queued_bytes();
     if (kernel_limit_ != 0) {
