@@ -740,5 +740,75 @@ TEST(ReliableChannelTest, WithoutReliabilityFramesAreReleasedOnceWrittenAndCarry
   EXPECT_EQ(net.channel(0).unacknowledged(), 0u);
 }
 
+// A path whose transport reports what the channel asked of it (FramePath::limit_queue) and
+// holds back as told.
+class LimitedPath : public FramePath {
+ public:
+  void queue(const wire::DataFrameHeader&, std::span<const std::byte> payload,
+             uint64_t token) override {
+    queued.push_back({token, payload.size()});
+  }
+  uint64_t backlog_bytes() const override { return unsent; }
+  uint64_t unsent_bytes() const override { return unsent; }
+  uint64_t waiting_bytes() const override { return held; }
+  bool held_by_queue_limit() const override { return held > 0; }
+  void limit_queue(uint64_t bytes, double rate, bool in_flight_too) override {
+    limits.push_back({bytes, rate, in_flight_too});
+  }
+  void abandon_placement_of(uint64_t) override {}
+
+  struct Limit {
+    uint64_t bytes;
+    double rate;
+    bool in_flight_too;
+  };
+  std::vector<std::pair<uint64_t, size_t>> queued;  // token, payload bytes
+  std::vector<Limit> limits;
+  uint64_t unsent = 1;  // always a backlog: the network sets the pace
+  uint64_t held = 0;
+};
+
+TEST(ReliableChannelTest, TheInFlightHoldIsOnOnlyWhileFlowsMixAndFramesWaitWhileAPathIsHeld) {
+  ReliableChannel::Settings settings;
+  settings.reliable = false;  // frames go straight to the path: no acknowledgements needed
+  ReliableChannel ch(settings, accepting_handler());
+  LimitedPath path;
+  const TimePoint start = ReliableChannel::Clock::now();
+  const uint32_t id = ch.add_path(&path, start);
+  std::vector<std::byte> payload(64 << 10);
+  wire::DataFrameHeader header{};
+  header.type = wire::FrameType::kData;
+  // One flow alone, 4 MB/s measured: the limit is its unsent bytes only.
+  TimePoint now = start;
+  for (int i = 0; i < 5; ++i) {
+    ch.send(header, payload, 100 + i, 1);
+    ch.on_path_sent(id, 100 + i, 80000);
+    now += 20ms;
+    ch.tick(now);
+  }
+  ASSERT_GT(ch.rate_estimate(id), 0);
+  ASSERT_FALSE(path.limits.empty());
+  EXPECT_FALSE(path.limits.back().in_flight_too);
+  EXPECT_EQ(path.limits.back().bytes, settings.min_path_queue_bytes);  // 4 KB in 1 ms: the floor
+  // A frame of another flow leaves the scheduler: held in flight too, at once.
+  ch.send(header, payload, 200, 2);
+  EXPECT_TRUE(path.limits.back().in_flight_too);
+  // While the path is held, frames wait in the scheduler; once it is not, they go.
+  path.held = 1;
+  const size_t queued = path.queued.size();
+  ch.send(header, payload, 201, 1);
+  ch.send(header, payload, 202, 2);
+  EXPECT_EQ(path.queued.size(), queued);
+  EXPECT_EQ(ch.waiting(), 2u);
+  path.held = 0;
+  EXPECT_TRUE(ch.pump());
+  EXPECT_EQ(path.queued.size(), queued + 2);
+  // No mixing for longer than hold_queue_after_mixing: the hold is lifted at the next sample.
+  now = ReliableChannel::Clock::now() + settings.hold_queue_after_mixing + 50ms;
+  ch.on_path_sent(id, 0, 80000);
+  ch.tick(now);
+  EXPECT_FALSE(path.limits.back().in_flight_too);
+}
+
 }  // namespace
 }  // namespace plexus::transports

@@ -219,13 +219,16 @@ bool ReliableChannel::pump() {
       handler_.on_scheduled(frame.flow, frame.payload.size(), Clock::now() - frame.queued_at);
     }
     if (frame.flow != last_flow_) {
-      const auto now = Clock::now();
-      const bool was_mixing = mixing(now);
+      const bool first = last_flow_ == kNoFlowYet;  // the first flow alone is not mixing
       last_flow_ = frame.flow;
-      mixed_at_ = now;
-      if (!was_mixing) {
-        for (Path& p : paths_) {  // hold the queues short from now
-          if (p.io != nullptr) set_queue_limit(p, now);
+      if (!first) {
+        const auto now = Clock::now();
+        const bool was_mixing = mixing(now);
+        mixed_at_ = now;
+        if (!was_mixing) {
+          for (Path& p : paths_) {  // hold the queues short from now
+            if (p.io != nullptr) set_queue_limit(p, now);
+          }
         }
       }
     }

@@ -224,8 +224,9 @@ class ReliableChannel {
   std::vector<Path> paths_;
   FlowPolicies own_policies_;  // when none are given
   SendScheduler scheduler_;
-  uint32_t last_flow_ = 0;  // of the last frame to leave the scheduler
-  TimePoint mixed_at_{};    // when one of another flow than the one before it last left
+  static constexpr uint32_t kNoFlowYet = UINT32_MAX;
+  uint32_t last_flow_ = kNoFlowYet;  // of the last frame to leave the scheduler
+  TimePoint mixed_at_{};             // when one of another flow than the one before it last left
   ChannelSender sender_;
   ChannelReceiver receiver_;
   struct HeldFrame {
