@@ -196,8 +196,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 90));
   app.add_option("--path-queue-us", config.path_queue_us,
                  "How long a frame may wait behind others once given to a path: a path's "
-                 "transport holds this much of its measured rate unsent, and frames are cut "
-                 "to about this much")
+                 "transport holds this much of its measured rate unsent (and, while several "
+                 "jobs send to a peer, about this much beyond a round trip unacknowledged: "
+                 "TCP, at least 64 KiB), and frames are cut to about this much")
       ->capture_default_str()
       ->check(CLI::Range(50, 100000));
   app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error")

@@ -127,10 +127,13 @@ void print_jobs(const json& s) {
     char delay[48];
     if (j["queue_delay_frames"].get<uint64_t>() == 0) {
       std::snprintf(delay, sizeof(delay), "-");
+    } else if (const double p99_ms = j["queue_delay_p99_us"].get<double>() / 1000;
+               p99_ms >= 1e9) {  // past the histogram's last bucket (tens of seconds)
+      std::snprintf(delay, sizeof(delay), "%.2f ms/>42 s",
+                    j["queue_delay_mean_us"].get<double>() / 1000);
     } else {
       std::snprintf(delay, sizeof(delay), "%.2f/%.2f ms",
-                    j["queue_delay_mean_us"].get<double>() / 1000,
-                    j["queue_delay_p99_us"].get<double>() / 1000);
+                    j["queue_delay_mean_us"].get<double>() / 1000, p99_ms);
     }
     std::printf("%-20s %6u %10llu %12s %8llu %-10s %6u %13s %17s  %s\n",
                 j["name"].get<std::string>().c_str(), j["sessions"].get<unsigned>(),
