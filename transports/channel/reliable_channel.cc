@@ -144,9 +144,12 @@ void ReliableChannel::set_queue_limit(Path& p, TimePoint now) {
   const bool in_flight = mixing(now);
   // The rate counts on its own too: it sets the round trip's share of the in-flight limit,
   // and on a slow path `want` stays at its minimum however the rate moves.
-  if (p.queue_limit != 0 && p.queue_in_flight == in_flight && want * 4 >= p.queue_limit * 3 &&
-      want * 4 <= p.queue_limit * 5 && p.rate * 4 >= p.queue_rate * 3 &&
-      p.rate * 4 <= p.queue_rate * 5) {
+  auto within_a_quarter = [](double now, double then) {
+    return now * 4 >= then * 3 && now * 4 <= then * 5;
+  };
+  if (p.queue_limit != 0 && p.queue_in_flight == in_flight &&
+      within_a_quarter(static_cast<double>(want), static_cast<double>(p.queue_limit)) &&
+      within_a_quarter(p.rate, p.queue_rate)) {
     return;
   }
   p.queue_limit = want;

@@ -44,17 +44,9 @@ class TcpPath final : public DataPath {
     return conn_.queued_bytes() + conn_.kernel_unsent_bytes();
   }
   bool held_by_queue_limit() const override {
-    return kernel_limit_ != 0 && conn_.queued_bytes() == 0 &&
-           conn_.kernel_unacknowledged_bytes() > kernel_limit_;
+    return conn_.queued_bytes() == 0 && over_kernel_limit() > 0;
   }
-  uint64_t waiting_bytes() const override {
-    uint64_t waiting = conn_.queued_bytes();
-    if (kernel_limit_ != 0) {
-      const uint64_t held = conn_.kernel_unacknowledged_bytes();
-      if (held > kernel_limit_) waiting += held - kernel_limit_;
-    }
-    return waiting;
-  }
+  uint64_t waiting_bytes() const override { return conn_.queued_bytes() + over_kernel_limit(); }
   // TCP_NOTSENT_LOWAT: the socket takes more, and polls writable, only while fewer than
   // `bytes` are unsent. With in_flight_too it may also hold only about `bytes` plus a round
   // trip's worth at `rate` unacknowledged (at least an acknowledgement's batch): TCP's
@@ -102,6 +94,13 @@ class TcpPath final : public DataPath {
   }
 
  private:
+  // The socket's unacknowledged bytes beyond limit_queue's limit (0 without one).
+  uint64_t over_kernel_limit() const {
+    if (kernel_limit_ == 0) return 0;
+    const uint64_t held = conn_.kernel_unacknowledged_bytes();
+    return held > kernel_limit_ ? held - kernel_limit_ : 0;
+  }
+
   TcpConnection conn_;
   uint64_t kernel_limit_ = 0;  // limit_queue: unacknowledged bytes the socket may hold; 0: any
   PathEndpoint local_;
