@@ -144,8 +144,8 @@ void ReliableChannel::set_queue_limit(Path& p, TimePoint now) {
   const bool in_flight = mixing(now);
   // The rate counts on its own too: it sets the round trip's share of the in-flight limit,
   // and on a slow path `want` stays at its minimum however the rate moves.
-  auto within_a_quarter = [](double now, double then) {
-    return now * 4 >= then * 3 && now * 4 <= then * 5;
+  auto within_a_quarter = [](double value, double then) {
+    return value * 4 >= then * 3 && value * 4 <= then * 5;
   };
   if (p.queue_limit != 0 && p.queue_in_flight == in_flight &&
       within_a_quarter(static_cast<double>(want), static_cast<double>(p.queue_limit)) &&
