@@ -29,6 +29,19 @@ std::string set_weight(const std::string& job, const std::string& value,
   return {};
 }
 
+std::string set_cap(const std::string& job, const std::string& key, const std::string& value,
+                    uint64_t* cap) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || value[0] == '-' || end == nullptr || *end != '\0' || errno != 0) {
+    return "job '" + job + "': " + key + " '" + value.substr(0, 64) +
+           "' is not a whole number of bytes (0: no cap)";
+  }
+  *cap = bytes;
+  return {};
+}
+
 bool valid_name(const std::string& name) { return !name.empty() && name.size() <= 64; }
 
 }  // namespace
@@ -42,15 +55,19 @@ std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTabl
              e.key + "' directly under [jobs]";
     }
     const std::string& job = e.section[1];
-    transports::FlowPolicy& policy = (*table)[job];
+    JobSettings& settings = (*table)[job];
     std::string error;
     if (e.key == "class") {
-      error = set_class(job, e.value, &policy);
+      error = set_class(job, e.value, &settings.policy);
     } else if (e.key == "weight") {
-      error = set_weight(job, e.value, &policy);
+      error = set_weight(job, e.value, &settings.policy);
+    } else if (e.key == "max_inflight_bytes") {
+      error = set_cap(job, e.key, e.value, &settings.caps.max_inflight_bytes);
+    } else if (e.key == "max_staging_bytes") {
+      error = set_cap(job, e.key, e.value, &settings.caps.max_staging_bytes);
     } else {
       error = "job '" + job + "': unknown key '" + e.key.substr(0, 64) +
-              "' (a job takes class and weight)";
+              "' (a job takes class, weight, max_inflight_bytes and max_staging_bytes)";
     }
     if (!error.empty()) return error;
   }
@@ -71,7 +88,7 @@ std::string parse_job_option(const std::string& text, JobsTable* table) {
     error = set_weight(job, rest.substr(colon + 1), &policy);
   }
   if (!error.empty()) return error;
-  (*table)[job] = policy;
+  (*table)[job].policy = policy;  // its caps, if the file set them, stay
   return {};
 }
 

@@ -1,8 +1,11 @@
-// The config file's jobs table: each job's default scheduling policy, as
+// The config file's jobs table: each job's default scheduling policy and its admission caps
+// (daemon/engine/job_settings.h), as
 //
 //   [jobs.trainer]
-//   class = "bulk"        # latency, bulk or background
-//   weight = 3            # within its class, 1..1000
+//   class = "bulk"                  # latency, bulk or background
+//   weight = 3                      # within its class, 1..1000
+//   max_inflight_bytes = 1073741824 # 0 (the default): no cap
+//   max_staging_bytes = 4294967296  # 0 (the default): no cap
 //
 // or, on the command line, --job trainer=bulk:3 (repeatable; the weight is optional).
 // Every field is checked: an unknown key, class or a bad weight is an error naming the job
@@ -14,11 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "transports/channel/flow_policy.h"
+#include "daemon/engine/job_settings.h"
 
 namespace plexus::daemon {
-
-using JobsTable = std::map<std::string, transports::FlowPolicy>;
 
 // One "[jobs.NAME] key = value" entry from the config file: the section path (e.g.
 // {"jobs", "trainer"}), the key and its value.

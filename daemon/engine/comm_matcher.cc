@@ -28,6 +28,20 @@ void CommMatcher::dispatch(Comm& comm, Contribution part) {
   }
 }
 
+bool CommMatcher::joins_a_waiting_op(const Comm& comm, const Contribution& part) const {
+  const auto rank = static_cast<size_t>(part.rank);
+  if (!is_point_to_point(part.entry.opcode)) {
+    if (rank >= comm.next_seq.size() || comm.next_seq[rank] < comm.first_seq) return false;
+    const uint64_t index = comm.next_seq[rank] - comm.first_seq;
+    return index < comm.collectives.size() && comm.collectives[index].arrived > 0;
+  }
+  const auto n = static_cast<size_t>(comm.nranks());
+  const auto peer = static_cast<size_t>(part.entry.peer);
+  if (peer >= n || comm.members()[peer].remote || comm.sends.size() != n * n) return false;
+  return part.entry.opcode == shm::Opcode::kSend ? !comm.recvs[rank * n + peer].empty()
+                                                 : !comm.sends[peer * n + rank].empty();
+}
+
 void CommMatcher::submit_collective(Comm& comm, Contribution part) {
   const auto rank = static_cast<size_t>(part.rank);
   if (!comm.first_departure.empty() || comm.next_seq[rank] >= comm.remote_limit) {

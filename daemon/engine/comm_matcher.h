@@ -32,6 +32,10 @@ class CommMatcher {
 
   // A validated op (its GPU input in, where it has one) to its communicator.
   void dispatch(Comm& comm, Contribution part);
+  // Whether `part` would join an op another local rank already waits in (its collective,
+  // or the matching send or receive within the node): such an op lets work finish, so a
+  // job's cap never refuses it (job_admission.h).
+  bool joins_a_waiting_op(const Comm& comm, const Contribution& part) const;
   // Starts the communicator's oldest collectives whose parts have all arrived.
   void run_ready(Comm& comm);
   // The communicator cannot go on: every op waiting on it fails (those of

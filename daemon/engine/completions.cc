@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "daemon/engine/job_admission.h"
 #include "shm/stream_flags.h"
 
 namespace plexus::daemon {
@@ -24,9 +25,7 @@ void Completions::refuse(Session& session, const shm::SubmissionEntry& raw, plex
 void Completions::finish(Session* session, uint64_t user_data, plexus_result_t status,
                          const std::string& message) {
   if (!session->stream_releases.empty()) release_stream(*session, user_data);
-  if (auto it = session->ops_in_flight.find(user_data); it != session->ops_in_flight.end()) {
-    if (--it->second == 0) session->ops_in_flight.erase(it);
-  }
+  discharge_inflight(*session, user_data);
   post(session, user_data, status, message);
 }
 

@@ -10,6 +10,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/engine/job_admission.h"
+
 namespace plexus::daemon {
 
 Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEvents link_events,
@@ -226,6 +228,7 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   session->staging.clear();
   session->copying_back.clear();
   session->staged_ops.clear();
+  discharge_session(*session);  // what its ops held against its job's cap
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd(), nullptr);
   completions_.forget(session.get());
   sessions_.erase(it);

@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
+#include "daemon/engine/job_settings.h"
 #include "shm/idle_strategy.h"
-#include "transports/channel/flow_policy.h"
 #include "transports/channel/reliable_channel.h"
 
 namespace plexus::daemon {
@@ -38,8 +38,8 @@ struct EngineConfig {
   size_t telemetry_windows = 0;
   std::chrono::milliseconds stall{0};      // the op watch's threshold
   std::chrono::milliseconds rank_skew{0};  // the rank-skew rule's threshold
-  // Jobs' scheduling policies by name (the config's jobs table); others get the default.
-  std::map<std::string, transports::FlowPolicy> jobs;
+  // Jobs' scheduling policies and caps by name (the config's jobs table); others get the defaults.
+  JobsTable jobs;
 };
 
 }  // namespace plexus::daemon

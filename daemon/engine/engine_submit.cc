@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/job_admission.h"
 #include "shm/dtype.h"
 
 namespace plexus::daemon {
@@ -89,6 +90,18 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
                             " is already in flight on GPU buffers or a stream");
     return;
   }
+  // Past its job's cap, an op that would start new work is refused before it takes
+  // anything (job_admission.h).
+  const uint64_t charge = inflight_charge(part.entry);
+  if (session.job_counters() && !matcher_.joins_a_waiting_op(comm, part)) {
+    if (std::string why = refuse_inflight(*session.job_counters(), charge); !why.empty()) {
+      bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});
+      completions_.refuse(session, raw, PLEXUS_ERR_NO_MEMORY,
+                          std::string(shm::opcode_name(raw.opcode)) + " on rank " +
+                              std::to_string(part.rank) + ": " + why);
+      return;
+    }
+  }
   gpu::StagedOp* staged = nullptr;
   if (part.entry.send.region != shm::kHostPoolRegion ||
       part.entry.recv.region != shm::kHostPoolRegion) {
@@ -102,6 +115,9 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
                         gpu_.moves_directly(comm, part.entry);
     if (const plexus_result_t status = gpu_.stage(session, part, direct, &staged, &error);
         status != PLEXUS_SUCCESS) {
+      if (status == PLEXUS_ERR_NO_MEMORY && session.job_counters()) {
+        bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});
+      }
       completions_.refuse(session, raw, status,
                           std::string(shm::opcode_name(raw.opcode)) + " on rank " +
                               std::to_string(part.rank) + ": " + error);
@@ -112,7 +128,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
     session.stream_releases.emplace(
         raw.user_data, Session::StreamRelease{part.entry.stream_flags, part.entry.stream_ticket});
   }
-  ++session.ops_in_flight[raw.user_data];
+  charge_inflight(session, raw.user_data, charge);
   // The engine goes on with other work while the copy engines bring the input in; the
   // session's later ops queue behind it.
   std::string copy_error;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "daemon/engine/internode_state.h"
+#include "daemon/engine/job_admission.h"
 #include "daemon/gpu/copy_group.h"
 #include "daemon/gpu/reduce_kernel_args.h"
 #include "shm/dtype.h"
@@ -66,17 +67,8 @@ plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool dir
     session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
     return PLEXUS_SUCCESS;
   }
-  const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
-  const uint64_t held = *session.staging_bytes;
-  const uint64_t limit = settings_.max_staging_bytes;
-  if (needed > limit || held > limit - needed) {
-    *error = "its GPU buffers need " + std::to_string(needed) +
-             " bytes of host staging, and this process's GPU ops in flight hold " +
-             std::to_string(held) + " of the " + std::to_string(limit) +
-             " allowed (plexusd --max-gpu-staging-bytes; wait for earlier ops, or make them "
-             "smaller)";
-    return PLEXUS_ERR_NO_MEMORY;
-  }
+  *error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry), 0);
+  if (!error->empty()) return PLEXUS_ERR_NO_MEMORY;
   auto op = gpu::StagedOp::stage(*device_, session.gpu_regions, part.entry, &part.send, &part.recv,
                                  error);
   if (!op) {
@@ -84,12 +76,28 @@ plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool dir
     *error = "staging its GPU buffers: " + *error;
     return PLEXUS_ERR_SYSTEM;
   }
-  op->charge_to(session.staging_bytes);
+  op->charge_to(session.staging_budget());
   op->order = ++session.staged_count;
   still_since_ = {};  // its input copy is new work to watch
   *staged = op.get();
   session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
   return PLEXUS_SUCCESS;
+}
+
+std::string GpuStaging::refuse_staging(const Session& session, uint64_t needed,
+                                       uint64_t given_back) const {
+  if (needed == 0) return {};
+  const uint64_t held = *session.staging_bytes - std::min(*session.staging_bytes, given_back);
+  const uint64_t limit = settings_.max_staging_bytes;
+  if (needed > limit || held > limit - needed) {
+    return "staging its GPU buffers through host memory needs " + std::to_string(needed) +
+           " bytes, and this process's GPU ops in flight hold " + std::to_string(held) +
+           " of the " + std::to_string(limit) +
+           " allowed (plexusd --max-gpu-staging-bytes; wait for earlier ops, or make them "
+           "smaller)";
+  }
+  if (!session.job_counters()) return {};
+  return daemon::refuse_staging(*session.job_counters(), needed, given_back);
 }
 
 bool GpuStaging::start_input(Session& session, gpu::StagedOp& op) {
@@ -108,8 +116,8 @@ bool GpuStaging::start_input(Session& session, gpu::StagedOp& op) {
     // Not started: it waits for an earlier result itself, so its input is not yet there.
     if (!other->input_started()) return false;
     if (!other->matched() && !other->has_snapshot()) {
-      const std::string error =
-          other->snapshot_input(*device_, session.staging_bytes, settings_.max_staging_bytes);
+      std::string error = refuse_staging(session, other->snapshot_needs(), 0);
+      if (error.empty()) error = other->snapshot_input(*device_, session.staging_budget());
       if (!error.empty() && other->first_refusal()) {
         spdlog::warn(
             "{}: not copying a send's input to the host ({}): the op that overwrites it "
@@ -215,21 +223,15 @@ bool GpuStaging::stage_direct_parts_now(PendingCollective& op, const std::string
     const std::shared_ptr<gpu::StagedOp> staged = direct_op(part);
     if (!staged) continue;
     Session& session = *part.session;
-    // The process's staging budget, as for an op staged when called (its copy aside, if
-    // any, is given back first).
-    const uint64_t needed = gpu::StagedOp::host_bytes_for(part.entry);
-    const uint64_t held = *session.staging_bytes - staged->snapshot_bytes();
-    const uint64_t limit = settings_.max_staging_bytes;
+    // The process's and the job's staging budgets, as for an op staged when called (its
+    // copy aside, if any, is given back first).
     plexus_result_t status = PLEXUS_ERR_NO_MEMORY;
-    std::string error;
-    if (needed > limit || held > limit - needed) {
-      error = "staging its GPU buffers through host memory needs " + std::to_string(needed) +
-              " bytes, and this process's GPU ops in flight hold " + std::to_string(held) +
-              " of the " + std::to_string(limit) + " allowed (plexusd --max-gpu-staging-bytes)";
-    } else {
+    std::string error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry),
+                                       staged->snapshot_bytes());
+    if (error.empty()) {
       status = PLEXUS_ERR_SYSTEM;
       error =
-          staged->stage_now(*device_, part.entry, &part.send, &part.recv, session.staging_bytes);
+          staged->stage_now(*device_, part.entry, &part.send, &part.recv, session.staging_budget());
     }
     if (error.empty()) continue;
     const std::string reason =

@@ -103,6 +103,11 @@ class GpuStaging {
   std::optional<std::chrono::nanoseconds> look_again_in(bool sessions_wait);
 
  private:
+  // "" or why `session`'s GPU ops may not hold `needed` more bytes of host copies, once
+  // `given_back` of theirs is released: past its process's --max-gpu-staging-bytes or its
+  // job's max_staging_bytes.
+  std::string refuse_staging(const Session& session, uint64_t needed, uint64_t given_back) const;
+
   bool reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry);
   bool moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const;
   bool has_direct_part(const PendingCollective& op) const;

@@ -71,6 +71,15 @@ struct JobCounters {
   std::atomic<double> achieved_share{0};
   std::atomic<double> configured_share{0};
   uint64_t scheduled_bytes_at_window = 0;  // engine thread only
+
+  // Admission (JobCaps, 0: none), as applied; and what the job holds against them. Written
+  // by the engine thread only.
+  std::atomic<uint64_t> max_inflight_bytes{0};
+  std::atomic<uint64_t> max_staging_bytes{0};
+  std::atomic<uint64_t> inflight_bytes{0};  // its ops from submission to completion
+  // Host bytes its staged GPU ops hold, over its processes (gpu::StagedOp charges it).
+  std::shared_ptr<uint64_t> staging_bytes = std::make_shared<uint64_t>(0);
+  std::atomic<uint64_t> refused_ops{0};  // ops refused for a cap
 };
 
 // Job names are client-chosen: at most kMaxJobs get counters of their own, later ones

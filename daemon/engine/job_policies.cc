@@ -6,8 +6,12 @@
 
 namespace plexus::daemon {
 
-JobPolicies::JobPolicies(NodeLinks& links, std::map<std::string, transports::FlowPolicy> configured)
-    : links_(links), policies_(std::move(configured)) {}
+JobPolicies::JobPolicies(NodeLinks& links, const JobsTable& configured) : links_(links) {
+  for (const auto& [job, settings] : configured) {
+    policies_[job] = settings.policy;
+    if (settings.caps != JobCaps{}) caps_[job] = settings.caps;
+  }
+}
 
 transports::FlowPolicy JobPolicies::policy_of(const std::string& job) const {
   auto it = policies_.find(job);
@@ -26,6 +30,10 @@ void JobPolicies::job_seen(const std::shared_ptr<JobCounters>& job) {
   if (by_flow_[job->flow] == job) return;
   by_flow_[job->flow] = job;
   apply(*job, policy_of(job->job));
+  if (auto it = caps_.find(job->job); it != caps_.end()) {
+    job->max_inflight_bytes.store(it->second.max_inflight_bytes, std::memory_order_relaxed);
+    job->max_staging_bytes.store(it->second.max_staging_bytes, std::memory_order_relaxed);
+  }
 }
 
 std::string JobPolicies::set(const std::string& job, transports::FlowPolicy policy) {

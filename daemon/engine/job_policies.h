@@ -1,6 +1,7 @@
 // Each job's scheduling policy (a traffic class and a weight: transports/channel/
 // flow_policy.h) as the engine applies it to the links' send schedulers: the config's jobs
-// table at first, changed at run time (plexusctl job set). A job's frames are the flow of
+// table at first, changed at run time (plexusctl job set). The table's admission caps are
+// applied to the job's counters with it (JobCaps). A job's frames are the flow of
 // its JobCounters; what the schedulers report (bytes, queue delay) is counted there, and
 // each second the jobs' achieved and configured shares are worked out from it. Engine
 // thread only; the counters it writes are read by plexusctl and /metrics from any thread.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "daemon/engine/job_metrics.h"
+#include "daemon/engine/job_settings.h"
 #include "daemon/links/node_links.h"
 #include "transports/channel/flow_policy.h"
 
@@ -22,10 +24,10 @@ namespace plexus::daemon {
 class JobPolicies {
  public:
   using Clock = std::chrono::steady_clock;
-  // `configured`: by job name; jobs not in it get the default policy.
-  JobPolicies(NodeLinks& links, std::map<std::string, transports::FlowPolicy> configured);
+  // `configured`: by job name; jobs not in it get the default policy and no caps.
+  JobPolicies(NodeLinks& links, const JobsTable& configured);
 
-  // A session of this job arrived: its flow gets the job's policy.
+  // A session of this job arrived: its flow gets the job's policy, its counters its caps.
   void job_seen(const std::shared_ptr<JobCounters>& job);
   // Changes `job`'s policy from now on (frames already waiting too). Returns "" or why not:
   // a job neither configured nor seen is refused, naming the known ones.
@@ -43,6 +45,7 @@ class JobPolicies {
 
   NodeLinks& links_;
   std::map<std::string, transports::FlowPolicy> policies_;  // configured, then as set
+  std::map<std::string, JobCaps> caps_;                     // configured
   std::vector<std::shared_ptr<JobCounters>> by_flow_;       // the jobs seen, by flow
   Clock::time_point window_start_{};
 };

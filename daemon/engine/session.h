@@ -108,6 +108,10 @@ class Session {
   uint64_t staged_count = 0;  // StagedOp::order of the next
   // Host bytes its staged ops hold (Config::max_gpu_staging_bytes bounds it).
   std::shared_ptr<uint64_t> staging_bytes = std::make_shared<uint64_t>(0);
+  // What its staged ops are charged to: its own total and its job's (JobCaps).
+  gpu::StagingBudget staging_budget() const {
+    return {staging_bytes, job_counters() ? job_counters()->staging_bytes : nullptr};
+  }
   // Entries held until their GPU stream reaches them (StreamFlags::ready), in submission
   // order: the entries after one wait behind it, since a communicator's ops are matched in
   // the order they were called.
@@ -118,8 +122,14 @@ class Session {
     uint32_t ticket;
   };
   std::unordered_multimap<uint64_t, StreamRelease> stream_releases;
-  // The session's validated ops in flight by user_data (how many share each).
-  std::unordered_map<uint64_t, uint32_t> ops_in_flight;
+  // The session's validated ops in flight by user_data: how many share it, and the bytes
+  // they hold against their job's in-flight cap (job_admission.h).
+  struct OpsInFlight {
+    uint32_t count = 0;
+    uint64_t bytes = 0;
+  };
+  std::unordered_map<uint64_t, OpsInFlight> ops_in_flight;
+  uint64_t inflight_bytes = 0;  // ops_in_flight's bytes, all together
   bool needs_publish = false;
   bool removed = false;
 

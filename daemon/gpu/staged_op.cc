@@ -100,10 +100,14 @@ uint64_t StagedOp::host_bytes_for(const shm::ValidatedEntry& entry) {
   return (on_gpu(s) ? s.bytes : 0) + (on_gpu(r) ? r.bytes : 0);
 }
 
-void StagedOp::charge_to(std::shared_ptr<uint64_t> total) {
-  if (charged_to_) *charged_to_ -= staged_bytes_;
-  charged_to_ = std::move(total);
-  if (charged_to_) *charged_to_ += staged_bytes_;
+void StagedOp::charge_to(StagingBudget budget) {
+  for (const auto& total : {charged_to_.process, charged_to_.job}) {
+    if (total) *total -= staged_bytes_;
+  }
+  charged_to_ = std::move(budget);
+  for (const auto& total : {charged_to_.process, charged_to_.job}) {
+    if (total) *total += staged_bytes_;
+  }
 }
 
 StagedOp::~StagedOp() {
@@ -111,7 +115,7 @@ StagedOp::~StagedOp() {
   copy_.reset();
   input_pieces_.clear();
   copies_back_.clear();
-  if (charged_to_) *charged_to_ -= staged_bytes_;
+  charge_to({});
 }
 
 std::unique_ptr<StagedOp> StagedOp::stage(DeviceMemory& device, const GpuRegions& regions,
@@ -171,8 +175,7 @@ bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
 }
 
 std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
-                                const std::byte** send, std::byte** recv,
-                                std::shared_ptr<uint64_t> budget) {
+                                const std::byte** send, std::byte** recv, StagingBudget budget) {
   if (!direct_) return "a daemon bug: staging an op that is staged already";
   // Its input as it was when it was called: the copy aside if a later op has since
   // written there, else the device now.
@@ -181,7 +184,7 @@ std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry&
   if (!copy_error_.empty()) return "copying its input to the host: " + copy_error_;
   HostBuffer snapshot = std::move(buffer_);
   const std::byte* snapshot_at = snapshot_;
-  charge_to(nullptr);  // the copy aside's bytes, given back
+  charge_to({});  // the copy aside's bytes, given back
   staged_bytes_ = 0;
   direct_ = false;
   matched_ = true;
@@ -210,14 +213,8 @@ bool StagedOp::reads_result_of(const StagedOp& earlier) const {
          earlier.recv_offset_ < read_offset_ + read_bytes_;
 }
 
-std::string StagedOp::snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget,
-                                     uint64_t limit) {
-  if (!direct_ || matched_ || snapshot_ != nullptr || read_bytes_ == 0) return {};
-  const uint64_t held = budget ? *budget : 0;
-  if (read_bytes_ > limit || held > limit - read_bytes_) {
-    return std::to_string(read_bytes_) + " bytes past the process's --max-gpu-staging-bytes (" +
-           std::to_string(held) + " of " + std::to_string(limit) + " held)";
-  }
+std::string StagedOp::snapshot_input(DeviceMemory& device, StagingBudget budget) {
+  if (snapshot_needs() == 0) return {};
   std::string error;
   buffer_ = device.allocate_host(read_bytes_, &error);
   if (!buffer_) return error;

@@ -19,6 +19,13 @@
 
 namespace plexus::daemon::gpu {
 
+// The totals an op's host copies are charged to while it lives: its process's and its
+// job's staging budgets (either may be null).
+struct StagingBudget {
+  std::shared_ptr<uint64_t> process;
+  std::shared_ptr<uint64_t> job;
+};
+
 class StagedOp {
  public:
   // Prepares host copies of the spans of `entry` that name GPU regions of `regions`
@@ -55,10 +62,13 @@ class StagedOp {
   // A direct send not yet matched that a later op of its process will overwrite: its input
   // is copied to the host now, and the send goes from there once matched, so the later op
   // waits only for that copy, never for the peer (a send to itself, or an in-place exchange,
-  // would otherwise wait forever). Charged to `budget`, which may not pass `limit`. "" or
-  // why not.
-  std::string snapshot_input(DeviceMemory& device, std::shared_ptr<uint64_t> budget,
-                             uint64_t limit);
+  // would otherwise wait forever). Charged to `budget` (the caller checked the room for
+  // snapshot_needs()). "" or why not.
+  std::string snapshot_input(DeviceMemory& device, StagingBudget budget);
+  // The host bytes snapshot_input would take now (0 when it would take none).
+  uint64_t snapshot_needs() const {
+    return !direct_ || matched_ || snapshot_ != nullptr ? 0 : read_bytes_;
+  }
   // True the first time it is called: a refused copy aside (asked again as the op waits)
   // is logged once.
   bool first_refusal() { return !std::exchange(snapshot_refused_, true); }
@@ -72,7 +82,7 @@ class StagedOp {
   // be reached by the device's kernel. *send / *recv as stage(); the host copies are
   // charged to `budget` (the caller checked the room). "" or why not.
   std::string stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
-                        const std::byte** send, std::byte** recv, std::shared_ptr<uint64_t> budget);
+                        const std::byte** send, std::byte** recv, StagingBudget budget);
   // Host bytes a copy aside holds now (released when stage_now lays the op out afresh).
   uint64_t snapshot_bytes() const { return snapshot_ != nullptr ? staged_bytes_ : 0; }
   // A direct op's GPU spans (null mapping where that side is not on a GPU).
@@ -83,9 +93,9 @@ class StagedOp {
   void mark_matched() { matched_ = true; }
   // The host bytes stage() takes for `entry`.
   static uint64_t host_bytes_for(const shm::ValidatedEntry& entry);
-  // Adds staged_bytes() to *total until this op is destroyed (a process's staging budget;
-  // the op may outlive its bookkeeping while a link still sends from it).
-  void charge_to(std::shared_ptr<uint64_t> total);
+  // Adds staged_bytes() to the budget's totals until this op is destroyed or charged
+  // elsewhere (the op may outlive its bookkeeping while a link still sends from it).
+  void charge_to(StagingBudget budget);
   ~StagedOp();
   // Whether this op reads device memory that `earlier` has yet to write its result to:
   // its input must wait for that result (as on one CUDA stream, later reads see it).
@@ -134,7 +144,7 @@ class StagedOp {
   // Host copies of the entry's GPU spans (mappings already held): the buffer and fields.
   bool lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry, const std::byte** send,
                std::byte** recv, std::string* error);
-  std::shared_ptr<uint64_t> charged_to_;
+  StagingBudget charged_to_;
   HostBuffer buffer_;
   uint64_t staged_bytes_ = 0;
   std::shared_ptr<DeviceMapping> recv_mapping_;  // null: the result is not on a GPU

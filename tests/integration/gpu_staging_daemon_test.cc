@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -66,14 +67,16 @@ class GpuStagingDaemonTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // `n` rank sessions joined in one communicator; returns their handles.
-  std::vector<uint32_t> join(int n) {
+  // `n` rank sessions (of `job`, else "raw-client") joined in one communicator; returns
+  // their handles.
+  std::vector<uint32_t> join(int n, const std::string& job = "") {
     uint8_t token[16];
     for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0x30 + i + 16 * tokens_);
     ++tokens_;
     std::vector<RawClient*> joining;
     for (int r = 0; r < n; ++r) {
       clients_.push_back(std::make_unique<RawClient>(daemon_->socket_path()));
+      if (!job.empty()) clients_.back()->set_job(job);
       clients_.back()->hello_with_pool(1 << 20);
       joining.push_back(clients_.back().get());
     }
@@ -1196,7 +1199,7 @@ TEST_F(GpuStagingBudgetTest, AnOpPastTheProcessStagingBudgetIsRefusedAndTheRoomC
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->user_data, 2u);
   EXPECT_EQ(refused->status, PLEXUS_ERR_NO_MEMORY);
-  EXPECT_THAT(text(*refused), HasSubstr("need " + std::to_string(2 * kBytes) + " bytes"));
+  EXPECT_THAT(text(*refused), HasSubstr("needs " + std::to_string(2 * kBytes) + " bytes"));
   EXPECT_THAT(text(*refused), HasSubstr("hold " + std::to_string(2 * kBytes) + " of the"));
   EXPECT_THAT(text(*refused), HasSubstr("--max-gpu-staging-bytes"));
   // Rank 1 joins the first: it completes, exact, and the same op fits again.
@@ -1212,6 +1215,119 @@ TEST_F(GpuStagingBudgetTest, AnOpPastTheProcessStagingBudgetIsRefusedAndTheRoomC
   }
   // The pool's zeros were added: the result is rank 0's input.
   for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(floats(0)[kCount + i], static_cast<float>(i));
+}
+
+// Per-job caps ([jobs.NAME] max_inflight_bytes, max_staging_bytes): "raw-client" may hold
+// two buffers' worth; "free" has no cap.
+class JobCapsTest : public GpuStagingDaemonTest {
+ protected:
+  void configure(daemon::Config& config) override {
+    config.jobs["raw-client"].caps = {2 * kBytes, 2 * kBytes};
+  }
+
+  // Waits for one completion of `client` and checks its user_data and status.
+  shm::CompletionEntry expect_completion(RawClient& client, uint64_t user_data,
+                                         plexus_result_t status) {
+    auto c = client.next_completion(5000);
+    EXPECT_TRUE(c.has_value()) << "op " << user_data << " never ended";
+    if (!c) return {};
+    EXPECT_EQ(c->user_data, user_data);
+    EXPECT_EQ(c->status, status) << text(*c);
+    return *c;
+  }
+};
+
+// A job's ops in flight on the node, over all its processes, hold at most its
+// max_inflight_bytes: an op that would start new work past it is refused with NO_MEMORY
+// naming the job, the cap and the key, before it joins its communicator; an op that joins
+// one its other ranks wait in is let through, so they finish; another job is not held to
+// the cap; and the room comes back as ops end.
+TEST_F(JobCapsTest, AnOpPastItsJobsInFlightCapIsRefusedNamingTheCapAndTheRoomComesBack) {
+  const std::vector<uint32_t> comms = join(2);
+  const std::vector<uint32_t> solo = join(1);  // a third process of the job
+  const std::vector<uint32_t> free_comms = join(2, "free");
+  RawClient& a = *clients_[0];
+  RawClient& b = *clients_[1];
+  RawClient& c = *clients_[2];
+  // Each rank's op k reads block k and writes block 4 + k of its pool buffer.
+  auto* pool_a = static_cast<float*>(a.pool().allocate(8 * kBytes));
+  auto* pool_b = static_cast<float*>(b.pool().allocate(8 * kBytes));
+  ASSERT_NE(pool_a, nullptr);
+  ASSERT_NE(pool_b, nullptr);
+  std::fill(pool_a, pool_a + 8 * kCount, 0.0f);
+  std::fill(pool_b, pool_b + 8 * kCount, 0.0f);
+  pool_a[kCount] = 5;  // op 2's input on rank 0
+  pool_b[kCount] = 7;  // and on rank 1
+  auto op_on = [&](RawClient& client, const float* pool, uint64_t k, uint32_t comm) {
+    const uint64_t at = client.pool().offset_of(pool);
+    return allreduce(k, comm, shm::kHostPoolRegion, at + (k - 1) * kBytes, at + (k + 3) * kBytes);
+  };
+  // Rank 0 calls two allreduces, which wait for rank 1: the job holds its cap.
+  a.submit(op_on(a, pool_a, 1, comms[0]));
+  a.submit(op_on(a, pool_a, 2, comms[0]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(a.next_completion(0).has_value()) << "ended before rank 1 called";
+  // A third: refused, and so is an op of another process of the job.
+  a.submit(op_on(a, pool_a, 3, comms[0]));
+  const shm::CompletionEntry refused = expect_completion(a, 3, PLEXUS_ERR_NO_MEMORY);
+  EXPECT_THAT(text(refused), HasSubstr("allreduce on rank 0"));
+  EXPECT_THAT(text(refused), HasSubstr("job 'raw-client'"));
+  EXPECT_THAT(text(refused), HasSubstr("cap of " + std::to_string(2 * kBytes)));
+  EXPECT_THAT(text(refused), HasSubstr("[jobs.raw-client] max_inflight_bytes"));
+  c.submit(allreduce(1, solo[0], shm::kHostPoolRegion, 0, 4 * kBytes));
+  EXPECT_THAT(text(expect_completion(c, 1, PLEXUS_ERR_NO_MEMORY)), HasSubstr("raw-client"));
+  // Another job runs beside it, past what the capped job may hold.
+  for (uint64_t op = 1; op <= 3; ++op) {
+    for (size_t r = 0; r < 2; ++r) {
+      clients_[3 + r]->submit(allreduce(op, free_comms[r], shm::kHostPoolRegion, 0, 4 * kBytes));
+    }
+  }
+  for (uint64_t op = 1; op <= 3; ++op) {
+    for (size_t r = 0; r < 2; ++r) expect_completion(*clients_[3 + r], op, PLEXUS_SUCCESS);
+  }
+  // Rank 1 joins rank 0's two waiting ops: let through past the cap, they finish, exact
+  // in order (the refused call took no place in the communicator).
+  b.submit(op_on(b, pool_b, 1, comms[1]));
+  b.submit(op_on(b, pool_b, 2, comms[1]));
+  for (uint64_t op : {1u, 2u}) {
+    expect_completion(a, op, PLEXUS_SUCCESS);
+    expect_completion(b, op, PLEXUS_SUCCESS);
+  }
+  EXPECT_EQ(pool_a[5 * kCount], 12.0f);
+  EXPECT_EQ(pool_b[5 * kCount], 12.0f);
+  // All given back: the op refused before fits now.
+  c.submit(allreduce(2, solo[0], shm::kHostPoolRegion, 0, 4 * kBytes));
+  expect_completion(c, 2, PLEXUS_SUCCESS);
+}
+
+// A job's GPU ops' host staging copies, over all its processes, hold at most its
+// max_staging_bytes (each process being well within --max-gpu-staging-bytes): an op past it
+// is refused with NO_MEMORY naming the job and the key, and the room comes back.
+TEST_F(JobCapsTest, AGpuOpPastItsJobsStagingCapIsRefusedNamingTheCap) {
+  const std::vector<uint32_t> comms = join(2);
+  const std::vector<uint32_t> solo = join(1);
+  RawClient& a = *clients_[0];
+  RawClient& c = *clients_[2];
+  const uint32_t region_a = register_allocation(a, 0);
+  const uint32_t region_c = register_allocation(c, 2);
+  ASSERT_NE(region_a, 0u);
+  ASSERT_NE(region_c, 0u);
+  // Out of place on rank 0's GPU: two host copies of kBytes, the job's whole cap; it waits
+  // for rank 1. (Its in-flight charge, kBytes, is within that cap.)
+  a.submit(allreduce(1, comms[0], region_a, 0, kBytes));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Another process of the job: its in-place op needs kBytes of staging more.
+  c.submit(allreduce(1, solo[0], region_c, 0, 0));
+  const shm::CompletionEntry refused = expect_completion(c, 1, PLEXUS_ERR_NO_MEMORY);
+  EXPECT_THAT(text(refused), HasSubstr("needs " + std::to_string(kBytes) + " bytes"));
+  EXPECT_THAT(text(refused),
+              HasSubstr("job 'raw-client''s GPU ops in flight hold " + std::to_string(2 * kBytes)));
+  EXPECT_THAT(text(refused), HasSubstr("[jobs.raw-client] max_staging_bytes"));
+  clients_[1]->submit(allreduce(1, comms[1], shm::kHostPoolRegion, 0, 4 * kBytes));
+  expect_completion(a, 1, PLEXUS_SUCCESS);
+  expect_completion(*clients_[1], 1, PLEXUS_SUCCESS);
+  c.submit(allreduce(2, solo[0], region_c, 0, 0));
+  expect_completion(c, 2, PLEXUS_SUCCESS);
 }
 
 }  // namespace

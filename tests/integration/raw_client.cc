@@ -60,6 +60,7 @@ std::string RawClient::hello_with_fd(int fd, uint64_t declared_bytes) {
   hello.setRole(control::Role::RANK);
   hello.setPoolBytes(declared_bytes);
   hello.setProcessName("raw-client");
+  if (!job_.empty()) hello.setJobName(job_);
   client::Reply reply = channel_->call(message, std::span<const int>(&fd, 1));
   capnp::FlatArrayMessageReader reader(reply.words);
   auto root = reader.getRoot<control::DaemonMessage>();

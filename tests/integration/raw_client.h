@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "clientlib/control/control_channel.h"
@@ -25,6 +26,8 @@ class RawClient {
  public:
   explicit RawClient(const std::string& socket_path);
 
+  // The job its rank hello names (else the daemon takes the process name, "raw-client").
+  void set_job(std::string job) { job_ = std::move(job); }
   // Hello as a rank with a proper sealed pool of pool_bytes; then rings are attached.
   void hello_with_pool(size_t pool_bytes);
   // Hello carrying an arbitrary fd and declared size; returns the daemon's reply
@@ -71,6 +74,7 @@ class RawClient {
   std::optional<shm::ClientRingEnd> ring_end_;
   common::UniqueFd submission_eventfd_;
   common::UniqueFd completion_eventfd_;
+  std::string job_;
 };
 
 // Sends raw bytes (and optional fds) on a fresh connection and reports whether the

@@ -23,10 +23,10 @@ TEST(JobsTableTest, ReadsEachJobsClassAndWeightAndIgnoresOtherSections) {
                             &table),
             "");
   ASSERT_EQ(table.size(), 2u);
-  EXPECT_EQ(table["trainer"].traffic_class, TrafficClass::kBulk);
-  EXPECT_EQ(table["trainer"].weight, 3u);
-  EXPECT_EQ(table["rollout"].traffic_class, TrafficClass::kLatency);
-  EXPECT_EQ(table["rollout"].weight, FlowPolicy{}.weight);
+  EXPECT_EQ(table["trainer"].policy.traffic_class, TrafficClass::kBulk);
+  EXPECT_EQ(table["trainer"].policy.weight, 3u);
+  EXPECT_EQ(table["rollout"].policy.traffic_class, TrafficClass::kLatency);
+  EXPECT_EQ(table["rollout"].policy.weight, FlowPolicy{}.weight);
 }
 
 TEST(JobsTableTest, RefusesUnknownKeysClassesAndBadWeightsNamingTheJob) {
@@ -46,13 +46,42 @@ TEST(JobsTableTest, ParsesTheCommandLineForm) {
   JobsTable table;
   EXPECT_EQ(parse_job_option("trainer=bulk:3", &table), "");
   EXPECT_EQ(parse_job_option("probe=background", &table), "");
-  EXPECT_EQ(table["trainer"].weight, 3u);
-  EXPECT_EQ(table["probe"].traffic_class, TrafficClass::kBackground);
-  EXPECT_EQ(table["probe"].weight, FlowPolicy{}.weight);
+  EXPECT_EQ(table["trainer"].policy.weight, 3u);
+  EXPECT_EQ(table["probe"].policy.traffic_class, TrafficClass::kBackground);
+  EXPECT_EQ(table["probe"].policy.weight, FlowPolicy{}.weight);
   for (const char* bad : {"trainer", "=bulk", "trainer=", "trainer=fast", "trainer=bulk:0",
                           "trainer=bulk:two", "trainer=bulk:3:4"}) {
     EXPECT_NE(parse_job_option(bad, &table), "") << bad;
   }
+}
+
+TEST(JobsTableTest, ReadsEachJobsCapsAndRefusesBadOnesNamingTheJobAndKey) {
+  JobsTable table;
+  EXPECT_EQ(read_jobs_table({{{"jobs", "trainer"}, "max_inflight_bytes", "1048576"},
+                             {{"jobs", "trainer"}, "max_staging_bytes", "0"},
+                             {{"jobs", "rollout"}, "max_staging_bytes", "4096"}},
+                            &table),
+            "");
+  EXPECT_EQ(table["trainer"].caps, (JobCaps{1048576, 0}));
+  EXPECT_EQ(table["rollout"].caps, (JobCaps{0, 4096}));
+  EXPECT_EQ(table["rollout"].policy, FlowPolicy{}) << "a caps-only job keeps the default policy";
+  // --job sets the policy and keeps the file's caps.
+  EXPECT_EQ(parse_job_option("trainer=latency", &table), "");
+  EXPECT_EQ(table["trainer"].caps.max_inflight_bytes, 1048576u);
+  EXPECT_EQ(table["trainer"].policy.traffic_class, TrafficClass::kLatency);
+  for (const char* key : {"max_inflight_bytes", "max_staging_bytes"}) {
+    for (const char* bad : {"-1", "1e6", "x", "", "99999999999999999999999"}) {
+      EXPECT_THAT(read_jobs_table({{{"jobs", "d"}, key, bad}}, &table),
+                  AllOf(HasSubstr("job 'd'"), HasSubstr(key), HasSubstr("whole number of bytes")))
+          << key << " = " << bad;
+    }
+  }
+}
+
+JobsTable with_policies(const std::map<std::string, FlowPolicy>& policies) {
+  JobsTable table;
+  for (const auto& [job, policy] : policies) table[job].policy = policy;
+  return table;
 }
 
 NodeLinks::Handler quiet_handler() {
@@ -64,7 +93,7 @@ NodeLinks::Handler quiet_handler() {
 
 TEST(JobPoliciesTest, AJobNeitherConfiguredNorSeenIsRefusedNamingTheKnownOnes) {
   NodeLinks links(quiet_handler());
-  JobPolicies policies(links, {{"trainer", FlowPolicy{TrafficClass::kBulk, 3}}});
+  JobPolicies policies(links, with_policies({{"trainer", FlowPolicy{TrafficClass::kBulk, 3}}}));
   EXPECT_THAT(policies.set("nope", {}),
               AllOf(HasSubstr("unknown job 'nope'"), HasSubstr("known: trainer")));
   auto rollout = std::make_shared<JobCounters>("rollout", 2);
@@ -76,7 +105,7 @@ TEST(JobPoliciesTest, AJobNeitherConfiguredNorSeenIsRefusedNamingTheKnownOnes) {
 
 TEST(JobPoliciesTest, ASeenJobGetsItsConfiguredPolicyAndRunTimeChangesApply) {
   NodeLinks links(quiet_handler());
-  JobPolicies policies(links, {{"trainer", FlowPolicy{TrafficClass::kBulk, 3}}});
+  JobPolicies policies(links, with_policies({{"trainer", FlowPolicy{TrafficClass::kBulk, 3}}}));
   auto trainer = std::make_shared<JobCounters>("trainer", 1);
   auto other = std::make_shared<JobCounters>("other", 2);
   policies.job_seen(trainer);
@@ -88,12 +117,30 @@ TEST(JobPoliciesTest, ASeenJobGetsItsConfiguredPolicyAndRunTimeChangesApply) {
   EXPECT_EQ(other->policy().weight, 7u);
 }
 
+TEST(JobPoliciesTest, ASeenJobGetsItsConfiguredCapsAndOthersNone) {
+  NodeLinks links(quiet_handler());
+  JobsTable table;
+  table["capped"].caps = {1000, 2000};
+  JobPolicies policies(links, table);
+  auto capped = std::make_shared<JobCounters>("capped", 1);
+  auto free = std::make_shared<JobCounters>("free", 2);
+  policies.job_seen(capped);
+  policies.job_seen(free);
+  EXPECT_EQ(capped->max_inflight_bytes.load(), 1000u);
+  EXPECT_EQ(capped->max_staging_bytes.load(), 2000u);
+  EXPECT_EQ(free->max_inflight_bytes.load(), 0u);
+  EXPECT_EQ(free->max_staging_bytes.load(), 0u);
+  // A run-time policy change keeps the caps.
+  EXPECT_EQ(policies.set("capped", FlowPolicy{TrafficClass::kLatency, 2}), "");
+  EXPECT_EQ(capped->max_inflight_bytes.load(), 1000u);
+}
+
 TEST(JobPoliciesTest, SharesAreTheWindowsBytesAndTheWeightsAmongJobsOfAClassThatSent) {
   NodeLinks links(quiet_handler());
-  JobPolicies policies(links, {{"heavy", FlowPolicy{TrafficClass::kBulk, 3}},
-                               {"light", FlowPolicy{TrafficClass::kBulk, 1}},
-                               {"small", FlowPolicy{TrafficClass::kLatency, 1}},
-                               {"idle", FlowPolicy{TrafficClass::kBulk, 4}}});
+  JobPolicies policies(links, with_policies({{"heavy", FlowPolicy{TrafficClass::kBulk, 3}},
+                                             {"light", FlowPolicy{TrafficClass::kBulk, 1}},
+                                             {"small", FlowPolicy{TrafficClass::kLatency, 1}},
+                                             {"idle", FlowPolicy{TrafficClass::kBulk, 4}}}));
   auto heavy = std::make_shared<JobCounters>("heavy", 1);
   auto light = std::make_shared<JobCounters>("light", 2);
   auto small = std::make_shared<JobCounters>("small", 3);
