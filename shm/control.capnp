@@ -151,6 +151,11 @@ struct JobInfo {
   queueDelayFrames @9 :UInt64;     # frames that left a send scheduler
   queueDelayMeanUs @10 :Float64;   # how long they waited there
   queueDelayP99Us @11 :Float64;    # upper bound of the bucket holding the 99th percentile
+  # Admission on this node ([jobs.NAME] in the config; 0: no cap).
+  maxInflightBytes @12 :UInt64;
+  inflightBytes @13 :UInt64;       # its ops' bytes from submission to completion, now
+  maxStagingBytes @14 :UInt64;
+  refusedOps @15 :UInt64;          # ops refused for a cap
 }
 
 struct StatusReply {

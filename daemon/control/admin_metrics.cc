@@ -119,6 +119,12 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
             job->configured_share.load(std::memory_order_relaxed));
     m.counter("plexus_job_sent_to_peers_bytes_total", "Payload a job's frames took to other nodes",
               j, static_cast<double>(job->scheduled_bytes.load(std::memory_order_relaxed)));
+    m.gauge("plexus_job_inflight_bytes",
+            "Bytes of a job's ops in flight on this node (each rank's larger buffer)", j,
+            static_cast<double>(job->inflight_bytes.load(std::memory_order_relaxed)));
+    m.counter("plexus_job_refused_ops_total",
+              "A job's ops refused for one of its caps (max_inflight_bytes, max_staging_bytes)", j,
+              static_cast<double>(job->refused_ops.load(std::memory_order_relaxed)));
     const DurationHistogram::Snapshot delay = job->queue_delay.snapshot();
     if (delay.count > 0) {
       m.histogram("plexus_job_queue_delay_seconds",

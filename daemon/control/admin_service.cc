@@ -353,6 +353,10 @@ void AdminService::fill_jobs(control::StatusReply::Builder status) {
     out.setQueueDelayFrames(delay.count);
     out.setQueueDelayMeanUs(delay.count == 0 ? 0 : delay.sum_seconds * 1e6 / delay.count);
     out.setQueueDelayP99Us(delay.quantile_bound(0.99) * 1e6);
+    out.setMaxInflightBytes(job.max_inflight_bytes.load(std::memory_order_relaxed));
+    out.setInflightBytes(job.inflight_bytes.load(std::memory_order_relaxed));
+    out.setMaxStagingBytes(job.max_staging_bytes.load(std::memory_order_relaxed));
+    out.setRefusedOps(job.refused_ops.load(std::memory_order_relaxed));
     std::vector<uint8_t> used;
     for (uint8_t op = 1; op < kOpKinds; ++op) {
       if (job.ops[op].load(std::memory_order_relaxed) > 0) used.push_back(op);

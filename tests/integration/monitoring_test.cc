@@ -362,6 +362,41 @@ TEST(MonitoringTest, JobSetChangesAJobsPolicyAndRefusesBadInput) {
   EXPECT_EQ(listed[0]["weight"], 7);
 }
 
+// The config file's jobs table, read by a real plexusd: a job's class, weight and caps
+// apply when it runs (shown by plexusctl jobs); a bad value stops plexusd at start with an
+// error naming the file, the job and the key.
+TEST(MonitoringTest, TheConfigFilesJobsTableAppliesAndABadEntryIsRefusedAtStart) {
+  const std::string dir = "/tmp/plexus-jobs-config-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string good = dir + "/good.toml";
+  std::ofstream(good) << "log_level = \"info\"\n\n[jobs.train-x]\nclass = \"latency\"\n"
+                         "weight = 4\nmax_inflight_bytes = 1048576\nmax_staging_bytes = 2048\n";
+  {
+    DaemonProcess daemon({"--config", good});
+    ::setenv("PLEXUS_JOB", "train-x", 1);
+    auto results = run_ranks(daemon.socket_path(), 2,
+                             allreduce_with_late_rank(-1, std::chrono::milliseconds(0)));
+    ::unsetenv("PLEXUS_JOB");
+    ASSERT_EQ(failures(results), "");
+    json listed = json::parse(plexusctl(daemon.socket_path(), {"jobs", "--json"}).out);
+    ASSERT_EQ(listed.size(), 1u) << listed.dump(2);
+    EXPECT_EQ(listed[0]["class"], "latency");
+    EXPECT_EQ(listed[0]["weight"], 4);
+    EXPECT_EQ(listed[0]["max_inflight_bytes"], 1048576);
+    EXPECT_EQ(listed[0]["max_staging_bytes"], 2048);
+    EXPECT_EQ(listed[0]["inflight_bytes"], 0) << "every op ended";
+    EXPECT_EQ(listed[0]["refused_ops"], 0);
+  }
+  const std::string bad = dir + "/bad.toml";
+  std::ofstream(bad) << "[jobs.train-x]\nmax_inflight_bytes = \"lots\"\n";
+  CommandOutput refused = run_command({PLEXUSD_PATH, "--config", bad, "--socket", dir + "/s.sock"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr(bad));
+  EXPECT_THAT(refused.err, HasSubstr("job 'train-x': max_inflight_bytes 'lots' is not a whole "
+                                     "number of bytes"));
+  std::filesystem::remove_all(dir);
+}
+
 // Runs in a child before exec: become user nobody (65534) in exactly `groups`.
 std::function<void()> as_nobody(std::vector<gid_t> groups) {
   return [groups] {

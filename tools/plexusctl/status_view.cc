@@ -52,6 +52,10 @@ json status_to_json(control::StatusReply::Reader status) {
                            {"queue_delay_frames", j.getQueueDelayFrames()},
                            {"queue_delay_mean_us", j.getQueueDelayMeanUs()},
                            {"queue_delay_p99_us", j.getQueueDelayP99Us()},
+                           {"max_inflight_bytes", j.getMaxInflightBytes()},
+                           {"inflight_bytes", j.getInflightBytes()},
+                           {"max_staging_bytes", j.getMaxStagingBytes()},
+                           {"refused_ops", j.getRefusedOps()},
                            {"collectives", collectives}});
   }
   out["comms"] = json::array();

@@ -20,7 +20,7 @@ typedef enum plexus_result {
   PLEXUS_ERR_MISMATCH = 7,           /* ranks disagreed on count, dtype, op, root or call */
   PLEXUS_ERR_COMM_ABORTED = 8,       /* the communicator was aborted or is broken */
   PLEXUS_ERR_PROTOCOL = 9,           /* the daemon refused a malformed request */
-  PLEXUS_ERR_NO_MEMORY = 10,         /* the shared pool, or plexusd's GPU staging budget, is full */
+  PLEXUS_ERR_NO_MEMORY = 10,         /* the pool, the GPU staging budget or a job cap is full */
   PLEXUS_ERR_INTERNAL = 11,
   PLEXUS_ERR_VERSION = 12 /* client and daemon speak different protocol versions */
 } plexus_result_t;
