@@ -35,6 +35,7 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
     e.workers = hw > 1 ? hw - 1 : 0;
   }
   e.parallel_threshold_bytes = config.parallel_threshold_bytes;
+  e.local_slice_bytes = config.local_slice_bytes;
   e.max_gpu_staging_bytes = config.max_gpu_staging_bytes;
   e.gpu_reduce_kernel_bytes = config.gpu_reduce_kernel_bytes;
   e.idle = config.engine_idle;

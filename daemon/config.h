@@ -29,6 +29,10 @@ struct Config {
   std::string socket_path;  // empty: default_socket_path()
   uint32_t workers = 0;     // reduction threads besides the engine; 0 = hardware cores - 1
   size_t parallel_threshold_bytes = 256 * 1024;  // smaller ops run on the engine thread alone
+  // A bulk or background job's op within the node runs in slices of about this much work,
+  // and the engine takes latency-class jobs' ops between them: ~1 ms of reduction on one
+  // core, so a latency op waits at most that long behind a large one. 0: never cut.
+  size_t local_slice_bytes = 4 << 20;
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;
   uint64_t max_pool_bytes = 64ull << 30;  // largest client pool the daemon maps

@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   app.add_option("--parallel-threshold", config.parallel_threshold_bytes,
                  "Ops moving fewer bytes run on the engine thread alone")
       ->capture_default_str();
+  app.add_option("--local-slice-bytes", config.local_slice_bytes,
+                 "A bulk or background job's op within the node runs in slices of about this "
+                 "much work, and latency-class jobs' ops are taken between them (0: never cut)")
+      ->capture_default_str();
   app.add_option("--sq-entries", config.sq_entries,
                  "Submission ring entries per session (power of 2)")
       ->capture_default_str();

@@ -31,6 +31,8 @@ namespace plexus::shm {
   X(ipc_open_mem_handle, cuIpcOpenMemHandle)                               \
   X(ipc_close_mem_handle, cuIpcCloseMemHandle)                             \
   X(stream_create, cuStreamCreate)                                         \
+  X(stream_create_with_priority, cuStreamCreateWithPriority)               \
+  X(ctx_get_stream_priority_range, cuCtxGetStreamPriorityRange)            \
   X(stream_destroy, cuStreamDestroy)                                       \
   X(stream_synchronize, cuStreamSynchronize)                               \
   X(stream_is_capturing, cuStreamIsCapturing)                              \

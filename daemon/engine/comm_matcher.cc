@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -134,7 +135,13 @@ void CommMatcher::execute_collective(Comm& comm, PendingCollective& op, uint64_t
   const auto& first = op.parts[0].entry;
   if (gpu_.start_collective(comm, op, seq)) return;
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
-  const uint64_t bytes = executor_.run(args, op.parts);
+  // A latency-class job's op runs whole; others may be cut so that one can go between.
+  const bool may_slice = std::none_of(op.parts.begin(), op.parts.end(), [](const Contribution& p) {
+    return p.session != nullptr && p.session->job_counters() &&
+           p.session->job_counters()->traffic_class.load(std::memory_order_relaxed) ==
+               transports::TrafficClass::kLatency;
+  });
+  const uint64_t bytes = executor_.run(args, op.parts, may_slice);
   watch_.count_completed(comm, bytes, first);
   if (watch_.timing()) watch_.record_finished(comm, op, seq, "local", PLEXUS_SUCCESS);
   for (auto& part : op.parts) complete_(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});

@@ -70,6 +70,9 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   ev.data.fd = internode_.links().epoll_fd();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, internode_.links().epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
+  urgent_batch_.resize(kBatchEntries);
+  executor_.set_between_slices([this] { serve_latency_between_slices(); },
+                               config.local_slice_bytes);
 }
 
 Engine::~Engine() { stop(); }
@@ -112,10 +115,17 @@ void Engine::loop() {
       run_commands();
       progress = true;
     }
-    for (size_t i = 0; i < sessions_.size(); ++i) {
+    if (order_dirty_ || order_version_ != internode_.jobs().version()) {
+      sort_by_class();
+    }
+    for (size_t i = 0; i < by_class_.size(); ++i) {
       // Held: a command run from within (handle_entry) may remove this very session.
-      const std::shared_ptr<Session> holder = sessions_[i];
+      const std::shared_ptr<Session> holder = by_class_[i];
       Session& session = *holder;
+      if (session.removed) continue;
+      // Copies this session's ops start go on the GPUs' high-priority streams if its job
+      // is latency-class.
+      gpu_.prefer_urgent_copies(is_latency(session));
       bool gpu_moved = false;
       if (!session.staging.empty() || !session.copying_back.empty()) {
         gpu_moved |= gpu_.advance(session);
@@ -125,8 +135,11 @@ void Engine::loop() {
         gpu_.note_new_work();
         progress = true;
       }
-      progress |= poll_session(session);
+      between_slices_serves_ = true;
+      progress |= poll_session(session, batch_);
+      between_slices_serves_ = false;
     }
+    gpu_.prefer_urgent_copies(false);
     if (gpu_.advance()) progress = true;
     if (internode_.poll()) progress = true;
     completions_.publish();
@@ -137,6 +150,47 @@ void Engine::loop() {
       park();
     }
   }
+}
+
+bool Engine::is_latency(const Session& session) {
+  return session.job_counters() &&
+         session.job_counters()->traffic_class.load(std::memory_order_relaxed) ==
+             transports::TrafficClass::kLatency;
+}
+
+void Engine::sort_by_class() {
+  by_class_ = sessions_;
+  std::stable_sort(by_class_.begin(), by_class_.end(), [](const auto& a, const auto& b) {
+    auto rank = [](const Session& s) {
+      return s.job_counters()
+                 ? static_cast<int>(s.job_counters()->traffic_class.load(std::memory_order_relaxed))
+                 : static_cast<int>(transports::TrafficClass::kBulk);
+    };
+    return rank(*a) < rank(*b);
+  });
+  order_version_ = internode_.jobs().version();
+  order_dirty_ = false;
+}
+
+void Engine::serve_latency_between_slices() {
+  // Only from a session's entries polled by the loop itself: the ops taken here then touch
+  // nothing the cut op's callers are walking (their own communicators have no latency
+  // rank, or the op would not be cut), and what they start runs whole.
+  if (!between_slices_serves_) return;
+  between_slices_serves_ = false;
+  for (size_t i = 0; i < by_class_.size(); ++i) {
+    const std::shared_ptr<Session> holder = by_class_[i];
+    Session& session = *holder;
+    if (!is_latency(session)) break;  // sorted: the latency class first
+    // A session with entries held for GPU input or a stream keeps its order: the loop
+    // takes those up.
+    if (session.removed || !session.staging.empty() || !session.held_for_stream.empty()) continue;
+    gpu_.prefer_urgent_copies(true);
+    poll_session(session, urgent_batch_);
+  }
+  gpu_.prefer_urgent_copies(false);
+  completions_.publish();
+  between_slices_serves_ = true;
 }
 
 void Engine::park() {
@@ -203,6 +257,7 @@ void Engine::add_session(std::shared_ptr<Session> session) {
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd(), &ev);
   internode_.jobs().job_seen(session->job_counters());
   sessions_.push_back(std::move(session));
+  order_dirty_ = true;
 }
 
 void Engine::remove_session(uint64_t session_id, const std::string& reason) {
@@ -232,6 +287,7 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd(), nullptr);
   completions_.forget(session.get());
   sessions_.erase(it);
+  order_dirty_ = true;
 }
 
 uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,

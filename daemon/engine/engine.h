@@ -85,7 +85,13 @@ class Engine {
  private:
   void loop();
   void run_commands();
-  bool poll_session(Session& session);
+  // Consumes and handles the session's new entries, through `batch`.
+  bool poll_session(Session& session, std::vector<shm::SubmissionEntry>& batch);
+  // Between slices of a cut op (LocalExecutor): the latency-class sessions' new entries.
+  void serve_latency_between_slices();
+  static bool is_latency(const Session& session);
+  // by_class_: the sessions, latency-class jobs' first, in arrival order within a class.
+  void sort_by_class();
   void handle_entry(Session& session, const shm::SubmissionEntry& raw);
   // Stream-ordered entries (engine_stream.cc): handled now, or held until their stream
   // reaches them; held entries taken up as their streams do. Returns whether any was.
@@ -122,7 +128,16 @@ class Engine {
   std::atomic<bool> has_commands_{false};
 
   std::vector<std::shared_ptr<Session>> sessions_;
+  // The order the loop polls them in; sorted again when a policy changes or a session
+  // comes or goes.
+  std::vector<std::shared_ptr<Session>> by_class_;
+  uint64_t order_version_ = 0;
+  bool order_dirty_ = false;
   std::vector<shm::SubmissionEntry> batch_;
+  std::vector<shm::SubmissionEntry> urgent_batch_;  // serve_latency_between_slices'
+  // True while the loop polls a session's own entries: only then may a cut op's pause
+  // serve the latency sessions.
+  bool between_slices_serves_ = false;
 
   // Bound to internode_ before that is built; neither is called until the engine runs.
   CommMatcher matcher_;

@@ -26,6 +26,7 @@ struct EngineConfig {
   std::string node_name;                 // in events and reports
   unsigned workers = 0;                  // reduction threads besides the engine's own
   size_t parallel_threshold_bytes = 0;   // smaller ops run on the engine thread alone
+  size_t local_slice_bytes = 0;          // LocalExecutor's slices of bulk work (0: none)
   uint64_t max_gpu_staging_bytes = 0;    // per process (Session::staging_bytes)
   uint64_t gpu_reduce_kernel_bytes = 0;  // 0: never the daemon's own kernel
   IdleConfig idle;

@@ -11,7 +11,7 @@
 
 namespace plexus::daemon {
 
-bool Engine::poll_session(Session& session) {
+bool Engine::poll_session(Session& session, std::vector<shm::SubmissionEntry>& batch) {
   shm::DaemonRingEnd& ring = *session.ring_end;
   uint32_t space = ring.completion_space();
   if (ring.corrupt()) {
@@ -19,7 +19,7 @@ bool Engine::poll_session(Session& session) {
     return true;
   }
   uint32_t allowed = space > session.inflight ? space - session.inflight : 0;
-  uint32_t n = ring.consume(batch_.data(), std::min(allowed, kBatchEntries));
+  uint32_t n = ring.consume(batch.data(), std::min(allowed, kBatchEntries));
   if (ring.corrupt()) {
     kill_session(session, ring.corruption());
     return true;
@@ -27,7 +27,7 @@ bool Engine::poll_session(Session& session) {
   for (uint32_t i = 0; i < n && !session.removed; ++i) {
     ++session.inflight;
     session.ops_submitted.fetch_add(1, std::memory_order_relaxed);
-    accept_entry(session, batch_[i]);
+    accept_entry(session, batch[i]);
   }
   return n > 0;
 }

@@ -27,7 +27,10 @@ GpuStaging::GpuStaging(Settings settings, Hooks hooks, OpWatch& watch)
 uint32_t GpuStaging::register_memory(Session& session, std::shared_ptr<gpu::DeviceMemory> device,
                                      std::shared_ptr<gpu::DeviceMapping> mapping,
                                      std::string* error) {
-  if (!device_) device_ = std::move(device);
+  if (!device_) {
+    device_ = std::move(device);
+    device_->prefer_urgent_copies(urgent_);
+  }
   const uint64_t bytes = mapping->bytes();
   const uint32_t region = session.gpu_regions.add_mapped(std::move(mapping), error);
   if (region == 0) {

@@ -95,6 +95,11 @@ class GpuStaging {
   bool advance(Session& session);
   // Moves on the copies, kernels and slices in flight. True if any moved.
   bool advance();
+  // Copies started from now on: on the GPUs' high-priority streams, or not.
+  void prefer_urgent_copies(bool urgent) {
+    if (device_ && urgent != urgent_) device_->prefer_urgent_copies(urgent);
+    urgent_ = urgent;
+  }
   // New GPU work to watch: the engine looks again soon, whatever else has waited long.
   void note_new_work() { still_since_ = {}; }
   // How long a parked engine may sleep before it looks at the GPU again, while anything
@@ -131,6 +136,7 @@ class GpuStaging {
   Hooks hooks_;
   OpWatch& watch_;
   std::shared_ptr<gpu::DeviceMemory> device_;
+  bool urgent_ = false;  // as last told to device_
   // Since when no GPU stream or copy the engine watches has moved (unset: one just did).
   std::chrono::steady_clock::time_point still_since_{};
   // Matched local sends and receives moved by one copy (GPU to GPU, or to or from a host

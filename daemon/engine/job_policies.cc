@@ -19,6 +19,7 @@ transports::FlowPolicy JobPolicies::policy_of(const std::string& job) const {
 }
 
 void JobPolicies::apply(JobCounters& job, transports::FlowPolicy policy) {
+  ++version_;
   links_.set_flow_policy(job.flow, policy);
   job.traffic_class.store(policy.traffic_class, std::memory_order_relaxed);
   job.weight.store(policy.weight, std::memory_order_relaxed);

@@ -38,6 +38,8 @@ class JobPolicies {
   void update_shares(Clock::time_point now);
 
   static constexpr auto kShareWindow = std::chrono::seconds(1);
+  // Changes whenever a job's policy is applied: the engine re-sorts its sessions by class.
+  uint64_t version() const { return version_; }
 
  private:
   transports::FlowPolicy policy_of(const std::string& job) const;
@@ -48,6 +50,7 @@ class JobPolicies {
   std::map<std::string, JobCaps> caps_;                     // configured
   std::vector<std::shared_ptr<JobCounters>> by_flow_;       // the jobs seen, by flow
   Clock::time_point window_start_{};
+  uint64_t version_ = 0;
 };
 
 }  // namespace plexus::daemon

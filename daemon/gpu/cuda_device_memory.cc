@@ -63,6 +63,10 @@ struct Device {
   // The stream the next copy starts on: copies smaller than a chunk (a collective's many
   // blocks) take turns, so both copy engines work on them.
   mutable size_t next_stream = 0;
+  // The same at the context's greatest priority, for a latency-class job's copies (the
+  // copy engines take their work first); null where the driver made none.
+  std::array<CUstream, kStreamsPerDevice> urgent_streams{};
+  mutable size_t next_urgent_stream = 0;
   // The reduction kernels, once loaded here (null until then); why they could not be.
   CUmodule kernel_module = nullptr;
   std::array<std::array<CUfunction, PLEXUS_NUM_REDOPS>, PLEXUS_NUM_DTYPES> kernels{};
@@ -134,6 +138,9 @@ class CudaDeviceMemory final : public DeviceMemory {
     for (auto& d : devices_) {
       driver_.ctx_set_current(d->context);
       for (CUstream s : d->streams) driver_.stream_destroy(s);
+      for (CUstream s : d->urgent_streams) {
+        if (s != nullptr) driver_.stream_destroy(s);
+      }
 #ifdef PLEXUS_HAVE_REDUCE_KERNEL
       if (d->kernel_stream != nullptr) driver_.stream_destroy(d->kernel_stream);
       if (const auto* kernels = CudaKernelDriver::get(nullptr);
@@ -393,6 +400,8 @@ class CudaDeviceMemory final : public DeviceMemory {
     return "cuda (" + std::to_string(devices_.size()) + " GPU(s))";
   }
 
+  void prefer_urgent_copies(bool urgent) override { urgent_ = urgent; }
+
  protected:
   void free_host(std::byte* p, uint64_t bytes) override {
     if (cached_bytes_ + bytes <= kHostCacheBytes) {
@@ -417,17 +426,20 @@ class CudaDeviceMemory final : public DeviceMemory {
     driver_.ctx_set_current(device.context);
     auto copy = std::make_unique<CudaCopy>(shared_from_this(), driver_, device.context);
     std::string error;
-    const size_t first = device.next_stream;
+    const bool urgent = urgent_ && device.urgent_streams.back() != nullptr;
+    const auto& streams = urgent ? device.urgent_streams : device.streams;
+    size_t& next_stream = urgent ? device.next_urgent_stream : device.next_stream;
+    const size_t first = next_stream;
     size_t next = first;
     for (uint64_t at = 0; at < bytes && error.empty(); at += kCopyChunkBytes) {
-      error = issue(at, std::min(kCopyChunkBytes, bytes - at), device.streams[next]);
-      next = (next + 1) % device.streams.size();
+      error = issue(at, std::min(kCopyChunkBytes, bytes - at), streams[next]);
+      next = (next + 1) % streams.size();
     }
-    device.next_stream = next;
+    next_stream = next;
     const size_t used =
-        std::min<uint64_t>(device.streams.size(), (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
+        std::min<uint64_t>(streams.size(), (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
     for (size_t i = 0; i < used; ++i) {
-      const CUstream stream = device.streams[(first + i) % device.streams.size()];
+      const CUstream stream = streams[(first + i) % streams.size()];
       std::string recorded = copy->record(stream);
       if (recorded.empty()) continue;
       // No event to poll on this stream: its chunks are waited for here (rare, and the
@@ -529,6 +541,7 @@ class CudaDeviceMemory final : public DeviceMemory {
   uint64_t cached_bytes_ = 0;
   std::set<std::byte*> pinned_;
   bool warned_unpinned_ = false;
+  bool urgent_ = false;  // prefer_urgent_copies (engine thread)
 };
 
 }  // namespace
@@ -557,6 +570,24 @@ std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
     for (CUstream& s : d->streams) {
       *why = driver->check(driver->stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       if (!why->empty()) return nullptr;
+    }
+    // Streams at the greatest priority, for latency-class jobs' copies; without them
+    // (a driver that gives none), those copies share the normal streams.
+    int least = 0;
+    int greatest = 0;
+    std::string no_priority = driver->check(
+        driver->ctx_get_stream_priority_range(&least, &greatest), "cuCtxGetStreamPriorityRange");
+    for (CUstream& s : d->urgent_streams) {
+      if (!no_priority.empty() || greatest == least) break;
+      no_priority =
+          driver->check(driver->stream_create_with_priority(&s, CU_STREAM_NON_BLOCKING, greatest),
+                        "cuStreamCreateWithPriority");
+    }
+    if (!no_priority.empty()) {
+      spdlog::warn(
+          "GPU {}: no high-priority copy streams ({}): latency-class jobs' copies "
+          "share the normal ones",
+          i, no_priority);
     }
     devices.push_back(std::move(d));
   }

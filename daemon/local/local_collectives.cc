@@ -19,6 +19,11 @@ constexpr size_t kTileBytes = 16 * 1024;
 LocalExecutor::LocalExecutor(WorkerPool& pool, size_t parallel_threshold_bytes)
     : pool_(pool), parallel_threshold_bytes_(parallel_threshold_bytes) {}
 
+void LocalExecutor::set_between_slices(std::function<void()> fn, size_t slice_bytes) {
+  between_slices_ = std::move(fn);
+  slice_bytes_ = slice_bytes;
+}
+
 void LocalExecutor::add_copy(std::byte* dst, const std::byte* src, size_t bytes) {
   if (dst == src || bytes == 0) return;  // in place
   copies_.push_back(CopyTask{dst, src, bytes});
@@ -134,7 +139,12 @@ void LocalExecutor::run_item(const CollectiveArgs& args, const WorkItem& item) {
   }
 }
 
-void LocalExecutor::execute(const CollectiveArgs& args) {
+size_t LocalExecutor::item_bytes(const WorkItem& item, size_t elem) const {
+  const size_t n = item.end - item.begin;
+  return item.is_reduce ? n * elem * static_cast<size_t>(k_) : n;
+}
+
+void LocalExecutor::execute(const CollectiveArgs& args, bool may_slice) {
   const size_t elem = shm::dtype_size(args.dtype);
   size_t total = 0;
   for (const auto& c : copies_) total += c.bytes;
@@ -157,13 +167,34 @@ void LocalExecutor::execute(const CollectiveArgs& args) {
     for (const auto& item : items_) run_item(args, item);
     return;
   }
-  pool_.parallel_for(items_.size(), [&](size_t i) { run_item(args, items_[i]); });
+  if (!may_slice || !between_slices_ || slice_bytes_ == 0 || total <= slice_bytes_) {
+    pool_.parallel_for(items_.size(), [&](size_t i) { run_item(args, items_[i]); });
+    return;
+  }
+  // In slices: the items of one slice are shared by the pool, then the caller looks for
+  // more urgent work, so that waits at most one slice.
+  for (size_t first = 0; first < items_.size();) {
+    size_t end = first;
+    for (size_t bytes = 0; end < items_.size() && bytes < slice_bytes_; ++end) {
+      bytes += item_bytes(items_[end], elem);
+    }
+    pool_.parallel_for(end - first, [&](size_t i) { run_item(args, items_[first + i]); });
+    first = end;
+    if (first < items_.size()) between_slices_();
+  }
 }
 
-uint64_t LocalExecutor::run(const CollectiveArgs& args, std::span<const Contribution> parts) {
+uint64_t LocalExecutor::run(const CollectiveArgs& args, std::span<const Contribution> parts,
+                            bool may_slice) {
   if (args.count == 0) return 0;
+  if (running_) {
+    if (!nested_) nested_ = std::make_unique<LocalExecutor>(pool_, parallel_threshold_bytes_);
+    return nested_->run(args, parts);
+  }
+  running_ = true;
   plan(args, parts);
-  execute(args);
+  execute(args, may_slice);
+  running_ = false;
   return bytes_written_;
 }
 

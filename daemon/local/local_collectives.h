@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -27,9 +29,16 @@ class LocalExecutor {
  public:
   LocalExecutor(WorkerPool& pool, size_t parallel_threshold_bytes);
 
+  // Called between slices of about `slice_bytes` of a run() that may be cut (a bulk or
+  // background job's op), so that the caller can serve more urgent work meanwhile. It may
+  // call run() again: that run goes whole, on an executor of its own.
+  void set_between_slices(std::function<void()> fn, size_t slice_bytes);
+
   // Runs a collective whose parts (one per rank, in rank order) are all present and
-  // agree on args. Returns the bytes written to receive buffers.
-  uint64_t run(const CollectiveArgs& args, std::span<const Contribution> parts);
+  // agree on args. Returns the bytes written to receive buffers. `may_slice`: the work may
+  // be cut in slices with the between-slices call after each.
+  uint64_t run(const CollectiveArgs& args, std::span<const Contribution> parts,
+               bool may_slice = false);
   // A matched send/recv pair.
   uint64_t copy(std::byte* dst, const std::byte* src, size_t bytes);
 
@@ -54,7 +63,8 @@ class LocalExecutor {
 
   void plan(const CollectiveArgs& args, std::span<const Contribution> parts);
   void add_copy(std::byte* dst, const std::byte* src, size_t bytes);
-  void execute(const CollectiveArgs& args);
+  void execute(const CollectiveArgs& args, bool may_slice);
+  size_t item_bytes(const WorkItem& item, size_t elem) const;
   void run_item(const CollectiveArgs& args, const WorkItem& item);
 
   WorkerPool& pool_;
@@ -67,6 +77,11 @@ class LocalExecutor {
   std::vector<WorkItem> items_;
   std::vector<std::byte> scratch_;  // in-place alltoall snapshots
   uint64_t bytes_written_ = 0;
+  std::function<void()> between_slices_;
+  size_t slice_bytes_ = 0;
+  bool running_ = false;
+  // Runs what the between-slices call starts while this one is mid-op (its plan is kept).
+  std::unique_ptr<LocalExecutor> nested_;
 };
 
 }  // namespace plexus::daemon

@@ -69,7 +69,7 @@ class GpuStagingDaemonTest : public ::testing::Test {
 
   // `n` rank sessions (of `job`, else "raw-client") joined in one communicator; returns
   // their handles.
-  std::vector<uint32_t> join(int n, const std::string& job = "") {
+  std::vector<uint32_t> join(int n, const std::string& job = "", size_t pool_bytes = 1 << 20) {
     uint8_t token[16];
     for (int i = 0; i < 16; ++i) token[i] = static_cast<uint8_t>(0x30 + i + 16 * tokens_);
     ++tokens_;
@@ -77,7 +77,7 @@ class GpuStagingDaemonTest : public ::testing::Test {
     for (int r = 0; r < n; ++r) {
       clients_.push_back(std::make_unique<RawClient>(daemon_->socket_path()));
       if (!job.empty()) clients_.back()->set_job(job);
-      clients_.back()->hello_with_pool(1 << 20);
+      clients_.back()->hello_with_pool(pool_bytes);
       joining.push_back(clients_.back().get());
     }
     std::vector<uint32_t> handles(static_cast<size_t>(n));
@@ -1328,6 +1328,89 @@ TEST_F(JobCapsTest, AGpuOpPastItsJobsStagingCapIsRefusedNamingTheCap) {
   expect_completion(*clients_[1], 1, PLEXUS_SUCCESS);
   c.submit(allreduce(2, solo[0], region_c, 0, 0));
   expect_completion(c, 2, PLEXUS_SUCCESS);
+}
+
+// Classes on the engine's own work: "urgent" is a latency-class job, "raw-client" bulk.
+class JobClassesTest : public JobCapsTest {
+ protected:
+  void configure(daemon::Config& config) override {
+    config.jobs["urgent"].policy.traffic_class = transports::TrafficClass::kLatency;
+    config.local_slice_bytes = 1 << 20;
+  }
+};
+
+// A latency job's small allreduce called while a bulk job's large one runs within the node
+// ends first: the engine takes latency sessions first and takes their ops between slices
+// of the bulk op. Both are exact.
+TEST_F(JobClassesTest, ALatencyJobsOpGoesBetweenSlicesOfABulkJobsLargeOp) {
+  constexpr uint64_t kBig = 16 << 20;  // floats per rank: 64 MiB, 128 MiB of reduce work
+  const std::vector<uint32_t> bulk = join(2, "", 2 * kBig * sizeof(float) + (1 << 20));
+  const std::vector<uint32_t> urgent = join(2, "urgent");
+  std::array<float*, 2> big{};
+  for (size_t r = 0; r < 2; ++r) {
+    big[r] = static_cast<float*>(clients_[r]->pool().allocate(2 * kBig * sizeof(float)));
+    ASSERT_NE(big[r], nullptr);
+    for (uint64_t i = 0; i < kBig; ++i) big[r][i] = static_cast<float>(r + 1);
+  }
+  auto big_op = [&](size_t r) {
+    shm::SubmissionEntry e = allreduce(1, bulk[r], shm::kHostPoolRegion, 0, 0);
+    e.count = kBig;
+    e.send_offset = clients_[r]->pool().offset_of(big[r]);
+    e.recv_offset = e.send_offset + kBig * sizeof(float);
+    return e;
+  };
+  std::array<std::chrono::steady_clock::time_point, 4> done{};
+  std::vector<std::thread> waiters;
+  auto wait_for = [&](size_t client, size_t slot) {
+    waiters.emplace_back([&, client, slot] {
+      auto c = clients_[client]->next_completion(20000);
+      done[slot] = std::chrono::steady_clock::now();
+      EXPECT_TRUE(c.has_value()) << "client " << client << " never completed";
+      if (c) {
+        EXPECT_EQ(c->status, PLEXUS_SUCCESS) << text(*c);
+      }
+    });
+  };
+  for (size_t client = 0; client < 4; ++client) wait_for(client, client);
+  clients_[2]->submit(allreduce(1, urgent[0], shm::kHostPoolRegion, 0, 4 * kBytes));
+  clients_[0]->submit(big_op(0));
+  clients_[1]->submit(big_op(1));
+  // The bulk op starts (its last rank is in) before the latency op's last rank calls.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  clients_[3]->submit(allreduce(1, urgent[1], shm::kHostPoolRegion, 0, 4 * kBytes));
+  for (auto& t : waiters) t.join();
+  EXPECT_LT(done[2], done[0]) << "the latency op waited for the whole bulk op";
+  EXPECT_LT(done[3], done[1]);
+  for (size_t r = 0; r < 2; ++r) {
+    const float* out = big[r] + kBig;
+    for (uint64_t i = 0; i < kBig; i += 4099) ASSERT_EQ(out[i], 3.0f) << "rank " << r << " " << i;
+    ASSERT_EQ(out[kBig - 1], 3.0f);
+  }
+}
+
+// A latency job's GPU copies start on the high-priority streams, a bulk job's do not.
+TEST_F(JobClassesTest, ALatencyJobsGpuCopiesAreUrgentAndABulkJobsAreNot) {
+  const std::vector<uint32_t> bulk = join(2);
+  const std::vector<uint32_t> urgent = join(2, "urgent");
+  const uint32_t bulk_region = register_allocation(*clients_[0], 0);
+  const uint32_t urgent_region = register_allocation(*clients_[2], 1);
+  ASSERT_NE(bulk_region, 0u);
+  ASSERT_NE(urgent_region, 0u);
+  clients_[0]->submit(allreduce(1, bulk[0], bulk_region, 0, kBytes));
+  clients_[1]->submit(allreduce(1, bulk[1], shm::kHostPoolRegion, 0, 4 * kBytes));
+  expect_completion(*clients_[0], 1, PLEXUS_SUCCESS);
+  expect_completion(*clients_[1], 1, PLEXUS_SUCCESS);
+  EXPECT_EQ(device_->urgent_copies.load(), 0) << "a bulk job's copies were urgent";
+  const int copies = device_->copies_to_host.load() + device_->copies_to_device.load();
+  EXPECT_GE(copies, 2);
+  clients_[2]->submit(allreduce(1, urgent[0], urgent_region, 0, kBytes));
+  clients_[3]->submit(allreduce(1, urgent[1], shm::kHostPoolRegion, 0, 4 * kBytes));
+  expect_completion(*clients_[2], 1, PLEXUS_SUCCESS);
+  expect_completion(*clients_[3], 1, PLEXUS_SUCCESS);
+  EXPECT_EQ(device_->urgent_copies.load(),
+            device_->copies_to_host.load() + device_->copies_to_device.load() - copies)
+      << "every copy of the latency job's op is urgent";
+  EXPECT_GE(device_->urgent_copies.load(), 2);
 }
 
 }  // namespace

@@ -71,6 +71,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     ++copies_device_to_device;
     return start(address(to) + to_offset, address(from) + from_offset, bytes);
   }
+  void prefer_urgent_copies(bool urgent) override { urgent_ = urgent; }
   std::string reduce_kernel_unavailable() const override {
     return has_kernel ? "" : "no reduction kernel (test)";
   }
@@ -106,6 +107,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   std::atomic<int> host_buffers{0};
   std::atomic<int> host_buffers_freed{0};
   std::atomic<int> copies_to_host{0};
+  std::atomic<int> urgent_copies{0};  // started while prefer_urgent_copies(true)
   std::atomic<int> copies_to_device{0};
   std::atomic<int> copies_device_to_device{0};
   std::atomic<bool> fail_copies{false};  // copies and reductions alike
@@ -167,7 +169,9 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     bool finished_ = false;
     std::string error_;
   };
+  bool urgent_ = false;  // the engine thread's
   std::unique_ptr<Copy> start(std::byte* to, const std::byte* from, uint64_t bytes) {
+    if (urgent_) ++urgent_copies;
     return std::make_unique<Copy>(this, [to, from, bytes] { std::memmove(to, from, bytes); });
   }
 
