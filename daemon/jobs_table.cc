@@ -1,5 +1,6 @@
 #include "daemon/jobs_table.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -34,7 +35,9 @@ std::string set_cap(const std::string& job, const std::string& key, const std::s
   errno = 0;
   char* end = nullptr;
   const unsigned long long bytes = std::strtoull(value.c_str(), &end, 10);
-  if (value.empty() || value[0] == '-' || end == nullptr || *end != '\0' || errno != 0) {
+  // strtoull alone would take leading blanks and a sign ("-1" as 2^64 - 1).
+  if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || end == nullptr ||
+      *end != '\0' || errno != 0) {
     return "job '" + job + "': " + key + " '" + value.substr(0, 64) +
            "' is not a whole number of bytes (0: no cap)";
   }

@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
   app.add_option("--job", job_options,
                  "A job's scheduling policy, NAME=CLASS[:WEIGHT] (latency, bulk or background; "
                  "weight 1..1000, default 1); repeatable; the config file's [jobs.NAME] tables "
-                 "(class = ..., weight = ...) do the same");
+                 "(class = ..., weight = ...) do the same, and set its caps on this node "
+                 "(max_inflight_bytes = ..., max_staging_bytes = ...)");
   app.add_option("--bulk-floor-percent", config.bulk_floor_percent,
                  "Share of a link that bulk jobs get at least while latency jobs keep it busy")
       ->capture_default_str()

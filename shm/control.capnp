@@ -155,7 +155,7 @@ struct JobInfo {
   maxInflightBytes @12 :UInt64;
   inflightBytes @13 :UInt64;       # its ops' bytes from submission to completion, now
   maxStagingBytes @14 :UInt64;
-  refusedOps @15 :UInt64;          # ops refused for a cap
+  refusedOps @15 :UInt64;          # refused for a cap or --max-gpu-staging-bytes
 }
 
 struct StatusReply {

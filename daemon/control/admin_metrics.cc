@@ -123,8 +123,9 @@ void AdminService::collect_metrics(monitor::MetricFamilies& m) {
             "Bytes of a job's ops in flight on this node (each rank's larger buffer)", j,
             static_cast<double>(job->inflight_bytes.load(std::memory_order_relaxed)));
     m.counter("plexus_job_refused_ops_total",
-              "A job's ops refused for one of its caps (max_inflight_bytes, max_staging_bytes)", j,
-              static_cast<double>(job->refused_ops.load(std::memory_order_relaxed)));
+              "A job's ops refused with NO_MEMORY for its caps (max_inflight_bytes, "
+              "max_staging_bytes) or a process's --max-gpu-staging-bytes",
+              j, static_cast<double>(job->refused_ops.load(std::memory_order_relaxed)));
     const DurationHistogram::Snapshot delay = job->queue_delay.snapshot();
     if (delay.count > 0) {
       m.histogram("plexus_job_queue_delay_seconds",

@@ -71,8 +71,8 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, internode_.links().epoll_fd(), &ev);
   batch_.resize(kBatchEntries);
   urgent_batch_.resize(kBatchEntries);
-  executor_.set_between_slices([this] { serve_latency_between_slices(); },
-                               config.local_slice_bytes);
+  executor_.set_between_slices([this] { serve_latency_between_slices(); }, config.local_slice_bytes,
+                               [this] { return between_slices_serves_ && latency_sessions_ > 0; });
 }
 
 Engine::~Engine() { stop(); }
@@ -123,9 +123,12 @@ void Engine::loop() {
       const std::shared_ptr<Session> holder = by_class_[i];
       Session& session = *holder;
       if (session.removed) continue;
-      // Copies this session's ops start go on the GPUs' high-priority streams if its job
-      // is latency-class.
+      // Copies this session's ops start go on the GPUs' latency streams if its job is
+      // latency-class.
       gpu_.prefer_urgent_copies(is_latency(session));
+      // An op of this session's that a cut op runs under may serve the latency sessions
+      // between its slices (serve_latency_between_slices).
+      between_slices_serves_ = true;
       bool gpu_moved = false;
       if (!session.staging.empty() || !session.copying_back.empty()) {
         gpu_moved |= gpu_.advance(session);
@@ -135,7 +138,6 @@ void Engine::loop() {
         gpu_.note_new_work();
         progress = true;
       }
-      between_slices_serves_ = true;
       progress |= poll_session(session, batch_);
       between_slices_serves_ = false;
     }
@@ -170,14 +172,19 @@ void Engine::sort_by_class() {
   });
   order_version_ = internode_.jobs().version();
   order_dirty_ = false;
+  latency_sessions_ = static_cast<size_t>(std::count_if(
+      by_class_.begin(), by_class_.end(), [](const auto& s) { return is_latency(*s); }));
 }
 
 void Engine::serve_latency_between_slices() {
-  // Only from a session's entries polled by the loop itself: the ops taken here then touch
-  // nothing the cut op's callers are walking (their own communicators have no latency
-  // rank, or the op would not be cut), and what they start runs whole.
+  // Only under the loop's own work on one session (its GPU input moving on, entries its
+  // stream reached, its new entries), each taken off its queue before it is dispatched:
+  // the ops taken here then touch nothing the cut op's callers are walking (the cut op's
+  // communicator has no latency rank, or it would not be cut), and what they start runs
+  // whole. Traffic classes change only in run_commands, never in here.
   if (!between_slices_serves_) return;
   between_slices_serves_ = false;
+  const bool urgent_before = gpu_.urgent_copies();
   for (size_t i = 0; i < by_class_.size(); ++i) {
     const std::shared_ptr<Session> holder = by_class_[i];
     Session& session = *holder;
@@ -188,7 +195,7 @@ void Engine::serve_latency_between_slices() {
     gpu_.prefer_urgent_copies(true);
     poll_session(session, urgent_batch_);
   }
-  gpu_.prefer_urgent_copies(false);
+  gpu_.prefer_urgent_copies(urgent_before);
   completions_.publish();
   between_slices_serves_ = true;
 }

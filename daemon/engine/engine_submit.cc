@@ -93,7 +93,10 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   // Past its job's cap, an op that would start new work is refused before it takes
   // anything (job_admission.h).
   const uint64_t charge = inflight_charge(part.entry);
-  if (session.job_counters() && !matcher_.joins_a_waiting_op(comm, part)) {
+  // Behind entries still waiting for GPU input it is not known what it joins: it is
+  // held to the caps.
+  const bool joins = session.staging.empty() && matcher_.joins_a_waiting_op(comm, part);
+  if (session.job_counters() && !joins) {
     if (std::string why = refuse_inflight(*session.job_counters(), charge); !why.empty()) {
       bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});
       completions_.refuse(session, raw, PLEXUS_ERR_NO_MEMORY,
@@ -113,7 +116,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
                          part.entry.peer < comm.nranks() &&
                          !comm.members()[static_cast<size_t>(part.entry.peer)].remote) ||
                         gpu_.moves_directly(comm, part.entry);
-    if (const plexus_result_t status = gpu_.stage(session, part, direct, &staged, &error);
+    if (const plexus_result_t status = gpu_.stage(session, part, direct, !joins, &staged, &error);
         status != PLEXUS_SUCCESS) {
       if (status == PLEXUS_ERR_NO_MEMORY && session.job_counters()) {
         bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});

@@ -56,7 +56,7 @@ std::optional<std::chrono::nanoseconds> GpuStaging::look_again_in(bool sessions_
 }
 
 plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool direct,
-                                  gpu::StagedOp** staged, std::string* error) {
+                                  bool job_capped, gpu::StagedOp** staged, std::string* error) {
   if (!device_) {
     *error = "GPU region named, but no GPU allocation was registered";
     return PLEXUS_ERR_SYSTEM;
@@ -70,7 +70,7 @@ plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool dir
     session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
     return PLEXUS_SUCCESS;
   }
-  *error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry), 0);
+  *error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry), 0, job_capped);
   if (!error->empty()) return PLEXUS_ERR_NO_MEMORY;
   auto op = gpu::StagedOp::stage(*device_, session.gpu_regions, part.entry, &part.send, &part.recv,
                                  error);
@@ -87,8 +87,8 @@ plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool dir
   return PLEXUS_SUCCESS;
 }
 
-std::string GpuStaging::refuse_staging(const Session& session, uint64_t needed,
-                                       uint64_t given_back) const {
+std::string GpuStaging::refuse_staging(const Session& session, uint64_t needed, uint64_t given_back,
+                                       bool job_capped) const {
   if (needed == 0) return {};
   const uint64_t held = *session.staging_bytes - std::min(*session.staging_bytes, given_back);
   const uint64_t limit = settings_.max_staging_bytes;
@@ -99,7 +99,7 @@ std::string GpuStaging::refuse_staging(const Session& session, uint64_t needed,
            " allowed (plexusd --max-gpu-staging-bytes; wait for earlier ops, or make them "
            "smaller)";
   }
-  if (!session.job_counters()) return {};
+  if (!job_capped || !session.job_counters()) return {};
   return daemon::refuse_staging(*session.job_counters(), needed, given_back);
 }
 
@@ -119,7 +119,8 @@ bool GpuStaging::start_input(Session& session, gpu::StagedOp& op) {
     // Not started: it waits for an earlier result itself, so its input is not yet there.
     if (!other->input_started()) return false;
     if (!other->matched() && !other->has_snapshot()) {
-      std::string error = refuse_staging(session, other->snapshot_needs(), 0);
+      // A copy aside is never needed: refused, the writer waits for the send's match.
+      std::string error = refuse_staging(session, other->snapshot_needs(), 0, true);
       if (error.empty()) error = other->snapshot_input(*device_, session.staging_budget());
       if (!error.empty() && other->first_refusal()) {
         spdlog::warn(
@@ -229,8 +230,10 @@ bool GpuStaging::stage_direct_parts_now(PendingCollective& op, const std::string
     // The process's and the job's staging budgets, as for an op staged when called (its
     // copy aside, if any, is given back first).
     plexus_result_t status = PLEXUS_ERR_NO_MEMORY;
+    // Not the job's cap: the op was admitted whole when called, and its ranks are all in
+    // (a refusal here would fail the op on every rank).
     std::string error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry),
-                                       staged->snapshot_bytes());
+                                       staged->snapshot_bytes(), false);
     if (error.empty()) {
       status = PLEXUS_ERR_SYSTEM;
       error =

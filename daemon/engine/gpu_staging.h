@@ -60,9 +60,10 @@ class GpuStaging {
   bool moves_directly(const Comm& comm, const shm::ValidatedEntry& entry);
   // Points part.send / part.recv at host copies of the entry's GPU spans; *staged is the
   // copies' owner. `direct`: moved later where it lies (StagedOp::direct). Else the status
-  // and *error: NO_MEMORY past the process's staging budget.
-  plexus_result_t stage(Session& session, Contribution& part, bool direct, gpu::StagedOp** staged,
-                        std::string* error);
+  // and *error: NO_MEMORY past the process's staging budget or, if `job_capped` (it starts
+  // new work), its job's max_staging_bytes.
+  plexus_result_t stage(Session& session, Contribution& part, bool direct, bool job_capped,
+                        gpu::StagedOp** staged, std::string* error);
   // Starts copying a staged op's input in, unless an earlier op of the session has yet to
   // write its result where it reads: false then (asked again as that op moves on).
   bool start_input(Session& session, gpu::StagedOp& op);
@@ -95,11 +96,12 @@ class GpuStaging {
   bool advance(Session& session);
   // Moves on the copies, kernels and slices in flight. True if any moved.
   bool advance();
-  // Copies started from now on: on the GPUs' high-priority streams, or not.
+  // Copies started from now on: on the GPUs' latency streams, or not.
   void prefer_urgent_copies(bool urgent) {
     if (device_ && urgent != urgent_) device_->prefer_urgent_copies(urgent);
     urgent_ = urgent;
   }
+  bool urgent_copies() const { return urgent_; }
   // New GPU work to watch: the engine looks again soon, whatever else has waited long.
   void note_new_work() { still_since_ = {}; }
   // How long a parked engine may sleep before it looks at the GPU again, while anything
@@ -109,9 +111,10 @@ class GpuStaging {
 
  private:
   // "" or why `session`'s GPU ops may not hold `needed` more bytes of host copies, once
-  // `given_back` of theirs is released: past its process's --max-gpu-staging-bytes or its
-  // job's max_staging_bytes.
-  std::string refuse_staging(const Session& session, uint64_t needed, uint64_t given_back) const;
+  // `given_back` of theirs is released: past its process's --max-gpu-staging-bytes or (if
+  // `job_capped`) its job's max_staging_bytes.
+  std::string refuse_staging(const Session& session, uint64_t needed, uint64_t given_back,
+                             bool job_capped) const;
 
   bool reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry);
   bool moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const;

@@ -79,7 +79,8 @@ struct JobCounters {
   std::atomic<uint64_t> inflight_bytes{0};  // its ops from submission to completion
   // Host bytes its staged GPU ops hold, over its processes (gpu::StagedOp charges it).
   std::shared_ptr<uint64_t> staging_bytes = std::make_shared<uint64_t>(0);
-  std::atomic<uint64_t> refused_ops{0};  // ops refused for a cap
+  // Ops refused for a cap, or for their process's --max-gpu-staging-bytes.
+  std::atomic<uint64_t> refused_ops{0};
 };
 
 // Job names are client-chosen: at most kMaxJobs get counters of their own, later ones

@@ -63,8 +63,10 @@ struct Device {
   // The stream the next copy starts on: copies smaller than a chunk (a collective's many
   // blocks) take turns, so both copy engines work on them.
   mutable size_t next_stream = 0;
-  // The same at the context's greatest priority, for a latency-class job's copies (the
-  // copy engines take their work first); null where the driver made none.
+  // The same for a latency-class job's copies: streams of their own, so that they do not
+  // queue behind a bulk job's chunks in one stream's order (the copy engines interleave
+  // streams). Made at the context's greatest priority, though CUDA orders only kernels by
+  // it. Null where the driver made none.
   std::array<CUstream, kStreamsPerDevice> urgent_streams{};
   mutable size_t next_urgent_stream = 0;
   // The reduction kernels, once loaded here (null until then); why they could not be.
@@ -571,21 +573,22 @@ std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
       *why = driver->check(driver->stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       if (!why->empty()) return nullptr;
     }
-    // Streams at the greatest priority, for latency-class jobs' copies; without them
-    // (a driver that gives none), those copies share the normal streams.
+    // Latency-class jobs' copy streams (Device::urgent_streams); without them, those
+    // copies share the normal streams.
     int least = 0;
     int greatest = 0;
     std::string no_priority = driver->check(
         driver->ctx_get_stream_priority_range(&least, &greatest), "cuCtxGetStreamPriorityRange");
     for (CUstream& s : d->urgent_streams) {
-      if (!no_priority.empty() || greatest == least) break;
+      if (!no_priority.empty()) break;
       no_priority =
           driver->check(driver->stream_create_with_priority(&s, CU_STREAM_NON_BLOCKING, greatest),
                         "cuStreamCreateWithPriority");
+      if (!no_priority.empty()) s = nullptr;
     }
     if (!no_priority.empty()) {
       spdlog::warn(
-          "GPU {}: no high-priority copy streams ({}): latency-class jobs' copies "
+          "GPU {}: no copy streams of their own for latency-class jobs ({}): their copies "
           "share the normal ones",
           i, no_priority);
     }

@@ -119,9 +119,8 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
                                const DeviceMapping& from, uint64_t from_offset, uint64_t bytes) {
     return start_device_to_device(to, to_offset, from, from_offset, bytes)->wait();
   }
-  // Copies started from now on go on the devices' high-priority streams
-  // (true: a latency-class job's) or their normal ones. Engine thread: it says which as it
-  // serves each session.
+  // Copies started from now on go on the devices' streams kept for latency-class jobs (true)
+  // or their normal ones. Engine thread: it says which as it serves each session.
   virtual void prefer_urgent_copies(bool urgent) { (void)urgent; }
   // Whether start_reduce can run here: "" or why not (built without nvcc, no GPU, ...).
   virtual std::string reduce_kernel_unavailable() const {

@@ -19,9 +19,11 @@ constexpr size_t kTileBytes = 16 * 1024;
 LocalExecutor::LocalExecutor(WorkerPool& pool, size_t parallel_threshold_bytes)
     : pool_(pool), parallel_threshold_bytes_(parallel_threshold_bytes) {}
 
-void LocalExecutor::set_between_slices(std::function<void()> fn, size_t slice_bytes) {
+void LocalExecutor::set_between_slices(std::function<void()> fn, size_t slice_bytes,
+                                       std::function<bool()> wanted) {
   between_slices_ = std::move(fn);
   slice_bytes_ = slice_bytes;
+  slices_wanted_ = std::move(wanted);
 }
 
 void LocalExecutor::add_copy(std::byte* dst, const std::byte* src, size_t bytes) {
@@ -151,34 +153,41 @@ void LocalExecutor::execute(const CollectiveArgs& args, bool may_slice) {
   for (const auto& r : reduces_) total += r.count * elem * static_cast<size_t>(k_);
   items_.clear();
   const bool parallel = total >= parallel_threshold_bytes_ && pool_.workers() > 0;
-  const size_t chunk_bytes = parallel ? kChunkBytes : SIZE_MAX;
+  const bool cut = may_slice && between_slices_ && slice_bytes_ > 0 && total > slice_bytes_ &&
+                   (!slices_wanted_ || slices_wanted_());
+  const size_t chunk_bytes = parallel || cut ? kChunkBytes : SIZE_MAX;
   for (uint32_t t = 0; t < copies_.size(); ++t) {
     for (size_t b = 0; b < copies_[t].bytes; b += chunk_bytes) {
       items_.push_back(WorkItem{false, t, b, std::min(copies_[t].bytes, b + chunk_bytes)});
     }
   }
-  const size_t chunk_elems = parallel ? std::max<size_t>(1, kChunkBytes / elem) : SIZE_MAX;
+  const size_t chunk_elems = parallel || cut ? std::max<size_t>(1, kChunkBytes / elem) : SIZE_MAX;
   for (uint32_t t = 0; t < reduces_.size(); ++t) {
     for (size_t b = 0; b < reduces_[t].count; b += chunk_elems) {
       items_.push_back(WorkItem{true, t, b, std::min(reduces_[t].count, b + chunk_elems)});
     }
   }
-  if (!parallel) {
-    for (const auto& item : items_) run_item(args, item);
-    return;
-  }
-  if (!may_slice || !between_slices_ || slice_bytes_ == 0 || total <= slice_bytes_) {
-    pool_.parallel_for(items_.size(), [&](size_t i) { run_item(args, items_[i]); });
-    return;
-  }
-  // In slices: the items of one slice are shared by the pool, then the caller looks for
-  // more urgent work, so that waits at most one slice.
-  for (size_t first = 0; first < items_.size();) {
-    size_t end = first;
-    for (size_t bytes = 0; end < items_.size() && bytes < slice_bytes_; ++end) {
-      bytes += item_bytes(items_[end], elem);
+  auto run_items = [&](size_t first, size_t end) {
+    if (!parallel) {
+      for (size_t i = first; i < end; ++i) run_item(args, items_[i]);
+      return;
     }
     pool_.parallel_for(end - first, [&](size_t i) { run_item(args, items_[first + i]); });
+  };
+  if (!cut) {
+    run_items(0, items_.size());
+    return;
+  }
+  // In slices, each shared by the whole pool (an item per thread at least), then the
+  // caller looks for more urgent work, which so waits at most one slice.
+  const size_t least_items = parallel ? size_t{pool_.workers()} + 1 : 1;
+  for (size_t first = 0; first < items_.size();) {
+    size_t end = first;
+    for (size_t bytes = 0;
+         end < items_.size() && (bytes < slice_bytes_ || end - first < least_items); ++end) {
+      bytes += item_bytes(items_[end], elem);
+    }
+    run_items(first, end);
     first = end;
     if (first < items_.size()) between_slices_();
   }

@@ -29,10 +29,13 @@ class LocalExecutor {
  public:
   LocalExecutor(WorkerPool& pool, size_t parallel_threshold_bytes);
 
-  // Called between slices of about `slice_bytes` of a run() that may be cut (a bulk or
-  // background job's op), so that the caller can serve more urgent work meanwhile. It may
-  // call run() again: that run goes whole, on an executor of its own.
-  void set_between_slices(std::function<void()> fn, size_t slice_bytes);
+  // `fn` is called between slices of at least `slice_bytes` of a run() that may be cut (a
+  // bulk or background job's op), so that the caller can serve more urgent work meanwhile;
+  // an op is cut only while `wanted()` says there may be some (cutting costs the pool's
+  // threads a wake-up per slice). `fn` may call run() again: that run goes whole, on an
+  // executor of its own.
+  void set_between_slices(std::function<void()> fn, size_t slice_bytes,
+                          std::function<bool()> wanted);
 
   // Runs a collective whose parts (one per rank, in rank order) are all present and
   // agree on args. Returns the bytes written to receive buffers. `may_slice`: the work may
@@ -78,6 +81,7 @@ class LocalExecutor {
   std::vector<std::byte> scratch_;  // in-place alltoall snapshots
   uint64_t bytes_written_ = 0;
   std::function<void()> between_slices_;
+  std::function<bool()> slices_wanted_;
   size_t slice_bytes_ = 0;
   bool running_ = false;
   // Runs what the between-slices call starts while this one is mid-op (its plan is kept).

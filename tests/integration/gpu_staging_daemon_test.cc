@@ -1315,7 +1315,11 @@ TEST_F(JobCapsTest, AGpuOpPastItsJobsStagingCapIsRefusedNamingTheCap) {
   // Out of place on rank 0's GPU: two host copies of kBytes, the job's whole cap; it waits
   // for rank 1. (Its in-flight charge, kBytes, is within that cap.)
   a.submit(allreduce(1, comms[0], region_a, 0, kBytes));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Staged once its input copy has started.
+  for (int i = 0; i < 5000 && device_->copies_to_host.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(device_->copies_to_host.load(), 1);
   // Another process of the job: its in-place op needs kBytes of staging more.
   c.submit(allreduce(1, solo[0], region_c, 0, 0));
   const shm::CompletionEntry refused = expect_completion(c, 1, PLEXUS_ERR_NO_MEMORY);
@@ -1328,6 +1332,28 @@ TEST_F(JobCapsTest, AGpuOpPastItsJobsStagingCapIsRefusedNamingTheCap) {
   expect_completion(*clients_[1], 1, PLEXUS_SUCCESS);
   c.submit(allreduce(2, solo[0], region_c, 0, 0));
   expect_completion(c, 2, PLEXUS_SUCCESS);
+}
+
+// A rank joining a GPU collective its other rank already waits in is staged past the job's
+// staging cap (refusing it would leave the first waiting on a rank the cap blocks), and
+// the op is exact.
+TEST_F(JobCapsTest, ARankJoiningAGpuCollectiveIsStagedPastTheJobsStagingCap) {
+  const std::vector<uint32_t> comms = join_on_gpus(2);
+  fill(2);
+  // Each rank's out-of-place op holds two host copies of kBytes: the job's whole cap.
+  for (size_t r = 0; r < 2; ++r) {
+    clients_[r]->submit(allreduce(1, comms[r], regions_[r], 0, kBytes));
+    if (r == 0) {
+      for (int i = 0; i < 5000 && device_->copies_to_host.load() == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+  for (size_t r = 0; r < 2; ++r) expect_completion(*clients_[r], 1, PLEXUS_SUCCESS);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(floats(0)[kCount + i], input(0, i) + input(1, i)) << i;
+    ASSERT_EQ(floats(1)[kCount + i], input(0, i) + input(1, i)) << i;
+  }
 }
 
 // Classes on the engine's own work: "urgent" is a latency-class job, "raw-client" bulk.
@@ -1388,7 +1414,7 @@ TEST_F(JobClassesTest, ALatencyJobsOpGoesBetweenSlicesOfABulkJobsLargeOp) {
   }
 }
 
-// A latency job's GPU copies start on the high-priority streams, a bulk job's do not.
+// A latency job's GPU copies start on its own streams, a bulk job's do not.
 TEST_F(JobClassesTest, ALatencyJobsGpuCopiesAreUrgentAndABulkJobsAreNot) {
   const std::vector<uint32_t> bulk = join(2);
   const std::vector<uint32_t> urgent = join(2, "urgent");

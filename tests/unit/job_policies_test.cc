@@ -70,7 +70,7 @@ TEST(JobsTableTest, ReadsEachJobsCapsAndRefusesBadOnesNamingTheJobAndKey) {
   EXPECT_EQ(table["trainer"].caps.max_inflight_bytes, 1048576u);
   EXPECT_EQ(table["trainer"].policy.traffic_class, TrafficClass::kLatency);
   for (const char* key : {"max_inflight_bytes", "max_staging_bytes"}) {
-    for (const char* bad : {"-1", "1e6", "x", "", "99999999999999999999999"}) {
+    for (const char* bad : {"-1", " -1", "+5", " 5", "1e6", "x", "", "99999999999999999999999"}) {
       EXPECT_THAT(read_jobs_table({{{"jobs", "d"}, key, bad}}, &table),
                   AllOf(HasSubstr("job 'd'"), HasSubstr(key), HasSubstr("whole number of bytes")))
           << key << " = " << bad;

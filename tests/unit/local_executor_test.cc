@@ -51,30 +51,61 @@ TEST(LocalExecutorTest, ACutOpPausesBetweenSlicesAndAnOpRunFromThePauseGoesWhole
   LocalExecutor executor(pool, 64 * 1024);
   constexpr size_t kCount = 1 << 20;  // 4 MiB per rank, 8 MiB of reduce work over 2 ranks
   Buffers bulk(2, kCount);
-  Buffers urgent(3, 4096);
+  constexpr size_t kUrgent = 16384;  // 192 KiB of reduce work: shared by the pool too
+  Buffers urgent(3, kUrgent);
   int pauses = 0;
+  bool cut = true;
   executor.set_between_slices(
       [&] {
         ++pauses;
         if (pauses == 2) {
           auto parts = urgent.parts();
-          EXPECT_EQ(executor.run(allreduce(4096), parts, true), 3u * 4096 * sizeof(float));
+          EXPECT_EQ(executor.run(allreduce(kUrgent), parts, true), 3u * kUrgent * sizeof(float));
         }
       },
-      1 << 20);
+      1 << 20, [&] { return cut; });
   auto parts = bulk.parts();
   EXPECT_EQ(executor.run(allreduce(kCount), parts, true), 2u * kCount * sizeof(float));
-  EXPECT_GE(pauses, 7) << "8 MiB of work in 1 MiB slices";
-  EXPECT_LE(pauses, 8);
+  // 8 items of 1 MiB; a slice of 1 MiB, but an item for each of the 2 threads at least.
+  EXPECT_EQ(pauses, 3);
   bulk.expect_sums();
   urgent.expect_sums();
-  // Not to be cut (a latency job's op): no pause.
-  pauses = 0;
-  Buffers again(2, kCount);
-  parts = again.parts();
-  executor.run(allreduce(kCount), parts, false);
-  EXPECT_EQ(pauses, 0);
-  again.expect_sums();
+  // Not to be cut (a latency job's op), or no cut wanted (no latency job): no pause.
+  for (const bool may_slice : {false, true}) {
+    pauses = 0;
+    cut = may_slice ? false : true;
+    Buffers again(2, kCount);
+    parts = again.parts();
+    executor.run(allreduce(kCount), parts, may_slice);
+    EXPECT_EQ(pauses, 0) << may_slice;
+    again.expect_sums();
+  }
+}
+
+TEST(LocalExecutorTest, WithNoWorkersAnOpIsStillCutAndASliceIsTheSizeAsked) {
+  WorkerPool pool(0);
+  LocalExecutor executor(pool, 64 * 1024);
+  constexpr size_t kCount = 1 << 20;
+  Buffers bulk(2, kCount);
+  int pauses = 0;
+  executor.set_between_slices([&] { ++pauses; }, 2 << 20, [] { return true; });
+  auto parts = bulk.parts();
+  executor.run(allreduce(kCount), parts, true);
+  EXPECT_EQ(pauses, 3) << "8 MiB of work in 2 MiB slices";
+  bulk.expect_sums();
+}
+
+TEST(LocalExecutorTest, ASliceGivesEveryThreadAnItemHoweverSmallTheSliceAsked) {
+  WorkerPool pool(3);
+  LocalExecutor executor(pool, 64 * 1024);
+  constexpr size_t kCount = 1 << 20;  // 8 items of 512 KiB x 2 ranks: 4 per slice of 4 threads
+  Buffers bulk(2, kCount);
+  int pauses = 0;
+  executor.set_between_slices([&] { ++pauses; }, 1, [] { return true; });
+  auto parts = bulk.parts();
+  executor.run(allreduce(kCount), parts, true);
+  EXPECT_EQ(pauses, 1);
+  bulk.expect_sums();
 }
 
 }  // namespace
