@@ -21,6 +21,8 @@ const char* algorithm_name(Algorithm algorithm) {
       return "chain";
     case Algorithm::kPairwise:
       return "pairwise";
+    case Algorithm::kOffload:
+      return "offload";
   }
   return "?";
 }
@@ -52,7 +54,7 @@ const char* collective_name(Collective collective) {
 
 std::span<const Algorithm> algorithms_for(Collective collective) {
   static constexpr Algorithm kAllreduce[] = {Algorithm::kRing, Algorithm::kRecursiveHalvingDoubling,
-                                             Algorithm::kRecursiveDoubling};
+                                             Algorithm::kRecursiveDoubling, Algorithm::kOffload};
   static constexpr Algorithm kReduceScatter[] = {Algorithm::kRing};
   static constexpr Algorithm kAllgather[] = {Algorithm::kRing, Algorithm::kBruck};
   static constexpr Algorithm kRooted[] = {Algorithm::kChain, Algorithm::kBinomial};
@@ -123,6 +125,8 @@ Plan make_plan(Algorithm algorithm, const Shape& shape) {
       return plan_chain(shape);
     case Algorithm::kPairwise:
       return plan_pairwise(shape);
+    case Algorithm::kOffload:
+      return plan_offload(shape);
   }
   return Plan{};
 }

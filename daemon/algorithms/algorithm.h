@@ -30,6 +30,7 @@ enum class Algorithm : uint8_t {
   kBinomial,                  // broadcast, reduce
   kChain,                     // pipelined broadcast, reduce
   kPairwise,                  // alltoall
+  kOffload,                   // allreduce with one slow participant (Shape::slow)
 };
 
 inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing,
@@ -38,7 +39,8 @@ inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing,
                                                Algorithm::kBruck,
                                                Algorithm::kBinomial,
                                                Algorithm::kChain,
-                                               Algorithm::kPairwise};
+                                               Algorithm::kPairwise,
+                                               Algorithm::kOffload};
 
 const char* algorithm_name(Algorithm algorithm);  // "ring", "rhd", "rd", "bruck", ...
 std::optional<Algorithm> parse_algorithm(std::string_view name);
@@ -64,8 +66,11 @@ struct Shape {
   // in participant order in kSend / kWork.
   std::vector<uint64_t> send_counts;
   std::vector<uint64_t> recv_counts;
-  // chain: elements per pipeline piece (0 picks a default).
+  // chain, offload: elements per pipeline piece (0 picks a default).
   uint64_t pipeline_elems = 0;
+  // offload: the participant whose link is slowest, which only sends its input and receives
+  // the result (-1: the last).
+  int slow = -1;
 };
 
 // An empty string, or why the shape is inconsistent (me/root out of range, segment count
@@ -84,6 +89,9 @@ Plan plan_bruck(const Shape& shape);
 Plan plan_binomial(const Shape& shape);
 Plan plan_chain(const Shape& shape);
 Plan plan_pairwise(const Shape& shape);
+Plan plan_offload(const Shape& shape);
+// The participant plan_offload treats as the slow one.
+int offload_slow_participant(const Shape& shape);
 
 // `total` elements split into `parts` nearly equal segments (the first ones one larger).
 std::vector<uint64_t> split_evenly(uint64_t total, int parts);

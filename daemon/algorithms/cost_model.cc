@@ -61,6 +61,13 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
     }
     case Algorithm::kPairwise:
       return (pd - 1.0) * (a + n / pd * b);
+    case Algorithm::kOffload: {
+      // With equal bandwidths: the healthy participants' volume, their rounds per chunk,
+      // and the pipeline's fill (a chunk's upload and download).
+      const double chunks = std::clamp(std::floor(n / (1 << 20)), 1.0, 64.0);
+      const double rounds = chunks * 2.0 * std::max(pd - 2.0, 1.0);
+      return rounds * a + (2.0 - 1.0 / (pd - 1.0)) * n * b + 2.0 * n / chunks * b;
+    }
   }
   return 0.0;
 }
@@ -72,6 +79,9 @@ Algorithm choose_algorithm(const Shape& shape, const LinkCost& cost,
   Algorithm best = candidates.front();
   double best_cost = estimate_seconds(best, shape, cost);
   for (Algorithm a : candidates.subspan(1)) {
+    // Not chosen by itself until the model knows each participant's bandwidth (issue 21):
+    // with equal links it can only lose.
+    if (a == Algorithm::kOffload) continue;
     const double t = estimate_seconds(a, shape, cost);
     if (t < best_cost) {
       best = a;

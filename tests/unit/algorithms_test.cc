@@ -297,6 +297,55 @@ uint64_t bytes_sent(const Plan& plan) {
   return total;
 }
 
+// The offload allreduce with its slow participant anywhere, in 1..many chunks: exact, and
+// the slow one sends its input once, the others (2 - 1/(p-1)) of it.
+TEST(OffloadTest, ExactWithTheSlowParticipantAnywhereAndInManyChunks) {
+  uint32_t seed = 1000;
+  for (int p = 2; p <= 17; ++p) {
+    for (int slow : {0, p / 2, p - 1}) {
+      for (uint64_t count : {uint64_t{1}, uint64_t{97}, uint64_t{1031}}) {
+        for (uint64_t chunk : {uint64_t{0}, uint64_t{7}, uint64_t{100}}) {
+          auto shape_for = [&](int me) {
+            Shape s;
+            s.collective = Collective::kAllreduce;
+            s.participants = p;
+            s.me = me;
+            s.elem_bytes = kElem;
+            s.count = count;
+            s.pipeline_elems = chunk;
+            s.slow = slow;
+            return s;
+          };
+          std::vector<Participant> people(static_cast<size_t>(p));
+          for (int me = 0; me < p; ++me) {
+            people[static_cast<size_t>(me)].work.resize(count);
+            for (uint64_t j = 0; j < count; ++j)
+              people[static_cast<size_t>(me)].work[j] = input(me, j);
+          }
+          const std::string where = "p=" + std::to_string(p) + " slow=" + std::to_string(slow) +
+                                    " count=" + std::to_string(count) +
+                                    " chunk=" + std::to_string(chunk);
+          ASSERT_EQ(run_collective(Algorithm::kOffload, p, ++seed, shape_for, people), "") << where;
+          for (int me = 0; me < p; ++me) {
+            ASSERT_EQ(expect_words(
+                          people[static_cast<size_t>(me)].work, 0, count,
+                          [&](size_t j) { return sum_over(p, j); }, me),
+                      "")
+                << where;
+          }
+          const uint64_t n = count * kElem;
+          EXPECT_EQ(bytes_sent(make_plan(Algorithm::kOffload, shape_for(slow))), n) << where;
+          const int healthy = slow == 0 ? 1 : 0;
+          const uint64_t sent = bytes_sent(make_plan(Algorithm::kOffload, shape_for(healthy)));
+          // Pieces round to elements: within an element per chunk (at most 64) of the ideal.
+          const double ideal = (2.0 - 1.0 / (p - 1)) * static_cast<double>(n);
+          EXPECT_NEAR(static_cast<double>(sent), ideal, 64.0 * kElem) << where;
+        }
+      }
+    }
+  }
+}
+
 // Correct but wasteful plans would pass the exactness tests: pin the volume too.
 TEST(AlgorithmVolumeTest, RingAndRabenseifnerSendTwiceTheVectorTimesPMinusOneOverP) {
   for (int p : {2, 4, 8, 16}) {
