@@ -137,9 +137,7 @@ void CommMatcher::execute_collective(Comm& comm, PendingCollective& op, uint64_t
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
   // A latency-class job's op runs whole; others may be cut so that one can go between.
   const bool may_slice = std::none_of(op.parts.begin(), op.parts.end(), [](const Contribution& p) {
-    return p.session != nullptr && p.session->job_counters() &&
-           p.session->job_counters()->traffic_class.load(std::memory_order_relaxed) ==
-               transports::TrafficClass::kLatency;
+    return p.session != nullptr && p.session->traffic_class() == transports::TrafficClass::kLatency;
   });
   const uint64_t bytes = executor_.run(args, op.parts, may_slice);
   watch_.count_completed(comm, bytes, first);

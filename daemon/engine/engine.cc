@@ -72,7 +72,11 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   batch_.resize(kBatchEntries);
   urgent_batch_.resize(kBatchEntries);
   executor_.set_between_slices([this] { serve_latency_between_slices(); }, config.local_slice_bytes,
-                               [this] { return between_slices_serves_ && latency_sessions_ > 0; });
+                               [this] {
+                                 // Sorted: a latency session, if any, is first.
+                                 return between_slices_serves_ && !by_class_.empty() &&
+                                        is_latency(*by_class_.front());
+                               });
 }
 
 Engine::~Engine() { stop(); }
@@ -155,25 +159,16 @@ void Engine::loop() {
 }
 
 bool Engine::is_latency(const Session& session) {
-  return session.job_counters() &&
-         session.job_counters()->traffic_class.load(std::memory_order_relaxed) ==
-             transports::TrafficClass::kLatency;
+  return session.traffic_class() == transports::TrafficClass::kLatency;
 }
 
 void Engine::sort_by_class() {
   by_class_ = sessions_;
   std::stable_sort(by_class_.begin(), by_class_.end(), [](const auto& a, const auto& b) {
-    auto rank = [](const Session& s) {
-      return s.job_counters()
-                 ? static_cast<int>(s.job_counters()->traffic_class.load(std::memory_order_relaxed))
-                 : static_cast<int>(transports::TrafficClass::kBulk);
-    };
-    return rank(*a) < rank(*b);
+    return a->traffic_class() < b->traffic_class();
   });
   order_version_ = internode_.jobs().version();
   order_dirty_ = false;
-  latency_sessions_ = static_cast<size_t>(std::count_if(
-      by_class_.begin(), by_class_.end(), [](const auto& s) { return is_latency(*s); }));
 }
 
 void Engine::serve_latency_between_slices() {

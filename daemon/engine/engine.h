@@ -133,7 +133,6 @@ class Engine {
   std::vector<std::shared_ptr<Session>> by_class_;
   uint64_t order_version_ = 0;
   bool order_dirty_ = false;
-  size_t latency_sessions_ = 0;  // in by_class_: while none, no op is cut
   std::vector<shm::SubmissionEntry> batch_;
   std::vector<shm::SubmissionEntry> urgent_batch_;  // serve_latency_between_slices'
   // True while the loop polls a session's own entries: only then may a cut op's pause

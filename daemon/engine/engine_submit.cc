@@ -55,6 +55,16 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   }
   Comm& comm = *it->second.comm;
   part.rank = it->second.rank;
+  // Refused, naming the op and the rank; NO_MEMORY (a cap or staging budget) is counted
+  // against the job.
+  auto refuse_op = [&](plexus_result_t status, const std::string& why) {
+    if (status == PLEXUS_ERR_NO_MEMORY && session.job_counters()) {
+      bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});
+    }
+    completions_.refuse(session, raw, status,
+                        std::string(shm::opcode_name(raw.opcode)) + " on rank " +
+                            std::to_string(part.rank) + ": " + why);
+  };
   if (comm.broken()) {
     completions_.refuse(session, raw, comm.broken_status(), comm.broken_reason());
     return;
@@ -64,9 +74,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
       &part.entry);
   if (!result.ok()) {
     watch_.count_bad_entry(session);
-    completions_.refuse(session, raw, result.status,
-                        std::string(shm::opcode_name(raw.opcode)) + " on rank " +
-                            std::to_string(part.rank) + ": " + result.error);
+    refuse_op(result.status, result.error);
     return;
   }
   if (part.entry.send.bytes > 0 && part.entry.send.region == shm::kHostPoolRegion) {
@@ -98,10 +106,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
   const bool joins = session.staging.empty() && matcher_.joins_a_waiting_op(comm, part);
   if (session.job_counters() && !joins) {
     if (std::string why = refuse_inflight(*session.job_counters(), charge); !why.empty()) {
-      bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});
-      completions_.refuse(session, raw, PLEXUS_ERR_NO_MEMORY,
-                          std::string(shm::opcode_name(raw.opcode)) + " on rank " +
-                              std::to_string(part.rank) + ": " + why);
+      refuse_op(PLEXUS_ERR_NO_MEMORY, why);
       return;
     }
   }
@@ -118,12 +123,7 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
                         gpu_.moves_directly(comm, part.entry);
     if (const plexus_result_t status = gpu_.stage(session, part, direct, !joins, &staged, &error);
         status != PLEXUS_SUCCESS) {
-      if (status == PLEXUS_ERR_NO_MEMORY && session.job_counters()) {
-        bump_single_writer(session.job_counters()->refused_ops, uint64_t{1});
-      }
-      completions_.refuse(session, raw, status,
-                          std::string(shm::opcode_name(raw.opcode)) + " on rank " +
-                              std::to_string(part.rank) + ": " + error);
+      refuse_op(status, error);
       return;
     }
   }

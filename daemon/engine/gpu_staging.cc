@@ -92,7 +92,7 @@ std::string GpuStaging::refuse_staging(const Session& session, uint64_t needed, 
   if (needed == 0) return {};
   const uint64_t held = *session.staging_bytes - std::min(*session.staging_bytes, given_back);
   const uint64_t limit = settings_.max_staging_bytes;
-  if (needed > limit || held > limit - needed) {
+  if (over_limit(held, needed, limit)) {
     return "staging its GPU buffers through host memory needs " + std::to_string(needed) +
            " bytes, and this process's GPU ops in flight hold " + std::to_string(held) +
            " of the " + std::to_string(limit) +

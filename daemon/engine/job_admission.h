@@ -14,6 +14,8 @@
 
 namespace plexus::daemon {
 
+// Whether `held` and `more` together pass `limit` (without overflowing).
+bool over_limit(uint64_t held, uint64_t more, uint64_t limit);
 // What an op holds against its job's in-flight cap: the larger of its buffers.
 uint64_t inflight_charge(const shm::ValidatedEntry& entry);
 

@@ -82,6 +82,11 @@ class Session {
   const std::string& process_name() const { return identity_.process_name; }
   const std::string& job() const { return identity_.job; }
   const std::shared_ptr<JobCounters>& job_counters() const { return identity_.job_counters; }
+  // Its job's class as applied now (bulk for a session of no job).
+  transports::TrafficClass traffic_class() const {
+    return job_counters() ? job_counters()->traffic_class.load(std::memory_order_relaxed)
+                          : transports::TrafficClass::kBulk;
+  }
   const shm::Mapping& pool() const { return channels_.pool; }
   const std::optional<shm::RingMemory>& rings() const { return channels_.rings; }
   int submission_eventfd() const { return channels_.submission_eventfd.get(); }
@@ -129,7 +134,11 @@ class Session {
     uint64_t bytes = 0;
   };
   std::unordered_map<uint64_t, OpsInFlight> ops_in_flight;
-  uint64_t inflight_bytes = 0;  // ops_in_flight's bytes, all together
+  uint64_t inflight_bytes() const {
+    uint64_t total = 0;
+    for (const auto& [user_data, ops] : ops_in_flight) total += ops.bytes;
+    return total;
+  }
   bool needs_publish = false;
   bool removed = false;
 

@@ -133,6 +133,17 @@ std::vector<uint64_t> segments_for(int p, int variant) {
   return seg;
 }
 
+// Participant `me` of `p`, over `count` words.
+Shape base_shape(Collective collective, int p, int me, uint64_t count) {
+  Shape s;
+  s.collective = collective;
+  s.participants = p;
+  s.me = me;
+  s.elem_bytes = kElem;
+  s.count = count;
+  return s;
+}
+
 std::string check_case(Algorithm algorithm, Collective collective, int p, uint64_t count,
                        int variant, uint32_t seed) {
   const int root =
@@ -145,13 +156,8 @@ std::string check_case(Algorithm algorithm, Collective collective, int p, uint64
     return static_cast<uint64_t>((i * 5 + j * 3 + variant) % 7) * (count % 5 + 1);
   };
   auto shape_for = [&](int me) {
-    Shape s;
-    s.collective = collective;
-    s.participants = p;
-    s.me = me;
+    Shape s = base_shape(collective, p, me, count);
     s.root = root;
-    s.elem_bytes = kElem;
-    s.count = count;
     s.pipeline_elems = variant == 0 ? 0 : 7;
     if (collective == Collective::kAllgather || collective == Collective::kReduceScatter) {
       s.segments = seg;
@@ -306,12 +312,7 @@ TEST(OffloadTest, ExactWithTheSlowParticipantAnywhereAndInManyChunks) {
       for (uint64_t count : {uint64_t{1}, uint64_t{97}, uint64_t{1031}}) {
         for (uint64_t chunk : {uint64_t{0}, uint64_t{7}, uint64_t{100}}) {
           auto shape_for = [&](int me) {
-            Shape s;
-            s.collective = Collective::kAllreduce;
-            s.participants = p;
-            s.me = me;
-            s.elem_bytes = kElem;
-            s.count = count;
+            Shape s = base_shape(Collective::kAllreduce, p, me, count);
             s.pipeline_elems = chunk;
             s.slow = slow;
             return s;

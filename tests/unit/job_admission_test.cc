@@ -59,7 +59,7 @@ TEST(JobAdmissionTest, OpsSharingAUserDataGiveBackAllTheyTookAndAGoneSessionTheR
   charge_inflight(*s, 5, 100);
   charge_inflight(*s, 5, 51);
   charge_inflight(*s, 6, 1000);
-  EXPECT_EQ(s->inflight_bytes, 1151u);
+  EXPECT_EQ(s->inflight_bytes(), 1151u);
   discharge_inflight(*s, 5);  // half of 151, rounded down
   EXPECT_EQ(job->inflight_bytes.load(), 1151u - 75u);
   discharge_inflight(*s, 5);  // the rest
@@ -69,7 +69,7 @@ TEST(JobAdmissionTest, OpsSharingAUserDataGiveBackAllTheyTookAndAGoneSessionTheR
   charge_inflight(*other, 1, 20);
   discharge_session(*s);  // op 6 never ended
   EXPECT_EQ(job->inflight_bytes.load(), 20u) << "only the gone session's bytes are given back";
-  EXPECT_EQ(s->inflight_bytes, 0u);
+  EXPECT_EQ(s->inflight_bytes(), 0u);
   EXPECT_TRUE(s->ops_in_flight.empty());
 }
 

@@ -40,6 +40,10 @@ class FramePath {
   // and what its transport holds beyond limit_queue (the channel gives a path another frame
   // only while this is small).
   virtual uint64_t waiting_bytes() const { return 0; }
+  // Whether limit_queue's limit is what keeps this path from taking a frame now: nothing but
+  // looking again says when the network has taken enough (TCP's acknowledgements raise no
+  // event the owner polls for).
+  virtual bool held_by_queue_limit() const { return false; }
   // The transport should hold about `bytes` unsent. With `in_flight_too`, also about
   // `bytes` beyond what the network needs in flight at `rate` (bytes/s), counting what it
   // holds beyond that in waiting_bytes: so that frames wait in the channel's scheduler,
@@ -47,10 +51,6 @@ class FramePath {
   // sends first in, first out. TCP: the socket's unsent bytes (TCP_NOTSENT_LOWAT), and its
   // unacknowledged bytes (SIOCOUTQ, which counts the local qdisc's queue too); RDMA: posted
   // writes not yet complete, always.
-  // Whether limit_queue's limit is what keeps this path from taking a frame now: nothing but
-  // looking again says when the network has taken enough (TCP's acknowledgements raise no
-  // event the owner polls for).
-  virtual bool held_by_queue_limit() const { return false; }
   virtual void limit_queue(uint64_t bytes, double rate, bool in_flight_too) {
     (void)bytes;
     (void)rate;
