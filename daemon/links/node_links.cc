@@ -412,6 +412,13 @@ void NodeLinks::flush(Link& link) {
       Path* path = link.paths[i].get();
       if (path == nullptr || !path->conn->wants_write()) continue;
       if (!path->conn->on_writable()) {
+        if (mid_read_) {
+          // Called back from a connection's read (a frame that moved an op on): failing a
+          // path now could destroy that very connection under its reader. Failed once
+          // the read returns (fail_doomed).
+          doomed_.push_back({peer, path->key, path->conn->error()});
+          continue;
+        }
         fail_path(*path, path->conn->error());
         if (links_.count(peer) == 0) return false;  // that was its last path
         i = static_cast<size_t>(-1);                // the failure moved frames to other paths
@@ -564,8 +571,10 @@ bool NodeLinks::service(Path& path, uint32_t events) {
   bool ok = true;
   // Reads in bites of kReadBiteBytes: what they bring in is acknowledged at once, so the
   // sender's frames are not held for a whole gulp.
+  mid_read_ = true;  // what its frames set off may not fail paths until it returns
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = path.conn->on_readable(kReadBiteBytes);
   if (ok && (events & EPOLLOUT)) ok = path.conn->on_writable();
+  mid_read_ = false;
   const bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
   if (!ok) {
     fail_path(path, path.conn->error());

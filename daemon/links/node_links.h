@@ -284,6 +284,7 @@ class NodeLinks {
   std::unique_ptr<transports::LinkMonitor> nic_monitor_;
   std::set<std::string> drained_nics_;
   std::vector<DoomedPath> doomed_;
+  bool mid_read_ = false;  // service() is in a connection's read or write
   uint64_t ticks_ = 0;
   mutable std::mutex snapshot_mutex_;
   std::vector<PeerInfo> snapshot_;
