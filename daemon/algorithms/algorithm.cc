@@ -88,6 +88,12 @@ std::string check_shape(const Shape& s) {
   if (s.me < 0 || s.me >= s.participants) return "me is out of range";
   if (s.root < 0 || s.root >= s.participants) return "root is out of range";
   if (s.elem_bytes == 0) return "elem_bytes is 0";
+  if (!s.speeds.empty() && s.speeds.size() != p)
+    return "speeds must be empty or one per participant";
+  for (double speed : s.speeds) {
+    if (!(speed > 0.0 && speed <= 1.0)) return "a speed is outside (0, 1]";
+  }
+  if (!(s.slow_share >= 0.0 && s.slow_share <= 1.0)) return "slow_share is outside [0, 1]";
   switch (s.collective) {
     case Collective::kReduceScatter:
     case Collective::kAllgather:

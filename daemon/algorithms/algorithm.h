@@ -68,9 +68,14 @@ struct Shape {
   std::vector<uint64_t> recv_counts;
   // chain, offload: elements per pipeline piece (0 picks a default).
   uint64_t pipeline_elems = 0;
-  // offload: the participant whose link is slowest, which only sends its input and receives
-  // the result (-1: the last).
+  // Each participant's link speed relative to the fastest one's, in (0, 1], as the
+  // communicator agreed on them for this op (issue 21); empty: all alike. The cost model and
+  // the offload allreduce follow them.
+  std::vector<double> speeds;
+  // offload without speeds: the slow participant (-1: the last) and the share of each chunk
+  // it reduces (0: none; it sends its input and receives the result once).
   int slow = -1;
+  double slow_share = 0;
 };
 
 // An empty string, or why the shape is inconsistent (me/root out of range, segment count
@@ -90,8 +95,19 @@ Plan plan_binomial(const Shape& shape);
 Plan plan_chain(const Shape& shape);
 Plan plan_pairwise(const Shape& shape);
 Plan plan_offload(const Shape& shape);
-// The participant plan_offload treats as the slow one.
-int offload_slow_participant(const Shape& shape);
+// Who plan_offload treats as the slow participant, and the share of each chunk it reduces:
+// from Shape::speeds when given (the slowest, the lowest index among equals, and the
+// balanced share), else Shape::slow and Shape::slow_share.
+struct OffloadSplit {
+  int slow = 0;
+  double share = 0;
+};
+OffloadSplit offload_split(const Shape& shape);
+// The share of the reduction (0 .. 1/p) that a participant whose link runs at `x` of the
+// others' speed takes in the offload allreduce so that its link and theirs finish
+// together: none at or below x = (p-1)/(2p-3), where sending its input and receiving the
+// result already take it as long as the others' work; 1/p (the ring's share) at x = 1.
+double balanced_slow_share(int participants, double x);
 
 // `total` elements split into `parts` nearly equal segments (the first ones one larger).
 std::vector<uint64_t> split_evenly(uint64_t total, int parts);

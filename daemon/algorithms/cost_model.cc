@@ -10,6 +10,8 @@ namespace plexus::daemon::algo {
 namespace {
 
 inline constexpr double kChainPieceBytes = 512.0 * 1024.0;
+// Offload is chosen only when its estimate is below this fraction of the best other one's.
+inline constexpr double kOffloadMustWin = 0.95;
 
 double ceil_log2(int p) {
   return p <= 1 ? 0.0 : static_cast<double>(std::bit_width(static_cast<unsigned>(p - 1)));
@@ -30,6 +32,10 @@ double total_bytes(const Shape& s) {
   }
 }
 
+double slowest_speed(const Shape& s) {
+  return s.speeds.empty() ? 1.0 : *std::min_element(s.speeds.begin(), s.speeds.end());
+}
+
 }  // namespace
 
 double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) {
@@ -37,7 +43,9 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
   if (p <= 1) return 0.0;
   const double n = total_bytes(s);
   const double a = c.alpha_s;
-  const double b = c.beta_s_per_byte;
+  // Every algorithm but offload has each participant on the critical path of every round
+  // or pipeline stage: the slowest link sets the pace.
+  const double b = c.beta_s_per_byte / slowest_speed(s);
   const double pd = p;
   const int pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
   const double fold = pow2 == p ? 0.0 : 2.0 * (a + n * b);
@@ -62,11 +70,27 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
     case Algorithm::kPairwise:
       return (pd - 1.0) * (a + n / pd * b);
     case Algorithm::kOffload: {
-      // With equal bandwidths: the healthy participants' volume, their rounds per chunk,
-      // and the pipeline's fill (a chunk's upload and download).
-      const double chunks = std::clamp(std::floor(n / (1 << 20)), 1.0, 64.0);
+      // The busier of the slow link and the healthy ones (offload.cc gives their volumes),
+      // the healthy ring's rounds per chunk, and the pipeline's fill (a chunk's upload).
+      const auto [slow, f] = offload_split(s);
+      const double q = pd - 1.0;
+      double slow_speed = 1.0;
+      double others = 1.0;
+      for (int i = 0; i < p && !s.speeds.empty(); ++i) {
+        const double speed = s.speeds[static_cast<size_t>(i)];
+        if (i == slow) {
+          slow_speed = speed;
+        } else {
+          others = std::min(others, speed);
+        }
+      }
+      const double base_b = c.beta_s_per_byte;
+      const double slow_volume = (1.0 + (pd - 2.0) * f) * n;
+      const double healthy_volume = ((2.0 * q - 1.0) / q * (1.0 - f) + f) * n;
+      const double chunks = std::clamp(std::floor(n / (256 << 10)), 1.0, 64.0);
       const double rounds = chunks * 2.0 * std::max(pd - 2.0, 1.0);
-      return rounds * a + (2.0 - 1.0 / (pd - 1.0)) * n * b + 2.0 * n / chunks * b;
+      return rounds * a + std::max(slow_volume / slow_speed, healthy_volume / others) * base_b +
+             n / chunks * base_b / slow_speed;
     }
   }
   return 0.0;
@@ -79,14 +103,18 @@ Algorithm choose_algorithm(const Shape& shape, const LinkCost& cost,
   Algorithm best = candidates.front();
   double best_cost = estimate_seconds(best, shape, cost);
   for (Algorithm a : candidates.subspan(1)) {
-    // Not chosen by itself until the model knows each participant's bandwidth (issue 21):
-    // with equal links it can only lose.
     if (a == Algorithm::kOffload) continue;
     const double t = estimate_seconds(a, shape, cost);
     if (t < best_cost) {
       best = a;
       best_cost = t;
     }
+  }
+  // Offload only where a participant is slower than the others (Shape::speeds): with equal
+  // links it can only lose. And only by a margin, as its pipeline is modelled loosely.
+  if (supports(Algorithm::kOffload, shape.collective) && slowest_speed(shape) < 1.0 &&
+      estimate_seconds(Algorithm::kOffload, shape, cost) < kOffloadMustWin * best_cost) {
+    best = Algorithm::kOffload;
   }
   return best;
 }

@@ -1,7 +1,8 @@
 // Picks the algorithm for a collective from the participants' link cost: alpha (seconds per
 // message) and beta (seconds per byte), measured per path at connect. Every participant
 // must pick the same algorithm, so the inputs must be the communicator-wide values the
-// rendezvous agreed on, never a node's own measurement.
+// rendezvous agreed on, never a node's own measurement, and Shape::speeds the nodes agreed
+// on for the op (issue 21).
 #pragma once
 
 #include <optional>

@@ -303,45 +303,237 @@ uint64_t bytes_sent(const Plan& plan) {
   return total;
 }
 
-// The offload allreduce with its slow participant anywhere, in 1..many chunks: exact, and
-// the slow one sends its input once, the others (2 - 1/(p-1)) of it.
+// The offload allreduce with its slow participant anywhere, in 1..many chunks, reducing no
+// share or some: exact, and the slow one sends (1 + (p-2) f) of its input, the others
+// ((2q-1)/q (1-f) + f) of it (q = p-1).
 TEST(OffloadTest, ExactWithTheSlowParticipantAnywhereAndInManyChunks) {
   uint32_t seed = 1000;
   for (int p = 2; p <= 17; ++p) {
     for (int slow : {0, p / 2, p - 1}) {
-      for (uint64_t count : {uint64_t{1}, uint64_t{97}, uint64_t{1031}}) {
-        for (uint64_t chunk : {uint64_t{0}, uint64_t{7}, uint64_t{100}}) {
-          auto shape_for = [&](int me) {
-            Shape s = base_shape(Collective::kAllreduce, p, me, count);
-            s.pipeline_elems = chunk;
-            s.slow = slow;
-            return s;
-          };
-          std::vector<Participant> people(static_cast<size_t>(p));
-          for (int me = 0; me < p; ++me) {
-            people[static_cast<size_t>(me)].work.resize(count);
-            for (uint64_t j = 0; j < count; ++j)
-              people[static_cast<size_t>(me)].work[j] = input(me, j);
-          }
-          const std::string where = "p=" + std::to_string(p) + " slow=" + std::to_string(slow) +
-                                    " count=" + std::to_string(count) +
-                                    " chunk=" + std::to_string(chunk);
-          ASSERT_EQ(run_collective(Algorithm::kOffload, p, ++seed, shape_for, people), "") << where;
-          for (int me = 0; me < p; ++me) {
-            ASSERT_EQ(expect_words(
-                          people[static_cast<size_t>(me)].work, 0, count,
-                          [&](size_t j) { return sum_over(p, j); }, me),
-                      "")
+      for (double share : {0.0, 0.5 / p, 1.0 / p}) {
+        for (uint64_t count : {uint64_t{1}, uint64_t{97}, uint64_t{1031}}) {
+          for (uint64_t chunk : {uint64_t{0}, uint64_t{7}, uint64_t{100}}) {
+            auto shape_for = [&](int me) {
+              Shape s = base_shape(Collective::kAllreduce, p, me, count);
+              s.pipeline_elems = chunk;
+              s.slow = slow;
+              s.slow_share = share;
+              return s;
+            };
+            std::vector<Participant> people(static_cast<size_t>(p));
+            for (int me = 0; me < p; ++me) {
+              people[static_cast<size_t>(me)].work.resize(count);
+              for (uint64_t j = 0; j < count; ++j)
+                people[static_cast<size_t>(me)].work[j] = input(me, j);
+            }
+            const std::string where = "p=" + std::to_string(p) + " slow=" + std::to_string(slow) +
+                                      " share=" + std::to_string(share) +
+                                      " count=" + std::to_string(count) +
+                                      " chunk=" + std::to_string(chunk);
+            ASSERT_EQ(run_collective(Algorithm::kOffload, p, ++seed, shape_for, people), "")
                 << where;
+            for (int me = 0; me < p; ++me) {
+              ASSERT_EQ(expect_words(
+                            people[static_cast<size_t>(me)].work, 0, count,
+                            [&](size_t j) { return sum_over(p, j); }, me),
+                        "")
+                  << where;
+            }
+            // Pieces round to elements: within a few elements per chunk (at most 64) of the
+            // ideal volumes.
+            const double n = static_cast<double>(count * kElem);
+            const double f = share;
+            const double q = p - 1;
+            const double slack = 64.0 * 2 * p * kElem;
+            EXPECT_NEAR(
+                static_cast<double>(bytes_sent(make_plan(Algorithm::kOffload, shape_for(slow)))),
+                (1.0 + (p - 2) * f) * n, slack)
+                << where;
+            const int healthy = slow == 0 ? 1 : 0;
+            EXPECT_NEAR(
+                static_cast<double>(bytes_sent(make_plan(Algorithm::kOffload, shape_for(healthy)))),
+                ((2.0 * q - 1.0) / q * (1.0 - f) + f) * n, slack)
+                << where;
+            if (share == 0.0 && chunk == 0) {
+              // Reducing nothing, the slow one sends exactly its input.
+              EXPECT_EQ(bytes_sent(make_plan(Algorithm::kOffload, shape_for(slow))), count * kElem)
+                  << where;
+            }
           }
-          const uint64_t n = count * kElem;
-          EXPECT_EQ(bytes_sent(make_plan(Algorithm::kOffload, shape_for(slow))), n) << where;
-          const int healthy = slow == 0 ? 1 : 0;
-          const uint64_t sent = bytes_sent(make_plan(Algorithm::kOffload, shape_for(healthy)));
-          // Pieces round to elements: within an element per chunk (at most 64) of the ideal.
-          const double ideal = (2.0 - 1.0 / (p - 1)) * static_cast<double>(n);
-          EXPECT_NEAR(static_cast<double>(sent), ideal, 64.0 * kElem) << where;
         }
+      }
+    }
+  }
+}
+
+TEST(OffloadTest, TheSlowestByItsSpeedReducesABalancedShare) {
+  Shape s = base_shape(Collective::kAllreduce, 4, 0, 1024);
+  s.speeds = {1.0, 0.5, 1.0, 0.5};
+  EXPECT_EQ(offload_split(s).slow, 1);  // the lowest index among equals
+  // Another as slow among the others: x = 1, the ring's share.
+  EXPECT_DOUBLE_EQ(offload_split(s).share, 0.25);
+  s.speeds = {1.0, 0.5, 1.0, 1.0};
+  EXPECT_EQ(offload_split(s).share, 0.0);  // x = 1/2 <= 3/5: it reduces nothing
+  s.speeds = {1.0, 0.9, 1.0, 1.0};
+  const double f = offload_split(s).share;
+  EXPECT_GT(f, 0.0);
+  EXPECT_LT(f, 0.25);
+  // Its link and the others' finish together.
+  EXPECT_NEAR((1.0 + 2.0 * f) / 0.9, 5.0 / 3.0 * (1.0 - f) + f, 1e-9);
+  EXPECT_DOUBLE_EQ(balanced_slow_share(4, 1.0), 0.25);
+  EXPECT_DOUBLE_EQ(balanced_slow_share(4, 0.6), 0.0);
+  EXPECT_DOUBLE_EQ(balanced_slow_share(2, 0.9), 0.0);
+  // Speeds relative to the fastest: two healthy at 0.8 and the slow one at 0.4 is x = 1/2.
+  s.speeds = {0.8, 0.4, 0.8, 1.0};
+  EXPECT_EQ(offload_split(s).share, 0.0);
+  s.speeds = {1.0, 1.2, 1.0, 1.0};
+  EXPECT_NE(check_shape(s), "");
+  s.speeds = {1.0, 1.0};
+  EXPECT_NE(check_shape(s), "");
+}
+
+// Plans run by real PlanRunners over a network whose nodes each send at their own rate
+// (one message at a time, in the order posted; receiving is free, as on a NIC shaped on
+// its way out): the simulated time of a collective.
+class TimedNetwork {
+ public:
+  explicit TimedNetwork(std::vector<double> bytes_per_s) : rate_(std::move(bytes_per_s)) {
+    free_at_.assign(rate_.size(), 0.0);
+  }
+  void post(int from, int to, uint32_t message, std::span<const std::byte> data) {
+    const auto f = static_cast<size_t>(from);
+    // The link takes it once it is free; it arrives when its last byte is out.
+    const double start = std::max(free_at_[f], now_);
+    free_at_[f] = start + static_cast<double>(data.size()) / rate_[f];
+    events_.push_back(
+        Event{free_at_[f], from, to, message, {data.begin(), data.end()}, next_order_++});
+  }
+  // Runs to quiet; returns the time of the last arrival, or a negative value after `error`.
+  double run(
+      const std::function<std::string(int, int, uint32_t, std::span<const std::byte>)>& deliver,
+      const std::function<void(int, int, uint32_t)>& send_done, std::string* error) {
+    for (size_t guard = 0; !events_.empty(); ++guard) {
+      if (guard > 10'000'000) {
+        *error = "did not go quiet";
+        return -1;
+      }
+      auto first =
+          std::min_element(events_.begin(), events_.end(), [](const Event& a, const Event& b) {
+            return a.at != b.at ? a.at < b.at : a.order < b.order;
+          });
+      Event e = std::move(*first);
+      events_.erase(first);
+      now_ = e.at;
+      *error = deliver(e.to, e.from, e.message, e.data);
+      if (!error->empty()) return -1;
+      send_done(e.from, e.to, e.message);
+    }
+    return now_;
+  }
+
+ private:
+  struct Event {
+    double at;
+    int from;
+    int to;
+    uint32_t message;
+    std::vector<std::byte> data;
+    uint64_t order;
+  };
+  std::vector<double> rate_;
+  std::vector<double> free_at_;
+  std::vector<Event> events_;
+  double now_ = 0;
+  uint64_t next_order_ = 0;
+};
+
+class TimedEndpoint : public PlanTransport {
+ public:
+  TimedEndpoint(TimedNetwork* net, int me) : net_(net), me_(me) {}
+  void post_send(int peer, uint32_t message, std::span<const std::byte> data) override {
+    net_->post(me_, peer, message, data);
+  }
+
+ private:
+  TimedNetwork* net_;
+  int me_;
+};
+
+// Seconds `algorithm` takes for an allreduce of `count` words with node `slow` at x of the
+// others' 1 byte/s, checking the result exactly; negative after a failure (in `error`).
+double timed_allreduce(Algorithm algorithm, int p, int slow, double x, uint64_t count,
+                       std::string* error) {
+  std::vector<double> speeds(static_cast<size_t>(p), 1.0);
+  speeds[static_cast<size_t>(slow)] = x;
+  std::vector<Plan> plans;
+  std::vector<std::vector<Word>> work(static_cast<size_t>(p));
+  for (int me = 0; me < p; ++me) {
+    Shape s = base_shape(Collective::kAllreduce, p, me, count);
+    s.speeds = speeds;
+    s.pipeline_elems = count / 64;
+    plans.push_back(make_plan(algorithm, s));
+    work[static_cast<size_t>(me)].resize(count);
+    for (uint64_t j = 0; j < count; ++j) work[static_cast<size_t>(me)][j] = input(me, j);
+  }
+  TimedNetwork net(speeds);
+  std::vector<TimedEndpoint> endpoints;
+  endpoints.reserve(static_cast<size_t>(p));
+  std::vector<std::unique_ptr<PlanRunner>> runners;
+  for (int me = 0; me < p; ++me) {
+    endpoints.emplace_back(&net, me);
+    auto bytes = bytes_of(work[static_cast<size_t>(me)]);
+    runners.push_back(std::make_unique<PlanRunner>(
+        plans[static_cast<size_t>(me)], PlanBuffers{bytes.data(), bytes.size(), nullptr, 0, kElem},
+        add_words, endpoints.back()));
+  }
+  for (auto& r : runners) r->start();
+  const double seconds = net.run(
+      [&](int to, int from, uint32_t message, std::span<const std::byte> data) {
+        return runners[static_cast<size_t>(to)]->deliver(from, message, 0, data);
+      },
+      [&](int from, int to, uint32_t message) {
+        runners[static_cast<size_t>(from)]->send_done(to, message);
+      },
+      error);
+  if (seconds < 0) return seconds;
+  for (int me = 0; me < p; ++me) {
+    if (!runners[static_cast<size_t>(me)]->done()) {
+      *error = "participant " + std::to_string(me) + " did not finish";
+      return -1;
+    }
+    *error = expect_words(
+        work[static_cast<size_t>(me)], 0, count, [&](size_t j) { return sum_over(p, j); }, me);
+    if (!error->empty()) return -1;
+  }
+  return seconds;
+}
+
+// With one node at x of the others' rate, for 2..17 nodes and x from 0.1 to 1: offload
+// (its share balanced from the speeds) is exact and within 3 % of the lower bound
+// (N/B) max(1/x, 2 - 1/(p-1)) (below it where the slow node takes a share; the 3 % is the
+// pipeline's fill), within 3 % of the ring at x = 1, and well ahead of it when x is small.
+// (Measured here: 1.002-1.017 of the bound for x <= 0.6; 0.89-0.99 above.)
+TEST(OffloadTest, NearTheLowerBoundWithOneSlowNodeOnTimedLinks) {
+  for (int p : {2, 3, 4, 5, 8, 17}) {
+    for (double x : {0.1, 0.25, 0.5, 0.6, 0.75, 0.9, 1.0}) {
+      const uint64_t count = 64ull * 61 * static_cast<uint64_t>(p);  // odd-sized pieces
+      const double n = static_cast<double>(count * kElem);
+      const int slow = p / 2;
+      std::string error;
+      const double offload = timed_allreduce(Algorithm::kOffload, p, slow, x, count, &error);
+      const std::string where = "p=" + std::to_string(p) + " x=" + std::to_string(x);
+      ASSERT_GE(offload, 0) << where << ": " << error;
+      const double ring = timed_allreduce(Algorithm::kRing, p, slow, x, count, &error);
+      ASSERT_GE(ring, 0) << where << ": " << error;
+      const double bound = n * std::max(1.0 / x, 2.0 - 1.0 / std::max(p - 1, 1));
+      EXPECT_LE(offload, 1.03 * bound) << where << " ring " << ring;
+      if (p > 2) {
+        EXPECT_LE(offload, 1.03 * ring) << where;
+      }
+      // The ring runs at the slow node's pace: 2 (p-1)/p N / x.
+      EXPECT_NEAR(ring, 2.0 * (p - 1) / p * n / x, 0.02 * ring) << where;
+      if (x <= 0.5 && p >= 4) {
+        EXPECT_LT(offload, 0.8 * ring) << where;
       }
     }
   }
