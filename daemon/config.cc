@@ -36,6 +36,7 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
   }
   e.parallel_threshold_bytes = config.parallel_threshold_bytes;
   e.local_slice_bytes = config.local_slice_bytes;
+  e.slow_node_below = config.slow_node_below;
   e.max_gpu_staging_bytes = config.max_gpu_staging_bytes;
   e.gpu_reduce_kernel_bytes = config.gpu_reduce_kernel_bytes;
   e.idle = config.engine_idle;

@@ -33,6 +33,10 @@ struct Config {
   // and the engine takes latency-class jobs' ops between them: ~1 ms of reduction on one
   // core, so a latency op waits at most that long behind a large one. 0: never cut.
   size_t local_slice_bytes = 4 << 20;
+  // Multi-node communicators plan for their nodes' measured bandwidths (issue 21): a node
+  // below this fraction of the fastest node's is slow, and allreduces may then take the
+  // offload schedule. 0: every node is taken as alike.
+  double slow_node_below = 0.75;
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;
   uint64_t max_pool_bytes = 64ull << 30;  // largest client pool the daemon maps

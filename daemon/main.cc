@@ -38,6 +38,12 @@ int main(int argc, char** argv) {
                  "A bulk or background job's op within the node runs in slices of about this "
                  "much work, and latency-class jobs' ops are taken between them (0: never cut)")
       ->capture_default_str();
+  app.add_option("--slow-node-below", config.slow_node_below,
+                 "Multi-node communicators follow their nodes' measured bandwidths: a node "
+                 "below this fraction of the fastest node's is slow, and allreduces may then "
+                 "take the offload schedule (0: take every node as alike)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--sq-entries", config.sq_entries,
                  "Submission ring entries per session (power of 2)")
       ->capture_default_str();

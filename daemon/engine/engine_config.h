@@ -27,6 +27,7 @@ struct EngineConfig {
   unsigned workers = 0;                  // reduction threads besides the engine's own
   size_t parallel_threshold_bytes = 0;   // smaller ops run on the engine thread alone
   size_t local_slice_bytes = 0;          // LocalExecutor's slices of bulk work (0: none)
+  double slow_node_below = 0;            // SpeedAgreement::Settings::alike_above (0: off)
   uint64_t max_gpu_staging_bytes = 0;    // per process (Session::staging_bytes)
   uint64_t gpu_reduce_kernel_bytes = 0;  // 0: never the daemon's own kernel
   IdleConfig idle;

@@ -6,6 +6,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
 
 #include "shm/dtype.h"
 
@@ -54,6 +57,8 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                  ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
                  : NodeLinks::Telemetry{}),
       jobs_(links_, config.jobs) {
+  follow_speeds_ = config.slow_node_below > 0;
+  speed_settings_.alike_above = config.slow_node_below;
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {
@@ -75,12 +80,21 @@ bool InternodeRunner::poll() {
     run_progress();
     progress = true;
   }
+  if (!resume_.empty()) {
+    resume_held();
+    progress = true;
+  }
+  if (follow_speeds_ && !comm_by_id_.empty()) measure_speeds();
   return progress;
 }
 
 void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
   comm->internode = std::make_unique<InternodeState>();
   const NodeSpan& span = *comm->span();
+  if (follow_speeds_) {
+    comm->internode->speeds = std::make_unique<SpeedAgreement>(
+        static_cast<int>(span.node_ids.size()), span.topology.my_node, speed_settings_);
+  }
   comm_by_id_[span.comm_id] = comm;
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
     if (static_cast<int>(node) == span.topology.my_node) continue;
@@ -99,6 +113,12 @@ void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
     unknown_bytes_ -= frame.payload.size();
     const int node = node_of(*comm, peer);
     if (node < 0) continue;
+    if ((frame.op_seq & kSpeedFlag) != 0 && (frame.op_seq & kP2PFlag) == 0) {
+      const std::string error =
+          on_speed_frame(*comm, node, frame.op_seq, frame.message, frame.offset, frame.payload);
+      if (!error.empty()) defer_failure(*comm, "node " + node_name(*comm, node) + " sent " + error);
+      continue;
+    }
     if ((frame.op_seq & kP2PFlag) != 0) {
       wire::DataFrameHeader h;
       h.comm_id = span.comm_id;
@@ -139,13 +159,16 @@ void InternodeRunner::stop_active_op(Comm& comm) {
 
 void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   InternodeState& state = *comm.internode;
+  // A speed change is being agreed: the op starts once it is (resume_held).
+  if (state.speeds && !state.speeds->may_start()) return;
   const uint64_t seq = comm.first_seq;
   const NodeSpan& span = *comm.span();
   std::vector<Contribution> local;
   for (int rank : span.topology.local_ranks()) local.push_back(op.parts[static_cast<size_t>(rank)]);
   const auto& first = local.front().entry;
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
-  const algo::Shape shape = InternodeOp::shape_for(span.topology, args);
+  algo::Shape shape = InternodeOp::shape_for(span.topology, args);
+  if (state.speeds) shape.speeds = state.speeds->speeds_for(seq);
   const algo::Algorithm algorithm = algo::choose_algorithm(shape, span.cost, span.forced);
   spdlog::debug("communicator {} collective #{}: {} of {} x {} bytes by {} across {} nodes",
                 token_prefix(comm.token()), seq,
@@ -184,7 +207,7 @@ void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   }
   state.active = std::make_shared<InternodeOp>(
       span.topology, args, std::move(local), algorithm, state.scratch, post_send,
-      SliceOptions{.timed = watch_.timing()}, std::move(rank_memory_owner));
+      SliceOptions{.timed = watch_.timing(), .speeds = shape.speeds}, std::move(rank_memory_owner));
   state.active_seq = seq;
   state.active_algorithm = algo::algorithm_name(algorithm);
   std::shared_ptr<InternodeOp> op_ptr = state.active;
@@ -365,6 +388,11 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
       break;
   }
   if ((h.op_seq & kP2PFlag) != 0) return on_p2p_frame(comm, node, h, payload);
+  if ((h.op_seq & kSpeedFlag) != 0) {
+    const std::string error = on_speed_frame(comm, node, h.op_seq, h.step, h.offset, payload);
+    if (!error.empty()) defer_failure(comm, "node " + node_name(comm, node) + " sent " + error);
+    return {};
+  }
   ++state.frames_in;
   if (state.active && h.op_seq == state.active_seq) {
     std::string error = state.active->deliver(node, h.step, h.offset, payload);
@@ -392,6 +420,145 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
   state.early.push_back(
       HeldFrame{node, h.op_seq, h.step, h.offset, {payload.begin(), payload.end()}});
   return {};
+}
+
+std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step,
+                                            uint64_t offset, std::span<const std::byte> payload) {
+  InternodeState& state = *comm.internode;
+  if (!state.speeds) return {};  // this daemon takes every node as alike: no change applies
+  SpeedAgreement::Message m;
+  m.node = node;
+  m.kind = static_cast<SpeedAgreement::Kind>(step);
+  m.generation = op_seq & ~kSpeedFlag;
+  m.seq = offset;
+  if (m.kind == SpeedAgreement::Kind::kCommit) {
+    // One frame: u64 first op, u32 nodes, u16 speeds, reason.
+    auto get = [&](size_t at, size_t bytes) {
+      uint64_t v = 0;
+      for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(payload[at + i]) << (8 * i);
+      return v;
+    };
+    if (offset != 0 || payload.size() < 12 || payload.size() > kMaxSpeedCommitBytes) {
+      return "a speed change that is not one frame of 12 to " +
+             std::to_string(kMaxSpeedCommitBytes) + " bytes";
+    }
+    m.seq = get(0, 8);
+    const uint64_t count = get(8, 4);
+    if (count > static_cast<uint64_t>(comm.span()->node_ids.size()) ||
+        payload.size() < 12 + 2 * count) {
+      return "a speed change whose speeds do not fit it";
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      m.speeds.push_back(static_cast<double>(get(12 + 2 * i, 2)) / SpeedAgreement::kSpeedSteps);
+    }
+    const size_t text = 12 + 2 * count;
+    m.reason.assign(reinterpret_cast<const char*>(payload.data()) + text, payload.size() - text);
+  } else if (!payload.empty()) {
+    return "a speed message with a payload";
+  }
+  const uint64_t first_unstarted = state.active ? state.active_seq + 1 : comm.first_seq;
+  std::string error;
+  const auto out = state.speeds->receive(m, first_unstarted, &error);
+  if (!error.empty()) return error;
+  send_speed_messages(comm, out);
+  speed_change_event(comm);
+  // Not from inside a transport callback: the loop starts the held op.
+  if (state.speeds->may_start()) resume_.push_back(comm_by_id_[comm.span()->comm_id]);
+  return {};
+}
+
+void InternodeRunner::send_speed_messages(Comm& comm,
+                                          const std::vector<SpeedAgreement::Message>& messages) {
+  const NodeSpan& span = *comm.span();
+  for (const SpeedAgreement::Message& m : messages) {
+    const uint64_t peer = span.node_ids[static_cast<size_t>(m.node)];
+    const uint64_t op_seq = kSpeedFlag | m.generation;
+    const auto step = static_cast<uint32_t>(m.kind);
+    bool sent = false;
+    if (m.kind != SpeedAgreement::Kind::kCommit) {
+      sent = links_.send_marker(peer, span.comm_id, op_seq, step, m.seq, 0, [] {});
+    } else {
+      auto bytes = std::make_shared<std::vector<std::byte>>();
+      auto put = [&](uint64_t v, size_t n) {
+        for (size_t i = 0; i < n; ++i) bytes->push_back(static_cast<std::byte>(v >> (8 * i)));
+      };
+      put(m.seq, 8);
+      put(m.speeds.size(), 4);
+      for (double speed : m.speeds) {
+        put(static_cast<uint64_t>(std::lround(speed * SpeedAgreement::kSpeedSteps)), 2);
+      }
+      const size_t room = kMaxSpeedCommitBytes - bytes->size();
+      const std::string_view reason(m.reason.data(), std::min(m.reason.size(), room));
+      for (char c : reason) bytes->push_back(static_cast<std::byte>(c));
+      const std::span<const std::byte> data(*bytes);
+      sent = links_.send_message(peer, span.comm_id, op_seq, step, data, bytes, [] {});
+    }
+    if (!sent) defer_failure(comm, "no data connection to node " + node_name(comm, m.node));
+  }
+}
+
+void InternodeRunner::speed_change_event(Comm& comm) {
+  std::optional<SpeedAgreement::Message> change = comm.internode->speeds->take_committed();
+  if (!change) return;
+  const auto& names = comm.span()->topology.node_names;
+  std::string speeds;
+  std::string slow;
+  double slowest = 1.0;
+  for (size_t i = 0; i < change->speeds.size(); ++i) {
+    char figure[16];
+    std::snprintf(figure, sizeof(figure), "%.2f", change->speeds[i]);
+    speeds += (speeds.empty() ? "" : ", ") + names[i] + " " + figure;
+    if (change->speeds[i] < slowest) {
+      slowest = change->speeds[i];
+      slow = names[i];
+    }
+  }
+  const std::string message =
+      "communicator " + token_prefix(comm.token()) + ": from collective #" +
+      std::to_string(change->seq) + ", " +
+      (slow.empty() ? std::string("every node taken as alike")
+                    : "node " + slow + " is slow (speeds " + speeds +
+                          "), so allreduces may take the offload schedule") +
+      ": " + change->reason;
+  spdlog::info("{}", message);
+  events_.emit("schedule", "info", message,
+               {{"comm", token_prefix(comm.token())},
+                {"from_collective", change->seq},
+                {"node", slow},
+                {"speed", slowest},
+                {"reason", change->reason}});
+}
+
+void InternodeRunner::measure_speeds() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - measured_at_ < kMeasureEvery) return;
+  measured_at_ = now;
+  const double own = links_.own_bandwidth();
+  std::vector<double> bandwidth;
+  for (auto& [id, comm] : comm_by_id_) {
+    InternodeState& state = *comm->internode;
+    if (!state.speeds || !state.speeds->leader() || comm->broken()) continue;
+    const NodeSpan& span = *comm->span();
+    bandwidth.clear();
+    for (size_t node = 0; node < span.node_ids.size(); ++node) {
+      bandwidth.push_back(static_cast<int>(node) == span.topology.my_node
+                              ? own
+                              : links_.peer_bandwidth(span.node_ids[node], now));
+    }
+    const uint64_t first_unstarted = state.active ? state.active_seq + 1 : comm->first_seq;
+    send_speed_messages(
+        *comm, state.speeds->measured(bandwidth, span.topology.node_names, first_unstarted, now));
+  }
+}
+
+void InternodeRunner::resume_held() {
+  std::vector<std::weak_ptr<Comm>> comms;
+  comms.swap(resume_);
+  for (const auto& weak : comms) {
+    auto comm = weak.lock();
+    if (!comm || !comm->internode || comm->broken() || comm->internode->active) continue;
+    hooks_.run_ready(*comm);
+  }
 }
 
 transports::Placement InternodeRunner::place_peer_frame(uint64_t peer,

@@ -90,6 +90,15 @@ class InternodeRunner {
   std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
   void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
   void run_progress();
+  // The leaders' measures of their nodes' bandwidths (every kMeasureEvery), and
+  // communicators whose hold for a speed change ended.
+  void measure_speeds();
+  void resume_held();
+  // A speed agreement frame from `node` (kSpeedFlag).
+  std::string on_speed_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step, uint64_t offset,
+                             std::span<const std::byte> payload);
+  void send_speed_messages(Comm& comm, const std::vector<SpeedAgreement::Message>& messages);
+  void speed_change_event(Comm& comm);
   void finish_op(Comm& comm);
   void tell_peers_failed(Comm& comm, const std::string& reason);
   void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
@@ -116,6 +125,11 @@ class InternodeRunner {
   std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
   size_t unknown_bytes_ = 0;
   std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at
+  std::vector<std::weak_ptr<Comm>> resume_;      // comms that may start their next op again
+  SpeedAgreement::Settings speed_settings_;
+  bool follow_speeds_ = false;
+  static constexpr auto kMeasureEvery = std::chrono::milliseconds(100);
+  std::chrono::steady_clock::time_point measured_at_{};
 };
 
 }  // namespace plexus::daemon

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/engine/speed_agreement.h"
 #include "daemon/internode/internode_op.h"
 
 namespace plexus::daemon {
@@ -39,6 +40,13 @@ struct InboundMessage {
 inline constexpr uint64_t kP2PFlag = uint64_t{1} << 63;
 inline constexpr uint32_t kP2PEndChunk = 0xffffffffu;
 
+// The nodes' speed agreement (SpeedAgreement): op_seq has this bit set plus the change's
+// generation; step is the message's kind. A proposal is a frame with no payload; an
+// answer one whose offset is the sender's first op not started; a commit one message of
+// u64 first op, u32 node count, that many u16 speeds in 1/64ths, then the reason (UTF-8).
+inline constexpr uint64_t kSpeedFlag = uint64_t{1} << 62;
+inline constexpr size_t kMaxSpeedCommitBytes = 4096;
+
 struct InternodeState {
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
   std::shared_ptr<InternodeOp> active;  // shared: send completions hold it weakly
@@ -48,6 +56,7 @@ struct InternodeState {
   std::deque<HeldFrame> early;          // frames for later ops
   size_t early_bytes = 0;
   std::string failure;  // set inside a transport callback; acted on by the engine loop
+  std::unique_ptr<SpeedAgreement> speeds;  // null: the nodes are taken as alike
 
   // Send/recv with ranks on other nodes, by pair key source * nranks + destination.
   std::unordered_map<uint64_t, uint64_t> p2p_sent;   // messages sent

@@ -116,12 +116,17 @@ InternodeOp::InternodeOp(const NodeTopology& topology, const CollectiveArgs& arg
   }
   CollectiveArgs slice_args = args_;
   slice_args.count = layout_.count_of(0);
-  full_plan_ = algo::make_plan(algorithm_, shape_for(topology_, slice_args));
+  auto slice_shape = [&] {
+    algo::Shape shape = shape_for(topology_, slice_args);
+    shape.speeds = options_.speeds;
+    return shape;
+  };
+  full_plan_ = algo::make_plan(algorithm_, slice_shape());
   fail(check_plan_sliceable(full_plan_));
   const uint64_t last = layout_.count_of(layout_.slices - 1);
   if (last != slice_args.count) {
     slice_args.count = last;
-    last_plan_ = algo::make_plan(algorithm_, shape_for(topology_, slice_args));
+    last_plan_ = algo::make_plan(algorithm_, slice_shape());
     fail(check_plan_sliceable(last_plan_));
   }
 }

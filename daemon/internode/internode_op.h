@@ -45,6 +45,8 @@ struct SliceOptions {
   uint64_t work_bytes = kSliceWorkBytes;
   uint32_t in_flight = kSlicesInFlight;
   bool timed = false;  // measure stage_times()
+  // The nodes' agreed speeds for this op (algo::Shape::speeds; empty: alike).
+  std::vector<double> speeds;
 };
 
 class InternodeOp final {

@@ -106,7 +106,10 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
   callbacks.on_frame = [this, raw](const wire::DataFrameHeader& h,
                                    std::span<const std::byte> payload) {
     std::string error = on_path_frame(*raw, h);
-    if (!error.empty() || h.type == wire::FrameType::kPathNotice) return error;
+    if (!error.empty() || h.type == wire::FrameType::kPathNotice ||
+        h.type == wire::FrameType::kNodeRate) {
+      return error;
+    }
     const auto now = Clock::now();
     if (h.type == wire::FrameType::kData && !payload.empty()) {
       raw->record([&](monitor::WindowRing& w) { w.received(now, payload.size()); });
@@ -172,6 +175,11 @@ std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
       return link.last_failure;  // not for the old channel: it fails this path now
     }
   }
+  if (h.type == wire::FrameType::kNodeRate) {
+    link.peer_bandwidth = static_cast<double>(h.offset);
+    link.peer_bandwidth_at = Clock::now();
+    return {};
+  }
   if (h.type != wire::FrameType::kPathNotice) return {};
   // The peer's connection from `offset` to `op_seq` is this side's from op_seq to offset.
   for (auto& other : link.paths) {
@@ -211,6 +219,88 @@ void NodeLinks::send_path_notice(Link& link, const Path& about, wire::PathNotice
   for (auto& other : link.paths) {
     if (!other || (what == wire::PathNotice::kDown && other.get() == &about)) continue;
     other->conn->queue_urgent(h, kNoticeToken);
+  }
+}
+
+double NodeLinks::own_bandwidth() const {
+  std::set<std::string> live_nics;
+  double uncounted = 0;  // the largest per-peer sum over paths without transport counters
+  for (const auto& [peer, link] : links_) {
+    double sum = 0;
+    for (const auto& path : link->paths) {
+      if (!path ||
+          link->channel->state(path->id) != transports::ReliableChannel::PathState::kActive) {
+        continue;
+      }
+      if (path->busy_us_seen > 0) {
+        live_nics.insert(path->nic);
+      } else {
+        sum += link->channel->capacity(path->id).bytes_per_s;
+      }
+    }
+    uncounted = std::max(uncounted, sum);
+  }
+  double total = uncounted;
+  for (const std::string& nic : live_nics) {
+    auto it = nic_measures_.find(nic);
+    if (it != nic_measures_.end()) total += it->second.rate;
+  }
+  return total;
+}
+
+double NodeLinks::peer_bandwidth(uint64_t peer, transports::ReliableChannel::TimePoint now) const {
+  auto it = links_.find(peer);
+  if (it == links_.end() || now - it->second->peer_bandwidth_at > kStaleReport) return 0;
+  return it->second->peer_bandwidth;
+}
+
+void NodeLinks::report_bandwidth() {
+  struct Grown {
+    uint64_t acked = 0;
+    uint64_t busy_us = 0;  // the longest of the NIC's paths'
+  };
+  std::map<std::string, Grown> grown;
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (!path) continue;
+      const auto delivery = path->conn->delivery();
+      if (!delivery || delivery->network_busy_us == 0) continue;
+      if (path->busy_us_seen > 0 && delivery->network_busy_us >= path->busy_us_seen &&
+          delivery->acked_bytes >= path->acked_seen) {
+        Grown& g = grown[path->nic];
+        g.acked += delivery->acked_bytes - path->acked_seen;
+        g.busy_us = std::max(g.busy_us, delivery->network_busy_us - path->busy_us_seen);
+      }
+      path->acked_seen = delivery->acked_bytes;
+      path->busy_us_seen = delivery->network_busy_us;
+    }
+  }
+  for (auto& [nic, m] : nic_measures_) {
+    const Grown g = grown.count(nic) != 0 ? grown[nic] : Grown{};
+    m.acked_decayed = m.acked_decayed * kBusyDecay + static_cast<double>(g.acked);
+    m.busy_us_decayed = m.busy_us_decayed * kBusyDecay + static_cast<double>(g.busy_us);
+    if (g.busy_us > 0 && m.busy_us_decayed >= kMinBusyUs) {
+      m.rate = m.acked_decayed / m.busy_us_decayed * 1e6;
+    }
+  }
+  for (const auto& [nic, g] : grown) {
+    if (nic_measures_.count(nic) == 0) {
+      nic_measures_[nic] = {static_cast<double>(g.acked), static_cast<double>(g.busy_us), 0};
+    }
+  }
+  wire::DataFrameHeader h;
+  h.type = wire::FrameType::kNodeRate;
+  h.offset = static_cast<uint64_t>(own_bandwidth());
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (!path ||
+          link->channel->state(path->id) == transports::ReliableChannel::PathState::kFailed) {
+        continue;
+      }
+      path->conn->queue_urgent(h, kNoticeToken);
+      update_interest(*path);
+      break;
+    }
   }
 }
 
@@ -622,6 +712,7 @@ void NodeLinks::tick() {
     flush(link);
   }
   if (++ticks_ % kSnapshotEveryTicks == 0) publish_snapshot();
+  if (ticks_ % kBandwidthReportEveryTicks == 0) report_bandwidth();
 }
 
 bool NodeLinks::poll(int timeout_ms) {

@@ -178,6 +178,24 @@ class NodeLinks {
   void send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
                      const std::string& reason);
 
+  // This node's bandwidth as its links measured it (issue 21), in bytes/s, 0 when nothing
+  // is measured. Per local NIC with an active path: the bytes its paths' peers acknowledged
+  // over the time the network set the pace (TCP_INFO; per report, the sum of the paths'
+  // bytes over the longest of their pressed times, as concurrent connections share the
+  // NIC), both decayed by kBusyDecay every report so the last second or so counts; summed
+  // over the NICs. Over pressed time, as a delivery-rate sample is one round trip's worth
+  // (a shaper's burst reads as gigabytes a second) and user-space counts see a socket buffer
+  // fill. Paths whose transport counts neither (RDMA) add the largest per-peer sum of the
+  // channel's own measure (ReliableChannel::capacity).
+  double own_bandwidth() const;
+  // What peer `peer` last reported of its own (a kNodeRate frame every
+  // kBandwidthReportEveryTicks), or 0: none, or none for kStaleReport.
+  double peer_bandwidth(uint64_t peer, transports::ReliableChannel::TimePoint now) const;
+  static constexpr double kBusyDecay = 0.9;
+  // A path's measure counts once the decayed pressed time is at least this long.
+  static constexpr double kMinBusyUs = 10'000;
+  static constexpr auto kStaleReport = std::chrono::seconds(2);
+
   // Frames being read straight into memory kept alive by `owner` finish into a sink
   // instead (DataPath::abandon_placement), on every link.
   void abandon_placements(const void* owner);
@@ -189,6 +207,7 @@ class NodeLinks {
  private:
   static constexpr int kTickMs = 10;
   static constexpr int kSnapshotEveryTicks = 10;
+  static constexpr int kBandwidthReportEveryTicks = 10;
   static constexpr uint64_t kNicMonitorKey = 0;         // in the epoll set; paths start at 1
   static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
   static constexpr size_t kReadBiteBytes = 1 << 20;
@@ -207,6 +226,9 @@ class NodeLinks {
     uint64_t local_key = 0;
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
+    // own_bandwidth: the transport's counters as last read (0: it has none).
+    uint64_t acked_seen = 0;
+    uint64_t busy_us_seen = 0;
     // Telemetry (null when off): this path's windows and its NIC's.
     std::shared_ptr<monitor::WindowRing> windows;
     std::shared_ptr<monitor::WindowRing> nic_windows;
@@ -225,6 +247,8 @@ class NodeLinks {
     std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
     uint64_t peer_incarnation = 0;             // the peer's channel, from its first heartbeat
     std::string last_failure;                  // why the latest path failed
+    double peer_bandwidth = 0;                 // its latest kNodeRate report
+    transports::ReliableChannel::TimePoint peer_bandwidth_at{};
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
     uint64_t peer;
@@ -256,6 +280,9 @@ class NodeLinks {
   // A control frame from the peer about its paths (checked before the channel sees it).
   std::string on_path_frame(Path& path, const transports::wire::DataFrameHeader& header);
   void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
+  // Reads each path's transport counters (own_bandwidth), then sends own_bandwidth() to
+  // every peer, on one live path each.
+  void report_bandwidth();
   void fail_doomed();
   void on_nic_events();
   void publish_snapshot();
@@ -283,6 +310,12 @@ class NodeLinks {
   std::vector<uint64_t> free_tokens_;
   std::unique_ptr<transports::LinkMonitor> nic_monitor_;
   std::set<std::string> drained_nics_;
+  struct NicMeasure {  // own_bandwidth, per local NIC
+    double acked_decayed = 0;
+    double busy_us_decayed = 0;
+    double rate = 0;  // their ratio (bytes/s) as of when they last grew by enough
+  };
+  std::map<std::string, NicMeasure> nic_measures_;
   std::vector<DoomedPath> doomed_;
   bool mid_read_ = false;  // service() is in a connection's read or write
   uint64_t ticks_ = 0;

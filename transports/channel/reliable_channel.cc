@@ -435,6 +435,11 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
         const double sample = static_cast<double>(p.sent_bytes) / seconds;
         p.rate = p.rate > 0 ? 0.7 * p.rate + 0.3 * sample : sample;
         p.rate_measured_at = now;
+        // A sliding peak, near enough: a new high, or the old one's window over.
+        if (p.rate >= p.peak_rate || now - p.peak_at >= kPeakWindow) {
+          p.peak_rate = p.rate;
+          p.peak_at = now;
+        }
       } else if (p.rate > 0 && now - p.rate_measured_at >= kRateForgetAfter) {
         p.rate = 0;
       }

@@ -157,6 +157,7 @@ class ReliableChannel {
   // Returns the paths that failed of silence, and why (already handled here; the owner
   // closes them).
   std::vector<SilentPath> tick(TimePoint now);
+  static constexpr std::chrono::seconds kPeakWindow{5};  // capacity()
   // Sends the cumulative acknowledgement if it moved (after a batch of reads).
   void flush_ack();
   bool ack_due() const { return receiver_.ack_due(); }
@@ -172,6 +173,18 @@ class ReliableChannel {
   size_t waiting() const { return sender_.waiting() + scheduler_.size(); }
   // The fastest measured rate of an active path (bytes/s; 0 until one is measured).
   double fastest_rate() const;
+  // What path `path` can carry as the channel measures it: its peak measured rate over
+  // about kPeakWindow (kept after that until it is measured again; the striping's rate above
+  // is forgotten), and when that peak was taken (TimePoint{} when never measured). A peak,
+  // as samples fall below what a path can carry whenever its receiver is slow to read (a
+  // busy host). For transports that measure no delivery rate of their own (issue 21).
+  struct Capacity {
+    double bytes_per_s = 0;
+    TimePoint measured_at{};
+  };
+  Capacity capacity(uint32_t path) const {
+    return {paths_.at(path).peak_rate, paths_.at(path).peak_at};
+  }
   const Counters& counters() const { return counters_; }
 
  private:
@@ -188,9 +201,11 @@ class ReliableChannel {
     bool busy_since_sample = true;  // unsent bytes, or held at its limit, at every tick since
     double rate = 0;                // bytes/s, 0 until measured
     TimePoint rate_measured_at;     // the last sample
-    uint64_t queue_limit = 0;       // as last given to FramePath::limit_queue (0: none yet)
-    double queue_rate = 0;          // ditto
-    bool queue_in_flight = false;   // ditto
+    double peak_rate = 0;           // the largest `rate` since peak_at (capacity())
+    TimePoint peak_at;
+    uint64_t queue_limit = 0;      // as last given to FramePath::limit_queue (0: none yet)
+    double queue_rate = 0;         // ditto
+    bool queue_in_flight = false;  // ditto
   };
 
   // The path for a frame of `bytes` among those with room (kNoPath: none has room now).

@@ -30,6 +30,10 @@ struct PathDelivery {
   bool app_limited = false;     // that sample had too little data queued to mean much
   double rtt_us = 0;
   uint64_t unsent_bytes = 0;  // queued in the transport, not yet on the wire
+  // Cumulative: bytes the peer acknowledged and microseconds the network set the pace
+  // (TcpDelivery's); 0 where the transport does not count them.
+  uint64_t acked_bytes = 0;
+  uint64_t network_busy_us = 0;
 };
 
 // One end of a path: text for messages, and the key path notices name it by

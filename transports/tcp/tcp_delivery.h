@@ -15,6 +15,12 @@ struct TcpDelivery {
   bool app_limited = false;
   double rtt_us = 0;
   uint64_t unsent_bytes = 0;  // queued in the socket, not yet sent
+  // Since the connection opened: bytes the peer acknowledged, and the microseconds the
+  // network set the pace (data in flight, limited neither by the receiver's window nor by
+  // too little in the send buffer). Their ratio over a span is what the path carries when
+  // pressed, free of the delivery-rate sample's round-trip noise. 0 on kernels without them.
+  uint64_t acked_bytes = 0;
+  uint64_t network_busy_us = 0;
 };
 
 // Nothing when `fd` is not a TCP socket (or the kernel has no delivery rate).

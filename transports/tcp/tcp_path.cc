@@ -78,7 +78,8 @@ class TcpPath final : public DataPath {
   std::optional<PathDelivery> delivery() const override {
     const std::optional<TcpDelivery> d = tcp_delivery(conn_.fd());
     if (!d) return std::nullopt;
-    return PathDelivery{d->rate_bytes_per_s, d->app_limited, d->rtt_us, d->unsent_bytes};
+    return PathDelivery{d->rate_bytes_per_s, d->app_limited, d->rtt_us,
+                        d->unsent_bytes,     d->acked_bytes, d->network_busy_us};
   }
   // An RST, no FIN: a FIN the kernel kept retransmitting would reach the peer when the NIC
   // came back and read as "this daemon stopped", losing a peer that is reconnecting.

@@ -38,6 +38,8 @@ const char* type_name(FrameType type) {
       return "departed";
     case FrameType::kPathNotice:
       return "path notice";
+    case FrameType::kNodeRate:
+      return "node rate";
   }
   return "?";
 }
@@ -79,7 +81,7 @@ DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHead
     return d;
   }
   const auto type = get<uint8_t>(p + kType);
-  if (type < 1 || type > static_cast<uint8_t>(FrameType::kPathNotice)) {
+  if (type < 1 || type > static_cast<uint8_t>(FrameType::kNodeRate)) {
     d.error = "data frame: unknown type " + std::to_string(type);
     return d;
   }

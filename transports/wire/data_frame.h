@@ -12,7 +12,7 @@ namespace plexus::transports::wire {
 
 inline constexpr size_t kDataFrameHeaderBytes = 48;
 inline constexpr uint16_t kDataFrameMagic = 0x5850;  // "PX" on the wire
-inline constexpr uint8_t kDataFrameVersion = 2;      // 2: kPathNotice
+inline constexpr uint8_t kDataFrameVersion = 3;      // 2: kPathNotice; 3: kNodeRate
 
 enum class FrameType : uint8_t {
   kData = 1,       // payload: bytes [offset, offset + length) of message `step` of an op
@@ -23,6 +23,9 @@ enum class FrameType : uint8_t {
   // About the sender's connection from IPv4 endpoint `offset` to `op_seq` (each address <<
   // 16 | port), sent on another path of the channel; `step` is a PathNotice.
   kPathNotice = 6,
+  // offset: the sender's bandwidth in bytes/s as its links measured it (NodeLinks), sent on
+  // one path of each channel every 100 ms; 0 while it has no measure.
+  kNodeRate = 7,
 };
 
 enum class PathNotice : uint32_t {
