@@ -87,10 +87,13 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
       const double base_b = c.beta_s_per_byte;
       const double slow_volume = (1.0 + (pd - 2.0) * f) * n;
       const double healthy_volume = ((2.0 * q - 1.0) / q * (1.0 - f) + f) * n;
-      const double chunks = std::clamp(std::floor(n / (256 << 10)), 1.0, 64.0);
+      // Rounds: a slice's chunks' (op_slices.h: 2 MiB slices, run a few at once, so their
+      // rounds overlap).
+      const double chunks =
+          std::clamp(std::floor(std::min(n, 2.0 * (1 << 20)) / (256 << 10)), 1.0, 8.0);
       const double rounds = chunks * 2.0 * std::max(pd - 2.0, 1.0);
       return rounds * a + std::max(slow_volume / slow_speed, healthy_volume / others) * base_b +
-             n / chunks * base_b / slow_speed;
+             std::min(n, 256.0 * 1024) * base_b / slow_speed;
     }
   }
   return 0.0;

@@ -168,8 +168,14 @@ void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   const auto& first = local.front().entry;
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
   algo::Shape shape = InternodeOp::shape_for(span.topology, args);
-  if (state.speeds) shape.speeds = state.speeds->speeds_for(seq);
-  const algo::Algorithm algorithm = algo::choose_algorithm(shape, span.cost, span.forced);
+  algo::LinkCost cost = span.cost;
+  if (state.speeds) {
+    shape.speeds = state.speeds->speeds_for(seq);
+    // While a node is slow, bytes cost what the nodes measured (the same on every node).
+    const double fastest = state.speeds->fastest_for(seq);
+    if (!shape.speeds.empty() && fastest > 0) cost.beta_s_per_byte = 1.0 / fastest;
+  }
+  const algo::Algorithm algorithm = algo::choose_algorithm(shape, cost, span.forced);
   spdlog::debug("communicator {} collective #{}: {} of {} x {} bytes by {} across {} nodes",
                 token_prefix(comm.token()), seq,
                 shm::opcode_name(static_cast<uint8_t>(args.opcode)), args.count,
@@ -432,26 +438,28 @@ std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_se
   m.generation = op_seq & ~kSpeedFlag;
   m.seq = offset;
   if (m.kind == SpeedAgreement::Kind::kCommit) {
-    // One frame: u64 first op, u32 nodes, u16 speeds, reason.
+    // One frame: u64 first op, u64 fastest bandwidth, u32 nodes, u16 speeds, reason.
     auto get = [&](size_t at, size_t bytes) {
       uint64_t v = 0;
       for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(payload[at + i]) << (8 * i);
       return v;
     };
-    if (offset != 0 || payload.size() < 12 || payload.size() > kMaxSpeedCommitBytes) {
-      return "a speed change that is not one frame of 12 to " +
+    constexpr size_t kFixed = 20;
+    if (offset != 0 || payload.size() < kFixed || payload.size() > kMaxSpeedCommitBytes) {
+      return "a speed change that is not one frame of " + std::to_string(kFixed) + " to " +
              std::to_string(kMaxSpeedCommitBytes) + " bytes";
     }
     m.seq = get(0, 8);
-    const uint64_t count = get(8, 4);
+    m.fastest = static_cast<double>(get(8, 8));
+    const uint64_t count = get(16, 4);
     if (count > static_cast<uint64_t>(comm.span()->node_ids.size()) ||
-        payload.size() < 12 + 2 * count) {
+        payload.size() < kFixed + 2 * count) {
       return "a speed change whose speeds do not fit it";
     }
     for (uint64_t i = 0; i < count; ++i) {
-      m.speeds.push_back(static_cast<double>(get(12 + 2 * i, 2)) / SpeedAgreement::kSpeedSteps);
+      m.speeds.push_back(static_cast<double>(get(kFixed + 2 * i, 2)) / SpeedAgreement::kSpeedSteps);
     }
-    const size_t text = 12 + 2 * count;
+    const size_t text = kFixed + 2 * count;
     m.reason.assign(reinterpret_cast<const char*>(payload.data()) + text, payload.size() - text);
   } else if (!payload.empty()) {
     return "a speed message with a payload";
@@ -483,6 +491,7 @@ void InternodeRunner::send_speed_messages(Comm& comm,
         for (size_t i = 0; i < n; ++i) bytes->push_back(static_cast<std::byte>(v >> (8 * i)));
       };
       put(m.seq, 8);
+      put(static_cast<uint64_t>(m.fastest), 8);
       put(m.speeds.size(), 4);
       for (double speed : m.speeds) {
         put(static_cast<uint64_t>(std::lround(speed * SpeedAgreement::kSpeedSteps)), 2);

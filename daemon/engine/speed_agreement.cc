@@ -56,7 +56,7 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
                                                               TimePoint now) {
   if (!leader() || proposing_ || nodes_ < 2) return {};
   std::vector<double> speeds = speeds_of(bandwidth);
-  const std::vector<double>& current = agreed_.empty() ? kAlike : agreed_.back().second;
+  const std::vector<double>& current = agreed_.empty() ? kAlike : agreed_.back().speeds;
   if (!differs(speeds, current)) {
     candidate_since_ = {};
     return {};
@@ -86,6 +86,7 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
   holding_ = true;
   ++generation_;
   proposed_ = std::move(candidate_);
+  proposed_fastest_ = std::floor(*fastest);
   proposed_reason_ = std::move(reason);
   candidate_since_ = {};
   ready_.assign(static_cast<size_t>(nodes_), false);
@@ -122,9 +123,10 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
       const uint64_t from = std::max(ready_seq_, first_unstarted);
       std::vector<Message> out;
       for (int node = 1; node < nodes_; ++node) {
-        out.push_back(Message{node, Kind::kCommit, generation_, from, proposed_, proposed_reason_});
+        out.push_back(Message{node, Kind::kCommit, generation_, from, proposed_, proposed_reason_,
+                              proposed_fastest_});
       }
-      commit(from, std::move(proposed_), std::move(proposed_reason_));
+      commit(from, std::move(proposed_), proposed_fastest_, std::move(proposed_reason_));
       proposing_ = false;
       holding_ = false;
       return out;
@@ -150,7 +152,11 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
           return {};
         }
       }
-      commit(m.seq, m.speeds, m.reason);
+      if (!(m.fastest >= 0)) {
+        *error = "a speed change with a negative bandwidth";
+        return {};
+      }
+      commit(m.seq, m.speeds, m.fastest, m.reason);
       holding_ = false;
       return {};
   }
@@ -158,15 +164,27 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
   return {};
 }
 
-void SpeedAgreement::commit(uint64_t from_seq, std::vector<double> speeds, std::string reason) {
-  committed_ = Message{my_node_, Kind::kCommit, generation_, from_seq, speeds, std::move(reason)};
-  agreed_.emplace_back(from_seq, std::move(speeds));
+void SpeedAgreement::commit(uint64_t from_seq, std::vector<double> speeds, double fastest,
+                            std::string reason) {
+  committed_ =
+      Message{my_node_, Kind::kCommit, generation_, from_seq, speeds, std::move(reason), fastest};
+  agreed_.push_back(Agreed{from_seq, std::move(speeds), fastest});
+}
+
+const SpeedAgreement::Agreed* SpeedAgreement::in_force(uint64_t seq) {
+  while (agreed_.size() >= 2 && agreed_[1].from <= seq) agreed_.erase(agreed_.begin());
+  if (agreed_.empty() || agreed_.front().from > seq) return nullptr;
+  return &agreed_.front();
 }
 
 const std::vector<double>& SpeedAgreement::speeds_for(uint64_t seq) {
-  while (agreed_.size() >= 2 && agreed_[1].first <= seq) agreed_.erase(agreed_.begin());
-  if (agreed_.empty() || agreed_.front().first > seq) return kAlike;
-  return agreed_.front().second;
+  const Agreed* agreed = in_force(seq);
+  return agreed != nullptr ? agreed->speeds : kAlike;
+}
+
+double SpeedAgreement::fastest_for(uint64_t seq) {
+  const Agreed* agreed = in_force(seq);
+  return agreed != nullptr ? agreed->fastest : 0;
 }
 
 std::optional<SpeedAgreement::Message> SpeedAgreement::take_committed() {

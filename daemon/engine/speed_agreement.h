@@ -30,8 +30,9 @@ class SpeedAgreement {
     double alike_above = 0.75;
     // A change is proposed when some node's speed moved by at least this much ...
     double change_at_least = 0.15;
-    // ... and the measure has held (within change_at_least) for this long.
-    std::chrono::milliseconds steady_for{300};
+    // ... and the measure has held (within change_at_least) for this long: about the
+    // time a node's measure takes to settle (NodeLinks::kRateWeight per report).
+    std::chrono::milliseconds steady_for{1000};
   };
 
   enum class Kind : uint32_t { kPropose = 1, kReady = 2, kCommit = 3 };
@@ -43,6 +44,10 @@ class SpeedAgreement {
     uint64_t seq = 0;
     std::vector<double> speeds;  // kCommit: by node, each k/kSpeedSteps (exact on every node)
     std::string reason;          // kCommit: what the nodes' events say
+    // kCommit: the fastest node's bandwidth (bytes/s, whole), the scale the speeds are of:
+    // the cost model's per-byte cost while some node is slow (the rendezvous' figure comes
+    // from a probe at connect, which a shaped or degraded link does not show).
+    double fastest = 0;
   };
   static constexpr int kSpeedSteps = 64;
 
@@ -63,6 +68,8 @@ class SpeedAgreement {
   // The speeds op `seq` runs with (empty: all alike). Ops ask in order: changes before the
   // one in force at `seq` are forgotten.
   const std::vector<double>& speeds_for(uint64_t seq);
+  // The fastest node's bandwidth that went with them (0 with none).
+  double fastest_for(uint64_t seq);
   // A change committed here since the last call (leader: on the last answer; others: on
   // the commit), for the event.
   std::optional<Message> take_committed();
@@ -73,12 +80,19 @@ class SpeedAgreement {
 
  private:
   bool differs(const std::vector<double>& a, const std::vector<double>& b) const;
-  void commit(uint64_t from_seq, std::vector<double> speeds, std::string reason);
+  void commit(uint64_t from_seq, std::vector<double> speeds, double fastest, std::string reason);
+  struct Agreed {
+    uint64_t from = 0;  // the first op they apply to
+    std::vector<double> speeds;
+    double fastest = 0;
+  };
+  // The entry in force at `seq` (forgetting older ones), or null.
+  const Agreed* in_force(uint64_t seq);
 
   int nodes_;
   int my_node_;
   Settings settings_;
-  std::vector<std::pair<uint64_t, std::vector<double>>> agreed_;  // (first op, speeds), in order
+  std::vector<Agreed> agreed_;  // in op order
   bool holding_ = false;
   uint64_t generation_ = 0;
   // Leader: the measure being watched for steadiness, and a change under way.
@@ -86,6 +100,7 @@ class SpeedAgreement {
   TimePoint candidate_since_{};
   bool proposing_ = false;
   std::vector<double> proposed_;
+  double proposed_fastest_ = 0;
   std::string proposed_reason_;
   std::vector<bool> ready_;
   uint64_t ready_seq_ = 0;

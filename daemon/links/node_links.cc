@@ -243,7 +243,7 @@ double NodeLinks::own_bandwidth() const {
   double total = uncounted;
   for (const std::string& nic : live_nics) {
     auto it = nic_measures_.find(nic);
-    if (it != nic_measures_.end()) total += it->second.rate;
+    if (it != nic_measures_.end()) total += it->second;
   }
   return total;
 }
@@ -258,6 +258,7 @@ void NodeLinks::report_bandwidth() {
   struct Grown {
     uint64_t acked = 0;
     uint64_t busy_us = 0;  // the longest of the NIC's paths'
+    double best_path = 0;  // the fastest of its paths pressed at least kMinBusyUs, bytes/s
   };
   std::map<std::string, Grown> grown;
   for (auto& [peer, link] : links_) {
@@ -269,23 +270,39 @@ void NodeLinks::report_bandwidth() {
           delivery->acked_bytes >= path->acked_seen) {
         Grown& g = grown[path->nic];
         g.acked += delivery->acked_bytes - path->acked_seen;
-        g.busy_us = std::max(g.busy_us, delivery->network_busy_us - path->busy_us_seen);
+        const uint64_t busy = delivery->network_busy_us - path->busy_us_seen;
+        const uint64_t acked = delivery->acked_bytes - path->acked_seen;
+        g.busy_us = std::max(g.busy_us, busy);
+        if (static_cast<double>(busy) >= kMinBusyUs) {
+          g.best_path =
+              std::max(g.best_path, static_cast<double>(acked) / static_cast<double>(busy) * 1e6);
+        }
       }
       path->acked_seen = delivery->acked_bytes;
       path->busy_us_seen = delivery->network_busy_us;
     }
   }
-  for (auto& [nic, m] : nic_measures_) {
-    const Grown g = grown.count(nic) != 0 ? grown[nic] : Grown{};
-    m.acked_decayed = m.acked_decayed * kBusyDecay + static_cast<double>(g.acked);
-    m.busy_us_decayed = m.busy_us_decayed * kBusyDecay + static_cast<double>(g.busy_us);
-    if (g.busy_us > 0 && m.busy_us_decayed >= kMinBusyUs) {
-      m.rate = m.acked_decayed / m.busy_us_decayed * 1e6;
-    }
-  }
+  const auto now = Clock::now();
+  const double wall_us =
+      measured_at_ == Clock::time_point{}
+          ? 0.0
+          : std::chrono::duration<double, std::micro>(now - measured_at_).count();
+  measured_at_ = now;
   for (const auto& [nic, g] : grown) {
-    if (nic_measures_.count(nic) == 0) {
-      nic_measures_[nic] = {static_cast<double>(g.acked), static_cast<double>(g.busy_us), 0};
+    if (static_cast<double>(g.busy_us) < kMinBusyUs || wall_us <= 0) continue;
+    // The NIC's paths together over the longest one's pressed time (connections sharing
+    // the NIC at once), or its fastest path alone where that is more (a path whose
+    // acknowledgements come back slowly, behind a slow peer's own queue, is pressed long
+    // for few bytes and says little about this NIC).
+    const double sample =
+        std::max(static_cast<double>(g.acked) / static_cast<double>(g.busy_us) * 1e6, g.best_path);
+    double& rate = nic_measures_[nic];
+    if (static_cast<double>(g.busy_us) >= kPressedShare * wall_us) {
+      // Pressed most of the time: the network set the pace, and the measure may fall.
+      rate = rate > 0 ? (1.0 - kRateWeight) * rate + kRateWeight * sample : sample;
+    } else {
+      // Pressed now and then (a light load, a window reopening after idle): a floor only.
+      rate = std::max(rate, sample);
     }
   }
   wire::DataFrameHeader h;

@@ -179,21 +179,24 @@ class NodeLinks {
                      const std::string& reason);
 
   // This node's bandwidth as its links measured it (issue 21), in bytes/s, 0 when nothing
-  // is measured. Per local NIC with an active path: the bytes its paths' peers acknowledged
-  // over the time the network set the pace (TCP_INFO; per report, the sum of the paths'
-  // bytes over the longest of their pressed times, as concurrent connections share the
-  // NIC), both decayed by kBusyDecay every report so the last second or so counts; summed
-  // over the NICs. Over pressed time, as a delivery-rate sample is one round trip's worth
-  // (a shaper's burst reads as gigabytes a second) and user-space counts see a socket buffer
-  // fill. Paths whose transport counts neither (RDMA) add the largest per-peer sum of the
-  // channel's own measure (ReliableChannel::capacity).
+  // is measured. Per local NIC with an active path, every report: the bytes its paths'
+  // peers acknowledged over the time the network set the pace (TCP_INFO; the sum of the
+  // paths' bytes over the longest of their pressed times, as concurrent connections share
+  // the NIC). A NIC pressed for at least kPressedShare of the report's span moves the
+  // measure (weight kRateWeight), up or down; one pressed less (a light load, a window
+  // opening again after idle, which reads low) only raises it. Summed over the NICs. Over
+  // pressed time, as a delivery-rate sample is one round trip's worth (a shaper's burst
+  // reads as gigabytes a second) and user-space counts see a socket buffer fill. Paths whose
+  // transport counts neither (RDMA) add the largest per-peer sum of the channel's own
+  // measure (ReliableChannel::capacity).
   double own_bandwidth() const;
   // What peer `peer` last reported of its own (a kNodeRate frame every
   // kBandwidthReportEveryTicks), or 0: none, or none for kStaleReport.
   double peer_bandwidth(uint64_t peer, transports::ReliableChannel::TimePoint now) const;
-  static constexpr double kBusyDecay = 0.9;
-  // A path's measure counts once the decayed pressed time is at least this long.
-  static constexpr double kMinBusyUs = 10'000;
+  static constexpr double kPressedShare = 0.5;
+  static constexpr double kRateWeight = 0.3;
+  // A report's NIC sample counts once its paths were pressed at least this long.
+  static constexpr double kMinBusyUs = 5'000;
   static constexpr auto kStaleReport = std::chrono::seconds(2);
 
   // Frames being read straight into memory kept alive by `owner` finish into a sink
@@ -310,12 +313,8 @@ class NodeLinks {
   std::vector<uint64_t> free_tokens_;
   std::unique_ptr<transports::LinkMonitor> nic_monitor_;
   std::set<std::string> drained_nics_;
-  struct NicMeasure {  // own_bandwidth, per local NIC
-    double acked_decayed = 0;
-    double busy_us_decayed = 0;
-    double rate = 0;  // their ratio (bytes/s) as of when they last grew by enough
-  };
-  std::map<std::string, NicMeasure> nic_measures_;
+  std::map<std::string, double> nic_measures_;  // own_bandwidth: bytes/s per local NIC
+  std::chrono::steady_clock::time_point measured_at_{};  // the last report
   std::vector<DoomedPath> doomed_;
   bool mid_read_ = false;  // service() is in a connection's read or write
   uint64_t ticks_ = 0;

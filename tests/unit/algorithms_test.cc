@@ -593,6 +593,34 @@ TEST(CostModelTest, SmallMessagesPickFewRoundsLargeOnesPickBandwidthOptimal) {
   EXPECT_EQ(choose_algorithm(s, tcp), Algorithm::kChain);
 }
 
+// With a slow node (Shape::speeds, as the nodes agreed on them) a large allreduce takes the
+// offload schedule; with alike nodes, or a collective it cannot run, it never does.
+TEST(CostModelTest, OffloadOnlyWhereANodeIsSlowerAndTheOpIsLarge) {
+  const LinkCost link{50e-6, 1.0 / 47e6};  // 400 Mbit/s
+  Shape s;
+  s.participants = 4;
+  s.elem_bytes = 4;
+  s.count = 8 << 20;  // 32 MiB
+  EXPECT_NE(choose_algorithm(s, link), Algorithm::kOffload);
+  s.speeds = {1.0, 1.0, 1.0, 0.5};
+  EXPECT_EQ(choose_algorithm(s, link), Algorithm::kOffload);
+  s.speeds = {1.0, 0.25, 1.0, 1.0};
+  EXPECT_EQ(choose_algorithm(s, link), Algorithm::kOffload);
+  s.speeds = {1.0, 1.0, 0.8, 1.0};  // a share for the slow node: still ahead of the ring
+  EXPECT_EQ(choose_algorithm(s, link), Algorithm::kOffload);
+  // Its estimate follows the schedule: about max(1/x, 2 - 1/(p-1)) N/B at x = 1/2.
+  s.speeds = {1.0, 1.0, 1.0, 0.5};
+  const double n_over_b = 32.0 * (1 << 20) / 47e6;
+  EXPECT_NEAR(estimate_seconds(Algorithm::kOffload, s, link), 2.0 * n_over_b, 0.05 * n_over_b);
+  EXPECT_NEAR(estimate_seconds(Algorithm::kRing, s, link), 3.0 * n_over_b, 0.05 * n_over_b);
+  s.count = 2;  // a tiny one: rounds cost more than bytes
+  EXPECT_NE(choose_algorithm(s, link), Algorithm::kOffload);
+  s.count = 8 << 20;
+  s.collective = Collective::kReduceScatter;
+  s.segments.assign(4, 2 << 20);
+  EXPECT_NE(choose_algorithm(s, link), Algorithm::kOffload);
+}
+
 TEST(AlgorithmNamesTest, EveryNameParsesBack) {
   for (Algorithm a : kAllAlgorithms) EXPECT_EQ(parse_algorithm(algorithm_name(a)), a);
   EXPECT_EQ(parse_algorithm("tree-of-life"), std::nullopt);

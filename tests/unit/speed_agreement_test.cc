@@ -54,8 +54,9 @@ TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnE
   const std::vector<double> bw = {100, 100, 50};
   // Seen once: not yet (the measure must hold for steady_for).
   EXPECT_TRUE(leader.measured(bw, kNames, 4, at(0)).empty());
-  EXPECT_TRUE(leader.measured(bw, kNames, 4, at(100)).empty());
-  const auto proposals = leader.measured(bw, kNames, 4, at(300));
+  const int steady = static_cast<int>(kSettings.steady_for.count());
+  EXPECT_TRUE(leader.measured(bw, kNames, 4, at(steady - 1)).empty());
+  const auto proposals = leader.measured(bw, kNames, 4, at(steady));
   ASSERT_EQ(proposals.size(), 2u);
   EXPECT_EQ(proposals[0].kind, Kind::kPropose);
   EXPECT_EQ(proposals[0].node, 1);
@@ -101,15 +102,16 @@ TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnE
     EXPECT_EQ(node->speeds_for(9), (std::vector<double>{1.0, 1.0, 0.5}));
   }
   // Steady again: nothing more. Alike again, steadily: a change back.
-  EXPECT_TRUE(leader.measured(bw, kNames, 10, at(1000)).empty());
-  EXPECT_TRUE(leader.measured(std::vector<double>{100, 100, 95}, kNames, 10, at(1100)).empty());
-  const auto back = leader.measured(std::vector<double>{100, 100, 95}, kNames, 10, at(1500));
+  EXPECT_TRUE(leader.measured(bw, kNames, 10, at(5000)).empty());
+  EXPECT_TRUE(leader.measured(std::vector<double>{100, 100, 95}, kNames, 10, at(6000)).empty());
+  const auto back =
+      leader.measured(std::vector<double>{100, 100, 95}, kNames, 10, at(6000 + steady));
   EXPECT_EQ(back.size(), 2u);
 }
 
 TEST(SpeedAgreementTest, AFlickerShorterThanSteadyForProposesNothing) {
   SpeedAgreement leader(2, 0, kSettings);
-  for (int t = 0; t < 3000; t += 100) {
+  for (int t = 0; t < 10000; t += 100) {
     // Slow every other look: never steady.
     const double b = (t / 100) % 2 == 0 ? 40 : 100;
     EXPECT_TRUE(leader.measured(std::vector<double>{100, b}, kNames, 0, at(t)).empty()) << t;
