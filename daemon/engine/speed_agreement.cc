@@ -67,6 +67,7 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
     return {};
   }
   if (now - candidate_since_ < settings_.steady_for) return {};
+  candidate_ = std::move(speeds);  // steady: the latest measure, not the first one seen
   // The slowest node and the fastest figure, for the nodes' events.
   const auto fastest = std::max_element(bandwidth.begin(), bandwidth.end());
   std::string reason;

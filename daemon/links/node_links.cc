@@ -261,12 +261,20 @@ void NodeLinks::report_bandwidth() {
     double best_path = 0;  // the fastest of its paths pressed at least kMinBusyUs, bytes/s
   };
   std::map<std::string, Grown> grown;
+  const auto now = Clock::now();
+  const double mine = own_bandwidth();
   for (auto& [peer, link] : links_) {
+    // A path to a peer that reports itself much slower than this node is paced by that
+    // peer (its acknowledgements wait behind its own full queue): no evidence about this
+    // node's NICs either way.
+    const double theirs = peer_bandwidth(peer, now);
+    const bool paced_by_peer = theirs > 0 && theirs < kSlowerPeer * mine;
     for (auto& path : link->paths) {
       if (!path) continue;
       const auto delivery = path->conn->delivery();
       if (!delivery || delivery->network_busy_us == 0) continue;
-      if (path->busy_us_seen > 0 && delivery->network_busy_us >= path->busy_us_seen &&
+      if (!paced_by_peer && path->busy_us_seen > 0 &&
+          delivery->network_busy_us >= path->busy_us_seen &&
           delivery->acked_bytes >= path->acked_seen) {
         Grown& g = grown[path->nic];
         g.acked += delivery->acked_bytes - path->acked_seen;
@@ -282,7 +290,6 @@ void NodeLinks::report_bandwidth() {
       path->busy_us_seen = delivery->network_busy_us;
     }
   }
-  const auto now = Clock::now();
   const double wall_us =
       measured_at_ == Clock::time_point{}
           ? 0.0

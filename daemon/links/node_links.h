@@ -188,12 +188,16 @@ class NodeLinks {
   // pressed time, as a delivery-rate sample is one round trip's worth (a shaper's burst
   // reads as gigabytes a second) and user-space counts see a socket buffer fill. Paths whose
   // transport counts neither (RDMA) add the largest per-peer sum of the channel's own
-  // measure (ReliableChannel::capacity).
+  // measure (ReliableChannel::capacity). Paths to a peer much slower than this node are left
+  // out (kSlowerPeer): their acknowledgements come back at the peer's pace.
   double own_bandwidth() const;
   // What peer `peer` last reported of its own (a kNodeRate frame every
   // kBandwidthReportEveryTicks), or 0: none, or none for kStaleReport.
   double peer_bandwidth(uint64_t peer, transports::ReliableChannel::TimePoint now) const;
   static constexpr double kPressedShare = 0.5;
+  // Paths to a peer that reports less than this fraction of this node's figure are left
+  // out of it (their pace is the peer's).
+  static constexpr double kSlowerPeer = 0.75;
   static constexpr double kRateWeight = 0.3;
   // A report's NIC sample counts once its paths were pressed at least this long.
   static constexpr double kMinBusyUs = 5'000;
