@@ -96,8 +96,8 @@ Plan plan_chain(const Shape& shape);
 Plan plan_pairwise(const Shape& shape);
 Plan plan_offload(const Shape& shape);
 // Who plan_offload treats as the slow participant, and the share of each chunk it reduces:
-// from Shape::speeds when given (the slowest, the lowest index among equals, and the
-// balanced share), else Shape::slow and Shape::slow_share.
+// from Shape::speeds when given (the slowest, the lowest index among equals, and the share
+// balanced against the fastest of the rest), else Shape::slow and Shape::slow_share.
 struct OffloadSplit {
   int slow = 0;
   double share = 0;

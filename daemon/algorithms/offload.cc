@@ -48,9 +48,12 @@ OffloadSplit offload_split(const Shape& s) {
   }
   const auto slowest = std::min_element(s.speeds.begin(), s.speeds.end());
   const int slow = static_cast<int>(slowest - s.speeds.begin());
-  double others = 1.0;  // the slowest of the rest sets their pace
+  // Its share follows its speed against the fastest of the rest: measures of nodes that are
+  // not pressed read low (NodeLinks::own_bandwidth), and taking the slowest of the rest
+  // gave the slow node shares it could not carry.
+  double others = 0.0;
   for (int i = 0; i < s.participants; ++i) {
-    if (i != slow) others = std::min(others, s.speeds[static_cast<size_t>(i)]);
+    if (i != slow) others = std::max(others, s.speeds[static_cast<size_t>(i)]);
   }
   return {slow, balanced_slow_share(s.participants, *slowest / others)};
 }

@@ -370,8 +370,8 @@ TEST(OffloadTest, TheSlowestByItsSpeedReducesABalancedShare) {
   Shape s = base_shape(Collective::kAllreduce, 4, 0, 1024);
   s.speeds = {1.0, 0.5, 1.0, 0.5};
   EXPECT_EQ(offload_split(s).slow, 1);  // the lowest index among equals
-  // Another as slow among the others: x = 1, the ring's share.
-  EXPECT_DOUBLE_EQ(offload_split(s).share, 0.25);
+  // Against the fastest of the rest: x = 1/2.
+  EXPECT_DOUBLE_EQ(offload_split(s).share, 0.0);
   s.speeds = {1.0, 0.5, 1.0, 1.0};
   EXPECT_EQ(offload_split(s).share, 0.0);  // x = 1/2 <= 3/5: it reduces nothing
   s.speeds = {1.0, 0.9, 1.0, 1.0};
@@ -383,9 +383,9 @@ TEST(OffloadTest, TheSlowestByItsSpeedReducesABalancedShare) {
   EXPECT_DOUBLE_EQ(balanced_slow_share(4, 1.0), 0.25);
   EXPECT_DOUBLE_EQ(balanced_slow_share(4, 0.6), 0.0);
   EXPECT_DOUBLE_EQ(balanced_slow_share(2, 0.9), 0.0);
-  // Speeds relative to the fastest: two healthy at 0.8 and the slow one at 0.4 is x = 1/2.
-  s.speeds = {0.8, 0.4, 0.8, 1.0};
-  EXPECT_EQ(offload_split(s).share, 0.0);
+  // Speeds relative to the fastest of the rest: 0.72 against 0.8 is x = 0.9.
+  s.speeds = {0.8, 0.72, 0.8, 0.8};
+  EXPECT_NEAR(offload_split(s).share, f, 1e-9);
   s.speeds = {1.0, 1.2, 1.0, 1.0};
   EXPECT_NE(check_shape(s), "");
   s.speeds = {1.0, 1.0};
