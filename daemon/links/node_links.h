@@ -317,7 +317,7 @@ class NodeLinks {
   std::vector<uint64_t> free_tokens_;
   std::unique_ptr<transports::LinkMonitor> nic_monitor_;
   std::set<std::string> drained_nics_;
-  std::map<std::string, double> nic_measures_;  // own_bandwidth: bytes/s per local NIC
+  std::map<std::string, double> nic_measures_;           // own_bandwidth: bytes/s per local NIC
   std::chrono::steady_clock::time_point measured_at_{};  // the last report
   std::vector<DoomedPath> doomed_;
   bool mid_read_ = false;  // service() is in a connection's read or write
