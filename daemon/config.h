@@ -35,7 +35,8 @@ struct Config {
   size_t local_slice_bytes = 4 << 20;
   // Multi-node communicators plan for their nodes' measured bandwidths (issue 21): a node
   // below this fraction of the fastest node's is slow, and allreduces may then take the
-  // offload schedule. 0: every node is taken as alike.
+  // offload schedule. 0: this daemon proposes no change for the communicators it leads
+  // (node 0); it still follows the changes of the others' leaders.
   double slow_node_below = 0.75;
   uint32_t sq_entries = 256;
   uint32_t cq_entries = 256;

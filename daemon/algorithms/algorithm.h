@@ -30,7 +30,7 @@ enum class Algorithm : uint8_t {
   kBinomial,                  // broadcast, reduce
   kChain,                     // pipelined broadcast, reduce
   kPairwise,                  // alltoall
-  kOffload,                   // allreduce with one slow participant (Shape::slow)
+  kOffload,                   // allreduce with one slow participant (Shape::speeds)
 };
 
 inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing,

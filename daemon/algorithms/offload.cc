@@ -62,7 +62,11 @@ Plan plan_offload(const Shape& s) {
   PlanBuilder plan("offload");
   const int p = s.participants;
   if (p <= 1 || s.count == 0) return plan.finish();
-  const auto [slow, share] = offload_split(s);
+  // Plain names, not structured bindings: the lambdas below capture them (Clang < 16
+  // cannot capture a structured binding).
+  const OffloadSplit split = offload_split(s);
+  const int slow = split.slow;
+  const double share = split.share;
   const int q = p - 1;  // healthy participants
   // Healthy index h <-> participant.
   auto participant = [&](int h) { return h < slow ? h : h + 1; };

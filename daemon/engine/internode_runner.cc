@@ -84,17 +84,17 @@ bool InternodeRunner::poll() {
     resume_held();
     progress = true;
   }
-  if (follow_speeds_ && !comm_by_id_.empty()) measure_speeds();
+  if (!comm_by_id_.empty()) measure_speeds();
   return progress;
 }
 
 void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
   comm->internode = std::make_unique<InternodeState>();
   const NodeSpan& span = *comm->span();
-  if (follow_speeds_) {
-    comm->internode->speeds = std::make_unique<SpeedAgreement>(
-        static_cast<int>(span.node_ids.size()), span.topology.my_node, speed_settings_);
-  }
+  // Always: a node that measures nothing itself still follows its leader's changes (with
+  // its own picture it would plan differently from the others).
+  comm->internode->speeds = std::make_unique<SpeedAgreement>(
+      static_cast<int>(span.node_ids.size()), span.topology.my_node, speed_settings_);
   comm_by_id_[span.comm_id] = comm;
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
     if (static_cast<int>(node) == span.topology.my_node) continue;
@@ -496,7 +496,8 @@ void InternodeRunner::send_speed_messages(Comm& comm,
       for (double speed : m.speeds) {
         put(static_cast<uint64_t>(std::lround(speed * SpeedAgreement::kSpeedSteps)), 2);
       }
-      const size_t room = kMaxSpeedCommitBytes - bytes->size();
+      const size_t room =
+          bytes->size() >= kMaxSpeedCommitBytes ? 0 : kMaxSpeedCommitBytes - bytes->size();
       const std::string_view reason(m.reason.data(), std::min(m.reason.size(), room));
       for (char c : reason) bytes->push_back(static_cast<std::byte>(c));
       const std::span<const std::byte> data(*bytes);
@@ -542,12 +543,31 @@ void InternodeRunner::measure_speeds() {
   const auto now = std::chrono::steady_clock::now();
   if (now - measured_at_ < kMeasureEvery) return;
   measured_at_ = now;
-  const double own = links_.own_bandwidth();
+  const double own = follow_speeds_ ? links_.own_bandwidth() : 0.0;
   std::vector<double> bandwidth;
   for (auto& [id, comm] : comm_by_id_) {
     InternodeState& state = *comm->internode;
-    if (!state.speeds || !state.speeds->leader() || comm->broken()) continue;
+    if (!state.speeds || comm->broken()) continue;
     const NodeSpan& span = *comm->span();
+    // A change that is not agreed in time (a node that left the communicator, or stopped
+    // answering without losing its link) fails the communicator rather than hold it.
+    if (state.speeds->may_start()) {
+      state.held_since = {};
+    } else if (state.held_since == std::chrono::steady_clock::time_point{}) {
+      state.held_since = now;
+    } else if (now - state.held_since > kHoldLimit) {
+      std::string nodes;
+      for (int node : state.speeds->waiting_for()) {
+        nodes += (nodes.empty() ? "" : ", ") + node_name(*comm, node);
+      }
+      defer_failure(*comm, "a change of the nodes' speeds was not agreed within " +
+                               std::to_string(kHoldLimit.count()) + " ms (waiting for node " +
+                               nodes + ")");
+      continue;
+    }
+    // Only a leader that measures proposes, and not once a node's ranks have left: its
+    // answer may never come.
+    if (!follow_speeds_ || !state.speeds->leader() || !comm->remote_departure.empty()) continue;
     bandwidth.clear();
     for (size_t node = 0; node < span.node_ids.size(); ++node) {
       bandwidth.push_back(static_cast<int>(node) == span.topology.my_node

@@ -90,8 +90,8 @@ class InternodeRunner {
   std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
   void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
   void run_progress();
-  // The leaders' measures of their nodes' bandwidths (every kMeasureEvery), and
-  // communicators whose hold for a speed change ended.
+  // The leaders' measures of their nodes' bandwidths and holds past kHoldLimit (every
+  // kMeasureEvery), and communicators whose hold for a speed change ended.
   void measure_speeds();
   void resume_held();
   // A speed agreement frame from `node` (kSpeedFlag).
@@ -129,6 +129,9 @@ class InternodeRunner {
   SpeedAgreement::Settings speed_settings_;
   bool follow_speeds_ = false;
   static constexpr auto kMeasureEvery = std::chrono::milliseconds(100);
+  // A node holding for a speed change this long fails the communicator, naming who it
+  // waits for.
+  static constexpr auto kHoldLimit = std::chrono::milliseconds(10000);
   std::chrono::steady_clock::time_point measured_at_{};
 };
 

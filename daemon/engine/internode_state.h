@@ -3,6 +3,7 @@
 // scratch buffers the ops' slices share. Engine thread only.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -57,7 +58,8 @@ struct InternodeState {
   std::deque<HeldFrame> early;          // frames for later ops
   size_t early_bytes = 0;
   std::string failure;  // set inside a transport callback; acted on by the engine loop
-  std::unique_ptr<SpeedAgreement> speeds;  // null: the nodes are taken as alike
+  std::unique_ptr<SpeedAgreement> speeds;              // the nodes' agreed speeds (made in add())
+  std::chrono::steady_clock::time_point held_since{};  // holding for a change since
 
   // Send/recv with ranks on other nodes, by pair key source * nranks + destination.
   std::unordered_map<uint64_t, uint64_t> p2p_sent;   // messages sent

@@ -21,6 +21,16 @@ std::string figure(double x, const char* format) {
 SpeedAgreement::SpeedAgreement(int nodes, int my_node, Settings settings)
     : nodes_(nodes), my_node_(my_node), settings_(settings) {}
 
+std::vector<int> SpeedAgreement::waiting_for() const {
+  if (!holding_) return {};
+  if (!leader()) return {0};
+  std::vector<int> nodes;
+  for (int node = 1; node < nodes_; ++node) {
+    if (!ready_[static_cast<size_t>(node)]) nodes.push_back(node);
+  }
+  return nodes;
+}
+
 std::vector<double> SpeedAgreement::speeds_of(std::span<const double> bandwidth) const {
   double fastest = 0;
   for (double b : bandwidth) fastest = std::max(fastest, b);
@@ -54,7 +64,9 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
                                                               std::span<const std::string> names,
                                                               uint64_t first_unstarted,
                                                               TimePoint now) {
-  if (!leader() || proposing_ || nodes_ < 2) return {};
+  if (!leader() || proposing_ || nodes_ < 2 || bandwidth.size() != static_cast<size_t>(nodes_)) {
+    return {};
+  }
   std::vector<double> speeds = speeds_of(bandwidth);
   const std::vector<double>& current = agreed_.empty() ? kAlike : agreed_.back().speeds;
   if (!differs(speeds, current)) {
@@ -87,7 +99,8 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
   holding_ = true;
   ++generation_;
   proposed_ = std::move(candidate_);
-  proposed_fastest_ = std::floor(*fastest);
+  // Whole bytes/s, as the commit carries it: the leader plans with what the others get.
+  proposed_fastest_ = std::floor(std::min(*fastest, kMaxBandwidth));
   proposed_reason_ = std::move(reason);
   candidate_since_ = {};
   ready_.assign(static_cast<size_t>(nodes_), false);
@@ -153,8 +166,8 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
           return {};
         }
       }
-      if (!(m.fastest >= 0)) {
-        *error = "a speed change with a negative bandwidth";
+      if (!(m.fastest >= 0 && m.fastest <= kMaxBandwidth)) {
+        *error = "a speed change with a bandwidth outside 0 .. 1e13 bytes/s";
         return {};
       }
       commit(m.seq, m.speeds, m.fastest, m.reason);

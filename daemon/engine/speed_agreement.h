@@ -5,8 +5,10 @@
 // it has not started and starts no op until the change is committed; the leader, which
 // also starts none meanwhile, commits the change from the largest of those ops and its
 // own, so no node has started that op yet. The caller carries the messages (reliably, and
-// a proposal never ahead of the commit before it) and acts on what comes back. Engine
-// thread only; no I/O and no clock but the one passed in.
+// a proposal never ahead of the commit before it: InternodeRunner sends proposals and
+// answers as frames with no payload, which the channel fences behind every frame of the
+// communicator sent before them) and acts on what comes back. Engine thread only; no I/O
+// and no clock but the one passed in.
 #pragma once
 
 #include <chrono>
@@ -50,6 +52,8 @@ class SpeedAgreement {
     double fastest = 0;
   };
   static constexpr int kSpeedSteps = 64;
+  // A bandwidth above this (bytes/s) is no measure: taken as unknown.
+  static constexpr double kMaxBandwidth = 1e13;
 
   SpeedAgreement(int nodes, int my_node, Settings settings);
 
@@ -65,6 +69,9 @@ class SpeedAgreement {
                                std::string* error);
   // Whether this node may start its next op: not while a change waits to be committed.
   bool may_start() const { return !holding_; }
+  // While holding: the nodes whose message it waits for (the leader: those that have not
+  // answered; others: the leader).
+  std::vector<int> waiting_for() const;
   // The speeds op `seq` runs with (empty: all alike). Ops ask in order: changes before the
   // one in force at `seq` are forgotten.
   const std::vector<double>& speeds_for(uint64_t seq);

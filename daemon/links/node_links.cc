@@ -176,7 +176,8 @@ std::string NodeLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
     }
   }
   if (h.type == wire::FrameType::kNodeRate) {
-    link.peer_bandwidth = static_cast<double>(h.offset);
+    // Past 10 TB/s it is no measure (a bug or a corrupted frame): unknown.
+    link.peer_bandwidth = h.offset > 10'000'000'000'000ull ? 0.0 : static_cast<double>(h.offset);
     link.peer_bandwidth_at = Clock::now();
     return {};
   }

@@ -62,6 +62,10 @@ TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnE
   EXPECT_EQ(proposals[0].node, 1);
   EXPECT_EQ(proposals[1].node, 2);
   EXPECT_FALSE(leader.may_start());  // the leader holds too
+  EXPECT_EQ(leader.waiting_for(), (std::vector<int>{1, 2}));
+  // Bandwidths for the wrong number of nodes: nothing.
+  EXPECT_TRUE(
+      SpeedAgreement(3, 0, kSettings).measured(std::vector<double>{1}, kNames, 0, at(0)).empty());
   // Node 1 is ahead (its first op not started is 6), node 2 behind (3).
   std::string error;
   const auto ready1 = n1.receive(arriving(proposals[0], 0), 6, &error);
@@ -75,6 +79,8 @@ TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnE
   EXPECT_FALSE(n2.may_start());
   EXPECT_TRUE(leader.receive(arriving(ready1[0], 1), 4, &error).empty());  // one answer of two
   ASSERT_EQ(error, "");
+  EXPECT_EQ(leader.waiting_for(), (std::vector<int>{2}));
+  EXPECT_EQ(n1.waiting_for(), (std::vector<int>{0}));
   EXPECT_FALSE(leader.may_start());
   const auto commits = leader.receive(arriving(ready2[0], 2), 4, &error);
   ASSERT_EQ(error, "");
@@ -148,6 +154,9 @@ TEST(SpeedAgreementTest, MessagesOutOfProtocolAreRefusedWithAReason) {
   error.clear();
   n1.receive(Message{0, Kind::kCommit, 8, 5, {1.0, 0.5, 1.0}, "x"}, 5, &error);
   EXPECT_THAT(error, HasSubstr("not asked"));  // another generation
+  error.clear();
+  n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 0.5, 1.0}, "x", 1e300}, 5, &error);
+  EXPECT_THAT(error, HasSubstr("bandwidth outside"));
   error.clear();
   n1.receive(Message{0, static_cast<Kind>(9), 7, 5, {}, {}}, 5, &error);
   EXPECT_THAT(error, HasSubstr("unknown kind 9"));

@@ -19,6 +19,9 @@ struct TcpDelivery {
   // network set the pace (data in flight, limited neither by the receiver's window nor by
   // too little in the send buffer). Their ratio over a span is what the path carries when
   // pressed, free of the delivery-rate sample's round-trip noise. 0 on kernels without them.
+  // The bytes include those acknowledged while the window or buffer held the sender back, so
+  // a path limited part of the time reads somewhat high; the busy time counts in jiffies.
+  // NodeLinks lets such readings only raise its figure unless the NIC was pressed.
   uint64_t acked_bytes = 0;
   uint64_t network_busy_us = 0;
 };
