@@ -42,7 +42,7 @@ if [ "$sanitize" -eq 1 ]; then
   # to, and cannot fill a 400 Mbit/s link on 2 cores); under ASan the in-process
   # multi-node tests, the failover script, the RDMA path between VMs and everything else
   # run.
-  ctest_args+=(-E '^(cluster_(multinode|slow_path|job_share)|rdma_cluster)$')
+  ctest_args+=(-E '^(cluster_(multinode|slow_path|slow_node|job_share)|rdma_cluster)$')
   run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
     -DPLEXUS_SANITIZE=ON -DPLEXUS_BUILD_PEER_BENCH=OFF -DPLEXUS_WITH_CUDA=OFF
 fi
