@@ -461,6 +461,7 @@ std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_se
     }
     const size_t text = kFixed + 2 * count;
     m.reason.assign(reinterpret_cast<const char*>(payload.data()) + text, payload.size() - text);
+    while (!m.reason.empty() && m.reason.back() == '\0') m.reason.pop_back();  // the padding
   } else if (!payload.empty()) {
     return "a speed message with a payload";
   }
@@ -500,6 +501,12 @@ void InternodeRunner::send_speed_messages(Comm& comm,
           bytes->size() >= kMaxSpeedCommitBytes ? 0 : kMaxSpeedCommitBytes - bytes->size();
       const std::string_view reason(m.reason.data(), std::min(m.reason.size(), room));
       for (char c : reason) bytes->push_back(static_cast<std::byte>(c));
+      // Padded with NULs to whole 8 bytes: frames follow one another in a path's read
+      // buffer, and a payload of odd length would leave the next frame's payload (read in
+      // place and reduced as whole elements) misaligned.
+      while (bytes->size() % 8 != 0 && bytes->size() < kMaxSpeedCommitBytes) {
+        bytes->push_back(std::byte{0});
+      }
       const std::span<const std::byte> data(*bytes);
       sent = links_.send_message(peer, span.comm_id, op_seq, step, data, bytes, [] {});
     }
