@@ -16,6 +16,13 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
+// The first collective of `comm` this node has not started (frames for earlier ones are
+// stale; a speed change applies from one no node has started).
+static uint64_t first_unstarted(const Comm& comm) {
+  const InternodeState& state = *comm.internode;
+  return state.active ? state.active_seq + 1 : comm.first_seq;
+}
+
 int InternodeRunner::node_of(const Comm& comm, uint64_t instance) {
   const auto& ids = comm.span()->node_ids;
   auto it = std::find(ids.begin(), ids.end(), instance);
@@ -412,7 +419,7 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
     }
     return {};
   }
-  const uint64_t next = state.active ? state.active_seq + 1 : comm.first_seq;
+  const uint64_t next = first_unstarted(comm);
   if (h.op_seq < next) {
     defer_failure(comm, "node " + node_name(comm, node) + " sent data for collective #" +
                             std::to_string(h.op_seq) + ", which already finished here");
@@ -465,9 +472,8 @@ std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_se
   } else if (!payload.empty()) {
     return "a speed message with a payload";
   }
-  const uint64_t first_unstarted = state.active ? state.active_seq + 1 : comm.first_seq;
   std::string error;
-  const auto out = state.speeds->receive(m, first_unstarted, &error);
+  const auto out = state.speeds->receive(m, first_unstarted(comm), &error);
   if (!error.empty()) return error;
   send_speed_messages(comm, out);
   speed_change_event(comm);
@@ -581,7 +587,6 @@ void InternodeRunner::measure_speeds() {
                               ? own
                               : links_.peer_bandwidth(span.node_ids[node], now));
     }
-    const uint64_t first_unstarted = state.active ? state.active_seq + 1 : comm->first_seq;
     send_speed_messages(
         *comm, state.speeds->measured(bandwidth, span.topology.node_names, first_unstarted, now));
   }
