@@ -587,8 +587,8 @@ void InternodeRunner::measure_speeds() {
                               ? own
                               : links_.peer_bandwidth(span.node_ids[node], now));
     }
-    send_speed_messages(
-        *comm, state.speeds->measured(bandwidth, span.topology.node_names, first_unstarted, now));
+    send_speed_messages(*comm, state.speeds->measured(bandwidth, span.topology.node_names,
+                                                      first_unstarted(*comm), now));
   }
 }
 
