@@ -255,40 +255,67 @@ double NodeLinks::peer_bandwidth(uint64_t peer, transports::ReliableChannel::Tim
   return it->second->peer_bandwidth;
 }
 
-void NodeLinks::report_bandwidth() {
-  struct Grown {
-    uint64_t acked = 0;
-    uint64_t busy_us = 0;  // the longest of the NIC's paths'
-    double best_path = 0;  // the fastest of its paths pressed at least kMinBusyUs, bytes/s
+void NodeLinks::sample_paths() {
+  struct Tick {
+    uint64_t busy_sum = 0;
+    uint64_t busy_max = 0;
   };
-  std::map<std::string, Grown> grown;
+  std::map<std::string, Tick> ticks;
+  const auto now = Clock::now();
+  for (auto& [peer, link] : links_) {
+    for (auto& path : link->paths) {
+      if (!path) continue;
+      const auto delivery = path->conn->delivery();
+      if (!delivery || delivery->network_busy_us == 0) continue;
+      if (!link->paced_by_peer && path->busy_us_seen > 0 &&
+          delivery->network_busy_us >= path->busy_us_seen &&
+          delivery->acked_bytes >= path->acked_seen) {
+        const uint64_t busy = delivery->network_busy_us - path->busy_us_seen;
+        const uint64_t acked = delivery->acked_bytes - path->acked_seen;
+        path->report_acked += acked;
+        path->report_busy_us += busy;
+        nic_samples_[path->nic].acked += acked;
+        Tick& t = ticks[path->nic];
+        t.busy_sum += busy;
+        t.busy_max = std::max(t.busy_max, busy);
+      }
+      path->acked_seen = delivery->acked_bytes;
+      path->busy_us_seen = delivery->network_busy_us;
+    }
+  }
+  const double wall_us = sampled_at_ == Clock::time_point{}
+                             ? 0.0
+                             : std::chrono::duration<double, std::micro>(now - sampled_at_).count();
+  sampled_at_ = now;
+  for (const auto& [nic, t] : ticks) {
+    // The NIC was pressed while any of its paths was: at least the longest path's time, at
+    // most all of theirs, and never longer than the tick (the counters step in jiffies, so
+    // a path may show more than the tick; then the longest path's).
+    const auto longest = static_cast<double>(t.busy_max);
+    nic_samples_[nic].pressed_us +=
+        std::clamp(static_cast<double>(t.busy_sum), longest, std::max(longest, wall_us));
+  }
+}
+
+void NodeLinks::report_bandwidth() {
   const auto now = Clock::now();
   const double mine = own_bandwidth();
+  std::map<std::string, double> best_path;  // per NIC, bytes/s: its fastest pressed path
   for (auto& [peer, link] : links_) {
     // A path to a peer that reports itself much slower than this node is paced by that
     // peer (its acknowledgements wait behind its own full queue): no evidence about this
     // node's NICs either way.
     const double theirs = peer_bandwidth(peer, now);
-    const bool paced_by_peer = theirs > 0 && theirs < kSlowerPeer * mine;
+    link->paced_by_peer = theirs > 0 && theirs < kSlowerPeer * mine;
     for (auto& path : link->paths) {
       if (!path) continue;
-      const auto delivery = path->conn->delivery();
-      if (!delivery || delivery->network_busy_us == 0) continue;
-      if (!paced_by_peer && path->busy_us_seen > 0 &&
-          delivery->network_busy_us >= path->busy_us_seen &&
-          delivery->acked_bytes >= path->acked_seen) {
-        Grown& g = grown[path->nic];
-        g.acked += delivery->acked_bytes - path->acked_seen;
-        const uint64_t busy = delivery->network_busy_us - path->busy_us_seen;
-        const uint64_t acked = delivery->acked_bytes - path->acked_seen;
-        g.busy_us = std::max(g.busy_us, busy);
-        if (static_cast<double>(busy) >= kMinBusyUs) {
-          g.best_path =
-              std::max(g.best_path, static_cast<double>(acked) / static_cast<double>(busy) * 1e6);
-        }
+      if (static_cast<double>(path->report_busy_us) >= kMinBusyUs) {
+        double& best = best_path[path->nic];
+        best = std::max(best, static_cast<double>(path->report_acked) /
+                                  static_cast<double>(path->report_busy_us) * 1e6);
       }
-      path->acked_seen = delivery->acked_bytes;
-      path->busy_us_seen = delivery->network_busy_us;
+      path->report_acked = 0;
+      path->report_busy_us = 0;
     }
   }
   const double wall_us =
@@ -296,23 +323,23 @@ void NodeLinks::report_bandwidth() {
           ? 0.0
           : std::chrono::duration<double, std::micro>(now - measured_at_).count();
   measured_at_ = now;
-  for (const auto& [nic, g] : grown) {
-    if (static_cast<double>(g.busy_us) < kMinBusyUs || wall_us <= 0) continue;
-    // The NIC's paths together over the longest one's pressed time (connections sharing
-    // the NIC at once), or its fastest path alone where that is more (a path whose
-    // acknowledgements come back slowly, behind a slow peer's own queue, is pressed long
-    // for few bytes and says little about this NIC).
-    const double sample =
-        std::max(static_cast<double>(g.acked) / static_cast<double>(g.busy_us) * 1e6, g.best_path);
+  for (const auto& [nic, sample] : nic_samples_) {
+    if (sample.pressed_us < kMinBusyUs || wall_us <= 0) continue;
+    // Its fastest path alone where that is more: a path whose acknowledgements come back
+    // slowly, behind a slow peer's own queue, is pressed long for few bytes and says little
+    // about this NIC.
+    const double rate_sample =
+        std::max(static_cast<double>(sample.acked) / sample.pressed_us * 1e6, best_path[nic]);
     double& rate = nic_measures_[nic];
-    if (static_cast<double>(g.busy_us) >= kPressedShare * wall_us) {
+    if (sample.pressed_us >= kPressedShare * wall_us) {
       // Pressed most of the time: the network set the pace, and the measure may fall.
-      rate = rate > 0 ? (1.0 - kRateWeight) * rate + kRateWeight * sample : sample;
+      rate = rate > 0 ? (1.0 - kRateWeight) * rate + kRateWeight * rate_sample : rate_sample;
     } else {
       // Pressed now and then (a light load, a window reopening after idle): a floor only.
-      rate = std::max(rate, sample);
+      rate = std::max(rate, rate_sample);
     }
   }
+  nic_samples_.clear();
   wire::DataFrameHeader h;
   h.type = wire::FrameType::kNodeRate;
   h.offset = static_cast<uint64_t>(own_bandwidth());
@@ -737,6 +764,7 @@ void NodeLinks::tick() {
     flush(link);
   }
   if (++ticks_ % kSnapshotEveryTicks == 0) publish_snapshot();
+  sample_paths();
   if (ticks_ % kBandwidthReportEveryTicks == 0) report_bandwidth();
 }
 
