@@ -68,7 +68,7 @@ struct Shape {
   std::vector<uint64_t> recv_counts;
   // chain, offload: elements per pipeline piece (0 picks a default).
   uint64_t pipeline_elems = 0;
-  // Each participant's link speed relative to the fastest one's, in (0, 1], as the
+  // Each participant's link speed relative to the median one's, in (0, 1], as the
   // communicator agreed on them for this op (issue 21); empty: all alike. The cost model and
   // the offload allreduce follow them.
   std::vector<double> speeds;

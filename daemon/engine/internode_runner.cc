@@ -179,8 +179,8 @@ void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   if (state.speeds) {
     shape.speeds = state.speeds->speeds_for(seq);
     // While a node is slow, bytes cost what the nodes measured (the same on every node).
-    const double fastest = state.speeds->fastest_for(seq);
-    if (!shape.speeds.empty() && fastest > 0) cost.beta_s_per_byte = 1.0 / fastest;
+    const double reference = state.speeds->reference_for(seq);
+    if (!shape.speeds.empty() && reference > 0) cost.beta_s_per_byte = 1.0 / reference;
   }
   const algo::Algorithm algorithm = algo::choose_algorithm(shape, cost, span.forced);
   spdlog::debug("communicator {} collective #{}: {} of {} x {} bytes by {} across {} nodes",
@@ -445,7 +445,7 @@ std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_se
   m.generation = op_seq & ~kSpeedFlag;
   m.seq = offset;
   if (m.kind == SpeedAgreement::Kind::kCommit) {
-    // One frame: u64 first op, u64 fastest bandwidth, u32 nodes, u16 speeds, reason.
+    // One frame: u64 first op, u64 reference bandwidth, u32 nodes, u16 speeds, reason.
     auto get = [&](size_t at, size_t bytes) {
       uint64_t v = 0;
       for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(payload[at + i]) << (8 * i);
@@ -457,7 +457,7 @@ std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_se
              std::to_string(kMaxSpeedCommitBytes) + " bytes";
     }
     m.seq = get(0, 8);
-    m.fastest = static_cast<double>(get(8, 8));
+    m.reference = static_cast<double>(get(8, 8));
     const uint64_t count = get(16, 4);
     if (count > static_cast<uint64_t>(comm.span()->node_ids.size()) ||
         payload.size() < kFixed + 2 * count) {
@@ -498,7 +498,7 @@ void InternodeRunner::send_speed_messages(Comm& comm,
         for (size_t i = 0; i < n; ++i) bytes->push_back(static_cast<std::byte>(v >> (8 * i)));
       };
       put(m.seq, 8);
-      put(static_cast<uint64_t>(m.fastest), 8);
+      put(static_cast<uint64_t>(m.reference), 8);
       put(m.speeds.size(), 4);
       for (double speed : m.speeds) {
         put(static_cast<uint64_t>(std::lround(speed * SpeedAgreement::kSpeedSteps)), 2);

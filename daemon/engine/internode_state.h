@@ -44,7 +44,7 @@ inline constexpr uint32_t kP2PEndChunk = 0xffffffffu;
 // The nodes' speed agreement (SpeedAgreement): op_seq has this bit set plus the change's
 // generation; step is the message's kind. A proposal is a frame with no payload; an
 // answer one whose offset is the sender's first op not started; a commit one message of
-// u64 first op, u64 the fastest node's bytes/s, u32 node count, that many u16 speeds in
+// u64 first op, u64 the reference (median) node's bytes/s, u32 node count, that many u16 speeds in
 // 1/64ths, then the reason (UTF-8).
 inline constexpr uint64_t kSpeedFlag = uint64_t{1} << 62;
 inline constexpr size_t kMaxSpeedCommitBytes = 4096;

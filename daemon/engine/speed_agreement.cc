@@ -31,14 +31,24 @@ std::vector<int> SpeedAgreement::waiting_for() const {
   return nodes;
 }
 
+double SpeedAgreement::reference_of(std::span<const double> bandwidth) {
+  std::vector<double> known;
+  for (double b : bandwidth) {
+    if (b > 0) known.push_back(b);
+  }
+  if (known.empty()) return 0;
+  auto middle = known.begin() + static_cast<std::ptrdiff_t>(known.size() / 2);
+  std::nth_element(known.begin(), middle, known.end());
+  return *middle;
+}
+
 std::vector<double> SpeedAgreement::speeds_of(std::span<const double> bandwidth) const {
-  double fastest = 0;
-  for (double b : bandwidth) fastest = std::max(fastest, b);
-  if (fastest <= 0) return {};
+  const double reference = reference_of(bandwidth);
+  if (reference <= 0) return {};
   std::vector<double> speeds;
   bool any_slow = false;
   for (double b : bandwidth) {
-    const double ratio = b > 0 ? b / fastest : 1.0;
+    const double ratio = b > 0 ? b / reference : 1.0;
     if (ratio >= settings_.alike_above) {
       speeds.push_back(1.0);
       continue;
@@ -80,27 +90,27 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
   }
   if (now - candidate_since_ < settings_.steady_for) return {};
   candidate_ = std::move(speeds);  // steady: the latest measure, not the first one seen
-  // The slowest node and the fastest figure, for the nodes' events.
-  const auto fastest = std::max_element(bandwidth.begin(), bandwidth.end());
+  // The slowest node and the reference figure, for the nodes' events.
+  const double reference = reference_of(bandwidth);
   std::string reason;
   if (candidate_.empty()) {
     reason = "every node's bandwidth is within " +
-             figure(100.0 * (1.0 - settings_.alike_above), "%.0f") + " % of the fastest's (" +
-             figure(*fastest / 1e6, "%.1f") + " MB/s) again";
+             figure(100.0 * (1.0 - settings_.alike_above), "%.0f") + " % of the median (" +
+             figure(reference / 1e6, "%.1f") + " MB/s) again";
   } else {
     const auto slowest = std::min_element(candidate_.begin(), candidate_.end());
     const auto node = static_cast<size_t>(slowest - candidate_.begin());
     reason = "node " + (node < names.size() ? names[node] : std::to_string(node)) + " runs at " +
              figure(bandwidth[node] / 1e6, "%.1f") + " MB/s, " +
-             figure(bandwidth[node] / *fastest, "%.2f") + " of the fastest node's " +
-             figure(*fastest / 1e6, "%.1f") + " MB/s";
+             figure(bandwidth[node] / reference, "%.2f") + " of the median node's " +
+             figure(reference / 1e6, "%.1f") + " MB/s";
   }
   proposing_ = true;
   holding_ = true;
   ++generation_;
   proposed_ = std::move(candidate_);
   // Whole bytes/s, as the commit carries it: the leader plans with what the others get.
-  proposed_fastest_ = std::floor(std::min(*fastest, kMaxBandwidth));
+  proposed_reference_ = std::floor(std::min(reference, kMaxBandwidth));
   proposed_reason_ = std::move(reason);
   candidate_since_ = {};
   ready_.assign(static_cast<size_t>(nodes_), false);
@@ -138,9 +148,9 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
       std::vector<Message> out;
       for (int node = 1; node < nodes_; ++node) {
         out.push_back(Message{node, Kind::kCommit, generation_, from, proposed_, proposed_reason_,
-                              proposed_fastest_});
+                              proposed_reference_});
       }
-      commit(from, std::move(proposed_), proposed_fastest_, std::move(proposed_reason_));
+      commit(from, std::move(proposed_), proposed_reference_, std::move(proposed_reason_));
       proposing_ = false;
       holding_ = false;
       return out;
@@ -166,11 +176,11 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
           return {};
         }
       }
-      if (!(m.fastest >= 0 && m.fastest <= kMaxBandwidth)) {
+      if (!(m.reference >= 0 && m.reference <= kMaxBandwidth)) {
         *error = "a speed change with a bandwidth outside 0 .. 1e13 bytes/s";
         return {};
       }
-      commit(m.seq, m.speeds, m.fastest, m.reason);
+      commit(m.seq, m.speeds, m.reference, m.reason);
       holding_ = false;
       return {};
   }
@@ -178,11 +188,11 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
   return {};
 }
 
-void SpeedAgreement::commit(uint64_t from_seq, std::vector<double> speeds, double fastest,
+void SpeedAgreement::commit(uint64_t from_seq, std::vector<double> speeds, double reference,
                             std::string reason) {
   committed_ =
-      Message{my_node_, Kind::kCommit, generation_, from_seq, speeds, std::move(reason), fastest};
-  agreed_.push_back(Agreed{from_seq, std::move(speeds), fastest});
+      Message{my_node_, Kind::kCommit, generation_, from_seq, speeds, std::move(reason), reference};
+  agreed_.push_back(Agreed{from_seq, std::move(speeds), reference});
 }
 
 const SpeedAgreement::Agreed* SpeedAgreement::in_force(uint64_t seq) {
@@ -196,9 +206,9 @@ const std::vector<double>& SpeedAgreement::speeds_for(uint64_t seq) {
   return agreed != nullptr ? agreed->speeds : kAlike;
 }
 
-double SpeedAgreement::fastest_for(uint64_t seq) {
+double SpeedAgreement::reference_for(uint64_t seq) {
   const Agreed* agreed = in_force(seq);
-  return agreed != nullptr ? agreed->fastest : 0;
+  return agreed != nullptr ? agreed->reference : 0;
 }
 
 std::optional<SpeedAgreement::Message> SpeedAgreement::take_committed() {

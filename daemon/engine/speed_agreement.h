@@ -26,7 +26,7 @@ class SpeedAgreement {
   using TimePoint = std::chrono::steady_clock::time_point;
 
   struct Settings {
-    // A node at or above this fraction of the fastest node's bandwidth counts as alike
+    // A node at or above this fraction of the reference node's bandwidth counts as alike
     // (speed 1): measurement noise must not move the schedule (plexusd --slow-node-below;
     // alike nodes' measures differ by up to ~20 % on a loaded host).
     double alike_above = 0.75;
@@ -46,10 +46,10 @@ class SpeedAgreement {
     uint64_t seq = 0;
     std::vector<double> speeds;  // kCommit: by node, each k/kSpeedSteps (exact on every node)
     std::string reason;          // kCommit: what the nodes' events say
-    // kCommit: the fastest node's bandwidth (bytes/s, whole), the scale the speeds are of:
+    // kCommit: the reference node's bandwidth (bytes/s, whole), the scale the speeds are of:
     // the cost model's per-byte cost while some node is slow (the rendezvous' figure comes
     // from a probe at connect, which a shaped or degraded link does not show).
-    double fastest = 0;
+    double reference = 0;
   };
   static constexpr int kSpeedSteps = 64;
   // A bandwidth above this (bytes/s) is no measure: taken as unknown.
@@ -75,23 +75,28 @@ class SpeedAgreement {
   // The speeds op `seq` runs with (empty: all alike). Ops ask in order: changes before the
   // one in force at `seq` are forgotten.
   const std::vector<double>& speeds_for(uint64_t seq);
-  // The fastest node's bandwidth that went with them (0 with none).
-  double fastest_for(uint64_t seq);
+  // The reference node's bandwidth that went with them (0 with none).
+  double reference_for(uint64_t seq);
   // A change committed here since the last call (leader: on the last answer; others: on
   // the commit), for the event.
   std::optional<Message> take_committed();
 
-  // Snaps measured bandwidths to speeds relative to the fastest, k/kSpeedSteps (alike
-  // ones to 1). Empty when all are alike.
+  // Snaps measured bandwidths to speeds relative to the reference (reference_of), at most 1,
+  // k/kSpeedSteps (alike ones to 1). Empty when all are alike.
   std::vector<double> speeds_of(std::span<const double> bandwidth) const;
+  // The bandwidth speeds are relative to: the upper median of the known ones (0: none).
+  // Not the fastest: one node whose measure reads high (a healthy node's read 1.4x on the
+  // 2-core test host) would make every other node look slow. The median holds while fewer
+  // than half the nodes are slow, and the offload schedule helps only one.
+  static double reference_of(std::span<const double> bandwidth);
 
  private:
   bool differs(const std::vector<double>& a, const std::vector<double>& b) const;
-  void commit(uint64_t from_seq, std::vector<double> speeds, double fastest, std::string reason);
+  void commit(uint64_t from_seq, std::vector<double> speeds, double reference, std::string reason);
   struct Agreed {
     uint64_t from = 0;  // the first op they apply to
     std::vector<double> speeds;
-    double fastest = 0;
+    double reference = 0;
   };
   // The entry in force at `seq` (forgetting older ones), or null.
   const Agreed* in_force(uint64_t seq);
@@ -107,7 +112,7 @@ class SpeedAgreement {
   TimePoint candidate_since_{};
   bool proposing_ = false;
   std::vector<double> proposed_;
-  double proposed_fastest_ = 0;
+  double proposed_reference_ = 0;
   std::string proposed_reason_;
   std::vector<bool> ready_;
   uint64_t ready_seq_ = 0;

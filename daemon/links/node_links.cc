@@ -256,12 +256,7 @@ double NodeLinks::peer_bandwidth(uint64_t peer, transports::ReliableChannel::Tim
 }
 
 void NodeLinks::sample_paths() {
-  struct Tick {
-    uint64_t busy_sum = 0;
-    uint64_t busy_max = 0;
-  };
-  std::map<std::string, Tick> ticks;
-  const auto now = Clock::now();
+  std::vector<NicPace::PathGrowth> growth;
   for (auto& [peer, link] : links_) {
     for (auto& path : link->paths) {
       if (!path) continue;
@@ -269,77 +264,65 @@ void NodeLinks::sample_paths() {
       if (!delivery || delivery->network_busy_us == 0) continue;
       if (!link->paced_by_peer && path->busy_us_seen > 0 &&
           delivery->network_busy_us >= path->busy_us_seen &&
-          delivery->acked_bytes >= path->acked_seen) {
-        const uint64_t busy = delivery->network_busy_us - path->busy_us_seen;
-        const uint64_t acked = delivery->acked_bytes - path->acked_seen;
-        path->report_acked += acked;
-        path->report_busy_us += busy;
-        nic_samples_[path->nic].acked += acked;
-        Tick& t = ticks[path->nic];
-        t.busy_sum += busy;
-        t.busy_max = std::max(t.busy_max, busy);
+          delivery->acked_bytes >= path->acked_seen &&
+          (delivery->network_busy_us > path->busy_us_seen ||
+           delivery->acked_bytes > path->acked_seen)) {
+        growth.push_back({path->key, path->nic, delivery->acked_bytes - path->acked_seen,
+                          delivery->network_busy_us - path->busy_us_seen});
       }
       path->acked_seen = delivery->acked_bytes;
       path->busy_us_seen = delivery->network_busy_us;
     }
   }
-  const double wall_us = sampled_at_ == Clock::time_point{}
-                             ? 0.0
-                             : std::chrono::duration<double, std::micro>(now - sampled_at_).count();
-  sampled_at_ = now;
-  for (const auto& [nic, t] : ticks) {
-    // The NIC was pressed while any of its paths was: at least the longest path's time, at
-    // most all of theirs, and never longer than the tick (the counters step in jiffies, so
-    // a path may show more than the tick; then the longest path's).
-    const auto longest = static_cast<double>(t.busy_max);
-    nic_samples_[nic].pressed_us +=
-        std::clamp(static_cast<double>(t.busy_sum), longest, std::max(longest, wall_us));
+  const auto now = Clock::now();
+  if (sampled_at_ != Clock::time_point{}) {
+    nic_pace_.add_tick(std::chrono::duration<double, std::micro>(now - sampled_at_).count(),
+                       std::move(growth));
   }
+  sampled_at_ = now;
 }
 
 void NodeLinks::report_bandwidth() {
   const auto now = Clock::now();
-  const double mine = own_bandwidth();
-  std::map<std::string, double> best_path;  // per NIC, bytes/s: its fastest pressed path
+  // A path to a peer that reports itself much slower than the median node is paced by
+  // that peer (its acknowledgements wait behind its own full queue): no evidence about
+  // this node's NICs either way. Against the median, not this node's own figure: paths
+  // paced by a slow peer pull this node's figure down too, until the slow peer no longer
+  // looks slow against it.
+  std::vector<double> figures{own_bandwidth()};
+  for (const auto& [peer, link] : links_) figures.push_back(peer_bandwidth(peer, now));
+  figures.erase(std::remove(figures.begin(), figures.end(), 0.0), figures.end());
+  double median = 0;
+  if (!figures.empty()) {
+    auto middle = figures.begin() + static_cast<std::ptrdiff_t>(figures.size() / 2);
+    std::nth_element(figures.begin(), middle, figures.end());
+    median = *middle;
+  }
   for (auto& [peer, link] : links_) {
-    // A path to a peer that reports itself much slower than this node is paced by that
-    // peer (its acknowledgements wait behind its own full queue): no evidence about this
-    // node's NICs either way.
     const double theirs = peer_bandwidth(peer, now);
-    link->paced_by_peer = theirs > 0 && theirs < kSlowerPeer * mine;
-    for (auto& path : link->paths) {
-      if (!path) continue;
-      if (static_cast<double>(path->report_busy_us) >= kMinBusyUs) {
-        double& best = best_path[path->nic];
-        best = std::max(best, static_cast<double>(path->report_acked) /
-                                  static_cast<double>(path->report_busy_us) * 1e6);
-      }
-      path->report_acked = 0;
-      path->report_busy_us = 0;
-    }
+    link->paced_by_peer = theirs > 0 && theirs < kSlowerPeer * median;
   }
   const double wall_us =
       measured_at_ == Clock::time_point{}
           ? 0.0
           : std::chrono::duration<double, std::micro>(now - measured_at_).count();
   measured_at_ = now;
-  for (const auto& [nic, sample] : nic_samples_) {
+  for (const auto& [nic, sample] : nic_pace_.take()) {
     if (sample.pressed_us < kMinBusyUs || wall_us <= 0) continue;
-    // Its fastest path alone where that is more: a path whose acknowledgements come back
-    // slowly, behind a slow peer's own queue, is pressed long for few bytes and says little
-    // about this NIC.
-    const double rate_sample =
-        std::max(static_cast<double>(sample.acked) / sample.pressed_us * 1e6, best_path[nic]);
     double& rate = nic_measures_[nic];
+    spdlog::debug(
+        "bandwidth of {}: {:.1f} MB/s over {:.0f} of {:.0f} us pressed; measure was "
+        "{:.1f} MB/s",
+        nic, sample.bytes_per_s / 1e6, sample.pressed_us, wall_us, rate / 1e6);
     if (sample.pressed_us >= kPressedShare * wall_us) {
       // Pressed most of the time: the network set the pace, and the measure may fall.
-      rate = rate > 0 ? (1.0 - kRateWeight) * rate + kRateWeight * rate_sample : rate_sample;
+      rate = rate > 0 ? (1.0 - kRateWeight) * rate + kRateWeight * sample.bytes_per_s
+                      : sample.bytes_per_s;
     } else {
       // Pressed now and then (a light load, a window reopening after idle): a floor only.
-      rate = std::max(rate, rate_sample);
+      rate = std::max(rate, sample.bytes_per_s);
     }
   }
-  nic_samples_.clear();
   wire::DataFrameHeader h;
   h.type = wire::FrameType::kNodeRate;
   h.offset = static_cast<uint64_t>(own_bandwidth());

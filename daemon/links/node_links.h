@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "daemon/links/nic_pace.h"
 #include "monitor/window_ring.h"
 #include "transports/channel/reliable_channel.h"
 #include "transports/netlink/link_monitor.h"
@@ -179,31 +180,28 @@ class NodeLinks {
                      const std::string& reason);
 
   // This node's bandwidth as its links measured it (issue 21), in bytes/s, 0 when nothing
-  // is measured. Per local NIC with an active path, every report: the bytes its paths'
-  // peers acknowledged over the time the network set the pace (TCP_INFO), or its fastest
-  // path alone where that is more. The NIC's pressed time is read every tick: within a
-  // tick, the sum of its paths' pressed times bounded by the longest one's and by the tick
-  // (connections take turns on a NIC, as recursive halving's steps do, or share it at once,
-  // as a ring's and a slice's do; over a whole report neither the sum nor the longest is
-  // right: the longest read 1.5x high). A NIC pressed for at least kPressedShare of the
-  // report's span moves the measure (weight kRateWeight), up or down; one pressed less (a
-  // light load, a window opening again after idle, which reads low) only raises it. Summed
-  // over the NICs. Over pressed time, as a delivery-rate sample is one round trip's worth (a
-  // shaper's burst reads as gigabytes a second) and user-space counts see a socket buffer
-  // fill. Paths whose transport counts neither (RDMA) add the largest per-peer sum of the
-  // channel's own measure (ReliableChannel::capacity). Paths to a peer much slower than this
-  // node are left out (kSlowerPeer): their acknowledgements come back at the peer's pace.
+  // is measured: per local NIC with an active path, a NicPace sample every report (bytes
+  // acknowledged over the time the network set the pace, from TCP_INFO read every tick),
+  // summed over the NICs. A NIC pressed for at least kPressedShare of the report's span moves
+  // its measure (weight kRateWeight), up or down; one pressed less (a light load, a window
+  // opening again after idle, which reads low) only raises it. Over pressed time, as a
+  // delivery-rate sample is one round trip's worth (a shaper's burst reads as gigabytes a
+  // second) and user-space counts see a socket buffer fill. Paths whose transport counts
+  // neither (RDMA) add the largest per-peer sum of the channel's own measure
+  // (ReliableChannel::capacity). Paths to a peer that reports itself much slower than the
+  // median node are left out (kSlowerPeer of the median of this node's and its peers'):
+  // their acknowledgements come back at the peer's pace.
   double own_bandwidth() const;
   // What peer `peer` last reported of its own (a kNodeRate frame every
   // kBandwidthReportEveryTicks), or 0: none, or none for kStaleReport.
   double peer_bandwidth(uint64_t peer, transports::ReliableChannel::TimePoint now) const;
   static constexpr double kPressedShare = 0.5;
-  // Paths to a peer that reports less than this fraction of this node's figure are left
-  // out of it (their pace is the peer's).
+  // Paths to a peer that reports less than this fraction of the median node's figure are
+  // left out of this node's (their pace is the peer's).
   static constexpr double kSlowerPeer = 0.75;
   static constexpr double kRateWeight = 0.3;
   // A report's NIC sample counts once its paths were pressed at least this long.
-  static constexpr double kMinBusyUs = 5'000;
+  static constexpr double kMinBusyUs = NicPace::kMinBusyUs;
   static constexpr auto kStaleReport = std::chrono::seconds(2);
 
   // Frames being read straight into memory kept alive by `owner` finish into a sink
@@ -236,12 +234,9 @@ class NodeLinks {
     uint64_t local_key = 0;
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
-    // own_bandwidth: the transport's counters as last read, every tick (0: it has none),
-    // and what they grew by since the last report.
+    // own_bandwidth: the transport's counters as last read, every tick (0: it has none).
     uint64_t acked_seen = 0;
     uint64_t busy_us_seen = 0;
-    uint64_t report_acked = 0;
-    uint64_t report_busy_us = 0;
     // Telemetry (null when off): this path's windows and its NIC's.
     std::shared_ptr<monitor::WindowRing> windows;
     std::shared_ptr<monitor::WindowRing> nic_windows;
@@ -261,7 +256,7 @@ class NodeLinks {
     uint64_t peer_incarnation = 0;             // the peer's channel, from its first heartbeat
     std::string last_failure;                  // why the latest path failed
     double peer_bandwidth = 0;                 // its latest kNodeRate report
-    bool paced_by_peer = false;                // much slower than this node (kSlowerPeer)
+    bool paced_by_peer = false;                // much slower than the median (kSlowerPeer)
     transports::ReliableChannel::TimePoint peer_bandwidth_at{};
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
@@ -328,13 +323,8 @@ class NodeLinks {
   std::set<std::string> drained_nics_;
   std::map<std::string, double> nic_measures_;           // own_bandwidth: bytes/s per local NIC
   std::chrono::steady_clock::time_point measured_at_{};  // the last report
-  // Since the last report, per local NIC: bytes acknowledged and pressed microseconds.
-  struct NicSample {
-    uint64_t acked = 0;
-    double pressed_us = 0;
-  };
-  std::map<std::string, NicSample> nic_samples_;
-  std::chrono::steady_clock::time_point sampled_at_{};  // the last sample_paths
+  NicPace nic_pace_;                                     // since the last report
+  std::chrono::steady_clock::time_point sampled_at_{};   // the last sample_paths
   std::vector<DoomedPath> doomed_;
   bool mid_read_ = false;  // service() is in a connection's read or write
   uint64_t ticks_ = 0;

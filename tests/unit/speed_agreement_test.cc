@@ -35,16 +35,21 @@ Message arriving(Message m, int from) {
 TEST(SpeedAgreementTest, AlikeNodesAndNoiseProposeNothing) {
   SpeedAgreement leader(3, 0, kSettings);
   EXPECT_TRUE(leader.leader());
-  // Within 25 % of the fastest (and unknown ones) are alike.
+  // Within 25 % of the median (and unknown ones) are alike.
   for (int t = 0; t < 2000; t += 100) {
     EXPECT_TRUE(leader.measured(std::vector<double>{100, 80, 0}, kNames, 0, at(t)).empty());
   }
   EXPECT_TRUE(leader.may_start());
   EXPECT_TRUE(leader.speeds_for(0).empty());
   EXPECT_TRUE(leader.speeds_of(std::vector<double>{0, 0, 0}).empty());
-  // Slow ones snap to 64ths, exact on every node.
-  const auto speeds = leader.speeds_of(std::vector<double>{100, 50, 26});
-  EXPECT_EQ(speeds, (std::vector<double>{1.0, 0.5, 16.0 / 64}));
+  // Speeds are of the median node's figure; slow ones snap to 64ths, exact on every node.
+  EXPECT_EQ(leader.speeds_of(std::vector<double>{100, 104, 26}),
+            (std::vector<double>{1.0, 1.0, 16.0 / 64}));
+  EXPECT_EQ(leader.speeds_of(std::vector<double>{100, 50, 26}),
+            (std::vector<double>{1.0, 1.0, 33.0 / 64}));
+  // One node reading high makes no other node slow (against the fastest, all three would be).
+  EXPECT_DOUBLE_EQ(SpeedAgreement::reference_of(std::vector<double>{100, 170, 96, 0, 98}), 100);
+  EXPECT_TRUE(leader.speeds_of(std::vector<double>{100, 170, 96}).empty());
 }
 
 TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnEveryNode) {
