@@ -7,8 +7,9 @@
 #    another event names n3 slower still. Every op exact.
 # 2. 4 nodes x 2 NICs at 200 Mbit/s each. Node n3's nic1 down mid-run (its traffic fails
 #    over to nic0: x = 1/2): an event names n3 slow and offload follows. Every op exact.
-# (The speeds the events carry are measures: n3's own is close, the others' read 10-40 %
-# off on this 2-core host, so the bounds are loose; docs/BENCHMARKS.md has the figures.)
+# The events must name every other node alike (speed 1.00: none reads far from the median)
+# and n3 near its true speed (measures, so the bounds are +-0.2; docs/BENCHMARKS.md has the
+# figures).
 # Exit 77 (ctest SKIP) with the reason where namespaces cannot be created.
 set -uo pipefail
 repo=$1
@@ -54,8 +55,8 @@ start_load() {  # checked ops per node
 }
 load_running() { kill -0 "${load_pids[0]}" 2>/dev/null; }
 # Waits up to $2 s for a schedule event on n0, past the first $1 ones, that names node $3
-# ("" for every node alike) at a speed in [$4, $5]; prints it. Changes on the way there (a
-# measure still settling) are shown, not failed.
+# slow at a speed in [$4, $5] and every other node alike; prints it. Changes on the way there
+# (a measure still settling) are shown, not failed.
 wait_event() {
   local seen=$1 limit=$2 node=$3 lo=$4 hi=$5 start=$SECONDS events event speed
   while [ $((SECONDS - start)) -lt "$limit" ]; do
@@ -65,7 +66,7 @@ wait_event() {
       seen=$((seen + 1))
       echo "  after $((SECONDS - start)) s: $(grep -o '"message":"[^"]*"' <<< "$event")" >&2
       speed=$(grep -o '"speed":[0-9.]*' <<< "$event" | cut -d: -f2)
-      if grep -q "\"node\":\"$node\"" <<< "$event" &&
+      if grep -q "\"node\":\"$node\"" <<< "$event" && others_alike "$node" "$event" &&
         awk -v s="$speed" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(s >= lo && s <= hi) }'; then
         echo "$event"
         return 0
@@ -75,6 +76,14 @@ wait_event() {
     sleep 0.2
   done
   return 1
+}
+# Whether a schedule event's speeds give every node but $1 1.00.
+others_alike() {
+  local n speeds
+  speeds=$(grep -o '(speeds [^)]*)' <<< "$2")
+  for n in 0 1 2 3; do
+    [ "n$n" = "$1" ] || grep -q "n$n 1.00" <<< "$speeds" || return 1
+  done
 }
 # The algorithm of the most recent finished op on n0.
 last_algorithm() {
@@ -101,7 +110,7 @@ echo "alike: ops run by ${algo:-?}"
 [ "$algo" != offload ] || fail "offload with every node alike"
 "$cluster" shape --name "$name" --node 3 --nic 0 --rate 200mbit || fail "shape"
 shaped=$SECONDS
-event=$(wait_event 0 20 n3 0.05 0.7) ||
+event=$(wait_event 0 20 n3 0.3 0.7) ||
   fail "no schedule event naming n3 slow within 20 s of shaping it to 200 Mbit/s"
 first=$(grep -o '"speed":[0-9.]*' <<< "$event" | cut -d: -f2)
 echo "n3 named slow (speed $first) $((SECONDS - shaped)) s after the shaping"
@@ -111,7 +120,7 @@ echo "n3 at 1/2: ops run by $algo"
 [ "$algo" = offload ] || fail "ops after the change run by $algo, not offload"
 "$cluster" shape --name "$name" --node 3 --nic 0 --rate 100mbit || fail "shape"
 shaped=$SECONDS
-wait_event "$(schedule_events | grep -c .)" 20 n3 0.01 "$(awk -v s="$first" 'BEGIN { print s - 0.1 }')" > /dev/null ||
+wait_event "$(schedule_events | grep -c .)" 20 n3 0.05 "$(awk -v s="$first" 'BEGIN { print (s - 0.1 < 0.45 ? s - 0.1 : 0.45) }')" > /dev/null ||
   fail "no schedule event naming n3 slower than $first within 20 s of shaping it to 100 Mbit/s"
 echo "n3 named slower again $((SECONDS - shaped)) s after the shaping"
 finish_load
@@ -127,7 +136,7 @@ sleep 3
 [ -z "$(schedule_events)" ] || fail "a schedule change with every node alike: $(schedule_events)"
 "$cluster" nic --name "$name" --node 3 --nic 1 down || fail "nic down"
 downed=$SECONDS
-wait_event 0 45 n3 0.05 0.7 > /dev/null ||
+wait_event 0 45 n3 0.3 0.7 > /dev/null ||
   fail "no schedule event naming n3 slow within 45 s of its nic1 going down"
 echo "n3 named slow $((SECONDS - downed)) s after its nic1 went down"
 sleep 2
