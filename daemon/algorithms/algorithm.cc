@@ -56,7 +56,8 @@ std::span<const Algorithm> algorithms_for(Collective collective) {
   static constexpr Algorithm kAllreduce[] = {Algorithm::kRing, Algorithm::kRecursiveHalvingDoubling,
                                              Algorithm::kRecursiveDoubling, Algorithm::kOffload};
   static constexpr Algorithm kReduceScatter[] = {Algorithm::kRing};
-  static constexpr Algorithm kAllgather[] = {Algorithm::kRing, Algorithm::kBruck};
+  static constexpr Algorithm kAllgather[] = {Algorithm::kRing, Algorithm::kBruck,
+                                             Algorithm::kOffload};
   static constexpr Algorithm kRooted[] = {Algorithm::kChain, Algorithm::kBinomial};
   static constexpr Algorithm kAlltoall[] = {Algorithm::kPairwise};
   switch (collective) {
@@ -132,7 +133,8 @@ Plan make_plan(Algorithm algorithm, const Shape& shape) {
     case Algorithm::kPairwise:
       return plan_pairwise(shape);
     case Algorithm::kOffload:
-      return plan_offload(shape);
+      return shape.collective == Collective::kAllgather ? plan_offload_allgather(shape)
+                                                        : plan_offload(shape);
   }
   return Plan{};
 }

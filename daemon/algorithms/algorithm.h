@@ -94,7 +94,8 @@ Plan plan_bruck(const Shape& shape);
 Plan plan_binomial(const Shape& shape);
 Plan plan_chain(const Shape& shape);
 Plan plan_pairwise(const Shape& shape);
-Plan plan_offload(const Shape& shape);
+Plan plan_offload(const Shape& shape);            // allreduce
+Plan plan_offload_allgather(const Shape& shape);  // offload_allgather.cc
 // Who plan_offload treats as the slow participant, and the share of each chunk it reduces:
 // from Shape::speeds when given (the slowest, the lowest index among equals, and the share
 // balanced against the fastest of the rest), else Shape::slow and Shape::slow_share.

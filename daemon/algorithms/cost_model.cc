@@ -36,6 +36,34 @@ double slowest_speed(const Shape& s) {
   return s.speeds.empty() ? 1.0 : *std::min_element(s.speeds.begin(), s.speeds.end());
 }
 
+// The offload allgather (offload_allgather.cc): the busier of the slow node sending its
+// block and a healthy node sending its own block to the slow node plus q-1 ring hops of its
+// block and a slow piece, and the rounds.
+double offload_allgather_seconds(const Shape& s, const LinkCost& c) {
+  const int p = s.participants;
+  const int slow = offload_split(s).slow;
+  const double n = total_bytes(s);
+  const double pd = p;
+  const double q = pd - 1.0;
+  double slow_speed = 1.0;
+  double others = 1.0;
+  for (int i = 0; i < p && !s.speeds.empty(); ++i) {
+    const double speed = s.speeds[static_cast<size_t>(i)];
+    if (i == slow) {
+      slow_speed = speed;
+    } else {
+      others = std::min(others, speed);
+    }
+  }
+  const double slow_block =
+      s.elem_bytes * static_cast<double>(s.segments[static_cast<size_t>(slow)]);
+  const double healthy_volume = (n - slow_block) / q + (q - 1.0) / q * n;
+  const double chunks = std::clamp(std::floor(slow_block / (256 << 10)), 1.0, 64.0);
+  const double rounds = 2.0 * (q - 1.0) + chunks;
+  return rounds * c.alpha_s +
+         std::max(slow_block / slow_speed, healthy_volume / others) * c.beta_s_per_byte;
+}
+
 }  // namespace
 
 double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) {
@@ -70,6 +98,7 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
     case Algorithm::kPairwise:
       return (pd - 1.0) * (a + n / pd * b);
     case Algorithm::kOffload: {
+      if (s.collective == Collective::kAllgather) return offload_allgather_seconds(s, c);
       // The busier of the slow link and the healthy ones (offload.cc gives their volumes),
       // the healthy ring's rounds per chunk, and the pipeline's fill (a chunk's upload).
       const auto [slow, f] = offload_split(s);

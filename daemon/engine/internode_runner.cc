@@ -541,7 +541,7 @@ void InternodeRunner::speed_change_event(Comm& comm) {
       std::to_string(change->seq) + ", " +
       (slow.empty() ? std::string("every node taken as alike")
                     : "node " + slow + " is slow (speeds " + speeds +
-                          "), so allreduces may take the offload schedule") +
+                          "), so allreduces and allgathers may take the offload schedule") +
       ": " + change->reason;
   spdlog::info("{}", message);
   events_.emit("schedule", "info", message,
