@@ -34,8 +34,10 @@ struct Config {
   // core, so a latency op waits at most that long behind a large one. 0: never cut.
   size_t local_slice_bytes = 4 << 20;
   // Multi-node communicators plan for their nodes' measured bandwidths (issue 21): a node
-  // below this fraction of the fastest node's is slow, and allreduces may then take the
-  // offload schedule. 0: this daemon proposes no change for the communicators it leads
+  // below this fraction of the median node's is slow, and allreduces and allgathers may
+  // then take the offload schedule (SpeedAgreement::Settings::alike_above; a slow node is
+  // alike again only higher, recovered_above). 0: this daemon proposes no change for the
+  // communicators it leads
   // (node 0); it still follows the changes of the others' leaders.
   double slow_node_below = 0.75;
   uint32_t sq_entries = 256;

@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--slow-node-below", config.slow_node_below,
                  "Multi-node communicators follow their nodes' measured bandwidths: a node "
-                 "below this fraction of the fastest node's is slow, and allreduces may then "
-                 "take the offload schedule (0: this daemon proposes no change for the "
+                 "below this fraction of the median node's is slow, and allreduces and "
+                 "allgathers may then take the offload schedule (it is alike again above "
+                 "60 % of the way from this to 1; 0: this daemon proposes no change for the "
                  "communicators it leads; it still follows the changes of those it does not)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();

@@ -70,7 +70,7 @@ struct Shape {
   uint64_t pipeline_elems = 0;
   // Each participant's link speed relative to the median one's, in (0, 1], as the
   // communicator agreed on them for this op (issue 21); empty: all alike. The cost model and
-  // the offload allreduce follow them.
+  // the offload allreduce and allgather follow them.
   std::vector<double> speeds;
   // offload without speeds: the slow participant (-1: the last) and the share of each chunk
   // it reduces (0: none; it sends its input and receives the result once).
@@ -96,7 +96,8 @@ Plan plan_chain(const Shape& shape);
 Plan plan_pairwise(const Shape& shape);
 Plan plan_offload(const Shape& shape);            // allreduce
 Plan plan_offload_allgather(const Shape& shape);  // offload_allgather.cc
-// Who plan_offload treats as the slow participant, and the share of each chunk it reduces:
+// Who plan_offload (and plan_offload_allgather) treats as the slow participant, and the
+// share of each chunk it reduces (the allreduce's only):
 // from Shape::speeds when given (the slowest, the lowest index among equals, and the share
 // balanced against the fastest of the rest), else Shape::slow and Shape::slow_share.
 struct OffloadSplit {

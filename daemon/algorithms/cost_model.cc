@@ -38,7 +38,9 @@ double slowest_speed(const Shape& s) {
 
 // The offload allgather (offload_allgather.cc): the busier of the slow node sending its
 // block and a healthy node sending its own block to the slow node plus q-1 ring hops of its
-// block and a slow piece, and the rounds.
+// block and a slow piece, and a slice's rounds. The slow node's receiving is taken as fast
+// (the nodes measure what they send): where it is as slow both ways (a NIC lost to
+// failover), it takes in (p-1)/p N either way and this runs as the ring does, not faster.
 double offload_allgather_seconds(const Shape& s, const LinkCost& c) {
   const int p = s.participants;
   const int slow = offload_split(s).slow;
@@ -58,7 +60,9 @@ double offload_allgather_seconds(const Shape& s, const LinkCost& c) {
   const double slow_block =
       s.elem_bytes * static_cast<double>(s.segments[static_cast<size_t>(slow)]);
   const double healthy_volume = (n - slow_block) / q + (q - 1.0) / q * n;
-  const double chunks = std::clamp(std::floor(slow_block / (256 << 10)), 1.0, 64.0);
+  // Per slice (op_slices.h: 2 MiB of work, a slow block's share of it), as offload's.
+  const double chunks =
+      std::clamp(std::floor(std::min(slow_block, 2.0 * (1 << 20) / pd) / (256 << 10)), 1.0, 8.0);
   const double rounds = 2.0 * (q - 1.0) + chunks;
   return rounds * c.alpha_s +
          std::max(slow_block / slow_speed, healthy_volume / others) * c.beta_s_per_byte;

@@ -48,9 +48,9 @@ OffloadSplit offload_split(const Shape& s) {
   }
   const auto slowest = std::min_element(s.speeds.begin(), s.speeds.end());
   const int slow = static_cast<int>(slowest - s.speeds.begin());
-  // Its share follows its speed against the fastest of the rest: measures of nodes that are
-  // not pressed read low (NodeLinks::own_bandwidth), and taking the slowest of the rest
-  // gave the slow node shares it could not carry.
+  // Its share follows its speed against the fastest of the rest (speeds are of the median
+  // node, so that is 1 but where most nodes are slow): taking the slowest of the rest gave
+  // the slow node shares it could not carry when a healthy node's measure read low.
   double others = 0.0;
   for (int i = 0; i < s.participants; ++i) {
     if (i != slow) others = std::max(others, s.speeds[static_cast<size_t>(i)]);

@@ -11,6 +11,7 @@
 // No reduction: every byte lands where it is received, so the result is the ring's, bit
 // for bit.
 #include <algorithm>
+#include <utility>
 
 #include "daemon/algorithms/algorithm.h"
 
@@ -51,13 +52,19 @@ Plan plan_offload_allgather(const Shape& s) {
     uint64_t offset = 0;
     uint64_t bytes = 0;
   };
-  auto piece = [&](int h, int c) {
+  // piece_offsets[c][h]: piece (h, c)'s first element within the slow block.
+  std::vector<std::vector<uint64_t>> piece_offsets;
+  for (int c = 0; c < chunks; ++c) {
     const uint64_t begin = chunk_offsets[static_cast<size_t>(c)];
-    const std::vector<uint64_t> o =
+    std::vector<uint64_t> o =
         prefix_offsets(split_evenly(chunk_offsets[static_cast<size_t>(c) + 1] - begin, q));
-    return Piece{
-        block_at(slow) + (begin + o[static_cast<size_t>(wrap(h, q))]) * elem,
-        (o[static_cast<size_t>(wrap(h, q)) + 1] - o[static_cast<size_t>(wrap(h, q))]) * elem};
+    for (uint64_t& offset : o) offset += begin;
+    piece_offsets.push_back(std::move(o));
+  }
+  auto piece = [&](int h, int c) {
+    const std::vector<uint64_t>& o = piece_offsets[static_cast<size_t>(c)];
+    const auto i = static_cast<size_t>(wrap(h, q));
+    return Piece{block_at(slow) + o[i] * elem, (o[i + 1] - o[i]) * elem};
   };
   if (s.me == slow) {
     // One round: every piece out, chunk by chunk, and every other block in.

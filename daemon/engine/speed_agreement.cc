@@ -45,11 +45,14 @@ double SpeedAgreement::reference_of(std::span<const double> bandwidth) {
 std::vector<double> SpeedAgreement::speeds_of(std::span<const double> bandwidth) const {
   const double reference = reference_of(bandwidth);
   if (reference <= 0) return {};
+  const std::vector<double>& current = agreed_.empty() ? kAlike : agreed_.back().speeds;
   std::vector<double> speeds;
   bool any_slow = false;
-  for (double b : bandwidth) {
+  for (size_t i = 0; i < bandwidth.size(); ++i) {
+    const double b = bandwidth[i];
     const double ratio = b > 0 ? b / reference : 1.0;
-    if (ratio >= settings_.alike_above) {
+    const bool slow_now = i < current.size() && current[i] < 1.0;
+    if (ratio >= (slow_now ? recovered_above() : settings_.alike_above)) {
       speeds.push_back(1.0);
       continue;
     }

@@ -82,7 +82,13 @@ class SpeedAgreement {
   std::optional<Message> take_committed();
 
   // Snaps measured bandwidths to speeds relative to the reference (reference_of), at most 1,
-  // k/kSpeedSteps (alike ones to 1). Empty when all are alike.
+  // k/kSpeedSteps (alike ones to 1). Empty when all are alike. A node the agreement in
+  // force has slow is alike again only above recovered_above(): once the offload schedule
+  // spares its link, it is pressed less and its measure drifts up through the noise, and
+  // at the plain threshold the schedule flapped between ring and offload.
+  double recovered_above() const {
+    return settings_.alike_above + 0.6 * (1.0 - settings_.alike_above);
+  }
   std::vector<double> speeds_of(std::span<const double> bandwidth) const;
   // The bandwidth speeds are relative to: the upper median of the known ones (0: none).
   // Not the fastest: one node whose measure reads high (a healthy node's read 1.4x on the

@@ -7,9 +7,9 @@
 namespace plexus::daemon {
 
 void NicPace::add_tick(double wall_us, std::vector<PathGrowth> growth) {
-  std::erase_if(growth, [](const PathGrowth& g) { return g.acked < kMinTickBytes; });
-  if (wall_us <= 0 || growth.empty()) return;
-  ticks_.push_back({wall_us, std::move(growth)});
+  if (wall_us <= 0) return;
+  std::erase_if(growth, [](const PathGrowth& g) { return !g.queued && g.acked < kMinTickBytes; });
+  ticks_.push_back({wall_us, std::move(growth)});  // kept empty too: its time bounds the NICs'
 }
 
 std::map<std::string, NicPace::NicSample> NicPace::take() {
@@ -30,11 +30,12 @@ std::map<std::string, NicPace::NicSample> NicPace::take() {
   auto rate = [](const Total& t) {
     return static_cast<double>(t.acked) / static_cast<double>(t.busy_us) * 1e6;
   };
-  std::map<std::string, double> fastest;  // per NIC, bytes/s
+  std::map<std::string, double> fastest;  // per NIC, bytes/s: for leaving paths out
+  std::map<std::string, double> floor;    // per NIC, bytes/s: its fastest long-pressed path
   for (const auto& [path, t] : paths) {
-    if (static_cast<double>(t.busy_us) < kMinBusyUs) continue;
-    double& best = fastest[t.nic];
-    best = std::max(best, rate(t));
+    const auto busy = static_cast<double>(t.busy_us);
+    if (busy >= kMinBusyUs) fastest[t.nic] = std::max(fastest[t.nic], rate(t));
+    if (busy >= kMinFloorBusyUs) floor[t.nic] = std::max(floor[t.nic], rate(t));
   }
   std::set<uint64_t> paced;
   for (const auto& [path, t] : paths) {
@@ -47,7 +48,9 @@ std::map<std::string, NicPace::NicSample> NicPace::take() {
     double pressed_us = 0;
   };
   std::map<std::string, Sum> nics;
+  double elapsed_us = 0;  // the ticks' time so far
   for (const Tick& tick : ticks_) {
+    elapsed_us += tick.wall_us;
     std::map<std::string, std::pair<uint64_t, uint64_t>> busy;  // per NIC: sum, longest
     for (const PathGrowth& g : tick.growth) {
       if (paced.count(g.path) != 0) continue;
@@ -57,19 +60,21 @@ std::map<std::string, NicPace::NicSample> NicPace::take() {
       longest = std::max(longest, g.busy_us);
     }
     for (const auto& [nic, b] : busy) {
-      // The counters step in jiffies, so a path may show more than the tick: then the
-      // longest path's time.
+      // A path may show more than the tick (jiffies): then the longest path's, as long as
+      // the NIC's total stays within the ticks' time and one jiffy (a lone path's counts add
+      // up to its exact total; paths pressed at once all step up in the same tick).
       const auto longest = static_cast<double>(b.second);
-      nics[nic].pressed_us +=
+      Sum& sum = nics[nic];
+      const double pressed =
           std::clamp(static_cast<double>(b.first), longest, std::max(longest, tick.wall_us));
+      sum.pressed_us += std::clamp(elapsed_us + kJiffyUs - sum.pressed_us, 0.0, pressed);
     }
   }
   ticks_.clear();
   std::map<std::string, NicSample> samples;
   for (const auto& [nic, sum] : nics) {
     if (sum.pressed_us <= 0) continue;
-    // Never below its fastest path alone: one connection cannot outrun its NIC.
-    samples[nic] = {std::max(static_cast<double>(sum.acked) / sum.pressed_us * 1e6, fastest[nic]),
+    samples[nic] = {std::max(static_cast<double>(sum.acked) / sum.pressed_us * 1e6, floor[nic]),
                     sum.pressed_us};
   }
   return samples;

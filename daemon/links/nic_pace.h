@@ -3,18 +3,22 @@
 // tick. NodeLinks turns the samples into the node's figure that the slow-node schedule
 // compares across nodes.
 //
-// Two things make a NIC's pressed time more than adding up its paths' (connections share a
-// NIC at once, as a ring's slices do, or take turns on it, as recursive halving's steps do):
+// A NIC's pressed time is not its paths' added up (connections share a NIC at once, as a
+// ring's slices do, or take turns on it, as recursive halving's steps do):
 // - Within a tick, the NIC was pressed at least as long as its longest path and at most as
 //   long as all of them, and never longer than the tick. Over a whole report neither bound
-//   is right; over 10 ms the two are close.
-// - A path that carried only heartbeats and acknowledgements in a tick is pressed for
-//   nothing: each small frame waits out the receiver's delayed ACK (40 ms), so an idle path
-//   with a heartbeat every 50 ms reads pressed most of the time. A tick counts for a path
-//   only when at least kMinTickBytes of it were acknowledged.
+//   is right; over 10 ms the two are close. The counters step in jiffies (4 ms at HZ=250),
+//   so a tick may show more than its length: the excess is carried, and a NIC is never
+//   pressed longer than the ticks so far.
+// - A path that carried only heartbeats and acknowledgements in a tick is "pressed" for
+//   nothing: each small frame is in flight until the peer's ACK comes back (behind the
+//   peer's own data, or delayed), so an idle path reads pressed much of the time at 0 MB/s.
+//   A tick counts for a path only when it had data queued (the transport's unsent bytes:
+//   a burst's start, a loss stalling it) or at least kMinTickBytes were acknowledged.
+// And some paths say nothing of their NIC:
 // - A path to a slow peer is pressed long for few bytes: its acknowledgements come back
-//   behind that peer's own full send queue. Its time says nothing of this NIC, so a path
-//   reading below kPacedShare of the NIC's fastest path is left out of the NIC's figure.
+//   behind that peer's own full send queue. A path reading below kPacedShare of the NIC's
+//   fastest path is left out of the NIC's figure.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,7 @@ class NicPace {
     std::string nic;
     uint64_t acked = 0;
     uint64_t busy_us = 0;
+    bool queued = false;  // the transport held data not yet sent when it was read
   };
   struct NicSample {
     double bytes_per_s = 0;
@@ -39,14 +44,19 @@ class NicPace {
   };
 
   // A path whose report rate is below this share of its NIC's fastest path is paced by its
-  // peer, not by this NIC.
-  static constexpr double kPacedShare = 0.5;
-  // A path's rate counts (for the fastest and for leaving it out) once it was pressed this
-  // long in a report: the kernel counts pressed time in jiffies (4 ms at HZ=250).
-  static constexpr double kMinBusyUs = 12'000;
-  // Less acknowledged in a tick is control traffic (a few frames), not data: the tick is
-  // left out for that path. (A path carrying data at under 0.4 MB/s is not measured.)
-  static constexpr uint64_t kMinTickBytes = 4096;
+  // peer, not by this NIC. Well below an even share: connections sharing a NIC split it
+  // unevenly (0.5 / 0.3 / 0.2), and leaving a fair one out reads the NIC low.
+  static constexpr double kPacedShare = 0.3;
+  // A path's rate counts for leaving others out once it was pressed this long in a
+  // report (5 jiffies: +-20 %) ...
+  static constexpr double kMinBusyUs = 20'000;
+  // ... and as a floor under its NIC's figure (one connection cannot outrun its NIC) once
+  // this long: the fastest of several short, jiffy-rounded readings reads high.
+  static constexpr double kMinFloorBusyUs = 40'000;
+  // Less acknowledged in a tick, with nothing queued, is control traffic (a few frames).
+  static constexpr uint64_t kMinTickBytes = 1024;
+  // The kernel's pressed-time step: a jiffy at Debian's HZ=250.
+  static constexpr double kJiffyUs = 4'000;
 
   // One tick's growth of the paths' counters, `wall_us` after the previous tick.
   void add_tick(double wall_us, std::vector<PathGrowth> growth);

@@ -200,8 +200,9 @@ class NodeLinks {
   // left out of this node's (their pace is the peer's).
   static constexpr double kSlowerPeer = 0.75;
   static constexpr double kRateWeight = 0.3;
-  // A report's NIC sample counts once its paths were pressed at least this long.
-  static constexpr double kMinBusyUs = NicPace::kMinBusyUs;
+  // A report's NIC sample counts once its paths were pressed at least this long (3
+  // jiffies: shorter ones are mostly rounding).
+  static constexpr double kMinBusyUs = 12'000;
   static constexpr auto kStaleReport = std::chrono::seconds(2);
 
   // Frames being read straight into memory kept alive by `owner` finish into a sink
@@ -289,8 +290,9 @@ class NodeLinks {
   // A control frame from the peer about its paths (checked before the channel sees it).
   std::string on_path_frame(Path& path, const transports::wire::DataFrameHeader& header);
   void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
-  // Reads each path's transport counters (own_bandwidth), then sends own_bandwidth() to
-  // every peer, on one live path each.
+  // Turns the NIC samples since the last report (sample_paths) into each NIC's measure
+  // (own_bandwidth), judges which peers are much slower than the median, then sends
+  // own_bandwidth() to every peer, on one live path each.
   void report_bandwidth();
   // Every tick: each path's transport counters, and each NIC's pressed time (own_bandwidth).
   void sample_paths();

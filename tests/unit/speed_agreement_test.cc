@@ -114,6 +114,12 @@ TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnE
   }
   // Steady again: nothing more. Alike again, steadily: a change back.
   EXPECT_TRUE(leader.measured(bw, kNames, 10, at(5000)).empty());
+  // Agreed slow, a node is alike again only above recovered_above (0.9 for 0.75): at 0.8 it
+  // is still slow, at its new speed.
+  EXPECT_DOUBLE_EQ(leader.recovered_above(), 0.9);
+  EXPECT_EQ(leader.speeds_of(std::vector<double>{100, 100, 80}),
+            (std::vector<double>{1.0, 1.0, 51.0 / 64}));
+  EXPECT_TRUE(leader.speeds_of(std::vector<double>{100, 100, 92}).empty());
   EXPECT_TRUE(leader.measured(std::vector<double>{100, 100, 95}, kNames, 10, at(6000)).empty());
   const auto back =
       leader.measured(std::vector<double>{100, 100, 95}, kNames, 10, at(6000 + steady));

@@ -14,7 +14,7 @@
 #                            [COLLECTIVE=allreduce|allgather]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:?usage: slow_node.sh BUILD_DIR [RATE] [SIZE] [ITERS] [WARMUP]}" && pwd)
+build=$(cd "${1:?usage: slow_node.sh BUILD_DIR [RATE] [SIZE] [ITERS] [WARMUP] [COLLECTIVE]}" && pwd)
 rate=${2:-400mbit}
 size=${3:-32M}
 iters=${4:-10}
