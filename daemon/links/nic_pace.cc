@@ -8,7 +8,7 @@ namespace plexus::daemon {
 
 void NicPace::add_tick(double wall_us, std::vector<PathGrowth> growth) {
   if (wall_us <= 0) return;
-  std::erase_if(growth, [](const PathGrowth& g) { return !g.queued && g.acked < kMinTickBytes; });
+  std::erase_if(growth, [](const PathGrowth& g) { return g.acked < kMinTickBytes; });
   ticks_.push_back({wall_us, std::move(growth)});  // kept empty too: its time bounds the NICs'
 }
 
@@ -30,12 +30,11 @@ std::map<std::string, NicPace::NicSample> NicPace::take() {
   auto rate = [](const Total& t) {
     return static_cast<double>(t.acked) / static_cast<double>(t.busy_us) * 1e6;
   };
-  std::map<std::string, double> fastest;  // per NIC, bytes/s: for leaving paths out
-  std::map<std::string, double> floor;    // per NIC, bytes/s: its fastest long-pressed path
+  std::map<std::string, double> fastest;  // per NIC, bytes/s
   for (const auto& [path, t] : paths) {
-    const auto busy = static_cast<double>(t.busy_us);
-    if (busy >= kMinBusyUs) fastest[t.nic] = std::max(fastest[t.nic], rate(t));
-    if (busy >= kMinFloorBusyUs) floor[t.nic] = std::max(floor[t.nic], rate(t));
+    if (static_cast<double>(t.busy_us) >= kMinBusyUs) {
+      fastest[t.nic] = std::max(fastest[t.nic], rate(t));
+    }
   }
   std::set<uint64_t> paced;
   for (const auto& [path, t] : paths) {
@@ -74,7 +73,7 @@ std::map<std::string, NicPace::NicSample> NicPace::take() {
   std::map<std::string, NicSample> samples;
   for (const auto& [nic, sum] : nics) {
     if (sum.pressed_us <= 0) continue;
-    samples[nic] = {std::max(static_cast<double>(sum.acked) / sum.pressed_us * 1e6, floor[nic]),
+    samples[nic] = {std::max(static_cast<double>(sum.acked) / sum.pressed_us * 1e6, fastest[nic]),
                     sum.pressed_us};
   }
   return samples;

@@ -13,8 +13,11 @@
 // - A path that carried only heartbeats and acknowledgements in a tick is "pressed" for
 //   nothing: each small frame is in flight until the peer's ACK comes back (behind the
 //   peer's own data, or delayed), so an idle path reads pressed much of the time at 0 MB/s.
-//   A tick counts for a path only when it had data queued (the transport's unsent bytes:
-//   a burst's start, a loss stalling it) or at least kMinTickBytes were acknowledged.
+//   A tick counts for a path only when at least kMinTickBytes were acknowledged in it. (So
+//   a data path's ticks with nothing acknowledged, a loss stalling it, are left out too and
+//   a lossy NIC reads somewhat high. Counting ticks with data queued instead took in the
+//   paths to a slow peer, whose data waits behind its queue, and healthy nodes read 0.7 of
+//   their NICs.)
 // And some paths say nothing of their NIC:
 // - A path to a slow peer is pressed long for few bytes: its acknowledgements come back
 //   behind that peer's own full send queue. A path reading below kPacedShare of the NIC's
@@ -36,7 +39,6 @@ class NicPace {
     std::string nic;
     uint64_t acked = 0;
     uint64_t busy_us = 0;
-    bool queued = false;  // the transport held data not yet sent when it was read
   };
   struct NicSample {
     double bytes_per_s = 0;
@@ -44,17 +46,17 @@ class NicPace {
   };
 
   // A path whose report rate is below this share of its NIC's fastest path is paced by its
-  // peer, not by this NIC. Well below an even share: connections sharing a NIC split it
-  // unevenly (0.5 / 0.3 / 0.2), and leaving a fair one out reads the NIC low.
-  static constexpr double kPacedShare = 0.3;
-  // A path's rate counts for leaving others out once it was pressed this long in a
-  // report (5 jiffies: +-20 %) ...
-  static constexpr double kMinBusyUs = 20'000;
-  // ... and as a floor under its NIC's figure (one connection cannot outrun its NIC) once
-  // this long: the fastest of several short, jiffy-rounded readings reads high.
-  static constexpr double kMinFloorBusyUs = 40'000;
-  // Less acknowledged in a tick, with nothing queued, is control traffic (a few frames).
-  static constexpr uint64_t kMinTickBytes = 1024;
+  // peer, not by this NIC. (Connections splitting a NIC more unevenly than that lose their
+  // slow ones' bytes, reading the NIC low; 0.3 let in enough of the paths to a slow peer
+  // that healthy nodes read 0.7 of their NICs.)
+  static constexpr double kPacedShare = 0.5;
+  // A path's rate counts, for leaving others out and as a floor under its NIC's figure (one
+  // connection cannot outrun its NIC), once it was pressed this long in a report (3
+  // jiffies). Requiring 40 ms left healthy nodes whose paths run in bursts (waiting on a
+  // slow node) without their floor, reading 0.75 of their NICs.
+  static constexpr double kMinBusyUs = 12'000;
+  // Less acknowledged in a tick is control traffic (a few frames).
+  static constexpr uint64_t kMinTickBytes = 4096;
   // The kernel's pressed-time step: a jiffy at Debian's HZ=250.
   static constexpr double kJiffyUs = 4'000;
 

@@ -268,8 +268,7 @@ void NodeLinks::sample_paths() {
           (delivery->network_busy_us > path->busy_us_seen ||
            delivery->acked_bytes > path->acked_seen)) {
         growth.push_back({path->key, path->nic, delivery->acked_bytes - path->acked_seen,
-                          delivery->network_busy_us - path->busy_us_seen,
-                          delivery->unsent_bytes > 0});
+                          delivery->network_busy_us - path->busy_us_seen});
       }
       path->acked_seen = delivery->acked_bytes;
       path->busy_us_seen = delivery->network_busy_us;

@@ -55,8 +55,9 @@ start_load() {  # checked ops per node
 }
 load_running() { kill -0 "${load_pids[0]}" 2>/dev/null; }
 # Waits up to $2 s for a schedule event on n0, past the first $1 ones, that names node $3
-# slow at a speed in [$4, $5]; prints it. Changes of n3's speed on the way there (a measure
-# still settling) are shown, not failed; an event with any other node slow fails.
+# slow at a speed in [$4, $5] and every other node alike; prints it. Changes on the way
+# there are shown, not failed: while the slow node's queue settles (a second or two), the
+# nodes waiting on it may read 0.7 of their NICs and the first proposal may catch that.
 wait_event() {
   local seen=$1 limit=$2 node=$3 lo=$4 hi=$5 start=$SECONDS events event speed
   while [ $((SECONDS - start)) -lt "$limit" ]; do
@@ -66,8 +67,7 @@ wait_event() {
       seen=$((seen + 1))
       echo "  after $((SECONDS - start)) s: $(grep -o '"message":"[^"]*"' <<< "$event")" >&2
       speed=$(grep -o '"speed":[0-9.]*' <<< "$event" | cut -d: -f2)
-      others_alike "$node" "$event" || { echo "an event has a node other than $node slow: $event" >&2; return 1; }
-      if grep -q "\"node\":\"$node\"" <<< "$event" &&
+      if grep -q "\"node\":\"$node\"" <<< "$event" && others_alike "$node" "$event" &&
         awk -v s="$speed" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(s >= lo && s <= hi) }'; then
         echo "$event"
         return 0

@@ -1,7 +1,7 @@
 // A NIC's rate from its paths' counters (daemon/links/nic_pace.h): paths taking turns on a
 // NIC and paths sharing it at once (evenly or not) both read the NIC's rate, neither a path
-// paced by a slow peer nor one carrying only heartbeats drags its NIC down while a stalled
-// data path does, and the kernel's jiffy-stepped counters stay within bounds.
+// paced by a slow peer nor one carrying only heartbeats drags its NIC down, and the
+// kernel's jiffy-stepped counters stay within bounds.
 #include "daemon/links/nic_pace.h"
 
 #include <gtest/gtest.h>
@@ -34,12 +34,12 @@ TEST(NicPaceTest, PathsTakingTurnsOnANicReadItsRateNotTwice) {
 
 TEST(NicPaceTest, PathsSharingANicAtOnceReadItsRateNotAShare) {
   NicPace pace;
-  // Three connections splitting the NIC unevenly (0.5 / 0.3 / 0.2), none left out.
+  // Three connections splitting the NIC unevenly (0.4 / 0.33 / 0.27), none left out.
   for (int t = 0; t < 10; ++t) {
     std::vector<Growth> tick;
     for (uint64_t path = 1; path <= 3; ++path) {
-      const uint64_t tenths = path == 1 ? 5 : path == 2 ? 3 : 2;
-      tick.push_back({path, "nic0", 10'000 * kBytesPerUs * tenths / 10, 10'000});
+      const uint64_t hundredths = path == 1 ? 40 : path == 2 ? 33 : 27;
+      tick.push_back({path, "nic0", 10'000 * kBytesPerUs * hundredths / 100, 10'000});
     }
     tick.push_back({4, "nic1", 10'000 * kBytesPerUs, 10'000});  // another NIC, alone
     pace.add_tick(kTickUs, tick);
@@ -97,20 +97,13 @@ TEST(NicPaceTest, APathCarryingOnlyHeartbeatsIsNotPressed) {
   // Heartbeats alone: no sample (with them, 0 MB/s pressed 80 % of the time).
   for (int t = 0; t < 10; ++t) pace.add_tick(kTickUs, {Growth{2, "nic0", 64, 8'000}});
   EXPECT_TRUE(pace.take().empty());
-  // A data path stalled with data queued (a loss, a burst's first round trip) is pressed
-  // though little was acknowledged: half the ticks stalled read the NIC at half.
-  for (int t = 0; t < 10; ++t) {
-    const uint64_t acked = t % 2 == 0 ? 10'000 * kBytesPerUs : 0;
-    pace.add_tick(kTickUs, {Growth{1, "nic0", acked, 10'000, /*queued=*/true}});
-  }
-  EXPECT_NEAR(pace.take().at("nic0").bytes_per_s, 12.5e6, 1e3);
 }
 
 TEST(NicPaceTest, JiffySteppedCountersStayWithinTheTickOrTheLongestPath) {
   NicPace pace;
   // Ticks of 5 ms and counters that step by 4 ms: a tick may show 8 ms on one path (then
   // the longest path's, within the ticks' time and a jiffy), or bytes acknowledged with no
-  // pressed time (still counted). Too short to judge a path by: none left out.
+  // pressed time (still counted).
   pace.add_tick(5'000, {Growth{1, "nic0", 8'000 * kBytesPerUs, 8'000},
                         Growth{2, "nic0", 4'000 * kBytesPerUs, 4'000}});
   pace.add_tick(5'000, {Growth{1, "nic0", 2'000 * kBytesPerUs, 0}});
