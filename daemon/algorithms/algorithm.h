@@ -105,6 +105,13 @@ struct OffloadSplit {
   double share = 0;
 };
 OffloadSplit offload_split(const Shape& shape);
+// Offload's pipeline chunks (the slow node's input in the allreduce, its block in the
+// allgather) are about this large: a 2 MiB slice (op_slices.h) is 8, so a chunk's round
+// trip through the healthy ring, which the slow link waits for at the op's end, is short.
+// 1 MiB chunks left 4-5 % more of the slow link idle at x = 1/2 on 4 nodes at 400 Mbit/s;
+// 128 KiB ones gained nothing more (docs/BENCHMARKS.md).
+inline constexpr uint64_t kOffloadChunkBytes = 256 << 10;
+inline constexpr uint64_t kOffloadMaxChunks = 64;
 // The share of the reduction (0 .. 1/p) that a participant whose link runs at `x` of the
 // others' speed takes in the offload allreduce so that its link and theirs finish
 // together: none at or below x = (p-1)/(2p-3), where sending its input and receiving the

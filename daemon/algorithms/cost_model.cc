@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace plexus::daemon::algo {
 namespace {
@@ -36,6 +37,21 @@ double slowest_speed(const Shape& s) {
   return s.speeds.empty() ? 1.0 : *std::min_element(s.speeds.begin(), s.speeds.end());
 }
 
+// Offload's slow participant's speed and the slowest of the others' (1 without speeds).
+std::pair<double, double> offload_speeds(const Shape& s, int slow) {
+  double slow_speed = 1.0;
+  double others = 1.0;
+  for (int i = 0; i < s.participants && !s.speeds.empty(); ++i) {
+    const double speed = s.speeds[static_cast<size_t>(i)];
+    if (i == slow) {
+      slow_speed = speed;
+    } else {
+      others = std::min(others, speed);
+    }
+  }
+  return {slow_speed, others};
+}
+
 // The offload allgather (offload_allgather.cc): the busier of the slow node sending its
 // block and a healthy node sending its own block to the slow node plus q-1 ring hops of its
 // block and a slow piece, and a slice's rounds. The slow node's receiving is taken as fast
@@ -47,22 +63,14 @@ double offload_allgather_seconds(const Shape& s, const LinkCost& c) {
   const double n = total_bytes(s);
   const double pd = p;
   const double q = pd - 1.0;
-  double slow_speed = 1.0;
-  double others = 1.0;
-  for (int i = 0; i < p && !s.speeds.empty(); ++i) {
-    const double speed = s.speeds[static_cast<size_t>(i)];
-    if (i == slow) {
-      slow_speed = speed;
-    } else {
-      others = std::min(others, speed);
-    }
-  }
+  const auto [slow_speed, others] = offload_speeds(s, slow);
   const double slow_block =
       s.elem_bytes * static_cast<double>(s.segments[static_cast<size_t>(slow)]);
   const double healthy_volume = (n - slow_block) / q + (q - 1.0) / q * n;
   // Per slice (op_slices.h: 2 MiB of work, a slow block's share of it), as offload's.
-  const double chunks =
-      std::clamp(std::floor(std::min(slow_block, 2.0 * (1 << 20) / pd) / (256 << 10)), 1.0, 8.0);
+  const double chunks = std::clamp(std::floor(std::min(slow_block, 2.0 * (1 << 20) / pd) /
+                                              static_cast<double>(kOffloadChunkBytes)),
+                                   1.0, 8.0);
   const double rounds = 2.0 * (q - 1.0) + chunks;
   return rounds * c.alpha_s +
          std::max(slow_block / slow_speed, healthy_volume / others) * c.beta_s_per_byte;
@@ -107,23 +115,15 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
       // the healthy ring's rounds per chunk, and the pipeline's fill (a chunk's upload).
       const auto [slow, f] = offload_split(s);
       const double q = pd - 1.0;
-      double slow_speed = 1.0;
-      double others = 1.0;
-      for (int i = 0; i < p && !s.speeds.empty(); ++i) {
-        const double speed = s.speeds[static_cast<size_t>(i)];
-        if (i == slow) {
-          slow_speed = speed;
-        } else {
-          others = std::min(others, speed);
-        }
-      }
+      const auto [slow_speed, others] = offload_speeds(s, slow);
       const double base_b = c.beta_s_per_byte;
       const double slow_volume = (1.0 + (pd - 2.0) * f) * n;
       const double healthy_volume = ((2.0 * q - 1.0) / q * (1.0 - f) + f) * n;
       // Rounds: a slice's chunks' (op_slices.h: 2 MiB slices, run a few at once, so their
       // rounds overlap).
-      const double chunks =
-          std::clamp(std::floor(std::min(n, 2.0 * (1 << 20)) / (256 << 10)), 1.0, 8.0);
+      const double chunks = std::clamp(
+          std::floor(std::min(n, 2.0 * (1 << 20)) / static_cast<double>(kOffloadChunkBytes)), 1.0,
+          8.0);
       const double rounds = chunks * 2.0 * std::max(pd - 2.0, 1.0);
       return rounds * a + std::max(slow_volume / slow_speed, healthy_volume / others) * base_b +
              std::min(n, 256.0 * 1024) * base_b / slow_speed;

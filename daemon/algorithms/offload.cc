@@ -20,13 +20,6 @@
 namespace plexus::daemon::algo {
 namespace {
 
-// Chunks are about this large: a 2 MiB slice (op_slices.h) is 8, so a chunk's round trip
-// through the healthy ring, which the slow link waits for at the op's end, is short. 1 MiB
-// chunks left 4-5 % more of the slow link idle at x = 1/2 on 4 nodes at 400 Mbit/s; 128 KiB
-// ones gained nothing more (docs/BENCHMARKS.md).
-constexpr uint64_t kChunkBytes = 256 << 10;
-constexpr uint64_t kMaxChunks = 64;
-
 int wrap(int i, int q) { return ((i % q) + q) % q; }
 
 }  // namespace
@@ -73,8 +66,9 @@ Plan plan_offload(const Shape& s) {
   const uint64_t elem = s.elem_bytes;
   // Shape::pipeline_elems, when set, is the chunk size (tests use small ones).
   const uint64_t wanted = s.pipeline_elems > 0 ? (s.count + s.pipeline_elems - 1) / s.pipeline_elems
-                                               : s.count * elem / kChunkBytes;
-  const uint64_t chunks = std::clamp<uint64_t>(wanted, 1, std::min<uint64_t>(kMaxChunks, s.count));
+                                               : s.count * elem / kOffloadChunkBytes;
+  const uint64_t chunks =
+      std::clamp<uint64_t>(wanted, 1, std::min<uint64_t>(kOffloadMaxChunks, s.count));
   const std::vector<uint64_t> chunk_offsets =
       prefix_offsets(split_evenly(s.count, static_cast<int>(chunks)));
   // Chunk c in bytes of the work buffer: healthy piece h is [o[h], o[h+1]) and the slow

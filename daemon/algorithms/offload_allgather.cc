@@ -18,11 +18,6 @@
 namespace plexus::daemon::algo {
 namespace {
 
-// The slow block's pieces go in chunks of about this many bytes, so that the healthy ring
-// forwards the first ones while the slow link still sends the rest (offload.cc's size).
-constexpr uint64_t kChunkBytes = 256 << 10;
-constexpr uint64_t kMaxChunks = 64;
-
 int wrap(int i, int q) { return ((i % q) + q) % q; }
 
 }  // namespace
@@ -40,13 +35,15 @@ Plan plan_offload_allgather(const Shape& s) {
   auto block_bytes = [&](int i) {
     return (blocks[static_cast<size_t>(i) + 1] - blocks[static_cast<size_t>(i)]) * elem;
   };
-  // The slow block in chunks, each split into q pieces: piece (h, c) is healthy h's.
+  // The slow block in chunks (kOffloadChunkBytes: the healthy ring forwards the first ones
+  // while the slow link still sends the rest), each split into q pieces: piece (h, c) is
+  // healthy h's.
   const uint64_t slow_elems = s.segments[static_cast<size_t>(slow)];
   const uint64_t wanted = s.pipeline_elems > 0
                               ? (slow_elems + s.pipeline_elems - 1) / s.pipeline_elems
-                              : slow_elems * elem / kChunkBytes;
-  const auto chunks = static_cast<int>(
-      std::clamp<uint64_t>(wanted, 1, std::max<uint64_t>(1, std::min(kMaxChunks, slow_elems))));
+                              : slow_elems * elem / kOffloadChunkBytes;
+  const auto chunks = static_cast<int>(std::clamp<uint64_t>(
+      wanted, 1, std::max<uint64_t>(1, std::min(kOffloadMaxChunks, slow_elems))));
   const std::vector<uint64_t> chunk_offsets = prefix_offsets(split_evenly(slow_elems, chunks));
   struct Piece {
     uint64_t offset = 0;

@@ -507,6 +507,42 @@ class TimedEndpoint : public PlanTransport {
   int me_;
 };
 
+// Runs every participant's plan over a TimedNetwork with those send rates, in place on
+// `work`; the simulated seconds, or a negative value after `error` (a piece that does not
+// fit, a participant that does not finish).
+double run_timed(const std::vector<Plan>& plans, std::vector<std::vector<Word>>& work,
+                 const std::vector<double>& speeds, std::string* error) {
+  const size_t p = plans.size();
+  TimedNetwork net(speeds);
+  std::vector<TimedEndpoint> endpoints;
+  endpoints.reserve(p);
+  std::vector<std::unique_ptr<PlanRunner>> runners;
+  for (size_t me = 0; me < p; ++me) {
+    endpoints.emplace_back(&net, static_cast<int>(me));
+    auto bytes = bytes_of(work[me]);
+    runners.push_back(std::make_unique<PlanRunner>(
+        plans[me], PlanBuffers{bytes.data(), bytes.size(), nullptr, 0, kElem}, add_words,
+        endpoints.back()));
+  }
+  for (auto& r : runners) r->start();
+  const double seconds = net.run(
+      [&](int to, int from, uint32_t message, std::span<const std::byte> data) {
+        return runners[static_cast<size_t>(to)]->deliver(from, message, 0, data);
+      },
+      [&](int from, int to, uint32_t message) {
+        runners[static_cast<size_t>(from)]->send_done(to, message);
+      },
+      error);
+  if (seconds < 0) return seconds;
+  for (size_t me = 0; me < p; ++me) {
+    if (!runners[me]->done()) {
+      *error = "participant " + std::to_string(me) + " did not finish";
+      return -1;
+    }
+  }
+  return seconds;
+}
+
 // Seconds `algorithm` takes for an allreduce of `count` words with node `slow` at x of the
 // others' 1 byte/s, checking the result exactly; negative after a failure (in `error`).
 double timed_allreduce(Algorithm algorithm, int p, int slow, double x, uint64_t count,
@@ -523,32 +559,9 @@ double timed_allreduce(Algorithm algorithm, int p, int slow, double x, uint64_t 
     work[static_cast<size_t>(me)].resize(count);
     for (uint64_t j = 0; j < count; ++j) work[static_cast<size_t>(me)][j] = input(me, j);
   }
-  TimedNetwork net(speeds);
-  std::vector<TimedEndpoint> endpoints;
-  endpoints.reserve(static_cast<size_t>(p));
-  std::vector<std::unique_ptr<PlanRunner>> runners;
-  for (int me = 0; me < p; ++me) {
-    endpoints.emplace_back(&net, me);
-    auto bytes = bytes_of(work[static_cast<size_t>(me)]);
-    runners.push_back(std::make_unique<PlanRunner>(
-        plans[static_cast<size_t>(me)], PlanBuffers{bytes.data(), bytes.size(), nullptr, 0, kElem},
-        add_words, endpoints.back()));
-  }
-  for (auto& r : runners) r->start();
-  const double seconds = net.run(
-      [&](int to, int from, uint32_t message, std::span<const std::byte> data) {
-        return runners[static_cast<size_t>(to)]->deliver(from, message, 0, data);
-      },
-      [&](int from, int to, uint32_t message) {
-        runners[static_cast<size_t>(from)]->send_done(to, message);
-      },
-      error);
+  const double seconds = run_timed(plans, work, speeds, error);
   if (seconds < 0) return seconds;
   for (int me = 0; me < p; ++me) {
-    if (!runners[static_cast<size_t>(me)]->done()) {
-      *error = "participant " + std::to_string(me) + " did not finish";
-      return -1;
-    }
     *error = expect_words(
         work[static_cast<size_t>(me)], 0, count, [&](size_t j) { return sum_over(p, j); }, me);
     if (!error->empty()) return -1;
@@ -608,32 +621,9 @@ double timed_allgather(Algorithm algorithm, int p, int slow, double x, uint64_t 
       work[static_cast<size_t>(me)][static_cast<uint64_t>(me) * block + j] = input(me, j);
     }
   }
-  TimedNetwork net(speeds);
-  std::vector<TimedEndpoint> endpoints;
-  endpoints.reserve(static_cast<size_t>(p));
-  std::vector<std::unique_ptr<PlanRunner>> runners;
-  for (int me = 0; me < p; ++me) {
-    endpoints.emplace_back(&net, me);
-    auto bytes = bytes_of(work[static_cast<size_t>(me)]);
-    runners.push_back(std::make_unique<PlanRunner>(
-        plans[static_cast<size_t>(me)], PlanBuffers{bytes.data(), bytes.size(), nullptr, 0, kElem},
-        add_words, endpoints.back()));
-  }
-  for (auto& r : runners) r->start();
-  const double seconds = net.run(
-      [&](int to, int from, uint32_t message, std::span<const std::byte> data) {
-        return runners[static_cast<size_t>(to)]->deliver(from, message, 0, data);
-      },
-      [&](int from, int to, uint32_t message) {
-        runners[static_cast<size_t>(from)]->send_done(to, message);
-      },
-      error);
+  const double seconds = run_timed(plans, work, speeds, error);
   if (seconds < 0) return seconds;
   for (int me = 0; me < p; ++me) {
-    if (!runners[static_cast<size_t>(me)]->done()) {
-      *error = "participant " + std::to_string(me) + " did not finish";
-      return -1;
-    }
     for (int i = 0; i < p && error->empty(); ++i) {
       *error = expect_words(
           work[static_cast<size_t>(me)], static_cast<uint64_t>(i) * block, block,
