@@ -86,9 +86,13 @@ others_alike() {
     [ "n$n" = "$1" ] || grep -q "n$n 1.00" <<< "$speeds" || return 1
   done
 }
-# The algorithm of the most recent finished op on n0.
+# The algorithm of the most recent finished 8 MiB op on n0 (plexus-bench's 8-byte
+# allreduces between them run rd: taking the last op of any size failed CI now and then).
 last_algorithm() {
-  on 0 "$ctl" ops --finished --json | grep -o '"algorithm": *"[a-z]*"' | tail -1 | cut -d'"' -f4
+  on 0 "$ctl" ops --finished --json | /usr/bin/python3 -c '
+import json, sys
+ops = [op for op in json.load(sys.stdin)["finished"] if op["bytes"] >= 1 << 20]
+print(max(ops, key=lambda op: op["end_unix_ms"])["algorithm"] if ops else "")'
 }
 finish_load() {
   for i in "${!load_pids[@]}"; do
