@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/upper_median.h"
+
 namespace plexus::daemon {
 namespace {
 
@@ -32,14 +34,7 @@ std::vector<int> SpeedAgreement::waiting_for() const {
 }
 
 double SpeedAgreement::reference_of(std::span<const double> bandwidth) {
-  std::vector<double> known;
-  for (double b : bandwidth) {
-    if (b > 0) known.push_back(b);
-  }
-  if (known.empty()) return 0;
-  auto middle = known.begin() + static_cast<std::ptrdiff_t>(known.size() / 2);
-  std::nth_element(known.begin(), middle, known.end());
-  return *middle;
+  return upper_median_of_positive(bandwidth);
 }
 
 std::vector<double> SpeedAgreement::speeds_of(std::span<const double> bandwidth) const {

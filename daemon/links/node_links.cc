@@ -10,6 +10,8 @@
 #include <random>
 #include <system_error>
 
+#include "common/upper_median.h"
+
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
@@ -291,13 +293,7 @@ void NodeLinks::report_bandwidth() {
   // looks slow against it.
   std::vector<double> figures{own_bandwidth()};
   for (const auto& [peer, link] : links_) figures.push_back(peer_bandwidth(peer, now));
-  figures.erase(std::remove(figures.begin(), figures.end(), 0.0), figures.end());
-  double median = 0;
-  if (!figures.empty()) {
-    auto middle = figures.begin() + static_cast<std::ptrdiff_t>(figures.size() / 2);
-    std::nth_element(figures.begin(), middle, figures.end());
-    median = *middle;
-  }
+  const double median = upper_median_of_positive(figures);
   for (auto& [peer, link] : links_) {
     const double theirs = peer_bandwidth(peer, now);
     link->paced_by_peer = theirs > 0 && theirs < kSlowerPeer * median;
