@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(CapnProto REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv)  # libuv 1.44 ships no CMake config
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)  # plexusd's sd_notify
 find_package(Boost 1.74 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)

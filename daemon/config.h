@@ -68,6 +68,10 @@ struct Config {
   uint64_t rdma_zero_copy_min_bytes = transports::rdma::RdmaSettings{}.zero_copy_min_bytes;
   std::vector<std::string> nics;     // peers are reached over these; empty: every NIC
   uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
+  // A control message to a peer daemon unacknowledged this long moves to a new control
+  // connection over another address. Longer than a data path's timeout: the peer's control
+  // thread, not its kernel, acknowledges, and a false alarm costs a reconnect.
+  uint32_t control_ack_timeout_ms = 1000;
   // The reliable channel to each peer (transports/channel/reliable_channel.h): on, off (no
   // sequence numbers or acknowledgements: a failed path loses the peer), or auto: on when
   // the daemon serves peers over two or more NICs.

@@ -27,6 +27,8 @@ struct Daemon::Impl {
   std::condition_variable stopped_cv;
   bool stopped = false;
   bool exit_requested = false;  // the daemon asked itself to stop (--idle-exit-s)
+  std::function<void()> watchdog_ping;
+  std::chrono::microseconds watchdog_every{0};
 };
 
 namespace {
@@ -54,6 +56,11 @@ Daemon::Daemon(Config config, std::shared_ptr<gpu::DeviceMemory> device_memory)
 }
 
 Daemon::~Daemon() { stop(); }
+
+void Daemon::set_engine_watchdog(std::function<void()> ping, std::chrono::microseconds every) {
+  impl_->watchdog_ping = std::move(ping);
+  impl_->watchdog_every = every;
+}
 
 void Daemon::start() {
   Impl& d = *impl_;
@@ -102,6 +109,7 @@ void Daemon::start() {
     spdlog::info("channel acknowledgements {} (--channel-acks {})", acks ? "on" : "off",
                  common::switch_name(d.config.channel_acks));
   }
+  if (d.watchdog_ping) d.engine->set_watchdog(d.watchdog_ping, d.watchdog_every);
   d.engine->start();
   if (d.config.metrics == common::OnOff::kOn) {
     // One scrape: the control thread gathers the metrics; the exporter's thread waits for

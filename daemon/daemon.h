@@ -2,6 +2,8 @@
 // daemon both run it.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +23,9 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
+  // Before start(): the engine thread calls `ping` from its own loop at least every `every`
+  // (systemd's watchdog, Engine::set_watchdog).
+  void set_engine_watchdog(std::function<void()> ping, std::chrono::microseconds every);
   // Binds the socket and starts the control and engine threads. Throws
   // std::runtime_error with a sentence (e.g. "socket path ... is in use by a running
   // plexusd") on failure.

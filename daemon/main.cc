@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "daemon/daemon.h"
+#include "daemon/service_notify.h"
 #include "shm/framing.h"
 #include "shm/ring_layout.h"
 
@@ -184,6 +185,13 @@ int main(int argc, char** argv) {
                  "this long between attempts")
       ->capture_default_str()
       ->check(CLI::Range(100u, 600000u));
+  app.add_option("--control-timeout-ms", config.control_ack_timeout_ms,
+                 "A control message to a peer daemon (communicator set-up) unacknowledged this "
+                 "long moves, with every other unacknowledged one, to a new control connection "
+                 "over another of the peer's addresses; a data path failing over the same NIC "
+                 "moves them at once")
+      ->capture_default_str()
+      ->check(CLI::Range(50u, 600000u));
   app.add_option("--node-name", config.node_name,
                  "This node's name in errors and in peers' logs (default: the host name)");
   app.add_option("--cluster-secret-file", config.cluster_secret_file,
@@ -271,16 +279,28 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   plexus::daemon::Daemon daemon(config);
+  const plexus::daemon::ServiceNotify notify;
+  if (const auto every = notify.watchdog_interval()) {
+    // From the engine thread's own loop: an engine stuck in an op stops the pings and
+    // systemd restarts the service (the unit's WatchdogSec).
+    daemon.set_engine_watchdog([&notify] { notify.watchdog(); }, *every);
+    spdlog::info("systemd watchdog: the engine pings every {} ms", every->count() / 1000);
+  }
   try {
     daemon.start();
   } catch (const std::exception& e) {
     spdlog::error("plexusd cannot start: {}", e.what());
+    notify.status(std::string("cannot start: ") + e.what());
     return 1;
   }
+  notify.ready("serving ranks on " + daemon.socket_path() +
+               (config.peer_listen.empty() ? std::string("; single node")
+                                           : "; peer daemons on " + config.peer_listen));
   std::thread signal_thread([&] {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     spdlog::info("signal {}: shutting down", signal_number);
+    notify.stopping("stopping (signal " + std::to_string(signal_number) + ")");
     daemon.stop();
   });
   daemon.wait();

@@ -61,6 +61,7 @@ struct ClientMessage {
     releaseGpuMemory @10 :UInt32;  # a region id from GpuMemoryReply
     nicFault @11 :Text;     # fault injection (plexusd --fault-injection): into the paths over this NIC
     jobSet @12 :JobSet;     # a job's scheduling policy (admin)
+    engineHold @13 :UInt32; # fault injection (plexusd --fault-injection): hold the engine thread this many ms
   }
 }
 
@@ -324,5 +325,6 @@ struct DaemonMessage {
     releaseGpuMemoryReply @11 :Void;
     nicFaultReply @12 :UInt32;       # paths the fault was injected into
     jobSetReply @13 :Void;
+    engineHoldReply @14 :Void;       # sent before the hold begins
   }
 }

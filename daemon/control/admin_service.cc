@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "daemon/local/reduce.h"
 #include "monitor/slow_paths.h"
@@ -205,6 +206,30 @@ void AdminService::nic_fault(const Session& client, uint32_t request_id, const s
       hooks_.reply(session, reply);
     });
   });
+}
+
+void AdminService::engine_hold(const Session& client, uint32_t request_id, uint32_t ms) {
+  const uint64_t session = client.id();
+  if (!admit_admin(client, request_id, "holding the engine")) return;
+  if (!config_.fault_injection) {
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "fault injection is off in this plexusd (start it with --fault-injection)");
+    return;
+  }
+  if (ms == 0 || ms > kMaxEngineHoldMs) {
+    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                 "an engine hold of " + std::to_string(ms) + " ms: it must be 1.." +
+                     std::to_string(kMaxEngineHoldMs));
+    return;
+  }
+  spdlog::warn("fault injection: the engine thread is held for {} ms (asked by {})", ms,
+               client.describe());
+  capnp::MallocMessageBuilder reply;
+  auto root = reply.initRoot<control::DaemonMessage>();
+  root.setRequestId(request_id);
+  root.setEngineHoldReply();
+  hooks_.reply(session, reply);
+  engine_.post([ms](Engine&) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
 }
 
 void AdminService::ops(uint64_t session_id, uint32_t request_id) {

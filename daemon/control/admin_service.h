@@ -53,6 +53,10 @@ class AdminService {
   // engine, which refuses a job it has never heard of).
   void job_set(const Session& client, uint32_t request_id, shm::control::JobSet::Reader request);
   void nic_fault(const Session& session, uint32_t request_id, const std::string& nic);
+  // Needs ControlConfig::fault_injection too: the engine thread is held `ms` (at most
+  // kMaxEngineHoldMs), as a stuck op or command would hold it; for watchdog drills.
+  void engine_hold(const Session& session, uint32_t request_id, uint32_t ms);
+  static constexpr uint32_t kMaxEngineHoldMs = 600000;
   // The engine's ops report (built on the engine thread, sent from this one).
   void ops(uint64_t session, uint32_t request_id);
   void events(uint64_t session, uint32_t request_id, shm::control::EventsRequest::Reader request);

@@ -308,6 +308,9 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::NIC_FAULT:
         admin_service_.nic_fault(*connection.session, request_id, message.getNicFault().cStr());
         break;
+      case control::ClientMessage::ENGINE_HOLD:
+        admin_service_.engine_hold(*connection.session, request_id, message.getEngineHold());
+        break;
       case control::ClientMessage::JOB_SET:
         admin_service_.job_set(*connection.session, request_id, message.getJobSet());
         break;

@@ -150,12 +150,30 @@ void Engine::loop() {
     if (internode_.poll()) progress = true;
     completions_.publish();
     watch_.maybe_look(!progress);
+    if (watchdog_ping_) maybe_ping(!progress);
     if (progress) {
       idle.reset();
     } else if (idle.idle()) {
       park();
     }
   }
+}
+
+void Engine::set_watchdog(std::function<void()> ping, std::chrono::microseconds every) {
+  watchdog_ping_ = std::move(ping);
+  watchdog_every_ = every;
+  const auto every_ms = static_cast<uint32_t>(
+      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(every).count()));
+  config_.idle.park_timeout_ms = std::min(config_.idle.park_timeout_ms, every_ms);
+}
+
+void Engine::maybe_ping(bool idle) {
+  if (!idle && ++watchdog_turns_ < kWatchdogTurns) return;
+  watchdog_turns_ = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < watchdog_next_) return;
+  watchdog_next_ = now + watchdog_every_;
+  watchdog_ping_();
 }
 
 bool Engine::is_latency(const Session& session) {

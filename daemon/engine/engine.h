@@ -49,6 +49,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Before start(): `ping` runs on the engine thread, from its own loop, at least every
+  // `every` while the loop turns (systemd's watchdog: an engine stuck in one op or command
+  // stops pinging, and is restarted). Parks are cut to `every` so an idle engine pings too.
+  void set_watchdog(std::function<void()> ping, std::chrono::microseconds every);
   void start();
   void stop();
 
@@ -108,6 +112,15 @@ class Engine {
   Session* find_session(uint64_t id);
   // The engine's owning pointer to `session`, or null when it is no longer served.
   std::shared_ptr<Session> shared_session(const Session* session) const;
+
+  // The watchdog's ping, when due (set_watchdog); looked at every kWatchdogTurns busy turns
+  // of the loop and at every idle one, so a busy loop reads the clock rarely.
+  void maybe_ping(bool idle);
+  static constexpr uint32_t kWatchdogTurns = 256;
+  std::function<void()> watchdog_ping_;
+  std::chrono::microseconds watchdog_every_{0};
+  std::chrono::steady_clock::time_point watchdog_next_{};
+  uint32_t watchdog_turns_ = 0;
 
   static constexpr uint32_t kBatchEntries = 64;  // entries consumed from a ring at a time
   EngineConfig config_;

@@ -24,6 +24,14 @@ using transports::PeerHandshake;
 using transports::PeerRole;
 
 inline constexpr uint64_t kHandshakeTimeoutMs = 5000;
+// How long a connector waits for one address to accept before it tries the next: past two
+// SYN retransmits (1 s, then 2 s), so an address behind a NIC that is down is left in time.
+inline constexpr uint64_t kConnectAttemptMs = 3500;
+// How often the control connections' acknowledgement timeouts are looked at.
+inline constexpr uint64_t kControlCheckMs = 100;
+// Control connections to one peer that may fail in a row, without the peer answering in
+// between, before it is reported lost.
+inline constexpr int kMaxControlFailovers = 6;
 inline constexpr size_t kMaxControlFrameBytes = 1 << 20;
 // How often a backup with no route between the rails is looked at again.
 inline constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
@@ -65,7 +73,6 @@ struct PeerServer::Conn {
   common::FrameDecoder decoder{peer_detail::kMaxControlFrameBytes};
   std::vector<std::byte> out;
   size_t out_sent = 0;
-  std::vector<std::vector<std::byte>> waiting;  // control frames queued before the handshake ended
   bool closing = false;
   std::string name() const {
     return handshake && !handshake->peer().node_name.empty()

@@ -1,6 +1,6 @@
 // What arrives on a peer connection: the handshake's frames, read exactly (length, then
 // that many bytes, so that no byte of a data connection's stream is consumed here), the
-// established connection handed on, and control messages each way.
+// established connection handed on (control connections to peer_control.cc).
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -121,58 +121,7 @@ void PeerServer::established(Conn& c) {
     if (callbacks_.on_data_link) callbacks_.on_data_link(peer, std::move(open), nic, backup);
     return;
   }
-  spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);
-  control_[peer.instance_id] = &c;
-  for (auto& frame : c.waiting) c.out.insert(c.out.end(), frame.begin(), frame.end());
-  c.waiting.clear();
-}
-
-void PeerServer::read_control(Conn& c) {
-  std::byte buffer[16 * 1024];
-  for (int reads = 0; reads < 64; ++reads) {
-    const ssize_t n = ::recv(c.fd, buffer, sizeof(buffer), 0);
-    if (n == 0) {
-      fail(c, "the connection closed (the peer daemon stopped or its node went away)");
-      return;
-    }
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (errno == EINTR) continue;
-      fail(c, std::string("recv: ") + std::strerror(errno));
-      return;
-    }
-    c.decoder.append(buffer, static_cast<size_t>(n));
-    std::string error;
-    while (auto words = c.decoder.next(&error)) {
-      callbacks_.on_control(c.handshake->peer(), std::move(*words));
-      if (c.closing) return;
-    }
-    if (!error.empty()) {
-      fail(c, "malformed control frame: " + error);
-      return;
-    }
-  }
-}
-
-void PeerServer::send_control(uint64_t instance, const std::vector<std::string>& addresses,
-                              capnp::MessageBuilder& message) {
-  std::vector<std::byte> frame = common::encode_frame(message);
-  auto it = control_.find(instance);
-  if (it != control_.end()) {
-    Conn& c = *it->second;
-    c.out.insert(c.out.end(), frame.begin(), frame.end());
-    if (flush(c)) update_poll(c);
-    return;
-  }
-  // A control connection being opened to it?
-  for (Conn* c : conns_) {
-    if (c->connector && !c->closing && c->expected == instance && c->role == PeerRole::kControl) {
-      c->waiting.push_back(std::move(frame));
-      return;
-    }
-  }
-  Conn* c = open(instance, addresses, PeerRole::kControl);
-  if (c != nullptr) c->waiting.push_back(std::move(frame));
+  control_established(c);
 }
 
 }  // namespace plexus::daemon

@@ -61,6 +61,7 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
 }
 
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote) {
+  control_path_lost(instance, nic, remote);
   auto it = data_peers_.find(instance);
   if (it == data_peers_.end()) return;
   const std::string rail = rail_key_of(rails_to(it->second.addresses), nic, remote);

@@ -104,6 +104,13 @@ void PeerServer::listen(const std::string& address) {
   uv_timer_init(loop_, &retry_timer_);
   retry_timer_.data = this;
   retry_timer_open_ = true;
+  uv_timer_init(loop_, &control_timer_);
+  control_timer_.data = this;
+  control_timer_open_ = true;
+  uv_timer_start(
+      &control_timer_,
+      [](uv_timer_t* t) { static_cast<PeerServer*>(t->data)->check_control_acks(); },
+      kControlCheckMs, kControlCheckMs);
   uv_poll_init(loop_, &listen_poll_, listen_fd_);
   listen_poll_.data = this;
   uv_poll_start(&listen_poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -213,13 +220,6 @@ PeerServer::Conn* PeerServer::open(uint64_t instance, const std::vector<std::str
   uv_timer_init(loop_, &c->timer);
   c->timer.data = c;
   c->open_handles = 1;
-  uv_timer_start(
-      &c->timer,
-      [](uv_timer_t* t) {
-        auto* conn = static_cast<Conn*>(t->data);
-        conn->server->fail(*conn, "no connection and handshake within 5 s");
-      },
-      kHandshakeTimeoutMs, 0);
   if (!start_connect(*c)) return nullptr;
   return c;
 }
@@ -270,6 +270,15 @@ bool PeerServer::start_connect(Conn& c) {
     }
     c.fd = fd;
     c.connecting = true;
+    // Each address gets its own time to accept; the handshake then gets its own.
+    uv_timer_start(
+        &c.timer,
+        [](uv_timer_t* t) {
+          auto* conn = static_cast<Conn*>(t->data);
+          conn->server->next_address(*conn, "connect to " + conn->address + ": no answer within " +
+                                                std::to_string(kConnectAttemptMs) + " ms");
+        },
+        kConnectAttemptMs, 0);
     if (!c.polling) {
       uv_poll_init(loop_, &c.poll, fd);
       c.poll.data = &c;
@@ -291,26 +300,18 @@ void PeerServer::on_connected(Conn& c) {
   socklen_t len = sizeof(error);
   ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &error, &len);
   if (error != 0) {
-    const std::string reason = "connect to " + c.address + ": " + std::strerror(error);
-    // The poll handle watches this fd: stop it before the fd goes away; the next address
-    // is tried once the handle is closed.
-    uv_poll_stop(&c.poll);
-    c.polling = false;
-    uv_close(reinterpret_cast<uv_handle_t*>(&c.poll), [](uv_handle_t* h) {
-      auto* conn = static_cast<Conn*>(h->data);
-      if (--conn->open_handles == 0) {
-        delete conn;
-        return;
-      }
-      if (!conn->closing) conn->server->start_connect(*conn);
-    });
-    ::close(c.fd);
-    c.fd = -1;
-    spdlog::debug("peer {}", reason);
-    if (c.addresses.empty()) fail(c, reason);
+    next_address(c, "connect to " + c.address + ": " + std::strerror(error));
     return;
   }
   c.connecting = false;
+  uv_timer_start(
+      &c.timer,
+      [](uv_timer_t* t) {
+        auto* conn = static_cast<Conn*>(t->data);
+        conn->server->fail(*conn, "connected to " + conn->address +
+                                      ", but the handshake did not finish within 5 s");
+      },
+      kHandshakeTimeoutMs, 0);
   c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,
                                                c.role == PeerRole::kData && offers_rdma(c.fd),
                                                settings_.transport == DataTransport::kRdma));
@@ -318,6 +319,30 @@ void PeerServer::on_connected(Conn& c) {
   c.out.insert(c.out.end(), hello.begin(), hello.end());
   if (!flush(c)) return;
   update_poll(c);
+}
+
+void PeerServer::next_address(Conn& c, const std::string& reason) {
+  if (c.closing || !c.connecting) return;
+  if (c.addresses.empty()) {
+    fail(c, reason);
+    return;
+  }
+  spdlog::debug("peer {}; trying {}", reason, c.addresses.back());
+  uv_timer_stop(&c.timer);
+  // The poll handle watches this fd: stop it before the fd goes away; the next address
+  // is tried once the handle is closed.
+  uv_poll_stop(&c.poll);
+  c.polling = false;
+  uv_close(reinterpret_cast<uv_handle_t*>(&c.poll), [](uv_handle_t* h) {
+    auto* conn = static_cast<Conn*>(h->data);
+    if (--conn->open_handles == 0) {
+      delete conn;
+      return;
+    }
+    if (!conn->closing) conn->server->start_connect(*conn);
+  });
+  ::close(c.fd);
+  c.fd = -1;
 }
 
 void PeerServer::update_poll(Conn& c) {
@@ -378,26 +403,10 @@ bool PeerServer::flush(Conn& c) {
   return !c.closing;
 }
 
-double PeerServer::control_round_trip_s(uint64_t instance) const {
-  // The kernel's smallest round trip on the control connection, whichever side opened
-  // it; else the handshakes'.
-  auto conn = control_.find(instance);
-  if (conn != control_.end() && conn->second->fd >= 0) {
-    const double kernel = transports::kernel_min_round_trip_s(conn->second->fd);
-    if (kernel > 0) return kernel;
-  }
-  auto it = round_trip_s_.find(instance);
-  return it == round_trip_s_.end() ? 0.0 : it->second;
-}
-
-const transports::PeerIdentity* PeerServer::control_peer(uint64_t instance) const {
-  auto it = control_.find(instance);
-  return it == control_.end() ? nullptr : &it->second->handshake->peer();
-}
-
 void PeerServer::fail(Conn& c, const std::string& reason) {
   if (c.closing) return;
-  const bool was_control_for = c.is_established && c.handshake->role() == PeerRole::kControl;
+  const bool control = c.is_established ? c.handshake->role() == PeerRole::kControl
+                                        : c.connector && c.role == PeerRole::kControl;
   const std::string name = c.name();
   if (!c.is_established && !c.connector) {
     ++refused_;
@@ -413,16 +422,6 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
   uint64_t instance = c.expected;
   if (c.handshake && c.handshake->peer().instance_id != 0)
     instance = c.handshake->peer().instance_id;
-  bool report_control = false;
-  if (was_control_for) {
-    auto it = control_.find(instance);
-    if (it != control_.end() && it->second == &c) {
-      control_.erase(it);
-      report_control = true;
-    }
-  } else if (c.connector && c.role == PeerRole::kControl) {
-    report_control = true;  // nobody else will carry its waiting messages
-  }
   // A rail that could not be opened: retried while the peer is linked over another (or
   // one is still being opened); reported when it was the peer's last hope.
   bool report_data = false;
@@ -443,10 +442,8 @@ void PeerServer::fail(Conn& c, const std::string& reason) {
       }
     }
   }
-  close_conn(c);
-  if (report_control && callbacks_.on_control_lost) {
-    callbacks_.on_control_lost(instance, name, reason);
-  }
+  close_conn(c);  // `c` is freed once its handles have closed, on a later loop turn
+  if (control) control_conn_failed(instance, c, name, reason);
   if (report_data && callbacks_.on_data_failed) callbacks_.on_data_failed(instance, reason);
 }
 
@@ -471,8 +468,13 @@ void PeerServer::close_conn(Conn& c) {
 void PeerServer::close() {
   std::vector<Conn*> all = conns_;
   for (Conn* c : all) close_conn(*c);
-  control_.clear();
+  control_peers_.clear();
   data_peers_.clear();
+  if (control_timer_open_) {
+    uv_timer_stop(&control_timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&control_timer_), nullptr);
+    control_timer_open_ = false;
+  }
   if (retry_timer_open_) {
     uv_timer_stop(&retry_timer_);
     uv_close(reinterpret_cast<uv_handle_t*>(&retry_timer_), nullptr);

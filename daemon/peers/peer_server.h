@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/peers/control_sequence.h"
 #include "daemon/peers/data_transport.h"
 #include "daemon/peers/peer_nics.h"
 #include "daemon/peers/rail_plan.h"
@@ -37,8 +38,10 @@ class PeerServer {
     // A control message from an authenticated peer.
     std::function<void(const transports::PeerIdentity& peer, kj::Array<capnp::word> words)>
         on_control;
-    // The control connection to `instance` closed, or could not be opened; `name` is its
-    // node name when known, else the address tried.
+    // `instance` cannot be reached for control messages: its control connection failed and
+    // no new one could be opened over any of its addresses (its daemon stopped, or every
+    // path to its node is down); the messages still unacknowledged are dropped. `name` is
+    // its node name when known, else the address tried.
     std::function<void(uint64_t instance, const std::string& name, const std::string& reason)>
         on_control_lost;
     // An authenticated data connection over local NIC `nic` ("" when no NIC has its
@@ -62,6 +65,9 @@ class PeerServer {
     std::chrono::milliseconds reconnect_max{0};
     DataTransport transport = DataTransport::kTcp;  // --transport (Config's default)
     transports::rdma::RdmaSettings rdma;            // an RDMA path's rings and queues
+    // A control message unacknowledged this long fails the connection carrying it, and they
+    // go again on a new one over another address (its NIC, or the peer's, may be down).
+    std::chrono::milliseconds control_ack_timeout{0};
     // The client pools the sessions announce (ControlServer makes it): RDMA paths send
     // large payloads from them without a copy.
     std::shared_ptr<transports::SendableMemory> sendable_memory;
@@ -80,7 +86,11 @@ class PeerServer {
   const transports::PeerIdentity& identity() const { return me_; }
 
   // Sends a control message to `instance`, opening a control connection to one of
-  // `addresses` first when there is none (messages wait for it).
+  // `addresses` first when there is none (messages wait for it). It is numbered and kept
+  // until the peer acknowledges it: when the connection fails (or carries no
+  // acknowledgement for Settings::control_ack_timeout), a new one is opened over any of
+  // the peer's addresses, the one that failed last, and the unacknowledged messages go
+  // again on it; the peer drops those it had.
   void send_control(uint64_t instance, const std::vector<std::string>& addresses,
                     capnp::MessageBuilder& message);
   // Opens a data connection to `instance` on every rail (a local NIC and the peer's address
@@ -90,7 +100,9 @@ class PeerServer {
   // rail_lost retries with backoff.
   void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
-  // failed: reconnect it (with exponential backoff) if this side opened it.
+  // failed: reconnect it (with exponential backoff) if this side opened it. A control
+  // connection to `instance` over the same NIC or to the same peer address is failed over
+  // now rather than after its acknowledgement timeout.
   void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
@@ -99,7 +111,10 @@ class PeerServer {
   // Round trip to `instance` (seconds; 0 when unknown): the kernel's smallest on the
   // control connection, else the smallest of the handshakes this daemon started.
   double control_round_trip_s(uint64_t instance) const;
+  // `instance` as its last control handshake told it; null once it is lost (or never met).
   const transports::PeerIdentity* control_peer(uint64_t instance) const;
+  // The control connection to `instance` in use: "local ip:port > peer ip:port"; "" when none.
+  std::string control_route(uint64_t instance) const;
 
   // Closes every connection and the listener (the loop must run to finish the closes).
   void close();
@@ -149,7 +164,6 @@ class PeerServer {
   bool read_handshake(Conn& c);
   // Bytes read (> 0), 0 when none are there yet, -1 once `c` has failed (closed or error).
   ssize_t recv_some(Conn& c, std::byte* at, size_t bytes);
-  void read_control(Conn& c);
   void established(Conn& c);
   bool flush(Conn& c);
   void update_poll(Conn& c);
@@ -164,7 +178,36 @@ class PeerServer {
   uv_poll_t listen_poll_{};
   bool listening_ = false;
   std::vector<Conn*> conns_;
-  std::unordered_map<uint64_t, Conn*> control_;  // by instance: the connection to use
+  struct ControlPeer {  // a peer daemon this one exchanges control messages with
+    ControlSequence sequence;
+    Conn* current = nullptr;                           // the established connection messages go on
+    std::vector<std::string> addresses;                // where it accepts peers
+    std::optional<transports::PeerIdentity> identity;  // from the last handshake
+    std::string suspect;  // the peer IP of the last connection that failed: tried last
+    int failovers = 0;    // connections failed since the peer last answered
+  };
+  // By instance; a map, so that references stay valid while callbacks add peers.
+  std::map<uint64_t, ControlPeer> control_peers_;
+  // Control connections (peer_control.cc).
+  void control_established(Conn& c);
+  void read_control(Conn& c);
+  void write_control(Conn& c, const std::vector<std::byte>& frames);
+  // Conn `c` (a control connection to or from `instance`) failed or was closed: another
+  // established one, or a new one, carries the unacknowledged messages; reported lost when
+  // none can be opened.
+  void control_conn_failed(uint64_t instance, Conn& c, const std::string& name,
+                           const std::string& reason);
+  // Opens a control connection to `instance` over its addresses, the suspect one last,
+  // unless one is being opened already.
+  void open_control(uint64_t instance);
+  void check_control_acks();
+  // rail_lost's part for control: the connection to `instance`, if it shares the NIC or
+  // the peer address of the failed data path, is failed over now.
+  void control_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
+  uv_timer_t control_timer_{};
+  bool control_timer_open_ = false;
+  // A connector that is still connecting moves on to its next address (or fails).
+  void next_address(Conn& c, const std::string& reason);
   std::map<uint64_t, DataPeer> data_peers_;
   uint64_t opening_ = 0;                     // connect_data is trying this peer's rails
   std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once

@@ -115,7 +115,7 @@ void show_top(AdminClient& client, const TopOptions& options, bool as_json) {
 int main(int argc, char** argv) {
   CLI::App app{
       "plexusctl: inspect the node's plexusd, follow its events, drain its NICs (and inject "
-      "faults into their paths)"};
+      "faults into their paths or its engine)"};
   std::string socket_path;
   bool as_json = false;
   app.add_option("--socket", socket_path,
@@ -190,6 +190,16 @@ int main(int argc, char** argv) {
   for (auto* sub : {drain_cmd, undrain_cmd, fault_cmd}) {
     sub->add_option("NAME", nic_name, "The interface, as in plexusctl paths")->required();
   }
+  auto* engine_cmd = app.add_subcommand(
+      "engine", "hold MS: hold plexusd's engine thread, as a stuck op would (watchdog drills)");
+  engine_cmd->require_subcommand(1);
+  uint32_t hold_ms = 0;
+  auto* hold_cmd = engine_cmd->add_subcommand(
+      "hold",
+      "Hold the engine thread MS milliseconds (1..600000): no op makes progress meanwhile, and "
+      "under systemd the watchdog pings stop. Only where plexusd runs with --fault-injection; "
+      "needs root, plexusd's own user or a member of plexusd --admin-group");
+  hold_cmd->add_option("MS", hold_ms, "Milliseconds")->required();
   auto* job_cmd = app.add_subcommand(
       "job",
       "set NAME --class C --weight W: a job's share of the links to other nodes from now on "
@@ -204,8 +214,9 @@ int main(int argc, char** argv) {
   job_set_cmd->add_option("--class", job_class, "latency, bulk or background")->required();
   job_set_cmd->add_option("--weight", job_weight, "Within its class, 1..1000")
       ->capture_default_str();
-  for (auto* sub : {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd,
-                    events_cmd, nic_cmd, drain_cmd, undrain_cmd, fault_cmd, job_set_cmd}) {
+  for (auto* sub :
+       {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd, events_cmd, nic_cmd,
+        drain_cmd, undrain_cmd, fault_cmd, job_set_cmd, hold_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -230,6 +241,8 @@ int main(int argc, char** argv) {
             message.setOps();
           } else if (fault_cmd->parsed()) {
             message.setNicFault(nic_name);
+          } else if (hold_cmd->parsed()) {
+            message.setEngineHold(hold_ms);
           } else if (job_set_cmd->parsed()) {
             auto set = message.initJobSet();
             set.setName(job_name);
@@ -252,6 +265,8 @@ int main(int argc, char** argv) {
             result = plexus::ctl::ops_to_json(root.getOpsReply());
           } else if (root.isJobSetReply()) {
             result = {{"job", job_name}, {"class", job_class}, {"weight", job_weight}};
+          } else if (root.isEngineHoldReply()) {
+            result = {{"engine_hold_ms", hold_ms}};
           } else if (root.isNicFaultReply()) {
             result = {{"nic", nic_name}, {"faulted_paths", root.getNicFaultReply()}};
           } else if (root.isNicDrainReply()) {
@@ -289,6 +304,8 @@ int main(int argc, char** argv) {
     plexus::ctl::print_ops(result, show_finished);
   } else if (job_set_cmd->parsed()) {
     std::printf("job %s: class %s, weight %u\n", job_name.c_str(), job_class.c_str(), job_weight);
+  } else if (hold_cmd->parsed()) {
+    std::printf("the engine thread is held for %u ms\n", hold_ms);
   } else if (fault_cmd->parsed()) {
     std::printf("fault injected into %u path(s) over NIC %s\n",
                 result["faulted_paths"].get<unsigned>(), nic_name.c_str());

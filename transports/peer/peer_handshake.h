@@ -21,7 +21,8 @@
 
 namespace plexus::transports {
 
-inline constexpr uint32_t kPeerProtocolVersion = 2;  // 2: RDMA offers, in the proof
+inline constexpr uint32_t kPeerProtocolVersion =
+    3;  // 2: RDMA offers, in the proof; 3: numbered control messages
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };

@@ -1,0 +1,98 @@
+#include "daemon/peers/control_sequence.h"
+
+#include <capnp/serialize.h>
+
+#include <cstring>
+
+#include "common/frame_codec.h"
+
+namespace plexus::daemon {
+
+namespace {
+constexpr size_t kHeaderWords = 2;  // the message's number, the acknowledgement
+}  // namespace
+
+std::vector<std::byte> ControlSequence::frame(uint64_t seq, const std::vector<std::byte>& body) {
+  const uint64_t header[kHeaderWords] = {seq, delivered_};
+  const auto length = static_cast<uint32_t>(sizeof header + body.size());
+  std::vector<std::byte> out(common::kFrameLengthBytes + length);
+  std::memcpy(out.data(), &length, common::kFrameLengthBytes);
+  std::memcpy(out.data() + common::kFrameLengthBytes, header, sizeof header);
+  if (!body.empty())
+    std::memcpy(out.data() + common::kFrameLengthBytes + sizeof header, body.data(), body.size());
+  ack_sent_ = delivered_;
+  return out;
+}
+
+std::vector<std::byte> ControlSequence::push(capnp::MessageBuilder& message,
+                                             Clock::time_point now) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  Unacked entry{next_seq_++, std::vector<std::byte>(bytes.size())};
+  std::memcpy(entry.body.data(), bytes.begin(), bytes.size());
+  if (unacked_.empty()) waiting_since_ = now;
+  unacked_.push_back(std::move(entry));
+  return frame(unacked_.back().seq, unacked_.back().body);
+}
+
+std::vector<std::byte> ControlSequence::resend(Clock::time_point now) {
+  std::vector<std::byte> out;
+  for (const Unacked& entry : unacked_) {
+    std::vector<std::byte> one = frame(entry.seq, entry.body);
+    out.insert(out.end(), one.begin(), one.end());
+  }
+  waiting_since_ = now;
+  return out;
+}
+
+std::vector<std::byte> ControlSequence::ack_frame() { return frame(0, {}); }
+
+std::optional<ControlSequence::Clock::time_point> ControlSequence::waiting_since() const {
+  if (unacked_.empty()) return std::nullopt;
+  return waiting_since_;
+}
+
+std::optional<kj::Array<capnp::word>> ControlSequence::receive(
+    kj::ArrayPtr<const capnp::word> words, Clock::time_point now, std::string* error) {
+  if (words.size() < kHeaderWords) {
+    *error = "a control frame of " + std::to_string(words.size() * sizeof(capnp::word)) +
+             " bytes, shorter than its 16-byte header";
+    return std::nullopt;
+  }
+  uint64_t header[kHeaderWords];
+  std::memcpy(header, words.begin(), sizeof header);
+  const uint64_t seq = header[0];
+  const uint64_t ack = header[1];
+  if (ack >= next_seq_) {
+    *error = "the peer acknowledged control message " + std::to_string(ack) + ", but only " +
+             std::to_string(next_seq_ - 1) + " were sent";
+    return std::nullopt;
+  }
+  bool took = false;
+  while (!unacked_.empty() && unacked_.front().seq <= ack) {
+    unacked_.pop_front();
+    took = true;
+  }
+  if (took) waiting_since_ = now;  // the peer is answering: the rest wait from here
+  const size_t body_words = words.size() - kHeaderWords;
+  if (seq == 0) {
+    if (body_words != 0) *error = "an acknowledgement that carries a message";
+    return std::nullopt;
+  }
+  if (body_words == 0) {
+    *error = "control message " + std::to_string(seq) + " is empty";
+    return std::nullopt;
+  }
+  if (seq <= delivered_) return std::nullopt;  // sent again after a failover; had it
+  if (seq != delivered_ + 1) {
+    *error = "control message " + std::to_string(seq) + " arrived after " +
+             std::to_string(delivered_) + " (a gap)";
+    return std::nullopt;
+  }
+  delivered_ = seq;
+  auto message = kj::heapArray<capnp::word>(body_words);
+  std::memcpy(message.begin(), words.begin() + kHeaderWords, body_words * sizeof(capnp::word));
+  return message;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,66 @@
+// Control messages to one peer daemon that survive the connection carrying them: each is
+// numbered and kept until the peer acknowledges it, so that when that connection's NIC
+// fails the messages go again on a new connection over another (as data frames do on the
+// reliable channel), and the receiver drops what it already had. Pure bookkeeping, no I/O:
+// PeerServer writes the frames it returns, and tests drive it directly.
+//
+// A frame is the common length prefix, then two little-endian 64-bit words: the message's
+// number (0: an acknowledgement alone) and the highest number this side has delivered in
+// order; then the message's Cap'n Proto words.
+#pragma once
+
+#include <capnp/message.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plexus::daemon {
+
+class ControlSequence {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Numbers `message`, keeps it until acknowledged, and returns its frame.
+  std::vector<std::byte> push(capnp::MessageBuilder& message, Clock::time_point now);
+  // Every unacknowledged message's frame, oldest first: what a new connection carries
+  // before anything else. Their wait for an acknowledgement starts again at `now`.
+  std::vector<std::byte> resend(Clock::time_point now);
+
+  // A frame's words as FrameDecoder gives them (the length prefix taken off). Returns the
+  // message to deliver when it is the next in order; nothing for an acknowledgement alone or
+  // a message already delivered. A malformed frame, a gap in the numbers, or an
+  // acknowledgement of a message never sent sets *error (the connection is then failed; the
+  // peer sends again on the next).
+  std::optional<kj::Array<capnp::word>> receive(kj::ArrayPtr<const capnp::word> words,
+                                                Clock::time_point now, std::string* error);
+  // Whether messages were delivered since the last frame this side wrote (which carries the
+  // acknowledgement), and the frame that acknowledges them alone.
+  bool ack_due() const { return delivered_ != ack_sent_; }
+  std::vector<std::byte> ack_frame();
+
+  size_t unacknowledged() const { return unacked_.size(); }
+  // Since when the oldest unacknowledged message has waited (sent, resent, or the last
+  // acknowledgement that took others); nothing when none waits.
+  std::optional<Clock::time_point> waiting_since() const;
+  uint64_t delivered() const { return delivered_; }
+
+ private:
+  std::vector<std::byte> frame(uint64_t seq, const std::vector<std::byte>& body);
+
+  struct Unacked {
+    uint64_t seq = 0;
+    std::vector<std::byte> body;  // the message's words
+  };
+  std::deque<Unacked> unacked_;
+  uint64_t next_seq_ = 1;
+  uint64_t delivered_ = 0;  // highest number received and delivered, in order
+  uint64_t ack_sent_ = 0;   // the acknowledgement the last written frame carried
+  Clock::time_point waiting_since_{};
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,261 @@
+// Control connections between daemons, which must survive a NIC as data does: messages are
+// numbered and kept until acknowledged (ControlSequence); a connection that fails, closes,
+// or carries no acknowledgement in time is replaced by another established one or a new one
+// over any of the peer's addresses, and the unacknowledged messages go again on it. A peer
+// is reported lost only when no connection to it can be opened at all.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/socket_address.h"
+#include "daemon/peers/peer_conn.h"
+#include "transports/tcp/tcp_path_latency.h"
+
+namespace plexus::daemon {
+
+using namespace peer_detail;  // the helpers this room's files share (peer_conn.h)
+
+namespace {
+
+// "ip:port" -> "ip" ("[ip]:port" -> "[ip]").
+std::string host_of(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+}  // namespace
+
+void PeerServer::control_established(Conn& c) {
+  const transports::PeerIdentity& peer = c.handshake->peer();
+  ControlPeer& p = control_peers_[peer.instance_id];
+  p.identity = peer;
+  if (!peer.addresses.empty()) p.addresses = peer.addresses;
+  const bool failover = p.current != nullptr || p.failovers > 0;
+  p.current = &c;
+  const size_t resent = p.sequence.unacknowledged();
+  write_control(c, p.sequence.resend(std::chrono::steady_clock::now()));
+  if (failover) {
+    spdlog::info(
+        "control connection with node {} ({}) established, taking over from the one "
+        "that failed ({} message(s) sent again)",
+        peer.node_name, c.address, resent);
+  } else {
+    spdlog::info("control connection with node {} ({}) established", peer.node_name, c.address);
+  }
+}
+
+void PeerServer::write_control(Conn& c, const std::vector<std::byte>& frames) {
+  if (frames.empty() || c.closing) return;
+  c.out.insert(c.out.end(), frames.begin(), frames.end());
+  // flush fails the connection on an error; its messages are kept for the next.
+  if (c.is_established && flush(c)) update_poll(c);
+}
+
+void PeerServer::send_control(uint64_t instance, const std::vector<std::string>& addresses,
+                              capnp::MessageBuilder& message) {
+  ControlPeer& p = control_peers_[instance];
+  if (p.addresses.empty()) p.addresses = addresses;
+  std::vector<std::byte> frame = p.sequence.push(message, std::chrono::steady_clock::now());
+  if (p.current != nullptr) {
+    write_control(*p.current, frame);
+    return;
+  }
+  open_control(instance);  // the message goes once it is established; `p` may be gone now
+}
+
+void PeerServer::open_control(uint64_t instance) {
+  for (Conn* c : conns_) {
+    if (c->connector && !c->closing && !c->is_established && c->expected == instance &&
+        c->role == PeerRole::kControl) {
+      return;  // being opened: it carries every unacknowledged message once established
+    }
+  }
+  auto it = control_peers_.find(instance);
+  if (it == control_peers_.end()) return;
+  // The address of the connection that failed last goes last: its NIC, or the peer's, may
+  // be down, and a connect to it may take kConnectAttemptMs to give up.
+  std::vector<std::string> order = it->second.addresses;
+  std::stable_partition(order.begin(), order.end(), [&](const std::string& a) {
+    return it->second.suspect.empty() || host_of(a) != it->second.suspect;
+  });
+  open(instance, order, PeerRole::kControl);
+}
+
+void PeerServer::read_control(Conn& c) {
+  const uint64_t instance = c.handshake->peer().instance_id;
+  std::byte buffer[16 * 1024];
+  for (int reads = 0; reads < 64; ++reads) {
+    const ssize_t n = ::recv(c.fd, buffer, sizeof(buffer), 0);
+    if (n == 0) {
+      fail(c, "the connection closed (the peer daemon stopped or its node went away)");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      fail(c, std::string("recv: ") + std::strerror(errno));
+      return;
+    }
+    c.decoder.append(buffer, static_cast<size_t>(n));
+    std::string error;
+    while (auto words = c.decoder.next(&error)) {
+      // Looked up per frame: the callback may add peers (the map keeps references) or lose
+      // this one.
+      ControlPeer& p = control_peers_[instance];
+      if (!p.identity) p.identity = c.handshake->peer();
+      const uint64_t delivered = p.sequence.delivered();
+      const size_t unacked = p.sequence.unacknowledged();
+      std::string why;
+      auto message = p.sequence.receive(*words, std::chrono::steady_clock::now(), &why);
+      if (!why.empty()) {
+        fail(c, "malformed control frame: " + why);
+        return;
+      }
+      if (p.sequence.delivered() != delivered || p.sequence.unacknowledged() != unacked)
+        p.failovers = 0;  // the peer answers over this connection
+      if (message) callbacks_.on_control(c.handshake->peer(), std::move(*message));
+      if (c.closing) return;
+    }
+    if (!error.empty()) {
+      fail(c, "malformed control frame: " + error);
+      return;
+    }
+  }
+  // One acknowledgement for what this read delivered, on the connection it came over,
+  // unless a message the callbacks sent on it carried it already.
+  auto it = control_peers_.find(instance);
+  if (it != control_peers_.end() && it->second.sequence.ack_due())
+    write_control(c, it->second.sequence.ack_frame());
+}
+
+void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::string& name,
+                                     const std::string& reason) {
+  auto it = control_peers_.find(instance);
+  if (it == control_peers_.end()) return;         // never used, or already reported lost
+  if (!c.is_established && !c.connector) return;  // an accepted one refused in its handshake
+  ControlPeer& p = it->second;
+  if (c.is_established) {
+    if (p.current != &c) return;  // one it had replaced: nothing waits on it
+    p.current = nullptr;
+    p.suspect = host_of(c.address);
+    // Another established connection (both sides may have opened one) takes over.
+    for (Conn* other : conns_) {
+      if (other != &c && !other->closing && other->is_established &&
+          other->handshake->role() == PeerRole::kControl &&
+          other->handshake->peer().instance_id == instance) {
+        p.current = other;
+        spdlog::info("control messages to {} go on its other control connection ({})", name,
+                     other->address);
+        write_control(*other, p.sequence.resend(std::chrono::steady_clock::now()));
+        return;
+      }
+    }
+    if (++p.failovers <= kMaxControlFailovers) {
+      spdlog::info(
+          "control connection with {} failed ({}): opening another over any of its "
+          "addresses{}",
+          name, reason,
+          p.sequence.unacknowledged() > 0
+              ? ", " + std::to_string(p.sequence.unacknowledged()) + " message(s) to send again"
+              : std::string());
+      open_control(instance);  // a failure at once comes back here, through fail()
+      return;
+    }
+  } else {
+    if (p.current != nullptr) return;  // a connector that lost a race to an established one
+    for (Conn* other : conns_) {
+      if (other != &c && !other->closing && other->connector && !other->is_established &&
+          other->expected == instance && other->role == PeerRole::kControl) {
+        return;  // another is still trying
+      }
+    }
+  }
+  const size_t dropped = p.sequence.unacknowledged();
+  control_peers_.erase(it);
+  if (dropped > 0) {
+    spdlog::warn(
+        "{}: no control connection could be opened; {} unacknowledged control "
+        "message(s) dropped",
+        name, dropped);
+  }
+  if (callbacks_.on_control_lost) callbacks_.on_control_lost(instance, name, reason);
+}
+
+void PeerServer::check_control_acks() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<Conn*> stalled;
+  std::vector<uint64_t> unsent;
+  for (auto& [instance, p] : control_peers_) {
+    const auto since = p.sequence.waiting_since();
+    if (!since) continue;
+    if (p.current == nullptr) {
+      unsent.push_back(instance);  // open_control does nothing while one is being opened
+    } else if (now - *since > settings_.control_ack_timeout) {
+      stalled.push_back(p.current);
+    }
+  }
+  const auto ms = settings_.control_ack_timeout.count();
+  for (Conn* c : stalled) {
+    fail(*c, "no acknowledgement of control messages within " + std::to_string(ms) +
+                 " ms (its NIC, or the peer's, may be down)");
+  }
+  for (uint64_t instance : unsent) open_control(instance);
+}
+
+void PeerServer::control_path_lost(uint64_t instance, const std::string& nic,
+                                   const std::string& remote) {
+  auto it = control_peers_.find(instance);
+  if (it == control_peers_.end() || it->second.current == nullptr) return;
+  Conn& c = *it->second.current;
+  bool shares = host_of(c.address) == host_of(remote);
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (!shares && c.fd >= 0 && ::getsockname(c.fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+      local.sin_family == AF_INET) {
+    for (const LocalNic& n : local_nics_) {
+      if (n.name == nic && n.address == ntohl(local.sin_addr.s_addr)) shares = true;
+    }
+  }
+  if (!shares) return;
+  fail(c, "the data path over " + (nic.empty() ? std::string("?") : nic) + " to " + remote +
+              ", which this control connection shares, failed");
+}
+
+std::string PeerServer::control_route(uint64_t instance) const {
+  auto it = control_peers_.find(instance);
+  if (it == control_peers_.end() || it->second.current == nullptr || it->second.current->fd < 0) {
+    return "";
+  }
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(it->second.current->fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+    return "";
+  return common::address_text(reinterpret_cast<sockaddr*>(&local)) + " > " +
+         it->second.current->address;
+}
+
+double PeerServer::control_round_trip_s(uint64_t instance) const {
+  // The kernel's smallest round trip on the control connection, whichever side opened
+  // it; else the handshakes'.
+  auto peer = control_peers_.find(instance);
+  if (peer != control_peers_.end() && peer->second.current != nullptr &&
+      peer->second.current->fd >= 0) {
+    const double kernel = transports::kernel_min_round_trip_s(peer->second.current->fd);
+    if (kernel > 0) return kernel;
+  }
+  auto it = round_trip_s_.find(instance);
+  return it == round_trip_s_.end() ? 0.0 : it->second;
+}
+
+const transports::PeerIdentity* PeerServer::control_peer(uint64_t instance) const {
+  auto it = control_peers_.find(instance);
+  return it == control_peers_.end() || !it->second.identity ? nullptr : &*it->second.identity;
+}
+
+}  // namespace plexus::daemon
