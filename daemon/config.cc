@@ -71,6 +71,7 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peers.nics = std::move(peer_nics);
   c.peers.reconnect_max = std::chrono::milliseconds(config.reconnect_max_ms);
   c.peers.control_ack_timeout = std::chrono::milliseconds(config.control_ack_timeout_ms);
+  c.peers.control_grace = std::chrono::milliseconds(config.peer_grace_ms);
   c.peers.transport = config.transport;
   c.peers.rdma.zero_copy_min_bytes = config.rdma_zero_copy_min_bytes;
   c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);

@@ -28,7 +28,8 @@ run_suite() {
   (cd "$build" && ctest --output-on-failure --timeout 900 "${ctest_args[@]}")
 }
 
-run_suite "${PLEXUS_BUILD_DIR:-$root/build}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# The /usr prefix: the packaging test builds the Debian packages from this build.
+run_suite "${PLEXUS_BUILD_DIR:-$root/build}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr
 if [ "$sanitize" -eq 1 ]; then
   # halt_on_error: the first report fails the test that caused it.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}
@@ -42,7 +43,8 @@ if [ "$sanitize" -eq 1 ]; then
   # to, and cannot fill a 400 Mbit/s link on 2 cores); under ASan the in-process
   # multi-node tests, the failover script, the RDMA path between VMs and everything else
   # run.
-  ctest_args+=(-E '^(cluster_(multinode|slow_path|slow_node|job_share)|rdma_cluster)$')
+  # The packages are built once, from the first leg's release build.
+  ctest_args+=(-E '^(cluster_(multinode|slow_path|slow_node|job_share)|rdma_cluster|packaging)$')
   run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
     -DPLEXUS_SANITIZE=ON -DPLEXUS_BUILD_PEER_BENCH=OFF -DPLEXUS_WITH_CUDA=OFF
 fi

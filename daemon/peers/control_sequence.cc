@@ -2,6 +2,7 @@
 
 #include <capnp/serialize.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/frame_codec.h"
@@ -9,11 +10,13 @@
 namespace plexus::daemon {
 
 namespace {
-constexpr size_t kHeaderWords = 2;  // the message's number, the acknowledgement
+// Stream, number, acknowledged stream, acknowledgement.
+constexpr size_t kHeaderWords = 4;
+constexpr size_t kRetiredStreams = 4;
 }  // namespace
 
 std::vector<std::byte> ControlSequence::frame(uint64_t seq, const std::vector<std::byte>& body) {
-  const uint64_t header[kHeaderWords] = {seq, delivered_};
+  const uint64_t header[kHeaderWords] = {stream_, seq, peer_stream_, delivered_};
   const auto length = static_cast<uint32_t>(sizeof header + body.size());
   std::vector<std::byte> out(common::kFrameLengthBytes + length);
   std::memcpy(out.data(), &length, common::kFrameLengthBytes);
@@ -21,6 +24,7 @@ std::vector<std::byte> ControlSequence::frame(uint64_t seq, const std::vector<st
   if (!body.empty())
     std::memcpy(out.data() + common::kFrameLengthBytes + sizeof header, body.data(), body.size());
   ack_sent_ = delivered_;
+  ack_sent_stream_ = peer_stream_;
   return out;
 }
 
@@ -56,13 +60,20 @@ std::optional<kj::Array<capnp::word>> ControlSequence::receive(
     kj::ArrayPtr<const capnp::word> words, Clock::time_point now, std::string* error) {
   if (words.size() < kHeaderWords) {
     *error = "a control frame of " + std::to_string(words.size() * sizeof(capnp::word)) +
-             " bytes, shorter than its 16-byte header";
+             " bytes, shorter than its " + std::to_string(kHeaderWords * 8) + "-byte header";
     return std::nullopt;
   }
   uint64_t header[kHeaderWords];
   std::memcpy(header, words.begin(), sizeof header);
-  const uint64_t seq = header[0];
-  const uint64_t ack = header[1];
+  const uint64_t stream = header[0];
+  const uint64_t seq = header[1];
+  const uint64_t acked_stream = header[2];
+  // An acknowledgement of another stream (one this side dropped) says nothing of this one.
+  const uint64_t ack = acked_stream == stream_ ? header[3] : 0;
+  if (stream == 0) {
+    *error = "a control frame with no stream id";
+    return std::nullopt;
+  }
   if (ack >= next_seq_) {
     *error = "the peer acknowledged control message " + std::to_string(ack) + ", but only " +
              std::to_string(next_seq_ - 1) + " were sent";
@@ -82,6 +93,20 @@ std::optional<kj::Array<capnp::word>> ControlSequence::receive(
   if (body_words == 0) {
     *error = "control message " + std::to_string(seq) + " is empty";
     return std::nullopt;
+  }
+  if (stream != peer_stream_) {
+    if (std::find(retired_streams_.begin(), retired_streams_.end(), stream) !=
+        retired_streams_.end()) {
+      return std::nullopt;  // late, from a stream the peer has left
+    }
+    // The peer's first stream, or a new one (it gave this side up and started over): taken
+    // up where it stands, since a connection starts with the oldest unacknowledged message.
+    if (peer_stream_ != 0) {
+      retired_streams_.push_back(peer_stream_);
+      if (retired_streams_.size() > kRetiredStreams) retired_streams_.pop_front();
+    }
+    peer_stream_ = stream;
+    delivered_ = seq - 1;
   }
   if (seq <= delivered_) return std::nullopt;  // sent again after a failover; had it
   if (seq != delivered_ + 1) {

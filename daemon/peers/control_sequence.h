@@ -4,9 +4,15 @@
 // reliable channel), and the receiver drops what it already had. Pure bookkeeping, no I/O:
 // PeerServer writes the frames it returns, and tests drive it directly.
 //
-// A frame is the common length prefix, then two little-endian 64-bit words: the message's
-// number (0: an acknowledgement alone) and the highest number this side has delivered in
-// order; then the message's Cap'n Proto words.
+// Each side's messages form a stream with a random id, drawn when the side first talks to
+// the peer (again after it gave the peer up as lost): a receiver that meets a new stream
+// takes it up where it stands, so that one side forgetting the peer (while the other did
+// not) cannot stall both.
+//
+// A frame is the common length prefix, then four little-endian 64-bit words: this side's
+// stream id, the message's number in it (0: an acknowledgement alone), the peer's stream
+// id being acknowledged, and the highest number of it delivered in order; then the
+// message's Cap'n Proto words.
 #pragma once
 
 #include <capnp/message.h>
@@ -26,21 +32,26 @@ class ControlSequence {
   using Clock = std::chrono::steady_clock;
 
   // Numbers `message`, keeps it until acknowledged, and returns its frame.
+  // `stream`: this side's stream id (random, non-zero).
+  explicit ControlSequence(uint64_t stream) : stream_(stream) {}
+
   std::vector<std::byte> push(capnp::MessageBuilder& message, Clock::time_point now);
   // Every unacknowledged message's frame, oldest first: what a new connection carries
   // before anything else. Their wait for an acknowledgement starts again at `now`.
   std::vector<std::byte> resend(Clock::time_point now);
 
   // A frame's words as FrameDecoder gives them (the length prefix taken off). Returns the
-  // message to deliver when it is the next in order; nothing for an acknowledgement alone or
-  // a message already delivered. A malformed frame, a gap in the numbers, or an
-  // acknowledgement of a message never sent sets *error (the connection is then failed; the
-  // peer sends again on the next).
+  // message to deliver when it is the next in order (or the first of a stream this side has
+  // not met: the peer's oldest unacknowledged, as every connection starts with); nothing for
+  // an acknowledgement alone, a message already delivered, or one of a stream the peer
+  // left. An acknowledgement of an earlier stream of this side is ignored. A malformed
+  // frame, a gap in the numbers, or an acknowledgement of a message never sent sets *error
+  // (the connection is then failed; the peer sends again on the next).
   std::optional<kj::Array<capnp::word>> receive(kj::ArrayPtr<const capnp::word> words,
                                                 Clock::time_point now, std::string* error);
   // Whether messages were delivered since the last frame this side wrote (which carries the
   // acknowledgement), and the frame that acknowledges them alone.
-  bool ack_due() const { return delivered_ != ack_sent_; }
+  bool ack_due() const { return delivered_ != ack_sent_ || peer_stream_ != ack_sent_stream_; }
   std::vector<std::byte> ack_frame();
 
   size_t unacknowledged() const { return unacked_.size(); }
@@ -56,10 +67,14 @@ class ControlSequence {
     uint64_t seq = 0;
     std::vector<std::byte> body;  // the message's words
   };
+  uint64_t stream_;
+  uint64_t peer_stream_ = 0;              // the peer's stream being delivered (0: none met yet)
+  std::deque<uint64_t> retired_streams_;  // the peer's earlier ones: their late frames dropped
   std::deque<Unacked> unacked_;
   uint64_t next_seq_ = 1;
   uint64_t delivered_ = 0;  // highest number received and delivered, in order
   uint64_t ack_sent_ = 0;   // the acknowledgement the last written frame carried
+  uint64_t ack_sent_stream_ = 0;
   Clock::time_point waiting_since_{};
 };
 

@@ -29,6 +29,8 @@ inline constexpr uint64_t kHandshakeTimeoutMs = 5000;
 inline constexpr uint64_t kConnectAttemptMs = 3500;
 // How often the control connections' acknowledgement timeouts are looked at.
 inline constexpr uint64_t kControlCheckMs = 100;
+// How soon an unreachable peer's control connection is tried again.
+inline constexpr uint64_t kControlRetryMs = 200;
 // Control connections to one peer that may fail in a row, without the peer answering in
 // between, before it is reported lost.
 inline constexpr int kMaxControlFailovers = 6;
@@ -74,6 +76,11 @@ struct PeerServer::Conn {
   std::vector<std::byte> out;
   size_t out_sent = 0;
   bool closing = false;
+  // Connector: addresses tried, and how many of them refused the connection (no plexusd
+  // listens there); whether a handshake was refused (another daemon, or a wrong secret).
+  int tried = 0;
+  int refused = 0;
+  bool handshake_refused = false;
   std::string name() const {
     return handshake && !handshake->peer().node_name.empty()
                ? "node " + handshake->peer().node_name + " (" + address + ")"

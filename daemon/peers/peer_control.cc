@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "common/socket_address.h"
 #include "daemon/peers/peer_conn.h"
@@ -31,6 +32,13 @@ std::string host_of(const std::string& address) {
 
 }  // namespace
 
+uint64_t PeerServer::draw_stream_id() {
+  static std::mt19937_64 draw{std::random_device{}()};
+  uint64_t id = 0;
+  while (id == 0) id = draw();
+  return id;
+}
+
 void PeerServer::control_established(Conn& c) {
   const transports::PeerIdentity& peer = c.handshake->peer();
   ControlPeer& p = control_peers_[peer.instance_id];
@@ -38,6 +46,8 @@ void PeerServer::control_established(Conn& c) {
   if (!peer.addresses.empty()) p.addresses = peer.addresses;
   const bool failover = p.current != nullptr || p.failovers > 0;
   p.current = &c;
+  p.unreachable_since.reset();
+  p.retry_at.reset();
   const size_t resent = p.sequence.unacknowledged();
   write_control(c, p.sequence.resend(std::chrono::steady_clock::now()));
   if (failover) {
@@ -156,7 +166,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
         return;
       }
     }
-    if (++p.failovers <= kMaxControlFailovers) {
+    if (++p.failovers <= kMaxControlFailovers || p.sequence.unacknowledged() == 0) {
       spdlog::info(
           "control connection with {} failed ({}): opening another over any of its "
           "addresses{}",
@@ -175,6 +185,17 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
         return;  // another is still trying
       }
     }
+    // Refused everywhere (no plexusd listens, or another answers): the daemon is gone.
+    // Unreachable (this node's NICs or the peer's down): kept, and tried again, for the
+    // data links' grace, as its data link is.
+    const bool gone = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
+    const auto now = std::chrono::steady_clock::now();
+    if (!p.unreachable_since) p.unreachable_since = now;
+    if (!gone && now - *p.unreachable_since < settings_.control_grace) {
+      p.retry_at = now + std::chrono::milliseconds(kControlRetryMs);
+      spdlog::debug("{}: no control connection yet ({}); trying again", name, reason);
+      return;
+    }
   }
   const size_t dropped = p.sequence.unacknowledged();
   control_peers_.erase(it);
@@ -192,10 +213,15 @@ void PeerServer::check_control_acks() {
   std::vector<Conn*> stalled;
   std::vector<uint64_t> unsent;
   for (auto& [instance, p] : control_peers_) {
+    if (p.current == nullptr && p.retry_at && *p.retry_at <= now) {
+      unsent.push_back(instance);  // unreachable a moment ago: tried again
+      continue;
+    }
     const auto since = p.sequence.waiting_since();
     if (!since) continue;
     if (p.current == nullptr) {
-      unsent.push_back(instance);  // open_control does nothing while one is being opened
+      // open_control does nothing while one is being opened.
+      if (!p.retry_at || *p.retry_at <= now) unsent.push_back(instance);
     } else if (now - *since > settings_.control_ack_timeout) {
       stalled.push_back(p.current);
     }

@@ -58,7 +58,8 @@ bool PeerServer::read_handshake(Conn& c) {
     std::vector<std::byte> reply = c.handshake->take_output();
     c.out.insert(c.out.end(), reply.begin(), reply.end());
     if (!error.empty()) {
-      flush(c);  // best effort: tell the peer why
+      c.handshake_refused = true;  // the peer answered: not as the daemon this side expected
+      flush(c);                    // best effort: tell the peer why
       if (!c.closing) fail(c, error);
       return false;
     }

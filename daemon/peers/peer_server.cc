@@ -263,7 +263,9 @@ bool PeerServer::start_connect(Conn& c) {
         continue;
       }
     }
+    ++c.tried;
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS) {
+      if (errno == ECONNREFUSED) ++c.refused;
       last_error = "connect to " + c.address + ": " + std::strerror(errno);
       ::close(fd);
       continue;
@@ -300,6 +302,7 @@ void PeerServer::on_connected(Conn& c) {
   socklen_t len = sizeof(error);
   ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &error, &len);
   if (error != 0) {
+    if (error == ECONNREFUSED) ++c.refused;
     next_address(c, "connect to " + c.address + ": " + std::strerror(error));
     return;
   }

@@ -68,6 +68,10 @@ class PeerServer {
     // A control message unacknowledged this long fails the connection carrying it, and they
     // go again on a new one over another address (its NIC, or the peer's, may be down).
     std::chrono::milliseconds control_ack_timeout{0};
+    // How long a peer may stay unreachable (no control connection opens, but none was
+    // refused either: its NICs or this node's are down) before it is reported lost: the
+    // data links' grace (--peer-grace-ms).
+    std::chrono::milliseconds control_grace{0};
     // The client pools the sessions announce (ControlServer makes it): RDMA paths send
     // large payloads from them without a copy.
     std::shared_ptr<transports::SendableMemory> sendable_memory;
@@ -178,13 +182,18 @@ class PeerServer {
   uv_poll_t listen_poll_{};
   bool listening_ = false;
   std::vector<Conn*> conns_;
+  static uint64_t draw_stream_id();
   struct ControlPeer {  // a peer daemon this one exchanges control messages with
-    ControlSequence sequence;
+    ControlSequence sequence{draw_stream_id()};
     Conn* current = nullptr;                           // the established connection messages go on
     std::vector<std::string> addresses;                // where it accepts peers
     std::optional<transports::PeerIdentity> identity;  // from the last handshake
     std::string suspect;  // the peer IP of the last connection that failed: tried last
     int failovers = 0;    // connections failed since the peer last answered
+    // No connection could be opened since then (not refused: unreachable); the next
+    // attempt is due at retry_at.
+    std::optional<std::chrono::steady_clock::time_point> unreachable_since;
+    std::optional<std::chrono::steady_clock::time_point> retry_at;
   };
   // By instance; a map, so that references stay valid while callbacks add peers.
   std::map<uint64_t, ControlPeer> control_peers_;

@@ -54,7 +54,7 @@ std::vector<std::string> deliver(ControlSequence& to, const std::vector<std::byt
 }
 
 TEST(ControlSequenceTest, DeliversInOrderAndAcknowledges) {
-  ControlSequence a, b;
+  ControlSequence a(0xa), b(0xb);
   std::vector<std::byte> wire = push_text(a, "join");
   const std::vector<std::byte> second = push_text(a, "formed");
   wire.insert(wire.end(), second.begin(), second.end());
@@ -69,7 +69,7 @@ TEST(ControlSequenceTest, DeliversInOrderAndAcknowledges) {
 }
 
 TEST(ControlSequenceTest, AMessageCarriesTheAcknowledgement) {
-  ControlSequence a, b;
+  ControlSequence a(0xa), b(0xb);
   EXPECT_EQ(deliver(b, push_text(a, "join")), (std::vector<std::string>{"join"}));
   // b answers with a message of its own: it acknowledges a's too.
   EXPECT_EQ(deliver(a, push_text(b, "formed")), (std::vector<std::string>{"formed"}));
@@ -79,7 +79,7 @@ TEST(ControlSequenceTest, AMessageCarriesTheAcknowledgement) {
 }
 
 TEST(ControlSequenceTest, FailoverSendsAgainAndTheReceiverDropsWhatItHad) {
-  ControlSequence a, b;
+  ControlSequence a(0xa), b(0xb);
   const std::vector<std::byte> m1 = push_text(a, "m1");
   push_text(a, "m2");  // lost with the connection that failed
   push_text(a, "m3");
@@ -96,44 +96,69 @@ TEST(ControlSequenceTest, FailoverSendsAgainAndTheReceiverDropsWhatItHad) {
 }
 
 TEST(ControlSequenceTest, AGapIsAnError) {
-  ControlSequence a, b;
-  push_text(a, "m1");
+  ControlSequence a(0xa), b(0xb);
+  deliver(b, push_text(a, "m1"));
+  push_text(a, "m2");  // never arrives, and no new connection starts over from it
   std::string error;
-  EXPECT_TRUE(deliver(b, push_text(a, "m2"), &error).empty());
-  EXPECT_NE(error.find("control message 2 arrived after 0 (a gap)"), std::string::npos) << error;
-  EXPECT_EQ(b.delivered(), 0u);
+  EXPECT_TRUE(deliver(b, push_text(a, "m3"), &error).empty());
+  EXPECT_NE(error.find("control message 3 arrived after 1 (a gap)"), std::string::npos) << error;
+  EXPECT_EQ(b.delivered(), 1u);
 }
 
 TEST(ControlSequenceTest, AnAcknowledgementOfAMessageNeverSentIsAnError) {
-  ControlSequence a, b;
+  ControlSequence a(0xa), b(0xb);
   deliver(b, push_text(a, "m1"));
-  ControlSequence c;  // never sent anything
+  ControlSequence c(0xc);  // never sent anything
   std::string error;
   deliver(c, b.ack_frame(), &error);
+  EXPECT_EQ(error, "") << "an acknowledgement of another stream is not c's concern";
+  // Of c's own stream, though, it is an error.
+  uint64_t forged[4] = {0xb, 0, 0xc, 1};
+  EXPECT_FALSE(c.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(forged), 4),
+                         Clock::now(), &error));
   EXPECT_NE(error.find("acknowledged control message 1, but only 0 were sent"), std::string::npos)
       << error;
 }
 
+TEST(ControlSequenceTest, ASideThatStartsOverIsTakenUpWhereItStands) {
+  ControlSequence a(0xa), b(0xb);
+  for (int i = 0; i < 3; ++i) deliver(b, push_text(a, "old" + std::to_string(i)));
+  EXPECT_TRUE(deliver(a, b.ack_frame()).empty());
+  deliver(a, push_text(b, "b1"));
+  // a gives b up (its state dropped) and meets it again with a new stream: b delivers a's
+  // first message of it, though its numbers start over.
+  ControlSequence a2(0xa2);
+  EXPECT_EQ(deliver(b, push_text(a2, "new1")), (std::vector<std::string>{"new1"}));
+  ASSERT_TRUE(b.ack_due());
+  EXPECT_TRUE(deliver(a2, b.ack_frame()).empty());
+  EXPECT_EQ(a2.unacknowledged(), 0u);
+  // b's own stream goes on: a2 takes it up at b's oldest unacknowledged message, b1.
+  EXPECT_EQ(deliver(a2, b.resend(Clock::now())), (std::vector<std::string>{"b1"}));
+  // A late frame of a's old stream is dropped, not taken for a third stream.
+  ControlSequence a_late(0xa);
+  EXPECT_TRUE(deliver(b, push_text(a_late, "late")).empty());
+}
+
 TEST(ControlSequenceTest, MalformedFramesAreNamed) {
-  ControlSequence s;
+  ControlSequence s(0x5);
   std::string error;
   const capnp::word one[1] = {};
   EXPECT_FALSE(s.receive(kj::arrayPtr(one, 1), Clock::now(), &error));
-  EXPECT_NE(error.find("shorter than its 16-byte header"), std::string::npos) << error;
+  EXPECT_NE(error.find("shorter than its 32-byte header"), std::string::npos) << error;
   error.clear();
-  uint64_t empty_message[2] = {1, 0};  // message 1, and no words
-  EXPECT_FALSE(s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(empty_message), 2),
+  uint64_t empty_message[4] = {0xa, 1, 0, 0};  // message 1, and no words
+  EXPECT_FALSE(s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(empty_message), 4),
                          Clock::now(), &error));
   EXPECT_NE(error.find("control message 1 is empty"), std::string::npos) << error;
   error.clear();
-  uint64_t ack_with_body[3] = {0, 0, 7};
-  EXPECT_FALSE(s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(ack_with_body), 3),
+  uint64_t ack_with_body[5] = {0xa, 0, 0, 0, 7};
+  EXPECT_FALSE(s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(ack_with_body), 5),
                          Clock::now(), &error));
   EXPECT_NE(error.find("an acknowledgement that carries a message"), std::string::npos) << error;
 }
 
 TEST(ControlSequenceTest, TheWaitRestartsOnAResendAndOnProgress) {
-  ControlSequence a, b;
+  ControlSequence a(0xa), b(0xb);
   const auto t0 = Clock::now();
   const std::vector<std::byte> m1 = push_text(a, "m1", t0);
   push_text(a, "m2", t0 + std::chrono::seconds(1));
