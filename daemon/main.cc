@@ -278,8 +278,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  plexus::daemon::Daemon daemon(config);
+  // Before the daemon: it outlives the engine thread that pings through it.
   const plexus::daemon::ServiceNotify notify;
+  plexus::daemon::Daemon daemon(config);
   if (const auto every = notify.watchdog_interval()) {
     // From the engine thread's own loop: an engine stuck in an op stops the pings and
     // systemd restarts the service (the unit's WatchdogSec).
