@@ -25,6 +25,7 @@ std::vector<std::byte> ControlSequence::frame(uint64_t seq, const std::vector<st
     std::memcpy(out.data() + common::kFrameLengthBytes + sizeof header, body.data(), body.size());
   ack_sent_ = delivered_;
   ack_sent_stream_ = peer_stream_;
+  again_ = false;
   return out;
 }
 
@@ -108,7 +109,10 @@ std::optional<kj::Array<capnp::word>> ControlSequence::receive(
     peer_stream_ = stream;
     delivered_ = seq - 1;
   }
-  if (seq <= delivered_) return std::nullopt;  // sent again after a failover; had it
+  if (seq <= delivered_) {  // sent again after a failover; had it
+    again_ = true;
+    return std::nullopt;
+  }
   if (seq != delivered_ + 1) {
     *error = "control message " + std::to_string(seq) + " arrived after " +
              std::to_string(delivered_) + " (a gap)";

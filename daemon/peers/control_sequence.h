@@ -51,7 +51,11 @@ class ControlSequence {
                                                 Clock::time_point now, std::string* error);
   // Whether messages were delivered since the last frame this side wrote (which carries the
   // acknowledgement), and the frame that acknowledges them alone.
-  bool ack_due() const { return delivered_ != ack_sent_ || peer_stream_ != ack_sent_stream_; }
+  // A message received again is acknowledged again: the acknowledgement sent before may
+  // have gone with the connection that failed, and the peer waits for it.
+  bool ack_due() const {
+    return again_ || delivered_ != ack_sent_ || peer_stream_ != ack_sent_stream_;
+  }
   std::vector<std::byte> ack_frame();
 
   size_t unacknowledged() const { return unacked_.size(); }
@@ -59,6 +63,20 @@ class ControlSequence {
   // acknowledgement that took others); nothing when none waits.
   std::optional<Clock::time_point> waiting_since() const;
   uint64_t delivered() const { return delivered_; }
+
+  // Where the peer's stream stands on receipt: kept when this side gives the peer up, and
+  // handed to the sequence it starts with the peer again, so that a message delivered but
+  // not yet acknowledged when the record went is not delivered a second time if the peer
+  // (which did not give up) sends it again.
+  struct Received {
+    uint64_t stream = 0;
+    uint64_t delivered = 0;
+  };
+  Received received() const { return {peer_stream_, delivered_}; }
+  void resume(Received at) {
+    peer_stream_ = at.stream;
+    delivered_ = at.delivered;
+  }
 
  private:
   std::vector<std::byte> frame(uint64_t seq, const std::vector<std::byte>& body);
@@ -75,6 +93,7 @@ class ControlSequence {
   uint64_t delivered_ = 0;  // highest number received and delivered, in order
   uint64_t ack_sent_ = 0;   // the acknowledgement the last written frame carried
   uint64_t ack_sent_stream_ = 0;
+  bool again_ = false;  // a message already delivered came again since the last frame
   Clock::time_point waiting_since_{};
 };
 

@@ -34,6 +34,8 @@ inline constexpr uint64_t kControlRetryMs = 200;
 // Control connections to one peer that may fail in a row, without the peer answering in
 // between, before it is reported lost.
 inline constexpr int kMaxControlFailovers = 6;
+// Peers given up whose receive position is kept (PeerServer::control_given_up_).
+inline constexpr size_t kControlGivenUpKept = 64;
 inline constexpr size_t kMaxControlFrameBytes = 1 << 20;
 // How often a backup with no route between the rails is looked at again.
 inline constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};

@@ -39,14 +39,27 @@ uint64_t PeerServer::draw_stream_id() {
   return id;
 }
 
+PeerServer::ControlPeer& PeerServer::control_record(uint64_t instance) {
+  auto [it, made] = control_peers_.try_emplace(instance);
+  if (made) {
+    auto given_up = control_given_up_.find(instance);
+    if (given_up != control_given_up_.end()) {
+      it->second.sequence.resume(given_up->second);
+      control_given_up_.erase(given_up);
+    }
+  }
+  return it->second;
+}
+
 void PeerServer::control_established(Conn& c) {
   const transports::PeerIdentity& peer = c.handshake->peer();
-  ControlPeer& p = control_peers_[peer.instance_id];
+  ControlPeer& p = control_record(peer.instance_id);
   p.identity = peer;
   if (!peer.addresses.empty()) p.addresses = peer.addresses;
-  const bool failover = p.current != nullptr || p.failovers > 0;
+  const bool failover = p.taking_over;
+  p.taking_over = false;
   p.current = &c;
-  p.unreachable_since.reset();
+  p.unconnected_since.reset();
   p.retry_at.reset();
   const size_t resent = p.sequence.unacknowledged();
   write_control(c, p.sequence.resend(std::chrono::steady_clock::now()));
@@ -69,7 +82,7 @@ void PeerServer::write_control(Conn& c, const std::vector<std::byte>& frames) {
 
 void PeerServer::send_control(uint64_t instance, const std::vector<std::string>& addresses,
                               capnp::MessageBuilder& message) {
-  ControlPeer& p = control_peers_[instance];
+  ControlPeer& p = control_record(instance);
   if (p.addresses.empty()) p.addresses = addresses;
   std::vector<std::byte> frame = p.sequence.push(message, std::chrono::steady_clock::now());
   if (p.current != nullptr) {
@@ -88,6 +101,8 @@ void PeerServer::open_control(uint64_t instance) {
   }
   auto it = control_peers_.find(instance);
   if (it == control_peers_.end()) return;
+  if (!it->second.unconnected_since)
+    it->second.unconnected_since = std::chrono::steady_clock::now();
   // The address of the connection that failed last goes last: its NIC, or the peer's, may
   // be down, and a connect to it may take kConnectAttemptMs to give up.
   std::vector<std::string> order = it->second.addresses;
@@ -100,6 +115,7 @@ void PeerServer::open_control(uint64_t instance) {
 void PeerServer::read_control(Conn& c) {
   const uint64_t instance = c.handshake->peer().instance_id;
   std::byte buffer[16 * 1024];
+  bool came = false;  // a message (new or sent again) came over `c`
   for (int reads = 0; reads < 64; ++reads) {
     const ssize_t n = ::recv(c.fd, buffer, sizeof(buffer), 0);
     if (n == 0) {
@@ -117,7 +133,7 @@ void PeerServer::read_control(Conn& c) {
     while (auto words = c.decoder.next(&error)) {
       // Looked up per frame: the callback may add peers (the map keeps references) or lose
       // this one.
-      ControlPeer& p = control_peers_[instance];
+      ControlPeer& p = control_record(instance);
       if (!p.identity) p.identity = c.handshake->peer();
       const uint64_t delivered = p.sequence.delivered();
       const size_t unacked = p.sequence.unacknowledged();
@@ -127,6 +143,7 @@ void PeerServer::read_control(Conn& c) {
         fail(c, "malformed control frame: " + why);
         return;
       }
+      if (p.sequence.ack_due()) came = true;
       if (p.sequence.delivered() != delivered || p.sequence.unacknowledged() != unacked)
         p.failovers = 0;  // the peer answers over this connection
       if (message) callbacks_.on_control(c.handshake->peer(), std::move(*message));
@@ -138,9 +155,11 @@ void PeerServer::read_control(Conn& c) {
     }
   }
   // One acknowledgement for what this read delivered, on the connection it came over,
-  // unless a message the callbacks sent on it carried it already.
+  // unless a message the callbacks sent on it carried it already (a message they sent on
+  // another connection carried it too, but the peer may be waiting on this one).
   auto it = control_peers_.find(instance);
-  if (it != control_peers_.end() && it->second.sequence.ack_due())
+  if (it != control_peers_.end() &&
+      (it->second.sequence.ack_due() || (came && it->second.current != &c)))
     write_control(c, it->second.sequence.ack_frame());
 }
 
@@ -154,6 +173,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
     if (p.current != &c) return;  // one it had replaced: nothing waits on it
     p.current = nullptr;
     p.suspect = host_of(c.address);
+    p.unconnected_since = std::chrono::steady_clock::now();
     // Another established connection (both sides may have opened one) takes over.
     for (Conn* other : conns_) {
       if (other != &c && !other->closing && other->is_established &&
@@ -166,7 +186,10 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
         return;
       }
     }
-    if (++p.failovers <= kMaxControlFailovers || p.sequence.unacknowledged() == 0) {
+    // Only failures with messages waiting count: an idle connection that failed now and
+    // then says nothing about whether the peer answers.
+    if (p.sequence.unacknowledged() == 0 || ++p.failovers <= kMaxControlFailovers) {
+      p.taking_over = true;
       spdlog::info(
           "control connection with {} failed ({}): opening another over any of its "
           "addresses{}",
@@ -190,14 +213,19 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
     // data links' grace, as its data link is.
     const bool gone = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
     const auto now = std::chrono::steady_clock::now();
-    if (!p.unreachable_since) p.unreachable_since = now;
-    if (!gone && now - *p.unreachable_since < settings_.control_grace) {
+    if (!p.unconnected_since) p.unconnected_since = now;
+    if (!gone && now - *p.unconnected_since < settings_.control_grace) {
       p.retry_at = now + std::chrono::milliseconds(kControlRetryMs);
       spdlog::debug("{}: no control connection yet ({}); trying again", name, reason);
       return;
     }
   }
   const size_t dropped = p.sequence.unacknowledged();
+  // Bounded: which one goes is by instance id, which is random; a peer given up that long
+  // ago has given this side up too.
+  if (control_given_up_.size() >= kControlGivenUpKept)
+    control_given_up_.erase(control_given_up_.begin());
+  control_given_up_[instance] = p.sequence.received();
   control_peers_.erase(it);
   if (dropped > 0) {
     spdlog::warn(
@@ -213,16 +241,15 @@ void PeerServer::check_control_acks() {
   std::vector<Conn*> stalled;
   std::vector<uint64_t> unsent;
   for (auto& [instance, p] : control_peers_) {
-    if (p.current == nullptr && p.retry_at && *p.retry_at <= now) {
-      unsent.push_back(instance);  // unreachable a moment ago: tried again
-      continue;
-    }
     const auto since = p.sequence.waiting_since();
-    if (!since) continue;
     if (p.current == nullptr) {
-      // open_control does nothing while one is being opened.
-      if (!p.retry_at || *p.retry_at <= now) unsent.push_back(instance);
-    } else if (now - *since > settings_.control_ack_timeout) {
+      // Unreachable a moment ago and due to be tried again, or messages waiting with no
+      // attempt scheduled (open_control does nothing while one is being opened).
+      if (p.retry_at ? *p.retry_at <= now : since.has_value()) {
+        p.retry_at.reset();
+        unsent.push_back(instance);
+      }
+    } else if (since && now - *since > settings_.control_ack_timeout) {
       stalled.push_back(p.current);
     }
   }

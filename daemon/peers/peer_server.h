@@ -189,14 +189,21 @@ class PeerServer {
     std::vector<std::string> addresses;                // where it accepts peers
     std::optional<transports::PeerIdentity> identity;  // from the last handshake
     std::string suspect;  // the peer IP of the last connection that failed: tried last
-    int failovers = 0;    // connections failed since the peer last answered
-    // No connection could be opened since then (not refused: unreachable); the next
-    // attempt is due at retry_at.
-    std::optional<std::chrono::steady_clock::time_point> unreachable_since;
+    // Connections failed, with messages waiting, since the peer last answered.
+    int failovers = 0;
+    bool taking_over = false;  // the next connection established replaces one that failed
+    // No connection established since then (the peer counts as unreachable, not gone,
+    // for the grace); the next attempt is due at retry_at.
+    std::optional<std::chrono::steady_clock::time_point> unconnected_since;
     std::optional<std::chrono::steady_clock::time_point> retry_at;
   };
   // By instance; a map, so that references stay valid while callbacks add peers.
   std::map<uint64_t, ControlPeer> control_peers_;
+  // Where the streams of peers given up stood on receipt (a bounded few), so that a peer
+  // that did not give this one up is not delivered a message twice (ControlSequence::resume).
+  std::map<uint64_t, ControlSequence::Received> control_given_up_;
+  // The record of `instance`, made (and resumed from control_given_up_) if it has none.
+  ControlPeer& control_record(uint64_t instance);
   // Control connections (peer_control.cc).
   void control_established(Conn& c);
   void read_control(Conn& c);

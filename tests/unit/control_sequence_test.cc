@@ -95,6 +95,31 @@ TEST(ControlSequenceTest, FailoverSendsAgainAndTheReceiverDropsWhatItHad) {
   EXPECT_EQ(b.delivered(), 3u);
 }
 
+TEST(ControlSequenceTest, AMessageReceivedAgainIsAcknowledgedAgain) {
+  ControlSequence a(0xa), b(0xb);
+  EXPECT_EQ(deliver(b, push_text(a, "m1")), (std::vector<std::string>{"m1"}));
+  b.ack_frame();  // written to the connection that failed: a never sees it
+  EXPECT_FALSE(b.ack_due());
+  EXPECT_TRUE(deliver(b, a.resend(Clock::now())).empty());
+  // Without a second acknowledgement a would wait, and fail connection after connection.
+  ASSERT_TRUE(b.ack_due());
+  EXPECT_TRUE(deliver(a, b.ack_frame()).empty());
+  EXPECT_EQ(a.unacknowledged(), 0u);
+}
+
+TEST(ControlSequenceTest, AResumedReceiverDoesNotDeliverAgain) {
+  ControlSequence a(0xa), b(0xb);
+  EXPECT_EQ(deliver(b, push_text(a, "m1")), (std::vector<std::string>{"m1"}));
+  // b gives a up before acknowledging m1, and starts again with a's stream where it stood.
+  ControlSequence b2(0xc);
+  b2.resume(b.received());
+  EXPECT_TRUE(deliver(b2, a.resend(Clock::now())).empty());
+  ASSERT_TRUE(b2.ack_due());
+  EXPECT_TRUE(deliver(a, b2.ack_frame()).empty());
+  EXPECT_EQ(a.unacknowledged(), 0u);
+  EXPECT_EQ(deliver(b2, push_text(a, "m2")), (std::vector<std::string>{"m2"}));
+}
+
 TEST(ControlSequenceTest, AGapIsAnError) {
   ControlSequence a(0xa), b(0xb);
   deliver(b, push_text(a, "m1"));
