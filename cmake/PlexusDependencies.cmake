@@ -5,6 +5,9 @@ find_package(CapnProto REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv)  # libuv 1.44 ships no CMake config
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)  # plexusd's sd_notify
+# plexusd's config file: strict TOML with the line of every error (CLI11's own reader
+# ignores unknown keys and malformed lines).
+pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 find_package(Boost 1.74 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)

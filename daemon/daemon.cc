@@ -5,9 +5,12 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/config_options.h"
+#include "daemon/config_reload.h"
 #include "daemon/control/control_server.h"
 #include "daemon/engine/engine.h"
 #include "daemon/local/reduce.h"
@@ -18,12 +21,19 @@
 namespace plexus::daemon {
 
 struct Daemon::Impl {
-  Config config;  // with its node name and socket path resolved
+  Config config;              // with its node name and socket path resolved; as reloads change it
+  bool channel_acks = false;  // --channel-acks as decided at start
+  std::shared_ptr<monitor::EventLog> events;
+  std::optional<std::vector<std::string>> config_args;  // for reload
+  std::string config_file;                              // the --config file it names
+  std::vector<std::string> restart_needed;  // read by the last reload, waiting for a restart
+  std::function<void(const std::string&)> status_listener;
+  std::mutex reload_mutex;  // one reload at a time
   std::shared_ptr<gpu::DeviceMemory> device_memory;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ControlServer> control;
   std::unique_ptr<monitor::PrometheusEndpoint> metrics;
-  std::mutex mutex;
+  mutable std::mutex mutex;  // stopped, exit_requested, and config once started
   std::condition_variable stopped_cv;
   bool stopped = false;
   bool exit_requested = false;  // the daemon asked itself to stop (--idle-exit-s)
@@ -45,14 +55,90 @@ void tune_allocator() {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+// The settings as read at start, with the names the Daemon resolves (node, socket path).
+Config resolved(Config config) {
+  config.node_name = effective_node_name(config);
+  if (config.socket_path.empty()) config.socket_path = shm::default_socket_path();
+  return config;
+}
+
 }  // namespace
+
+ConfigReloadReport Daemon::reload() {
+  Impl& d = *impl_;
+  std::lock_guard one_at_a_time(d.reload_mutex);
+  ConfigReloadReport report;
+  if (!d.config_args) {
+    report.error = "this plexusd has no command line or config file to read again";
+    return report;
+  }
+  ConfigLoad load = load_config(*d.config_args);
+  if (load.exit_code >= 0) {
+    report.error = load.error.empty() ? "the command line asks for help, not a config" : load.error;
+    spdlog::error("config reload refused, the settings in use are kept: {}", report.error);
+    return report;
+  }
+  Config in_use;
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.stopped || !d.engine || !d.control || !d.events) {
+      report.error = "plexusd is not running (starting or stopping)";
+      return report;
+    }
+    in_use = d.config;
+  }
+  ReloadPlan plan = plan_reload(in_use, resolved(std::move(load.config)));
+  if (plan.in_use.events_file != in_use.events_file) {
+    if (std::string error = d.events->reopen(plan.in_use.events_file); !error.empty()) {
+      report.error = "events-file: " + error;
+      spdlog::error("config reload refused, the settings in use are kept: {}", report.error);
+      return report;
+    }
+  }
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.stopped || !d.engine || !d.control) {
+      report.error = "plexusd is not running (starting or stopping)";
+      return report;
+    }
+    spdlog::set_level(spdlog::level::from_str(plan.in_use.log_level));
+    d.engine->post([next = engine_config(plan.in_use, d.channel_acks)](Engine& engine) {
+      engine.reconfigure(next);
+    });
+    d.control->post([&d, next = control_config(plan.in_use, {})] { d.control->reconfigure(next); });
+    d.config = plan.in_use;
+    d.config_file = load.file;
+    d.restart_needed = plan.restart_needed;
+  }
+  spdlog::info("config reload ({}): {} change(s) applied, {} waiting for a restart",
+               load.file.empty() ? "the command line alone" : load.file, plan.applied.size(),
+               plan.restart_needed.size());
+  for (const std::string& line : plan.applied) spdlog::info("config reload: {} (applied)", line);
+  for (const std::string& line : plan.restart_needed) {
+    spdlog::warn(
+        "config reload: {} cannot change while plexusd runs; it takes effect at the "
+        "next start (the old value stays in use)",
+        line);
+  }
+  report.applied = std::move(plan.applied);
+  report.restart_needed = std::move(plan.restart_needed);
+  return report;
+}
+
+ConfigShown Daemon::shown_config() const {
+  const Impl& d = *impl_;
+  std::lock_guard lock(d.mutex);
+  ConfigShown shown;
+  shown.text = config_text(d.config);
+  shown.file = d.config_file;
+  shown.restart_needed = d.restart_needed;
+  return shown;
+}
 
 Daemon::Daemon(Config config, std::shared_ptr<gpu::DeviceMemory> device_memory)
     : impl_(std::make_unique<Impl>()) {
-  impl_->config = std::move(config);
+  impl_->config = resolved(std::move(config));
   impl_->device_memory = std::move(device_memory);
-  impl_->config.node_name = effective_node_name(impl_->config);
-  if (impl_->config.socket_path.empty()) impl_->config.socket_path = shm::default_socket_path();
 }
 
 Daemon::~Daemon() { stop(); }
@@ -62,16 +148,26 @@ void Daemon::set_engine_watchdog(std::function<void()> ping, std::chrono::micros
   impl_->watchdog_every = every;
 }
 
+void Daemon::set_config_args(std::vector<std::string> args, std::string file) {
+  impl_->config_args = std::move(args);
+  impl_->config_file = std::move(file);
+}
+
+void Daemon::set_status_listener(std::function<void(const std::string&)> listener) {
+  impl_->status_listener = std::move(listener);
+}
+
 void Daemon::start() {
   Impl& d = *impl_;
   tune_allocator();
-  auto events = std::make_shared<monitor::EventLog>(d.config.node_name, d.config.events_file);
+  d.events = std::make_shared<monitor::EventLog>(d.config.node_name, d.config.events_file);
   // The NICs to peers first: the channel's "auto" setting depends on how many there are.
   std::vector<PeerNic> peer_nics;
   if (!d.config.peer_listen.empty())
     peer_nics = find_peer_nics(d.config.peer_listen, d.config.nics);
   const bool acks = d.config.channel_acks == common::OnOffAuto::kOn ||
                     (d.config.channel_acks == common::OnOffAuto::kAuto && peer_nics.size() >= 2);
+  d.channel_acks = acks;
   // The engine asks the control thread to close sessions that broke the ring protocol.
   d.engine = std::make_unique<Engine>(
       engine_config(d.config, acks),
@@ -95,7 +191,7 @@ void Daemon::start() {
                                     {{"nic", nic}});
             d.control->post([&d, nic] { d.control->nodes().nic_up(nic); });
           }},
-      events);
+      d.events);
   ControlConfig control = control_config(d.config, std::move(peer_nics));
   // Called on the control thread, which stop() joins: wait() returns and its caller stops.
   control.on_idle = [&d] {
@@ -103,6 +199,9 @@ void Daemon::start() {
     d.exit_requested = true;
     d.stopped_cv.notify_all();
   };
+  if (d.config_args) control.reload = [this] { return reload(); };
+  control.show_config = [this] { return shown_config(); };
+  control.on_status = d.status_listener;
   d.control = std::make_unique<ControlServer>(std::move(control), *d.engine, d.device_memory);
   d.control->start();
   if (!d.config.peer_listen.empty()) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "daemon/config.h"
 
@@ -26,6 +27,19 @@ class Daemon {
   // Before start(): the engine thread calls `ping` from its own loop at least every `every`
   // (systemd's watchdog, Engine::set_watchdog).
   void set_engine_watchdog(std::function<void()> ping, std::chrono::microseconds every);
+  // Before start(): the command line a reload reads the config with again (plexusd's own,
+  // without its program name) and the --config file it names; without it a reload says
+  // there is nothing to read.
+  void set_config_args(std::vector<std::string> args, std::string file);
+  // Before start(): called from the control thread with a line on how the daemon is doing
+  // (sessions, communicators, a drain), when it changes: systemd's STATUS=.
+  void set_status_listener(std::function<void(const std::string&)> listener);
+  // Any thread, once started (SIGHUP, plexusctl config reload): reads the config again
+  // and applies what may change while it runs (config_reload.h); a file that does not read
+  // is refused whole, naming its line, and the settings in use are kept.
+  ConfigReloadReport reload();
+  // The settings in use (plexusctl config).
+  ConfigShown shown_config() const;
   // Binds the socket and starts the control and engine threads. Throws
   // std::runtime_error with a sentence (e.g. "socket path ... is in use by a running
   // plexusd") on failure.

@@ -27,9 +27,12 @@ struct JobsTableEntry {
   std::vector<std::string> section;
   std::string key;
   std::string value;
+  int line = 0;  // in the file, for the error (0: not known)
 };
-// Adds the entries under [jobs.*] to `table`; others are ignored. "" or the first error.
-std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTable* table);
+// Adds the entries under [jobs.*] to `table`; others are ignored. "" or the first error
+// (and its entry's line in *line_at_fault).
+std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTable* table,
+                            int* line_at_fault = nullptr);
 // "NAME=CLASS[:WEIGHT]" into `table`; "" or why not.
 std::string parse_job_option(const std::string& text, JobsTable* table);
 

@@ -37,6 +37,22 @@ EventLog::EventLog(std::string node, std::string file_path, size_t keep)
   }
 }
 
+std::string EventLog::reopen(const std::string& file_path) {
+  std::FILE* file = nullptr;
+  if (!file_path.empty()) {
+    file = std::fopen(file_path.c_str(), "ae");
+    if (file == nullptr) {
+      return "cannot open the event file " + file_path + " for appending: " + std::strerror(errno);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = file;
+  file_path_ = file_path;
+  file_failed_ = false;
+  return {};
+}
+
 EventLog::~EventLog() {
   if (file_ != nullptr) std::fclose(file_);
 }

@@ -22,6 +22,9 @@ class EventLog {
   // `node` is written into every event; `file_path` (empty: none) is opened for appending
   // now, throwing std::runtime_error naming it when it cannot be.
   EventLog(std::string node, std::string file_path = {}, size_t keep = 1024);
+  // Appends to `file_path` from now on (empty: no file), after a config reload or a log
+  // rotation. Returns "" or why not; the file in use is then kept.
+  std::string reopen(const std::string& file_path);
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;

@@ -34,6 +34,12 @@ class RankSkewDetector {
   // One collective: `last_rank` submitted `lateness` after the first rank did.
   std::optional<RankSkewFinding> observe(Clock::time_point now, int last_rank,
                                          std::chrono::microseconds lateness);
+  // A new threshold (a config reload): the window starts again, since the ops in it were
+  // judged late or not by the old one.
+  void set_min_lateness(std::chrono::microseconds min_lateness) {
+    rule_.min_lateness = min_lateness;
+    recent_.clear();
+  }
 
  private:
   struct Arrival {

@@ -62,7 +62,15 @@ struct ClientMessage {
     nicFault @11 :Text;     # fault injection (plexusd --fault-injection): into the paths over this NIC
     jobSet @12 :JobSet;     # a job's scheduling policy (admin)
     engineHold @13 :UInt32; # fault injection (plexusd --fault-injection): hold the engine thread this many ms
+    configShow @14 :Void;   # the settings in use
+    configReload @15 :Void; # read the config file again (admin)
+    nodeDrain @16 :NodeDrain;  # admit no new communicators, or admit them again (admin)
   }
+}
+
+struct NodeDrain {
+  undrain @0 :Bool;       # admit new communicators again
+  query @1 :Bool;         # change nothing: report how the drain stands
 }
 
 # One GPU allocation of the client, exported once and mapped by the daemon once.
@@ -326,5 +334,27 @@ struct DaemonMessage {
     nicFaultReply @12 :UInt32;       # paths the fault was injected into
     jobSetReply @13 :Void;
     engineHoldReply @14 :Void;       # sent before the hold begins
+    configShowReply @15 :ConfigShowReply;
+    configReloadReply @16 :ConfigReloadReply;
+    nodeDrainReply @17 :NodeDrainReply;
   }
+}
+
+struct ConfigShowReply {
+  text @0 :Text;                  # the settings in use, as a config file (TOML)
+  file @1 :Text;                  # the --config file ("": none)
+  restartNeeded @2 :List(Text);   # changes read from the file that wait for a restart
+}
+
+struct ConfigReloadReply {
+  applied @0 :List(Text);         # "stall-ms: 1000 -> 500", ...
+  restartNeeded @1 :List(Text);   # changed in the file, in use only after a restart
+}
+
+struct NodeDrainReply {
+  draining @0 :Bool;
+  comms @1 :UInt32;               # communicators still served
+  ranks @2 :UInt32;               # their ranks on this node
+  jobs @3 :List(Text);            # the jobs they belong to
+  safeToStop @4 :Bool;            # draining, and nothing is left to finish
 }

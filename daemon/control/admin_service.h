@@ -39,6 +39,8 @@ class AdminService {
     // This daemon as its peers know it; null without --peer-listen.
     std::function<const transports::PeerIdentity*()> peer_identity;
     std::function<uint64_t()> bad_messages;  // control messages refused
+    // Whether communicators are still forming (joins admitted, not yet formed or failed).
+    std::function<bool()> joins_pending;
   };
 
   AdminService(const ControlConfig& config, Engine& engine, Hooks hooks);
@@ -66,6 +68,24 @@ class AdminService {
   void check_slow_paths();
   static constexpr uint64_t kPathWatchIntervalMs = 250;
 
+  // The node as a service (admin_node.cc). plexusctl config: the settings in use (open to
+  // all local users, as status is).
+  void config_show(uint64_t session, uint32_t request_id);
+  // plexusctl config reload (admins): the config file read again (ControlConfig::reload);
+  // the reply goes once the engine has taken the new settings.
+  void config_reload(const Session& client, uint32_t request_id);
+  // A reload's thresholds for this thread (slow-path ratio, the stall time reported).
+  void reconfigure(const ControlConfig& next);
+  // plexusctl node drain | undrain (admins), or how the drain stands (query: open to all).
+  void node_drain(const Session& client, uint32_t request_id,
+                  shm::control::NodeDrain::Reader request);
+  // While draining, new communicators are refused (ControlServer::handle_comm_init).
+  bool draining() const { return draining_; }
+  // Every kStatusIntervalMs: the status line (ControlConfig::on_status) when it changed, and
+  // the end of a drain, logged once.
+  void report_status();
+  static constexpr uint64_t kStatusIntervalMs = 1000;
+
  private:
   void send_ops(uint64_t session, uint32_t request_id, const OpsReport& report);
   void fill_jobs(shm::control::StatusReply::Builder status);
@@ -89,6 +109,19 @@ class AdminService {
   static constexpr int kSlowPathConfirmations = 3;
   std::map<std::string, int> slow_path_streaks_;  // by path: looks in a row found slow
   std::set<std::string> slow_paths_reported_;     // and not yet seen back at par
+
+  // What a drain waits for: the communicators still served and those still forming.
+  struct Served {
+    uint32_t comms = 0;
+    uint32_t ranks = 0;  // on this node
+    std::set<std::string> jobs;
+    bool forming = false;
+    bool idle() const { return comms == 0 && !forming; }
+  };
+  Served served();
+  bool draining_ = false;
+  bool drained_logged_ = false;
+  std::string status_line_;  // the last sent to on_status
 };
 
 }  // namespace plexus::daemon

@@ -7,10 +7,26 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "daemon/peers/peer_server.h"
 
 namespace plexus::daemon {
+
+// What a config reload did (Daemon::reload): refused with `error` (nothing changed), or the
+// changes applied and those that wait for a restart, each "key: old -> new".
+struct ConfigReloadReport {
+  std::string error;
+  std::vector<std::string> applied;
+  std::vector<std::string> restart_needed;
+};
+
+// The settings in use, for plexusctl config.
+struct ConfigShown {
+  std::string text;  // as a config file
+  std::string file;  // the --config file ("": none)
+  std::vector<std::string> restart_needed;
+};
 
 struct ControlConfig {
   std::string socket_path;  // resolved: where clients and plexusctl connect
@@ -32,6 +48,13 @@ struct ControlConfig {
   bool fault_injection = false;
   uint32_t idle_exit_s = 0;  // 0: never; else on_idle runs after this long with no connection
   std::function<void()> on_idle;
+  // Any thread (the daemon's wiring): re-reads the config and applies it (null: nothing
+  // to read again, e.g. a daemon embedded in plexus-bench), and the settings in use.
+  std::function<ConfigReloadReport()> reload;
+  std::function<ConfigShown()> show_config;
+  // A line on how the daemon is doing, every kStatusIntervalMs and when a drain ends
+  // (systemd's STATUS=; null: none).
+  std::function<void(const std::string&)> on_status;
 };
 
 }  // namespace plexus::daemon

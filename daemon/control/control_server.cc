@@ -71,7 +71,10 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
                 prune_finished_comms();
                 return comms_;
               },
-              [this] { return nodes_.identity(); }, [this] { return bad_messages_; }}) {}
+              [this] { return nodes_.identity(); }, [this] { return bad_messages_; },
+              [this] {
+                return rendezvous_.pending_comms() > 0 || nodes_.next_deadline().has_value();
+              }}) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -130,6 +133,13 @@ void ControlServer::start() {
         },
         AdminService::kPathWatchIntervalMs, AdminService::kPathWatchIntervalMs);
   }
+  uv_timer_init(&loop_, &status_timer_);
+  uv_timer_start(
+      &status_timer_,
+      [](uv_timer_t* h) {
+        static_cast<ControlServer*>(h->loop->data)->admin_service_.report_status();
+      },
+      0, AdminService::kStatusIntervalMs);
   uv_timer_init(&loop_, &idle_timer_);
   if (config_.idle_exit_s > 0) {
     uv_timer_start(
@@ -208,6 +218,7 @@ void ControlServer::run_posted() {
   uv_close(reinterpret_cast<uv_handle_t*>(&rendezvous_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&path_watch_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&idle_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&status_timer_), nullptr);
   ::close(listen_fd_);
   listen_fd_ = -1;
 }
@@ -316,6 +327,15 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         break;
       case control::ClientMessage::OPS:
         admin_service_.ops(connection.id, request_id);
+        break;
+      case control::ClientMessage::CONFIG_SHOW:
+        admin_service_.config_show(connection.id, request_id);
+        break;
+      case control::ClientMessage::CONFIG_RELOAD:
+        admin_service_.config_reload(*connection.session, request_id);
+        break;
+      case control::ClientMessage::NODE_DRAIN:
+        admin_service_.node_drain(*connection.session, request_id, message.getNodeDrain());
         break;
       case control::ClientMessage::EVENTS:
         admin_service_.events(connection.id, request_id, message.getEvents());

@@ -51,6 +51,9 @@ class ControlServer {
   void collect_metrics(monitor::MetricFamilies& metrics) {
     admin_service_.collect_metrics(metrics);
   }
+  // Control thread: a config reload's settings; takes what may change while it runs (the
+  // slow-path ratio, the stall time reported) and ignores the rest.
+  void reconfigure(const ControlConfig& next) { admin_service_.reconfigure(next); }
 
  private:
   struct Connection;
@@ -99,6 +102,7 @@ class ControlServer {
   uv_timer_t rendezvous_timer_{};
   uv_timer_t path_watch_timer_{};  // the slow-path rule, with telemetry on
   uv_timer_t idle_timer_{};        // --idle-exit-s
+  uv_timer_t status_timer_{};      // the status line and the end of a node drain
   uint32_t idle_seconds_ = 0;      // whole seconds with no connection, as the timer saw them
   bool socket_released_ = false;   // unlinked by an idle exit (control thread, then stop())
   void check_idle();

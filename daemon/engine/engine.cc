@@ -92,6 +92,12 @@ void Engine::stop() {
   thread_.join();
 }
 
+void Engine::reconfigure(const EngineConfig& next) {
+  jobs().reconfigure(next.jobs);
+  watch_.set_thresholds(next.stall, next.rank_skew);
+  executor_.set_thresholds(next.parallel_threshold_bytes, next.local_slice_bytes);
+}
+
 void Engine::post(std::function<void(Engine&)> fn) {
   {
     std::lock_guard lock(command_mutex_);

@@ -60,6 +60,10 @@ class Engine {
   void post(std::function<void(Engine&)> fn);
 
   // Engine thread only (from posted closures).
+  // A config reload: takes from `next` what may change while the engine runs (the jobs
+  // table, the stall and rank-skew thresholds, the parallel and slice thresholds); the
+  // rest of it is ignored (DESIGN: what cannot change live is named by the reload).
+  void reconfigure(const EngineConfig& next);
   void add_session(std::shared_ptr<Session> session);
   void remove_session(uint64_t session_id, const std::string& reason);
   void add_comm(const std::shared_ptr<Comm>& comm);

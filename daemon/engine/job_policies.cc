@@ -6,7 +6,8 @@
 
 namespace plexus::daemon {
 
-JobPolicies::JobPolicies(NodeLinks& links, const JobsTable& configured) : links_(links) {
+JobPolicies::JobPolicies(NodeLinks& links, const JobsTable& configured)
+    : links_(links), configured_(configured) {
   for (const auto& [job, settings] : configured) {
     policies_[job] = settings.policy;
     if (settings.caps != JobCaps{}) caps_[job] = settings.caps;
@@ -59,6 +60,36 @@ std::string JobPolicies::set(const std::string& job, transports::FlowPolicy poli
                transports::traffic_class_name(policy.traffic_class), policy.weight,
                transports::traffic_class_name(before.traffic_class), before.weight);
   return {};
+}
+
+void JobPolicies::reconfigure(const JobsTable& configured) {
+  std::map<std::string, JobSettings> changed;
+  for (const auto& [job, settings] : configured) {
+    auto before = configured_.find(job);
+    if (before == configured_.end() || before->second != settings) changed[job] = settings;
+  }
+  for (const auto& [job, settings] : configured_) {
+    if (configured.count(job) == 0) changed[job] = JobSettings{};  // left the table
+  }
+  configured_ = configured;
+  for (const auto& [job, settings] : changed) {
+    policies_[job] = settings.policy;
+    if (settings.caps == JobCaps{}) {
+      caps_.erase(job);
+    } else {
+      caps_[job] = settings.caps;
+    }
+    for (const auto& seen : by_flow_) {
+      if (!seen || seen->job != job) continue;
+      apply(*seen, settings.policy);
+      seen->max_inflight_bytes.store(settings.caps.max_inflight_bytes, std::memory_order_relaxed);
+      seen->max_staging_bytes.store(settings.caps.max_staging_bytes, std::memory_order_relaxed);
+    }
+    spdlog::info("job {}: class {} weight {}, caps in flight {} staging {} (config reload)", job,
+                 transports::traffic_class_name(settings.policy.traffic_class),
+                 settings.policy.weight, settings.caps.max_inflight_bytes,
+                 settings.caps.max_staging_bytes);
+  }
 }
 
 void JobPolicies::scheduled(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited) {

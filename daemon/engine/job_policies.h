@@ -32,6 +32,10 @@ class JobPolicies {
   // Changes `job`'s policy from now on (frames already waiting too). Returns "" or why not:
   // a job neither configured nor seen is refused, naming the known ones.
   std::string set(const std::string& job, transports::FlowPolicy policy);
+  // A config reload's jobs table: each job whose entry changed takes its new policy and
+  // caps (one that left the table, the default policy and no caps); the others keep
+  // theirs, a policy set at run time included.
+  void reconfigure(const JobsTable& configured);
   // A frame of `flow` left a send scheduler (NodeLinks::Handler::on_scheduled).
   void scheduled(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited);
   // Every kShareWindow: achieved and configured shares over the window just ended.
@@ -48,6 +52,7 @@ class JobPolicies {
   NodeLinks& links_;
   std::map<std::string, transports::FlowPolicy> policies_;  // configured, then as set
   std::map<std::string, JobCaps> caps_;                     // configured
+  JobsTable configured_;                                    // the table as last read
   std::vector<std::shared_ptr<JobCounters>> by_flow_;       // the jobs seen, by flow
   Clock::time_point window_start_{};
   uint64_t version_ = 0;

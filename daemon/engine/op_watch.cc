@@ -65,6 +65,15 @@ void OpWatch::watch(const std::shared_ptr<Comm>& comm) {
   }
 }
 
+void OpWatch::set_thresholds(std::chrono::milliseconds stall, std::chrono::milliseconds rank_skew) {
+  settings_.stall = stall;
+  if (settings_.rank_skew == rank_skew) return;
+  settings_.rank_skew = rank_skew;
+  for (const std::weak_ptr<Comm>& weak : watched_) {
+    if (auto comm = weak.lock(); comm && comm->skew) comm->skew->set_min_lateness(rank_skew);
+  }
+}
+
 void OpWatch::note_arrival(Comm& comm, PendingCollective& op, int rank) {
   const auto now = Clock::now();
   if (op.arrived == 1) op.first_arrival = now;

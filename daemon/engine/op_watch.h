@@ -38,6 +38,9 @@ class OpWatch {
   OpWatch(Settings settings, std::shared_ptr<monitor::EventLog> events);
 
   bool timing() const { return settings_.timing; }
+  // A config reload's thresholds: stalls from the next look on, rank skew for every
+  // communicator's next op.
+  void set_thresholds(std::chrono::milliseconds stall, std::chrono::milliseconds rank_skew);
   // A new communicator: watched for stalls, its ranks' arrival skew followed when timed.
   void watch(const std::shared_ptr<Comm>& comm);
   // A local rank submitted its part of `op` (in op.parts already). Timed ops only.

@@ -26,6 +26,12 @@ void LocalExecutor::set_between_slices(std::function<void()> fn, size_t slice_by
   slices_wanted_ = std::move(wanted);
 }
 
+void LocalExecutor::set_thresholds(size_t parallel_threshold_bytes, size_t slice_bytes) {
+  parallel_threshold_bytes_ = parallel_threshold_bytes;
+  slice_bytes_ = slice_bytes;
+  if (nested_) nested_->set_thresholds(parallel_threshold_bytes, 0);  // nested ones never cut
+}
+
 void LocalExecutor::add_copy(std::byte* dst, const std::byte* src, size_t bytes) {
   if (dst == src || bytes == 0) return;  // in place
   copies_.push_back(CopyTask{dst, src, bytes});

@@ -36,6 +36,9 @@ class LocalExecutor {
   // executor of its own.
   void set_between_slices(std::function<void()> fn, size_t slice_bytes,
                           std::function<bool()> wanted);
+  // A config reload's new thresholds (plexusd --parallel-threshold, --local-slice-bytes),
+  // for the ops run from now on.
+  void set_thresholds(size_t parallel_threshold_bytes, size_t slice_bytes);
 
   // Runs a collective whose parts (one per rank, in rank order) are all present and
   // agree on args. Returns the bytes written to receive buffers. `may_slice`: the work may

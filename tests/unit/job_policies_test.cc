@@ -135,6 +135,35 @@ TEST(JobPoliciesTest, ASeenJobGetsItsConfiguredCapsAndOthersNone) {
   EXPECT_EQ(capped->max_inflight_bytes.load(), 1000u);
 }
 
+TEST(JobPoliciesTest, AReloadedTableChangesOnlyTheJobsWhoseEntriesChanged) {
+  NodeLinks links(quiet_handler());
+  JobsTable table = with_policies({{"kept", FlowPolicy{TrafficClass::kBulk, 3}},
+                                   {"changed", FlowPolicy{TrafficClass::kBulk, 1}},
+                                   {"dropped", FlowPolicy{TrafficClass::kBackground, 4}}});
+  table["dropped"].caps = {1000, 0};
+  JobPolicies policies(links, table);
+  auto kept = std::make_shared<JobCounters>("kept", 1);
+  auto changed = std::make_shared<JobCounters>("changed", 2);
+  auto dropped = std::make_shared<JobCounters>("dropped", 3);
+  for (const auto& job : {kept, changed, dropped}) policies.job_seen(job);
+  // Set at run time: a reload that leaves its entry alone keeps it.
+  EXPECT_EQ(policies.set("kept", FlowPolicy{TrafficClass::kLatency, 9}), "");
+  const uint64_t version = policies.version();
+  JobsTable reloaded = with_policies({{"kept", FlowPolicy{TrafficClass::kBulk, 3}},
+                                      {"changed", FlowPolicy{TrafficClass::kLatency, 5}}});
+  reloaded["changed"].caps = {0, 4096};
+  policies.reconfigure(reloaded);
+  EXPECT_EQ(kept->policy().traffic_class, TrafficClass::kLatency);
+  EXPECT_EQ(kept->policy().weight, 9u);
+  EXPECT_EQ(changed->policy().traffic_class, TrafficClass::kLatency);
+  EXPECT_EQ(changed->policy().weight, 5u);
+  EXPECT_EQ(changed->max_staging_bytes.load(), 4096u);
+  // Out of the table: the default policy and no caps.
+  EXPECT_EQ(dropped->policy().traffic_class, FlowPolicy{}.traffic_class);
+  EXPECT_EQ(dropped->max_inflight_bytes.load(), 0u);
+  EXPECT_GT(policies.version(), version) << "the engine must re-sort its sessions by class";
+}
+
 TEST(JobPoliciesTest, SharesAreTheWindowsBytesAndTheWeightsAmongJobsOfAClassThatSent) {
   NodeLinks links(quiet_handler());
   JobPolicies policies(links, with_policies({{"heavy", FlowPolicy{TrafficClass::kBulk, 3}},

@@ -12,6 +12,7 @@
 #include "tools/plexusctl/admin_client.h"
 #include "tools/plexusctl/events_view.h"
 #include "tools/plexusctl/links_view.h"
+#include "tools/plexusctl/node_view.h"
 #include "tools/plexusctl/ops_view.h"
 #include "tools/plexusctl/status_view.h"
 #include "tools/plexusctl/top_view.h"
@@ -114,8 +115,8 @@ void show_top(AdminClient& client, const TopOptions& options, bool as_json) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "plexusctl: inspect the node's plexusd, follow its events, drain its NICs (and inject "
-      "faults into their paths or its engine)"};
+      "plexusctl: inspect the node's plexusd, follow its events, drain its NICs or the node, "
+      "show and reload its settings (and inject faults into its paths or its engine)"};
   std::string socket_path;
   bool as_json = false;
   app.add_option("--socket", socket_path,
@@ -214,9 +215,39 @@ int main(int argc, char** argv) {
   job_set_cmd->add_option("--class", job_class, "latency, bulk or background")->required();
   job_set_cmd->add_option("--weight", job_weight, "Within its class, 1..1000")
       ->capture_default_str();
-  for (auto* sub :
-       {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd, events_cmd, nic_cmd,
-        drain_cmd, undrain_cmd, fault_cmd, job_set_cmd, hold_cmd}) {
+  auto* config_cmd = app.add_subcommand(
+      "config",
+      "The settings plexusd runs with, as a config file (plexusd --config); reload: have it "
+      "read its config file again, as SIGHUP does (needs root, plexusd's own user or a member "
+      "of plexusd --admin-group)");
+  auto* reload_cmd = config_cmd->add_subcommand(
+      "reload",
+      "Read the config file again: job policies and caps, stall-ms, rank-skew-ms, "
+      "slow-path-ratio, parallel-threshold, local-slice-bytes, log-level and events-file change "
+      "at once; other changes are named and wait for a restart. A file that does not read is "
+      "refused with its line, and the settings in use are kept");
+  auto* node_cmd = app.add_subcommand(
+      "node",
+      "drain: admit no new communicators and let the current ones run to their end (--wait: "
+      "until then); undrain: admit them again; status: how the drain stands. Drain and "
+      "undrain need root, plexusd's own user or a member of plexusd --admin-group");
+  node_cmd->require_subcommand(1);
+  double drain_wait_s = 0;
+  auto* node_drain_cmd = node_cmd->add_subcommand(
+      "drain",
+      "Refuse new communicators on this node; print how many are still running, and with "
+      "--wait, wait for them to end: then stopping plexusd (SIGTERM) loses nothing");
+  node_drain_cmd
+      ->add_option("--wait", drain_wait_s,
+                   "Wait up to this many seconds for the node to be drained, printing "
+                   "progress; exit 1 if it is not")
+      ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
+  auto* node_undrain_cmd = node_cmd->add_subcommand("undrain", "Admit new communicators again");
+  auto* node_status_cmd =
+      node_cmd->add_subcommand("status", "Whether the node is draining, and what still runs");
+  for (auto* sub : {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd,
+                    events_cmd, nic_cmd, drain_cmd, undrain_cmd, fault_cmd, job_set_cmd, hold_cmd,
+                    config_cmd, reload_cmd, node_drain_cmd, node_undrain_cmd, node_status_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -232,6 +263,16 @@ int main(int argc, char** argv) {
     if (top_cmd->parsed()) {
       show_top(client, top_options, as_json);
       return 0;
+    }
+    if (config_cmd->parsed())
+      return plexus::ctl::show_config(client, reload_cmd->parsed(), as_json);
+    if (node_cmd->parsed()) {
+      using plexus::ctl::DrainAction;
+      return plexus::ctl::node_drain(client,
+                                     node_drain_cmd->parsed()     ? DrainAction::kDrain
+                                     : node_undrain_cmd->parsed() ? DrainAction::kUndrain
+                                                                  : DrainAction::kQuery,
+                                     drain_wait_s, as_json);
     }
     client.call(
         [&](control::ClientMessage::Builder message) {

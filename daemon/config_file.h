@@ -1,0 +1,25 @@
+// plexusd's config file, read strictly with toml++: a syntax error, a duplicate key, a table
+// plexusd does not read or a value of a type no option takes is refused, naming the file,
+// line and column. What each key means is config_options.cc's business; this only turns the
+// TOML into entries that remember their line, so that every later error can name it too.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace plexus::daemon {
+
+struct ConfigFileEntry {
+  std::vector<std::string> section;  // {} at the top; {"jobs", "trainer"} under [jobs.trainer]
+  std::string key;
+  // As text: a string as it is, a number or boolean as TOML writes it; an array gives one
+  // value per element (a repeatable option, e.g. job = ["a=bulk", "b=latency"]).
+  std::vector<std::string> values;
+  int line = 0;
+};
+
+// Reads `path` into `entries` (in the order of their lines). Returns "" or the error as
+// "PATH:LINE:COLUMN: what".
+std::string read_config_file(const std::string& path, std::vector<ConfigFileEntry>* entries);
+
+}  // namespace plexus::daemon

@@ -1,0 +1,418 @@
+// plexusd's options (daemon/config_options.h). Each option's default is the Config field it
+// is bound to: written once, in config.h.
+#include "daemon/config_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include "daemon/config_file.h"
+#include "shm/ring_layout.h"
+
+namespace plexus::daemon {
+namespace {
+
+// The settings read as words or lists on the command line, typed after parsing; each starts
+// as the Config's value, so that an App built over a Config shows that Config.
+struct Words {
+  explicit Words(const Config& config)
+      : channel_acks(common::switch_name(config.channel_acks)),
+        transport(data_transport_name(config.transport)),
+        telemetry(common::switch_name(config.telemetry)),
+        metrics(common::switch_name(config.metrics)) {
+    // The jobs table is written as [jobs.NAME] tables, not as --job.
+    for (const std::string& nic : config.nics) nics += (nics.empty() ? "" : ",") + nic;
+  }
+  std::string channel_acks;
+  std::string transport;
+  std::string telemetry;
+  std::string metrics;
+  std::string nics;
+  std::vector<std::string> jobs;
+  std::string config_file;
+};
+
+void define(CLI::App& app, Config& config, Words& w) {
+  app.add_option("--config", w.config_file,
+                 "Read options from this TOML file: each option is a key named without its "
+                 "dashes (stall-ms = 500), jobs' policies are [jobs.NAME] tables; flags "
+                 "override it. Read again on SIGHUP or plexusctl config reload");
+  app.add_option("--socket", config.socket_path,
+                 "Control socket path (default: $PLEXUS_SOCKET, else " +
+                     std::string("/run/plexus/plexusd.sock as root, else ") +
+                     "$XDG_RUNTIME_DIR/plexus/plexusd.sock, else /tmp/plexus-<uid>/plexusd.sock)");
+  app.add_option("--workers", config.workers,
+                 "Reduction threads besides the engine thread (0 = cores - 1)");
+  app.add_option("--parallel-threshold", config.parallel_threshold_bytes,
+                 "Ops moving fewer bytes run on the engine thread alone")
+      ->capture_default_str();
+  app.add_option("--local-slice-bytes", config.local_slice_bytes,
+                 "A bulk or background job's op within the node runs in slices of about this "
+                 "much work, and latency-class jobs' ops are taken between them (0: never cut)")
+      ->capture_default_str();
+  app.add_option("--slow-node-below", config.slow_node_below,
+                 "Multi-node communicators follow their nodes' measured bandwidths: a node "
+                 "below this fraction of the median node's is slow, and allreduces and "
+                 "allgathers may then take the offload schedule (it is alike again above "
+                 "60 % of the way from this to 1; 0: this daemon proposes no change for the "
+                 "communicators it leads; it still follows the changes of those it does not)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--sq-entries", config.sq_entries,
+                 "Submission ring entries per session (power of 2)")
+      ->capture_default_str();
+  app.add_option("--cq-entries", config.cq_entries,
+                 "Completion ring entries per session (power of 2)")
+      ->capture_default_str();
+  app.add_option("--max-pool-bytes", config.max_pool_bytes, "Largest client pool accepted")
+      ->capture_default_str();
+  app.add_option("--max-gpu-staging-bytes", config.max_gpu_staging_bytes,
+                 "Host memory the copies of one process's GPU buffers may take while its ops "
+                 "are in flight; an op past it is refused with PLEXUS_ERR_NO_MEMORY")
+      ->capture_default_str();
+  app.add_option("--gpu-reduce-kernel-bytes", config.gpu_reduce_kernel_bytes,
+                 "Reduce an allreduce within the node whose ranks' buffers are all on GPUs, of "
+                 "at least this many bytes per rank, with plexusd's own kernel on the GPU "
+                 "(copy engines and host memory otherwise); 0: never")
+      ->capture_default_str();
+  app.add_option("--spin-us", config.engine_idle.phases.spin_us,
+                 "Idle strategy: busy-poll this long after the last work (default: 50 with 4 or "
+                 "more cores, else 0)")
+      ->capture_default_str();
+  app.add_option("--yield-us", config.engine_idle.phases.yield_us,
+                 "Idle strategy: then poll with sched_yield this long, then park on eventfds")
+      ->capture_default_str();
+  app.add_option("--park-timeout-ms", config.engine_idle.park_timeout_ms,
+                 "Longest single park before re-checking")
+      ->capture_default_str();
+  app.add_option("--peer-listen", config.peer_listen,
+                 "Accept peer daemons on IP:PORT (0.0.0.0:7355 for every interface; port 0 picks "
+                 "a free one). Without it, communicators must have all their ranks on this node");
+  app.add_option("--tcp-congestion", config.tcp_congestion,
+                 "TCP congestion control of connections to peer daemons, e.g. cubic, bbr, dctcp "
+                 "(default: the host's net.ipv4.tcp_congestion_control); plexusd refuses to "
+                 "start with one this kernel lacks");
+  app.add_option("--transport", w.transport,
+                 "What carries data connections to peer daemons: tcp; rdma (an RC queue pair on "
+                 "the verbs port of the NIC each connection is set up over; a connection whose "
+                 "NIC or peer has none is refused, naming it); auto: RDMA where both ends' "
+                 "NICs have a verbs device, TCP otherwise. The connection's TCP socket carries "
+                 "the setup either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "tcp", "rdma"}));
+  app.add_option("--rdma-zero-copy-min-bytes", config.rdma_zero_copy_min_bytes,
+                 "Over RDMA, a payload of at least this many bytes in a client's pool is sent "
+                 "straight from it (each 16 MiB window of the pool registered once, pinned); "
+                 "smaller ones, and data outside the pools, are copied into the path's "
+                 "registered buffer first. 0: copy every payload")
+      ->capture_default_str();
+  app.add_option("--path-timeout-ms", config.path_timeout_ms,
+                 "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
+                 "long, while its TCP connection has not heard the peer's kernel either, has "
+                 "failed; with channel acks its unacknowledged frames go again on the others")
+      ->check(CLI::Range(10u, 60000u));
+  app.add_option("--heartbeat-ms", config.heartbeat_ms,
+                 "An idle path sends a heartbeat this often (keep it well under --path-timeout-ms)")
+      ->check(CLI::Range(1u, 10000u));
+  app.add_option("--failback-stable-ms", config.failback_stable_ms,
+                 "A path that comes back carries data again after it has been live this long");
+  app.add_option(
+         "--peer-grace-ms", config.peer_grace_ms,
+         "A peer daemon with no live path left (its NICs down, or silent) is kept this long "
+         "for one to come back before the ops that need it fail naming it (its frames wait); "
+         "the last path is failed for silence only after this long. A peer that closed its "
+         "connections (its daemon stopped) is lost at once")
+      ->check(CLI::Range(10u, 600000u));
+  app.add_option("--channel-acks", w.channel_acks,
+                 "on: number every frame to a peer daemon and keep it until the peer "
+                 "acknowledges it (the reliable channel that NIC failover needs); off: a failed "
+                 "path loses the peer's ops; auto: on with two or more NICs (its cost on "
+                 "CPU-bound nodes: docs/BENCHMARKS.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--telemetry", w.telemetry,
+                 "Windowed telemetry of every path to a peer daemon and every NIC: data bytes "
+                 "and chunks each way, resent bytes, failures, and chunk latency (send to "
+                 "acknowledgement, with channel acks), recorded without locks")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--telemetry-window-us", config.telemetry_window_us, "Telemetry window width")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 1000000u));
+  app.add_option("--telemetry-history-s", config.telemetry_history_s,
+                 "Seconds of telemetry windows kept in memory per path and NIC (at most " +
+                     std::to_string(kMaxTelemetryWindows) +
+                     " windows: narrower windows keep less time)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3600u));
+  app.add_option("--events-file", config.events_file,
+                 "Append events (stalled ops, slow paths, rank skew, failed paths, lost peers) "
+                 "here as JSON lines; plexusctl events shows the last 1024 either way");
+  app.add_option("--stall-ms", config.stall_ms,
+                 "A collective that makes no progress this long (no rank submits, no data "
+                 "arrives) is reported as stalled, naming the rank or node it waits for")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 3600000u));
+  app.add_option("--rank-skew-ms", config.rank_skew_ms,
+                 "A rank that submits last, this long after the first, in 12 of the last 16 "
+                 "collectives of a communicator is reported (with --telemetry on)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 600000u));
+  app.add_option("--slow-path-ratio", config.slow_path_ratio,
+                 "A path to a peer daemon is reported as slow (with --telemetry on) when, in "
+                 "three looks in a row (250 ms apart), its throughput (the "
+                 "kernel's delivery rate) is under this share of the median of its busy sibling "
+                 "paths to the same peer (one per rail; busy: sent in the last second, or has "
+                 "bytes queued)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 0.99));
+  app.add_option("--admin-group", config.admin_group,
+                 "Members of this group (primary or supplementary) may run admin commands "
+                 "(plexusctl nic drain|undrain|fault) besides root and plexusd's own user; every "
+                 "other plexusctl command is read-only and open to all local users");
+  app.add_flag("--fault-injection", config.fault_injection,
+               "Let admins inject faults into the paths over a NIC (plexusctl nic fault: an RDMA "
+               "queue pair forced into the error state), for tests and failover drills")
+      ->default_str(config.fault_injection ? "true" : "false");
+  app.add_option("--idle-exit-s", config.idle_exit_s,
+                 "Exit after this many seconds with no client or plexusctl connected (0: never; "
+                 "what a daemon started by libplexus itself runs with)")
+      ->capture_default_str();
+  app.add_option("--metrics", w.metrics,
+                 "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--metrics-listen", config.metrics_listen,
+                 "Where /metrics is served: IP:PORT (port 0 picks a free one, logged at start)")
+      ->capture_default_str();
+  app.add_option("--nics", w.nics,
+                 "Reach peer daemons over these interfaces, comma-separated (default: every "
+                 "non-loopback interface with an IPv4 address, with --peer-listen 0.0.0.0:PORT). "
+                 "Each is a rail: one data connection per peer NIC in its subnet, and with two "
+                 "or more a backup from each NIC to the peer's next rail where a route joins "
+                 "the rails");
+  app.add_option("--reconnect-max-ms", config.reconnect_max_ms,
+                 "A failed path to a peer is reconnected after 100 ms, then waits doubling up to "
+                 "this long between attempts")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 600000u));
+  app.add_option("--control-timeout-ms", config.control_ack_timeout_ms,
+                 "A control message to a peer daemon (communicator set-up) unacknowledged this "
+                 "long moves, with every other unacknowledged one, to a new control connection "
+                 "over another of the peer's addresses; a data path failing over the same NIC "
+                 "moves them at once")
+      ->capture_default_str()
+      ->check(CLI::Range(50u, 600000u));
+  app.add_option("--node-name", config.node_name,
+                 "This node's name in errors and in peers' logs (default: the host name)");
+  app.add_option("--cluster-secret-file", config.cluster_secret_file,
+                 "Peers must prove (HMAC-SHA256 challenge) that they hold this file's bytes; mode "
+                 "0600, at least 16 bytes. Without it any host reaching --peer-listen may join")
+      ->check(CLI::ExistingFile);
+  app.add_option("--connect-timeout-ms", config.connect_timeout_ms,
+                 "How long a new communicator may wait for its data connections to other nodes")
+      ->capture_default_str();
+  app.add_option("--job", w.jobs,
+                 "A job's scheduling policy, NAME=CLASS[:WEIGHT] (latency, bulk or background; "
+                 "weight 1..1000, default 1); repeatable; the config file's [jobs.NAME] tables "
+                 "(class = ..., weight = ...) do the same, and set its caps on this node "
+                 "(max_inflight_bytes = ..., max_staging_bytes = ...)");
+  app.add_option("--bulk-floor-percent", config.bulk_floor_percent,
+                 "Share of a link that bulk jobs get at least while latency jobs keep it busy")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 90));
+  app.add_option("--background-floor-percent", config.background_floor_percent,
+                 "Share of a link that background jobs get at least while others keep it busy")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 90));
+  app.add_option("--path-queue-us", config.path_queue_us,
+                 "How long a frame may wait behind others once given to a path: a path's "
+                 "transport holds this much of its measured rate unsent (and, while several "
+                 "jobs send to a peer, about this much beyond a round trip unacknowledged: "
+                 "TCP, at least 64 KiB), and frames are cut to about this much")
+      ->capture_default_str()
+      ->check(CLI::Range(50, 100000));
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+}
+
+// What each file entry at the top names: an option the command line did not set takes the
+// file's value, checked as the flag would be.
+std::string apply_file(CLI::App& app, const std::string& path,
+                       const std::vector<ConfigFileEntry>& entries) {
+  for (const ConfigFileEntry& e : entries) {
+    if (!e.section.empty()) continue;
+    const std::string at = path + ":" + std::to_string(e.line) + ": ";
+    std::string name = e.key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* option =
+        name == "config" || name == "help" ? nullptr : app.get_option_no_throw("--" + name);
+    if (option == nullptr) {
+      return at + "unknown key '" + e.key.substr(0, 64) +
+             "' (plexusd --help lists the options: each is a key named without its dashes)";
+    }
+    if (option->count() > 0) continue;  // the command line's value wins
+    try {
+      if (option->get_expected_min() == 0) {  // a flag: true or false
+        if (e.values.size() != 1) return at + name + ": takes true or false, not a list";
+        option->add_result(option->get_flag_value(name, e.values.front()));
+      } else {
+        option->add_result(e.values);
+      }
+      option->run_callback();
+    } catch (const CLI::Error& error) {
+      return at + error.what();
+    }
+  }
+  return {};
+}
+
+// The jobs table's entries ([jobs.NAME] key = value) into `table`.
+std::string apply_jobs(const std::string& path, const std::vector<ConfigFileEntry>& entries,
+                       JobsTable* table) {
+  std::vector<JobsTableEntry> jobs;
+  for (const ConfigFileEntry& e : entries) {
+    if (e.section.empty()) continue;
+    if (e.values.size() != 1) {
+      return path + ":" + std::to_string(e.line) + ": job '" + e.section.back() + "': " + e.key +
+             " takes one value, not a list";
+    }
+    jobs.push_back({e.section, e.key, e.values.front(), e.line});
+  }
+  int line = 0;
+  std::string error = read_jobs_table(jobs, table, &line);
+  if (error.empty()) return {};
+  return path + ":" + std::to_string(line) + ": " + error;
+}
+
+// Each option's value in `config`: an App over a copy shows it as each option's default.
+template <typename Fn>
+void for_each_option(const Config& config, Fn fn) {
+  Config copy = config;
+  CLI::App app;
+  app.option_defaults()->always_capture_default();
+  Words words(copy);
+  define(app, copy, words);
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string name = option->get_single_name();
+    if (name == "help" || name == "config" || name == "job") continue;
+    fn(name, option->get_default_str(), option->get_type_name().find("TEXT") != std::string::npos);
+  }
+}
+
+// A TOML basic string.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+ConfigLoad load_config(const std::vector<std::string>& args) {
+  ConfigLoad load;
+  Config& config = load.config;
+  CLI::App app{
+      "plexusd: per-node collective-communication service.\n"
+      "Serves collectives for the rank processes on this node through shared-memory "
+      "rings; libplexus clients find it on its unix socket. With --peer-listen it runs "
+      "communicators across nodes together with the other nodes' plexusd."};
+  app.name("plexusd");
+  Words w(config);
+  define(app, config, w);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    load.exit_code = app.exit(e, out, err);
+    load.output = out.str();
+    if (load.exit_code != 0) load.error = e.what();
+    return load;
+  }
+  load.file = w.config_file;
+  if (!load.file.empty()) {
+    std::vector<ConfigFileEntry> entries;
+    std::string error = read_config_file(load.file, &entries);
+    if (error.empty()) error = apply_file(app, load.file, entries);
+    if (error.empty()) error = apply_jobs(load.file, entries, &config.jobs);
+    if (!error.empty()) {
+      load.exit_code = 1;
+      load.error = error;
+      return load;
+    }
+  }
+  for (const std::string& option : w.jobs) {
+    if (std::string error = parse_job_option(option, &config.jobs); !error.empty()) {
+      load.exit_code = 1;
+      load.error = error;
+      return load;
+    }
+  }
+  config.channel_acks = common::on_off_auto_words().at(w.channel_acks);
+  config.transport = data_transport_words().at(w.transport);
+  config.telemetry = common::on_off_words().at(w.telemetry);
+  config.metrics = common::on_off_words().at(w.metrics);
+  config.nics.clear();
+  // Split here: CLI11's own delimiter splitting trips GCC 12's -Wnull-dereference.
+  for (size_t start = 0; start < w.nics.size();) {
+    const size_t comma = std::min(w.nics.find(',', start), w.nics.size());
+    if (comma > start) config.nics.push_back(w.nics.substr(start, comma - start));
+    start = comma + 1;
+  }
+  for (auto [name, entries] : {std::pair{"--sq-entries", config.sq_entries},
+                               std::pair{"--cq-entries", config.cq_entries}}) {
+    if (!shm::is_power_of_two(entries) || entries > 65536) {
+      load.exit_code = 1;
+      load.error =
+          std::string(name) + " " + std::to_string(entries) + " must be a power of two up to 65536";
+      return load;
+    }
+  }
+  return load;
+}
+
+std::map<std::string, std::string> config_values(const Config& config) {
+  std::map<std::string, std::string> values;
+  for_each_option(config, [&](const std::string& name, const std::string& value, bool) {
+    values[name] = value;
+  });
+  for (const auto& [job, settings] : config.jobs) {
+    const std::string at = "jobs." + job + ".";
+    values[at + "class"] = transports::traffic_class_name(settings.policy.traffic_class);
+    values[at + "weight"] = std::to_string(settings.policy.weight);
+    values[at + "max_inflight_bytes"] = std::to_string(settings.caps.max_inflight_bytes);
+    values[at + "max_staging_bytes"] = std::to_string(settings.caps.max_staging_bytes);
+  }
+  return values;
+}
+
+std::string config_text(const Config& config) {
+  std::string text;
+  for_each_option(config, [&](const std::string& name, const std::string& value, bool is_text) {
+    // An unset one is shown commented out: "" is not a value every option takes (a file
+    // that must exist), and the text reads back as the same settings.
+    if (value.empty()) {
+      text += "# " + name + " = (not set)\n";
+    } else {
+      text += name + " = " + (is_text ? quoted(value) : value) + "\n";
+    }
+  });
+  for (const auto& [job, settings] : config.jobs) {
+    text += "\n[jobs." + quoted(job) +
+            "]\nclass = " + quoted(transports::traffic_class_name(settings.policy.traffic_class)) +
+            "\nweight = " + std::to_string(settings.policy.weight) + "\n";
+    if (settings.caps.max_inflight_bytes > 0)
+      text += "max_inflight_bytes = " + std::to_string(settings.caps.max_inflight_bytes) + "\n";
+    if (settings.caps.max_staging_bytes > 0)
+      text += "max_staging_bytes = " + std::to_string(settings.caps.max_staging_bytes) + "\n";
+  }
+  return text;
+}
+
+}  // namespace plexus::daemon
