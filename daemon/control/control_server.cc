@@ -139,7 +139,8 @@ void ControlServer::start() {
       [](uv_timer_t* h) {
         static_cast<ControlServer*>(h->loop->data)->admin_service_.report_status();
       },
-      0, AdminService::kStatusIntervalMs);
+      // The first a period after start: after READY=1 and its own STATUS (main()).
+      AdminService::kStatusIntervalMs, AdminService::kStatusIntervalMs);
   uv_timer_init(&loop_, &idle_timer_);
   if (config_.idle_exit_s > 0) {
     uv_timer_start(

@@ -1,6 +1,7 @@
 // plexusd as a systemd service: the notify protocol's datagrams (READY, STATUS, WATCHDOG,
 // STOPPING) on a NOTIFY_SOCKET this test listens on, as systemd would; the watchdog pings
-// come from the engine thread's loop, so they stop while the engine is held.
+// come from the engine thread's loop, so they stop while the engine is held; SIGHUP (the
+// unit's ExecReload) reads the config again in place, and the status line follows a drain.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -12,7 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/command_output.h"
@@ -136,6 +139,36 @@ TEST(ServiceTest, NoWatchdogWithoutWatchdogUsecAndNoHoldWithoutFaultInjection) {
       run_command({PLEXUSCTL_PATH, "--socket", daemon->socket_path(), "engine", "hold", "100"});
   EXPECT_NE(hold.exit_code, 0);
   EXPECT_NE(hold.err.find("fault injection is off"), std::string::npos) << hold.err;
+}
+
+TEST(ServiceTest, SighupReloadsInPlaceAndTheStatusLineFollowsADrain) {
+  NotifySocket notify;
+  char dir_template[] = "/tmp/plexus-reload-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  const std::string config = dir + "/plexusd.toml";
+  std::ofstream(config) << "stall-ms = 2000\n";
+  auto daemon = start_notified(notify, 0, {"--config", config});
+  ASSERT_FALSE(notify.wait_for("READY=1", milliseconds(10000)).empty()) << daemon->log();
+  EXPECT_FALSE(
+      notify.wait_for("STATUS=0 session(s), 0 communicator(s)", milliseconds(5000)).empty())
+      << daemon->log();
+  // systemctl reload: SIGHUP. plexusd stays (the same process) and reads the file again.
+  std::ofstream(config) << "stall-ms = 400\n";
+  ::kill(daemon->pid(), SIGHUP);
+  const auto end = Clock::now() + milliseconds(5000);
+  while (Clock::now() < end &&
+         daemon->log().find("stall-ms: 2000 -> 400 (applied)") == std::string::npos) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_NE(daemon->log().find("stall-ms: 2000 -> 400 (applied)"), std::string::npos)
+      << daemon->log();
+  EXPECT_TRUE(daemon->alive());
+  const CommandOutput drain =
+      run_command({PLEXUSCTL_PATH, "--socket", daemon->socket_path(), "node", "drain"});
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_FALSE(notify.wait_for("drained: safe to stop", milliseconds(5000)).empty())
+      << daemon->log();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

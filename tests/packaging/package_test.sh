@@ -51,7 +51,7 @@ dpkg-deb -I "$(deb plexusd)" conffiles | grep -qx /etc/plexus/plexusd.toml ||
   fail "plexusd's config is not a conffile"
 depends=$(dpkg-deb -f "$(deb plexusd)" Depends)
 echo "plexusd Depends: $depends"
-for lib in libsystemd0 libuv1 libcapnp; do
+for lib in libsystemd0 libuv1 libcapnp libtomlplusplus3; do
   grep -q "$lib" <<< "$depends" || fail "plexusd does not depend on $lib"
 done
 
@@ -86,6 +86,12 @@ daemon_pid=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
 [ -S "$socket" ] || fail "the installed plexusd did not listen on $socket"
 "$rootdir/usr/bin/plexusctl" --socket "$socket" status || fail "the installed plexusctl status"
+# The settings in use are the packaged file's; a reload of it changes nothing.
+shown=$("$rootdir/usr/bin/plexusctl" --socket "$socket" config) || fail "plexusctl config"
+grep -qx 'events-file = "'"$work"'/events.jsonl"' <<< "$shown" ||
+  fail "plexusctl config does not show the events file in use: $shown"
+reload=$("$rootdir/usr/bin/plexusctl" --socket "$socket" config reload) || fail "plexusctl config reload"
+grep -q "nothing changed" <<< "$reload" || fail "a reload of the unchanged packaged config: $reload"
 "$rootdir/usr/bin/plexus-bench" --socket "$socket" --no-embedded -C allreduce -b 1M -e 1M \
   -n 3 -w 1 -c 2 --spawn 2 --timeout-s 60 > "$work/bench.log" 2>&1 ||
   { cat "$work/bench.log"; fail "the installed plexus-bench against the installed plexusd"; }
