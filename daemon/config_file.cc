@@ -3,7 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <sstream>
+#include <charconv>
 
 namespace plexus::daemon {
 namespace {
@@ -12,16 +12,25 @@ std::string where(const std::string& path, const toml::source_region& at) {
   return path + ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column) + ": ";
 }
 
-// A scalar's text, or "" with *error set (a date, a time, a table where a value belongs).
+// A scalar's text and kind, or "" with *error set (a date, a time, a table where a value
+// belongs).
 std::string scalar_text(const toml::node& node, const std::string& path, const std::string& key,
-                        std::string* error) {
-  if (const auto* s = node.as_string()) return s->get();
-  if (node.is_integer() || node.is_floating_point() || node.is_boolean()) {
-    std::ostringstream text;
-    if (const auto* i = node.as_integer()) text << i->get();
-    if (const auto* f = node.as_floating_point()) text << f->get();
-    if (const auto* b = node.as_boolean()) text << (b->get() ? "true" : "false");
-    return text.str();
+                        ConfigValueKind* kind, std::string* error) {
+  if (const auto* s = node.as_string()) {
+    *kind = ConfigValueKind::kString;
+    return s->get();
+  }
+  if (const auto* i = node.as_integer()) {
+    *kind = ConfigValueKind::kInteger;
+    return std::to_string(i->get());
+  }
+  if (const auto* f = node.as_floating_point()) {
+    *kind = ConfigValueKind::kFloat;
+    return number_text(f->get());
+  }
+  if (const auto* b = node.as_boolean()) {
+    *kind = ConfigValueKind::kBoolean;
+    return b->get() ? "true" : "false";
   }
   *error = where(path, node.source()) + "'" + key +
            "' takes a string, a number or true/false, not a " +
@@ -35,15 +44,18 @@ std::string scalar_text(const toml::node& node, const std::string& path, const s
 std::string add_entry(const std::vector<std::string>& section, const std::string& key,
                       const toml::node& node, const std::string& path,
                       std::vector<ConfigFileEntry>* entries) {
-  ConfigFileEntry entry{section, key, {}, static_cast<int>(node.source().begin.line)};
+  ConfigFileEntry entry{
+      section, key, {}, ConfigValueKind::kString, static_cast<int>(node.source().begin.line)};
   std::string error;
   if (const auto* array = node.as_array()) {
     for (const toml::node& element : *array) {
-      entry.values.push_back(scalar_text(element, path, key, &error));
+      ConfigValueKind kind = ConfigValueKind::kString;
+      entry.values.push_back(scalar_text(element, path, key, &kind, &error));
       if (!error.empty()) return error;
+      if (entry.values.size() == 1) entry.kind = kind;
     }
   } else {
-    entry.values.push_back(scalar_text(node, path, key, &error));
+    entry.values.push_back(scalar_text(node, path, key, &entry.kind, &error));
     if (!error.empty()) return error;
   }
   entries->push_back(std::move(entry));
@@ -51,6 +63,12 @@ std::string add_entry(const std::vector<std::string>& section, const std::string
 }
 
 }  // namespace
+
+std::string number_text(double value) {
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, value);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(value);
+}
 
 std::string read_config_file(const std::string& path, std::vector<ConfigFileEntry>* entries) {
   toml::table root;

@@ -9,14 +9,22 @@
 
 namespace plexus::daemon {
 
+// What TOML type a value was written as: an option that takes a number is given one, not a
+// string that a C library would read as octal or hex.
+enum class ConfigValueKind { kString, kInteger, kFloat, kBoolean };
+
 struct ConfigFileEntry {
   std::vector<std::string> section;  // {} at the top; {"jobs", "trainer"} under [jobs.trainer]
   std::string key;
   // As text: a string as it is, a number or boolean as TOML writes it; an array gives one
   // value per element (a repeatable option, e.g. job = ["a=bulk", "b=latency"]).
   std::vector<std::string> values;
+  ConfigValueKind kind = ConfigValueKind::kString;  // of the value (an array's first element)
   int line = 0;
 };
+
+// A floating-point value as the shortest text that reads back as the same number.
+std::string number_text(double value);
 
 // Reads `path` into `entries` (in the order of their lines). Returns "" or the error as
 // "PATH:LINE:COLUMN: what".

@@ -5,10 +5,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "daemon/config_file.h"
-#include "shm/ring_layout.h"
 
 namespace plexus::daemon {
 namespace {
@@ -32,6 +34,18 @@ struct Words {
   std::vector<std::string> jobs;
   std::string config_file;
 };
+
+// A ring's entries: a power of two up to 65536.
+CLI::Validator ring_entries() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const unsigned long long n = std::strtoull(text.c_str(), nullptr, 10);
+        return n != 0 && n <= 65536 && (n & (n - 1)) == 0
+                   ? std::string()
+                   : text + " is not a power of two up to 65536";
+      },
+      "POWER OF 2");
+}
 
 void define(CLI::App& app, Config& config, Words& w) {
   app.add_option("--config", w.config_file,
@@ -58,13 +72,17 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "60 % of the way from this to 1; 0: this daemon proposes no change for the "
                  "communicators it leads; it still follows the changes of those it does not)")
       ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+      // Not capture_default_str: CLI11 writes six digits, and plexusctl config and a
+      // reload's comparison must see the value exactly.
+      ->default_str(number_text(config.slow_node_below));
   app.add_option("--sq-entries", config.sq_entries,
                  "Submission ring entries per session (power of 2)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ring_entries());
   app.add_option("--cq-entries", config.cq_entries,
                  "Completion ring entries per session (power of 2)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ring_entries());
   app.add_option("--max-pool-bytes", config.max_pool_bytes, "Largest client pool accepted")
       ->capture_default_str();
   app.add_option("--max-gpu-staging-bytes", config.max_gpu_staging_bytes,
@@ -165,12 +183,13 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "kernel's delivery rate) is under this share of the median of its busy sibling "
                  "paths to the same peer (one per rail; busy: sent in the last second, or has "
                  "bytes queued)")
-      ->capture_default_str()
+      ->default_str(number_text(config.slow_path_ratio))
       ->check(CLI::Range(0.01, 0.99));
   app.add_option("--admin-group", config.admin_group,
                  "Members of this group (primary or supplementary) may run admin commands "
-                 "(plexusctl nic drain|undrain|fault) besides root and plexusd's own user; every "
-                 "other plexusctl command is read-only and open to all local users");
+                 "(plexusctl nic drain|undrain|fault, node drain|undrain, config reload, job "
+                 "set, engine hold) besides root and plexusd's own user; every other plexusctl "
+                 "command is read-only and open to all local users");
   app.add_flag("--fault-injection", config.fault_injection,
                "Let admins inject faults into the paths over a NIC (plexusctl nic fault: an RDMA "
                "queue pair forced into the error state), for tests and failover drills")
@@ -238,25 +257,65 @@ void define(CLI::App& app, Config& config, Words& w) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
 
+// Why `e`'s value is of the wrong TOML type for `option` ("" if it is not): a number for an
+// option that takes one (a string would reach strtoull, which reads "010" as octal and "-1"
+// as the largest value), a whole non-negative one for an unsigned option, true or false for
+// a flag.
+std::string kind_error(const CLI::Option& option, const ConfigFileEntry& e) {
+  const std::string type = option.get_type_name();
+  const bool is_unsigned = type.rfind("UINT", 0) == 0;
+  const bool is_integer = is_unsigned || type.rfind("INT", 0) == 0;
+  const bool is_float = type.rfind("FLOAT", 0) == 0;
+  if (option.get_expected_min() == 0) {
+    if (e.values.size() != 1 || e.kind != ConfigValueKind::kBoolean) return "takes true or false";
+    return {};
+  }
+  if (is_integer && (e.kind != ConfigValueKind::kInteger ||
+                     (is_unsigned && !e.values.empty() && e.values.front().rfind('-', 0) == 0))) {
+    return std::string("takes a whole") + (is_unsigned ? " non-negative" : "") +
+           " number, written without quotes";
+  }
+  if (is_float && e.kind != ConfigValueKind::kInteger && e.kind != ConfigValueKind::kFloat)
+    return "takes a number, written without quotes";
+  return {};
+}
+
 // What each file entry at the top names: an option the command line did not set takes the
 // file's value, checked as the flag would be.
 std::string apply_file(CLI::App& app, const std::string& path,
                        const std::vector<ConfigFileEntry>& entries) {
+  std::set<const CLI::Option*> from_flags;
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() > 0) from_flags.insert(option);
+  }
+  std::map<const CLI::Option*, int> from_file;  // and the line that set it
   for (const ConfigFileEntry& e : entries) {
     if (!e.section.empty()) continue;
     const std::string at = path + ":" + std::to_string(e.line) + ": ";
     std::string name = e.key;
     std::replace(name.begin(), name.end(), '_', '-');
+    if (e.values.empty()) return at + name + ": an empty list, where a value belongs";
+    if (name == "job") {
+      return at +
+             "jobs are [jobs.NAME] tables in the file (class = ..., weight = ...), not "
+             "job = \"NAME=CLASS\" as with --job";
+    }
     CLI::Option* option =
         name == "config" || name == "help" ? nullptr : app.get_option_no_throw("--" + name);
     if (option == nullptr) {
       return at + "unknown key '" + e.key.substr(0, 64) +
              "' (plexusd --help lists the options: each is a key named without its dashes)";
     }
-    if (option->count() > 0) continue;  // the command line's value wins
+    if (auto first = from_file.find(option); first != from_file.end()) {
+      return at + "'" + e.key.substr(0, 64) + "' sets " + name + " again (line " +
+             std::to_string(first->second) + " set it already)";
+    }
+    from_file[option] = e.line;
+    if (from_flags.count(option) != 0) continue;  // the command line's value wins
+    if (std::string why = kind_error(*option, e); !why.empty())
+      return at + name + " " + why + " (it was given '" + e.values.front().substr(0, 64) + "')";
     try {
-      if (option->get_expected_min() == 0) {  // a flag: true or false
-        if (e.values.size() != 1) return at + name + ": takes true or false, not a list";
+      if (option->get_expected_min() == 0) {  // a flag
         option->add_result(option->get_flag_value(name, e.values.front()));
       } else {
         option->add_result(e.values);
@@ -306,8 +365,16 @@ void for_each_option(const Config& config, Fn fn) {
 std::string quoted(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }
@@ -365,15 +432,6 @@ ConfigLoad load_config(const std::vector<std::string>& args) {
     if (comma > start) config.nics.push_back(w.nics.substr(start, comma - start));
     start = comma + 1;
   }
-  for (auto [name, entries] : {std::pair{"--sq-entries", config.sq_entries},
-                               std::pair{"--cq-entries", config.cq_entries}}) {
-    if (!shm::is_power_of_two(entries) || entries > 65536) {
-      load.exit_code = 1;
-      load.error =
-          std::string(name) + " " + std::to_string(entries) + " must be a power of two up to 65536";
-      return load;
-    }
-  }
   return load;
 }
 
@@ -393,7 +451,10 @@ std::map<std::string, std::string> config_values(const Config& config) {
 }
 
 std::string config_text(const Config& config) {
-  std::string text;
+  // Read back on another node, these would make it this one.
+  std::string text =
+      "# node-name, socket and spin-us are as this host resolved them: leave them out when\n"
+      "# copying this file to another node.\n";
   for_each_option(config, [&](const std::string& name, const std::string& value, bool is_text) {
     // An unset one is shown commented out: "" is not a value every option takes (a file
     // that must exist), and the text reads back as the same settings.

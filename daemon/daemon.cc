@@ -27,7 +27,10 @@ struct Daemon::Impl {
   std::optional<std::vector<std::string>> config_args;  // for reload
   std::string config_file;                              // the --config file it names
   std::vector<std::string> restart_needed;  // read by the last reload, waiting for a restart
+  std::mutex status_mutex;  // the status line: set on the control thread, read by main's
   std::function<void(const std::string&)> status_listener;
+  std::string last_status;
+  std::string socket_path;  // resolved at construction; never changes (a reload keeps it)
   std::mutex reload_mutex;  // one reload at a time
   std::shared_ptr<gpu::DeviceMemory> device_memory;
   std::unique_ptr<Engine> engine;
@@ -88,7 +91,9 @@ ConfigReloadReport Daemon::reload() {
     in_use = d.config;
   }
   ReloadPlan plan = plan_reload(in_use, resolved(std::move(load.config)));
-  if (plan.in_use.events_file != in_use.events_file) {
+  // Opened again even when unchanged: after logrotate moved it, a reload (the usual
+  // postrotate) starts a new file.
+  if (!plan.in_use.events_file.empty() || !in_use.events_file.empty()) {
     if (std::string error = d.events->reopen(plan.in_use.events_file); !error.empty()) {
       report.error = "events-file: " + error;
       spdlog::error("config reload refused, the settings in use are kept: {}", report.error);
@@ -138,6 +143,7 @@ ConfigShown Daemon::shown_config() const {
 Daemon::Daemon(Config config, std::shared_ptr<gpu::DeviceMemory> device_memory)
     : impl_(std::make_unique<Impl>()) {
   impl_->config = resolved(std::move(config));
+  impl_->socket_path = impl_->config.socket_path;
   impl_->device_memory = std::move(device_memory);
 }
 
@@ -154,23 +160,28 @@ void Daemon::set_config_args(std::vector<std::string> args, std::string file) {
 }
 
 void Daemon::set_status_listener(std::function<void(const std::string&)> listener) {
-  impl_->status_listener = std::move(listener);
+  Impl& d = *impl_;
+  std::lock_guard lock(d.status_mutex);
+  d.status_listener = std::move(listener);
+  if (d.status_listener && !d.last_status.empty()) d.status_listener(d.last_status);
 }
 
 void Daemon::start() {
   Impl& d = *impl_;
+  // What start() reads of the settings: a reload (from the control thread, once it runs)
+  // may replace d.config meanwhile.
+  const Config c = d.config;
   tune_allocator();
-  d.events = std::make_shared<monitor::EventLog>(d.config.node_name, d.config.events_file);
+  d.events = std::make_shared<monitor::EventLog>(c.node_name, c.events_file);
   // The NICs to peers first: the channel's "auto" setting depends on how many there are.
   std::vector<PeerNic> peer_nics;
-  if (!d.config.peer_listen.empty())
-    peer_nics = find_peer_nics(d.config.peer_listen, d.config.nics);
-  const bool acks = d.config.channel_acks == common::OnOffAuto::kOn ||
-                    (d.config.channel_acks == common::OnOffAuto::kAuto && peer_nics.size() >= 2);
+  if (!c.peer_listen.empty()) peer_nics = find_peer_nics(c.peer_listen, c.nics);
+  const bool acks = c.channel_acks == common::OnOffAuto::kOn ||
+                    (c.channel_acks == common::OnOffAuto::kAuto && peer_nics.size() >= 2);
   d.channel_acks = acks;
   // The engine asks the control thread to close sessions that broke the ring protocol.
   d.engine = std::make_unique<Engine>(
-      engine_config(d.config, acks),
+      engine_config(c, acks),
       [&d](uint64_t id, std::string reason) {
         d.control->post([&d, id, reason] { d.control->close_session(id, reason); });
       },
@@ -192,7 +203,7 @@ void Daemon::start() {
             d.control->post([&d, nic] { d.control->nodes().nic_up(nic); });
           }},
       d.events);
-  ControlConfig control = control_config(d.config, std::move(peer_nics));
+  ControlConfig control = control_config(c, std::move(peer_nics));
   // Called on the control thread, which stop() joins: wait() returns and its caller stops.
   control.on_idle = [&d] {
     std::lock_guard lock(d.mutex);
@@ -201,16 +212,20 @@ void Daemon::start() {
   };
   if (d.config_args) control.reload = [this] { return reload(); };
   control.show_config = [this] { return shown_config(); };
-  control.on_status = d.status_listener;
+  control.on_status = [&d](const std::string& line) {
+    std::lock_guard lock(d.status_mutex);
+    d.last_status = line;
+    if (d.status_listener) d.status_listener(line);
+  };
   d.control = std::make_unique<ControlServer>(std::move(control), *d.engine, d.device_memory);
   d.control->start();
-  if (!d.config.peer_listen.empty()) {
+  if (!c.peer_listen.empty()) {
     spdlog::info("channel acknowledgements {} (--channel-acks {})", acks ? "on" : "off",
-                 common::switch_name(d.config.channel_acks));
+                 common::switch_name(c.channel_acks));
   }
   if (d.watchdog_ping) d.engine->set_watchdog(d.watchdog_ping, d.watchdog_every);
   d.engine->start();
-  if (d.config.metrics == common::OnOff::kOn) {
+  if (c.metrics == common::OnOff::kOn) {
     // One scrape: the control thread gathers the metrics; the exporter's thread waits for
     // them (an empty scrape if the daemon is stopping or the control thread is stuck).
     auto scrape = [&d]() -> std::vector<prometheus::MetricFamily> {
@@ -231,7 +246,7 @@ void Daemon::start() {
       return {};
     };
     try {
-      d.metrics = std::make_unique<monitor::PrometheusEndpoint>(d.config.metrics_listen, scrape);
+      d.metrics = std::make_unique<monitor::PrometheusEndpoint>(c.metrics_listen, scrape);
     } catch (...) {
       d.control->stop();
       d.engine->stop();
@@ -263,6 +278,6 @@ void Daemon::wait() {
   impl_->stopped_cv.wait(lock, [this] { return impl_->stopped || impl_->exit_requested; });
 }
 
-const std::string& Daemon::socket_path() const { return impl_->config.socket_path; }
+const std::string& Daemon::socket_path() const { return impl_->socket_path; }
 
 }  // namespace plexus::daemon

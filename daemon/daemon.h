@@ -31,8 +31,9 @@ class Daemon {
   // without its program name) and the --config file it names; without it a reload says
   // there is nothing to read.
   void set_config_args(std::vector<std::string> args, std::string file);
-  // Before start(): called from the control thread with a line on how the daemon is doing
-  // (sessions, communicators, a drain), when it changes: systemd's STATUS=.
+  // Called from the control thread with a line on how the daemon is doing (sessions,
+  // communicators, a drain) when it changes, and at once with the last line: systemd's
+  // STATUS=. Set it after READY=1, whose own STATUS the line would otherwise precede.
   void set_status_listener(std::function<void(const std::string&)> listener);
   // Any thread, once started (SIGHUP, plexusctl config reload): reads the config again
   // and applies what may change while it runs (config_reload.h); a file that does not read

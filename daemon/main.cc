@@ -11,6 +11,15 @@
 #include "daemon/service_notify.h"
 
 int main(int argc, char** argv) {
+  // Signals are taken by a dedicated thread with sigwait, so every other thread blocks them
+  // (set first: before any thread starts, and before a SIGHUP sent early could kill).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // read the config again
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
   const std::vector<std::string> args(argv + 1, argv + argc);
   plexus::daemon::ConfigLoad load = plexus::daemon::load_config(args);
   if (load.exit_code >= 0) {
@@ -25,21 +34,11 @@ int main(int argc, char** argv) {
   const plexus::daemon::Config& config = load.config;
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  // Signals are taken by a dedicated thread with sigwait, so every other thread
-  // blocks them (set before any thread starts).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);  // read the config again
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
 
   // Before the daemon: it outlives the engine thread that pings through it.
   const plexus::daemon::ServiceNotify notify;
   plexus::daemon::Daemon daemon(config);
   daemon.set_config_args(args, load.file);
-  daemon.set_status_listener([&notify](const std::string& line) { notify.status(line); });
   if (const auto every = notify.watchdog_interval()) {
     // From the engine thread's own loop: an engine stuck in an op stops the pings and
     // systemd restarts the service (the unit's WatchdogSec).
@@ -56,11 +55,14 @@ int main(int argc, char** argv) {
   notify.ready("serving ranks on " + daemon.socket_path() +
                (config.peer_listen.empty() ? std::string("; single node")
                                            : "; peer daemons on " + config.peer_listen));
+  daemon.set_status_listener([&notify](const std::string& line) { notify.status(line); });
   std::thread signal_thread([&] {
     int signal_number = 0;
     while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
       spdlog::info("SIGHUP: reading the config again");
+      notify.reloading();
       daemon.reload();  // logs what it applied, or why it refused
+      notify.reloaded();
     }
     spdlog::info("signal {}: shutting down", signal_number);
     notify.stopping("stopping (signal " + std::to_string(signal_number) + ")");

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <time.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -43,6 +45,16 @@ void ServiceNotify::status(const std::string& status) const {
 }
 
 void ServiceNotify::watchdog() const { notify("WATCHDOG=1"); }
+
+void ServiceNotify::reloading() const {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t usec =
+      static_cast<uint64_t>(now.tv_sec) * 1000000u + static_cast<uint64_t>(now.tv_nsec) / 1000u;
+  notify("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(usec));
+}
+
+void ServiceNotify::reloaded() const { notify("READY=1"); }
 
 void ServiceNotify::stopping(const std::string& status) const {
   notify("STOPPING=1\nSTATUS=" + one_line(status));

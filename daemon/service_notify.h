@@ -23,6 +23,10 @@ class ServiceNotify {
   void status(const std::string& status) const;
   void watchdog() const;
   void stopping(const std::string& status) const;
+  // Around a config reload (SIGHUP): RELOADING=1 with the monotonic time systemd asks for,
+  // then READY=1 once it is done (applied or refused, as the log says).
+  void reloading() const;
+  void reloaded() const;
 
  private:
   std::optional<std::chrono::microseconds> interval_;

@@ -356,5 +356,7 @@ struct NodeDrainReply {
   comms @1 :UInt32;               # communicators still served
   ranks @2 :UInt32;               # their ranks on this node
   jobs @3 :List(Text);            # the jobs they belong to
-  safeToStop @4 :Bool;            # draining, and nothing is left to finish
+  safeToStop @4 :Bool;            # draining, and no communicator is left or forming
+  rankSessions @5 :UInt32;        # rank processes connected (with or without a communicator)
+  forming @6 :Bool;               # communicators some ranks have joined, not yet formed
 }

@@ -77,6 +77,9 @@ AdminService::Served AdminService::served() {
     if (!comm->job.empty()) s.jobs.insert(comm->job);
   }
   s.forming = hooks_.joins_pending();
+  for (const auto& session : hooks_.sessions()) {
+    if (session->role() == SessionRole::kRank) ++s.rank_sessions;
+  }
   return s;
 }
 
@@ -110,6 +113,8 @@ void AdminService::node_drain(const Session& client, uint32_t request_id,
   unsigned i = 0;
   for (const std::string& job : s.jobs) jobs.set(i++, job);
   out.setSafeToStop(draining_ && s.idle());
+  out.setRankSessions(s.rank_sessions);
+  out.setForming(s.forming);
   hooks_.reply(session, reply);
 }
 

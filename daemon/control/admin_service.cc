@@ -115,6 +115,16 @@ bool AdminService::admit_admin(const Session& client, uint32_t request_id,
   return false;
 }
 
+bool AdminService::admit_fault_injection(const Session& client, uint32_t request_id,
+                                         const std::string& what) {
+  // Who may ask comes first: a stranger learns nothing of how the daemon runs.
+  if (!admit_admin(client, request_id, what)) return false;
+  if (config_.fault_injection) return true;
+  hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+               "fault injection is off in this plexusd (start it with --fault-injection)");
+  return false;
+}
+
 bool AdminService::admit_nic(const Session& client, uint32_t request_id, const std::string& nic) {
   const std::vector<std::string> nics = peer_nic_names();
   if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
@@ -182,13 +192,7 @@ void AdminService::job_set(const Session& client, uint32_t request_id,
 
 void AdminService::nic_fault(const Session& client, uint32_t request_id, const std::string& nic) {
   const uint64_t session = client.id();
-  // Who may ask comes first: a stranger learns nothing of how the daemon runs.
-  if (!admit_admin(client, request_id, "injecting a fault")) return;
-  if (!config_.fault_injection) {
-    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "fault injection is off in this plexusd (start it with --fault-injection)");
-    return;
-  }
+  if (!admit_fault_injection(client, request_id, "injecting a fault")) return;
   if (!admit_nic(client, request_id, nic)) return;
   engine_.post([this, session, request_id, nic](Engine& engine) {
     std::string why;
@@ -210,12 +214,7 @@ void AdminService::nic_fault(const Session& client, uint32_t request_id, const s
 
 void AdminService::engine_hold(const Session& client, uint32_t request_id, uint32_t ms) {
   const uint64_t session = client.id();
-  if (!admit_admin(client, request_id, "holding the engine")) return;
-  if (!config_.fault_injection) {
-    hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "fault injection is off in this plexusd (start it with --fault-injection)");
-    return;
-  }
+  if (!admit_fault_injection(client, request_id, "holding the engine")) return;
   if (ms == 0 || ms > kMaxEngineHoldMs) {
     hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                  "an engine hold of " + std::to_string(ms) + " ms: it must be 1.." +

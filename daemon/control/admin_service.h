@@ -94,6 +94,8 @@ class AdminService {
   // False (the client told why) unless the request comes from an admin. `what`: "draining
   // a NIC", ...
   bool admit_admin(const Session& client, uint32_t request_id, const std::string& what);
+  // admit_admin, and fault injection on (plexusd --fault-injection).
+  bool admit_fault_injection(const Session& client, uint32_t request_id, const std::string& what);
   // False (the client told why) unless `nic` is a NIC this daemon serves peers on.
   bool admit_nic(const Session& client, uint32_t request_id, const std::string& nic);
   // The NICs this daemon serves peers on (none without --peer-listen).
@@ -116,6 +118,7 @@ class AdminService {
     uint32_t ranks = 0;  // on this node
     std::set<std::string> jobs;
     bool forming = false;
+    uint32_t rank_sessions = 0;  // connected, with or without a communicator
     bool idle() const { return comms == 0 && !forming; }
   };
   Served served();

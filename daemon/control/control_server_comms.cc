@@ -35,17 +35,19 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
                    " is not a valid position (need 0 <= rank < nranks <= 65536)");
     return;
   }
-  if (admin_service_.draining()) {
-    // DAEMON_UNAVAILABLE: the job may go elsewhere; this node is being taken out of service.
+  CommToken token;
+  std::memcpy(token.data(), token_data.begin(), token.size());
+  // A draining node lets a communicator that some of its ranks have joined already form (it
+  // was admitted before the drain); it refuses only new ones. DAEMON_UNAVAILABLE: the job
+  // may go elsewhere; this node is being taken out of service.
+  if (admin_service_.draining() && !rendezvous_.has(token)) {
     send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE,
                "node " + config_.node_name +
-                   " is draining (plexusctl node drain): it admits no "
-                   "new communicator; rank " +
+                   " is draining (plexusctl node drain): it admits "
+                   "no new communicator; rank " +
                    std::to_string(rank) + " of " + std::to_string(nranks) + " was refused");
     return;
   }
-  CommToken token;
-  std::memcpy(token.data(), token_data.begin(), token.size());
   prune_finished_comms();
   for (const auto& comm : comms_) {
     if (comm->token() == token) {

@@ -69,9 +69,8 @@ void NodeJoins::start(uv_loop_t* loop) {
     on_peer_control(peer, std::move(w));
   };
   callbacks.on_control_lost = [this](uint64_t id, const std::string& name,
-                                     const std::string& reason) {
-    on_peer_control_lost(id, name, reason);
-  };
+                                     const std::string& reason,
+                                     bool gone) { on_peer_control_lost(id, name, reason, gone); };
   callbacks.on_data_link = [this](const transports::PeerIdentity& peer, transports::PathOpener open,
                                   const std::string& nic, bool backup) {
     on_data_link(peer, std::move(open), nic, backup);
@@ -408,9 +407,12 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
 }
 
 void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
-                                     const std::string& reason) {
-  // Its data link may still wait out the grace period on silent paths; the daemon is gone.
-  if (data_links_.count(instance) != 0) {
+                                     const std::string& reason, bool gone) {
+  // A daemon that refuses connections is gone: its data link need not wait out the grace on
+  // silent paths. One merely unreachable for control may still carry data on a path the
+  // control connection cannot take (a backup bound to its NIC across rails): its data link
+  // keeps its own watch. Joins waiting on it fail either way: they need control messages.
+  if (gone && data_links_.count(instance) != 0) {
     engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
       e.links().peer_gone(instance, text);
     });

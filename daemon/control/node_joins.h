@@ -87,7 +87,8 @@ class NodeJoins {
   void check_forming(const CommToken& token);
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
-  void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason);
+  void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason,
+                            bool gone);
   void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
                     const std::string& nic, bool backup);
   void on_data_failed(uint64_t instance, const std::string& reason);

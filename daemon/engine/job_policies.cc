@@ -73,7 +73,12 @@ void JobPolicies::reconfigure(const JobsTable& configured) {
   }
   configured_ = configured;
   for (const auto& [job, settings] : changed) {
-    policies_[job] = settings.policy;
+    // A job out of the table is no longer known by it (job set then needs a session of it).
+    if (configured.count(job) == 0) {
+      policies_.erase(job);
+    } else {
+      policies_[job] = settings.policy;
+    }
     if (settings.caps == JobCaps{}) {
       caps_.erase(job);
     } else {

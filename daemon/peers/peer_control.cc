@@ -169,6 +169,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
   if (it == control_peers_.end()) return;         // never used, or already reported lost
   if (!c.is_established && !c.connector) return;  // an accepted one refused in its handshake
   ControlPeer& p = it->second;
+  bool gone = false;  // refused everywhere: its daemon stopped
   if (c.is_established) {
     if (p.current != &c) return;  // one it had replaced: nothing waits on it
     p.current = nullptr;
@@ -211,7 +212,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
     // Refused everywhere (no plexusd listens, or another answers): the daemon is gone.
     // Unreachable (this node's NICs or the peer's down): kept, and tried again, for the
     // data links' grace, as its data link is.
-    const bool gone = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
+    gone = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
     const auto now = std::chrono::steady_clock::now();
     if (!p.unconnected_since) p.unconnected_since = now;
     if (!gone && now - *p.unconnected_since < settings_.control_grace) {
@@ -233,7 +234,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
         "message(s) dropped",
         name, dropped);
   }
-  if (callbacks_.on_control_lost) callbacks_.on_control_lost(instance, name, reason);
+  if (callbacks_.on_control_lost) callbacks_.on_control_lost(instance, name, reason, gone);
 }
 
 void PeerServer::check_control_acks() {

@@ -39,10 +39,14 @@ class PeerServer {
     std::function<void(const transports::PeerIdentity& peer, kj::Array<capnp::word> words)>
         on_control;
     // `instance` cannot be reached for control messages: its control connection failed and
-    // no new one could be opened over any of its addresses (its daemon stopped, or every
-    // path to its node is down); the messages still unacknowledged are dropped. `name` is
-    // its node name when known, else the address tried.
-    std::function<void(uint64_t instance, const std::string& name, const std::string& reason)>
+    // no new one could be opened over any of its addresses; the messages still
+    // unacknowledged are dropped. `gone`: every address refused (no plexusd listens, or
+    // another daemon answers): its daemon stopped. Otherwise it was unreachable for the
+    // grace (this node's NICs or its own down, or no route), and its data link, which may
+    // still have a path (a backup across rails), is left to its own watch. `name` is its
+    // node name when known, else the address tried.
+    std::function<void(uint64_t instance, const std::string& name, const std::string& reason,
+                       bool gone)>
         on_control_lost;
     // An authenticated data connection over local NIC `nic` ("" when no NIC has its
     // address); `backup`: it crosses rails (its remote end is in another local NIC's

@@ -2,7 +2,8 @@
 // reload) changes a job's policy and caps and the stall threshold under a running
 // communicator without dropping its sessions, names what waits for a restart, and refuses a
 // broken file with its line (the settings in use kept); a node drain refuses new
-// communicators, lets the running one finish exact, then reports the node safe to stop.
+// communicators, lets one admitted before it form and finish exact, then reports the node
+// safe to stop.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -188,14 +189,35 @@ TEST(NodeServiceTest, AReloadChangesAJobPolicyAndTheStallThresholdWithoutDroppin
 
 TEST(NodeServiceTest, ADrainRefusesNewCommunicatorsLetsTheRunningOneFinishThenIsSafeToStop) {
   TempDir dir;
+  const std::string join = dir.path + "/join";
   const std::string go = dir.path + "/go";
   DaemonProcess daemon({"--node-name", "drain-node"});
   const std::string socket = daemon.socket_path();
-  json during;
-  CommandOutput refused_new;
+  json forming, during;
+  CommandOutput drain;
+  // Rank 1 joins only once the drain has begun: the communicator rank 0 joined before it
+  // still forms.
+  const RankBody body = allreduce_around(go, -1, milliseconds(0));
   auto results = run_ranks(
-      socket, 2, allreduce_around(go, -1, milliseconds(0)), std::chrono::seconds(120),
+      socket, 2,
+      [&](int rank, int n, const plexus_unique_id_t& id) -> std::string {
+        if (rank == 1 &&
+            !wait_until([&] { return std::filesystem::exists(join); }, milliseconds(60000))) {
+          return "the test never said join";
+        }
+        return body(rank, n, id);
+      },
+      std::chrono::seconds(120),
       [&](const std::vector<pid_t>&) {
+        EXPECT_TRUE(wait_until(
+            [&] {
+              forming = ctl_json(socket, {"node", "status"});
+              return forming.is_object() && forming["forming"] == true;
+            },
+            milliseconds(30000)))
+            << forming.dump() << daemon.log();
+        drain = ctl(socket, {"node", "drain"});
+        std::ofstream(join) << "join\n";
         EXPECT_TRUE(wait_until(
             [&] {
               json comms = ctl_json(socket, {"comms"});
@@ -203,9 +225,6 @@ TEST(NodeServiceTest, ADrainRefusesNewCommunicatorsLetsTheRunningOneFinishThenIs
             },
             milliseconds(30000)))
             << daemon.log();
-        const CommandOutput drain = ctl(socket, {"node", "drain"});
-        EXPECT_EQ(drain.exit_code, 0) << drain.err;
-        EXPECT_THAT(drain.out, HasSubstr("draining: 1 communicator(s) with 2 rank(s) here"));
         during = ctl_json(socket, {"node", "status"});
         // A new communicator is refused, naming the node and the drain.
         const auto fresh = run_ranks(socket, 2, [](int rank, int n, const plexus_unique_id_t& id) {
@@ -228,8 +247,11 @@ TEST(NodeServiceTest, ADrainRefusesNewCommunicatorsLetsTheRunningOneFinishThenIs
         EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
         EXPECT_THAT(wait.out, HasSubstr("drained: no communicator left; safe to stop plexusd"));
       });
-  ASSERT_EQ(failures(results), "") << "the running communicator did not finish exact\n"
+  ASSERT_EQ(failures(results), "") << "the communicator admitted before the drain did not "
+                                      "form and finish exact\n"
                                    << daemon.log();
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_THAT(drain.out, HasSubstr("admitted before the drain still forming")) << drain.out;
   EXPECT_EQ(during["draining"], true) << during.dump();
   EXPECT_EQ(during["comms"], 1) << during.dump();
   EXPECT_EQ(during["safe_to_stop"], false) << during.dump();

@@ -155,6 +155,10 @@ TEST(ServiceTest, SighupReloadsInPlaceAndTheStatusLineFollowsADrain) {
   // systemctl reload: SIGHUP. plexusd stays (the same process) and reads the file again.
   std::ofstream(config) << "stall-ms = 400\n";
   ::kill(daemon->pid(), SIGHUP);
+  // As systemctl reload waits for them with Type=notify.
+  EXPECT_NE(notify.wait_for("RELOADING=1", milliseconds(5000)).find("MONOTONIC_USEC="),
+            std::string::npos);
+  EXPECT_FALSE(notify.wait_for("READY=1", milliseconds(5000)).empty()) << daemon->log();
   const auto end = Clock::now() + milliseconds(5000);
   while (Clock::now() < end &&
          daemon->log().find("stall-ms: 2000 -> 400 (applied)") == std::string::npos) {

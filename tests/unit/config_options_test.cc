@@ -66,7 +66,15 @@ TEST_F(ConfigOptionsTest, EveryBadFileIsRefusedNamingItsLine) {
       {"[metrics]\nlisten = 1\n", ":1:1: [metrics] is not a table plexusd reads"},
       {"[jobs.x]\nclass = \"bulk\"\nweight = 0\n", ":3: job 'x': weight"},
       {"[jobs.x]\ncolour = \"red\"\n", ":2: job 'x': unknown key 'colour'"},
-      {"fault-injection = \"maybe\"\n", ":1:"},
+      {"fault-injection = \"maybe\"\n", ":1: fault-injection takes true or false"},
+      {"stall_ms = 500\nstall-ms = 600\n", ":2: 'stall-ms' sets stall-ms again (line 1"},
+      {"max-pool-bytes = -1\n", ":1: max-pool-bytes takes a whole non-negative number"},
+      {"max-pool-bytes = \"010\"\n", ":1: max-pool-bytes takes a whole non-negative number"},
+      {"max-pool-bytes = 1e10\n", ":1: max-pool-bytes takes a whole non-negative number"},
+      {"slow-path-ratio = \"0.5\"\n", ":1: slow-path-ratio takes a number"},
+      {"job = [\"a=bulk\"]\n", ":1: jobs are [jobs.NAME] tables"},
+      {"nics = []\n", ":1: nics: an empty list"},
+      {"\n\nsq-entries = 100\n", ":3: --sq-entries: 100 is not a power of two"},
       {"stall-ms = 2026-11-26\n", ":1:12: 'stall-ms' takes a string, a number or true/false"},
   };
   for (const auto& [text, error] : cases) {
@@ -81,7 +89,8 @@ TEST_F(ConfigOptionsTest, EveryBadFileIsRefusedNamingItsLine) {
 
 TEST_F(ConfigOptionsTest, TheSettingsInUseReadBackAsTheSameSettings) {
   ConfigLoad l = load(
-      "stall-ms = 700\nnode-name = \"n \\\"quoted\\\"\"\nslow-path-ratio = 0.25\n"
+      "stall-ms = 700\nnode-name = \"n \\\"quoted\\\"\\tand tabbed\"\nslow-path-ratio = 0.25\n"
+      "slow-node-below = 0.7512345\n"
       "[jobs.\"a job\"]\nclass = \"latency\"\nweight = 7\nmax_staging_bytes = 99\n");
   ASSERT_EQ(l.exit_code, -1) << l.error;
   const std::string text = config_text(l.config);
@@ -90,7 +99,10 @@ TEST_F(ConfigOptionsTest, TheSettingsInUseReadBackAsTheSameSettings) {
   ConfigLoad again = load(text);
   ASSERT_EQ(again.exit_code, -1) << again.error << "\n" << text;
   EXPECT_EQ(config_values(again.config), config_values(l.config)) << text;
-  EXPECT_EQ(again.config.node_name, "n \"quoted\"");
+  EXPECT_EQ(again.config.node_name, "n \"quoted\"\tand tabbed");
+  // Every digit kept, in the settings shown and in a reload's comparison.
+  EXPECT_EQ(again.config.slow_node_below, 0.7512345);
+  EXPECT_EQ(config_values(l.config).at("slow-node-below"), "0.7512345");
 }
 
 TEST(ConfigReloadTest, LiveSettingsAreAppliedAndTheOthersWaitForARestart) {

@@ -37,7 +37,9 @@ json drain_state(AdminClient& client, DrainAction action) {
                  {"comms", s.getComms()},
                  {"ranks", s.getRanks()},
                  {"jobs", texts(s.getJobs())},
-                 {"safe_to_stop", s.getSafeToStop()}};
+                 {"safe_to_stop", s.getSafeToStop()},
+                 {"rank_sessions", s.getRankSessions()},
+                 {"forming", s.getForming()}};
       });
   return state;
 }
@@ -47,13 +49,21 @@ std::string describe(const json& s) {
     return "not draining: new communicators are admitted (" +
            std::to_string(s["comms"].get<unsigned>()) + " served)";
   }
-  if (s["safe_to_stop"].get<bool>()) return "drained: no communicator left; safe to stop plexusd";
+  if (s["safe_to_stop"].get<bool>()) {
+    const unsigned connected = s["rank_sessions"].get<unsigned>();
+    return "drained: no communicator left; safe to stop plexusd" +
+           (connected == 0 ? std::string()
+                           : " (" + std::to_string(connected) +
+                                 " rank process(es) still connected with no communicator: "
+                                 "their next call would find the daemon gone)");
+  }
   std::string jobs;
   for (const auto& j : s["jobs"]) jobs += (jobs.empty() ? "" : ", ") + j.get<std::string>();
   return "draining: " + std::to_string(s["comms"].get<unsigned>()) + " communicator(s) with " +
          std::to_string(s["ranks"].get<unsigned>()) + " rank(s) here still running" +
          (jobs.empty() ? std::string() : " (jobs: " + jobs + ")") +
-         (s["comms"].get<unsigned>() == 0 ? "; communicators still forming" : "");
+         (s["forming"].get<bool>() ? "; communicators admitted before the drain still forming"
+                                   : "");
 }
 
 }  // namespace
@@ -123,7 +133,14 @@ int node_drain(AdminClient& client, DrainAction action, double wait_s, bool as_j
     }
     std::fflush(stdout);
     last = line;
-    if (wait_s <= 0 || state["safe_to_stop"].get<bool>() || !state["draining"].get<bool>()) break;
+    if (wait_s <= 0 || state["safe_to_stop"].get<bool>()) break;
+    if (!state["draining"].get<bool>()) {
+      // Undrained meanwhile (another admin): this node is not to be stopped.
+      std::fprintf(stderr,
+                   "plexusctl: the node was undrained while waiting; it is not safe to "
+                   "stop\n");
+      return 1;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       std::fprintf(stderr, "plexusctl: %g s passed and the node is not drained yet\n", wait_s);
       return 1;

@@ -13,7 +13,7 @@ typedef enum plexus_result {
   PLEXUS_SUCCESS = 0,
   PLEXUS_ERR_INVALID_ARGUMENT = 1,   /* a bad argument in this call (named in the message) */
   PLEXUS_ERR_SYSTEM = 2,             /* an OS call failed (errno text in the message) */
-  PLEXUS_ERR_DAEMON_UNAVAILABLE = 3, /* no plexusd answers on the socket */
+  PLEXUS_ERR_DAEMON_UNAVAILABLE = 3, /* no plexusd answers on the socket, or it is draining */
   PLEXUS_ERR_DAEMON_LOST = 4,        /* the daemon went away while this process used it */
   PLEXUS_ERR_TIMEOUT = 5,            /* e.g. comm init: the message names missing ranks */
   PLEXUS_ERR_PEER_LOST = 6,          /* another rank of the communicator died or left */
