@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -39,12 +40,23 @@ struct Words {
 CLI::Validator ring_entries() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        const unsigned long long n = std::strtoull(text.c_str(), nullptr, 10);
+        // Base 0, as CLI11 converts it ("016" is 14 to both).
+        const unsigned long long n = std::strtoull(text.c_str(), nullptr, 0);
         return n != 0 && n <= 65536 && (n & (n - 1)) == 0
                    ? std::string()
                    : text + " is not a power of two up to 65536";
       },
       "POWER OF 2");
+}
+
+// A finite number: CLI::Range lets NaN through (every comparison with it is false).
+CLI::Validator finite() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return std::isfinite(std::strtod(text.c_str(), nullptr)) ? std::string()
+                                                                 : text + " is not a finite number";
+      },
+      "FINITE");
 }
 
 void define(CLI::App& app, Config& config, Words& w) {
@@ -71,6 +83,7 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "allgathers may then take the offload schedule (it is alike again above "
                  "60 % of the way from this to 1; 0: this daemon proposes no change for the "
                  "communicators it leads; it still follows the changes of those it does not)")
+      ->check(finite())
       ->check(CLI::Range(0.0, 1.0))
       // Not capture_default_str: CLI11 writes six digits, and plexusctl config and a
       // reload's comparison must see the value exactly.
@@ -184,6 +197,7 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "paths to the same peer (one per rail; busy: sent in the last second, or has "
                  "bytes queued)")
       ->default_str(number_text(config.slow_path_ratio))
+      ->check(finite())
       ->check(CLI::Range(0.01, 0.99));
   app.add_option("--admin-group", config.admin_group,
                  "Members of this group (primary or supplementary) may run admin commands "
@@ -311,9 +325,10 @@ std::string apply_file(CLI::App& app, const std::string& path,
              std::to_string(first->second) + " set it already)";
     }
     from_file[option] = e.line;
-    if (from_flags.count(option) != 0) continue;  // the command line's value wins
+    // Checked even where the command line's value wins: the file is wrong either way.
     if (std::string why = kind_error(*option, e); !why.empty())
       return at + name + " " + why + " (it was given '" + e.values.front().substr(0, 64) + "')";
+    if (from_flags.count(option) != 0) continue;
     try {
       if (option->get_expected_min() == 0) {  // a flag
         option->add_result(option->get_flag_value(name, e.values.front()));

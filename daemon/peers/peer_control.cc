@@ -201,6 +201,9 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
       open_control(instance);  // a failure at once comes back here, through fail()
       return;
     }
+    // Connections that opened, one after another, and carried no acknowledgement: its
+    // daemon answers handshakes but not messages (stuck), gone for control.
+    gone = true;
   } else {
     if (p.current != nullptr) return;  // a connector that lost a race to an established one
     for (Conn* other : conns_) {
@@ -209,10 +212,11 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
         return;  // another is still trying
       }
     }
-    // Refused everywhere (no plexusd listens, or another answers): the daemon is gone.
+    // Refused everywhere (no plexusd listens, or another answers), or accepted by its kernel
+    // with no daemon answering the handshake: the daemon is gone.
     // Unreachable (this node's NICs or the peer's down): kept, and tried again, for the
     // data links' grace, as its data link is.
-    gone = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
+    gone = c.handshake_refused || c.handshake_unanswered || (c.tried > 0 && c.refused == c.tried);
     const auto now = std::chrono::steady_clock::now();
     if (!p.unconnected_since) p.unconnected_since = now;
     if (!gone && now - *p.unconnected_since < settings_.control_grace) {

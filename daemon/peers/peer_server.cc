@@ -311,6 +311,7 @@ void PeerServer::on_connected(Conn& c) {
       &c.timer,
       [](uv_timer_t* t) {
         auto* conn = static_cast<Conn*>(t->data);
+        conn->handshake_unanswered = true;
         conn->server->fail(*conn, "connected to " + conn->address +
                                       ", but the handshake did not finish within 5 s");
       },

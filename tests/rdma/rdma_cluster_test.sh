@@ -154,14 +154,15 @@ paths=$(ctl0 paths) ||
   fail "plexusctl paths: $paths"
 grep -Eq "^eth1 +rdma +(active|probation)" <<< "$paths" || fail "plexusctl paths shows no RDMA path over eth1: $paths"
 # The backup over eth1 had no route while the cable was out: it is looked at again every
-# 10 s (kUnroutedBackupRecheck), so it may come back up to then after the primary.
-for _ in $(seq 150); do
+# 10 s (kUnroutedBackupRecheck), so it may come back up to then after the primary (and its
+# queue pair's setup over soft-RoCE).
+for _ in $(seq 300); do
   grep -Eq "^eth1 +rdma +standby +198\.18\.1\.1:[0-9]+@rxe1 +198\.18\.0\.2:" <<< "$paths" && break
   sleep 0.1
   paths=$(ctl0 paths) || fail "plexusctl paths: $paths"
 done
 grep -Eq "^eth1 +rdma +standby +198\.18\.1\.1:[0-9]+@rxe1 +198\.18\.0\.2:" <<< "$paths" ||
-  fail "plexusctl paths shows no backup from eth1 to n1's eth0 on standby over RDMA within 15 s: $paths"
+  fail "plexusctl paths shows no backup from eth1 to n1's eth0 on standby over RDMA within 30 s: $paths"
 nics=$(ctl0 nics) ||
   fail "plexusctl nics: $nics"
 grep -Eq "^eth0 .* rdma " <<< "$nics" || fail "plexusctl nics does not show eth0's paths as RDMA: $nics"

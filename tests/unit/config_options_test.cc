@@ -75,6 +75,7 @@ TEST_F(ConfigOptionsTest, EveryBadFileIsRefusedNamingItsLine) {
       {"job = [\"a=bulk\"]\n", ":1: jobs are [jobs.NAME] tables"},
       {"nics = []\n", ":1: nics: an empty list"},
       {"\n\nsq-entries = 100\n", ":3: --sq-entries: 100 is not a power of two"},
+      {"slow-path-ratio = nan\n", ":1: --slow-path-ratio: nan is not a finite number"},
       {"stall-ms = 2026-11-26\n", ":1:12: 'stall-ms' takes a string, a number or true/false"},
   };
   for (const auto& [text, error] : cases) {
@@ -82,6 +83,11 @@ TEST_F(ConfigOptionsTest, EveryBadFileIsRefusedNamingItsLine) {
     EXPECT_EQ(l.exit_code, 1) << text;
     EXPECT_THAT(l.error, HasSubstr(path() + error)) << text;
   }
+  // A file value is checked even where a flag overrides it.
+  ConfigLoad overridden = load("stall-ms = \"abc\"\n", {"--stall-ms", "900"});
+  EXPECT_THAT(overridden.error, HasSubstr(path() + ":1: stall-ms takes a whole"));
+  // "016" is 14 to CLI11 (base 0): refused as the ring's entries, not taken as 16.
+  EXPECT_THAT(load_config({"--sq-entries", "016"}).error, HasSubstr("is not a power of two"));
   ConfigLoad missing = load_config({"--config", path() + ".absent"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.error, HasSubstr(path() + ".absent"));
