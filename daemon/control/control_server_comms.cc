@@ -37,17 +37,6 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
   }
   CommToken token;
   std::memcpy(token.data(), token_data.begin(), token.size());
-  // A draining node lets a communicator that some of its ranks have joined already form (it
-  // was admitted before the drain); it refuses only new ones. DAEMON_UNAVAILABLE: the job
-  // may go elsewhere; this node is being taken out of service.
-  if (admin_service_.draining() && !rendezvous_.has(token)) {
-    send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE,
-               "node " + config_.node_name +
-                   " is draining (plexusctl node drain): it admits "
-                   "no new communicator; rank " +
-                   std::to_string(rank) + " of " + std::to_string(nranks) + " was refused");
-    return;
-  }
   prune_finished_comms();
   for (const auto& comm : comms_) {
     if (comm->token() == token) {
@@ -64,10 +53,24 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
     if (root.addresses.size() < 8 && address.size() <= 64)
       root.addresses.emplace_back(address.cStr());
   }
+  // A draining node lets a communicator that some of its ranks have joined already form (it
+  // was admitted before the drain); it refuses only new ones, and tells a multi-node one's
+  // root, which fails it for the other nodes at once. DAEMON_UNAVAILABLE: the job may go
+  // elsewhere; this node is being taken out of service.
+  const bool local_only =
+      root.instance == 0 || (nodes_.identity() == nullptr && root.instance == nodes_.instance_id());
+  if (admin_service_.draining() && !rendezvous_.has(token)) {
+    const std::string why = "node " + config_.node_name +
+                            " is draining (plexusctl node drain): it admits no new "
+                            "communicator; rank " +
+                            std::to_string(rank) + " of " + std::to_string(nranks) + " was refused";
+    send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
+    if (!local_only) nodes_.refuse_join(token, root, why);
+    return;
+  }
   // A unique id made by this daemon while it serves no peers, or made where no daemon was
   // reachable, names a communicator of this node alone.
-  if (root.instance == 0 ||
-      (nodes_.identity() == nullptr && root.instance == nodes_.instance_id())) {
+  if (local_only) {
     CommRendezvous::Joiner joiner{
         id,
         session.creds().pid,

@@ -236,10 +236,42 @@ void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::For
   }
 }
 
+namespace {
+
+// The code a join's failure reaches the ranks with, from the sentence the root sent.
+plexus_result_t join_failure_code(const std::string& message) {
+  if (message.find("timed out") != std::string::npos) return PLEXUS_ERR_TIMEOUT;
+  if (message.find("is draining") != std::string::npos) return PLEXUS_ERR_DAEMON_UNAVAILABLE;
+  return PLEXUS_ERR_INVALID_ARGUMENT;
+}
+
+}  // namespace
+
+void NodeJoins::refuse_join(const CommToken& token, const RootRef& root,
+                            const std::string& message) {
+  if (root.instance == instance_id_) {
+    root_refused(token, message);
+    return;
+  }
+  if (!peers_ || root.instance == 0 || root.addresses.empty()) return;
+  capnp::MallocMessageBuilder m;
+  auto failed = m.initRoot<nc::NodeMessage>().initJoinFailed();
+  failed.setToken(bytes_of(token));
+  failed.setMessage(message);
+  peers_->send_control(root.instance, root.addresses, m);
+}
+
+void NodeJoins::root_refused(const CommToken& token, const std::string& message) {
+  if (auto failure = node_rendezvous_.refuse(token, message)) {
+    for (uint64_t n : failure->notify) deliver_join_failed(n, token, failure->message);
+  }
+  hooks_.arm_timer();
+}
+
 void NodeJoins::deliver_join_failed(uint64_t node, const CommToken& token,
                                     const std::string& message) {
   if (node == instance_id_) {
-    fail_local_join(token, PLEXUS_ERR_INVALID_ARGUMENT, message);
+    fail_local_join(token, join_failure_code(message), message);
     return;
   }
   const transports::PeerIdentity* peer = peers_->control_peer(node);
@@ -387,13 +419,15 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         if (failed.getToken().size() != sizeof(CommToken)) return;
         const CommToken token = token_of(failed.getToken());
         auto join = multi_joins_.find(token);
-        if (join == multi_joins_.end() || join->second.root.instance != peer.instance_id) return;
         std::string text = failed.getMessage().cStr();
         if (text.size() > 1024) text.resize(1024);
-        fail_local_join(token,
-                        text.find("timed out") != std::string::npos ? PLEXUS_ERR_TIMEOUT
-                                                                    : PLEXUS_ERR_INVALID_ARGUMENT,
-                        text);
+        if (join == multi_joins_.end() || join->second.root.instance == instance_id_) {
+          // This node is its root (or not waiting on another): a node that refused its part.
+          root_refused(token, text);
+          return;
+        }
+        if (join->second.root.instance != peer.instance_id) return;
+        fail_local_join(token, join_failure_code(text), text);
         return;
       }
       default:

@@ -47,6 +47,12 @@ std::string NodeRendezvous::describe_missing(const Pending& p) {
 
 NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, const Join& join) {
   Result result;
+  if (auto refused = refused_.find(token); refused != refused_.end()) {
+    result.outcome = Result::kRejected;
+    result.error = refused->second;
+    result.notify = {join.node.instance_id};
+    return result;
+  }
   auto [it, inserted] = pending_.try_emplace(token);
   Pending& p = it->second;
   if (inserted) {
@@ -153,6 +159,22 @@ std::vector<NodeRendezvous::Failure> NodeRendezvous::drop_node(uint64_t instance
     it = pending_.erase(it);
   }
   return out;
+}
+
+std::optional<NodeRendezvous::Failure> NodeRendezvous::refuse(const CommToken& token,
+                                                              const std::string& message) {
+  if (refused_.emplace(token, message).second) {
+    refused_order_.push_back(token);
+    if (refused_order_.size() > kRefusedKept) {
+      refused_.erase(refused_order_.front());
+      refused_order_.pop_front();
+    }
+  }
+  auto it = pending_.find(token);
+  if (it == pending_.end()) return std::nullopt;
+  Failure failure{token, ids(it->second), message};
+  pending_.erase(it);
+  return failure;
 }
 
 std::optional<NodeRendezvous::Clock::time_point> NodeRendezvous::next_deadline() const {

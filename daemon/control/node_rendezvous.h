@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,6 +58,10 @@ class NodeRendezvous {
   std::vector<Failure> expire(Clock::time_point now);
   // A node's daemon went away: every rendezvous it was part of fails, naming it.
   std::vector<Failure> drop_node(uint64_t instance_id);
+  // A node refused its ranks' part (it is draining): the rendezvous fails at once for the
+  // nodes that joined (nothing if none has), and a node that joins it later is refused
+  // with the same message instead of waiting out its timeout.
+  std::optional<Failure> refuse(const CommToken& token, const std::string& message);
   std::optional<Clock::time_point> next_deadline() const;
   size_t pending() const { return pending_.size(); }
 
@@ -74,6 +79,10 @@ class NodeRendezvous {
   static std::string describe_missing(const Pending& p);
 
   std::map<CommToken, Pending> pending_;
+  // Tokens refused, and why: the last kRefusedKept (a token is random and used once).
+  static constexpr size_t kRefusedKept = 256;
+  std::map<CommToken, std::string> refused_;
+  std::deque<CommToken> refused_order_;
 };
 
 }  // namespace plexus::daemon

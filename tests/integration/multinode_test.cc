@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tests/integration/collective_cases.h"
+#include "tests/integration/command_output.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/rank_processes.h"
 
@@ -234,6 +235,35 @@ TEST(MultiNodeTest, ARootThatFinishesAndLeavesEarlyDoesNotFailTheLateReceivers) 
         return std::string();
       },
       std::chrono::seconds(30));
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+}
+
+TEST(MultiNodeTest, ADrainingNodeFailsANewCommunicatorOnEveryNodeAtOnce) {
+  auto nodes = start_nodes(2);
+  const CommandOutput drain =
+      run_command({PLEXUSCTL_PATH, "--socket", nodes[1]->socket_path(), "node", "drain"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.err;
+  // Rank 0 on a (the root), rank 1 on b (draining). Without word from b, rank 0 would wait
+  // its whole 30 s init timeout.
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) {
+        plexus_comm_t comm = nullptr;
+        const auto start = Clock::now();
+        const plexus_result_t r = plexus_comm_init_rank_timeout(&comm, nranks, id, rank, 30000);
+        if (r == PLEXUS_SUCCESS) return std::string("init succeeded on a draining node");
+        const std::string e = plexus_get_last_error();
+        if (r != PLEXUS_ERR_DAEMON_UNAVAILABLE || e.find("node b is draining") == std::string::npos)
+          return call_failed("init", r);
+        if (Clock::now() - start > std::chrono::seconds(5))
+          return "failed only after " +
+                 std::to_string(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
+                         .count()) +
+                 " ms: " + e;
+        return std::string();
+      },
+      std::chrono::seconds(60));
   EXPECT_EQ(failures(results), "") << logs(nodes);
 }
 

@@ -1,5 +1,6 @@
 // The root daemon's multi-node rendezvous: forming, node order, conflicts, timeouts that
-// name the missing ranks and the nodes that came, a node that goes away.
+// name the missing ranks and the nodes that came, a node that goes away, a node that
+// refuses its part (draining).
 #include "daemon/control/node_rendezvous.h"
 
 #include <gmock/gmock.h>
@@ -82,6 +83,27 @@ TEST(NodeRendezvousTest, ANodeThatGoesAwayFailsItsRendezvousForTheOthers) {
   EXPECT_EQ(failures[0].message, "node b went away while communicator init was under way");
   EXPECT_THAT(failures[0].notify, ElementsAre(10u));
   EXPECT_EQ(r.pending(), 1u);  // the other communicator is untouched
+}
+
+TEST(NodeRendezvousTest, ANodeThatRefusesItsPartFailsItForTheOthersAndForLaterJoins) {
+  NodeRendezvous r;
+  r.join(kToken, 3, join(10, "a", {0}));
+  r.join(kToken, 3, join(20, "b", {1}));
+  // Node c is draining: the nodes that joined fail at once, named by the message.
+  auto failure = r.refuse(kToken, "node c is draining");
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_THAT(failure->notify, UnorderedElementsAre(10u, 20u));
+  EXPECT_EQ(failure->message, "node c is draining");
+  EXPECT_EQ(r.pending(), 0u);
+  // A node joining after the refusal is refused too, not left to wait out its timeout.
+  auto late = r.join(kToken, 3, join(10, "a", {2}));
+  EXPECT_EQ(late.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_EQ(late.error, "node c is draining");
+  EXPECT_THAT(late.notify, ElementsAre(10u));
+  // Refused before anyone joined: nothing to fail yet, the first join is refused.
+  const CommToken other{9, 9, 9};
+  EXPECT_FALSE(r.refuse(other, "node d is draining").has_value());
+  EXPECT_EQ(r.join(other, 2, join(10, "a", {0})).error, "node d is draining");
 }
 
 }  // namespace
