@@ -24,7 +24,6 @@ struct Words {
         transport(data_transport_name(config.transport)),
         telemetry(common::switch_name(config.telemetry)),
         metrics(common::switch_name(config.metrics)) {
-    // The jobs table is written as [jobs.NAME] tables, not as --job.
     for (const std::string& nic : config.nics) nics += (nics.empty() ? "" : ",") + nic;
   }
   std::string channel_acks;
@@ -32,7 +31,7 @@ struct Words {
   std::string telemetry;
   std::string metrics;
   std::string nics;
-  std::vector<std::string> jobs;
+  std::vector<std::string> jobs;  // --job; a Config's jobs are written as [jobs.NAME] tables
   std::string config_file;
 };
 
@@ -418,23 +417,19 @@ ConfigLoad load_config(const std::vector<std::string>& args) {
     return load;
   }
   load.file = w.config_file;
+  std::string error;
   if (!load.file.empty()) {
     std::vector<ConfigFileEntry> entries;
-    std::string error = read_config_file(load.file, &entries);
+    error = read_config_file(load.file, &entries);
     if (error.empty()) error = apply_file(app, load.file, entries);
     if (error.empty()) error = apply_jobs(load.file, entries, &config.jobs);
-    if (!error.empty()) {
-      load.exit_code = 1;
-      load.error = error;
-      return load;
-    }
   }
-  for (const std::string& option : w.jobs) {
-    if (std::string error = parse_job_option(option, &config.jobs); !error.empty()) {
-      load.exit_code = 1;
-      load.error = error;
-      return load;
-    }
+  for (size_t i = 0; error.empty() && i < w.jobs.size(); ++i)
+    error = parse_job_option(w.jobs[i], &config.jobs);
+  if (!error.empty()) {
+    load.exit_code = 1;
+    load.error = std::move(error);
+    return load;
   }
   config.channel_acks = common::on_off_auto_words().at(w.channel_acks);
   config.transport = data_transport_words().at(w.transport);

@@ -71,40 +71,28 @@ ConfigReloadReport Daemon::reload() {
   Impl& d = *impl_;
   std::lock_guard one_at_a_time(d.reload_mutex);
   ConfigReloadReport report;
-  if (!d.config_args) {
-    report.error = "this plexusd has no command line or config file to read again";
+  auto refuse = [&report](std::string error) {
+    spdlog::error("config reload refused, the settings in use are kept: {}", error);
+    report.error = std::move(error);
     return report;
-  }
+  };
+  if (!d.config_args)
+    return refuse("this plexusd has no command line or config file to read again");
   ConfigLoad load = load_config(*d.config_args);
-  if (load.exit_code >= 0) {
-    report.error = load.error.empty() ? "the command line asks for help, not a config" : load.error;
-    spdlog::error("config reload refused, the settings in use are kept: {}", report.error);
-    return report;
-  }
-  Config in_use;
+  if (load.exit_code >= 0)
+    return refuse(load.error.empty() ? "the command line asks for help, not a config" : load.error);
+  ReloadPlan plan;
   {
+    // Held while the new settings go to the threads: stop() cannot take them away meanwhile.
     std::lock_guard lock(d.mutex);
-    if (d.stopped || !d.engine || !d.control || !d.events) {
-      report.error = "plexusd is not running (starting or stopping)";
-      return report;
-    }
-    in_use = d.config;
-  }
-  ReloadPlan plan = plan_reload(in_use, resolved(std::move(load.config)));
-  // Opened again even when unchanged: after logrotate moved it, a reload (the usual
-  // postrotate) starts a new file.
-  if (!plan.in_use.events_file.empty() || !in_use.events_file.empty()) {
-    if (std::string error = d.events->reopen(plan.in_use.events_file); !error.empty()) {
-      report.error = "events-file: " + error;
-      spdlog::error("config reload refused, the settings in use are kept: {}", report.error);
-      return report;
-    }
-  }
-  {
-    std::lock_guard lock(d.mutex);
-    if (d.stopped || !d.engine || !d.control) {
-      report.error = "plexusd is not running (starting or stopping)";
-      return report;
+    if (d.stopped || !d.engine || !d.control || !d.events)
+      return refuse("plexusd is not running (starting or stopping)");
+    plan = plan_reload(d.config, resolved(std::move(load.config)));
+    // Opened again even when unchanged: after logrotate moved it, a reload (the usual
+    // postrotate) starts a new file.
+    if (!plan.in_use.events_file.empty() || !d.config.events_file.empty()) {
+      if (std::string error = d.events->reopen(plan.in_use.events_file); !error.empty())
+        return refuse("events-file: " + error);
     }
     spdlog::set_level(spdlog::level::from_str(plan.in_use.log_level));
     d.engine->post([next = engine_config(plan.in_use, d.channel_acks)](Engine& engine) {

@@ -78,6 +78,7 @@ AdminService::Served AdminService::served() {
   }
   s.forming = hooks_.joins_pending();
   for (const auto& session : hooks_.sessions()) {
+    ++s.sessions;
     if (session->role() == SessionRole::kRank) ++s.rank_sessions;
   }
   return s;
@@ -120,8 +121,7 @@ void AdminService::node_drain(const Session& client, uint32_t request_id,
 
 void AdminService::report_status() {
   const Served s = served();
-  const size_t sessions = hooks_.sessions().size();
-  std::string line = std::to_string(sessions) + " session(s), " + std::to_string(s.comms) +
+  std::string line = std::to_string(s.sessions) + " session(s), " + std::to_string(s.comms) +
                      " communicator(s) with " + std::to_string(s.ranks) + " rank(s) here";
   if (draining_) {
     line += s.idle() ? "; drained: safe to stop" : "; draining: new communicators refused";

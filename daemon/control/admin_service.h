@@ -118,6 +118,7 @@ class AdminService {
     uint32_t ranks = 0;  // on this node
     std::set<std::string> jobs;
     bool forming = false;
+    uint32_t sessions = 0;       // every client connected (ranks and plexusctl)
     uint32_t rank_sessions = 0;  // connected, with or without a communicator
     bool idle() const { return comms == 0 && !forming; }
   };

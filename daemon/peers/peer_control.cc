@@ -3,8 +3,6 @@
 // or carries no acknowledgement in time is replaced by another established one or a new one
 // over any of the peer's addresses, and the unacknowledged messages go again on it. A peer
 // is reported lost only when no connection to it can be opened at all.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <spdlog/spdlog.h>
@@ -92,13 +90,19 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
   open_control(instance);  // the message goes once it is established; `p` may be gone now
 }
 
-void PeerServer::open_control(uint64_t instance) {
-  for (Conn* c : conns_) {
-    if (c->connector && !c->closing && !c->is_established && c->expected == instance &&
-        c->role == PeerRole::kControl) {
-      return;  // being opened: it carries every unacknowledged message once established
+bool PeerServer::control_opening(uint64_t instance, const Conn* except) const {
+  for (const Conn* c : conns_) {
+    if (c != except && c->connector && !c->closing && !c->is_established &&
+        c->expected == instance && c->role == PeerRole::kControl) {
+      return true;
     }
   }
+  return false;
+}
+
+void PeerServer::open_control(uint64_t instance) {
+  // One being opened carries every unacknowledged message once established.
+  if (control_opening(instance)) return;
   auto it = control_peers_.find(instance);
   if (it == control_peers_.end()) return;
   if (!it->second.unconnected_since)
@@ -206,12 +210,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
     gone = true;
   } else {
     if (p.current != nullptr) return;  // a connector that lost a race to an established one
-    for (Conn* other : conns_) {
-      if (other != &c && !other->closing && other->connector && !other->is_established &&
-          other->expected == instance && other->role == PeerRole::kControl) {
-        return;  // another is still trying
-      }
-    }
+    if (control_opening(instance, &c)) return;  // another is still trying
     // Refused everywhere (no plexusd listens, or another answers), or accepted by its kernel
     // with no daemon answering the handshake: the daemon is gone.
     // Unreachable (this node's NICs or the peer's down): kept, and tried again, for the
@@ -271,15 +270,8 @@ void PeerServer::control_path_lost(uint64_t instance, const std::string& nic,
   auto it = control_peers_.find(instance);
   if (it == control_peers_.end() || it->second.current == nullptr) return;
   Conn& c = *it->second.current;
-  bool shares = host_of(c.address) == host_of(remote);
-  sockaddr_in local{};
-  socklen_t len = sizeof local;
-  if (!shares && c.fd >= 0 && ::getsockname(c.fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-      local.sin_family == AF_INET) {
-    for (const LocalNic& n : local_nics_) {
-      if (n.name == nic && n.address == ntohl(local.sin_addr.s_addr)) shares = true;
-    }
-  }
+  const bool shares = host_of(c.address) == host_of(remote) ||
+                      (!nic.empty() && c.fd >= 0 && nic_of_local_end(c.fd) == nic);
   if (!shares) return;
   fail(c, "the data path over " + (nic.empty() ? std::string("?") : nic) + " to " + remote +
               ", which this control connection shares, failed");

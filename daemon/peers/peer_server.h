@@ -220,6 +220,8 @@ class PeerServer {
   // Opens a control connection to `instance` over its addresses, the suspect one last,
   // unless one is being opened already.
   void open_control(uint64_t instance);
+  // Whether a connection to `instance` for control (other than `except`) is being opened.
+  bool control_opening(uint64_t instance, const Conn* except = nullptr) const;
   void check_control_acks();
   // rail_lost's part for control: the connection to `instance`, if it shares the NIC or
   // the peer address of the failed data path, is failed over now.
