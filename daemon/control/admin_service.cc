@@ -309,23 +309,13 @@ void AdminService::check_slow_paths() {
   }
   const std::vector<monitor::PathVerdict> verdicts =
       monitor::judge_paths(traffic, monitor::SlowPathRule{1, config_.slow_path_ratio});
-  std::map<std::string, int> streaks;
-  for (size_t i = 0; i < paths.size(); ++i) {
+  std::vector<std::string> keys;
+  keys.reserve(paths.size());
+  for (const Judged& p : paths) keys.push_back(p.key);
+  for (const monitor::SlowPathStreaks::Report& report : slow_path_streaks_.look(keys, verdicts)) {
+    const size_t i = report.index;
     const Judged& p = paths[i];
     const monitor::PathVerdict& v = verdicts[i];
-    const auto previous = slow_path_streaks_.find(p.key);
-    const int before = previous == slow_path_streaks_.end() ? 0 : previous->second;
-    if (v.kind == monitor::PathVerdict::kAtPar) {
-      slow_paths_reported_.erase(p.key);  // reported again if it slows down again
-      continue;
-    }
-    // Slow in consecutive looks: one low sample (a receiver descheduled for a moment) is not
-    // a slow path.
-    if (v.kind != monitor::PathVerdict::kSlow) continue;
-    const int streak = streaks[p.key] = before + 1;
-    if (streak < kSlowPathConfirmations || !slow_paths_reported_.insert(p.key).second) {
-      continue;
-    }
     const PathTraffic& t = traffic[i];
     const double ratio = t.rate_bytes_per_s / v.siblings_median_rate;
     const double seconds = std::chrono::duration<double>(kSlowPathSpan).count();
@@ -349,9 +339,8 @@ void AdminService::check_slow_paths() {
          {"kernel_unsent_bytes", t.unsent_bytes},
          {"siblings", v.siblings},
          {"span_s", seconds},
-         {"confirmations", streak}});
+         {"confirmations", report.streak}});
   }
-  slow_path_streaks_ = std::move(streaks);
 }
 
 void AdminService::fill_jobs(control::StatusReply::Builder status) {

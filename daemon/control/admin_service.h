@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -17,6 +16,7 @@
 #include "daemon/control/control_config.h"
 #include "daemon/engine/engine.h"
 #include "monitor/metric_families.h"
+#include "monitor/slow_path_streaks.h"
 #include "shm/control.capnp.h"
 #include "transports/peer/peer_handshake.h"
 
@@ -108,9 +108,9 @@ class AdminService {
   std::chrono::steady_clock::time_point started_at_;
   // The slow-path rule looks at the last kSlowPathSpan of each path's windows.
   static constexpr std::chrono::milliseconds kSlowPathSpan{1000};
+  // Looks (kPathWatchIntervalMs apart) that must find a path slow before it is reported.
   static constexpr int kSlowPathConfirmations = 3;
-  std::map<std::string, int> slow_path_streaks_;  // by path: looks in a row found slow
-  std::set<std::string> slow_paths_reported_;     // and not yet seen back at par
+  monitor::SlowPathStreaks slow_path_streaks_{kSlowPathConfirmations};
 
   // What a drain waits for: the communicators still served and those still forming.
   struct Served {

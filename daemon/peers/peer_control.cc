@@ -57,8 +57,7 @@ void PeerServer::control_established(Conn& c) {
   const bool failover = p.taking_over;
   p.taking_over = false;
   p.current = &c;
-  p.unconnected_since.reset();
-  p.retry_at.reset();
+  p.reach.connected();
   const size_t resent = p.sequence.unacknowledged();
   write_control(c, p.sequence.resend(std::chrono::steady_clock::now()));
   if (failover) {
@@ -82,7 +81,9 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
                               capnp::MessageBuilder& message) {
   ControlPeer& p = control_record(instance);
   if (p.addresses.empty()) p.addresses = addresses;
-  std::vector<std::byte> frame = p.sequence.push(message, std::chrono::steady_clock::now());
+  const auto now = std::chrono::steady_clock::now();
+  if (p.current == nullptr && p.sequence.unacknowledged() == 0) p.reach.first_message_waiting(now);
+  std::vector<std::byte> frame = p.sequence.push(message, now);
   if (p.current != nullptr) {
     write_control(*p.current, frame);
     return;
@@ -105,8 +106,7 @@ void PeerServer::open_control(uint64_t instance) {
   if (control_opening(instance)) return;
   auto it = control_peers_.find(instance);
   if (it == control_peers_.end()) return;
-  if (!it->second.unconnected_since)
-    it->second.unconnected_since = std::chrono::steady_clock::now();
+  it->second.reach.opening(std::chrono::steady_clock::now());
   // The address of the connection that failed last goes last: its NIC, or the peer's, may
   // be down, and a connect to it may take kConnectAttemptMs to give up.
   std::vector<std::string> order = it->second.addresses;
@@ -178,7 +178,7 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
     if (p.current != &c) return;  // one it had replaced: nothing waits on it
     p.current = nullptr;
     p.suspect = host_of(c.address);
-    p.unconnected_since = std::chrono::steady_clock::now();
+    p.reach.lost(std::chrono::steady_clock::now());
     // Another established connection (both sides may have opened one) takes over.
     for (Conn* other : conns_) {
       if (other != &c && !other->closing && other->is_established &&
@@ -216,10 +216,8 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
     // Unreachable (this node's NICs or the peer's down): kept, and tried again, for the
     // data links' grace, as its data link is.
     gone = c.handshake_refused || c.handshake_unanswered || (c.tried > 0 && c.refused == c.tried);
-    const auto now = std::chrono::steady_clock::now();
-    if (!p.unconnected_since) p.unconnected_since = now;
-    if (!gone && now - *p.unconnected_since < settings_.control_grace) {
-      p.retry_at = now + std::chrono::milliseconds(kControlRetryMs);
+    if (!gone && p.reach.keep_trying(std::chrono::steady_clock::now(), settings_.control_grace,
+                                     std::chrono::milliseconds(kControlRetryMs))) {
       spdlog::debug("{}: no control connection yet ({}); trying again", name, reason);
       return;
     }
@@ -247,12 +245,9 @@ void PeerServer::check_control_acks() {
   for (auto& [instance, p] : control_peers_) {
     const auto since = p.sequence.waiting_since();
     if (p.current == nullptr) {
-      // Unreachable a moment ago and due to be tried again, or messages waiting with no
-      // attempt scheduled (open_control does nothing while one is being opened).
-      if (p.retry_at ? *p.retry_at <= now : since.has_value()) {
-        p.retry_at.reset();
-        unsent.push_back(instance);
-      }
+      // open_control does nothing while one is being opened: messages queued meanwhile
+      // are seen to here.
+      if (p.reach.due(now, since.has_value())) unsent.push_back(instance);
     } else if (since && now - *since > settings_.control_ack_timeout) {
       stalled.push_back(p.current);
     }

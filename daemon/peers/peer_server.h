@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/peers/control_reach.h"
 #include "daemon/peers/control_sequence.h"
 #include "daemon/peers/data_transport.h"
 #include "daemon/peers/peer_nics.h"
@@ -196,10 +197,7 @@ class PeerServer {
     // Connections failed, with messages waiting, since the peer last answered.
     int failovers = 0;
     bool taking_over = false;  // the next connection established replaces one that failed
-    // No connection established since then (the peer counts as unreachable, not gone,
-    // for the grace); the next attempt is due at retry_at.
-    std::optional<std::chrono::steady_clock::time_point> unconnected_since;
-    std::optional<std::chrono::steady_clock::time_point> retry_at;
+    ControlReach reach;        // with no connection: unreachable for the grace, then lost
   };
   // By instance; a map, so that references stay valid while callbacks add peers.
   std::map<uint64_t, ControlPeer> control_peers_;

@@ -9,6 +9,7 @@
 
 #include "monitor/event_log.h"
 #include "monitor/rank_skew.h"
+#include "monitor/slow_path_streaks.h"
 #include "monitor/slow_paths.h"
 #include "monitor/stall_watch.h"
 #include "monitor/window_ring.h"
@@ -144,6 +145,50 @@ TEST(SlowPathsTest, IdleUnmeasuredAppLimitedApartOrAMildDipIsNotSlow) {
   // Several busy windows required, when asked for.
   EXPECT_EQ(kinds({traffic(0, 1e9, 200), traffic(0, 2e8, 3)}, SlowPathRule{12, 0.3}),
             (std::vector<K>{K::kUnjudged, K::kUnjudged}));
+}
+
+// The indices SlowPathStreaks reports for one look at paths "a" and "b".
+std::vector<size_t> reported(SlowPathStreaks& streaks, K a, K b) {
+  const std::vector<std::string> keys = {"a", "b"};
+  std::vector<PathVerdict> verdicts(2);
+  verdicts[0].kind = a;
+  verdicts[1].kind = b;
+  std::vector<size_t> out;
+  for (const SlowPathStreaks::Report& r : streaks.look(keys, verdicts)) out.push_back(r.index);
+  return out;
+}
+
+TEST(SlowPathStreaksTest, ALookThatCannotJudgeNeitherConfirmsNorClearsAStreak) {
+  SlowPathStreaks streaks(3);
+  const std::vector<size_t> none;
+  // "a" is slow, then unjudged (starved by the senders, or an app-limited sample) between
+  // its slow looks: still reported on its third slow look. "b" is slow twice, at par once.
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kUnjudged, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kAtPar), none);
+  EXPECT_EQ(reported(streaks, K::kUnjudged, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), std::vector<size_t>{0});
+  // Reported once while it stays slow; "b" then completes its own streak after the at-par look.
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), std::vector<size_t>{1});
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
+  // Back at par, then slow in three looks: reported again.
+  EXPECT_EQ(reported(streaks, K::kAtPar, K::kUnjudged), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kUnjudged), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kUnjudged), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kUnjudged), std::vector<size_t>{0});
+}
+
+TEST(SlowPathStreaksTest, APathLeavingTheLookIsForgotten) {
+  SlowPathStreaks streaks(2);
+  const std::vector<std::string> both = {"a", "b"}, only_b = {"b"};
+  std::vector<PathVerdict> slow(2);
+  slow[0].kind = slow[1].kind = K::kSlow;
+  EXPECT_TRUE(streaks.look(both, slow).empty());
+  // "a" goes (failed, or standby): its streak with it; "b" completes its own.
+  ASSERT_EQ(streaks.look(only_b, std::span(slow).first(1)).size(), 1u);
+  // "a" back: it starts again from nothing.
+  const auto back = streaks.look(both, slow);
+  EXPECT_TRUE(back.empty()) << "reported path " << back.front().index;
 }
 
 TEST(EventLogTest, EventsAreNumberedJsonLinesKeptInMemoryAndAppendedToTheFile) {

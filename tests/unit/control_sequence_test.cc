@@ -1,6 +1,7 @@
 // Numbered control messages between two daemons (daemon/peers/control_sequence.h): delivered
 // once and in order across a failover that sends the unacknowledged ones again, and
-// malformed or impossible frames named.
+// malformed or impossible frames named; and how long a peer with no control connection is
+// still tried (control_reach.h).
 #include "daemon/peers/control_sequence.h"
 
 #include <capnp/message.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/frame_codec.h"
+#include "daemon/peers/control_reach.h"
 
 namespace plexus::daemon {
 namespace {
@@ -201,6 +203,46 @@ TEST(ControlSequenceTest, TheWaitRestartsOnAResendAndOnProgress) {
   EXPECT_EQ(error, "");
   EXPECT_EQ(a.unacknowledged(), 1u);
   EXPECT_EQ(*a.waiting_since(), t3);  // the peer answers: m2 waits from here
+}
+
+TEST(ControlReachTest, UnreachableForTheGraceFromTheLossNotFromEachAttempt) {
+  using namespace std::chrono_literals;
+  ControlReach reach;
+  const Clock::time_point t0 = Clock::time_point(1000s);
+  reach.lost(t0);
+  reach.opening(t0 + 10ms);  // attempts after the loss do not restart the clock
+  EXPECT_TRUE(reach.keep_trying(t0 + 1s, 2s, 200ms));
+  EXPECT_FALSE(reach.due(t0 + 1s + 100ms, true));  // the retry waits its 200 ms
+  EXPECT_TRUE(reach.due(t0 + 1s + 200ms, false));
+  EXPECT_FALSE(reach.due(t0 + 1s + 300ms, false));  // started once
+  reach.opening(t0 + 1s + 200ms);
+  EXPECT_FALSE(reach.keep_trying(t0 + 2s, 2s, 200ms));  // 2 s since the loss: lost
+  // With no retry scheduled, messages waiting start an attempt.
+  EXPECT_TRUE(reach.due(t0 + 2s, true));
+  // Established again: a later loss counts from its own moment.
+  reach.connected();
+  reach.lost(t0 + 10s);
+  EXPECT_TRUE(reach.keep_trying(t0 + 11s + 900ms, 2s, 200ms));
+}
+
+TEST(ControlReachTest, AMessageQueuedLongAfterTheLossGetsAGraceOfItsOwn) {
+  using namespace std::chrono_literals;
+  ControlReach reach;
+  const Clock::time_point t0 = Clock::time_point(1000s);
+  // The connection went with a NIC 5 s ago and the attempt since has not ended (a connect
+  // to a dead address takes seconds to give up). A join is queued now; the attempt then
+  // fails 0.5 s later: the join is kept and tried again, not dropped.
+  reach.lost(t0);
+  reach.opening(t0);
+  reach.first_message_waiting(t0 + 5s);
+  EXPECT_TRUE(reach.keep_trying(t0 + 5s + 500ms, 2s, 200ms));
+  EXPECT_FALSE(reach.keep_trying(t0 + 7s, 2s, 200ms));
+  // A peer never reached: its grace counts from the first attempt.
+  ControlReach fresh;
+  fresh.first_message_waiting(t0);  // nothing to restart yet
+  fresh.opening(t0 + 1s);
+  EXPECT_TRUE(fresh.keep_trying(t0 + 2s + 900ms, 2s, 200ms));
+  EXPECT_FALSE(fresh.keep_trying(t0 + 3s, 2s, 200ms));
 }
 
 }  // namespace
