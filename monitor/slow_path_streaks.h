@@ -1,10 +1,12 @@
 // Which slow-path verdicts (judge_paths) become a slow_path event. One low sample (a
 // receiver descheduled for a moment) is not a slow path: a path must be found slow in
-// several looks with no look finding it at par in between. A look that cannot judge it (no
-// busy window, or an app-limited sample) neither confirms nor clears it: the engine sends
-// less over a path it measures slow, so a slow path is unjudged in many of its looks, and a
-// streak that such a look reset could take seconds to complete on a loaded host. A path is
-// reported once, and again only after a look has found it back at par.
+// several looks with no look finding it at par in between. A look that cannot judge it
+// (no busy window, no rate, an app-limited sample, no busy sibling) neither confirms nor
+// clears it: the engine sends less over a path it measures slow, so a slow path is unjudged
+// in many of its looks, and a streak that such a look reset could take seconds to complete
+// on a loaded host. Too many such looks in a row, though, and the streak lapses: low
+// samples hours apart are not one slow path. A path is reported once, and again only after
+// a look has found it back at par or it has left the looks (failed, drained).
 #pragma once
 
 #include <cstddef>
@@ -20,22 +22,30 @@ namespace plexus::monitor {
 
 class SlowPathStreaks {
  public:
-  explicit SlowPathStreaks(int confirmations) : confirmations_(confirmations) {}
+  // `confirmations`: slow looks needed; `max_gap`: unjudged looks in a row a streak
+  // survives.
+  SlowPathStreaks(int confirmations, int max_gap)
+      : confirmations_(confirmations), max_gap_(max_gap) {}
 
   struct Report {
     size_t index = 0;  // into the look's paths
-    int streak = 0;    // looks that found it slow since it was last at par
+    int streak = 0;    // slow looks since it was last at par, lapsed, or new to the looks
   };
-  // One look at every path watched now: keys[i] names path i (stable across looks),
-  // verdicts[i] is its verdict. Paths not in the look are forgotten. Returns those to
-  // report now.
+  // One look at every path watched now: keys[i] names path i (stable across looks, one
+  // path per key), verdicts[i] is its verdict. Paths not in the look are forgotten.
+  // Returns those to report now.
   std::vector<Report> look(std::span<const std::string> keys,
                            std::span<const PathVerdict> verdicts);
 
  private:
+  struct Streak {
+    int slow = 0;      // looks found slow
+    int unjudged = 0;  // looks in a row since the last slow one that could not judge it
+  };
   int confirmations_;
-  std::map<std::string, int> streaks_;  // by path: looks found slow since it was at par
-  std::set<std::string> reported_;      // and not yet found back at par
+  int max_gap_;
+  std::map<std::string, Streak> streaks_;  // by path, while its streak runs
+  std::set<std::string> reported_;         // by path: reported, not yet found back at par
 };
 
 }  // namespace plexus::monitor

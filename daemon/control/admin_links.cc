@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/control/admin_service.h"
+#include "daemon/control/daemon_reply.h"
 #include "monitor/window_summary.h"
 
 namespace plexus::daemon {
@@ -52,8 +53,7 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
   const transports::PeerIdentity* me = hooks_.peer_identity();
   const auto now = Clock::now();
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto links = root.initLinksReply();
   const std::vector<std::string> nics = peer_nic_names();
   auto nic_list = links.initNics(static_cast<unsigned>(nics.size()));

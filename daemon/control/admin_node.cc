@@ -5,6 +5,7 @@
 #include <string>
 
 #include "daemon/control/admin_service.h"
+#include "daemon/control/daemon_reply.h"
 
 namespace plexus::daemon {
 namespace {
@@ -25,8 +26,7 @@ void AdminService::config_show(uint64_t session, uint32_t request_id) {
   }
   const ConfigShown shown = config_.show_config();
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto out = root.initConfigShowReply();
   out.setText(shown.text);
   out.setFile(shown.file);
@@ -53,8 +53,7 @@ void AdminService::config_reload(const Session& client, uint32_t request_id) {
   engine_.post([this, session, request_id, report = std::move(report)](Engine&) {
     hooks_.post([this, session, request_id, report] {
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       auto out = root.initConfigReloadReply();
       set_texts(out.initApplied(static_cast<unsigned>(report.applied.size())), report.applied);
       set_texts(out.initRestartNeeded(static_cast<unsigned>(report.restart_needed.size())),
@@ -104,8 +103,7 @@ void AdminService::node_drain(const Session& client, uint32_t request_id,
   }
   const Served s = served();
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto out = root.initNodeDrainReply();
   out.setDraining(draining_);
   out.setComms(s.comms);

@@ -5,8 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
+#include "daemon/control/daemon_reply.h"
 #include "daemon/local/reduce.h"
 #include "monitor/slow_paths.h"
 #include "monitor/window_summary.h"
@@ -49,8 +51,7 @@ AdminService::AdminService(const ControlConfig& config, Engine& engine, Hooks ho
 void AdminService::status(uint64_t session, uint32_t request_id) {
   const std::vector<std::shared_ptr<const Comm>>& served = hooks_.comms();
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto status = root.initStatusReply();
   status.setVersion(PLEXUS_VERSION_STRING);
   status.setNodeName(config_.node_name);
@@ -151,8 +152,7 @@ void AdminService::nic_drain(const Session& client, uint32_t request_id,
     const size_t paths = engine.links().drain_nic(nic, drain);
     hooks_.post([this, session, request_id, paths] {
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       root.initNicDrainReply().setPaths(static_cast<uint32_t>(paths));
       hooks_.reply(session, reply);
     });
@@ -182,8 +182,7 @@ void AdminService::job_set(const Session& client, uint32_t request_id,
         return;
       }
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       root.setJobSetReply();
       hooks_.reply(session, reply);
     });
@@ -204,8 +203,7 @@ void AdminService::nic_fault(const Session& client, uint32_t request_id, const s
         return;
       }
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       root.setNicFaultReply(static_cast<uint32_t>(paths));
       hooks_.reply(session, reply);
     });
@@ -224,8 +222,7 @@ void AdminService::engine_hold(const Session& client, uint32_t request_id, uint3
   spdlog::warn("fault injection: the engine thread is held for {} ms (asked by {})", ms,
                client.describe());
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   root.setEngineHoldReply();
   hooks_.reply(session, reply);
   engine_.post([ms](Engine&) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
@@ -243,8 +240,7 @@ void AdminService::ops(uint64_t session_id, uint32_t request_id) {
 
 void AdminService::send_ops(uint64_t session_id, uint32_t request_id, const OpsReport& report) {
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto ops = root.initOpsReply();
   ops.setNode(config_.node_name);
   ops.setStallMs(config_.stall_ms);
@@ -388,8 +384,7 @@ void AdminService::events(uint64_t session, uint32_t request_id,
   const uint32_t max = std::clamp<uint32_t>(request.getMax(), 1, kMaxEventsPerReply);
   const monitor::EventLog::Page page = engine_.events().after(request.getAfter(), max);
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto events = root.initEventsReply();
   auto lines = events.initLines(static_cast<unsigned>(page.lines.size()));
   for (unsigned i = 0; i < lines.size(); ++i) lines.set(i, page.lines[i]);

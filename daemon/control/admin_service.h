@@ -108,9 +108,11 @@ class AdminService {
   std::chrono::steady_clock::time_point started_at_;
   // The slow-path rule looks at the last kSlowPathSpan of each path's windows.
   static constexpr std::chrono::milliseconds kSlowPathSpan{1000};
-  // Looks (kPathWatchIntervalMs apart) that must find a path slow before it is reported.
+  // Looks (kPathWatchIntervalMs apart) that must find a path slow before it is reported,
+  // and the looks in a row that cannot judge it (2 s) after which its streak lapses.
   static constexpr int kSlowPathConfirmations = 3;
-  monitor::SlowPathStreaks slow_path_streaks_{kSlowPathConfirmations};
+  static constexpr int kSlowPathMaxGap = 8;
+  monitor::SlowPathStreaks slow_path_streaks_{kSlowPathConfirmations, kSlowPathMaxGap};
 
   // What a drain waits for: the communicators still served and those still forming.
   struct Served {

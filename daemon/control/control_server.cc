@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "daemon/control/control_connection.h"
+#include "daemon/control/daemon_reply.h"
 #include "shm/ring.h"
 #include "shm/unix_socket.h"
 
@@ -398,8 +399,7 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
     identity.job_counters = engine_.op_watch().job_counters().for_job(identity.job);
   }
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto hello_reply = root.initHelloReply();
   hello_reply.setProtocolVersion(shm::kProtocolVersion);
   hello_reply.setSessionId(id);
@@ -476,8 +476,7 @@ void ControlServer::send_error(uint64_t session_id, uint32_t request_id, plexus_
   Connection* c = find_connection(session_id);
   if (c == nullptr || c->closing) return;
   capnp::MallocMessageBuilder reply;
-  auto root = reply.initRoot<control::DaemonMessage>();
-  root.setRequestId(request_id);
+  auto root = daemon_reply(reply, request_id);
   auto error = root.initError();
   error.setCode(static_cast<uint32_t>(code));
   error.setMessage(message);

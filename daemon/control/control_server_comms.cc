@@ -7,6 +7,7 @@
 #include <string>
 
 #include "daemon/control/control_connection.h"
+#include "daemon/control/daemon_reply.h"
 
 namespace plexus::daemon {
 
@@ -65,7 +66,7 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
                             "communicator; rank " +
                             std::to_string(rank) + " of " + std::to_string(nranks) + " was refused";
     send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
-    if (!local_only) nodes_.refuse_join(token, root, why);
+    if (!local_only) nodes_.refuse_join(token, root, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
     return;
   }
   // A unique id made by this daemon while it serves no peers, or made where no daemon was
@@ -140,8 +141,7 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
         Connection* c = find_connection(r.session_id);
         if (c == nullptr) continue;
         capnp::MallocMessageBuilder reply;
-        auto root = reply.initRoot<control::DaemonMessage>();
-        root.setRequestId(r.request_id);
+        auto root = daemon_reply(reply, r.request_id);
         root.initCommInitReply().setComm(r.handle);
         send_message(*c, reply);
       }
@@ -163,8 +163,7 @@ void ControlServer::handle_comm_leave(Connection& connection, uint32_t request_i
       Connection* c = find_connection(id);
       if (c == nullptr) return;
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       root.setCommLeaveReply();
       send_message(*c, reply);
     });

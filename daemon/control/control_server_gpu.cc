@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/control/control_server.h"
+#include "daemon/control/daemon_reply.h"
 #include "daemon/engine/engine.h"
 #include "shm/control.capnp.h"
 
@@ -89,8 +90,7 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
         return;
       }
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       root.setGpuMemoryReply(region);
       if (Connection* c = find_connection(id)) send_message(*c, reply);
     });
@@ -109,8 +109,7 @@ void ControlServer::handle_release_gpu_memory(const Session& session, uint32_t r
         return;
       }
       capnp::MallocMessageBuilder reply;
-      auto root = reply.initRoot<control::DaemonMessage>();
-      root.setRequestId(request_id);
+      auto root = daemon_reply(reply, request_id);
       root.setReleaseGpuMemoryReply();
       if (Connection* c = find_connection(id)) send_message(*c, reply);
     });

@@ -34,6 +34,9 @@ struct Formed {
 struct JoinFailed {
   token @0 :Data;
   message @1 :Text;
+  # The plexus_result_t the ranks fail with (the root knows why: an init timeout, a node
+  # that went away or refused its part, ranks that disagree). 0 or unknown: INVALID_ARGUMENT.
+  code @2 :UInt32;
 }
 
 struct NodeMessage {

@@ -167,7 +167,7 @@ void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nran
       return;
     case NodeRendezvous::Result::kRejected:
       spdlog::warn("communicator {}: {}", token_prefix(token), result.error);
-      for (uint64_t n : result.notify) deliver_join_failed(n, token, result.error);
+      for (uint64_t n : result.notify) deliver_join_failed(n, token, result.code, result.error);
       return;
     case NodeRendezvous::Result::kFormed: {
       const algo::LinkCost cost = comm_cost(result.formed);
@@ -238,19 +238,34 @@ void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::For
 
 namespace {
 
-// The code a join's failure reaches the ranks with, from the sentence the root sent.
-plexus_result_t join_failure_code(const std::string& message) {
-  if (message.find("timed out") != std::string::npos) return PLEXUS_ERR_TIMEOUT;
-  if (message.find("is draining") != std::string::npos) return PLEXUS_ERR_DAEMON_UNAVAILABLE;
-  return PLEXUS_ERR_INVALID_ARGUMENT;
+// A JoinFailed's code as the ranks get it: a peer's field, so only a failure code is taken
+// (0, from a daemon that set none, or a value this one does not know: INVALID_ARGUMENT).
+plexus_result_t join_failure_code(uint32_t wire) {
+  switch (wire) {
+    case PLEXUS_ERR_INVALID_ARGUMENT:
+    case PLEXUS_ERR_SYSTEM:
+    case PLEXUS_ERR_DAEMON_UNAVAILABLE:
+    case PLEXUS_ERR_DAEMON_LOST:
+    case PLEXUS_ERR_TIMEOUT:
+    case PLEXUS_ERR_PEER_LOST:
+    case PLEXUS_ERR_MISMATCH:
+    case PLEXUS_ERR_COMM_ABORTED:
+    case PLEXUS_ERR_PROTOCOL:
+    case PLEXUS_ERR_NO_MEMORY:
+    case PLEXUS_ERR_INTERNAL:
+    case PLEXUS_ERR_VERSION:
+      return static_cast<plexus_result_t>(wire);
+    default:
+      return PLEXUS_ERR_INVALID_ARGUMENT;
+  }
 }
 
 }  // namespace
 
-void NodeJoins::refuse_join(const CommToken& token, const RootRef& root,
+void NodeJoins::refuse_join(const CommToken& token, const RootRef& root, plexus_result_t code,
                             const std::string& message) {
   if (root.instance == instance_id_) {
-    root_refused(token, message);
+    root_refused(token, code, message);
     return;
   }
   if (!peers_ || root.instance == 0 || root.addresses.empty()) return;
@@ -258,20 +273,24 @@ void NodeJoins::refuse_join(const CommToken& token, const RootRef& root,
   auto failed = m.initRoot<nc::NodeMessage>().initJoinFailed();
   failed.setToken(bytes_of(token));
   failed.setMessage(message);
+  failed.setCode(static_cast<uint32_t>(code));
   peers_->send_control(root.instance, root.addresses, m);
 }
 
-void NodeJoins::root_refused(const CommToken& token, const std::string& message) {
-  if (auto failure = node_rendezvous_.refuse(token, message)) {
-    for (uint64_t n : failure->notify) deliver_join_failed(n, token, failure->message);
+void NodeJoins::root_refused(const CommToken& token, plexus_result_t code,
+                             const std::string& message) {
+  if (auto failure = node_rendezvous_.refuse(token, code, message)) {
+    for (uint64_t n : failure->notify) {
+      deliver_join_failed(n, token, failure->code, failure->message);
+    }
   }
   hooks_.arm_timer();
 }
 
-void NodeJoins::deliver_join_failed(uint64_t node, const CommToken& token,
+void NodeJoins::deliver_join_failed(uint64_t node, const CommToken& token, plexus_result_t code,
                                     const std::string& message) {
   if (node == instance_id_) {
-    fail_local_join(token, join_failure_code(message), message);
+    fail_local_join(token, code, message);
     return;
   }
   const transports::PeerIdentity* peer = peers_->control_peer(node);
@@ -280,6 +299,7 @@ void NodeJoins::deliver_join_failed(uint64_t node, const CommToken& token,
   auto failed = m.initRoot<nc::NodeMessage>().initJoinFailed();
   failed.setToken(bytes_of(token));
   failed.setMessage(message);
+  failed.setCode(static_cast<uint32_t>(code));
   peers_->send_control(node, peer->addresses, m);
 }
 
@@ -421,13 +441,14 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         auto join = multi_joins_.find(token);
         std::string text = failed.getMessage().cStr();
         if (text.size() > 1024) text.resize(1024);
+        const plexus_result_t code = join_failure_code(failed.getCode());
         if (join == multi_joins_.end() || join->second.root.instance == instance_id_) {
           // This node is its root (or not waiting on another): a node that refused its part.
-          root_refused(token, text);
+          root_refused(token, code, text);
           return;
         }
         if (join->second.root.instance != peer.instance_id) return;
-        fail_local_join(token, join_failure_code(text), text);
+        fail_local_join(token, code, text);
         return;
       }
       default:
@@ -452,7 +473,9 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
     });
   }
   for (const auto& failure : node_rendezvous_.drop_node(instance)) {
-    for (uint64_t n : failure.notify) deliver_join_failed(n, failure.token, failure.message);
+    for (uint64_t n : failure.notify) {
+      deliver_join_failed(n, failure.token, failure.code, failure.message);
+    }
   }
   std::vector<CommToken> waiting;
   for (const auto& [token, join] : multi_joins_) {
@@ -502,7 +525,9 @@ void NodeJoins::data_link_lost(uint64_t instance) {
 void NodeJoins::expire(Clock::time_point now) {
   for (const auto& failure : node_rendezvous_.expire(now)) {
     spdlog::warn("communicator {}: {}", token_prefix(failure.token), failure.message);
-    for (uint64_t n : failure.notify) deliver_join_failed(n, failure.token, failure.message);
+    for (uint64_t n : failure.notify) {
+      deliver_join_failed(n, failure.token, failure.code, failure.message);
+    }
   }
   std::vector<std::pair<CommToken, std::string>> late;
   for (const auto& [token, f] : forming_) {

@@ -71,12 +71,13 @@ class NodeJoins {
   void forget_abandoned();
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
 
+  // A local rank of multi-node communicator `token` was refused with `code` (this node is
+  // draining): its root fails the communicator for every node at once, naming why, rather
+  // than their ranks waiting out their timeout.
+  void refuse_join(const CommToken& token, const RootRef& root, plexus_result_t code,
+                   const std::string& message);
   // From the engine, on the control thread: the data link to `instance` is gone; a path of
   // it over local NIC `nic` failed (the link stays); a local NIC came back.
-  // A local rank of multi-node communicator `token` was refused (this node is draining):
-  // its root fails the communicator for every node at once, naming why, rather than their
-  // ranks waiting out their timeout.
-  void refuse_join(const CommToken& token, const RootRef& root, const std::string& message);
   void data_link_lost(uint64_t instance);
   void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
   void nic_up(const std::string& nic);
@@ -86,12 +87,13 @@ class NodeJoins {
                  uint32_t timeout_ms, const std::string& algorithm);
   void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                       const algo::LinkCost& cost);
-  void deliver_join_failed(uint64_t node, const CommToken& token, const std::string& message);
+  void deliver_join_failed(uint64_t node, const CommToken& token, plexus_result_t code,
+                           const std::string& message);
   void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
   void check_forming(const CommToken& token);
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   // At the root: a node refused its part of `token`.
-  void root_refused(const CommToken& token, const std::string& message);
+  void root_refused(const CommToken& token, plexus_result_t code, const std::string& message);
   void on_peer_control(const transports::PeerIdentity& peer, kj::Array<capnp::word> words);
   void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason,
                             bool gone);

@@ -49,7 +49,8 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
   Result result;
   if (auto refused = refused_.find(token); refused != refused_.end()) {
     result.outcome = Result::kRejected;
-    result.error = refused->second;
+    result.error = refused->second.message;
+    result.code = refused->second.code;
     result.notify = {join.node.instance_id};
     return result;
   }
@@ -131,7 +132,8 @@ std::vector<NodeRendezvous::Failure> NodeRendezvous::expire(Clock::time_point no
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.deadline <= now) {
       out.push_back({it->first, ids(it->second),
-                     "communicator init timed out: " + describe_missing(it->second)});
+                     "communicator init timed out: " + describe_missing(it->second),
+                     PLEXUS_ERR_TIMEOUT});
       it = pending_.erase(it);
     } else {
       ++it;
@@ -155,15 +157,17 @@ std::vector<NodeRendezvous::Failure> NodeRendezvous::drop_node(uint64_t instance
       if (n.instance_id != instance_id) others.push_back(n.instance_id);
     }
     out.push_back({it->first, others,
-                   "node " + node->name + " went away while communicator init was under way"});
+                   "node " + node->name + " went away while communicator init was under way",
+                   PLEXUS_ERR_PEER_LOST});
     it = pending_.erase(it);
   }
   return out;
 }
 
 std::optional<NodeRendezvous::Failure> NodeRendezvous::refuse(const CommToken& token,
+                                                              plexus_result_t code,
                                                               const std::string& message) {
-  if (refused_.emplace(token, message).second) {
+  if (refused_.emplace(token, Refusal{code, message}).second) {
     refused_order_.push_back(token);
     if (refused_order_.size() > kRefusedKept) {
       refused_.erase(refused_order_.front());
@@ -172,7 +176,7 @@ std::optional<NodeRendezvous::Failure> NodeRendezvous::refuse(const CommToken& t
   }
   auto it = pending_.find(token);
   if (it == pending_.end()) return std::nullopt;
-  Failure failure{token, ids(it->second), message};
+  Failure failure{token, ids(it->second), message, code};
   pending_.erase(it);
   return failure;
 }

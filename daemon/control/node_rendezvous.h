@@ -41,27 +41,31 @@ class NodeRendezvous {
 
   struct Result {
     enum Outcome { kWaiting, kFormed, kRejected } outcome = kWaiting;
-    std::string error;             // kRejected: sent to every node in `notify`
-    Formed formed;                 // kFormed
-    std::vector<uint64_t> notify;  // instance ids of the nodes involved
+    std::string error;  // kRejected: sent to every node in `notify`
+    plexus_result_t code = PLEXUS_ERR_INVALID_ARGUMENT;  // kRejected: what the ranks get
+    Formed formed;                                       // kFormed
+    std::vector<uint64_t> notify;                        // instance ids of the nodes involved
   };
 
   struct Failure {
     CommToken token;
     std::vector<uint64_t> notify;
     std::string message;
+    plexus_result_t code = PLEXUS_ERR_INTERNAL;  // what the ranks get
   };
 
   Result join(const CommToken& token, int nranks, const Join& join);
   // Rendezvous whose earliest deadline passed, with a sentence naming the missing ranks
-  // and the nodes that did join; they are dropped.
+  // and the nodes that did join (PLEXUS_ERR_TIMEOUT); they are dropped.
   std::vector<Failure> expire(Clock::time_point now);
-  // A node's daemon went away: every rendezvous it was part of fails, naming it.
+  // A node's daemon went away: every rendezvous it was part of fails, naming it
+  // (PLEXUS_ERR_PEER_LOST).
   std::vector<Failure> drop_node(uint64_t instance_id);
   // A node refused its ranks' part (it is draining): the rendezvous fails at once for the
   // nodes that joined (nothing if none has), and a node that joins it later is refused
-  // with the same message instead of waiting out its timeout.
-  std::optional<Failure> refuse(const CommToken& token, const std::string& message);
+  // with the same code and message instead of waiting out its timeout.
+  std::optional<Failure> refuse(const CommToken& token, plexus_result_t code,
+                                const std::string& message);
   std::optional<Clock::time_point> next_deadline() const;
   size_t pending() const { return pending_.size(); }
 
@@ -81,7 +85,11 @@ class NodeRendezvous {
   std::map<CommToken, Pending> pending_;
   // Tokens refused, and why: the last kRefusedKept (a token is random and used once).
   static constexpr size_t kRefusedKept = 256;
-  std::map<CommToken, std::string> refused_;
+  struct Refusal {
+    plexus_result_t code;
+    std::string message;
+  };
+  std::map<CommToken, Refusal> refused_;
   std::deque<CommToken> refused_order_;
 };
 

@@ -82,7 +82,7 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
   ControlPeer& p = control_record(instance);
   if (p.addresses.empty()) p.addresses = addresses;
   const auto now = std::chrono::steady_clock::now();
-  if (p.current == nullptr && p.sequence.unacknowledged() == 0) p.reach.first_message_waiting(now);
+  if (p.current == nullptr) p.reach.message_waiting(now, p.sequence.unacknowledged() == 0);
   std::vector<std::byte> frame = p.sequence.push(message, now);
   if (p.current != nullptr) {
     write_control(*p.current, frame);

@@ -13,6 +13,8 @@ bench=$build/tools/plexus-bench/plexus-bench
 
 # shellcheck source=require_netns.sh
 . "$(dirname "$0")/require_netns.sh"
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 
 name=cf$$
 dir=/tmp/plexus-cluster-$name
@@ -21,9 +23,6 @@ fail() {
   for n in 0 1 2; do echo "--- n$n plexusd.log (last 20 lines)"; tail -20 "$dir/n$n/plexusd.log"; done
   exit 1
 }
-step() { echo "== $*"; }
-on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
-nic() { "$cluster" nic --name "$name" --node "$1" --nic "$2" "$3" || fail "nic $*"; }
 trap '"$cluster" down --name "$name"' EXIT
 "$cluster" up --name "$name" --nodes 3 --nics 2 --daemons "$build" || fail "cluster up"
 

@@ -14,13 +14,14 @@ export PLEXUS_BENCH=$bench
 
 # shellcheck source=require_netns.sh
 . "$(dirname "$0")/require_netns.sh"
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 
 fail() { echo "FAIL: $*"; exit 1; }
 # Every cluster this test makes is named mn<pid>x<k>; only those count as left behind, so
 # namespaces of other runs (a session's benchmark cluster) cannot fail this test.
 clusters=0
 next_name() { clusters=$((clusters + 1)); name=mn$$x$clusters; }
-step() { echo "== $*"; }
 
 # On every node at once: its share of --nodes LIST, exact checks on.
 run_bench() {  # placement, extra bench arguments...

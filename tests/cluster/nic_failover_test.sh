@@ -23,6 +23,8 @@ ctl=$build/tools/plexusctl/plexusctl
 
 # shellcheck source=require_netns.sh
 . "$(dirname "$0")/require_netns.sh"
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 command -v nft > /dev/null || { echo "SKIP: nft (Debian package nftables) is not installed"; exit 77; }
 
 name=fo$$
@@ -33,11 +35,7 @@ fail() {
   for n in 0 1 2; do echo "--- n$n plexusd.log (last 15 lines)"; tail -15 "$dir/n$n/plexusd.log"; done
   exit 1
 }
-step() { echo "== $*"; }
-on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
 # node, NIC index, up|down: the node's NIC itself, or its switch port (carrier).
-nic() { "$cluster" nic --name "$name" --node "$1" --nic "$2" "$3" || fail "nic $*"; }
-cable() { "$cluster" cable --name "$name" --node "$1" --nic "$2" "$3" || fail "cable $*"; }
 trap '"$cluster" down --name "$name"' EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="--peer-grace-ms $grace_ms" \
   "$cluster" up --name "$name" --nodes 3 --nics 2 --spine --daemons "$build" || fail "cluster up"

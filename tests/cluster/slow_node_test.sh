@@ -20,6 +20,8 @@ ctl=$build/tools/plexusctl/plexusctl
 
 # shellcheck source=require_netns.sh
 . "$(dirname "$0")/require_netns.sh"
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 
 name=""
 dir=""
@@ -43,7 +45,6 @@ fail() {
   fi
   exit 1
 }
-on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
 schedule_events() { on 0 "$ctl" events --json | grep '"kind":"schedule"'; }
 
 start_load() {  # checked ops per node

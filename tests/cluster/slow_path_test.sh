@@ -13,6 +13,8 @@ ctl=$build/tools/plexusctl/plexusctl
 
 # shellcheck source=require_netns.sh
 . "$(dirname "$0")/require_netns.sh"
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 
 name=slow$$
 dir=/tmp/plexus-cluster-$name
@@ -30,7 +32,6 @@ fail() {
   for n in 0 1 2; do echo "--- n$n events"; on "$n" "$ctl" events 2>&1 | tail -5; done
   exit 1
 }
-on() { local node=$1; shift; "$cluster" run --name "$name" --node "$node" -- "$@"; }
 slow_events() { on "$1" "$ctl" events --json | grep '"kind":"slow_path"'; }
 
 "$cluster" up --name "$name" --nodes 3 --nics 2 --daemons "$build" || fail "cluster up"

@@ -267,6 +267,25 @@ TEST(MultiNodeTest, ADrainingNodeFailsANewCommunicatorOnEveryNodeAtOnce) {
   EXPECT_EQ(failures(results), "") << logs(nodes);
 }
 
+TEST(MultiNodeTest, AnInitTimeoutReachesEveryNodeAsATimeoutNamingTheMissingRank) {
+  auto nodes = start_nodes(2);
+  // Ranks 0 on a (the root) and 1 on b of a communicator of 3: rank 2 never comes. Node b
+  // learns of the timeout from the root, with its code (JoinFailed carries it).
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) {
+        plexus_comm_t comm = nullptr;
+        const plexus_result_t r = plexus_comm_init_rank_timeout(&comm, nranks + 1, id, rank, 1000);
+        if (r == PLEXUS_SUCCESS) return std::string("init succeeded without rank 2");
+        const std::string e = plexus_get_last_error();
+        if (r != PLEXUS_ERR_TIMEOUT || e.find("rank(s) 2 of 3 never joined") == std::string::npos)
+          return call_failed("init", r);
+        return std::string();
+      },
+      std::chrono::seconds(30));
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+}
+
 TEST(MultiNodeTest, KilledPeerDaemonFailsEveryRankWithinTwoSecondsNamingItsNode) {
   auto nodes = start_nodes(3);
   // Ranks 0,1 on a; 2 on b; 3 on c (killed).

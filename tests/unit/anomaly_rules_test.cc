@@ -159,7 +159,7 @@ std::vector<size_t> reported(SlowPathStreaks& streaks, K a, K b) {
 }
 
 TEST(SlowPathStreaksTest, ALookThatCannotJudgeNeitherConfirmsNorClearsAStreak) {
-  SlowPathStreaks streaks(3);
+  SlowPathStreaks streaks(3, 8);
   const std::vector<size_t> none;
   // "a" is slow, then unjudged (starved by the senders, or an app-limited sample) between
   // its slow looks: still reported on its third slow look. "b" is slow twice, at par once.
@@ -178,17 +178,43 @@ TEST(SlowPathStreaksTest, ALookThatCannotJudgeNeitherConfirmsNorClearsAStreak) {
   EXPECT_EQ(reported(streaks, K::kSlow, K::kUnjudged), std::vector<size_t>{0});
 }
 
-TEST(SlowPathStreaksTest, APathLeavingTheLookIsForgotten) {
-  SlowPathStreaks streaks(2);
+TEST(SlowPathStreaksTest, AStreakLapsesAfterTooManyLooksThatCannotJudgeIt) {
+  SlowPathStreaks streaks(3, 2);
+  const std::vector<size_t> none;
+  // "a": slow twice, two unjudged looks (the most a streak survives), slow: reported.
+  // "b": slow twice, three unjudged looks: its streak lapsed, two more slow looks are not
+  // enough.
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kUnjudged, K::kUnjudged), none);
+  EXPECT_EQ(reported(streaks, K::kUnjudged, K::kUnjudged), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kUnjudged), std::vector<size_t>{0});
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
+  EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), std::vector<size_t>{1});
+}
+
+TEST(SlowPathStreaksTest, APathLeavingTheLooksIsForgottenItsStreakAndItsReport) {
+  SlowPathStreaks streaks(2, 8);
   const std::vector<std::string> both = {"a", "b"}, only_b = {"b"};
   std::vector<PathVerdict> slow(2);
   slow[0].kind = slow[1].kind = K::kSlow;
   EXPECT_TRUE(streaks.look(both, slow).empty());
-  // "a" goes (failed, or standby): its streak with it; "b" completes its own.
-  ASSERT_EQ(streaks.look(only_b, std::span(slow).first(1)).size(), 1u);
-  // "a" back: it starts again from nothing.
-  const auto back = streaks.look(both, slow);
-  EXPECT_TRUE(back.empty()) << "reported path " << back.front().index;
+  // "a" goes (failed, or drained): its streak with it; "b" completes its own.
+  const auto first = streaks.look(only_b, std::span(slow).first(1));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].streak, 2);
+  // "a" back: it starts again from nothing, and is reported after two slow looks.
+  EXPECT_TRUE(streaks.look(both, slow).empty());
+  auto again = streaks.look(both, slow);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].index, 0u);
+  // Reported, then gone and back slow: a new path, reported again; "b" stays reported.
+  EXPECT_TRUE(streaks.look(only_b, std::span(slow).first(1)).empty());
+  EXPECT_TRUE(streaks.look(both, slow).empty());
+  again = streaks.look(both, slow);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].index, 0u);
 }
 
 TEST(EventLogTest, EventsAreNumberedJsonLinesKeptInMemoryAndAppendedToTheFile) {

@@ -8,6 +8,7 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace plexus::daemon {
 namespace {
 
 using Clock = ControlSequence::Clock;
+using namespace std::chrono_literals;
 
 std::vector<std::byte> push_text(ControlSequence& s, const std::string& text,
                                  Clock::time_point now = Clock::now()) {
@@ -206,9 +208,8 @@ TEST(ControlSequenceTest, TheWaitRestartsOnAResendAndOnProgress) {
 }
 
 TEST(ControlReachTest, UnreachableForTheGraceFromTheLossNotFromEachAttempt) {
-  using namespace std::chrono_literals;
-  ControlReach reach;
   const Clock::time_point t0 = Clock::time_point(1000s);
+  ControlReach reach;
   reach.lost(t0);
   reach.opening(t0 + 10ms);  // attempts after the loss do not restart the clock
   EXPECT_TRUE(reach.keep_trying(t0 + 1s, 2s, 200ms));
@@ -217,32 +218,52 @@ TEST(ControlReachTest, UnreachableForTheGraceFromTheLossNotFromEachAttempt) {
   EXPECT_FALSE(reach.due(t0 + 1s + 300ms, false));  // started once
   reach.opening(t0 + 1s + 200ms);
   EXPECT_FALSE(reach.keep_trying(t0 + 2s, 2s, 200ms));  // 2 s since the loss: lost
-  // With no retry scheduled, messages waiting start an attempt.
-  EXPECT_TRUE(reach.due(t0 + 2s, true));
-  // Established again: a later loss counts from its own moment.
+  // Established again, then an attempt of its own: the clock starts there.
   reach.connected();
-  reach.lost(t0 + 10s);
+  reach.opening(t0 + 10s);
   EXPECT_TRUE(reach.keep_trying(t0 + 11s + 900ms, 2s, 200ms));
+  EXPECT_FALSE(reach.keep_trying(t0 + 12s, 2s, 200ms));
+  // With no retry scheduled, an attempt is due only when messages wait.
+  ControlReach idle;
+  EXPECT_FALSE(idle.due(t0, false));
+  EXPECT_TRUE(idle.due(t0, true));
 }
 
 TEST(ControlReachTest, AMessageQueuedLongAfterTheLossGetsAGraceOfItsOwn) {
-  using namespace std::chrono_literals;
-  ControlReach reach;
   const Clock::time_point t0 = Clock::time_point(1000s);
+  ControlReach reach;
   // The connection went with a NIC 5 s ago and the attempt since has not ended (a connect
-  // to a dead address takes seconds to give up). A join is queued now; the attempt then
-  // fails 0.5 s later: the join is kept and tried again, not dropped.
+  // to a dead address takes seconds to give up). A join is queued now, the first message
+  // waiting; the attempt then fails 0.5 s later: the join is kept and tried again.
   reach.lost(t0);
   reach.opening(t0);
-  reach.first_message_waiting(t0 + 5s);
+  reach.message_waiting(t0 + 5s, true);
   EXPECT_TRUE(reach.keep_trying(t0 + 5s + 500ms, 2s, 200ms));
-  EXPECT_FALSE(reach.keep_trying(t0 + 7s, 2s, 200ms));
+  reach.opening(t0 + 5s + 700ms);
+  EXPECT_TRUE(reach.keep_trying(t0 + 6s + 900ms, 2s, 200ms));
+  reach.opening(t0 + 7s + 100ms);
+  EXPECT_FALSE(reach.keep_trying(t0 + 7s + 100ms, 2s, 200ms));
   // A peer never reached: its grace counts from the first attempt.
   ControlReach fresh;
-  fresh.first_message_waiting(t0);  // nothing to restart yet
+  fresh.message_waiting(t0, true);  // nothing to restart yet
   fresh.opening(t0 + 1s);
   EXPECT_TRUE(fresh.keep_trying(t0 + 2s + 900ms, 2s, 200ms));
   EXPECT_FALSE(fresh.keep_trying(t0 + 3s, 2s, 200ms));
+}
+
+TEST(ControlReachTest, AMessageIsNotDroppedBeforeAnAttemptStartedAfterItHasFailed) {
+  const Clock::time_point t0 = Clock::time_point(1000s);
+  ControlReach reach;
+  reach.lost(t0);
+  reach.opening(t0);
+  reach.message_waiting(t0 + 1s, true);  // its grace from here
+  // A second queued behind it restarts nothing, but the attempt that fails past the grace
+  // started before it: one more attempt, then lost.
+  reach.message_waiting(t0 + 2s + 500ms, false);
+  EXPECT_TRUE(reach.keep_trying(t0 + 3s + 500ms, 2s, 200ms));
+  EXPECT_TRUE(reach.due(t0 + 3s + 700ms, true));
+  reach.opening(t0 + 3s + 700ms);
+  EXPECT_FALSE(reach.keep_trying(t0 + 4s, 2s, 200ms));
 }
 
 }  // namespace

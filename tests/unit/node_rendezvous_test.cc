@@ -49,6 +49,7 @@ TEST(NodeRendezvousTest, ConflictsRejectNamingNodesAndRanks) {
   r.join(kToken, 4, join(10, "a", {0}));
   auto size = r.join(kToken, 8, join(20, "b", {2}));
   EXPECT_EQ(size.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_EQ(size.code, PLEXUS_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(size.error, HasSubstr("node b says the communicator has 8 ranks"));
 
   auto range = r.join(kToken, 4, join(20, "b", {4}));
@@ -68,6 +69,7 @@ TEST(NodeRendezvousTest, TimeoutNamesMissingRanksAndTheNodesThatJoined) {
   EXPECT_EQ(failures[0].message,
             "communicator init timed out: rank(s) 2,4,5 of 6 never joined; joined: node a "
             "(rank(s) 0,1), node b (rank(s) 3)");
+  EXPECT_EQ(failures[0].code, PLEXUS_ERR_TIMEOUT);
   EXPECT_THAT(failures[0].notify, UnorderedElementsAre(10u, 20u));
   EXPECT_EQ(r.pending(), 0u);
 }
@@ -81,6 +83,7 @@ TEST(NodeRendezvousTest, ANodeThatGoesAwayFailsItsRendezvousForTheOthers) {
   auto failures = r.drop_node(20);
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0].message, "node b went away while communicator init was under way");
+  EXPECT_EQ(failures[0].code, PLEXUS_ERR_PEER_LOST);
   EXPECT_THAT(failures[0].notify, ElementsAre(10u));
   EXPECT_EQ(r.pending(), 1u);  // the other communicator is untouched
 }
@@ -90,19 +93,21 @@ TEST(NodeRendezvousTest, ANodeThatRefusesItsPartFailsItForTheOthersAndForLaterJo
   r.join(kToken, 3, join(10, "a", {0}));
   r.join(kToken, 3, join(20, "b", {1}));
   // Node c is draining: the nodes that joined fail at once, named by the message.
-  auto failure = r.refuse(kToken, "node c is draining");
+  auto failure = r.refuse(kToken, PLEXUS_ERR_DAEMON_UNAVAILABLE, "node c is draining");
   ASSERT_TRUE(failure.has_value());
   EXPECT_THAT(failure->notify, UnorderedElementsAre(10u, 20u));
   EXPECT_EQ(failure->message, "node c is draining");
+  EXPECT_EQ(failure->code, PLEXUS_ERR_DAEMON_UNAVAILABLE);
   EXPECT_EQ(r.pending(), 0u);
   // A node joining after the refusal is refused too, not left to wait out its timeout.
   auto late = r.join(kToken, 3, join(10, "a", {2}));
   EXPECT_EQ(late.outcome, NodeRendezvous::Result::kRejected);
   EXPECT_EQ(late.error, "node c is draining");
+  EXPECT_EQ(late.code, PLEXUS_ERR_DAEMON_UNAVAILABLE);
   EXPECT_THAT(late.notify, ElementsAre(10u));
   // Refused before anyone joined: nothing to fail yet, the first join is refused.
   const CommToken other{9, 9, 9};
-  EXPECT_FALSE(r.refuse(other, "node d is draining").has_value());
+  EXPECT_FALSE(r.refuse(other, PLEXUS_ERR_DAEMON_UNAVAILABLE, "node d is draining").has_value());
   EXPECT_EQ(r.join(other, 2, join(10, "a", {0})).error, "node d is draining");
 }
 
