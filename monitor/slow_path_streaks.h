@@ -6,7 +6,9 @@
 // in many of its looks, and a streak that such a look reset could take seconds to complete
 // on a loaded host. Too many such looks in a row, though, and the streak lapses: low
 // samples hours apart are not one slow path. A path is reported once, and again only after
-// a look has found it back at par or it has left the looks (failed, drained).
+// a look has found it back at par or it has left the looks (failed, drained); a lapse does
+// not count: a slow path the engine starves for seconds, then tries again, is one path
+// still slow, not a new event every few seconds.
 #pragma once
 
 #include <cstddef>

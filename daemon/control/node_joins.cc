@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/frame_codec.h"
+#include "daemon/control/join_failure.h"
 #include "daemon/control/node_control.capnp.h"
 
 namespace plexus::daemon {
@@ -236,32 +237,6 @@ void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::For
   }
 }
 
-namespace {
-
-// A JoinFailed's code as the ranks get it: a peer's field, so only a failure code is taken
-// (0, from a daemon that set none, or a value this one does not know: INVALID_ARGUMENT).
-plexus_result_t join_failure_code(uint32_t wire) {
-  switch (wire) {
-    case PLEXUS_ERR_INVALID_ARGUMENT:
-    case PLEXUS_ERR_SYSTEM:
-    case PLEXUS_ERR_DAEMON_UNAVAILABLE:
-    case PLEXUS_ERR_DAEMON_LOST:
-    case PLEXUS_ERR_TIMEOUT:
-    case PLEXUS_ERR_PEER_LOST:
-    case PLEXUS_ERR_MISMATCH:
-    case PLEXUS_ERR_COMM_ABORTED:
-    case PLEXUS_ERR_PROTOCOL:
-    case PLEXUS_ERR_NO_MEMORY:
-    case PLEXUS_ERR_INTERNAL:
-    case PLEXUS_ERR_VERSION:
-      return static_cast<plexus_result_t>(wire);
-    default:
-      return PLEXUS_ERR_INVALID_ARGUMENT;
-  }
-}
-
-}  // namespace
-
 void NodeJoins::refuse_join(const CommToken& token, const RootRef& root, plexus_result_t code,
                             const std::string& message) {
   if (root.instance == instance_id_) {
@@ -441,7 +416,7 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         auto join = multi_joins_.find(token);
         std::string text = failed.getMessage().cStr();
         if (text.size() > 1024) text.resize(1024);
-        const plexus_result_t code = join_failure_code(failed.getCode());
+        const plexus_result_t code = join_failure_code(failed.getCode(), text);
         if (join == multi_joins_.end() || join->second.root.instance == instance_id_) {
           // This node is its root (or not waiting on another): a node that refused its part.
           root_refused(token, code, text);

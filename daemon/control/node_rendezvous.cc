@@ -66,6 +66,7 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
   auto reject = [&](std::string error) {
     result.outcome = Result::kRejected;
     result.error = std::move(error);
+    result.code = PLEXUS_ERR_INVALID_ARGUMENT;  // ranks that disagree, as within a node
     result.notify = ids(p);
     if (std::find(result.notify.begin(), result.notify.end(), join.node.instance_id) ==
         result.notify.end()) {

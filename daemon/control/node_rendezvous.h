@@ -41,10 +41,10 @@ class NodeRendezvous {
 
   struct Result {
     enum Outcome { kWaiting, kFormed, kRejected } outcome = kWaiting;
-    std::string error;  // kRejected: sent to every node in `notify`
-    plexus_result_t code = PLEXUS_ERR_INVALID_ARGUMENT;  // kRejected: what the ranks get
-    Formed formed;                                       // kFormed
-    std::vector<uint64_t> notify;                        // instance ids of the nodes involved
+    std::string error;                           // kRejected: sent to every node in `notify`
+    plexus_result_t code = PLEXUS_ERR_INTERNAL;  // kRejected: what the ranks get
+    Formed formed;                               // kFormed
+    std::vector<uint64_t> notify;                // instance ids of the nodes involved
   };
 
   struct Failure {

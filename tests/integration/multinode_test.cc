@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -284,6 +285,58 @@ TEST(MultiNodeTest, AnInitTimeoutReachesEveryNodeAsATimeoutNamingTheMissingRank)
       },
       std::chrono::seconds(30));
   EXPECT_EQ(failures(results), "") << logs(nodes);
+}
+
+TEST(MultiNodeTest, ANodeKilledDuringInitFailsTheOthersAsPeerLostNamingIt) {
+  auto nodes = start_nodes(3);
+  // Ranks 0 on a (the root), 1 on b, 2 on c, of a communicator of 4: it cannot form. Node
+  // c's daemon is killed once its rank has joined; the root fails the init for a and b at
+  // once with PEER_LOST naming node c, not after their 20 s init timeout.
+  const std::string flag = ::testing::TempDir() + "plexus-initkill-" + std::to_string(::getpid());
+  std::atomic<int64_t> killed_ms{0};
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1, 2}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
+        std::ofstream(flag + ".joining" + std::to_string(rank)) << "joining";
+        plexus_comm_t comm = nullptr;
+        const plexus_result_t r = plexus_comm_init_rank_timeout(&comm, nranks + 1, id, rank, 20000);
+        if (rank == 2) return {};  // its daemon is killed under it
+        if (r == PLEXUS_SUCCESS) return std::string("init succeeded without rank 3");
+        const std::string e = plexus_get_last_error();
+        if (r != PLEXUS_ERR_PEER_LOST || e.find("node c") == std::string::npos)
+          return call_failed("init", r);
+        if (!std::ifstream(flag).good()) return "failed before the kill: " + e;
+        return std::string();
+      },
+      std::chrono::seconds(60),
+      [&](const std::vector<pid_t>& pids) {
+        for (int i = 0; i < 500; ++i) {
+          bool all = true;
+          for (size_t r = 0; r < pids.size(); ++r) {
+            all &= std::ifstream(flag + ".joining" + std::to_string(r)).good();
+          }
+          if (all) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the joins reach the root
+        std::ofstream(flag) << "killed";
+        nodes[2]->kill_now();
+        ::kill(pids[2], SIGKILL);
+        killed_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+                .count();
+      });
+  const auto ended = Clock::now();
+  for (size_t r = 0; r < 3; ++r) std::remove((flag + ".joining" + std::to_string(r)).c_str());
+  std::remove(flag.c_str());
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
+  }
+  // Well inside the 20 s init timeout.
+  EXPECT_LT(
+      std::chrono::duration_cast<std::chrono::milliseconds>(ended.time_since_epoch()).count() -
+          killed_ms.load(),
+      10000);
 }
 
 TEST(MultiNodeTest, KilledPeerDaemonFailsEveryRankWithinTwoSecondsNamingItsNode) {

@@ -192,6 +192,12 @@ TEST(SlowPathStreaksTest, AStreakLapsesAfterTooManyLooksThatCannotJudgeIt) {
   EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
   EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), none);
   EXPECT_EQ(reported(streaks, K::kSlow, K::kSlow), std::vector<size_t>{1});
+  // A slow look starts the gap again: "a" slow, two unjudged, slow, two unjudged, slow.
+  SlowPathStreaks gaps(3, 2);
+  for (K k : {K::kSlow, K::kUnjudged, K::kUnjudged, K::kSlow, K::kUnjudged, K::kUnjudged}) {
+    EXPECT_EQ(reported(gaps, k, K::kUnjudged), none);
+  }
+  EXPECT_EQ(reported(gaps, K::kSlow, K::kUnjudged), std::vector<size_t>{0});
 }
 
 TEST(SlowPathStreaksTest, APathLeavingTheLooksIsForgottenItsStreakAndItsReport) {

@@ -266,5 +266,28 @@ TEST(ControlReachTest, AMessageIsNotDroppedBeforeAnAttemptStartedAfterItHasFaile
   EXPECT_FALSE(reach.keep_trying(t0 + 4s, 2s, 200ms));
 }
 
+TEST(ControlReachTest, MessagesThatKeepComingDoNotKeepAPeerThatNeverAnswers) {
+  const Clock::time_point t0 = Clock::time_point(1000s);
+  ControlReach reach;
+  reach.lost(t0);
+  reach.opening(t0);
+  reach.message_waiting(t0 + 100ms, true);
+  // Each attempt takes 1.5 s to fail, and a new message comes during each: untried every
+  // time, kept until twice the grace from the loss, then given up.
+  Clock::time_point at = t0;
+  int attempts = 0;
+  for (; attempts < 10; ++attempts) {
+    reach.message_waiting(at + 1s, false);
+    at += 1500ms;
+    if (!reach.keep_trying(at, 2s, 200ms)) break;
+    at += 200ms;
+    ASSERT_TRUE(reach.due(at, true));
+    reach.opening(at);
+  }
+  EXPECT_GE(at - t0, 4s);
+  EXPECT_LT(at - t0, 6s);
+  EXPECT_LT(attempts, 10);
+}
+
 }  // namespace
 }  // namespace plexus::daemon

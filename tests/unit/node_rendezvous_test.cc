@@ -1,10 +1,13 @@
 // The root daemon's multi-node rendezvous: forming, node order, conflicts, timeouts that
 // name the missing ranks and the nodes that came, a node that goes away, a node that
-// refuses its part (draining).
+// refuses its part (draining), each failure's code; and the code a peer's JoinFailed
+// reaches the ranks with (join_failure.h).
 #include "daemon/control/node_rendezvous.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "daemon/control/join_failure.h"
 
 namespace plexus::daemon {
 namespace {
@@ -44,6 +47,7 @@ TEST(NodeRendezvousTest, ConflictsRejectNamingNodesAndRanks) {
   auto twice = r.join(kToken, 4, join(20, "b", {1}));
   EXPECT_EQ(twice.outcome, NodeRendezvous::Result::kRejected);
   EXPECT_EQ(twice.error, "rank 1 joined twice: on node a and on node b");
+  EXPECT_EQ(twice.code, PLEXUS_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(twice.notify, UnorderedElementsAre(10u, 20u));
 
   r.join(kToken, 4, join(10, "a", {0}));
@@ -109,6 +113,26 @@ TEST(NodeRendezvousTest, ANodeThatRefusesItsPartFailsItForTheOthersAndForLaterJo
   const CommToken other{9, 9, 9};
   EXPECT_FALSE(r.refuse(other, PLEXUS_ERR_DAEMON_UNAVAILABLE, "node d is draining").has_value());
   EXPECT_EQ(r.join(other, 2, join(10, "a", {0})).error, "node d is draining");
+}
+
+TEST(JoinFailureCodeTest, APeersCodeIsTakenOnlyWhenAFailedJoinCanMeanIt) {
+  EXPECT_EQ(join_failure_code(PLEXUS_ERR_TIMEOUT, "x"), PLEXUS_ERR_TIMEOUT);
+  EXPECT_EQ(join_failure_code(PLEXUS_ERR_PEER_LOST, "x"), PLEXUS_ERR_PEER_LOST);
+  EXPECT_EQ(join_failure_code(PLEXUS_ERR_DAEMON_UNAVAILABLE, "x"), PLEXUS_ERR_DAEMON_UNAVAILABLE);
+  EXPECT_EQ(join_failure_code(PLEXUS_ERR_MISMATCH, "x"), PLEXUS_ERR_MISMATCH);
+  // Codes that would blame the rank's own daemon, and values no daemon sends: hostile.
+  for (uint32_t wire :
+       {uint32_t{PLEXUS_ERR_DAEMON_LOST}, uint32_t{PLEXUS_ERR_VERSION},
+        uint32_t{PLEXUS_ERR_PROTOCOL}, uint32_t{PLEXUS_ERR_NO_MEMORY}, 13u, 0xffffffffu}) {
+    EXPECT_EQ(join_failure_code(wire, "communicator init timed out"), PLEXUS_ERR_INVALID_ARGUMENT)
+        << wire;
+  }
+  // 0: a daemon from before the field; its sentence says which.
+  EXPECT_EQ(join_failure_code(0, "communicator init timed out: rank(s) 2 of 3 never joined"),
+            PLEXUS_ERR_TIMEOUT);
+  EXPECT_EQ(join_failure_code(0, "node b is draining (plexusctl node drain)"),
+            PLEXUS_ERR_DAEMON_UNAVAILABLE);
+  EXPECT_EQ(join_failure_code(0, "rank 1 joined twice"), PLEXUS_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace
