@@ -58,6 +58,17 @@ std::string logs(const std::vector<std::unique_ptr<DaemonProcess>>& nodes) {
   return text;
 }
 
+// Waits (up to 10 s) until every one of `ranks` rank processes has written
+// `prefix`<rank>, its sign that it reached the point the test waits for.
+void wait_for_rank_files(const std::string& prefix, size_t ranks) {
+  for (int i = 0; i < 500; ++i) {
+    bool all = true;
+    for (size_t r = 0; r < ranks; ++r) all &= std::ifstream(prefix + std::to_string(r)).good();
+    if (all) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 std::vector<Case> cases_for(int n) {
   std::vector<Case> cases;
   for (const char* coll :
@@ -310,14 +321,7 @@ TEST(MultiNodeTest, ANodeKilledDuringInitFailsTheOthersAsPeerLostNamingIt) {
       },
       std::chrono::seconds(60),
       [&](const std::vector<pid_t>& pids) {
-        for (int i = 0; i < 500; ++i) {
-          bool all = true;
-          for (size_t r = 0; r < pids.size(); ++r) {
-            all &= std::ifstream(flag + ".joining" + std::to_string(r)).good();
-          }
-          if (all) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+        wait_for_rank_files(flag + ".joining", pids.size());
         std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the joins reach the root
         std::ofstream(flag) << "killed";
         nodes[2]->kill_now();
@@ -382,14 +386,7 @@ TEST(MultiNodeTest, KilledPeerDaemonFailsEveryRankWithinTwoSecondsNamingItsNode)
       },
       std::chrono::seconds(60),
       [&](const std::vector<pid_t>& pids) {
-        for (int i = 0; i < 600; ++i) {
-          bool all = true;
-          for (size_t r = 0; r < pids.size(); ++r) {
-            all &= std::ifstream(flag + ".ready" + std::to_string(r)).good();
-          }
-          if (all) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+        wait_for_rank_files(flag + ".ready", pids.size());
         std::this_thread::sleep_for(std::chrono::milliseconds(300));  // mid-allreduce
         std::ofstream(flag) << "killed";
         nodes[2]->kill_now();
