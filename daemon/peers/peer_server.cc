@@ -26,6 +26,7 @@
 #include "transports/tcp/tcp_congestion.h"
 #include "transports/tcp/tcp_path.h"
 #include "transports/tcp/tcp_path_latency.h"
+#include "transports/tcp/tcp_peer_silence.h"
 #ifdef PLEXUS_HAVE_RDMA
 #include "transports/rdma/verbs_port.h"
 #endif
@@ -311,9 +312,17 @@ void PeerServer::on_connected(Conn& c) {
       &c.timer,
       [](uv_timer_t* t) {
         auto* conn = static_cast<Conn*>(t->data);
-        conn->handshake_unanswered = true;
-        conn->server->fail(*conn, "connected to " + conn->address +
-                                      ", but the handshake did not finish within 5 s");
+        // Its kernel took the hello and its daemon said nothing: stopped or stuck. A hello
+        // never acknowledged says only that the network to it failed after the connect (a
+        // cable pulled a moment later): unreachable, not gone.
+        conn->handshake_unanswered =
+            conn->out.empty() && transports::tcp_peer_acknowledged_all(conn->fd);
+        conn->server->fail(*conn,
+                           "connected to " + conn->address +
+                               ", but the handshake did not finish within 5 s" +
+                               (conn->handshake_unanswered
+                                    ? " (its kernel took the hello: the daemon does not answer)"
+                                    : " (the hello was never acknowledged)"));
       },
       kHandshakeTimeoutMs, 0);
   c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,

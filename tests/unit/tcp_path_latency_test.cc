@@ -1,5 +1,6 @@
 // The kernel's smallest round trip of a real loopback TCP connection: present and
-// plausible once bytes have gone both ways; 0 for what is not TCP.
+// plausible once bytes have gone both ways; 0 for what is not TCP. And whether the peer's
+// kernel acknowledged what was sent (tcp_peer_silence.h), though its reader never reads.
 #include "transports/tcp/tcp_path_latency.h"
 
 #include <arpa/inet.h>
@@ -8,6 +9,12 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/unit/tcp_pair.h"
+#include "transports/tcp/tcp_peer_silence.h"
 
 namespace plexus::transports {
 namespace {
@@ -49,6 +56,27 @@ TEST(TcpPathLatencyTest, NotATcpSocketGivesZero) {
   EXPECT_EQ(kernel_min_round_trip_s(-1), 0.0);
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+TEST(TcpPeerAcknowledgedTest, APeerWhoseReaderNeverReadsStillAcknowledgesAHello) {
+  // The case a handshake timeout must tell apart: a daemon stopped (SIGSTOP) whose kernel
+  // still takes the hello, not a network that failed after the connect.
+  auto [client, server] = test::tcp_pair();
+  const char hello[64] = {};
+  ASSERT_EQ(::send(client, hello, sizeof(hello), 0), static_cast<ssize_t>(sizeof(hello)));
+  bool acknowledged = false;
+  for (int i = 0; i < 200 && !acknowledged; ++i) {
+    acknowledged = tcp_peer_acknowledged_all(client);
+    if (!acknowledged) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(acknowledged);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  EXPECT_FALSE(tcp_peer_acknowledged_all(fds[0]));  // not TCP: the kernel cannot say
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ::close(client);
+  ::close(server);
 }
 
 }  // namespace

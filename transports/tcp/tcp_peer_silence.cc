@@ -26,4 +26,11 @@ int64_t tcp_peer_silence_ms(int fd) {
   return std::min<int64_t>(info.tcpi_last_data_recv, info.tcpi_last_ack_recv);
 }
 
+bool tcp_peer_acknowledged_all(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  return info.tcpi_unacked == 0;
+}
+
 }  // namespace plexus::transports

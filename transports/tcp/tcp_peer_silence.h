@@ -13,4 +13,9 @@ namespace plexus::transports {
 // keeping up); -1 when the kernel cannot say.
 int64_t tcp_peer_silence_ms(int fd);
 
+// Whether the peer's kernel has acknowledged everything sent on connected TCP socket `fd`
+// (false when the kernel cannot say): a peer that got a message but does not answer it has
+// a daemon stopped or stuck; one that never acknowledged it may only be cut off.
+bool tcp_peer_acknowledged_all(int fd);
+
 }  // namespace plexus::transports
