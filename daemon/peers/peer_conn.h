@@ -83,10 +83,6 @@ struct PeerServer::Conn {
   int tried = 0;
   int refused = 0;
   bool handshake_refused = false;
-  // Its kernel accepted the connection and acknowledged the hello, but no daemon answered
-  // the handshake in time: a daemon stopped (SIGSTOP) or stuck, gone for control as one
-  // that refuses. (A hello never acknowledged: the network failed after the connect.)
-  bool handshake_unanswered = false;
   std::string name() const {
     return handshake && !handshake->peer().node_name.empty()
                ? "node " + handshake->peer().node_name + " (" + address + ")"

@@ -211,11 +211,10 @@ void PeerServer::control_conn_failed(uint64_t instance, Conn& c, const std::stri
   } else {
     if (p.current != nullptr) return;  // a connector that lost a race to an established one
     if (control_opening(instance, &c)) return;  // another is still trying
-    // Refused everywhere (no plexusd listens, or another answers), or accepted by its kernel
-    // with no daemon answering the handshake: the daemon is gone.
-    // Unreachable (this node's NICs or the peer's down): kept, and tried again, for the
-    // data links' grace, as its data link is.
-    gone = c.handshake_refused || c.handshake_unanswered || (c.tried > 0 && c.refused == c.tried);
+    // Refused everywhere (no plexusd listens, or another answers): the daemon is gone.
+    // Unreachable (this node's NICs or the peer's down, or a handshake unanswered): kept,
+    // and tried again, for the data links' grace, as its data link is.
+    gone = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
     if (!gone && p.reach.keep_trying(std::chrono::steady_clock::now(), settings_.control_grace,
                                      std::chrono::milliseconds(kControlRetryMs))) {
       spdlog::debug("{}: no control connection yet ({}); trying again", name, reason);

@@ -312,17 +312,16 @@ void PeerServer::on_connected(Conn& c) {
       &c.timer,
       [](uv_timer_t* t) {
         auto* conn = static_cast<Conn*>(t->data);
-        // Its kernel took the hello and its daemon said nothing: stopped or stuck. A hello
-        // never acknowledged says only that the network to it failed after the connect (a
-        // cable pulled a moment later): unreachable, not gone.
-        conn->handshake_unanswered =
+        // Said, not acted on: a peer whose kernel took the hello may be a stopped daemon, or
+        // one whose answer a network failing after the connect lost (both were seen with a
+        // cable pulled a moment later). Unreachable either way, not gone: the data link,
+        // which may have a backup across rails, keeps its own watch.
+        const bool acknowledged =
             conn->out.empty() && transports::tcp_peer_acknowledged_all(conn->fd);
-        conn->server->fail(*conn,
-                           "connected to " + conn->address +
-                               ", but the handshake did not finish within 5 s" +
-                               (conn->handshake_unanswered
-                                    ? " (its kernel took the hello: the daemon does not answer)"
-                                    : " (the hello was never acknowledged)"));
+        conn->server->fail(*conn, "connected to " + conn->address +
+                                      ", but the handshake did not finish within 5 s" +
+                                      (acknowledged ? " (its kernel took the hello)"
+                                                    : " (the hello was never acknowledged)"));
       },
       kHandshakeTimeoutMs, 0);
   c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,
