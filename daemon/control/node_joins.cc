@@ -244,12 +244,18 @@ void NodeJoins::refuse_join(const CommToken& token, const RootRef& root, plexus_
     return;
   }
   if (!peers_ || root.instance == 0 || root.addresses.empty()) return;
+  send_join_failed(root.instance, root.addresses, token, code, message);
+}
+
+void NodeJoins::send_join_failed(uint64_t node, const std::vector<std::string>& addresses,
+                                 const CommToken& token, plexus_result_t code,
+                                 const std::string& message) {
   capnp::MallocMessageBuilder m;
   auto failed = m.initRoot<nc::NodeMessage>().initJoinFailed();
   failed.setToken(bytes_of(token));
   failed.setMessage(message);
   failed.setCode(static_cast<uint32_t>(code));
-  peers_->send_control(root.instance, root.addresses, m);
+  peers_->send_control(node, addresses, m);
 }
 
 void NodeJoins::root_refused(const CommToken& token, plexus_result_t code,
@@ -270,12 +276,7 @@ void NodeJoins::deliver_join_failed(uint64_t node, const CommToken& token, plexu
   }
   const transports::PeerIdentity* peer = peers_->control_peer(node);
   if (peer == nullptr) return;  // it went away; it fails its own ranks
-  capnp::MallocMessageBuilder m;
-  auto failed = m.initRoot<nc::NodeMessage>().initJoinFailed();
-  failed.setToken(bytes_of(token));
-  failed.setMessage(message);
-  failed.setCode(static_cast<uint32_t>(code));
-  peers_->send_control(node, peer->addresses, m);
+  send_join_failed(node, peer->addresses, token, code, message);
 }
 
 void NodeJoins::fail_local_join(const CommToken& token, plexus_result_t code,

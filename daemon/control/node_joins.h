@@ -89,6 +89,9 @@ class NodeJoins {
                       const algo::LinkCost& cost);
   void deliver_join_failed(uint64_t node, const CommToken& token, plexus_result_t code,
                            const std::string& message);
+  // A JoinFailed to daemon `node`, over a control connection to one of `addresses`.
+  void send_join_failed(uint64_t node, const std::vector<std::string>& addresses,
+                        const CommToken& token, plexus_result_t code, const std::string& message);
   void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
   void check_forming(const CommToken& token);
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);

@@ -69,6 +69,14 @@ void wait_for_rank_files(const std::string& prefix, size_t ranks) {
   }
 }
 
+// "" when an init returned `want` with an error naming `text`; else what it did instead.
+std::string init_failed_as(plexus_result_t r, plexus_result_t want, const std::string& text) {
+  if (r == PLEXUS_SUCCESS) return "init succeeded";
+  if (r != want || std::string(plexus_get_last_error()).find(text) == std::string::npos)
+    return call_failed("init", r);
+  return "";
+}
+
 std::vector<Case> cases_for(int n) {
   std::vector<Case> cases;
   for (const char* coll :
@@ -263,16 +271,16 @@ TEST(MultiNodeTest, ADrainingNodeFailsANewCommunicatorOnEveryNodeAtOnce) {
         plexus_comm_t comm = nullptr;
         const auto start = Clock::now();
         const plexus_result_t r = plexus_comm_init_rank_timeout(&comm, nranks, id, rank, 30000);
-        if (r == PLEXUS_SUCCESS) return std::string("init succeeded on a draining node");
-        const std::string e = plexus_get_last_error();
-        if (r != PLEXUS_ERR_DAEMON_UNAVAILABLE || e.find("node b is draining") == std::string::npos)
-          return call_failed("init", r);
+        if (std::string error =
+                init_failed_as(r, PLEXUS_ERR_DAEMON_UNAVAILABLE, "node b is draining");
+            !error.empty())
+          return error;
         if (Clock::now() - start > std::chrono::seconds(5))
           return "failed only after " +
                  std::to_string(
                      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
                          .count()) +
-                 " ms: " + e;
+                 " ms: " + plexus_get_last_error();
         return std::string();
       },
       std::chrono::seconds(60));
@@ -288,11 +296,7 @@ TEST(MultiNodeTest, AnInitTimeoutReachesEveryNodeAsATimeoutNamingTheMissingRank)
       [&](int rank, int nranks, const plexus_unique_id_t& id) {
         plexus_comm_t comm = nullptr;
         const plexus_result_t r = plexus_comm_init_rank_timeout(&comm, nranks + 1, id, rank, 1000);
-        if (r == PLEXUS_SUCCESS) return std::string("init succeeded without rank 2");
-        const std::string e = plexus_get_last_error();
-        if (r != PLEXUS_ERR_TIMEOUT || e.find("rank(s) 2 of 3 never joined") == std::string::npos)
-          return call_failed("init", r);
-        return std::string();
+        return init_failed_as(r, PLEXUS_ERR_TIMEOUT, "rank(s) 2 of 3 never joined");
       },
       std::chrono::seconds(30));
   EXPECT_EQ(failures(results), "") << logs(nodes);
@@ -312,11 +316,10 @@ TEST(MultiNodeTest, ANodeKilledDuringInitFailsTheOthersAsPeerLostNamingIt) {
         plexus_comm_t comm = nullptr;
         const plexus_result_t r = plexus_comm_init_rank_timeout(&comm, nranks + 1, id, rank, 20000);
         if (rank == 2) return {};  // its daemon is killed under it
-        if (r == PLEXUS_SUCCESS) return std::string("init succeeded without rank 3");
-        const std::string e = plexus_get_last_error();
-        if (r != PLEXUS_ERR_PEER_LOST || e.find("node c") == std::string::npos)
-          return call_failed("init", r);
-        if (!std::ifstream(flag).good()) return "failed before the kill: " + e;
+        if (std::string error = init_failed_as(r, PLEXUS_ERR_PEER_LOST, "node c"); !error.empty())
+          return error;
+        if (!std::ifstream(flag).good())
+          return std::string("failed before the kill: ") + plexus_get_last_error();
         return std::string();
       },
       std::chrono::seconds(60),

@@ -59,8 +59,8 @@ TEST(TcpPathLatencyTest, NotATcpSocketGivesZero) {
 }
 
 TEST(TcpPeerAcknowledgedTest, APeerWhoseReaderNeverReadsStillAcknowledgesAHello) {
-  // The case a handshake timeout must tell apart: a daemon stopped (SIGSTOP) whose kernel
-  // still takes the hello, not a network that failed after the connect.
+  // What a handshake timeout's log tells: a daemon stopped (SIGSTOP) still has its kernel
+  // take the hello.
   auto [client, server] = test::tcp_pair();
   const char hello[64] = {};
   ASSERT_EQ(::send(client, hello, sizeof(hello), 0), static_cast<ssize_t>(sizeof(hello)));

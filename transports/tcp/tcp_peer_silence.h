@@ -14,8 +14,8 @@ namespace plexus::transports {
 int64_t tcp_peer_silence_ms(int fd);
 
 // Whether the peer's kernel has acknowledged everything sent on connected TCP socket `fd`
-// (false when the kernel cannot say): a peer that got a message but does not answer it has
-// a daemon stopped or stuck; one that never acknowledged it may only be cut off.
+// (false when the kernel cannot say). For the log only: a message acknowledged but not
+// answered may mean a daemon stopped, or an answer lost by a network failing after it.
 bool tcp_peer_acknowledged_all(int fd);
 
 }  // namespace plexus::transports
