@@ -81,9 +81,13 @@ PYBIND11_MODULE(plexus_torch, m) {
     plexus::torch_backend::use_pool_allocator(plexus::torch_backend::kPoolMinBytes);
   }
 #if TORCH_VERSION_MAJOR >= 2
-  // CPU tensors only so far: "cpu:plexus,cuda:nccl" stays possible.
+  // CPU tensors only so far: backend="plexus" then makes a CPU-only group, and
+  // "cpu:plexus,cuda:nccl" puts CUDA tensors on NCCL. (A list, as torch documents: it keeps
+  // it as the backend's device capability.)
+  py::list devices;
+  devices.append("cpu");
   dist.attr("Backend").attr("register_backend")("plexus", m.attr("create_process_group"),
-                                                py::arg("devices") = py::make_tuple("cpu"));
+                                                py::arg("devices") = devices);
 #else
   dist.attr("Backend").attr("register_backend")("plexus", m.attr("create_process_group"));
 #endif

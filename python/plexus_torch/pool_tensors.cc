@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "plexus/plexus.h"
+#include "python/plexus_torch/torch_compat.h"
 
 namespace plexus::torch_backend {
 namespace bip = boost::interprocess;
@@ -61,7 +62,11 @@ void free_either(void* p) {
 
 class PoolAllocator final : public at::Allocator {
  public:
+#if PLEXUS_TORCH_ALLOCATOR_V2_3
+  at::DataPtr allocate(size_t n) override {
+#else
   at::DataPtr allocate(size_t n) const override {
+#endif
     if (n >= g_min_bytes.load(std::memory_order_relaxed) &&
         ::getpid() == g_owner.load(std::memory_order_acquire)) {
       std::unique_lock lock(g_arena_mutex);
@@ -73,6 +78,12 @@ class PoolAllocator final : public at::Allocator {
     return g_fallback.load(std::memory_order_acquire)->allocate(n);
   }
   at::DeleterFnPtr raw_deleter() const override { return &free_either; }
+#if PLEXUS_TORCH_ALLOCATOR_V2_3
+  // Both allocators' memory is ordinary host memory: a plain copy.
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 };
 
 }  // namespace

@@ -16,3 +16,11 @@ namespace plexus::torch_backend {
 using BackendBase = c10d::ProcessGroup;
 }
 #endif
+
+// c10::Allocator since torch 2.3: allocate() is no longer const, and copy_data() (which
+// Allocator::clone uses, e.g. for copy-on-write storages) is pure virtual.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define PLEXUS_TORCH_ALLOCATOR_V2_3 1
+#else
+#define PLEXUS_TORCH_ALLOCATOR_V2_3 0
+#endif

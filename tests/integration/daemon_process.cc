@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,7 +26,11 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args) {
   socket_path_ = dir_ + "/plexusd.sock";
   log_path_ = dir_ + "/plexusd.log";
   events_path_ = dir_ + "/events.jsonl";
-  std::vector<std::string> args = {PLEXUSD_PATH, "--socket", socket_path_, "--log-level", "debug"};
+  // PLEXUS_TEST_PLEXUSD: a copied test binary (tools/gpu-check's bundle) runs the daemon
+  // copied beside it, far from the build tree that PLEXUSD_PATH names.
+  const char* plexusd = std::getenv("PLEXUS_TEST_PLEXUSD");
+  std::vector<std::string> args = {plexusd != nullptr && *plexusd != '\0' ? plexusd : PLEXUSD_PATH,
+                                   "--socket", socket_path_, "--log-level", "debug"};
   auto given = [&extra_args](const std::string& flag) {
     return std::find(extra_args.begin(), extra_args.end(), flag) != extra_args.end();
   };

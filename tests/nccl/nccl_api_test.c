@@ -6,6 +6,7 @@
  * Each case prints "ok <name>" or "FAIL <name>: why"; the exit status is the failure count
  * (capped), 0 when all pass. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -461,6 +462,42 @@ static void case_init_all(void) {
   printf("ok ncclCommInitAll, and ncclCommInitRank x 2 in one group, each driven by one thread\n");
 }
 
+/* NCCL 2.28's device API (nccl_device.h; looked up by name, as neither nccl.h declares it):
+ * every entry point NVIDIA's library exports is there, so a program linked against them
+ * (PyTorch 2.11) loads; a device communicator is refused, saying why; the teams are those
+ * of ranks that share no memory. */
+struct team { int nRanks, rank, stride; };
+static void case_device_api(ncclComm_t comm, int rank, int n) {
+  static const char* names[] = {
+      "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGinBarrierCreateRequirement",
+      "ncclLLA2ACalcSlots", "ncclLLA2ACreateRequirement", "ncclLsaBarrierCreateRequirement",
+      "ncclTeamLsa", "ncclTeamRail", "ncclTeamRankToLsa", "ncclTeamRankToWorld", "ncclTeamWorld",
+      "ncclResetDebugInitInternal"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+    if (dlsym(RTLD_DEFAULT, names[i]) == NULL) { failf("device_api", "%s is not exported", names[i]); return; }
+  }
+  ncclResult_t (*create)(ncclComm_t, const void*, void*) =
+      (ncclResult_t(*)(ncclComm_t, const void*, void*))dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+  struct team (*world)(ncclComm_t) = (struct team(*)(ncclComm_t))dlsym(RTLD_DEFAULT, "ncclTeamWorld");
+  struct team (*lsa)(ncclComm_t) = (struct team(*)(ncclComm_t))dlsym(RTLD_DEFAULT, "ncclTeamLsa");
+  int (*to_world)(ncclComm_t, struct team, int) =
+      (int (*)(ncclComm_t, struct team, int))dlsym(RTLD_DEFAULT, "ncclTeamRankToWorld");
+  char dev_comm[512];
+  ncclResult_t r = create(comm, NULL, dev_comm);
+  if (r != ncclInvalidUsage || strstr(ncclGetLastError(comm), "no device API") == NULL) {
+    failf("device_api", "ncclDevCommCreate gave %d: %s", (int)r, ncclGetLastError(comm));
+    return;
+  }
+  struct team w = world(comm), l = lsa(comm);
+  if (w.nRanks != n || w.rank != rank || w.stride != 1 || l.nRanks != 1 || l.rank != 0 ||
+      to_world(comm, w, n - 1) != n - 1) {
+    failf("device_api", "teams: world {%d, %d, %d}, lsa {%d, %d, %d}", w.nRanks, w.rank,
+          w.stride, l.nRanks, l.rank, l.stride);
+    return;
+  }
+  if (rank == 0) printf("ok NCCL's device API: exported, a device communicator refused: %s\n", ncclGetLastError(comm));
+}
+
 static int run_rank(const ncclUniqueId* ids, int rank, int n) {
   ncclComm_t comm = NULL;
   ncclResult_t r = ncclCommInitRank(&comm, n, ids[0], rank);
@@ -475,6 +512,7 @@ static int run_rank(const ncclUniqueId* ids, int rank, int n) {
   case_premulsum(comm, rank, n);
   case_errors(comm, rank, n);
   case_split(comm, rank, n);
+  case_device_api(comm, rank, n);
   r = ncclCommFinalize(comm);
   if (r != ncclSuccess) failf("finalize", "%d", (int)r);
   r = ncclCommDestroy(comm);

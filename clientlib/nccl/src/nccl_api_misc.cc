@@ -117,3 +117,7 @@ NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t /*comm*/, ncclWindow_t
 // Deprecated in NCCL, declared by its header: NCCL re-reads its debug settings. Plexus has
 // none to re-read.
 NCCL_API void ncclResetDebugInit(void) {}
+
+// Exported by NVIDIA's library beside it (no header declares it): the same, for a program
+// linked against NVIDIA's that names it.
+NCCL_API void ncclResetDebugInitInternal(void) {}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the torch.distributed backend extension (plexus_torch) from a gpu-check bundle
+# against whatever torch PYTHON imports, with the machine's g++ and no CMake: the torch
+# that pip installs brings CMake files that look for the CUDA toolkit and cuDNN, none of
+# which the extension uses. Links the bundle's libplexus.so.0 (the extension uses only the
+# C API), so no object built here with another compiler's LTO or ABI is linked there.
+# Python's own symbols stay undefined, as in every extension module: the interpreter has them.
+#   build_torch_ext.sh PYTHON BUNDLE OUTDIR
+set -euo pipefail
+python=$1 bundle=$2 outdir=$3
+mkdir -p "$outdir/obj"
+# Include and library folders, the C++ ABI torch was built with, the module's file name.
+eval "$("$python" - <<'EOF'
+import sysconfig, torch, torch.utils.cpp_extension as ext
+print("torch_includes='%s'" % " ".join(ext.include_paths()))
+print("torch_libdirs='%s'" % " ".join(ext.library_paths()))
+print("python_include='%s'" % sysconfig.get_paths()["include"])
+print("cxx11_abi=%d" % int(torch.compiled_with_cxx11_abi()))
+print("suffix='%s'" % sysconfig.get_config_var("EXT_SUFFIX"))
+print("torch_version='%s'" % torch.__version__)
+# pybind11 finds torch's c10d.Backend (our base class) only where the ABI tags match.
+tags = [f'-DPYBIND11_{k}="{v}"' for k in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI")
+        if (v := getattr(torch._C, "_PYBIND11_" + k, None))]
+print("pybind11_tags='%s'" % " ".join(tags))
+EOF
+)"
+[ -f "$python_include/Python.h" ] || { echo "FAIL no Python.h in $python_include: this Python's development headers are not installed"; exit 1; }
+cxx=${CXX:-g++}
+flags=(-std=c++20 -O2 -fPIC -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$cxx11_abi" -DNDEBUG
+       -I"$bundle/src" -I"$bundle/include" -isystem "$python_include")
+for d in $torch_includes; do flags+=(-isystem "$d"); done
+for t in $pybind11_tags; do flags+=("$t"); done
+echo "torch $torch_version, $($cxx --version | head -1), C++11 ABI $cxx11_abi, pybind11 tags: ${pybind11_tags:-none}"
+start=$(date +%s)
+pids=()
+for src in "$bundle"/src/python/plexus_torch/*.cc; do
+  obj=$outdir/obj/$(basename "$src" .cc).o
+  "$cxx" "${flags[@]}" -c "$src" -o "$obj" >"$obj.log" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+cat "$outdir"/obj/*.log
+[ $failed -eq 0 ] || { echo "FAIL compiling plexus_torch against torch $torch_version"; exit 1; }
+libs=()
+for d in $torch_libdirs; do libs+=(-L"$d" -Wl,-rpath,"$d"); done
+"$cxx" -shared -o "$outdir/plexus_torch$suffix" "$outdir"/obj/*.o -L"$bundle/lib" -l:libplexus.so.0 \
+  "${libs[@]}" -ltorch_python -ltorch -ltorch_cpu -lc10
+echo "FIGURE built against torch $torch_version in $(($(date +%s) - start)) s"
+PYTHONPATH=$outdir "$python" -c "import plexus_torch, torch.distributed as dist; print('imported', plexus_torch.__file__)"
