@@ -1,14 +1,18 @@
-// Loading the driver: dlopen, then cuGetProcAddress for each entry point at the ABI
-// version of the headers we were built with (the driver keeps older versions of changed
-// functions under the same name).
+// Loading the driver: dlopen, then cuGetProcAddress for each entry point at the ABI version
+// its prototype in cuda.h has (the driver keeps older versions of changed functions under
+// the same name).
 #include "shm/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cudaTypedefs.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace plexus::shm {
 namespace {
@@ -52,13 +56,26 @@ CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why) {
   return get_proc;
 }
 
+int cuda_abi_version(const char* symbol) {
+#define PLEXUS_CUDA_OLDER(name, version) \
+  if (std::strcmp(symbol, #name) == 0) return std::min(CUDA_VERSION, version);
+  PLEXUS_CUDA_OLDER_ABI(PLEXUS_CUDA_OLDER)
+#undef PLEXUS_CUDA_OLDER
+  return CUDA_VERSION;
+}
+
+#if CUDA_VERSION >= 13000
+// The prototype behind the pin above: the one-parameter function of CUDA 2.0.
+static_assert(std::is_same_v<decltype(&::cuCtxGetDevice), PFN_cuCtxGetDevice_v2000>);
+#endif
+
 void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, std::string* why) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult found{};
-  if (get_proc(symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+  const int version = cuda_abi_version(symbol);
+  if (get_proc(symbol, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
       fn == nullptr) {
-    *why = std::string("the CUDA driver has no ") + symbol + " for CUDA " +
-           std::to_string(CUDA_VERSION);
+    *why = std::string("the CUDA driver has no ") + symbol + " for CUDA " + std::to_string(version);
     return nullptr;
   }
   return fn;

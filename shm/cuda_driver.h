@@ -69,9 +69,20 @@ namespace plexus::shm {
 using CudaGetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
                                         CUdriverProcAddressQueryResult*);
 CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why);
-// Entry point `symbol` at the ABI version of the headers we were built with (the driver
-// keeps older versions of changed functions under the same name): null with *why naming it.
+// Entry point `symbol` at the ABI its prototype in cuda.h has (the driver keeps older
+// versions of changed functions under the same name): null with *why naming it.
 void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, std::string* why);
+
+// The CUDA version whose ABI `symbol`'s prototype in cuda.h has: the headers' own
+// (CUDA_VERSION), but for the names below. cuda.h usually points a changed function's
+// name at its newest version (cuMemAlloc is cuMemAlloc_v2), and cuGetProcAddress at
+// CUDA_VERSION returns that same version. Where a newer version came in under a new name
+// instead, the plain name keeps the old prototype while cuGetProcAddress at CUDA_VERSION
+// still returns the new function: CUDA 13's cuCtxGetDevice_v2 takes a context as well,
+// and one called through the one-parameter prototype reads a context from a stray
+// register (seen on an H100: a segfault inside the driver).
+#define PLEXUS_CUDA_OLDER_ABI(X) X(cuCtxGetDevice, 12000)
+int cuda_abi_version(const char* symbol);
 
 struct CudaDriver {
 #define PLEXUS_CUDA_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;

@@ -406,12 +406,13 @@ def main():
         deadline = time.time() + 240
         for p in procs:
             p.join(max(1, deadline - time.time()))
-        bad = [r for r, p in zip(ranks, procs) if p.exitcode != 0]
+        bad = {r: p.exitcode for r, p in zip(ranks, procs) if p.exitcode != 0}
         for p in procs:
             if p.is_alive():
                 p.kill()
         if bad:
-            print(f"FAIL {case} with {world} ranks: ranks {bad} failed", flush=True)
+            print(f"FAIL {case} with {world} ranks: ranks failed (rank: exit code, negative for "
+                  f"a signal, None while still running): {bad}", flush=True)
             sys.exit(1)
 
 

@@ -44,7 +44,22 @@ cat "$outdir"/obj/*.log
 [ $failed -eq 0 ] || { echo "FAIL compiling plexus_torch against torch $torch_version"; exit 1; }
 libs=()
 for d in $torch_libdirs; do libs+=(-L"$d" -Wl,-rpath,"$d"); done
-"$cxx" -shared -o "$outdir/plexus_torch$suffix" "$outdir"/obj/*.o -L"$bundle/lib" -l:libplexus.so.0 \
-  "${libs[@]}" -ltorch_python -ltorch -ltorch_cpu -lc10
+so=$outdir/plexus_torch$suffix
+link() {
+  "$cxx" -shared -o "$so" "$outdir"/obj/*.o -L"$bundle/lib" -l:libplexus.so.0 \
+    -Wl,-rpath,"$bundle/lib/client" "${libs[@]}" \
+    -ltorch_python -ltorch -ltorch_cpu -lc10 "$@"
+}
+link
+# The C++ runtime must be the process's shared one, as torch's is: a compiler that links
+# it statically (seen on a GPU image, whose g++ wraps g++-real so) gives the extension a
+# second copy whose streams crash the first time a number is formatted into an error
+# message. Then again with the default libraries named by hand, the C++ one shared.
+if ! readelf -d "$so" | grep -q 'NEEDED.*libstdc++'; then
+  echo "$cxx linked the C++ runtime statically; linking again with -nodefaultlibs and libstdc++.so"
+  link -nodefaultlibs -Wl,-Bdynamic -lstdc++ -lm -lgcc_s -lc
+fi
+readelf -d "$so" | grep -q 'NEEDED.*libstdc++' ||
+  { echo "FAIL $so holds a static copy of the C++ runtime (not libstdc++.so.6, as torch uses)"; exit 1; }
 echo "FIGURE built against torch $torch_version in $(($(date +%s) - start)) s"
 PYTHONPATH=$outdir "$python" -c "import plexus_torch, torch.distributed as dist; print('imported', plexus_torch.__file__)"

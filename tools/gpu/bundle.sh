@@ -63,6 +63,15 @@ done | sort -u | while read -r lib; do
   fi
 done
 
+# What a Python client process gets of them (libplexus's own), and the crash tracer the
+# run preloads into Python steps.
+mkdir -p "$dir/lib/client" "$dir/lib/diag"
+for lib in $(ldd "$dir/lib/libplexus.so.0" | awk '/=> \// {print $3}' | xargs -n1 basename); do
+  [ -f "$dir/lib/$lib" ] && ln -s "../$lib" "$dir/lib/client/$lib"
+done
+ln -s ../libplexus.so.0 "$dir/lib/client/libplexus.so.0"
+cc -O1 -fPIC -shared -Wall -Wextra -Werror -o "$dir/lib/diag/libcrash_trace.so" "$root/tools/gpu/crash_trace.c"
+
 # The torch extension's sources and the C API it includes; the scripts that run it all.
 cp "$root"/python/plexus_torch/*.cc "$root"/python/plexus_torch/*.h "$dir/src/python/plexus_torch/"
 cp "$root/clientlib/include/plexus/plexus.h" "$root/shm/include/plexus/plexus_types.h" "$dir/include/plexus/"

@@ -147,9 +147,10 @@ def main():
         for p in procs:
             if p.is_alive():
                 p.kill()
-        bad = [r for r, p in enumerate(procs) if p.exitcode != 0]
+        bad = {r: p.exitcode for r, p in enumerate(procs) if p.exitcode != 0}
         if bad:
-            print(f"FAIL DDP with {world} ranks on {BACKEND}: ranks {bad} failed or hung", flush=True)
+            print(f"FAIL DDP with {world} ranks on {BACKEND}: ranks failed or hung (rank: exit "
+                  f"code, negative for a signal, None for a hang): {bad}", flush=True)
             sys.exit(1)
         got = torch.load(f"{d}/rank0.pt")
     want = reference(world, steps)

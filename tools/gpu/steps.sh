@@ -7,6 +7,15 @@ set -uo pipefail
 bin=$PX_BUNDLE/bin
 tools=$PX_BUNDLE/tools
 
+# Python with what a client process needs and no more: of the bundle's libraries only
+# libplexus's (lib/client), so that the machine's own serve Python and torch; the Python
+# stack (faulthandler) and the native one (lib/diag/libcrash_trace.so) of a rank that dies
+# of a signal. PY_PRELOAD: libraries to preload before those.
+pyrun() {
+  LD_LIBRARY_PATH=$PX_BUNDLE/lib/client PYTHONFAULTHANDLER=1 \
+    LD_PRELOAD="${PY_PRELOAD:+$PY_PRELOAD:}$PX_BUNDLE/lib/diag/libcrash_trace.so" "$PX_PYTHON" "$@"
+}
+
 # A plexusd of the step's own in DIR, stopped when the step ends. Sets daemon_pid.
 daemons=()
 stop_daemons() {
@@ -202,8 +211,8 @@ step_ddp_cuda_plexus_nccl() {
     echo "FIGURE ours lacks what torch links: $lacking; preloading $theirs behind ours for those"
     preload=$ours:$theirs
   fi
-  PLEXUS_SOCKET=$PX_WORK/ddp/plexusd.sock LD_PRELOAD=$preload PYTHONPATH=$PX_WORK/torch-ext \
-    "$PX_PYTHON" "$tools/ddp_cuda.py" 2 --expect-nccl "$PX_BUNDLE/lib/nccl"
+  PLEXUS_SOCKET=$PX_WORK/ddp/plexusd.sock PY_PRELOAD=$preload PYTHONPATH=$PX_WORK/torch-ext \
+    pyrun "$tools/ddp_cuda.py" 2 --expect-nccl "$PX_BUNDLE/lib/nccl"
   local rc=$?
   # What plexusd carried: DDP's gradient allreduces came through our libnccl (the CPU
   # backend only gathered the parameters at the end).
@@ -216,12 +225,12 @@ step_ddp_cuda_image_nccl() {
   ls "$PX_WORK"/torch-ext/plexus_torch*.so >/dev/null 2>&1 && ext=$PX_WORK/torch-ext
   start_daemon "$PX_WORK/ddp-image"
   export PLEXUS_SOCKET=$PX_WORK/ddp-image/plexusd.sock PYTHONPATH=$ext
-  "$PX_PYTHON" "$tools/ddp_cuda.py" 2 2>&1 | tee "$PX_WORK/ddp-image.out"
+  pyrun "$tools/ddp_cuda.py" 2 2>&1 | tee "$PX_WORK/ddp-image.out"
   [ "${PIPESTATUS[0]}" -ne 0 ] || return 0
   # NCCL refuses two ranks of one communicator on one GPU; its figure is then one rank's.
   grep -q "Duplicate GPU" "$PX_WORK/ddp-image.out" || return 1
   echo "FIGURE NCCL refuses 2 ranks on one GPU (Duplicate GPU detected); 1 rank instead:"
-  "$PX_PYTHON" "$tools/ddp_cuda.py" 1
+  pyrun "$tools/ddp_cuda.py" 1
 }
 
 # The backend's own test cases against torch 2.x, on CPU tensors.
@@ -232,7 +241,7 @@ step_torch_backend_cpu() {
   for c in "collectives 2" "ddp 2" "failures 4"; do
     echo "== $c"
     # shellcheck disable=SC2086
-    "$PX_PYTHON" -W ignore "$tools/torch_backend_test.py" $c || { status=1; echo "FAIL torch_backend_test.py $c"; }
+    pyrun -W ignore "$tools/torch_backend_test.py" $c || { status=1; echo "FAIL torch_backend_test.py $c"; }
   done
   [ $status -ne 0 ] || echo "FIGURE torch_backend_test.py collectives 2, ddp 2, failures 4: every case ok"
   return $status
