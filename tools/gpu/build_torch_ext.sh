@@ -25,7 +25,25 @@ print("pybind11_tags='%s'" % " ".join(tags))
 EOF
 )"
 [ -f "$python_include/Python.h" ] || { echo "FAIL no Python.h in $python_include: this Python's development headers are not installed"; exit 1; }
-cxx=${CXX:-g++}
+# The compiler: the first that links a shared object against the shared C++ runtime, as
+# torch is linked. One that links it statically (seen on a GPU image: CXX=/opt/gcc/bin/g++,
+# a wrapper of g++-real that adds a static libstdc++ even past -nodefaultlibs) gives the
+# extension a second copy of the runtime, whose streams crash the first time a number is
+# formatted into an error message.
+probe_dir=$(mktemp -d)
+printf '#include <sstream>\nstd::string f(long v) { std::ostringstream s; s << v; return s.str(); }\n' >"$probe_dir/p.cc"
+cxx=""
+for candidate in ${CXX:-} g++ c++ /usr/bin/g++ /usr/bin/c++ ${CXX:+"$(dirname "$CXX")/g++-real"} g++-13 g++-14 g++-12 x86_64-linux-gnu-g++ x86_64-linux-gnu-g++-13 clang++; do
+  command -v "$candidate" >/dev/null || continue
+  if "$candidate" -shared -fPIC -o "$probe_dir/p.so" "$probe_dir/p.cc" 2>/dev/null &&
+    readelf -d "$probe_dir/p.so" | grep -q 'NEEDED.*libstdc++'; then
+    cxx=$candidate
+    break
+  fi
+  echo "$candidate links the C++ runtime statically (or fails): not used"
+done
+rm -rf "$probe_dir"
+[ -n "$cxx" ] || { echo "FAIL no compiler here links the shared C++ runtime (tried \$CXX, g++, c++, clang++)"; exit 1; }
 flags=(-std=c++20 -O2 -fPIC -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$cxx11_abi" -DNDEBUG
        -I"$bundle/src" -I"$bundle/include" -isystem "$python_include")
 for d in $torch_includes; do flags+=(-isystem "$d"); done
@@ -51,14 +69,6 @@ link() {
     -ltorch_python -ltorch -ltorch_cpu -lc10 "$@"
 }
 link
-# The C++ runtime must be the process's shared one, as torch's is: a compiler that links
-# it statically (seen on a GPU image, whose g++ wraps g++-real so) gives the extension a
-# second copy whose streams crash the first time a number is formatted into an error
-# message. Then again with the default libraries named by hand, the C++ one shared.
-if ! readelf -d "$so" | grep -q 'NEEDED.*libstdc++'; then
-  echo "$cxx linked the C++ runtime statically; linking again with -nodefaultlibs and libstdc++.so"
-  link -nodefaultlibs -Wl,-Bdynamic -lstdc++ -lm -lgcc_s -lc
-fi
 readelf -d "$so" | grep -q 'NEEDED.*libstdc++' ||
   { echo "FAIL $so holds a static copy of the C++ runtime (not libstdc++.so.6, as torch uses)"; exit 1; }
 echo "FIGURE built against torch $torch_version in $(($(date +%s) - start)) s"

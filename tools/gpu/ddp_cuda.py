@@ -160,7 +160,11 @@ def main():
         print(f"FAIL parameters differ from one process trained on every batch by {worst:.2e}")
         sys.exit(1)
     median_ms = statistics.median(got["times"][5:]) * 1e3
-    print(f"FIGURE {world} ranks, NCCL {got['version']} from {os.path.dirname(got['nccl'][0]) if got['nccl'] else '?'}: "
+    # Where ours was preloaded, the image's may be mapped too (torch loads it by path): name
+    # the one asked for.
+    ours = [p for p in got["nccl"] if expect_dir and p.startswith(expect_dir)]
+    source = os.path.dirname((ours or got["nccl"] or ["?"])[0])
+    print(f"FIGURE {world} ranks, NCCL {got['version']} from {source}: "
           f"median step {median_ms:.2f} ms; parameters equal on every rank, within {worst:.1e} of one process")
 
 
