@@ -34,7 +34,8 @@ std::string device_of_current_context() {
     CUdevice device = 0;
     CUcontext context = nullptr;
     if (d != nullptr) why = d->check(d->device_get(&device, 0), "cuDeviceGet");
-    if (why.empty()) why = d->check(d->primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
+    if (why.empty())
+      why = d->check(d->primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
     if (why.empty()) why = d->check(d->ctx_set_current(context), "cuCtxSetCurrent");
     CUdevice asked = -1;
     if (why.empty()) why = d->check(d->ctx_get_device(&asked), "cuCtxGetDevice");

@@ -301,6 +301,9 @@ def case_pool(rank, world):
     assert plexus_torch.from_pool_allocator(inherited)
     pid = os.fork()
     if pid == 0:
+        # One intra-op thread, as a DataLoader worker sets: the parent's OpenMP team does
+        # not survive fork, and libgomp (torch 2.x's) hangs in the child's first parallel op.
+        torch.set_num_threads(1)
         ok = float(inherited.min()) == float(inherited.max()) == 5.0  # the parent's values
         inherited.fill_(-1.0)  # must not reach the parent
         x = torch.ones(1 << 20)

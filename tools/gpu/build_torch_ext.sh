@@ -72,4 +72,4 @@ link
 readelf -d "$so" | grep -q 'NEEDED.*libstdc++' ||
   { echo "FAIL $so holds a static copy of the C++ runtime (not libstdc++.so.6, as torch uses)"; exit 1; }
 echo "FIGURE built against torch $torch_version in $(($(date +%s) - start)) s"
-PYTHONPATH=$outdir "$python" -c "import plexus_torch, torch.distributed as dist; print('imported', plexus_torch.__file__)"
+LD_LIBRARY_PATH=$bundle/lib/client PYTHONPATH=$outdir "$python" -c "import plexus_torch, torch.distributed as dist; print('imported', plexus_torch.__file__)"
