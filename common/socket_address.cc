@@ -20,7 +20,13 @@ std::string address_text(const sockaddr* sa) {
   }
   const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
   ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-  return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  // Appended rather than "[" + std::string(...): GCC 12 warns (-Wrestrict, a false
+  // positive in its inlined operator+(const char*, string&&)) in Release builds.
+  std::string text = "[";
+  text += host;
+  text += "]:";
+  text += std::to_string(ntohs(in6->sin6_port));
+  return text;
 }
 
 bool parse_address(const std::string& text, sockaddr_storage* out, socklen_t* len) {

@@ -8,7 +8,6 @@
 
 #include <cudaTypedefs.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -34,8 +33,11 @@ Loaded load() {
   const CudaGetProcAddress get_proc = cuda_get_proc_address(library, &out.why);
   if (get_proc == nullptr) return out;
   CudaDriver& d = out.driver;
-#define PLEXUS_CUDA_LOAD(member, symbol)                                                          \
-  d.member = reinterpret_cast<decltype(d.member)>(cuda_entry_point(get_proc, #symbol, &out.why)); \
+#define PLEXUS_CUDA_LOAD(member, symbol, version)                                    \
+  static_assert(std::is_same_v<decltype(&::symbol), PFN_##symbol##_v##version>,      \
+                #symbol "'s prototype is not CUDA " #version "'s: fix its version"); \
+  d.member = reinterpret_cast<decltype(d.member)>(                                   \
+      cuda_entry_point(get_proc, #symbol, version, &out.why));                       \
   if (d.member == nullptr) return out;
   PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_LOAD)
 #undef PLEXUS_CUDA_LOAD
@@ -56,23 +58,10 @@ CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why) {
   return get_proc;
 }
 
-int cuda_abi_version(const char* symbol) {
-#define PLEXUS_CUDA_OLDER(name, version) \
-  if (std::strcmp(symbol, #name) == 0) return std::min(CUDA_VERSION, version);
-  PLEXUS_CUDA_OLDER_ABI(PLEXUS_CUDA_OLDER)
-#undef PLEXUS_CUDA_OLDER
-  return CUDA_VERSION;
-}
-
-#if CUDA_VERSION >= 13000
-// The prototype behind the pin above: the one-parameter function of CUDA 2.0.
-static_assert(std::is_same_v<decltype(&::cuCtxGetDevice), PFN_cuCtxGetDevice_v2000>);
-#endif
-
-void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, std::string* why) {
+void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, int version,
+                       std::string* why) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult found{};
-  const int version = cuda_abi_version(symbol);
   if (get_proc(symbol, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
       fn == nullptr) {
     *why = std::string("the CUDA driver has no ") + symbol + " for CUDA " + std::to_string(version);

@@ -11,81 +11,78 @@
 
 namespace plexus::shm {
 
-// X(member, driver symbol): every entry point Plexus uses.
-#define PLEXUS_CUDA_DRIVER_ENTRY_POINTS(X)                                 \
-  X(init, cuInit)                                                          \
-  X(get_error_name, cuGetErrorName)                                        \
-  X(get_error_string, cuGetErrorString)                                    \
-  X(driver_get_version, cuDriverGetVersion)                                \
-  X(device_get_count, cuDeviceGetCount)                                    \
-  X(device_get, cuDeviceGet)                                               \
-  X(device_get_uuid, cuDeviceGetUuid)                                      \
-  X(primary_ctx_retain, cuDevicePrimaryCtxRetain)                          \
-  X(primary_ctx_release, cuDevicePrimaryCtxRelease)                        \
-  X(ctx_set_current, cuCtxSetCurrent)                                      \
-  X(ctx_get_current, cuCtxGetCurrent)                                      \
-  X(ctx_get_device, cuCtxGetDevice)                                        \
-  X(pointer_get_attributes, cuPointerGetAttributes)                        \
-  X(mem_get_address_range, cuMemGetAddressRange)                           \
-  X(ipc_get_mem_handle, cuIpcGetMemHandle)                                 \
-  X(ipc_open_mem_handle, cuIpcOpenMemHandle)                               \
-  X(ipc_close_mem_handle, cuIpcCloseMemHandle)                             \
-  X(stream_create, cuStreamCreate)                                         \
-  X(stream_create_with_priority, cuStreamCreateWithPriority)               \
-  X(ctx_get_stream_priority_range, cuCtxGetStreamPriorityRange)            \
-  X(stream_destroy, cuStreamDestroy)                                       \
-  X(stream_synchronize, cuStreamSynchronize)                               \
-  X(stream_is_capturing, cuStreamIsCapturing)                              \
-  X(stream_write_value32, cuStreamWriteValue32)                            \
-  X(stream_wait_value32, cuStreamWaitValue32)                              \
-  X(event_create, cuEventCreate)                                           \
-  X(event_record, cuEventRecord)                                           \
-  X(event_query, cuEventQuery)                                             \
-  X(event_synchronize, cuEventSynchronize)                                 \
-  X(event_destroy, cuEventDestroy)                                         \
-  X(memcpy_dtoh_async, cuMemcpyDtoHAsync)                                  \
-  X(memcpy_htod_async, cuMemcpyHtoDAsync)                                  \
-  X(memcpy_dtod_async, cuMemcpyDtoDAsync)                                  \
-  X(mem_host_register, cuMemHostRegister)                                  \
-  X(mem_host_unregister, cuMemHostUnregister)                              \
-  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer)                \
-  X(mem_alloc, cuMemAlloc)                                                 \
-  X(mem_free, cuMemFree)                                                   \
-  X(mem_retain_allocation_handle, cuMemRetainAllocationHandle)             \
-  X(mem_get_allocation_properties, cuMemGetAllocationPropertiesFromHandle) \
-  X(mem_export_to_shareable_handle, cuMemExportToShareableHandle)          \
-  X(mem_import_from_shareable_handle, cuMemImportFromShareableHandle)      \
-  X(mem_address_reserve, cuMemAddressReserve)                              \
-  X(mem_address_free, cuMemAddressFree)                                    \
-  X(mem_map, cuMemMap)                                                     \
-  X(mem_unmap, cuMemUnmap)                                                 \
-  X(mem_set_access, cuMemSetAccess)                                        \
-  X(mem_release, cuMemRelease)                                             \
-  X(mem_create, cuMemCreate)                                               \
-  X(mem_get_allocation_granularity, cuMemGetAllocationGranularity)
+// X(member, driver symbol, ABI version): every entry point Plexus uses, each asked of the
+// driver at the CUDA version whose ABI its prototype in cuda.h has (the driver keeps the
+// older versions of changed functions under the same name). cuda.h usually points a
+// changed function's name at its newest version, but not always: CUDA 13's cuCtxGetDevice
+// gained a context parameter as cuCtxGetDevice_v2, the plain name keeping the old
+// prototype, and one asked for at CUDA_VERSION was called with a stray register for a
+// context (a segfault inside the driver, seen on an H100). Loading checks each version
+// against cudaTypedefs.h's PFN_<symbol>_v<version> at compile time.
+#define PLEXUS_CUDA_DRIVER_ENTRY_POINTS(X)                                        \
+  X(init, cuInit, 2000)                                                           \
+  X(get_error_name, cuGetErrorName, 6000)                                         \
+  X(get_error_string, cuGetErrorString, 6000)                                     \
+  X(driver_get_version, cuDriverGetVersion, 2020)                                 \
+  X(device_get_count, cuDeviceGetCount, 2000)                                     \
+  X(device_get, cuDeviceGet, 2000)                                                \
+  X(device_get_uuid, cuDeviceGetUuid, 11040)                                      \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain, 7000)                           \
+  X(primary_ctx_release, cuDevicePrimaryCtxRelease, 11000)                        \
+  X(ctx_set_current, cuCtxSetCurrent, 4000)                                       \
+  X(ctx_get_current, cuCtxGetCurrent, 4000)                                       \
+  X(ctx_get_device, cuCtxGetDevice, 2000)                                         \
+  X(pointer_get_attributes, cuPointerGetAttributes, 7000)                         \
+  X(mem_get_address_range, cuMemGetAddressRange, 3020)                            \
+  X(ipc_get_mem_handle, cuIpcGetMemHandle, 4010)                                  \
+  X(ipc_open_mem_handle, cuIpcOpenMemHandle, 11000)                               \
+  X(ipc_close_mem_handle, cuIpcCloseMemHandle, 4010)                              \
+  X(stream_create, cuStreamCreate, 2000)                                          \
+  X(stream_create_with_priority, cuStreamCreateWithPriority, 5050)                \
+  X(ctx_get_stream_priority_range, cuCtxGetStreamPriorityRange, 5050)             \
+  X(stream_destroy, cuStreamDestroy, 4000)                                        \
+  X(stream_synchronize, cuStreamSynchronize, 2000)                                \
+  X(stream_is_capturing, cuStreamIsCapturing, 10000)                              \
+  X(stream_write_value32, cuStreamWriteValue32, 11070)                            \
+  X(stream_wait_value32, cuStreamWaitValue32, 11070)                              \
+  X(event_create, cuEventCreate, 2000)                                            \
+  X(event_record, cuEventRecord, 2000)                                            \
+  X(event_query, cuEventQuery, 2000)                                              \
+  X(event_synchronize, cuEventSynchronize, 2000)                                  \
+  X(event_destroy, cuEventDestroy, 4000)                                          \
+  X(memcpy_dtoh_async, cuMemcpyDtoHAsync, 3020)                                   \
+  X(memcpy_htod_async, cuMemcpyHtoDAsync, 3020)                                   \
+  X(memcpy_dtod_async, cuMemcpyDtoDAsync, 3020)                                   \
+  X(mem_host_register, cuMemHostRegister, 6050)                                   \
+  X(mem_host_unregister, cuMemHostUnregister, 4000)                               \
+  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer, 3020)                 \
+  X(mem_alloc, cuMemAlloc, 3020)                                                  \
+  X(mem_free, cuMemFree, 3020)                                                    \
+  X(mem_retain_allocation_handle, cuMemRetainAllocationHandle, 11000)             \
+  X(mem_get_allocation_properties, cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X(mem_export_to_shareable_handle, cuMemExportToShareableHandle, 10020)          \
+  X(mem_import_from_shareable_handle, cuMemImportFromShareableHandle, 10020)      \
+  X(mem_address_reserve, cuMemAddressReserve, 10020)                              \
+  X(mem_address_free, cuMemAddressFree, 10020)                                    \
+  X(mem_map, cuMemMap, 10020)                                                     \
+  X(mem_unmap, cuMemUnmap, 10020)                                                 \
+  X(mem_set_access, cuMemSetAccess, 10020)                                        \
+  X(mem_release, cuMemRelease, 10020)                                             \
+  X(mem_create, cuMemCreate, 10020)                                               \
+  X(mem_get_allocation_granularity, cuMemGetAllocationGranularity, 10020)
 
 // The driver's cuGetProcAddress_v2 from `library` (a dlopen handle of libcuda.so.1): null
 // with *why when the driver is older than CUDA 12.
 using CudaGetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
                                         CUdriverProcAddressQueryResult*);
 CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why);
-// Entry point `symbol` at the ABI its prototype in cuda.h has (the driver keeps older
-// versions of changed functions under the same name): null with *why naming it.
-void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, std::string* why);
-
-// The CUDA version whose ABI `symbol`'s prototype in cuda.h has: the headers' own
-// (CUDA_VERSION), but for the names below. cuda.h usually points a changed function's
-// name at its newest version (cuMemAlloc is cuMemAlloc_v2), and cuGetProcAddress at
-// CUDA_VERSION returns that same version. Where a newer version came in under a new name
-// instead, the plain name keeps the old prototype while cuGetProcAddress at CUDA_VERSION
-// still returns the new function: CUDA 13's cuCtxGetDevice_v2 takes a context as well,
-// and one called through the one-parameter prototype reads a context from a stray
-// register (seen on an H100: a segfault inside the driver).
-#define PLEXUS_CUDA_OLDER_ABI(X) X(cuCtxGetDevice, 12000)
-int cuda_abi_version(const char* symbol);
+// Entry point `symbol` at the ABI of CUDA `version` (the X lists' third column): null with
+// *why naming it.
+void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, int version,
+                       std::string* why);
 
 struct CudaDriver {
-#define PLEXUS_CUDA_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;
+#define PLEXUS_CUDA_MEMBER(member, symbol, version) decltype(&::symbol) member = nullptr;
   PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_MEMBER)
 #undef PLEXUS_CUDA_MEMBER
 

@@ -3,11 +3,11 @@
 # runs with the bundle alone (its own chroot check); a dry run of a few steps passes the
 # ones that need no GPU and skips a GPU step saying why. Exit 77 with the reason where it
 # cannot run: not root (the check chroots), or a sanitizer build (its runtime reads /proc).
-# usage: gpu_check_test.sh SOURCE_DIR BUILD_DIR SANITIZE(ON|OFF)
+# usage: gpu_check_test.sh SOURCE_DIR BUILD_DIR SANITIZE(1|0)
 set -euo pipefail
 src=$1 build=$2 sanitize=$3
 [ "$(id -u)" -eq 0 ] || { echo "SKIP the bundle's check chroots, which needs root"; exit 77; }
-case $sanitize in ON | TRUE | 1) echo "SKIP a sanitizer build is not bundled (its runtime needs /proc, absent in the chroot)"; exit 77 ;; esac
+case $sanitize in 1) echo "SKIP a sanitizer build is not bundled (its runtime needs /proc, absent in the chroot)"; exit 77 ;; esac
 work=$(mktemp -d /tmp/gpu-check-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$src/tools/gpu-check" bundle "$work/bundle" --no-build --build-dir "$build"

@@ -23,7 +23,7 @@ if grep -qE 'libcudart|libcuda\.' <<<"$needed"; then
   failed=1
 fi
 # The only driver entry points looked up at run time.
-entry_points=$(grep -oE 'X\([a-z_0-9]+, cu[A-Za-z0-9_]+\)' "$src/shm/cuda_driver.h" | sed -E 's/.*, (cu[A-Za-z0-9_]+)\)/\1/')
+entry_points=$(grep -oE 'X\([a-z_0-9]+, cu[A-Za-z0-9_]+, [0-9]+\)' "$src/shm/cuda_driver.h" | sed -E 's/X\([a-z_0-9]+, (cu[A-Za-z0-9_]+), [0-9]+\)/\1/')
 if [[ -z $entry_points ]]; then
   echo "FAIL: no driver entry points found in $src/shm/cuda_driver.h"
   failed=1

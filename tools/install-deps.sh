@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   openmpi-bin libopenmpi-dev libgloo-dev iproute2 nftables iputils-ping libclang-rt-14-dev
   prometheus python3-torch libtorch-dev python3-dev pybind11-dev
-  libibverbs-dev rdma-core ibverbs-utils perftest qemu-system-x86 busybox-static cpio kmod
+  libibverbs-dev rdma-core ibverbs-utils perftest qemu-system-x86 busybox-static cpio kmod patchelf
 )
 
 missing=()

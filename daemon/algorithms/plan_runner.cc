@@ -38,7 +38,7 @@ PlanRunner::PlanRunner(const Plan& plan, PlanBuffers buffers, ReduceFn reduce,
                        PlanTransport& transport)
     : plan_(plan), buffers_(buffers), reduce_(std::move(reduce)), transport_(transport) {
   const size_t n = plan_.steps.size();
-  step_round_.resize(n);
+  step_round_.assign(n, 0);  // (resize: GCC 12's Release build warns -Wnull-dereference)
   received_.assign(n, 0);
   sent_.assign(n, false);
   held_.resize(n);

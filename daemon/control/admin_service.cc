@@ -130,11 +130,18 @@ bool AdminService::admit_nic(const Session& client, uint32_t request_id, const s
   const std::vector<std::string> nics = peer_nic_names();
   if (std::find(nics.begin(), nics.end(), nic) == nics.end()) {
     std::string known;
-    for (const auto& n : nics) known += (known.empty() ? "" : ", ") + n;
-    hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "'" + nic.substr(0, 64) + "' is not a NIC this plexusd reaches peers over (" +
-                     (known.empty() ? "it serves no peers: no --peer-listen, or no NIC" : known) +
-                     ")");
+    for (const auto& n : nics) {
+      if (!known.empty()) known += ", ";
+      known += n;
+    }
+    // Appended, not "'" + nic.substr(...): GCC 12's Release build warns -Wrestrict (a
+    // false positive in its inlined operator+(const char*, string&&)).
+    std::string why = "'";
+    why += nic.substr(0, 64);
+    why += "' is not a NIC this plexusd reaches peers over (";
+    why += known.empty() ? "it serves no peers: no --peer-listen, or no NIC" : known;
+    why += ")";
+    hooks_.error(client.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT, why);
     return false;
   }
   return true;

@@ -61,7 +61,8 @@ std::string CommRendezvous::missing_ranks(const Pending& pending) {
     if (pending.ranks[r].has_value()) continue;
     ++count;
     if (listed < 16) {
-      missing += (listed == 0 ? "" : ",") + std::to_string(r);
+      if (listed > 0) missing += ',';
+      missing += std::to_string(r);
       ++listed;
     }
   }

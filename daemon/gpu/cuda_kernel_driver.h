@@ -10,17 +10,18 @@
 
 namespace plexus::daemon::gpu {
 
-#define PLEXUS_CUDA_KERNEL_ENTRY_POINTS(X)         \
-  X(module_load_data, cuModuleLoadData)            \
-  X(module_get_function, cuModuleGetFunction)      \
-  X(module_unload, cuModuleUnload)                 \
-  X(launch_kernel, cuLaunchKernel)                 \
-  X(device_get_attribute, cuDeviceGetAttribute)    \
-  X(device_can_access_peer, cuDeviceCanAccessPeer) \
-  X(ctx_enable_peer_access, cuCtxEnablePeerAccess)
+// X(member, driver symbol, ABI version), as in shm/cuda_driver.h.
+#define PLEXUS_CUDA_KERNEL_ENTRY_POINTS(X)               \
+  X(module_load_data, cuModuleLoadData, 2000)            \
+  X(module_get_function, cuModuleGetFunction, 2000)      \
+  X(module_unload, cuModuleUnload, 2000)                 \
+  X(launch_kernel, cuLaunchKernel, 4000)                 \
+  X(device_get_attribute, cuDeviceGetAttribute, 2000)    \
+  X(device_can_access_peer, cuDeviceCanAccessPeer, 4000) \
+  X(ctx_enable_peer_access, cuCtxEnablePeerAccess, 4000)
 
 struct CudaKernelDriver {
-#define PLEXUS_CUDA_KERNEL_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;
+#define PLEXUS_CUDA_KERNEL_MEMBER(member, symbol, version) decltype(&::symbol) member = nullptr;
   PLEXUS_CUDA_KERNEL_ENTRY_POINTS(PLEXUS_CUDA_KERNEL_MEMBER)
 #undef PLEXUS_CUDA_KERNEL_MEMBER
 

@@ -20,9 +20,13 @@ if [ -z "$theirs" ]; then
 fi
 if [ -n "$nvidia_lib" ]; then
   exports() { nm -D --defined-only "$1" | awk '$NF ~ /^nccl/ {print $NF}' | sort -u; }
-  missing=$(comm -23 <(exports "$nvidia_lib") <(exports "$libdir/libnccl.so.2"))
+  theirs_exports=$(exports "$nvidia_lib")
+  [ -n "$theirs_exports" ] || { echo "FAIL found no nccl* export in $nvidia_lib (nm failed?)"; exit 1; }
+  missing=$(comm -23 <(echo "$theirs_exports") <(exports "$libdir/libnccl.so.2") | paste -sd ' ' -)
   if [ -n "$missing" ]; then
-    echo "FAIL $libdir/libnccl.so.2 lacks entry points that $nvidia_lib exports: $(echo $missing)"
+    echo "FAIL $libdir/libnccl.so.2 lacks entry points that $nvidia_lib exports: $missing"
+    echo "(a newer NCCL in the CUDA toolkit added them: ours must export them too, even as"
+    echo "calls that refuse saying why, or a program linked against NVIDIA's cannot load ours)"
     exit 1
   fi
   echo "ok every nccl* entry point of $nvidia_lib ($(exports "$nvidia_lib" | wc -l)) is exported by ours"

@@ -28,14 +28,18 @@ std::vector<std::byte> link_message(uint16_t type, unsigned flags, const std::st
   nlmsghdr header{};
   header.nlmsg_len = static_cast<uint32_t>(total);
   header.nlmsg_type = type;
-  std::memcpy(out.data(), &header, sizeof(header));
+  // GCC 12's Release build warns -Wnull-dereference on memcpy into data() unless it sees
+  // the pointer checked (the message is never empty).
+  std::byte* const base = out.data();
+  if (base == nullptr) return out;
+  std::memcpy(base, &header, sizeof(header));
   ifinfomsg info{};
   info.ifi_flags = flags;
-  std::memcpy(out.data() + NLMSG_HDRLEN, &info, sizeof(info));
+  std::memcpy(base + NLMSG_HDRLEN, &info, sizeof(info));
   rtattr attr{};
   attr.rta_len = static_cast<uint16_t>(attr_bytes);
   attr.rta_type = IFLA_IFNAME;
-  std::byte* at = out.data() + NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(ifinfomsg));
+  std::byte* at = base + NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(ifinfomsg));
   std::memcpy(at, &attr, sizeof(attr));
   std::memcpy(at + RTA_LENGTH(0), name.c_str(), name.size() + 1);
   return out;

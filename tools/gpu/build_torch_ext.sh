@@ -10,7 +10,7 @@ set -euo pipefail
 python=$1 bundle=$2 outdir=$3
 mkdir -p "$outdir/obj"
 # Include and library folders, the C++ ABI torch was built with, the module's file name.
-eval "$("$python" - <<'EOF'
+settings=$("$python" - <<'EOF'
 import sysconfig, torch, torch.utils.cpp_extension as ext
 print("torch_includes='%s'" % " ".join(ext.include_paths()))
 print("torch_libdirs='%s'" % " ".join(ext.library_paths()))
@@ -23,7 +23,8 @@ tags = [f'-DPYBIND11_{k}="{v}"' for k in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"
         if (v := getattr(torch._C, "_PYBIND11_" + k, None))]
 print("pybind11_tags='%s'" % " ".join(tags))
 EOF
-)"
+) || { echo "FAIL $python could not tell torch's include folders, libraries and ABI (above)"; exit 1; }
+eval "$settings"
 [ -f "$python_include/Python.h" ] || { echo "FAIL no Python.h in $python_include: this Python's development headers are not installed"; exit 1; }
 # The compiler: the first that links a shared object against the shared C++ runtime, as
 # torch is linked. One that links it statically (seen on a GPU image: CXX=/opt/gcc/bin/g++,
@@ -65,11 +66,11 @@ for d in $torch_libdirs; do libs+=(-L"$d" -Wl,-rpath,"$d"); done
 so=$outdir/plexus_torch$suffix
 link() {
   "$cxx" -shared -o "$so" "$outdir"/obj/*.o -L"$bundle/lib" -l:libplexus.so.0 \
-    -Wl,-rpath,"$bundle/lib/client" "${libs[@]}" \
-    -ltorch_python -ltorch -ltorch_cpu -lc10 "$@"
+    -Wl,-rpath,"$bundle/lib" "${libs[@]}" \
+    -ltorch_python -ltorch -ltorch_cpu -lc10
 }
 link
 readelf -d "$so" | grep -q 'NEEDED.*libstdc++' ||
   { echo "FAIL $so holds a static copy of the C++ runtime (not libstdc++.so.6, as torch uses)"; exit 1; }
 echo "FIGURE built against torch $torch_version in $(($(date +%s) - start)) s"
-LD_LIBRARY_PATH=$bundle/lib/client PYTHONPATH=$outdir "$python" -c "import plexus_torch, torch.distributed as dist; print('imported', plexus_torch.__file__)"
+PYTHONPATH=$outdir "$python" -c "import plexus_torch, torch.distributed as dist; print('imported', plexus_torch.__file__)"

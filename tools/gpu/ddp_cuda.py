@@ -8,7 +8,10 @@ libnccl.so.2 must come from DIR (ours preloaded). Without plexus_torch importabl
 tensors go to gloo ("cpu:gloo,cuda:nccl"). --cpu runs the same on CPU tensors with the CPU
 backend alone: this script's own check on a machine without a GPU.
 
-usage: ddp_cuda.py WORLD [--expect-nccl DIR] [--steps N] [--cpu]
+--require-plexus fails where plexus_torch cannot be imported (rather than use gloo), and
+--deadline-s bounds the wait for the ranks.
+
+usage: ddp_cuda.py WORLD [--expect-nccl DIR] [--require-plexus] [--deadline-s S] [--steps N] [--cpu]
 """
 import os
 import statistics
@@ -24,9 +27,9 @@ import torch.multiprocessing as mp
 
 try:
     import plexus_torch  # noqa: F401  (registers the backend "plexus" for CPU tensors)
-    CPU_BACKEND = "plexus"
-except ImportError:
-    CPU_BACKEND = "gloo"
+    CPU_BACKEND, PLEXUS_IMPORT_ERROR = "plexus", None
+except ImportError as e:
+    CPU_BACKEND, PLEXUS_IMPORT_ERROR = "gloo", e
 BACKEND = f"cpu:{CPU_BACKEND},cuda:nccl"
 DEVICE = "cuda"
 
@@ -90,7 +93,7 @@ def rank_main(rank, world, store, steps, expect_dir, result_dir, device):
             assert torch.equal(cpu_gathered[r], cpu), f"rank {r}'s parameters differ (CPU gather)"
         nccl = mapped_nccl()
         if expect_dir:
-            assert any(p.startswith(expect_dir) for p in nccl), \
+            assert any(p.startswith(expect_dir + "/") for p in nccl), \
                 f"libnccl mapped from {nccl}, none from {expect_dir}"
         if rank == 0:
             version = torch.cuda.nccl.version() if DEVICE == "cuda" else None
@@ -121,15 +124,23 @@ def reference(world, steps):
 def main():
     global BACKEND, DEVICE
     world, args = int(sys.argv[1]), sys.argv[2:]
-    expect_dir, steps = None, 30
+    expect_dir, steps, deadline_s = None, 30, 75
     if "--cpu" in args:
         args.remove("--cpu")
         BACKEND, DEVICE = CPU_BACKEND, "cpu"
+    if "--require-plexus" in args:
+        args.remove("--require-plexus")
+        if PLEXUS_IMPORT_ERROR is not None:
+            sys.exit(f"FAIL plexus_torch cannot be imported: {PLEXUS_IMPORT_ERROR}")
     while args:
         if args[0] == "--expect-nccl":
             expect_dir = os.path.realpath(args[1])
         elif args[0] == "--steps":
             steps = int(args[1])
+            if steps < 6:
+                sys.exit("--steps: at least 6 (the first 5 are warm-up)")
+        elif args[0] == "--deadline-s":
+            deadline_s = float(args[1])
         else:
             sys.exit(f"unknown argument {args[0]}")
         args = args[2:]
@@ -141,7 +152,7 @@ def main():
                  for r in range(world)]
         for p in procs:
             p.start()
-        deadline = time.time() + 75
+        deadline = time.time() + deadline_s
         for p in procs:
             p.join(max(1, deadline - time.time()))
         for p in procs:
@@ -162,9 +173,9 @@ def main():
     median_ms = statistics.median(got["times"][5:]) * 1e3
     # Where ours was preloaded, the image's may be mapped too (torch loads it by path): name
     # the one asked for.
-    ours = [p for p in got["nccl"] if expect_dir and p.startswith(expect_dir)]
+    ours = [p for p in got["nccl"] if expect_dir and p.startswith(expect_dir + "/")]
     source = os.path.dirname((ours or got["nccl"] or ["?"])[0])
-    print(f"FIGURE {world} ranks, NCCL {got['version']} from {source}: "
+    print(f"FIGURE {world} ranks on {BACKEND}, NCCL {got['version']} from {source}: "
           f"median step {median_ms:.2f} ms; parameters equal on every rank, within {worst:.1e} of one process")
 
 

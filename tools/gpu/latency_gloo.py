@@ -38,8 +38,9 @@ def main():
                  for r in range(world)]
         for p in procs:
             p.start()
+        deadline = time.time() + 30
         for p in procs:
-            p.join(30)
+            p.join(max(0.1, deadline - time.time()))
         if any(p.exitcode != 0 for p in procs):
             for p in procs:
                 if p.is_alive():

@@ -7,13 +7,27 @@ set -uo pipefail
 bin=$PX_BUNDLE/bin
 tools=$PX_BUNDLE/tools
 
-# Python with what a client process needs and no more: of the bundle's libraries only
-# libplexus's (lib/client), so that the machine's own serve Python and torch; the Python
-# stack (faulthandler) and the native one (lib/diag/libcrash_trace.so) of a rank that dies
-# of a signal. PY_PRELOAD: libraries to preload before those.
+# Python as the machine has it (the bundle's libraries reach the extension through
+# RUNPATHs, not the library path), with the Python stack (faulthandler) and the native one
+# (lib/diag/libcrash_trace.so) of a rank that dies of a signal. PY_PRELOAD: libraries to
+# preload before the tracer.
 pyrun() {
-  LD_LIBRARY_PATH=$PX_BUNDLE/lib/client PYTHONFAULTHANDLER=1 \
-    LD_PRELOAD="${PY_PRELOAD:+$PY_PRELOAD:}$PX_BUNDLE/lib/diag/libcrash_trace.so" "$PX_PYTHON" "$@"
+  PYTHONFAULTHANDLER=1 LD_PRELOAD="${PY_PRELOAD:+$PY_PRELOAD:}$PX_BUNDLE/lib/diag/libcrash_trace.so" \
+    "$PX_PYTHON" "$@"
+}
+
+# torch's libtorch_cuda.so, and the nccl* symbols it imports that our libnccl.so.2 lacks
+# (each would stop torch from loading over ours).
+torch_cuda_lib() {
+  "$PX_PYTHON" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))'
+}
+nccl_symbols_ours_lacks() {
+  local lib
+  lib=$(torch_cuda_lib)
+  [ -f "$lib" ] || return 0
+  comm -23 <(nm -D --undefined-only "$lib" | awk '$NF ~ /^nccl/ {print $NF}' | sort -u) \
+    <(nm -D --defined-only "$PX_BUNDLE/lib/nccl/libnccl.so.2" | awk '$NF ~ /^nccl/ {print $NF}' | sort -u) |
+    paste -sd ' ' -
 }
 
 # A plexusd of the step's own in DIR, stopped when the step ends. Sets daemon_pid.
@@ -75,7 +89,7 @@ step_environment() {
   uname -a
   echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo)"
   ldd --version 2>&1 | head -1
-  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi
     nvidia-smi topo -m 2>&1 | head -5
@@ -83,29 +97,28 @@ step_environment() {
   for tool in ncu compute-sanitizer nvcc g++ cmake ninja nm; do
     printf '%s: %s\n' "$tool" "$( (command -v "$tool" && "$tool" --version 2>&1 | tail -1) | paste -sd ' ' -)"
   done
-  local figure="$(nproc) cores, kernel $(uname -r)"
+  local figure
+  figure="$(nproc) cores, kernel $(uname -r)"
   if command -v nvidia-smi >/dev/null; then
     figure="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / driver /'), $figure"
   fi
   if [ -n "$PX_PYTHON" ]; then
-    "$PX_PYTHON" - <<'EOF'
+    local version
+    version=$("$PX_PYTHON" - <<'PY'
 import sys, sysconfig, os, torch
-print("python", sys.version.split()[0], sys.executable)
-print("torch", torch.__version__, "cuda", torch.version.cuda, "cxx11 abi", torch.compiled_with_cxx11_abi())
-print("Python.h", os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
+print("python", sys.version.split()[0], sys.executable, file=sys.stderr)
+print("torch", torch.__version__, "cuda", torch.version.cuda, "cxx11 abi",
+      torch.compiled_with_cxx11_abi(), file=sys.stderr)
+print("Python.h", os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")),
+      file=sys.stderr)
 if torch.cuda.is_available():
-    print("torch's NCCL", torch.cuda.nccl.version(), "device", torch.cuda.get_device_name(0))
-EOF
-    figure="$figure, torch $("$PX_PYTHON" -c 'import torch; print(torch.__version__)')"
-    # What torch imports from libnccl.so.2 that ours does not define: each would be an
-    # undefined symbol with ours preloaded.
-    local lib
-    lib=$("$PX_PYTHON" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
-    if [ -f "$lib" ] && command -v nm >/dev/null; then
-      nm -D --undefined-only "$lib" | awk '{print $NF}' | grep '^nccl' | sort -u >"$PX_WORK/torch-nccl-imports"
-      nm -D --defined-only "$PX_BUNDLE/lib/nccl/libnccl.so.2" | awk '{print $NF}' | grep '^nccl' | sort -u >"$PX_WORK/our-nccl-exports"
-      echo "torch imports $(wc -l <"$PX_WORK/torch-nccl-imports") NCCL symbols; ours lacks: $(comm -23 "$PX_WORK/torch-nccl-imports" "$PX_WORK/our-nccl-exports" | paste -sd ' ' -)"
-    fi
+    print("torch's NCCL", torch.cuda.nccl.version(), "device", torch.cuda.get_device_name(0),
+          file=sys.stderr)
+print(torch.__version__)
+PY
+    )
+    figure="$figure, torch $version"
+    command -v nm >/dev/null && echo "nccl symbols torch imports that our libnccl.so.2 lacks: $(nccl_symbols_ours_lacks)"
   fi
   echo "FIGURE $figure"
 }
@@ -148,13 +161,15 @@ step_allreduce_2r_cuda_kernel() {
 step_no_kernel_in_clients() {
   local d=$PX_WORK/ncu-clients c=$PX_WORK/ncu-daemon
   start_daemon "$d"
-  local coll
+  local coll rc bad=0
   for coll in allreduce allgather; do
     ncu --target-processes all --print-summary none "$bin/plexus-bench" --spawn 2 \
       --socket "$d/plexusd.sock" --no-embedded --device cuda -C "$coll" -b 4M -e 4M -n 5 -w 1 \
       >"$d/$coll.log" 2>&1
-    echo "-- clients under ncu ($coll): exit $?"
+    rc=$?
+    echo "-- clients under ncu ($coll): exit $rc"
     cat "$d/$coll.log"
+    [ $rc -eq 0 ] || bad=1
   done
   local attached kernels
   attached=$(cat "$d"/all*.log | grep -c '==PROF== Connected to process')
@@ -182,6 +197,7 @@ step_no_kernel_in_clients() {
   local daemon_kernels
   daemon_kernels=$(grep -c '==PROF== Profiling' "$c/ncu.log")
   echo "FIGURE clients: $kernels kernel(s) in $attached process(es) ncu attached to; plexusd with its kernel on: $daemon_kernels kernel(s) seen"
+  if [ $bad -ne 0 ]; then echo "FAIL a bench under ncu failed: its kernels were not all seen"; return 1; fi
   if [ "$attached" -eq 0 ]; then echo "FAIL ncu attached to no client process"; return 1; fi
   if [ "$kernels" -ne 0 ]; then echo "FAIL a client process launched a kernel"; return 1; fi
   if [ "$daemon_kernels" -eq 0 ]; then echo "FAIL ncu saw no kernel of plexusd's either: the check cannot tell"; return 1; fi
@@ -190,9 +206,10 @@ step_no_kernel_in_clients() {
 step_torch_ext_build_bg() {
   bash "$tools/build_torch_ext.sh" "$PX_PYTHON" "$PX_BUNDLE" "$PX_WORK/torch-ext"
 }
+# Waits for the background build (run.sh starts it; it is bounded on its own).
 step_torch_ext_build() {
+  while [ ! -f "$PX_WORK/torch_ext_build.rc" ]; do sleep 1; done
   cat "$PX_WORK/torch_ext_build.bg"
-  [ -f "$PX_WORK/torch_ext_build.rc" ] || { echo "FAIL the build had not ended when the budget ran short"; return 1; }
   return "$(cat "$PX_WORK/torch_ext_build.rc")"
 }
 
@@ -204,15 +221,15 @@ step_ddp_cuda_plexus_nccl() {
   preload=$ours
   # A symbol torch links that ours lacks would stop torch from loading at all: then the
   # image's NCCL is preloaded behind ours for those alone, and the step says so.
-  lacking=$(comm -23 "$PX_WORK/torch-nccl-imports" "$PX_WORK/our-nccl-exports" 2>/dev/null | paste -sd ' ' -)
+  lacking=$(nccl_symbols_ours_lacks)
   if [ -n "$lacking" ]; then
-    theirs=$(ldd "$("$PX_PYTHON" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')" |
-      awk '/libnccl.so.2/ {print $3}')
+    theirs=$(ldd "$(torch_cuda_lib)" | awk '/libnccl.so.2 => \// {print $3}')
+    [ -n "$theirs" ] || { echo "FAIL ours lacks what torch links ($lacking), and torch's own NCCL was not found"; return 1; }
     echo "FIGURE ours lacks what torch links: $lacking; preloading $theirs behind ours for those"
     preload=$ours:$theirs
   fi
   PLEXUS_SOCKET=$PX_WORK/ddp/plexusd.sock PY_PRELOAD=$preload PYTHONPATH=$PX_WORK/torch-ext \
-    pyrun "$tools/ddp_cuda.py" 2 --expect-nccl "$PX_BUNDLE/lib/nccl"
+    pyrun "$tools/ddp_cuda.py" 2 --expect-nccl "$PX_BUNDLE/lib/nccl" --require-plexus --deadline-s 90
   local rc=$?
   # What plexusd carried: DDP's gradient allreduces came through our libnccl (the CPU
   # backend only gathered the parameters at the end).
@@ -222,15 +239,15 @@ step_ddp_cuda_plexus_nccl() {
 }
 step_ddp_cuda_image_nccl() {
   local ext=""
-  ls "$PX_WORK"/torch-ext/plexus_torch*.so >/dev/null 2>&1 && ext=$PX_WORK/torch-ext
+  [ "$(cat "$PX_WORK/torch_ext_build.rc" 2>/dev/null)" = 0 ] && ext=$PX_WORK/torch-ext
   start_daemon "$PX_WORK/ddp-image"
   export PLEXUS_SOCKET=$PX_WORK/ddp-image/plexusd.sock PYTHONPATH=$ext
-  pyrun "$tools/ddp_cuda.py" 2 2>&1 | tee "$PX_WORK/ddp-image.out"
+  pyrun "$tools/ddp_cuda.py" 2 --deadline-s 50 2>&1 | tee "$PX_WORK/ddp-image.out"
   [ "${PIPESTATUS[0]}" -ne 0 ] || return 0
   # NCCL refuses two ranks of one communicator on one GPU; its figure is then one rank's.
   grep -q "Duplicate GPU" "$PX_WORK/ddp-image.out" || return 1
   echo "FIGURE NCCL refuses 2 ranks on one GPU (Duplicate GPU detected); 1 rank instead:"
-  pyrun "$tools/ddp_cuda.py" 1
+  pyrun "$tools/ddp_cuda.py" 1 --deadline-s 50
 }
 
 # The backend's own test cases against torch 2.x, on CPU tensors.
@@ -241,7 +258,8 @@ step_torch_backend_cpu() {
   for c in "collectives 2" "pool 2" "ddp 2" "failures 4"; do
     echo "== $c"
     # shellcheck disable=SC2086
-    pyrun -W ignore "$tools/torch_backend_test.py" $c || { status=1; echo "FAIL torch_backend_test.py $c"; }
+    timeout -k 5 45 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$PX_BUNDLE/lib/diag/libcrash_trace.so" \
+      "$PX_PYTHON" -W ignore "$tools/torch_backend_test.py" $c || { status=1; echo "FAIL torch_backend_test.py $c"; }
   done
   [ $status -ne 0 ] || echo "FIGURE torch_backend_test.py collectives 2, pool 2, ddp 2, failures 4: every case ok"
   return $status

@@ -119,6 +119,28 @@ if "Error" in reply or "not found" in reply:
 PY
 }
 
+# The host folders a VM must see that its own /tmp and /run (tmpfs, as sockets cannot live
+# on 9p) would hide: the checkout (the node agent and the test scripts run from it), the
+# caller's directory, the daemons' build directory and $PLEXUS_VM_SHARE (more folders,
+# space-separated), those under /tmp or /run only (the rest the VM sees through the host's
+# root), each once. Each is shared read-only, as the root is, and mounted at the same path.
+hidden_shares() {  # daemons_dir
+  local checkout candidates=() path kept=()
+  checkout=$(cd "$here/../.." && pwd)
+  candidates=("$checkout" "$PWD" ${1:+"$1"})
+  # shellcheck disable=SC2206
+  [ -z "${PLEXUS_VM_SHARE:-}" ] || candidates+=(${PLEXUS_VM_SHARE})
+  for path in "${candidates[@]}"; do
+    [ -d "$path" ] || die "PLEXUS_VM_SHARE: $path is not a directory"
+    path=$(cd "$path" && pwd -P)
+    case "$path" in /tmp | /run) die "cannot share all of $path into the VMs (their own is a tmpfs)" ;; /tmp/* | /run/*) ;; *) continue ;; esac
+    [[ $path =~ ^[A-Za-z0-9_./+-]+$ ]] || die "cannot share $path into the VMs: only letters, digits and _ . / + - (qemu's -virtfs and the kernel command line)"
+    kept+=("$path")
+  done
+  # Ancestors first; a folder inside one already shared is not shared again.
+  printf '%s\n' "${kept[@]}" | sort -u | awk '{ for (i = 1; i <= n; i++) if (index($0 "/", seen[i] "/") == 1) next; seen[++n] = $0; print }'
+}
+
 vm_up() {  # tag, nodes, nics, mem, daemons, routed
   local tag=$1 nodes=$2 nics=$3 mem=$4 daemons=$5 routed=$6
   local images dir ns
@@ -140,6 +162,13 @@ vm_up() {  # tag, nodes, nics, mem, daemons, routed
     if [ "$routed" = 1 ]; then ip -n "$ns" addr add "198.18.$r.254/24" dev "br$r"; fi
   done
   if [ "$routed" = 1 ]; then ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1; fi
+  local shares=() share_args=() share_words="" path i=0
+  mapfile -t shares < <(hidden_shares "$daemons")
+  for path in "${shares[@]}"; do
+    share_args+=(-virtfs "local,path=$path,mount_tag=share$i,security_model=none,readonly=on,multidevs=remap")
+    share_words+=" plexus.share=share$i:$path"
+    i=$((i + 1))
+  done
   for ((n = 0; n < nodes; n++)); do
     mkdir -p "$dir/n$n/inbox"
     local args=(-accel tcg -m "$mem" -smp 1 -display none -no-reboot -nodefaults
@@ -147,9 +176,10 @@ vm_up() {  # tag, nodes, nics, mem, daemons, routed
       -monitor "unix:$dir/n$n/monitor.sock,server,nowait"
       -pidfile "$dir/n$n/qemu.pid"
       -kernel "$images/vmlinuz" -initrd "$images/initrd.gz"
-      -append "console=ttyS0 quiet panic=-1 plexus.agent=$here/node-agent.sh plexus.node=$n plexus.nodes=$nodes plexus.nics=$nics plexus.routed=$routed${daemons:+ plexus.daemons=$daemons}"
+      -append "console=ttyS0 quiet panic=-1 plexus.agent=$here/node-agent.sh plexus.node=$n plexus.nodes=$nodes plexus.nics=$nics plexus.routed=$routed${daemons:+ plexus.daemons=$daemons}$share_words"
       -virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap"
-      -virtfs "local,path=$dir,mount_tag=pxvm,security_model=none,multidevs=remap")
+      -virtfs "local,path=$dir,mount_tag=pxvm,security_model=none,multidevs=remap"
+      "${share_args[@]}")
     for ((r = 0; r < nics; r++)); do
       local tap="t${n}n${r}"
       ip -n "$ns" tuntap add dev "$tap" mode tap
@@ -162,11 +192,18 @@ vm_up() {  # tag, nodes, nics, mem, daemons, routed
   done
   # Ready when every agent says so; a VM that ends or stays silent is a failure with its
   # console shown.
-  local deadline=$((SECONDS + boot_timeout_s))
+  # qemu removes its pid file when it exits, so each pid is kept once seen; a kernel panic
+  # (the node's init failing) is seen on the console at once, not at the boot timeout.
+  local deadline=$((SECONDS + boot_timeout_s)) pid
   for ((n = 0; n < nodes; n++)); do
+    pid=""
     while [ ! -e "$dir/n$n/ready" ]; do
-      if [ -f "$dir/n$n/qemu.pid" ] && ! kill -0 "$(cat "$dir/n$n/qemu.pid")" 2>/dev/null; then
-        echo "plexus-vm: node $n's VM ended while booting; its console:" >&2
+      [ -n "$pid" ] || pid=$(cat "$dir/n$n/qemu.pid" 2>/dev/null || true)
+      if { [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; } ||
+        grep -qs "Kernel panic\|plexus-vm init:" "$dir/n$n/console.log"; then
+        echo "plexus-vm: node $n's VM failed while booting; its console:" >&2
+        # The cause first (a panic's stack would push it out of the tail).
+        grep -E "plexus-vm init:|cannot open|No such file|not syncing" "$dir/n$n/console.log" | head -5 >&2 || true
         tail -20 "$dir/n$n/console.log" >&2 || true
         cat "$dir/n$n/qemu.log" >&2 || true
         return 1

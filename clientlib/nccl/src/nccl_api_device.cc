@@ -30,16 +30,20 @@ struct ncclLLA2AHandle;
 namespace {
 
 ncclResult_t refuse(const char* call) {
-  return fail(ncclInvalidUsage,
-              std::string(call) +
-                  ": Plexus's libnccl has no device API (device communicators, symmetric "
-                  "load/store windows, GPU-initiated networking): plexusd moves the data and "
-                  "clients launch no kernels. Use the host collectives");
+  return guarded(call, [call] {
+    return fail(ncclInvalidUsage,
+                std::string(call) +
+                    ": Plexus's libnccl has no device API (device communicators, symmetric "
+                    "load/store windows, GPU-initiated networking): plexusd moves the data and "
+                    "clients launch no kernels. Use the host collectives");
+  });
 }
 
-// The communicator's rank and size, or {0, 0} for one this library did not make.
+// The communicator's rank and size, or {0, 0} for one this library did not make (a null
+// one answered without a call that would record a last error).
 ncclTeam_t world_of(ncclComm_t comm) {
   ncclTeam_t team{0, 0, 1};
+  if (comm == nullptr) return team;
   if (ncclCommCount(comm, &team.nRanks) != ncclSuccess ||
       ncclCommUserRank(comm, &team.rank) != ncclSuccess) {
     return ncclTeam_t{0, 0, 1};
