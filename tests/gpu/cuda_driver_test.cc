@@ -3,9 +3,6 @@
 // than its prototype is called with the wrong arguments (CUDA 13's cuCtxGetDevice took a
 // stray register for a context and crashed inside the driver). Here, on a GPU, the one
 // that did.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <string>
@@ -16,44 +13,29 @@
 namespace plexus::test {
 namespace {
 
-// In a child, so that this process never initialises CUDA (the rank processes of the
-// other tests fork from it): the primary context of device 0 made current, then the
-// device asked of it. "" or what went wrong.
+// The primary context of device 0 made current, then the device asked of it: "" or what
+// went wrong (in a child: this process never initialises CUDA, as the rank processes of
+// the other tests fork from it).
 std::string device_of_current_context() {
-  int fds[2];
-  if (::pipe(fds) != 0) return "pipe failed";
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    std::string why;
-    const shm::CudaDriver* d = shm::CudaDriver::get(&why);
-    CUdevice device = 0;
-    CUcontext context = nullptr;
-    if (d != nullptr) why = d->check(d->device_get(&device, 0), "cuDeviceGet");
-    if (why.empty())
-      why = d->check(d->primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
-    if (why.empty()) why = d->check(d->ctx_set_current(context), "cuCtxSetCurrent");
-    CUdevice asked = -1;
-    if (why.empty()) why = d->check(d->ctx_get_device(&asked), "cuCtxGetDevice");
-    if (why.empty() && asked != device) why = "cuCtxGetDevice gave device " + std::to_string(asked);
-    (void)!::write(fds[1], why.data(), why.size());
-    ::_exit(0);
+  const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+  if (d == nullptr) return "no CUDA driver";
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::string why = d->check(d->device_get(&device, 0), "cuDeviceGet");
+  if (why.empty()) {
+    why = d->check(d->primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
   }
-  ::close(fds[1]);
-  std::string answer;
-  char chunk[256];
-  for (ssize_t n; (n = ::read(fds[0], chunk, sizeof(chunk))) > 0;) answer.append(chunk, n);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status)) return "the child died of signal " + std::to_string(WTERMSIG(status));
-  return answer;
+  if (why.empty()) why = d->check(d->ctx_set_current(context), "cuCtxSetCurrent");
+  CUdevice asked = -1;
+  if (why.empty()) why = d->check(d->ctx_get_device(&asked), "cuCtxGetDevice");
+  if (why.empty() && asked != device) why = "cuCtxGetDevice gave device " + std::to_string(asked);
+  return why;
 }
 
 TEST(CudaDriverAbiTest, TheCurrentContextsDeviceIsReadWithoutCrashingTheDriver) {
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "needs a GPU with a CUDA driver: " << why;
-  EXPECT_EQ(device_of_current_context(), "");
+  EXPECT_EQ(in_child(device_of_current_context), "");
 }
 
 }  // namespace

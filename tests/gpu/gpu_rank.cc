@@ -7,14 +7,13 @@
 
 namespace plexus::test {
 
-std::string gpu_unavailable_reason() {
+std::string in_child(const std::function<std::string()>& body) {
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
   const pid_t child = ::fork();
   if (child == 0) {
     ::close(fds[0]);
-    std::string why;
-    const std::string answer = shm::CudaDriver::get(&why) != nullptr ? "" : why;
+    const std::string answer = body();
     (void)!::write(fds[1], answer.data(), answer.size());
     ::_exit(0);
   }
@@ -25,8 +24,17 @@ std::string gpu_unavailable_reason() {
   ::close(fds[0]);
   int status = 0;
   ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status)) return "the CUDA probe process crashed";
+  if (!WIFEXITED(status)) {
+    return "the child process died of signal " + std::to_string(WTERMSIG(status));
+  }
   return answer;
+}
+
+std::string gpu_unavailable_reason() {
+  return in_child([] {
+    std::string why;
+    return shm::CudaDriver::get(&why) != nullptr ? std::string() : why;
+  });
 }
 
 RankGpu::RankGpu() {

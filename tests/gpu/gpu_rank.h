@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "tests/integration/collective_cases.h"
 
 namespace plexus::test {
+
+// `body`'s answer, run in a child process (so that this one never initialises CUDA), or
+// why the child gave none (it died of a signal: "... died of signal N").
+std::string in_child(const std::function<std::string()>& body);
 
 // "" when a GPU can be used here, else why not (for GTEST_SKIP).
 std::string gpu_unavailable_reason();

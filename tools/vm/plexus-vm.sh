@@ -37,9 +37,13 @@
 # $PLEXUS_CLUSTER_ADDR_<r>_<n> the address of node n's NIC r. Needs root, qemu-system-x86,
 # busybox-static, cpio, kmod and rdma-core (tools/install-deps.sh installs them). Exits 77
 # saying why when qemu or the kernel package cannot be had.
+#
+# The VMs' /tmp and /run are their own (tmpfs): the checkout, the caller's directory, the
+# --daemons build directory and the folders in $PLEXUS_VM_SHARE (space-separated) that lie
+# under them on this machine are shared into the VMs read-only at the same paths.
 set -euo pipefail
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-vm: $*" >&2; exit 2; }
 skip() { echo "plexus-vm: SKIP: $*" >&2; exit 77; }
 
