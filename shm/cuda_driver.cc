@@ -6,12 +6,9 @@
 #include <dlfcn.h>
 #include <link.h>
 
-#include <cudaTypedefs.h>
-
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <type_traits>
 
 namespace plexus::shm {
 namespace {
@@ -33,14 +30,7 @@ Loaded load() {
   const CudaGetProcAddress get_proc = cuda_get_proc_address(library, &out.why);
   if (get_proc == nullptr) return out;
   CudaDriver& d = out.driver;
-#define PLEXUS_CUDA_LOAD(member, symbol, version)                                    \
-  static_assert(std::is_same_v<decltype(&::symbol), PFN_##symbol##_v##version>,      \
-                #symbol "'s prototype is not CUDA " #version "'s: fix its version"); \
-  d.member = reinterpret_cast<decltype(d.member)>(                                   \
-      cuda_entry_point(get_proc, #symbol, version, &out.why));                       \
-  if (d.member == nullptr) return out;
-  PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_LOAD)
-#undef PLEXUS_CUDA_LOAD
+  PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_LOAD_ROW)
   out.why = d.check(d.init(0), "cuInit");
   if (out.why.empty()) {
     int devices = 0;

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <string>
+#include <type_traits>
 
 namespace plexus::shm {
 
@@ -80,6 +82,18 @@ CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why);
 // *why naming it.
 void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, int version,
                        std::string* why);
+
+// Loads one X(member, symbol, version) row into `d.member`, its version checked against
+// cudaTypedefs.h's PFN_<symbol>_v<version> at compile time; on failure returns `out`, its
+// `why` set. For the loaders of both tables (this one, plexusd's kernel table), whose load()
+// holds `d`, `get_proc` and `out`. Used directly as the X argument: `symbol` must reach #
+// and ## unexpanded (cuda.h defines cuDeviceGetUuid as cuDeviceGetUuid_v2, ...).
+#define PLEXUS_CUDA_LOAD_ROW(member, symbol, version)                                \
+  static_assert(std::is_same_v<decltype(&::symbol), PFN_##symbol##_v##version>,      \
+                #symbol "'s prototype is not CUDA " #version "'s: fix its version"); \
+  d.member = reinterpret_cast<decltype(d.member)>(                                   \
+      ::plexus::shm::cuda_entry_point(get_proc, #symbol, version, &out.why));        \
+  if (d.member == nullptr) return out;
 
 struct CudaDriver {
 #define PLEXUS_CUDA_MEMBER(member, symbol, version) decltype(&::symbol) member = nullptr;

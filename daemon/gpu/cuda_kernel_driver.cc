@@ -1,10 +1,8 @@
 #include "daemon/gpu/cuda_kernel_driver.h"
 
-#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <mutex>
-#include <type_traits>
 
 #include "shm/cuda_driver.h"
 
@@ -27,14 +25,7 @@ Loaded load() {
   const shm::CudaGetProcAddress get_proc = shm::cuda_get_proc_address(library, &out.why);
   if (get_proc == nullptr) return out;
   CudaKernelDriver& d = out.driver;
-#define PLEXUS_CUDA_KERNEL_LOAD(member, symbol, version)                             \
-  static_assert(std::is_same_v<decltype(&::symbol), PFN_##symbol##_v##version>,      \
-                #symbol "'s prototype is not CUDA " #version "'s: fix its version"); \
-  d.member = reinterpret_cast<decltype(d.member)>(                                   \
-      shm::cuda_entry_point(get_proc, #symbol, version, &out.why));                  \
-  if (d.member == nullptr) return out;
-  PLEXUS_CUDA_KERNEL_ENTRY_POINTS(PLEXUS_CUDA_KERNEL_LOAD)
-#undef PLEXUS_CUDA_KERNEL_LOAD
+  PLEXUS_CUDA_KERNEL_ENTRY_POINTS(PLEXUS_CUDA_LOAD_ROW)
   return out;
 }
 

@@ -100,7 +100,7 @@ done | sort -u | while read -r header; do
 done
 [ -d "$dir/include/boost" ] || die "found no Boost header of the torch extension (is libboost-dev installed?)"
 cp "$root/shm/cuda_driver.h" "$dir/src/shm/"
-cp "$root"/tools/gpu/{run.sh,steps.sh,build_torch_ext.sh,ddp_cuda.py,latency_gloo.py} "$dir/tools/"
+cp "$root"/tools/gpu/{run.sh,steps.sh,build_torch_ext.sh,ddp_cuda.py,latency_gloo.py,spawn_ranks.py} "$dir/tools/"
 cp "$root/tests/libplexus_no_kernels_test.sh" "$root/tests/python/torch_backend_test.py" "$dir/tools/"
 {
   echo "plexus source $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown) at bundling, $(date -u +%FT%TZ)"

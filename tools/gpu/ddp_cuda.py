@@ -23,7 +23,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from spawn_ranks import run_ranks
 
 try:
     import plexus_torch  # noqa: F401  (registers the backend "plexus" for CPU tensors)
@@ -147,18 +148,7 @@ def main():
     where = f"GPU 0 ({torch.cuda.get_device_name(0)})" if DEVICE == "cuda" else "the CPU"
     print(f"backend {BACKEND}, {world} ranks on {where}, torch {torch.__version__}", flush=True)
     with tempfile.TemporaryDirectory() as d:
-        ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=rank_main, args=(r, world, f"{d}/store", steps, expect_dir, d, DEVICE))
-                 for r in range(world)]
-        for p in procs:
-            p.start()
-        deadline = time.time() + deadline_s
-        for p in procs:
-            p.join(max(1, deadline - time.time()))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        bad = {r: p.exitcode for r, p in enumerate(procs) if p.exitcode != 0}
+        bad = run_ranks(rank_main, world, (f"{d}/store", steps, expect_dir, d, DEVICE), deadline_s)
         if bad:
             print(f"FAIL DDP with {world} ranks on {BACKEND}: ranks failed or hung (rank: exit "
                   f"code, negative for a signal, None for a hang): {bad}", flush=True)

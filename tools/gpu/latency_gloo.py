@@ -11,7 +11,8 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from spawn_ranks import run_ranks
 
 
 def rank_main(rank, world, store, iters, warmup):
@@ -33,20 +34,10 @@ def rank_main(rank, world, store, iters, warmup):
 def main():
     world, iters, warmup = (int(a) for a in sys.argv[1:4])
     with tempfile.TemporaryDirectory() as d:
-        ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=rank_main, args=(r, world, f"{d}/store", iters, warmup))
-                 for r in range(world)]
-        for p in procs:
-            p.start()
-        deadline = time.time() + 30
-        for p in procs:
-            p.join(max(0.1, deadline - time.time()))
-        if any(p.exitcode != 0 for p in procs):
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-            print("FAIL a gloo rank failed", flush=True)
-            sys.exit(1)
+        bad = run_ranks(rank_main, world, (f"{d}/store", iters, warmup), deadline_s=30)
+    if bad:
+        print(f"FAIL gloo ranks failed or hung (rank: exit code): {bad}", flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ tools=$PX_BUNDLE/tools
 # Python as the machine has it (the bundle's libraries reach the extension through
 # RUNPATHs, not the library path), with the Python stack (faulthandler) and the native one
 # (lib/diag/libcrash_trace.so) of a rank that dies of a signal. PY_PRELOAD: libraries to
-# preload before the tracer.
+# preload before the tracer; PY_TIMEOUT: seconds after which the run is killed.
 pyrun() {
   PYTHONFAULTHANDLER=1 LD_PRELOAD="${PY_PRELOAD:+$PY_PRELOAD:}$PX_BUNDLE/lib/diag/libcrash_trace.so" \
-    "$PX_PYTHON" "$@"
+    ${PY_TIMEOUT:+timeout -k 5 "$PY_TIMEOUT"} "$PX_PYTHON" "$@"
 }
 
 # torch's libtorch_cuda.so, and the nccl* symbols it imports that our libnccl.so.2 lacks
@@ -31,6 +31,7 @@ nccl_symbols_ours_lacks() {
 }
 
 # A plexusd of the step's own in DIR, stopped when the step ends. Sets daemon_pid.
+# DAEMON_PREFIX: a command to start it under (taskset -c 1).
 daemons=()
 stop_daemons() {
   local pid
@@ -42,7 +43,8 @@ start_daemon() { # DIR [plexusd options]
   local dir=$1
   shift
   mkdir -p "$dir"
-  "$bin/plexusd" --socket "$dir/plexusd.sock" --metrics off "$@" >"$dir/plexusd.log" 2>&1 &
+  # shellcheck disable=SC2086
+  ${DAEMON_PREFIX:-} "$bin/plexusd" --socket "$dir/plexusd.sock" --metrics off "$@" >"$dir/plexusd.log" 2>&1 &
   daemon_pid=$!
   daemons+=("$daemon_pid")
   wait_socket "$dir/plexusd.sock" 100 || { echo "FAIL plexusd did not start:"; cat "$dir/plexusd.log"; exit 1; }
@@ -258,8 +260,8 @@ step_torch_backend_cpu() {
   for c in "collectives 2" "pool 2" "ddp 2" "failures 4"; do
     echo "== $c"
     # shellcheck disable=SC2086
-    timeout -k 5 45 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$PX_BUNDLE/lib/diag/libcrash_trace.so" \
-      "$PX_PYTHON" -W ignore "$tools/torch_backend_test.py" $c || { status=1; echo "FAIL torch_backend_test.py $c"; }
+    PY_TIMEOUT=45 pyrun -W ignore "$tools/torch_backend_test.py" $c ||
+      { status=1; echo "FAIL torch_backend_test.py $c"; }
   done
   [ $status -ne 0 ] || echo "FIGURE torch_backend_test.py collectives 2, pool 2, ddp 2, failures 4: every case ok"
   return $status
@@ -269,13 +271,10 @@ step_torch_backend_cpu() {
 # the ranks to cores 2 and 3 spinning; then the same on gloo through torch (the peer).
 step_latency_8b_2r() {
   command -v taskset >/dev/null || { echo "SKIP no taskset on this machine: nothing to pin with"; exit 77; }
-  taskset -c 1 "$bin/plexusd" --socket "$PX_WORK/lat.sock" --metrics off --spin-us 1000000 \
-    >"$PX_WORK/lat-plexusd.log" 2>&1 &
-  daemons+=($!)
-  wait_socket "$PX_WORK/lat.sock" 100 || { echo "FAIL plexusd did not start"; return 1; }
+  DAEMON_PREFIX="taskset -c 1" start_daemon "$PX_WORK/lat" --spin-us 1000000
   local ranks
   for ranks in 1 2; do
-    PLEXUS_SPIN_US=1000000 taskset -c 2,3 "$bin/plexus-bench" --socket "$PX_WORK/lat.sock" --no-embedded \
+    PLEXUS_SPIN_US=1000000 taskset -c 2,3 "$bin/plexus-bench" --socket "$PX_WORK/lat/plexusd.sock" --no-embedded \
       -C allreduce --spawn "$ranks" -b 8 -e 8 -n 3000 -w 200 --stat median | tee "$PX_WORK/lat-$ranks.out" ||
       return 1
     awk -v r="$ranks" '$1 == 8 { printf "FIGURE %d rank(s): median %s us\n", r, $6 }' "$PX_WORK/lat-$ranks.out"
