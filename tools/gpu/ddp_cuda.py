@@ -18,7 +18,6 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from datetime import timedelta
 
 import torch
@@ -60,52 +59,47 @@ def mapped_nccl():
 
 def rank_main(rank, world, store, steps, expect_dir, result_dir, device):
     global BACKEND, DEVICE
-    try:
-        if device == "cpu":
-            BACKEND, DEVICE = CPU_BACKEND, "cpu"
-        else:
-            torch.cuda.set_device(0)
-        dist.init_process_group(BACKEND, init_method=f"file://{store}", rank=rank,
-                                world_size=world, timeout=timedelta(seconds=60))
-        dev = torch.device(DEVICE, 0) if DEVICE == "cuda" else torch.device("cpu")
-        model = make_model().to(dev)
-        ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[0] if DEVICE == "cuda" else None)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-        times = []
-        for x, y in batches(rank, steps):
-            sync()
-            t0 = time.perf_counter()
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(ddp(x.to(dev)), y.to(dev)).backward()
-            opt.step()
-            sync()
-            times.append(time.perf_counter() - t0)
-        params = torch.cat([p.detach().flatten() for p in model.parameters()])
-        # Every rank's parameters, over NCCL (CUDA; the CPU backend with --cpu) and over the
-        # CPU backend.
-        gathered = [torch.empty_like(params) for _ in range(world)]
-        dist.all_gather(gathered, params)
-        cpu = params.cpu()
-        cpu_gathered = [torch.empty_like(cpu) for _ in range(world)]
-        dist.all_gather(cpu_gathered, cpu)
-        for r in range(world):
-            assert torch.equal(gathered[r], params), f"rank {r}'s parameters differ (CUDA gather)"
-            assert torch.equal(cpu_gathered[r], cpu), f"rank {r}'s parameters differ (CPU gather)"
-        nccl = mapped_nccl()
-        if expect_dir:
-            assert any(p.startswith(expect_dir + "/") for p in nccl), \
-                f"libnccl mapped from {nccl}, none from {expect_dir}"
-        if rank == 0:
-            version = torch.cuda.nccl.version() if DEVICE == "cuda" else None
-            torch.save({"params": cpu, "times": times, "nccl": nccl, "version": version},
-                       f"{result_dir}/rank0.pt")
-        dist.barrier()
-        dist.destroy_process_group()
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        os._exit(1)
+    if device == "cpu":
+        BACKEND, DEVICE = CPU_BACKEND, "cpu"
+    else:
+        torch.cuda.set_device(0)
+    dist.init_process_group(BACKEND, init_method=f"file://{store}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=60))
+    dev = torch.device(DEVICE, 0) if DEVICE == "cuda" else torch.device("cpu")
+    model = make_model().to(dev)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[0] if DEVICE == "cuda" else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    times = []
+    for x, y in batches(rank, steps):
+        sync()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x.to(dev)), y.to(dev)).backward()
+        opt.step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    # Every rank's parameters, over NCCL (CUDA; the CPU backend with --cpu) and over the
+    # CPU backend.
+    gathered = [torch.empty_like(params) for _ in range(world)]
+    dist.all_gather(gathered, params)
+    cpu = params.cpu()
+    cpu_gathered = [torch.empty_like(cpu) for _ in range(world)]
+    dist.all_gather(cpu_gathered, cpu)
+    for r in range(world):
+        assert torch.equal(gathered[r], params), f"rank {r}'s parameters differ (CUDA gather)"
+        assert torch.equal(cpu_gathered[r], cpu), f"rank {r}'s parameters differ (CPU gather)"
+    nccl = mapped_nccl()
+    if expect_dir:
+        assert any(p.startswith(expect_dir + "/") for p in nccl), \
+            f"libnccl mapped from {nccl}, none from {expect_dir}"
+    if rank == 0:
+        version = torch.cuda.nccl.version() if DEVICE == "cuda" else None
+        torch.save({"params": cpu, "times": times, "nccl": nccl, "version": version},
+                   f"{result_dir}/rank0.pt")
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def reference(world, steps):

@@ -1,8 +1,22 @@
 """WORLD rank processes of one script (spawned, so each imports torch afresh), bounded in
 time: what tools/gpu's Python checks share."""
+import os
+import sys
 import time
+import traceback
 
 import torch.multiprocessing as mp
+
+
+def _guarded(target, *args):
+    """A rank: an exception is printed and ends it with status 1 (not a hang of its peers
+    waiting on a rank whose Python error went unseen)."""
+    try:
+        target(*args)
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
 
 
 def run_ranks(target, world, args, deadline_s):
@@ -10,7 +24,7 @@ def run_ranks(target, world, args, deadline_s):
     all, kills what is left, and returns {rank: exit code} of those that did not exit 0
     (negative: the signal that ended it; None: it hung)."""
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=target, args=(r, world, *args)) for r in range(world)]
+    procs = [ctx.Process(target=_guarded, args=(target, r, world, *args)) for r in range(world)]
     for p in procs:
         p.start()
     deadline = time.time() + deadline_s
