@@ -64,12 +64,8 @@ cat "$outdir"/obj/*.log
 libs=()
 for d in $torch_libdirs; do libs+=(-L"$d" -Wl,-rpath,"$d"); done
 so=$outdir/plexus_torch$suffix
-link() {
-  "$cxx" -shared -o "$so" "$outdir"/obj/*.o -L"$bundle/lib" -l:libplexus.so.0 \
-    -Wl,-rpath,"$bundle/lib" "${libs[@]}" \
-    -ltorch_python -ltorch -ltorch_cpu -lc10
-}
-link
+"$cxx" -shared -o "$so" "$outdir"/obj/*.o -L"$bundle/lib" -l:libplexus.so.0 \
+  -Wl,-rpath,"$bundle/lib" "${libs[@]}" -ltorch_python -ltorch -ltorch_cpu -lc10
 readelf -d "$so" | grep -q 'NEEDED.*libstdc++' ||
   { echo "FAIL $so holds a static copy of the C++ runtime (not libstdc++.so.6, as torch uses)"; exit 1; }
 echo "FIGURE built against torch $torch_version in $(($(date +%s) - start)) s"
