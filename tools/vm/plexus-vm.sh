@@ -141,6 +141,7 @@ hidden_shares() {  # daemons_dir
     [[ $path =~ ^[A-Za-z0-9_./+-]+$ ]] || die "cannot share $path into the VMs: only letters, digits and _ . / + - (qemu's -virtfs and the kernel command line)"
     kept+=("$path")
   done
+  ((${#kept[@]})) || return 0  # printf with no words would still print one empty line
   # Ancestors first; a folder inside one already shared is not shared again.
   printf '%s\n' "${kept[@]}" | sort -u | awk '{ for (i = 1; i <= n; i++) if (index($0 "/", seen[i] "/") == 1) next; seen[++n] = $0; print }'
 }
@@ -166,7 +167,7 @@ vm_up() {  # tag, nodes, nics, mem, daemons, routed
     if [ "$routed" = 1 ]; then ip -n "$ns" addr add "198.18.$r.254/24" dev "br$r"; fi
   done
   if [ "$routed" = 1 ]; then ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1; fi
-  local shares=() share_args=() share_words="" path i=0
+  local shares=() share_args=() share_words="" path i=0 launched=()
   mapfile -t shares < <(hidden_shares "$daemons")
   for path in "${shares[@]}"; do
     share_args+=(-virtfs "local,path=$path,mount_tag=share$i,security_model=none,readonly=on,multidevs=remap")
@@ -192,23 +193,24 @@ vm_up() {  # tag, nodes, nics, mem, daemons, routed
         -device "virtio-net-pci,romfile=,netdev=nic$r,mac=52:54:00:98:$(printf %02x "$r"):$(printf %02x "$n")")
     done
     ip netns exec "$ns" qemu-system-x86_64 "${args[@]}" > "$dir/n$n/qemu.log" 2>&1 &
+    launched[n]=$!  # ip netns exec execs qemu: this is qemu's pid
     disown  # ended by vm_down or vm_kill: no job notice from this shell
   done
   # Ready when every agent says so; a VM that ends or stays silent is a failure with its
   # console shown.
-  # qemu removes its pid file when it exits, so each pid is kept once seen; a kernel panic
-  # (the node's init failing) is seen on the console at once, not at the boot timeout.
-  local deadline=$((SECONDS + boot_timeout_s)) pid
+  # A qemu that exits (before or after writing its pid file) or a kernel panic (the node's
+  # init failing) is seen at once, not at the boot timeout. A disowned child that exited
+  # may linger as a zombie, which kill -0 would call alive: ps reads its state.
+  local deadline=$((SECONDS + boot_timeout_s)) state
   for ((n = 0; n < nodes; n++)); do
-    pid=""
     while [ ! -e "$dir/n$n/ready" ]; do
-      [ -n "$pid" ] || pid=$(cat "$dir/n$n/qemu.pid" 2>/dev/null || true)
-      if { [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; } ||
+      state=$(ps -o stat= -p "${launched[n]}" 2>/dev/null || true)
+      if [ -z "$state" ] || [ "${state:0:1}" = Z ] ||
         grep -qs "Kernel panic\|plexus-vm init:" "$dir/n$n/console.log"; then
         echo "plexus-vm: node $n's VM failed while booting; its console:" >&2
         # The cause first (a panic's stack would push it out of the tail).
-        grep -E "plexus-vm init:|cannot open|No such file|not syncing" "$dir/n$n/console.log" | head -5 >&2 || true
-        tail -20 "$dir/n$n/console.log" >&2 || true
+        grep -sE "plexus-vm init:|cannot open|No such file|not syncing" "$dir/n$n/console.log" | head -5 >&2 || true
+        tail -20 "$dir/n$n/console.log" 2>/dev/null >&2 || true
         cat "$dir/n$n/qemu.log" >&2 || true
         return 1
       fi
