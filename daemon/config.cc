@@ -68,6 +68,8 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peer_listen = config.peer_listen;
   c.cluster_secret_file = config.cluster_secret_file;
   c.peers.tcp_congestion = config.tcp_congestion;
+  c.peers.latency_connections = config.latency_connections == common::OnOff::kOn;
+  c.peers.latency_dscp = config.latency_dscp;
   c.peers.nics = std::move(peer_nics);
   c.peers.reconnect_max = std::chrono::milliseconds(config.reconnect_max_ms);
   c.peers.control_ack_timeout = std::chrono::milliseconds(config.control_ack_timeout_ms);

@@ -60,6 +60,14 @@ struct Config {
   std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
   uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
   std::string tcp_congestion;           // for connections to peers; empty: the host's default
+  // Beside each rail a second data connection that carries only the latency class's frames,
+  // with socket priority 6 and DSCP latency_dscp: one TCP stream per class, so that a
+  // latency frame never waits in the kernel's or the switches' queues behind bulk bytes
+  // that a single stream would put ahead of it. Costs one more socket per rail per peer in
+  // use. off: every class shares one connection per rail.
+  common::OnOff latency_connections = common::OnOff::kOn;
+  // AF41 (RFC 4594's low-latency data class): apart from RoCE's usual 26 and its CNPs' 48.
+  uint32_t latency_dscp = 34;
   // What carries data connections to peers (daemon/peers/data_transport.h): auto is RDMA
   // where both ends' NICs have a verbs device, TCP otherwise.
   DataTransport transport = DataTransport::kAuto;

@@ -23,12 +23,14 @@ struct Words {
       : channel_acks(common::switch_name(config.channel_acks)),
         transport(data_transport_name(config.transport)),
         telemetry(common::switch_name(config.telemetry)),
+        latency_connections(common::switch_name(config.latency_connections)),
         metrics(common::switch_name(config.metrics)) {
     for (const std::string& nic : config.nics) nics += (nics.empty() ? "" : ",") + nic;
   }
   std::string channel_acks;
   std::string transport;
   std::string telemetry;
+  std::string latency_connections;
   std::string metrics;
   std::string nics;
   std::vector<std::string> jobs;  // --job; a Config's jobs are written as [jobs.NAME] tables
@@ -123,6 +125,19 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "TCP congestion control of connections to peer daemons, e.g. cubic, bbr, dctcp "
                  "(default: the host's net.ipv4.tcp_congestion_control); plexusd refuses to "
                  "start with one this kernel lacks");
+  app.add_option("--latency-connections", w.latency_connections,
+                 "A second data connection beside each rail for the latency class's frames "
+                 "(jobs of class latency), with socket priority 6 and --latency-dscp, so that "
+                 "the host's qdisc and the switches queue them apart from bulk data; off: one "
+                 "connection per rail carries every class")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--latency-dscp", config.latency_dscp,
+                 "The DSCP of the latency class's connections (bulk ones keep 0); map it to a "
+                 "priority queue on the switches (docs/NETWORK.md, \"Job classes on the "
+                 "wire\")")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 63u));
   app.add_option("--transport", w.transport,
                  "What carries data connections to peer daemons: tcp; rdma (an RC queue pair on "
                  "the verbs port of the NIC each connection is set up over; a connection whose "
@@ -434,6 +449,7 @@ ConfigLoad load_config(const std::vector<std::string>& args) {
   config.channel_acks = common::on_off_auto_words().at(w.channel_acks);
   config.transport = data_transport_words().at(w.transport);
   config.telemetry = common::on_off_words().at(w.telemetry);
+  config.latency_connections = common::on_off_words().at(w.latency_connections);
   config.metrics = common::on_off_words().at(w.metrics);
   config.nics.clear();
   // Split here: CLI11's own delimiter splitting trips GCC 12's -Wnull-dereference.

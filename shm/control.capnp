@@ -213,6 +213,7 @@ struct PathInfo {
   rttUs @11 :Float64;
   kernelUnsentBytes @12 :UInt64;  # queued in its socket, not yet sent
   transport @13 :Text;            # tcp, rdma
+  latencyClass @14 :Bool;         # the latency class's connection (--latency-connections)
 }
 
 struct NicInfo {

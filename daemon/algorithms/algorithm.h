@@ -123,4 +123,7 @@ std::vector<uint64_t> split_evenly(uint64_t total, int parts);
 // Prefix sums: offsets[i] = sum of sizes[0..i); offsets has sizes.size() + 1 entries.
 std::vector<uint64_t> prefix_offsets(std::span<const uint64_t> sizes);
 
+// i modulo p in [0, p): the rank i steps around a ring of p (i may be negative).
+inline int wrap(int i, int p) { return ((i % p) + p) % p; }
+
 }  // namespace plexus::daemon::algo

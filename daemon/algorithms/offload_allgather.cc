@@ -18,7 +18,6 @@
 namespace plexus::daemon::algo {
 namespace {
 
-int wrap(int i, int q) { return ((i % q) + q) % q; }
 
 }  // namespace
 

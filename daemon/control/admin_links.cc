@@ -96,6 +96,7 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
       paths[p].setDeliveryAppLimited(path.delivery_app_limited);
       paths[p].setRttUs(path.rtt_us);
       paths[p].setKernelUnsentBytes(path.kernel_unsent_bytes);
+      paths[p].setLatencyClass(path.latency);
       if (path.windows) {
         paths[p].setHasRecent(true);
         fill_recent(paths[p].initRecent(), *path.windows, now);

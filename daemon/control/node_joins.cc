@@ -73,8 +73,8 @@ void NodeJoins::start(uv_loop_t* loop) {
                                      const std::string& reason,
                                      bool gone) { on_peer_control_lost(id, name, reason, gone); };
   callbacks.on_data_link = [this](const transports::PeerIdentity& peer, transports::PathOpener open,
-                                  const std::string& nic, bool backup) {
-    on_data_link(peer, std::move(open), nic, backup);
+                                  const std::string& nic, bool backup, bool latency) {
+    on_data_link(peer, std::move(open), nic, backup, latency);
   };
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
@@ -89,8 +89,8 @@ void NodeJoins::close() {
 }
 
 void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic,
-                               const std::string& remote) {
-  if (peers_) peers_->rail_lost(instance, nic, remote);
+                               const std::string& remote, bool latency) {
+  if (peers_) peers_->rail_lost(instance, nic, remote, latency);
 }
 
 void NodeJoins::nic_up(const std::string& nic) {
@@ -465,11 +465,11 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
 }
 
 void NodeJoins::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
-                             const std::string& nic, bool backup) {
+                             const std::string& nic, bool backup, bool latency) {
   data_links_.insert(peer.instance_id);
   data_link_errors_.erase(peer.instance_id);
-  engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic,
-                backup](Engine& e) { e.links().add(id, name, open, nic, backup); });
+  engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic, backup,
+                latency](Engine& e) { e.links().add(id, name, open, nic, backup, latency); });
   std::vector<CommToken> tokens;
   for (const auto& [token, f] : forming_) tokens.push_back(token);
   for (const auto& token : tokens) check_forming(token);

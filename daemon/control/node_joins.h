@@ -79,7 +79,8 @@ class NodeJoins {
   // From the engine, on the control thread: the data link to `instance` is gone; a path of
   // it over local NIC `nic` failed (the link stays); a local NIC came back.
   void data_link_lost(uint64_t instance);
-  void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
+  void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
+                      bool latency);
   void nic_up(const std::string& nic);
 
  private:
@@ -101,7 +102,7 @@ class NodeJoins {
   void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason,
                             bool gone);
   void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
-                    const std::string& nic, bool backup);
+                    const std::string& nic, bool backup, bool latency);
   void on_data_failed(uint64_t instance, const std::string& reason);
   NodeInfo my_node_info() const;
   algo::LinkCost comm_cost(const NodeRendezvous::Formed& formed) const;

@@ -50,8 +50,9 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                  [this](uint64_t peer, const std::string& name, const std::string& reason) {
                    on_peer_lost(peer, name, reason);
                  },
-                 [this](uint64_t peer, const std::string& nic, const std::string& remote) {
-                   if (link_events_.path_lost) link_events_.path_lost(peer, nic, remote);
+                 [this](uint64_t peer, const std::string& nic, const std::string& remote,
+                        bool latency) {
+                   if (link_events_.path_lost) link_events_.path_lost(peer, nic, remote, latency);
                  },
                  [this](const std::string& nic) {
                    if (link_events_.nic_up) link_events_.nic_up(nic);

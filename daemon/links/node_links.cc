@@ -56,7 +56,7 @@ const std::string* NodeLinks::name_of(uint64_t peer) const {
 }
 
 void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
-                    bool backup) {
+                    bool backup, bool latency) {
   auto it = links_.find(peer);
   if (it == links_.end()) {
     auto link = std::make_unique<Link>();
@@ -94,6 +94,7 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
   raw->link = &link;
   raw->key = next_key_++;
   raw->nic = std::move(nic);
+  raw->latency = latency;
   if (telemetry_.width.count() > 0) {
     auto ring = [this] {
       return std::make_shared<monitor::WindowRing>(telemetry_.width, telemetry_.windows);
@@ -148,12 +149,13 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
   paths_by_key_[raw->key] = raw;
   // A path joining a channel that has lost one before is on probation.
   const bool probation = link.channel->counters().path_failures > 0;
-  raw->id = link.channel->add_path(raw->conn.get(), Clock::now(), probation, backup);
+  raw->id = link.channel->add_path(raw->conn.get(), Clock::now(), probation, backup, latency);
   if (link.paths.size() <= raw->id) link.paths.resize(raw->id + 1);
   link.paths[raw->id] = std::move(path);
-  spdlog::info("path to node {} up over {} ({} -> {}){}{}", link.name,
+  spdlog::info("path to node {} up over {} ({} -> {}){}{}{}", link.name,
                raw->nic.empty() ? "?" : raw->nic, raw->local, raw->remote,
-               backup ? ", a backup across rails" : "", probation ? ", on probation" : "");
+               latency ? ", the latency class's" : "", backup ? ", a backup across rails" : "",
+               probation ? ", on probation" : "");
   if (!raw->nic.empty() && drained_nics_.count(raw->nic) != 0) {
     link.channel->drain(raw->id, true);
     send_path_notice(link, *raw, wire::PathNotice::kDrained);
@@ -578,6 +580,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
   const bool peer_closed = path.conn->peer_closed();
   const std::string nic = path.nic;
   const std::string remote = path.remote;
+  const bool latency = path.latency;
   spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
@@ -601,7 +604,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
     spdlog::warn("no path left to node {}: its frames wait up to {} ms for one to come back",
                  link.name, channel_settings_.last_path_grace.count());
   }
-  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote);
+  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote, latency);
   if (links_.count(link.peer) != 0) flush(link);
 }
 

@@ -45,10 +45,11 @@ class NodeLinks {
     std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
     // The link to `peer` failed (reason says how); it has been removed.
     std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
-    // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote`,
-    // failed while the peer is kept (other paths, or the grace period); the side that
-    // opened it connects it again.
-    std::function<void(uint64_t peer, const std::string& nic, const std::string& remote)>
+    // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote`
+    // (the latency class's or not), failed while the peer is kept (other paths, or the grace
+    // period); the side that opened it connects it again.
+    std::function<void(uint64_t peer, const std::string& nic, const std::string& remote,
+                       bool latency)>
         on_path_lost;
     // Optional: local NIC `nic` is up again (netlink).
     std::function<void(const std::string& nic)> on_nic_up;
@@ -65,6 +66,7 @@ class NodeLinks {
     std::string local;
     std::string remote;
     std::string state;  // active, standby (a backup), probation, drained
+    bool latency = false;  // the latency class's connection
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     double rate_bytes_per_s = 0;  // measured while busy; 0 until then
@@ -111,9 +113,10 @@ class NodeLinks {
   // Opens a path to peer node `peer` over local NIC `nic` ("" when unknown) with `open` (a
   // connection set up and authenticated by the peer server): a path of its channel (the
   // first one opens the channel). `backup`: a pre-connected path across rails, on standby
-  // while the channel has an active path.
+  // while the channel has an active path. `latency`: the latency class's connection
+  // (ReliableChannel::add_path).
   void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic = "",
-           bool backup = false);
+           bool backup = false, bool latency = false);
   // Follows local NICs going down and up (netlink); without it only silence and socket
   // errors fail paths. Returns "" or why it cannot.
   std::string watch_nics();
@@ -235,6 +238,7 @@ class NodeLinks {
     uint64_t local_key = 0;
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
+    bool latency = false;       // the latency class's connection
     // own_bandwidth: the transport's counters as last read, every tick (0: it has none).
     uint64_t acked_seen = 0;
     uint64_t busy_us_seen = 0;

@@ -58,6 +58,7 @@ void NodeLinks::publish_snapshot() {
       p.local = path->local;
       p.remote = path->remote;
       p.state = state_name(link->channel->state(path->id));
+      p.latency = path->latency;
       p.bytes_sent = path->conn->bytes_sent();
       p.bytes_received = path->conn->bytes_received();
       p.rate_bytes_per_s = link->channel->rate_estimate(path->id);

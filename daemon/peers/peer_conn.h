@@ -37,6 +37,8 @@ inline constexpr int kMaxControlFailovers = 6;
 // Peers given up whose receive position is kept (PeerServer::control_given_up_).
 inline constexpr size_t kControlGivenUpKept = 64;
 inline constexpr size_t kMaxControlFrameBytes = 1 << 20;
+// Appended to a rail's key to name its latency-class twin.
+inline constexpr const char* kLatencyRailSuffix = "+latency";
 // How often a backup with no route between the rails is looked at again.
 inline constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
 
@@ -66,6 +68,7 @@ struct PeerServer::Conn {
   std::string rail_key;       // data connector: its rail (Rail::key)
   std::string rail_nic;       // data connector: its rail's NIC ("" for the fallback)
   bool backup_rail = false;   // data connector: a backup across rails
+  bool latency_rail = false;  // data connector: the latency class's connection (Rail::latency)
   uint32_t bind_address = 0;  // data connector: the local NIC's IPv4 address (host order)
   std::optional<PeerHandshake> handshake;
   bool is_established = false;

@@ -104,13 +104,15 @@ void PeerServer::established(Conn& c) {
       bind_to_device(fd, nic);
     }
     const bool backup = c.connector ? c.backup_rail : accepted_backup(fd);
+    const bool latency = c.handshake->latency_class();
+    if (latency && !c.connector) mark_latency(fd, c.address);
     // Both sides decided alike in the handshake (which refuses a connection --transport rdma
     // cannot have).
     const bool rdma = c.handshake->rdma_agreed();
     c.fd = -1;
-    spdlog::info("data connection with node {} ({}) over {} established, {}{}", peer.node_name,
+    spdlog::info("data connection with node {} ({}) over {} established, {}{}{}", peer.node_name,
                  c.address, nic.empty() ? "?" : nic, rdma ? "RDMA" : "TCP",
-                 backup ? " (a backup across rails)" : "");
+                 latency ? " (the latency class's)" : "", backup ? " (a backup across rails)" : "");
     close_conn(c);
     // From here on a transport-neutral path: the engine's links open it over this socket.
     transports::PathOpener open;
@@ -119,7 +121,9 @@ void PeerServer::established(Conn& c) {
       open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory);
 #endif
     if (!open) open = transports::tcp_path_opener(fd);
-    if (callbacks_.on_data_link) callbacks_.on_data_link(peer, std::move(open), nic, backup);
+    if (callbacks_.on_data_link) {
+      callbacks_.on_data_link(peer, std::move(open), nic, backup, latency);
+    }
     return;
   }
   control_established(c);

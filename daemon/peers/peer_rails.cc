@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "daemon/peers/peer_conn.h"
+#include "transports/tcp/tcp_traffic_class.h"
 
 namespace plexus::daemon {
 
@@ -19,6 +20,16 @@ using namespace peer_detail;  // the helpers this room's files share (peer_conn.
 std::vector<Rail> PeerServer::rails_to(const std::vector<std::string>& addresses) const {
   std::vector<Rail> rails = plan_rails(local_nics_, addresses);
   if (!backups_) std::erase_if(rails, [](const Rail& rail) { return rail.backup; });
+  if (settings_.latency_connections) {
+    const size_t planned = rails.size();
+    for (size_t i = 0; i < planned; ++i) {
+      if (rails[i].backup) continue;
+      Rail twin = rails[i];  // a copy: push_back may move the vector
+      twin.key += kLatencyRailSuffix;
+      twin.latency = true;
+      rails.push_back(std::move(twin));
+    }
+  }
   return rails;
 }
 
@@ -60,11 +71,14 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
   if (callbacks_.on_data_failed) callbacks_.on_data_failed(instance, reason);
 }
 
-void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote) {
+void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
+                           bool latency) {
   control_path_lost(instance, nic, remote);
   auto it = data_peers_.find(instance);
   if (it == data_peers_.end()) return;
-  const std::string rail = rail_key_of(rails_to(it->second.addresses), nic, remote);
+  // The twins share their NIC and address: the first match is the rail itself.
+  const std::string rail = rail_key_of(rails_to(it->second.addresses), nic, remote) +
+                           (latency ? kLatencyRailSuffix : "");
   if (it->second.connecting.count(rail) != 0) return;
   schedule_retry(instance, rail);
 }
@@ -190,6 +204,14 @@ bool PeerServer::accepted_backup(int fd) const {
   }
   return crosses_rails(local_nics_, ntohl(reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr),
                        ntohl(reinterpret_cast<sockaddr_in*>(&remote)->sin_addr.s_addr));
+}
+
+void PeerServer::mark_latency(int fd, const std::string& address) const {
+  const std::string error = transports::mark_latency_class(fd, settings_.latency_dscp);
+  if (!error.empty()) {
+    spdlog::warn("the latency class's connection to {} keeps the bulk data's priority: {}", address,
+                 error);
+  }
 }
 
 }  // namespace plexus::daemon

@@ -215,6 +215,7 @@ PeerServer::Conn* PeerServer::open(uint64_t instance, const std::vector<std::str
     c->rail_key = rail->key;
     c->rail_nic = rail->nic;
     c->backup_rail = rail->backup;
+    c->latency_rail = rail->latency;
     c->bind_address = rail->local_address;
     data_peers_[instance].connecting[rail->key] = c;
   }
@@ -246,6 +247,8 @@ bool PeerServer::start_connect(Conn& c) {
     // Known to be available: listen() checked it.
     if (!settings_.tcp_congestion.empty())
       transports::set_congestion_control(fd, settings_.tcp_congestion);
+    // Before connect(): the SYN already goes in its class's queues.
+    if (c.latency_rail) mark_latency(fd, c.address);
     if (c.bind_address != 0) {  // the rail's own NIC
       // Bound to the device too (where permitted: CAP_NET_RAW), so that while the NIC is
       // down no other route carries a connection labelled with it. A backup must be: the
@@ -326,7 +329,8 @@ void PeerServer::on_connected(Conn& c) {
       kHandshakeTimeoutMs, 0);
   c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,
                                                c.role == PeerRole::kData && offers_rdma(c.fd),
-                                               settings_.transport == DataTransport::kRdma));
+                                               settings_.transport == DataTransport::kRdma,
+                                               c.latency_rail));
   std::vector<std::byte> hello = c.handshake->take_output();
   c.out.insert(c.out.end(), hello.begin(), hello.end());
   if (!flush(c)) return;

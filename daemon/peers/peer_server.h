@@ -53,7 +53,7 @@ class PeerServer {
     // address); `backup`: it crosses rails (its remote end is in another local NIC's
     // subnet). `open` opens the path over it (it owns the connection until then).
     std::function<void(const transports::PeerIdentity& peer, transports::PathOpener open,
-                       const std::string& nic, bool backup)>
+                       const std::string& nic, bool backup, bool latency)>
         on_data_link;
     // No data connection to `instance` could be opened (every rail failed before one was
     // authenticated); rails of a peer already linked are retried instead.
@@ -63,6 +63,11 @@ class PeerServer {
   struct Settings {
     // Every peer connection's TCP congestion control (empty: the host's).
     std::string tcp_congestion;
+    // Beside each rail (not the backups) a second data connection for the latency class's
+    // frames, marked with DSCP latency_dscp and socket priority 6 (tcp_traffic_class.h), so
+    // that the kernel's and the switches' queues keep it apart from bulk data.
+    bool latency_connections = false;
+    uint32_t latency_dscp = 0;
     // The NICs peers are reached over (find_peer_nics). Each is a rail: one data connection
     // per peer NIC in its subnet.
     std::vector<PeerNic> nics;
@@ -111,8 +116,10 @@ class PeerServer {
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
   // failed: reconnect it (with exponential backoff) if this side opened it. A control
   // connection to `instance` over the same NIC or to the same peer address is failed over
-  // now rather than after its acknowledgement timeout.
-  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote);
+  // now rather than after its acknowledgement timeout. `latency`: the rail's latency-class
+  // twin (Settings::latency_connections).
+  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
+                 bool latency = false);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.
@@ -160,6 +167,9 @@ class PeerServer {
   std::string nic_of_local_end(int fd) const;
   // Whether accepted connection `fd` is a backup across rails (crosses_rails).
   bool accepted_backup(int fd) const;
+  // Marks data connection `fd` (to `address`) as the latency class's; a failure is logged
+  // (the connection still works, queued as bulk data).
+  void mark_latency(int fd, const std::string& address) const;
   // Whether data connector `c` is a rail's second or later reconnection attempt.
   bool reconnecting(const Conn& c) const;
   void on_listen_readable();

@@ -9,6 +9,9 @@
 #     the other job takes the whole link, as a work-conserving scheduler should);
 #   - a latency job's 64 KiB allreduce (one every 20 ms) beside a bulk job: median <= 3x its
 #     median alone, while the bulk job keeps >= 85 % of what it got alone on that shaper;
+#     with each of the TCP congestion controls cubic, reno and bbr (one this kernel lacks is
+#     named as not checked), as the class holds by its own connections and the in-flight
+#     cap, not by how a congestion control happens to fill queues (docs/NETWORK.md);
 #   - a background job beside a bulk job gets at least its floor (5 %, less 1 point);
 #   - plexusctl job set: two jobs at 1:1, one set to weight 3 mid-run: from 1 s after the
 #     change (to 3 s after it) they share 3:1 (+- 10 %). (Refusals of an unknown job, bad weights and
@@ -45,20 +48,28 @@ echo "$out"
 check "3:1 weights give 3.0 +- 10%" "$(field heavy sent_mbps "$out")" "$(field light sent_mbps "$out")" \
   "a / b >= 2.7 && a / b <= 3.3"
 
-echo "== a latency job alone, then beside a bulk job"
-lat=$(share --burst 16kb --seconds 5 --daemon-args "--job small=latency" small:65536:20) ||
-  fail "latency alone run"
-echo "$lat"
-bulk16=$(share --burst 16kb --seconds 6 bulk:16777216) || fail "bulk alone, 16 kB bucket"
-echo "$bulk16"
-out=$(share --burst 16kb --seconds 8 --daemon-args "--job small=latency --job bulk=bulk" \
-  small:65536:20 bulk:16777216) || fail "latency beside bulk run"
-echo "$out"
-check "latency median <= 3x alone" "$(field small median_ms "$out")" "$(field small median_ms "$lat")" \
-  "a <= 3 * b"
-check "bulk keeps >= 85% beside the latency job" "$(field bulk mbps "$out")" \
-  "$(field bulk mbps "$bulk16")" \
-  "a >= 0.85 * b"
+for cc in cubic reno bbr; do
+  if ! grep -qw "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control &&
+    ! modprobe "tcp_$cc" 2>/dev/null; then
+    echo "NOT CHECKED with $cc: this kernel has no $cc ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+    continue
+  fi
+  echo "== $cc: a latency job alone, then beside a bulk job"
+  lat=$(share --tcp-cc "$cc" --burst 16kb --seconds 4 --daemon-args "--job small=latency" \
+    small:65536:20) || fail "$cc: latency alone run"
+  echo "$lat"
+  bulk16=$(share --tcp-cc "$cc" --burst 16kb --seconds 5 bulk:16777216) ||
+    fail "$cc: bulk alone, 16 kB bucket"
+  echo "$bulk16"
+  out=$(share --tcp-cc "$cc" --burst 16kb --seconds 6 \
+    --daemon-args "--job small=latency --job bulk=bulk" small:65536:20 bulk:16777216) ||
+    fail "$cc: latency beside bulk run"
+  echo "$out"
+  check "$cc: latency median <= 3x alone" "$(field small median_ms "$out")" \
+    "$(field small median_ms "$lat")" "a <= 3 * b"
+  check "$cc: bulk keeps >= 85% beside the latency job" "$(field bulk mbps "$out")" \
+    "$(field bulk mbps "$bulk16")" "a >= 0.85 * b"
+done
 
 echo "== a background job beside a bulk job"
 out=$(share --seconds 8 --daemon-args "--job bg=background --job bulk=bulk" \

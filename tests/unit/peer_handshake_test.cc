@@ -15,6 +15,7 @@
 namespace plexus::transports {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 PeerIdentity identity(uint64_t id, const std::string& name) {
@@ -93,6 +94,36 @@ TEST(PeerHandshakeTest, ADataConnectionGoesOverRdmaOnlyWhenBothSidesOfferIt) {
       }
     }
   }
+}
+
+TEST(PeerHandshakeTest, TheLatencyClassIsLearnedByTheAcceptorAndProvedAgainstChangesOnTheWay) {
+  const ClusterSecret s = secret("correct horse battery staple");
+  for (bool latency : {false, true}) {
+    auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, false, false,
+                                      latency);
+    auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
+    auto [ce, ae] = run(c, a);
+    ASSERT_EQ(ce + ae, "");
+    EXPECT_EQ(c.latency_class(), latency);
+    EXPECT_EQ(a.latency_class(), latency);
+  }
+  // The connector's hello, its class turned off in transit: the proofs no longer agree.
+  auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, false, false, true);
+  auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
+  std::vector<std::byte> hello = c.take_output();
+  common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
+  decoder.append(hello.data(), hello.size());
+  std::string error;
+  auto words = decoder.next(&error);
+  ASSERT_TRUE(words) << error;
+  capnp::FlatArrayMessageReader reader(*words);
+  capnp::MallocMessageBuilder changed;
+  changed.setRoot(reader.getRoot<wire::peer::HandshakeMessage>());
+  changed.getRoot<wire::peer::HandshakeMessage>().getHello().setLatency(false);
+  EXPECT_EQ(deliver(common::encode_frame(changed), a), "");
+  auto [ce, ae] = run(c, a);
+  EXPECT_FALSE(c.done() && a.done()) << "a handshake whose class was changed completed";
+  EXPECT_THAT(ce + ae, AnyOf(HasSubstr("prove"), HasSubstr("changed the connection's class")));
 }
 
 TEST(PeerHandshakeTest, TransportRdmaRefusesADataConnectionThatCannotBeRdmaSayingWhy) {

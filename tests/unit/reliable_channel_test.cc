@@ -79,7 +79,8 @@ class SimNetwork {
     std::map<uint64_t, std::vector<std::byte>> placed_into;  // op_seq -> destination
   };
 
-  explicit SimNetwork(ReliableChannel::Settings settings = {}, bool use_placement = true)
+  explicit SimNetwork(ReliableChannel::Settings settings = {}, bool use_placement = true,
+                      const FlowPolicies* policies = nullptr)
       : use_placement_(use_placement) {
     for (int e = 0; e < 2; ++e) {
       ReliableChannel::Handler h;
@@ -106,7 +107,7 @@ class SimNetwork {
       h.on_path_state = [this, e](uint32_t path, ReliableChannel::PathState s, const std::string&) {
         ends_[e].path_states.emplace_back(path, s);
       };
-      ends_[e].channel = std::make_unique<ReliableChannel>(settings, h);
+      ends_[e].channel = std::make_unique<ReliableChannel>(settings, h, policies);
     }
   }
 
@@ -126,11 +127,12 @@ class SimNetwork {
   TimePoint now() const { return start_ + std::chrono::milliseconds(step_); }
   int step_count() const { return step_; }
 
-  size_t add_link(int64_t bytes_per_step = 64 << 10, bool probation = false, bool backup = false) {
+  size_t add_link(int64_t bytes_per_step = 64 << 10, bool probation = false, bool backup = false,
+                  bool latency = false) {
     auto link = std::make_unique<Link>();
     link->bytes_per_step = bytes_per_step;
     for (int e = 0; e < 2; ++e) {
-      link->id[e] = ends_[e].channel->add_path(&link->end[e], now(), probation, backup);
+      link->id[e] = ends_[e].channel->add_path(&link->end[e], now(), probation, backup, latency);
     }
     links_.push_back(std::move(link));
     return links_.size() - 1;
@@ -152,19 +154,26 @@ class SimNetwork {
   }
 
   // Queues `count` frames of random sizes (some empty) from end `e`; returns the first op_seq.
-  uint64_t send_frames(int e, int count, uint32_t max_bytes, std::mt19937& rng) {
+  uint64_t send_frames(int e, int count, uint32_t max_bytes, std::mt19937& rng,
+                       uint32_t flow = 0) {
     auto& end = ends_[e];
     const uint64_t first = end.expected.size();
     for (int i = 0; i < count; ++i) {
       const uint32_t bytes = rng() % 8 == 0 ? 0 : 1 + rng() % max_bytes;
       std::vector<std::byte> data(bytes);
       for (auto& b : data) b = static_cast<std::byte>(rng());
-      send_one(e, wire::FrameType::kData, std::move(data));
+      send_one(e, wire::FrameType::kData, std::move(data), flow);
     }
     return first;
   }
+  // Payload bytes of end e's frames from index `first` on.
+  uint64_t bytes_from(int e, uint64_t first) const {
+    uint64_t total = 0;
+    for (uint64_t i = first; i < ends_[e].expected.size(); ++i) total += ends_[e].expected[i].size();
+    return total;
+  }
 
-  uint64_t send_one(int e, wire::FrameType type, std::vector<std::byte> data) {
+  uint64_t send_one(int e, wire::FrameType type, std::vector<std::byte> data, uint32_t flow = 0) {
     auto& end = ends_[e];
     const uint64_t index = end.expected.size();
     end.expected.push_back(data);
@@ -174,7 +183,7 @@ class SimNetwork {
     h.type = type;
     h.op_seq = index;
     h.length = static_cast<uint32_t>(end.buffers.back().size());
-    end.channel->send(h, end.buffers.back(), index);
+    end.channel->send(h, end.buffers.back(), index, flow);
     return index;
   }
 
@@ -595,6 +604,42 @@ TEST(ReliableChannelTest, ABackupOnProbationSettlesOnStandbyAndUndrainsToStandby
   EXPECT_EQ(net.channel(0).state(id), State::kDrained);
   net.channel(0).drain(id, false);
   EXPECT_EQ(net.channel(0).state(id), State::kStandby);
+}
+
+TEST(ReliableChannelTest, LatencyFramesTakeTheLatencyPathAloneAndFallBackWhenItIsGone) {
+  std::mt19937 rng(17);
+  FlowPolicies policies;
+  policies.set(1, {TrafficClass::kLatency, 1});  // flow 0: bulk (the default)
+  SimNetwork net({}, true, &policies);
+  const size_t bulk_path = net.add_link();
+  const size_t latency_path = net.add_link(64 << 10, false, false, /*latency=*/true);
+  const uint64_t bulk_first = net.send_frames(0, 200, 30000, rng, 0);
+  const uint64_t latency_first = net.send_frames(0, 50, 30000, rng, 1);
+  const uint64_t latency_bytes = net.bytes_from(0, latency_first);
+  const uint64_t bulk_bytes = net.bytes_from(0, bulk_first) - latency_bytes;
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  // Each class on its own path, every byte of it: none of the other's.
+  EXPECT_EQ(net.link(latency_path).carried[0], latency_bytes);
+  EXPECT_EQ(net.link(bulk_path).carried[0], bulk_bytes);
+
+  // The latency path goes: its class falls back to the other path, losing nothing.
+  net.send_frames(0, 50, 30000, rng, 1);
+  net.step(rng);
+  net.kill(latency_path);
+  const uint64_t before = net.link(bulk_path).carried[0];
+  const uint64_t more = net.send_frames(0, 50, 30000, rng, 1);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  EXPECT_GE(net.link(bulk_path).carried[0] - before, net.bytes_from(0, more));
+
+  // Only a latency path left: bulk frames take it rather than wait.
+  const size_t latency_again = net.add_link(64 << 10, false, false, /*latency=*/true);
+  net.kill(bulk_path);
+  const uint64_t bulk_more = net.send_frames(0, 50, 30000, rng, 0);
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();
+  EXPECT_EQ(net.link(latency_again).carried[0], net.bytes_from(0, bulk_more));
 }
 
 TEST(ReliableChannelTest, StripesInProportionToEachPathsMeasuredRate) {

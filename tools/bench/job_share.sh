@@ -3,7 +3,7 @@
 # what each gets of the link and how long its ops take. Used by the multi-job scheduling
 # test (tests/cluster/job_share_test.sh) and for docs/BENCHMARKS.md.
 #
-#   job_share.sh BUILD_DIR [--rate 400mbit] [--burst 256kb] [--seconds 8] \
+#   job_share.sh BUILD_DIR [--rate 400mbit] [--burst 256kb] [--seconds 8] [--tcp-cc NAME] \
 #                [--daemon-args "ARGS"] [--daemons-from OTHER_BUILD_DIR] \
 #                [--change-at SECONDS --change "PLEXUSCTL ARGS"] JOB...
 #   JOB: NAME:BYTES[:INTERVAL_MS[:DEPTH]]  allreduces of BYTES back to back (INTERVAL_MS 0 or
@@ -18,7 +18,9 @@
 # window. The daemon's figure is the exact one: an op's payload is spread evenly over the op
 # by the client's, which blurs the window's edges when ops are long; and the op times are over the whole run, each from the last rank's submission
 # to the last rank's completion (what a peer waiting on the slowest rank would see). --burst
-# is the shaper's bucket (plexus-cluster.sh): small, so that an op alone pays its wire time. --daemons-from runs OTHER_BUILD_DIR's
+# is the shaper's bucket (plexus-cluster.sh): small, so that an op alone pays its wire time.
+# --tcp-cc is the nodes' TCP congestion control (plexus-cluster.sh; default: the host's).
+# --daemons-from runs OTHER_BUILD_DIR's
 # plexusd (e.g. a build from before a change) with this build's clients. --change runs
 # plexusctl with those arguments on every node --change-at seconds after the jobs start
 # (e.g. "job set heavy --class bulk --weight 3"); then each job's line also has
@@ -29,12 +31,13 @@ set -euo pipefail
 build=$(cd "$1" && pwd); shift
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$repo/tools/cluster/plexus-cluster.sh
-rate=400mbit burst=256kb seconds=8 change_at="" change="" daemon_args="" daemons_from=""
+rate=400mbit burst=256kb seconds=8 change_at="" change="" daemon_args="" daemons_from="" tcp_cc=""
 jobs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
     --burst) burst=$2; shift 2 ;;
+    --tcp-cc) tcp_cc=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --change-at) change_at=$2; shift 2 ;;
     --change) change=$2; shift 2 ;;
@@ -56,7 +59,8 @@ cleanup() {
 }
 trap cleanup EXIT
 PLEXUS_CLUSTER_DAEMON_ARGS="$daemon_args" PLEXUS_CLUSTER_LOG_LEVEL=warn \
-  "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --burst "$burst" --daemons "${daemons_from:-$build}" >/dev/null
+  "$cluster" up --name "$name" --nodes 2 --nics 1 --rate "$rate" --burst "$burst" ${tcp_cc:+--tcp-cc "$tcp_cc"} \
+  --daemons "${daemons_from:-$build}" >/dev/null
 # node 0's daemon: what its scheduler sent for each job, as "time_ns json" lines, 4 a second
 ( for _ in $(seq 1 $(( (${seconds%.*} + 30) * 4 ))); do
     sample=$("$cluster" run --name "$name" --node 0 -- "$build/tools/plexusctl/plexusctl" jobs --json 2>/dev/null) &&

@@ -103,9 +103,7 @@ cluster_up() {
       ip -n "$sw" link set "n${n}r$r" mtu "$mtu" master "rail$r" up
       ip -n "$ns" addr add "$(address "$r" "$n")/24" dev "nic$r"
       ip -n "$ns" link set "nic$r" mtu "$mtu" up
-      if [ -n "$rate" ]; then
-        ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$rate" burst "$burst" latency 50ms
-      fi
+      if [ -n "$rate" ]; then shape_nic "$ns" "nic$r" "$rate"; fi
     done
     if [ -n "$spine" ]; then
       for r in $(seq 0 $((nics - 1))); do spine_routes "$tag" "$n" "$r" "$nics"; done
@@ -215,6 +213,14 @@ cluster_link() {  # what (nic|cable), tag, node, nic, up|down
   if [ "$to" = up ] && [ -n "$spine" ]; then spine_routes "$tag" "$node" "$r" "$nics"; fi
 }
 
+# NIC `dev` of namespace `ns` sends at `rate`: tbf, with the host's default qdisc
+# (pfifo_fast) as its queue, which serves socket priority 6 (the latency class's
+# connections) before other traffic, as a switch serves a priority queue.
+shape_nic() {  # ns, dev, rate
+  ip netns exec "$1" tc qdisc add dev "$2" root handle 1: tbf rate "$3" burst "$burst" latency 50ms
+  ip netns exec "$1" tc qdisc add dev "$2" parent 1:1 pfifo_fast
+}
+
 # A slow NIC: node I's NIC R sends at RATE (tc tbf), or unshaped again with "off".
 cluster_shape() {  # tag, node, nic, rate
   local tag=$1 node=$2 r=$3 to=$4 ns
@@ -222,7 +228,7 @@ cluster_shape() {  # tag, node, nic, rate
   [ "$r" -ge 0 ] && [ "$r" -lt "$nics" ] || die "NIC $r is not in 0..$((nics - 1))"
   ns=$(ns_name "$tag" "n$node")
   ip netns exec "$ns" tc qdisc del dev "nic$r" root 2>/dev/null || true
-  [ "$to" = off ] || ip netns exec "$ns" tc qdisc add dev "nic$r" root tbf rate "$to" burst "$burst" latency 50ms
+  [ "$to" = off ] || shape_nic "$ns" "nic$r" "$to"
 }
 
 cmd=${1:-}

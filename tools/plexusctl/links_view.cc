@@ -64,7 +64,8 @@ json links_to_json(control::LinksReply::Reader links) {
                 {"delivery_bytes_per_s", path.getDeliveryBytesPerS()},
                 {"delivery_app_limited", path.getDeliveryAppLimited()},
                 {"rtt_us", path.getRttUs()},
-                {"kernel_unsent_bytes", path.getKernelUnsentBytes()}};
+                {"kernel_unsent_bytes", path.getKernelUnsentBytes()},
+                {"class", path.getLatencyClass() ? "latency" : "any"}};
       if (path.getHasRecent()) x["recent"] = recent_to_json(path.getRecent());
       paths.push_back(x);
     }
@@ -147,19 +148,20 @@ void print_paths(const json& links) {
                 human_bytes(p["bytes_resent"].get<uint64_t>()).c_str());
     const int64_t down = p["down_for_ms"].get<int64_t>();
     if (down >= 0) std::printf(", NO PATH for %lld ms", static_cast<long long>(down));
-    std::printf("\n%-10s %-9s %-10s %-22s %-22s %10s %10s %12s\n", "NIC", "TRANSPORT", "STATE",
-                "LOCAL", "REMOTE", "SENT", "RECEIVED", "RATE");
+    std::printf("\n%-10s %-9s %-10s %-22s %-22s %10s %10s %12s  %s\n", "NIC", "TRANSPORT",
+                "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "RATE", "CLASS");
     for (const auto& x : p["paths"]) {
       const double rate = x["rate_bytes_per_s"].get<double>();
       const std::string rate_text =
           rate > 0 ? human_bytes(static_cast<uint64_t>(rate)) + "/s" : std::string("-");
       const std::string transport = x["transport"].get<std::string>();
-      std::printf("%-10s %-9s %-10s %-22s %-22s %10s %10s %12s\n",
+      std::printf("%-10s %-9s %-10s %-22s %-22s %10s %10s %12s  %s\n",
                   x["nic"].get<std::string>().c_str(), transport.empty() ? "-" : transport.c_str(),
                   x["state"].get<std::string>().c_str(), x["local"].get<std::string>().c_str(),
                   x["remote"].get<std::string>().c_str(),
                   human_bytes(x["bytes_sent"].get<uint64_t>()).c_str(),
-                  human_bytes(x["bytes_received"].get<uint64_t>()).c_str(), rate_text.c_str());
+                  human_bytes(x["bytes_received"].get<uint64_t>()).c_str(), rate_text.c_str(),
+                  x["class"].get<std::string>().c_str());
     }
   }
 }

@@ -8,12 +8,13 @@
 namespace plexus::transports {
 
 uint64_t ChannelSender::add(wire::DataFrameHeader header, std::span<const std::byte> payload,
-                            uint64_t token) {
+                            uint64_t token, bool latency) {
   header.channel_seq = next_seq_++;
   Frame frame;
   frame.header = header;
   frame.payload = payload;
   frame.token = token;
+  frame.latency = latency;
   frames_.push_back(frame);
   waiting_.push_back(header.channel_seq);
   return header.channel_seq;

@@ -26,10 +26,12 @@ class ChannelSender {
     uint64_t token = 0;
     uint32_t path = kNoPath;  // where its latest copy was queued
     uint32_t sends = 0;       // how many times it was queued
+    bool latency = false;     // of the latency class: goes on a latency path where one is up
   };
 
   // Numbers a new frame and makes it wait for a path; returns its sequence number.
-  uint64_t add(wire::DataFrameHeader header, std::span<const std::byte> payload, uint64_t token);
+  uint64_t add(wire::DataFrameHeader header, std::span<const std::byte> payload, uint64_t token,
+               bool latency = false);
 
   // The next waiting frame that the window allows (nullptr when none). The caller queues
   // it on a path and calls assigned().

@@ -21,9 +21,11 @@ constexpr auto kRateForgetAfter = std::chrono::seconds(1);
 ReliableChannel::ReliableChannel(Settings settings, Handler handler, const FlowPolicies* policies)
     : settings_(settings),
       handler_(std::move(handler)),
-      scheduler_(settings.scheduling, policies != nullptr ? policies : &own_policies_) {}
+      policies_(policies != nullptr ? policies : &own_policies_),
+      scheduler_(settings.scheduling, policies_) {}
 
-uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation, bool backup) {
+uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation, bool backup,
+                                   bool latency) {
   uint32_t id = 0;
   while (id < paths_.size() && paths_[id].state != PathState::kFailed) ++id;
   if (id == paths_.size()) paths_.emplace_back();
@@ -31,6 +33,7 @@ uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation,
   p = Path{};
   p.io = io;
   p.backup = backup;
+  p.latency = latency;
   p.state = probation ? PathState::kProbation : settled(p);
   p.last_received = now;
   p.last_sent = now - settings_.heartbeat_interval;  // announce liveness at the next tick
@@ -93,9 +96,19 @@ ReliableChannel::TimePoint ReliableChannel::last_heard() const {
 // (paths not measured yet count as fast as the fastest measured one). With no active path,
 // a backup on standby, then a path on probation, is better than waiting, and a drained one
 // better than a hang. Only paths with room are candidates: when the best tier has none, the
-// frame waits (kNoPath) rather than going to a worse tier.
-uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
+// frame waits (kNoPath) rather than going to a worse tier. While the frame's class (latency
+// or not) has an active path of its own, only those are candidates: a latency frame never
+// waits in the kernel's or the switches' queues behind another class's bytes, and bulk
+// frames leave the latency path alone.
+bool ReliableChannel::class_has_active_path(bool latency) const {
+  return std::any_of(paths_.begin(), paths_.end(), [&](const Path& p) {
+    return p.state == PathState::kActive && p.latency == latency;
+  });
+}
+
+uint32_t ReliableChannel::pick_path(uint64_t bytes, bool latency) const {
   const double fastest = std::max(fastest_rate(), 1.0);
+  const bool own_class_only = class_has_active_path(latency);
   for (PathState wanted :
        {PathState::kActive, PathState::kStandby, PathState::kProbation, PathState::kDrained}) {
     uint32_t best = kNoPath;
@@ -103,7 +116,7 @@ uint32_t ReliableChannel::pick_path(uint64_t bytes) const {
     bool tier = false;
     for (uint32_t i = 0; i < paths_.size(); ++i) {
       const Path& p = paths_[i];
-      if (p.state != wanted) continue;
+      if (p.state != wanted || (own_class_only && p.latency != latency)) continue;
       tier = true;
       if (!has_room(p)) continue;
       const double rate = p.rate > 0 ? p.rate : fastest;
@@ -193,7 +206,7 @@ bool ReliableChannel::pump() {
       // Numbered frames first: they go again after a path failed, or were numbered while
       // no path had room.
       if (ChannelSender::Frame* frame = sender_.next_waiting()) {
-        const uint32_t path = pick_path(frame->payload.size());
+        const uint32_t path = pick_path(frame->payload.size(), frame->latency);
         if (path == kNoPath) return handed;
         if (paths_[path].state == PathState::kProbation) {
           set_state(path, settled(paths_[path]), "taken early: no other path");
@@ -215,7 +228,8 @@ bool ReliableChannel::pump() {
     }
     const SendScheduler::Frame* next = scheduler_.peek();
     if (next == nullptr) return handed;
-    const uint32_t path = pick_path(next->payload.size());
+    const bool latency = is_latency(next->flow);
+    const uint32_t path = pick_path(next->payload.size(), latency);
     if (path == kNoPath && (settings_.reliable || live_paths() > 0)) return handed;
     SendScheduler::Frame frame = scheduler_.pop();
     if (handler_.on_scheduled) {
@@ -236,7 +250,7 @@ bool ReliableChannel::pump() {
       }
     }
     if (settings_.reliable) {
-      sender_.add(frame.header, frame.payload, frame.token);  // queued on the next pass
+      sender_.add(frame.header, frame.payload, frame.token, latency);  // queued on the next pass
       continue;
     }
     if (path == kNoPath) {  // unreliable and no path: lost, as on a broken TCP connection

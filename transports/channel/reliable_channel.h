@@ -126,8 +126,12 @@ class ReliableChannel {
   // A connected path (not owned: the owner keeps it until path_failed or the channel's
   // end). `probation`: a path coming back, which carries only heartbeats and
   // acknowledgements until it has been live for stable_after. `backup`: it settles on
-  // standby rather than active. Returns its id.
-  uint32_t add_path(FramePath* path, TimePoint now, bool probation = false, bool backup = false);
+  // standby rather than active. `latency`: the latency class's path (its own connection, which
+  // the kernel and the switches queue apart): frames of latency-class flows go on an active
+  // one where there is one, and other frames only when no other path is active. Returns its
+  // id.
+  uint32_t add_path(FramePath* path, TimePoint now, bool probation = false, bool backup = false,
+                    bool latency = false);
   void path_failed(uint32_t path, const std::string& reason);
   // Drained paths take no new frames; what they have still drains.
   void drain(uint32_t path, bool drained);
@@ -192,6 +196,7 @@ class ReliableChannel {
     FramePath* io = nullptr;
     PathState state = PathState::kActive;
     bool backup = false;  // settles on kStandby
+    bool latency = false;  // the latency class's (add_path)
     TimePoint last_received;
     TimePoint last_sent;  // as of the last tick
     bool queued_since_tick = false;
@@ -208,9 +213,15 @@ class ReliableChannel {
     bool queue_in_flight = false;  // ditto
   };
 
-  // The path for a frame of `bytes` among those with room (kNoPath: none has room now).
-  uint32_t pick_path(uint64_t bytes) const;
+  // The path for a frame of `bytes` (of the latency class or not) among those with room
+  // (kNoPath: none has room now).
+  uint32_t pick_path(uint64_t bytes, bool latency) const;
   bool has_room(const Path& p) const;
+  // Whether frames of the latency class (or not) have an active path of their own.
+  bool class_has_active_path(bool latency) const;
+  bool is_latency(uint32_t flow) const {
+    return policies_->of(flow).traffic_class == TrafficClass::kLatency;
+  }
   void set_queue_limit(Path& p, TimePoint now);
   // Frames of more than one flow left the scheduler within hold_queue_after_mixing.
   bool mixing(TimePoint now) const {
@@ -238,6 +249,7 @@ class ReliableChannel {
   Handler handler_;
   std::vector<Path> paths_;
   FlowPolicies own_policies_;  // when none are given
+  const FlowPolicies* policies_;  // the caller's or own_policies_
   SendScheduler scheduler_;
   static constexpr uint32_t kNoFlowYet = UINT32_MAX;
   uint32_t last_flow_ = kNoFlowYet;  // of the last frame to leave the scheduler

@@ -55,10 +55,12 @@ PeerHandshake::PeerHandshake(bool is_connector, PeerIdentity me, PeerRole role,
 }
 
 PeerHandshake PeerHandshake::connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
-                                       uint64_t expected_peer, bool offer_rdma, bool require_rdma) {
+                                       uint64_t expected_peer, bool offer_rdma, bool require_rdma,
+                                       bool latency_class) {
   PeerHandshake h(true, std::move(me), role, secret, expected_peer);
   h.offer_rdma_ = offer_rdma;
   h.require_rdma_ = require_rdma;
+  h.latency_class_ = latency_class;
   h.send_hello();
   h.hello_sent_ = Clock::now();
   return h;
@@ -105,12 +107,13 @@ void PeerHandshake::send_hello() {
     hello.setNonce(kj::arrayPtr(my_nonce_.data(), my_nonce_.size()));
     hello.setAuthenticated(secret_ != nullptr);
     hello.setRdma(offer_rdma_);
+    hello.setLatency(latency_class_);
   });
 }
 
 Mac PeerHandshake::proof_of(bool by_connector) const {
   // Direction label, role, connector's nonce, acceptor's nonce, connector id, acceptor id,
-  // the connector's RDMA offer, the acceptor's.
+  // the connector's RDMA offer, the acceptor's, the connection's class.
   std::vector<std::byte> input;
   const char* label = by_connector ? "plexus peer v1 connector" : "plexus peer v1 acceptor";
   for (const char* p = label; *p != '\0'; ++p) input.push_back(static_cast<std::byte>(*p));
@@ -125,6 +128,7 @@ Mac PeerHandshake::proof_of(bool by_connector) const {
   const bool acceptor_offers = is_connector_ ? peer_offers_rdma_ : offer_rdma_;
   input.push_back(static_cast<std::byte>(connector_offers ? 1 : 0));
   input.push_back(static_cast<std::byte>(acceptor_offers ? 1 : 0));
+  input.push_back(static_cast<std::byte>(latency_class_ ? 1 : 0));
   return secret_->mac(input);
 }
 
@@ -192,7 +196,11 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         const PeerRole role =
             hello.getRole() == peer::ConnectionRole::DATA ? PeerRole::kData : PeerRole::kControl;
         if (is_connector_ && role != role_) return refuse("the acceptor changed the role");
+        if (is_connector_ && hello.getLatency() != latency_class_) {
+          return refuse("the acceptor changed the connection's class");
+        }
         role_ = role;
+        latency_class_ = hello.getLatency();
         peer_.instance_id = hello.getInstanceId();
         peer_.node_name = name.cStr();
         for (auto address : hello.getAddresses()) {

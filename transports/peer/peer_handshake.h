@@ -21,8 +21,9 @@
 
 namespace plexus::transports {
 
-inline constexpr uint32_t kPeerProtocolVersion =
-    3;  // 2: RDMA offers, in the proof; 3: numbered control messages
+// 2: RDMA offers, in the proof; 3: numbered control messages; 4: the latency class's data
+// connections, in the proof.
+inline constexpr uint32_t kPeerProtocolVersion = 4;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };
@@ -51,9 +52,11 @@ class PeerHandshake {
   // the way can turn them off.
   // `require_rdma` (plexusd --transport rdma): a data connection that would not be RDMA
   // is refused in the handshake, so both sides learn why before either opens a path.
+  // `latency_class`: a data connection that carries the latency class's frames (the
+  // acceptor learns it here, and it is part of the proof).
   static PeerHandshake connector(PeerIdentity me, PeerRole role, const ClusterSecret* secret,
                                  uint64_t expected_peer = 0, bool offer_rdma = false,
-                                 bool require_rdma = false);
+                                 bool require_rdma = false, bool latency_class = false);
   static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret,
                                 bool offer_rdma = false, bool require_rdma = false);
 
@@ -69,6 +72,7 @@ class PeerHandshake {
   PeerRole role() const { return role_; }
   bool rdma_agreed() const { return role_ == PeerRole::kData && offer_rdma_ && peer_offers_rdma_; }
   bool peer_offers_rdma() const { return peer_offers_rdma_; }
+  bool latency_class() const { return role_ == PeerRole::kData && latency_class_; }
   const PeerIdentity& peer() const { return peer_; }
   // Connector only: hello sent to hello received, a first estimate of the path latency.
   Clock::duration round_trip() const { return round_trip_; }
@@ -101,6 +105,7 @@ class PeerHandshake {
   bool offer_rdma_ = false;
   bool require_rdma_ = false;
   bool peer_offers_rdma_ = false;
+  bool latency_class_ = false;
   std::vector<std::byte> output_;
   Clock::time_point hello_sent_{};
   Clock::duration round_trip_{};

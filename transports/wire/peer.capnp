@@ -30,6 +30,8 @@ struct Hello {
   authenticated @7 :Bool;         # this side holds a cluster secret
   rdma @8 :Bool;                  # data: this side can carry the connection over RDMA (a
                                   # queue pair on its NIC's verbs port); both must offer
+  latency @9 :Bool;               # data: the connection carries the latency class (its
+                                  # own priority and DSCP); chosen by the connector; echoed
 }
 
 struct Proof {
