@@ -14,6 +14,15 @@ std::string effective_node_name(const Config& config) {
   return name;
 }
 
+bool wants_latency_connections(const Config& config) {
+  if (config.latency_connections != common::OnOffAuto::kAuto) {
+    return config.latency_connections == common::OnOffAuto::kOn;
+  }
+  return std::any_of(config.jobs.begin(), config.jobs.end(), [](const auto& job) {
+    return job.second.policy.traffic_class == transports::TrafficClass::kLatency;
+  });
+}
+
 namespace {
 
 // --telemetry-history-s in windows of --telemetry-window-us, at most kMaxTelemetryWindows.
@@ -68,7 +77,7 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peer_listen = config.peer_listen;
   c.cluster_secret_file = config.cluster_secret_file;
   c.peers.tcp_congestion = config.tcp_congestion;
-  c.peers.latency_connections = config.latency_connections == common::OnOff::kOn;
+  c.peers.latency_connections = wants_latency_connections(config);
   c.peers.latency_dscp = config.latency_dscp;
   c.peers.nics = std::move(peer_nics);
   c.peers.reconnect_max = std::chrono::milliseconds(config.reconnect_max_ms);

@@ -64,8 +64,10 @@ struct Config {
   // with socket priority 6 and DSCP latency_dscp: one TCP stream per class, so that a
   // latency frame never waits in the kernel's or the switches' queues behind bulk bytes
   // that a single stream would put ahead of it. Costs one more socket per rail per peer in
-  // use. off: every class shares one connection per rail.
-  common::OnOff latency_connections = common::OnOff::kOn;
+  // use. auto: on when the configuration names a latency-class job (a job made latency at
+  // run time shares its peers' connections with bulk data, scheduled first still); off:
+  // every class shares one connection per rail.
+  common::OnOffAuto latency_connections = common::OnOffAuto::kAuto;
   // AF41 (RFC 4594's low-latency data class): apart from RoCE's usual 26 and its CNPs' 48.
   uint32_t latency_dscp = 34;
   // What carries data connections to peers (daemon/peers/data_transport.h): auto is RDMA
@@ -131,6 +133,9 @@ struct Config {
 
 // This node's name in messages, events and to peers: --node-name, else the host name.
 std::string effective_node_name(const Config& config);
+
+// --latency-connections with auto decided: on when a configured job is of the latency class.
+bool wants_latency_connections(const Config& config);
 
 // Windows kept per path and per NIC at most (about 170 bytes each).
 inline constexpr size_t kMaxTelemetryWindows = 20000;

@@ -128,10 +128,11 @@ void define(CLI::App& app, Config& config, Words& w) {
   app.add_option("--latency-connections", w.latency_connections,
                  "A second data connection beside each rail for the latency class's frames "
                  "(jobs of class latency), with socket priority 6 and --latency-dscp, so that "
-                 "the host's qdisc and the switches queue them apart from bulk data; off: one "
-                 "connection per rail carries every class")
+                 "the host's qdisc and the switches queue them apart from bulk data; auto: on "
+                 "when the configuration names a latency-class job; off: one connection per "
+                 "rail carries every class")
       ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--latency-dscp", config.latency_dscp,
                  "The DSCP of the latency class's connections (bulk ones keep 0); map it to a "
                  "priority queue on the switches (docs/NETWORK.md, \"Job classes on the "
@@ -449,7 +450,7 @@ ConfigLoad load_config(const std::vector<std::string>& args) {
   config.channel_acks = common::on_off_auto_words().at(w.channel_acks);
   config.transport = data_transport_words().at(w.transport);
   config.telemetry = common::on_off_words().at(w.telemetry);
-  config.latency_connections = common::on_off_words().at(w.latency_connections);
+  config.latency_connections = common::on_off_auto_words().at(w.latency_connections);
   config.metrics = common::on_off_words().at(w.metrics);
   config.nics.clear();
   // Split here: CLI11's own delimiter splitting trips GCC 12's -Wnull-dereference.

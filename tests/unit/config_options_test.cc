@@ -55,6 +55,24 @@ TEST_F(ConfigOptionsTest, ReadsKeysJobsAndUnderscoresAndFlagsOverrideTheFile) {
   EXPECT_EQ(l.config.jobs.at("trainer").caps.max_inflight_bytes, 4096u);
 }
 
+TEST_F(ConfigOptionsTest, LatencyConnectionsOnAutoFollowWhetherALatencyJobIsConfigured) {
+  ConfigLoad bulk = load("[jobs.trainer]\nclass = \"bulk\"\n");
+  ASSERT_EQ(bulk.exit_code, -1) << bulk.error;
+  EXPECT_EQ(bulk.config.latency_connections, common::OnOffAuto::kAuto);
+  EXPECT_FALSE(wants_latency_connections(bulk.config));
+  ConfigLoad latency = load("[jobs.rollout]\nclass = \"latency\"\n");
+  ASSERT_EQ(latency.exit_code, -1) << latency.error;
+  EXPECT_TRUE(wants_latency_connections(latency.config));
+  ConfigLoad off = load("[jobs.rollout]\nclass = \"latency\"\n", {"--latency-connections", "off"});
+  ASSERT_EQ(off.exit_code, -1) << off.error;
+  EXPECT_FALSE(wants_latency_connections(off.config));
+  ConfigLoad on = load("", {"--latency-connections", "on", "--latency-dscp", "46"});
+  ASSERT_EQ(on.exit_code, -1) << on.error;
+  EXPECT_TRUE(wants_latency_connections(on.config));
+  EXPECT_EQ(on.config.latency_dscp, 46u);
+  EXPECT_NE(load("", {"--latency-dscp", "64"}).exit_code, -1) << "DSCP is 6 bits";
+}
+
 TEST_F(ConfigOptionsTest, EveryBadFileIsRefusedNamingItsLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"stall-ms = 500\nstal-ms = 5\n", ":2: unknown key 'stal-ms'"},

@@ -23,7 +23,7 @@ using ::testing::HasSubstr;
 
 using test::tcp_pair;
 
-float input(int rank, uint64_t j) { return static_cast<float>((rank * 31 + j * 7) % 1000); }
+float rank_input(int rank, uint64_t j) { return static_cast<float>((rank * 31 + j * 7) % 1000); }
 
 struct Node {
   NodeTopology topology;
@@ -44,7 +44,7 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
   std::vector<std::vector<float>> bufs(rank_node.size());
   for (size_t r = 0; r < bufs.size(); ++r) {
     bufs[r].resize(count);
-    for (uint64_t j = 0; j < count; ++j) bufs[r][j] = input(static_cast<int>(r), j);
+    for (uint64_t j = 0; j < count; ++j) bufs[r][j] = rank_input(static_cast<int>(r), j);
   }
   std::vector<Node> nodes(kNodes);
   for (int n = 0; n < kNodes; ++n) {
@@ -126,7 +126,7 @@ std::string run_allreduce(algo::Algorithm algorithm, uint64_t count, bool place,
   for (size_t r = 0; r < bufs.size(); ++r) {
     for (uint64_t j = 0; j < count; ++j) {
       float want = 0;
-      for (size_t s = 0; s < bufs.size(); ++s) want += input(static_cast<int>(s), j);
+      for (size_t s = 0; s < bufs.size(); ++s) want += rank_input(static_cast<int>(s), j);
       if (bufs[r][j] != want) {
         return "rank " + std::to_string(r) + " element " + std::to_string(j) + ": got " +
                std::to_string(bufs[r][j]) + ", want " + std::to_string(want);
