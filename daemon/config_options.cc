@@ -209,8 +209,8 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "A path to a peer daemon is reported as slow (with --telemetry on) when, in "
                  "three looks in a row (250 ms apart), its throughput (the "
                  "kernel's delivery rate) is under this share of the median of its busy sibling "
-                 "paths to the same peer (one per rail; busy: sent in the last second, or has "
-                 "bytes queued)")
+                 "paths to the same peer (one per rail, latency-class ones left out; busy: sent in "
+                 "the last second, or has bytes queued)")
       ->default_str(number_text(config.slow_path_ratio))
       ->check(finite())
       ->check(CLI::Range(0.01, 0.99));
@@ -237,8 +237,9 @@ void define(CLI::App& app, Config& config, Words& w) {
   app.add_option("--nics", w.nics,
                  "Reach peer daemons over these interfaces, comma-separated (default: every "
                  "non-loopback interface with an IPv4 address, with --peer-listen 0.0.0.0:PORT). "
-                 "Each is a rail: one data connection per peer NIC in its subnet, and with two "
-                 "or more a backup from each NIC to the peer's next rail where a route joins "
+                 "Each is a rail: one data connection per peer NIC in its subnet (two with "
+                 "--latency-connections), and with two or more a backup from each NIC to the "
+                 "peer's next rail where a route joins "
                  "the rails");
   app.add_option("--reconnect-max-ms", config.reconnect_max_ms,
                  "A failed path to a peer is reconnected after 100 ms, then waits doubling up to "

@@ -55,6 +55,13 @@ ReloadPlan plan_reload(const Config& in_use, const Config& read) {
       plan.restart_needed.push_back(line);
     }
   }
+  // The jobs reload live, but the latency class's connections were opened (or not) at start.
+  const bool had = wants_latency_connections(in_use);
+  if (had != wants_latency_connections(plan.in_use)) {
+    plan.restart_needed.push_back(
+        std::string("latency-connections (auto, by the jobs' classes): ") +
+        (had ? "on -> off" : "off -> on"));
+  }
   return plan;
 }
 

@@ -2,7 +2,8 @@
 // the anomaly thresholds (stall-ms, rank-skew-ms, slow-path-ratio), the local collectives'
 // thresholds (parallel-threshold, local-slice-bytes), log-level and events-file. Everything
 // else is fixed at start (sockets bound, NICs and peers opened, telemetry rings and worker
-// threads sized): a change to it is named, and takes effect at the next start.
+// threads sized): a change to it is named, and takes effect at the next start; so is a
+// change of jobs that turns --latency-connections auto's answer.
 #pragma once
 
 #include <string>

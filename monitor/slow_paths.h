@@ -1,5 +1,6 @@
-// The slow-path rule. The paths to one peer daemon (one per rail) are siblings: each could
-// carry any of the link's frames. Among siblings busy over the span (they sent in enough
+// The slow-path rule. The paths to one peer daemon (one per rail; a latency-class twin is
+// left out by the caller, as it carries one class alone) are siblings: each could carry
+// any of the link's frames. Among siblings busy over the span (they sent in enough
 // telemetry windows, or have bytes queued in their socket), a path is slow when its
 // throughput is under `ratio` x the median of its siblings'. Throughput is the kernel's
 // delivery rate (TCP_INFO): what user space counts per window is coupled across siblings

@@ -18,10 +18,6 @@
 #include "daemon/algorithms/algorithm.h"
 
 namespace plexus::daemon::algo {
-namespace {
-
-
-}  // namespace
 
 double balanced_slow_share(int participants, double x) {
   const double p = participants;

@@ -16,10 +16,6 @@
 #include "daemon/algorithms/algorithm.h"
 
 namespace plexus::daemon::algo {
-namespace {
-
-
-}  // namespace
 
 Plan plan_offload_allgather(const Shape& s) {
   PlanBuilder plan("offload");

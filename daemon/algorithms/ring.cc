@@ -20,7 +20,6 @@ Blocks blocks_of(std::span<const uint64_t> elements, uint32_t elem_bytes) {
   return b;
 }
 
-
 // After p-1 rounds participant r holds block r reduced over everyone.
 void reduce_scatter(PlanBuilder& plan, const Blocks& blocks, int p, int me) {
   const int next = wrap(me + 1, p);

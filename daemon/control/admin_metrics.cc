@@ -38,7 +38,8 @@ void collect_links(monitor::MetricFamilies& m, const std::vector<NodeLinks::Peer
       const MetricLabels l = {{"peer", peer.name},
                               {"nic", path.nic},
                               {"remote", path.remote},
-                              {"transport", path.transport}};
+                              {"transport", path.transport},
+                              {"class", path.latency ? "latency" : "bulk"}};
       MetricLabels with_state = l;
       with_state.emplace_back("state", path.state);
       m.gauge("plexus_path_state",

@@ -300,8 +300,11 @@ void AdminService::check_slow_paths() {
   size_t group = 0;
   for (const NodeLinks::PeerInfo& peer : engine_.links().snapshot()) {
     for (const NodeLinks::PathInfo& path : peer.paths) {
-      // A standby backup or a drained path carries nothing by design.
-      if (!path.windows || path.state == "standby" || path.state == "drained") continue;
+      // A standby backup or a drained path carries nothing by design; a latency-class path
+      // carries only that class's frames, so its rate says nothing beside the others'.
+      if (!path.windows || path.state == "standby" || path.state == "drained" || path.latency) {
+        continue;
+      }
       const monitor::WindowSummary s = monitor::summarize_recent(*path.windows, now, kSlowPathSpan);
       paths.push_back({peer.name + "|" + path.nic + "|" + path.remote, peer.name, path.nic,
                        path.remote, s.bytes_out});

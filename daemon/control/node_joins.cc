@@ -88,8 +88,8 @@ void NodeJoins::close() {
   if (peers_) peers_->close();
 }
 
-void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic,
-                               const std::string& remote, bool latency) {
+void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
+                               bool latency) {
   if (peers_) peers_->rail_lost(instance, nic, remote, latency);
 }
 

@@ -239,7 +239,7 @@ double NodeLinks::own_bandwidth() const {
       }
       if (path->busy_us_seen > 0) {
         live_nics.insert(path->nic);
-      } else {
+      } else if (!path->latency) {  // a latency path shares its rail's NIC and link
         sum += link->channel->capacity(path->id).bytes_per_s;
       }
     }

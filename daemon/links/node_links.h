@@ -1,6 +1,7 @@
 // This daemon's data connections to peer daemons: per peer node a reliable channel
-// (transports/channel/reliable_channel.h) over one path per NIC pair (a DataPath: TCP or
-// whatever transport opened it), all in an epoll set the engine polls. Cuts messages into chunk
+// (transports/channel/reliable_channel.h) over one path per NIC pair, and a latency-class
+// twin beside each where configured (a DataPath: TCP or whatever transport opened it), all
+// in an epoll set the engine polls. Cuts messages into chunk
 // frames (no allocation per chunk), keeps the memory a message is read from alive until the peer
 // has acknowledged its last byte, and hands arriving frames to the engine once each. Each path runs
 // over one local NIC: a NIC that goes down (netlink) fails its paths at once and tells the peers
@@ -65,7 +66,7 @@ class NodeLinks {
     std::string transport;  // "tcp", "rdma" (DataPath::transport)
     std::string local;
     std::string remote;
-    std::string state;  // active, standby (a backup), probation, drained
+    std::string state;     // active, standby (a backup), probation, drained
     bool latency = false;  // the latency class's connection
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;

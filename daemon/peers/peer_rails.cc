@@ -1,5 +1,6 @@
-// The data connections to a peer: one per rail, backups across rails where a route joins
-// them, reconnection with exponential backoff, and which rail an accepted connection is.
+// The data connections to a peer: one per rail (and its latency-class twin where
+// configured), backups across rails where a route joins them, reconnection with exponential
+// backoff, and which rail an accepted connection is.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

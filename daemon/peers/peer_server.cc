@@ -327,10 +327,9 @@ void PeerServer::on_connected(Conn& c) {
                                                     : " (the hello was never acknowledged)"));
       },
       kHandshakeTimeoutMs, 0);
-  c.handshake.emplace(PeerHandshake::connector(me_, c.role, secret_, c.expected,
-                                               c.role == PeerRole::kData && offers_rdma(c.fd),
-                                               settings_.transport == DataTransport::kRdma,
-                                               c.latency_rail));
+  c.handshake.emplace(PeerHandshake::connector(
+      me_, c.role, secret_, c.expected, c.role == PeerRole::kData && offers_rdma(c.fd),
+      settings_.transport == DataTransport::kRdma, c.latency_rail));
   std::vector<std::byte> hello = c.handshake->take_output();
   c.out.insert(c.out.end(), hello.begin(), hello.end());
   if (!flush(c)) return;

@@ -69,7 +69,7 @@ class PeerServer {
     bool latency_connections = false;
     uint32_t latency_dscp = 0;
     // The NICs peers are reached over (find_peer_nics). Each is a rail: one data connection
-    // per peer NIC in its subnet.
+    // per peer NIC in its subnet (two with latency_connections).
     std::vector<PeerNic> nics;
     // Longest wait between attempts to reconnect a rail (the backoff doubles up to it).
     std::chrono::milliseconds reconnect_max{0};
@@ -111,7 +111,8 @@ class PeerServer {
   // in its subnet; when none match, one connection to any address) not connected or being
   // connected, and with two rails or more a backup from each NIC to the peer's address on
   // the next rail (used where a route joins the rails). This side then keeps them up:
-  // rail_lost retries with backoff.
+  // rail_lost retries with backoff. With Settings::latency_connections, each rail (not the
+  // backups) has a twin for the latency class, kept up alike.
   void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
   // failed: reconnect it (with exponential backoff) if this side opened it. A control
@@ -119,7 +120,7 @@ class PeerServer {
   // now rather than after its acknowledgement timeout. `latency`: the rail's latency-class
   // twin (Settings::latency_connections).
   void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                 bool latency = false);
+                 bool latency);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.

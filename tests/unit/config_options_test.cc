@@ -148,9 +148,12 @@ TEST(ConfigReloadTest, LiveSettingsAreAppliedAndTheOthersWaitForARestart) {
                                               HasSubstr("jobs.rollout.weight: (none) -> 1"),
                                               HasSubstr("jobs.rollout.max_inflight_bytes"),
                                               HasSubstr("jobs.rollout.max_staging_bytes")));
-  EXPECT_THAT(plan.restart_needed,
-              ::testing::UnorderedElementsAre(HasSubstr("peer-listen:  -> 0.0.0.0:7355"),
-                                              HasSubstr("telemetry-window-us: 1000 -> 500")));
+  EXPECT_THAT(
+      plan.restart_needed,
+      ::testing::UnorderedElementsAre(
+          HasSubstr("peer-listen:  -> 0.0.0.0:7355"), HasSubstr("telemetry-window-us: 1000 -> 500"),
+          // The first latency job: its connections open at the next start.
+          HasSubstr("latency-connections (auto, by the jobs' classes): off -> on")));
   EXPECT_EQ(plan.in_use.stall_ms, 300u);
   EXPECT_EQ(plan.in_use.jobs.at("trainer").policy.weight, 5u);
   EXPECT_EQ(plan.in_use.peer_listen, "") << "what waits for a restart stays as it runs";

@@ -99,8 +99,8 @@ TEST(PeerHandshakeTest, ADataConnectionGoesOverRdmaOnlyWhenBothSidesOfferIt) {
 TEST(PeerHandshakeTest, TheLatencyClassIsLearnedByTheAcceptorAndProvedAgainstChangesOnTheWay) {
   const ClusterSecret s = secret("correct horse battery staple");
   for (bool latency : {false, true}) {
-    auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, false, false,
-                                      latency);
+    auto c =
+        PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, false, false, latency);
     auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
     auto [ce, ae] = run(c, a);
     ASSERT_EQ(ce + ae, "");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -154,8 +155,7 @@ class SimNetwork {
   }
 
   // Queues `count` frames of random sizes (some empty) from end `e`; returns the first op_seq.
-  uint64_t send_frames(int e, int count, uint32_t max_bytes, std::mt19937& rng,
-                       uint32_t flow = 0) {
+  uint64_t send_frames(int e, int count, uint32_t max_bytes, std::mt19937& rng, uint32_t flow = 0) {
     auto& end = ends_[e];
     const uint64_t first = end.expected.size();
     for (int i = 0; i < count; ++i) {
@@ -169,7 +169,8 @@ class SimNetwork {
   // Payload bytes of end e's frames from index `first` on.
   uint64_t bytes_from(int e, uint64_t first) const {
     uint64_t total = 0;
-    for (uint64_t i = first; i < ends_[e].expected.size(); ++i) total += ends_[e].expected[i].size();
+    for (uint64_t i = first; i < ends_[e].expected.size(); ++i)
+      total += ends_[e].expected[i].size();
     return total;
   }
 
@@ -853,6 +854,61 @@ TEST(ReliableChannelTest, TheInFlightHoldIsOnOnlyWhileFlowsMixAndFramesWaitWhile
   ch.on_path_sent(id, 0, 80000);
   ch.tick(now);
   EXPECT_FALSE(path.limits.back().in_flight_too);
+}
+
+// Payload bytes of the frames queued on `path` whose payload is `size` bytes.
+size_t queued_of_size(const LimitedPath& path, size_t size) {
+  return static_cast<size_t>(std::count_if(path.queued.begin(), path.queued.end(),
+                                           [size](const auto& q) { return q.second == size; }));
+}
+
+TEST(ReliableChannelTest, NeitherClassWaitsForRoomOnTheOthersPathsNewOrResent) {
+  FlowPolicies policies;
+  policies.set(1, {TrafficClass::kLatency, 1});  // flow 2: bulk (the default)
+  ReliableChannel ch({}, accepting_handler(), &policies);
+  LimitedPath bulk_a, bulk_b, latency;
+  const TimePoint now = ReliableChannel::Clock::now();
+  const uint32_t a = ch.add_path(&bulk_a, now);
+  ch.add_path(&bulk_b, now);
+  ch.add_path(&latency, now, false, false, /*latency=*/true);
+  std::vector<std::byte> big(2000), small(1000);
+  wire::DataFrameHeader header{};
+  header.type = wire::FrameType::kData;
+
+  // The bulk paths have no room: bulk frames wait, and latency frames sent after them go at
+  // once on their own path, also once the bulk class is owed its floor (after about 20 of
+  // them) and the scheduler's first choice, a bulk frame, cannot go.
+  bulk_a.held = bulk_b.held = 1;
+  for (uint64_t t = 0; t < 4; ++t) ch.send(header, big, t, 2);
+  for (uint64_t t = 100; t < 140; ++t) ch.send(header, small, t, 1);
+  EXPECT_EQ(queued_of_size(latency, small.size()), 40u);
+  EXPECT_EQ(queued_of_size(bulk_a, big.size()) + queued_of_size(bulk_b, big.size()), 0u);
+  EXPECT_EQ(queued_of_size(latency, big.size()), 0u) << "bulk frames kept off the latency path";
+
+  // The reverse: the latency path has no room; bulk frames go on theirs.
+  latency.held = 1;
+  bulk_a.held = bulk_b.held = 0;
+  for (uint64_t t = 200; t < 203; ++t) ch.send(header, small, t, 1);  // each send pumps
+  EXPECT_EQ(queued_of_size(bulk_a, big.size()) + queued_of_size(bulk_b, big.size()), 4u);
+  EXPECT_EQ(queued_of_size(latency, small.size()), 40u) << "latency frames wait for their path";
+  latency.held = 0;
+  EXPECT_TRUE(ch.pump());
+  EXPECT_EQ(queued_of_size(latency, small.size()), 43u);
+
+  // A bulk path fails: its frames wait to go again while the other bulk path has no room;
+  // a latency frame does not wait behind them (nor do they take the latency path).
+  const size_t on_a = queued_of_size(bulk_a, big.size());
+  ASSERT_GT(on_a, 0u);
+  bulk_b.held = 1;
+  ch.path_failed(a, "test");
+  EXPECT_GE(ch.waiting(), on_a);
+  ch.send(header, small, 300, 1);
+  EXPECT_EQ(queued_of_size(latency, small.size()), 44u);
+  EXPECT_EQ(queued_of_size(latency, big.size()), 0u);
+  bulk_b.held = 0;
+  EXPECT_TRUE(ch.pump());
+  EXPECT_EQ(ch.waiting(), 0u);
+  EXPECT_EQ(ch.counters().frames_resent, on_a);
 }
 
 }  // namespace

@@ -213,10 +213,18 @@ cluster_link() {  # what (nic|cable), tag, node, nic, up|down
   if [ "$to" = up ] && [ -n "$spine" ]; then spine_routes "$tag" "$node" "$r" "$nics"; fi
 }
 
-# NIC `dev` of namespace `ns` sends at `rate`: tbf, with the host's default qdisc
-# (pfifo_fast) as its queue, which serves socket priority 6 (the latency class's
-# connections) before other traffic, as a switch serves a priority queue.
+# NIC `dev` of namespace `ns` sends at `rate`: tbf, with pfifo_fast (Linux's built-in
+# default qdisc) as its queue, which serves socket priority 6 (the latency class's
+# connections) before other traffic, as a switch serves a priority queue. pfifo_fast counts
+# packets (the NIC's txqueuelen, per band): set to about 50 ms of MTU-sized packets at
+# `rate`, what tbf's own byte limit (latency 50ms) would hold.
 shape_nic() {  # ns, dev, rate
+  local packets
+  packets=$(awk -v r="$3" -v mtu="$mtu" 'BEGIN {
+    n = r + 0; u = tolower(substr(r, length(n "") + 1))
+    f = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : 1
+    p = int(n * f / 8 * 0.05 / mtu); print (p < 16 ? 16 : p) }')
+  ip -n "$1" link set dev "$2" txqueuelen "$packets"
   ip netns exec "$1" tc qdisc add dev "$2" root handle 1: tbf rate "$3" burst "$burst" latency 50ms
   ip netns exec "$1" tc qdisc add dev "$2" parent 1:1 pfifo_fast
 }
@@ -228,7 +236,11 @@ cluster_shape() {  # tag, node, nic, rate
   [ "$r" -ge 0 ] && [ "$r" -lt "$nics" ] || die "NIC $r is not in 0..$((nics - 1))"
   ns=$(ns_name "$tag" "n$node")
   ip netns exec "$ns" tc qdisc del dev "nic$r" root 2>/dev/null || true
-  [ "$to" = off ] || shape_nic "$ns" "nic$r" "$to"
+  if [ "$to" = off ]; then
+    ip -n "$ns" link set dev "nic$r" txqueuelen 1000  # veth's own
+  else
+    shape_nic "$ns" "nic$r" "$to"
+  fi
 }
 
 cmd=${1:-}

@@ -65,7 +65,7 @@ json links_to_json(control::LinksReply::Reader links) {
                 {"delivery_app_limited", path.getDeliveryAppLimited()},
                 {"rtt_us", path.getRttUs()},
                 {"kernel_unsent_bytes", path.getKernelUnsentBytes()},
-                {"class", path.getLatencyClass() ? "latency" : "any"}};
+                {"class", path.getLatencyClass() ? "latency" : "bulk"}};
       if (path.getHasRecent()) x["recent"] = recent_to_json(path.getRecent());
       paths.push_back(x);
     }
@@ -148,8 +148,8 @@ void print_paths(const json& links) {
                 human_bytes(p["bytes_resent"].get<uint64_t>()).c_str());
     const int64_t down = p["down_for_ms"].get<int64_t>();
     if (down >= 0) std::printf(", NO PATH for %lld ms", static_cast<long long>(down));
-    std::printf("\n%-10s %-9s %-10s %-22s %-22s %10s %10s %12s  %s\n", "NIC", "TRANSPORT",
-                "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "RATE", "CLASS");
+    std::printf("\n%-10s %-9s %-10s %-22s %-22s %10s %10s %12s  %s\n", "NIC", "TRANSPORT", "STATE",
+                "LOCAL", "REMOTE", "SENT", "RECEIVED", "RATE", "CLASS");
     for (const auto& x : p["paths"]) {
       const double rate = x["rate_bytes_per_s"].get<double>();
       const std::string rate_text =

@@ -210,7 +210,7 @@ vm_up() {  # tag, nodes, nics, mem, daemons, routed
         echo "plexus-vm: node $n's VM failed while booting; its console:" >&2
         # The cause first (a panic's stack would push it out of the tail).
         grep -sE "plexus-vm init:|cannot open|No such file|not syncing" "$dir/n$n/console.log" | head -5 >&2 || true
-        tail -20 "$dir/n$n/console.log" 2>/dev/null >&2 || true
+        tail -20 "$dir/n$n/console.log" >&2 2>/dev/null || true
         cat "$dir/n$n/qemu.log" >&2 || true
         return 1
       fi

@@ -16,7 +16,7 @@ uint64_t ChannelSender::add(wire::DataFrameHeader header, std::span<const std::b
   frame.token = token;
   frame.latency = latency;
   frames_.push_back(frame);
-  waiting_.push_back(header.channel_seq);
+  waiting_[latency ? 1 : 0].push_back(header.channel_seq);
   return header.channel_seq;
 }
 
@@ -25,23 +25,35 @@ ChannelSender::Frame* ChannelSender::at(uint64_t seq) {
   return &frames_[seq - acked_ - 1];
 }
 
-ChannelSender::Frame* ChannelSender::next_waiting() {
-  while (!waiting_.empty()) {
-    Frame* frame = at(waiting_.front());
+ChannelSender::Frame* ChannelSender::next_waiting(bool latency) {
+  std::deque<uint64_t>& waiting = waiting_[latency ? 1 : 0];
+  while (!waiting.empty()) {
+    Frame* frame = at(waiting.front());
     if (frame == nullptr || frame->path != kNoPath) {  // acked meanwhile, or already placed
-      waiting_.pop_front();
+      waiting.pop_front();
       continue;
     }
-    if (waiting_.front() > acked_ + kChannelWindowFrames) return nullptr;
+    if (waiting.front() > acked_ + kChannelWindowFrames) return nullptr;
     return frame;
   }
   return nullptr;
 }
 
+ChannelSender::Frame* ChannelSender::next_waiting() {
+  Frame* other = next_waiting(false);
+  Frame* latency = next_waiting(true);
+  if (other == nullptr) return latency;
+  if (latency == nullptr) return other;
+  return latency->header.channel_seq < other->header.channel_seq ? latency : other;
+}
+
+bool ChannelSender::window_full() const { return next_seq_ > acked_ + kChannelWindowFrames; }
+
 void ChannelSender::assigned(Frame& frame, uint32_t path) {
   frame.path = path;
   ++frame.sends;
-  if (!waiting_.empty() && waiting_.front() == frame.header.channel_seq) waiting_.pop_front();
+  std::deque<uint64_t>& waiting = waiting_[frame.latency ? 1 : 0];
+  if (!waiting.empty() && waiting.front() == frame.header.channel_seq) waiting.pop_front();
 }
 
 std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<Released>* released) {
@@ -59,19 +71,20 @@ std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<Released
 
 uint64_t ChannelSender::path_failed(uint32_t path) {
   uint64_t bytes = 0;
-  std::vector<uint64_t> again;
+  std::array<std::vector<uint64_t>, 2> again;
   for (Frame& frame : frames_) {
     if (frame.path != path) continue;
     frame.path = kNoPath;
     bytes += frame.payload.size();
-    again.push_back(frame.header.channel_seq);
+    again[frame.latency ? 1 : 0].push_back(frame.header.channel_seq);
   }
-  if (!again.empty()) {
+  for (size_t c = 0; c < 2; ++c) {
+    if (again[c].empty()) continue;
     // Both lists are ascending; the merge keeps the oldest frames first.
     std::deque<uint64_t> merged;
-    std::merge(again.begin(), again.end(), waiting_.begin(), waiting_.end(),
+    std::merge(again[c].begin(), again[c].end(), waiting_[c].begin(), waiting_[c].end(),
                std::back_inserter(merged));
-    waiting_ = std::move(merged);
+    waiting_[c] = std::move(merged);
   }
   return bytes;
 }

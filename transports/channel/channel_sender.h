@@ -6,6 +6,7 @@
 // where a frame goes and queues it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -33,9 +34,12 @@ class ChannelSender {
   uint64_t add(wire::DataFrameHeader header, std::span<const std::byte> payload, uint64_t token,
                bool latency = false);
 
-  // The next waiting frame that the window allows (nullptr when none). The caller queues
-  // it on a path and calls assigned().
+  // The next waiting frame that the window allows (nullptr when none): the oldest, or the
+  // oldest of the latency class (or not) with `latency` set, so that one class's frames
+  // waiting for room on their own paths do not hold up the other's. The caller queues it on
+  // a path and calls assigned().
   Frame* next_waiting();
+  Frame* next_waiting(bool latency);
   void assigned(Frame& frame, uint32_t path);
 
   struct Released {
@@ -54,15 +58,18 @@ class ChannelSender {
 
   uint64_t acknowledged() const { return acked_; }
   size_t unacknowledged() const { return frames_.size(); }
-  size_t waiting() const { return waiting_.size(); }
+  size_t waiting() const { return waiting_[0].size() + waiting_[1].size(); }
+  // Whether the window allows no new frame out (one numbered now would wait).
+  bool window_full() const;
 
  private:
   Frame* at(uint64_t seq);
 
   uint64_t next_seq_ = 1;
   uint64_t acked_ = 0;
-  std::deque<Frame> frames_;      // seqs acked_ + 1 .. next_seq_ - 1, in order
-  std::deque<uint64_t> waiting_;  // seqs with no path, ascending
+  std::deque<Frame> frames_;  // seqs acked_ + 1 .. next_seq_ - 1, in order
+  // Seqs with no path, ascending: [1] the latency class's frames, [0] the others.
+  std::array<std::deque<uint64_t>, 2> waiting_;
 };
 
 }  // namespace plexus::transports

@@ -96,19 +96,24 @@ ReliableChannel::TimePoint ReliableChannel::last_heard() const {
 // (paths not measured yet count as fast as the fastest measured one). With no active path,
 // a backup on standby, then a path on probation, is better than waiting, and a drained one
 // better than a hang. Only paths with room are candidates: when the best tier has none, the
-// frame waits (kNoPath) rather than going to a worse tier. While the frame's class (latency
-// or not) has an active path of its own, only those are candidates: a latency frame never
-// waits in the kernel's or the switches' queues behind another class's bytes, and bulk
-// frames leave the latency path alone.
-bool ReliableChannel::class_has_active_path(bool latency) const {
+// frame waits (kNoPath) rather than going to a worse tier. A latency frame has only the
+// latency paths for candidates while one is active (it then never waits in the kernel's or
+// the switches' queues behind another class's bytes); other frames only the other paths
+// while one is live in any state (the latency paths' priority queues are not for bulk).
+bool ReliableChannel::class_has_path(bool latency, bool active_only) const {
   return std::any_of(paths_.begin(), paths_.end(), [&](const Path& p) {
-    return p.state == PathState::kActive && p.latency == latency;
+    return p.latency == latency && p.state != PathState::kFailed &&
+           (!active_only || p.state == PathState::kActive);
   });
+}
+
+bool ReliableChannel::classes_apart() const {
+  return class_has_path(true, true) && class_has_path(false, false);
 }
 
 uint32_t ReliableChannel::pick_path(uint64_t bytes, bool latency) const {
   const double fastest = std::max(fastest_rate(), 1.0);
-  const bool own_class_only = class_has_active_path(latency);
+  const bool own_class_only = class_has_path(latency, /*active_only=*/latency);
   for (PathState wanted :
        {PathState::kActive, PathState::kStandby, PathState::kProbation, PathState::kDrained}) {
     uint32_t best = kNoPath;
@@ -154,7 +159,8 @@ void ReliableChannel::set_queue_limit(Path& p, TimePoint now) {
   const double seconds = std::chrono::duration<double>(settings_.path_queue_time).count();
   const uint64_t want =
       std::max(settings_.min_path_queue_bytes, static_cast<uint64_t>(p.rate * seconds));
-  const bool in_flight = mixing(now);
+  // A latency path carries one class alone: what it holds in flight delays no other class.
+  const bool in_flight = mixing(now) && !p.latency;
   // The rate counts on its own too: it sets the round trip's share of the in-flight limit,
   // and on a slow path `want` stays at its minimum however the rate moves.
   auto within_a_quarter = [](double value, double then) {
@@ -204,10 +210,15 @@ bool ReliableChannel::pump() {
   for (;;) {
     if (settings_.reliable) {
       // Numbered frames first: they go again after a path failed, or were numbered while
-      // no path had room.
-      if (ChannelSender::Frame* frame = sender_.next_waiting()) {
-        const uint32_t path = pick_path(frame->payload.size(), frame->latency);
-        if (path == kNoPath) return handed;
+      // no path had room. While the classes travel apart, the other class's oldest goes
+      // when this one's paths have no room.
+      ChannelSender::Frame* frame = sender_.next_waiting();
+      uint32_t path = frame != nullptr ? pick_path(frame->payload.size(), frame->latency) : kNoPath;
+      if (frame != nullptr && path == kNoPath && classes_apart()) {
+        frame = sender_.next_waiting(!frame->latency);
+        if (frame != nullptr) path = pick_path(frame->payload.size(), frame->latency);
+      }
+      if (path != kNoPath) {
         if (paths_[path].state == PathState::kProbation) {
           set_state(path, settled(paths_[path]), "taken early: no other path");
         }
@@ -224,14 +235,27 @@ bool ReliableChannel::pump() {
         }
         continue;
       }
-      if (sender_.waiting() > 0) return handed;  // the window is full
+      // Frames wait (no room on their paths, or the window is full): a new frame may still
+      // go where the classes travel apart, on the other class's paths.
+      if (sender_.waiting() > 0 && (sender_.window_full() || !classes_apart())) return handed;
     }
-    const SendScheduler::Frame* next = scheduler_.peek();
+    SendScheduler::ClassMask classes = SendScheduler::kAllClasses;
+    const SendScheduler::Frame* next = scheduler_.peek(classes);
     if (next == nullptr) return handed;
-    const bool latency = is_latency(next->flow);
-    const uint32_t path = pick_path(next->payload.size(), latency);
+    bool latency = is_latency(next->flow);
+    uint32_t path = pick_path(next->payload.size(), latency);
+    if (path == kNoPath && classes_apart()) {
+      // Its class's paths have no room: the other class's frames go on theirs meanwhile
+      // (by the scheduler's order among them), rather than wait behind it.
+      constexpr auto kLatencyOnly = SendScheduler::mask_of(TrafficClass::kLatency);
+      classes = latency ? SendScheduler::kAllClasses & ~kLatencyOnly : kLatencyOnly;
+      next = scheduler_.peek(classes);
+      if (next == nullptr) return handed;
+      latency = !latency;
+      path = pick_path(next->payload.size(), latency);
+    }
     if (path == kNoPath && (settings_.reliable || live_paths() > 0)) return handed;
-    SendScheduler::Frame frame = scheduler_.pop();
+    SendScheduler::Frame frame = scheduler_.pop(classes);
     if (handler_.on_scheduled) {
       handler_.on_scheduled(frame.flow, frame.payload.size(), Clock::now() - frame.queued_at);
     }

@@ -1,6 +1,7 @@
-// A channel to one peer daemon over several paths (one per NIC pair; DESIGN.md,
-// "Transports and failover"). Every frame gets a channel sequence number and is kept until
-// the peer acknowledges it cumulatively; frames are striped over the healthy paths, each
+// A channel to one peer daemon over several paths (one per NIC pair, and a latency-class
+// twin beside each where configured; DESIGN.md, "Transports and failover"). Every frame
+// gets a channel sequence number and is kept until the peer acknowledges it cumulatively;
+// frames are striped over the healthy paths of their class (pick_path), each
 // new frame to the path expected to finish it first (its backlog over its measured rate),
 // so a slow path gets less. A path that fails (socket error, a local link down, or silence
 // longer than the path timeout: every path carries a heartbeat when idle) has its
@@ -195,7 +196,7 @@ class ReliableChannel {
   struct Path {
     FramePath* io = nullptr;
     PathState state = PathState::kActive;
-    bool backup = false;  // settles on kStandby
+    bool backup = false;   // settles on kStandby
     bool latency = false;  // the latency class's (add_path)
     TimePoint last_received;
     TimePoint last_sent;  // as of the last tick
@@ -217,8 +218,10 @@ class ReliableChannel {
   // (kNoPath: none has room now).
   uint32_t pick_path(uint64_t bytes, bool latency) const;
   bool has_room(const Path& p) const;
-  // Whether frames of the latency class (or not) have an active path of their own.
-  bool class_has_active_path(bool latency) const;
+  // Whether a path of the latency class (or not) is live (active, with `active_only`).
+  bool class_has_path(bool latency, bool active_only) const;
+  // Latency frames and the others go on paths of their own now (pick_path).
+  bool classes_apart() const;
   bool is_latency(uint32_t flow) const {
     return policies_->of(flow).traffic_class == TrafficClass::kLatency;
   }
@@ -248,7 +251,7 @@ class ReliableChannel {
   Settings settings_;
   Handler handler_;
   std::vector<Path> paths_;
-  FlowPolicies own_policies_;  // when none are given
+  FlowPolicies own_policies_;     // when none are given
   const FlowPolicies* policies_;  // the caller's or own_policies_
   SendScheduler scheduler_;
   static constexpr uint32_t kNoFlowYet = UINT32_MAX;

@@ -71,42 +71,48 @@ uint32_t SendScheduler::turn_in(size_t c) {
   }
 }
 
-SendScheduler::Choice SendScheduler::choose() {
+SendScheduler::Choice SendScheduler::choose(ClassMask classes) {
   refile();
+  auto in = [classes](size_t c) { return (classes & (1u << c)) != 0; };
   size_t top = kTrafficClasses;
   for (size_t c = 0; c < kTrafficClasses; ++c) {
-    if (!classes_[c].round.empty()) {
+    if (in(c) && !classes_[c].round.empty()) {
       top = c;
       break;
     }
   }
   if (top == kTrafficClasses) return {};
-  Choice best{true, top, turn_in(top), false};
+  Choice best{true, classes, top, turn_in(top), false};
   // A lower class owed its floor goes first (the one owed most, if several are).
   double owed = 0;
   for (size_t c = top + 1; c < kTrafficClasses; ++c) {
-    if (classes_[c].round.empty()) continue;
+    if (!in(c) || classes_[c].round.empty()) continue;
     const uint32_t id = turn_in(c);
     const double credit = classes_[c].credit;
     if (credit >= static_cast<double>(cost(flows_[id].frames.front())) && credit > owed) {
-      best = Choice{true, c, id, true};
+      best = Choice{true, classes, c, id, true};
       owed = credit;
     }
   }
   return best;
 }
 
-const SendScheduler::Frame* SendScheduler::peek() {
-  if (frames_ == 0) return nullptr;
-  // A policy changed since the choice was made: it may no longer be the one.
-  if (policies_->version() != policies_seen_) choice_.valid = false;
-  if (!choice_.valid) choice_ = choose();
+bool SendScheduler::ensure_choice(ClassMask classes) {
+  if (frames_ == 0) return false;
+  // A policy changed since the choice was made, or it was made among other classes: it may
+  // no longer be the one.
+  if (policies_->version() != policies_seen_ || choice_.classes != classes) choice_.valid = false;
+  if (!choice_.valid) choice_ = choose(classes);
+  return choice_.valid;
+}
+
+const SendScheduler::Frame* SendScheduler::peek(ClassMask classes) {
+  if (!ensure_choice(classes)) return nullptr;
   return &flows_[choice_.flow].frames.front();
 }
 
-SendScheduler::Frame SendScheduler::pop() {
-  if (policies_->version() != policies_seen_) choice_.valid = false;
-  if (!choice_.valid) choice_ = choose();
+SendScheduler::Frame SendScheduler::pop(ClassMask classes) {
+  ensure_choice(classes);
   choice_.valid = false;
   Flow& f = flows_[choice_.flow];
   Frame frame = f.frames.front();

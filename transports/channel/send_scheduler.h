@@ -44,14 +44,23 @@ class SendScheduler {
     TimePoint queued_at{};
   };
 
+  // A set of classes, bit c for class c: peek and pop may be held to some (a channel whose
+  // classes travel on paths of their own lets one class go while another has no room).
+  using ClassMask = uint8_t;
+  static constexpr ClassMask kAllClasses = (1u << kTrafficClasses) - 1;
+  static constexpr ClassMask mask_of(TrafficClass c) {
+    return static_cast<ClassMask>(1u << static_cast<unsigned>(c));
+  }
+
   // `policies` outlives the scheduler; it may change between calls.
   SendScheduler(Settings settings, const FlowPolicies* policies);
 
   void push(Frame frame);
-  // The frame to send next (nullptr when none wait): stays the same until pop() or push().
-  const Frame* peek();
-  // Removes and returns what peek() returns; only when one waits.
-  Frame pop();
+  // The frame of a class in `classes` to send next (nullptr when none wait), chosen as if
+  // only those classes had frames: stays the same until pop() or push().
+  const Frame* peek(ClassMask classes = kAllClasses);
+  // Removes and returns what peek(classes) returns; only when one waits.
+  Frame pop(ClassMask classes = kAllClasses);
 
   bool empty() const { return frames_ == 0; }
   size_t size() const { return frames_; }
@@ -71,6 +80,7 @@ class SendScheduler {
   };
   struct Choice {
     bool valid = false;
+    ClassMask classes = kAllClasses;  // what it was chosen among
     size_t cls = 0;
     uint32_t flow = 0;
     bool by_credit = false;
@@ -83,7 +93,9 @@ class SendScheduler {
   void refile();
   // The flow of class `c` whose frame goes next by deficit round robin (turns given here).
   uint32_t turn_in(size_t c);
-  Choice choose();
+  Choice choose(ClassMask classes);
+  // Makes choice_ the one for `classes` (nullptr-free: only when such a frame waits).
+  bool ensure_choice(ClassMask classes);
 
   Settings settings_;
   const FlowPolicies* policies_;

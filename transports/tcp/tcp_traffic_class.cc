@@ -23,6 +23,9 @@ std::string mark_latency_class(int fd, uint32_t dscp) {
     return std::string(v6 ? "IPV6_TCLASS " : "IP_TOS ") + std::to_string(tos) + ": " +
            std::strerror(errno);
   }
+  // An IPv6 socket may carry IPv4 (a v4-mapped peer): its packets take IP_TOS. Refused on
+  // a v6-only socket, which needs none.
+  if (v6) ::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
   const int priority = kLatencySocketPriority;
   if (::setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, sizeof(priority)) != 0) {
     return "SO_PRIORITY " + std::to_string(priority) + ": " + std::strerror(errno);
