@@ -50,6 +50,23 @@ std::pair<std::string, std::string> run(PeerHandshake& c, PeerHandshake& a) {
   return {};
 }
 
+// The connector's hello (its first output) with `change` applied on the way, framed again.
+template <typename Change>
+std::vector<std::byte> changed_hello(PeerHandshake& connector, Change change) {
+  std::vector<std::byte> hello = connector.take_output();
+  common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
+  decoder.append(hello.data(), hello.size());
+  std::string error;
+  auto words = decoder.next(&error);
+  EXPECT_TRUE(words) << error;
+  if (!words) return {};
+  capnp::FlatArrayMessageReader reader(*words);
+  capnp::MallocMessageBuilder changed;
+  changed.setRoot(reader.getRoot<wire::peer::HandshakeMessage>());
+  change(changed.getRoot<wire::peer::HandshakeMessage>().getHello());
+  return common::encode_frame(changed);
+}
+
 ClusterSecret secret(const char* text) {
   return ClusterSecret::from_bytes(std::vector<uint8_t>(text, text + std::strlen(text)));
 }
@@ -110,17 +127,7 @@ TEST(PeerHandshakeTest, TheLatencyClassIsLearnedByTheAcceptorAndProvedAgainstCha
   // The connector's hello, its class turned off in transit: the proofs no longer agree.
   auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, false, false, true);
   auto a = PeerHandshake::acceptor(identity(2, "b"), &s);
-  std::vector<std::byte> hello = c.take_output();
-  common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
-  decoder.append(hello.data(), hello.size());
-  std::string error;
-  auto words = decoder.next(&error);
-  ASSERT_TRUE(words) << error;
-  capnp::FlatArrayMessageReader reader(*words);
-  capnp::MallocMessageBuilder changed;
-  changed.setRoot(reader.getRoot<wire::peer::HandshakeMessage>());
-  changed.getRoot<wire::peer::HandshakeMessage>().getHello().setLatency(false);
-  EXPECT_EQ(deliver(common::encode_frame(changed), a), "");
+  EXPECT_EQ(deliver(changed_hello(c, [](auto hello) { hello.setLatency(false); }), a), "");
   auto [ce, ae] = run(c, a);
   EXPECT_FALSE(c.done() && a.done()) << "a handshake whose class was changed completed";
   EXPECT_THAT(ce + ae, AnyOf(HasSubstr("prove"), HasSubstr("changed the connection's class")));
@@ -161,17 +168,7 @@ TEST(PeerHandshakeTest, AnRdmaOfferChangedOnTheWayFailsTheProof) {
   auto c = PeerHandshake::connector(identity(1, "a"), PeerRole::kData, &s, 2, true);
   auto a = PeerHandshake::acceptor(identity(2, "b"), &s, true);
   // The connector's hello, its offer turned off in transit.
-  std::vector<std::byte> hello = c.take_output();
-  common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
-  decoder.append(hello.data(), hello.size());
-  std::string error;
-  auto words = decoder.next(&error);
-  ASSERT_TRUE(words) << error;
-  capnp::FlatArrayMessageReader reader(*words);
-  capnp::MallocMessageBuilder changed;
-  changed.setRoot(reader.getRoot<wire::peer::HandshakeMessage>());
-  changed.getRoot<wire::peer::HandshakeMessage>().getHello().setRdma(false);
-  EXPECT_EQ(deliver(common::encode_frame(changed), a), "");
+  EXPECT_EQ(deliver(changed_hello(c, [](auto hello) { hello.setRdma(false); }), a), "");
   auto [ce, ae] = run(c, a);
   EXPECT_FALSE(c.done() && a.done()) << "a handshake whose offer was changed completed";
   EXPECT_THAT(ce + ae, HasSubstr("prove"));
