@@ -352,6 +352,48 @@ TEST(ChannelReceiverTest, DropsDuplicatesAndMovesTheCumulativePointOverGaps) {
   EXPECT_EQ(r.classify(3 * kChannelWindowFrames + 6), ChannelReceiver::Verdict::kOutOfWindow);
 }
 
+TEST(ChannelReceiverTest, ASelectiveAcknowledgementNamesTheRunAroundTheLatestFrame) {
+  ChannelReceiver r;
+  for (uint64_t s : {1, 2, 5, 6, 7, 9}) r.record(s);
+  EXPECT_EQ(r.cumulative(), 2u);
+  EXPECT_EQ(r.take_ack(), 2u);
+  EXPECT_FALSE(r.ack_due());
+  r.acknowledge_selectively(6);  // 5..7 arrived; 3, 4 and 8 did not
+  EXPECT_TRUE(r.ack_due()) << "a selective acknowledgement is due without the cumulative moving";
+  ChannelReceiver::Range run;
+  EXPECT_EQ(r.take_ack(&run), 2u);
+  EXPECT_EQ(run.first, 5u);
+  EXPECT_EQ(run.last, 7u);
+  EXPECT_FALSE(r.ack_due());
+  r.acknowledge_selectively(2);  // already covered by the cumulative point: nothing to say
+  EXPECT_FALSE(r.ack_due());
+  r.acknowledge_selectively(9);
+  r.record(3);
+  r.record(4);  // the cumulative point reaches 7
+  EXPECT_EQ(r.take_ack(&run), 7u);
+  EXPECT_EQ(run.first, 9u);
+  EXPECT_EQ(run.last, 9u);
+}
+
+TEST(ChannelSenderTest, ASelectiveAcknowledgementReleasesOnceAndItsFramesAreNotSentAgain) {
+  ChannelSender s;
+  for (uint64_t t = 0; t < 5; ++t) {
+    s.add({}, {}, t);
+    ChannelSender::Frame* f = s.next_waiting();
+    ASSERT_NE(f, nullptr);
+    s.assigned(*f, 0);
+  }
+  std::vector<ChannelSender::Released> released;
+  EXPECT_EQ(s.acknowledge_selectively(3, 4, &released), "");
+  EXPECT_EQ(released, (std::vector<ChannelSender::Released>{{2, 0}, {3, 0}}));
+  released.clear();
+  EXPECT_EQ(s.path_failed(0), 0u) << "the frames are empty; what matters is which wait again";
+  EXPECT_EQ(s.waiting(), 3u) << "frames 1, 2 and 5 go again, not the two the peer has";
+  EXPECT_EQ(s.acknowledge(5, &released), "");
+  EXPECT_EQ(released.size(), 3u) << "each frame released once";
+  EXPECT_NE(s.acknowledge_selectively(6, 6, &released), "") << "a frame never sent";
+}
+
 TEST(ChannelSenderTest, RefusesAnAcknowledgementOfFramesNeverSentAndKeepsTheWindow) {
   ChannelSender s;
   std::vector<ChannelSender::Released> released;
@@ -641,6 +683,26 @@ TEST(ReliableChannelTest, LatencyFramesTakeTheLatencyPathAloneAndFallBackWhenItI
   ASSERT_TRUE(net.run_until_done(rng, 5000));
   net.expect_exact();
   EXPECT_EQ(net.link(latency_again).carried[0], net.bytes_from(0, bulk_more));
+}
+
+TEST(ReliableChannelTest, ALatencyFrameIsReleasedWithoutWaitingForTheBulkFramesBeforeIt) {
+  std::mt19937 rng(23);
+  FlowPolicies policies;
+  policies.set(1, {TrafficClass::kLatency, 1});
+  SimNetwork net({}, true, &policies);
+  const size_t bulk = net.add_link();
+  net.add_link(64 << 10, false, false, /*latency=*/true);
+  net.link(bulk).delay_steps = 40;  // the bulk connection's queue: 40 ms deep
+  const uint64_t first_bulk = net.send_frames(0, 20, 30000, rng, 0);
+  std::vector<std::byte> small(1000, std::byte{7});
+  const uint64_t latency = net.send_one(0, wire::FrameType::kData, small, 1);
+  for (int i = 0; i < 10; ++i) net.step(rng);
+  EXPECT_EQ(net.end(0).released[latency], 1) << "released by a selective acknowledgement";
+  for (uint64_t t = first_bulk; t < first_bulk + 20; ++t) {
+    EXPECT_EQ(net.end(0).released[t], 0) << "bulk frame " << t << " cannot have arrived yet";
+  }
+  ASSERT_TRUE(net.run_until_done(rng, 5000));
+  net.expect_exact();  // every frame released exactly once
 }
 
 TEST(ReliableChannelTest, StripesInProportionToEachPathsMeasuredRate) {

@@ -26,6 +26,22 @@ ChannelReceiver::Verdict ChannelReceiver::classify(uint64_t seq) const {
   return Verdict::kNew;
 }
 
+uint64_t ChannelReceiver::take_ack(Range* selective) {
+  acked_ = cumulative_;
+  if (selective != nullptr) *selective = {};
+  if (selective_ > cumulative_ && has(selective_) && selective != nullptr) {
+    Range run{selective_, selective_};
+    while (run.first - 1 > cumulative_ && selective_ - run.first < kMaxSelectiveRun &&
+           has(run.first - 1)) {
+      --run.first;
+    }
+    while (run.last - selective_ < kMaxSelectiveRun && has(run.last + 1)) ++run.last;
+    *selective = run;
+  }
+  selective_ = 0;
+  return acked_;
+}
+
 bool ChannelReceiver::record(uint64_t seq) {
   if (classify(seq) != Verdict::kNew) return false;
   set(seq, true);

@@ -28,12 +28,24 @@ class ChannelReceiver {
 
   // Every frame up to and including this one has been received (0: none yet).
   uint64_t cumulative() const { return cumulative_; }
-  // Whether cumulative() has moved since the last take_ack().
-  bool ack_due() const { return cumulative_ != acked_; }
-  uint64_t take_ack() {
-    acked_ = cumulative_;
-    return acked_;
+  // `seq` (recorded) is to be acknowledged on its own, not only once the cumulative point
+  // passes it: a latency-class frame, whose sender must not wait for the bulk frames
+  // numbered before it (they travel on other connections).
+  void acknowledge_selectively(uint64_t seq) {
+    if (seq > cumulative_) selective_ = seq;
   }
+  // Whether cumulative() has moved, or a selective acknowledgement waits, since the last
+  // take_ack().
+  bool ack_due() const { return cumulative_ != acked_ || selective_ > cumulative_; }
+  struct Range {
+    uint64_t first = 0;  // 0: none
+    uint64_t last = 0;
+  };
+  // The cumulative point, and the received run around the last frame given to
+  // acknowledge_selectively (above the cumulative point; kMaxSelectiveRun frames at most
+  // each way), which the sender may release too.
+  uint64_t take_ack(Range* selective = nullptr);
+  static constexpr uint64_t kMaxSelectiveRun = 256;
 
  private:
   bool has(uint64_t seq) const;
@@ -41,6 +53,7 @@ class ChannelReceiver {
 
   uint64_t cumulative_ = 0;
   uint64_t acked_ = 0;
+  uint64_t selective_ = 0;  // acknowledge_selectively's latest, until taken
   std::vector<uint64_t> bits_;  // seq % kChannelWindowFrames, for seqs above cumulative_
 };
 

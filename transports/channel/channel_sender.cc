@@ -29,7 +29,8 @@ ChannelSender::Frame* ChannelSender::next_waiting(bool latency) {
   std::deque<uint64_t>& waiting = waiting_[latency ? 1 : 0];
   while (!waiting.empty()) {
     Frame* frame = at(waiting.front());
-    if (frame == nullptr || frame->path != kNoPath) {  // acked meanwhile, or already placed
+    // Acked meanwhile, or already placed.
+    if (frame == nullptr || frame->path != kNoPath || frame->released) {
       waiting.pop_front();
       continue;
     }
@@ -62,9 +63,29 @@ std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<Released
            std::to_string(next_seq_ - 1) + " were sent";
   }
   while (acked_ < cumulative) {
-    released->push_back({frames_.front().token, frames_.front().path});
+    if (!frames_.front().released) {
+      released->push_back({frames_.front().token, frames_.front().path});
+    }
     frames_.pop_front();
     ++acked_;
+  }
+  return {};
+}
+
+std::string ChannelSender::acknowledge_selectively(uint64_t first, uint64_t last,
+                                                   std::vector<Released>* released) {
+  if (first == 0 || first > last || last >= next_seq_ || last - first >= kChannelWindowFrames) {
+    return "selective acknowledgement of frames " + std::to_string(first) + ".." +
+           std::to_string(last) + " but only " + std::to_string(next_seq_ - 1) + " were sent";
+  }
+  for (uint64_t seq = std::max(first, acked_ + 1); seq <= last; ++seq) {
+    Frame* frame = at(seq);
+    if (frame->released) continue;
+    if (frame->sends == 0) {
+      return "selective acknowledgement of frame " + std::to_string(seq) + ", never sent";
+    }
+    frame->released = true;
+    released->push_back({frame->token, frame->path});
   }
   return {};
 }
@@ -73,7 +94,7 @@ uint64_t ChannelSender::path_failed(uint32_t path) {
   uint64_t bytes = 0;
   std::array<std::vector<uint64_t>, 2> again;
   for (Frame& frame : frames_) {
-    if (frame.path != path) continue;
+    if (frame.path != path || frame.released) continue;
     frame.path = kNoPath;
     bytes += frame.payload.size();
     again[frame.latency ? 1 : 0].push_back(frame.header.channel_seq);

@@ -28,6 +28,8 @@ class ChannelSender {
     uint32_t path = kNoPath;  // where its latest copy was queued
     uint32_t sends = 0;       // how many times it was queued
     bool latency = false;     // of the latency class: goes on a latency path where one is up
+    bool released = false;    // acknowledged selectively: the peer has it (kept until the
+                              // cumulative point passes, never sent again)
   };
 
   // Numbers a new frame and makes it wait for a path; returns its sequence number.
@@ -51,6 +53,10 @@ class ChannelSender {
   // sequence order. Returns "" or why the acknowledgement is impossible (it covers frames
   // never sent).
   std::string acknowledge(uint64_t cumulative, std::vector<Released>* released);
+  // The peer has frames first..last too (a selective acknowledgement): appends those not
+  // released before. Returns "" or why it is impossible (frames never sent).
+  std::string acknowledge_selectively(uint64_t first, uint64_t last,
+                                      std::vector<Released>* released);
 
   // Every unacknowledged frame whose latest copy went on `path` waits again (for another
   // path). Returns how many bytes of payload that is.

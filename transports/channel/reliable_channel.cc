@@ -177,16 +177,24 @@ void ReliableChannel::set_queue_limit(Path& p, TimePoint now) {
   p.io->limit_queue(want, p.rate, in_flight);
 }
 
-// Acknowledgements go on the live path with the least backlog; on a backup only when no
-// other is left (an idle backup would otherwise take them all, and a silent fault of the
-// route between the rails would then hold them up until the path timeout).
+// Acknowledgements go on the live path with the least backlog, an active latency path first
+// (they are small, and a sender's ops wait on them: they should not queue behind bulk data);
+// on a backup only when no other is left (an idle backup would otherwise take them all, and
+// a silent fault of the route between the rails would then hold them up until the path
+// timeout).
 uint32_t ReliableChannel::pick_control_path() const {
   uint32_t best = kNoPath;
+  auto better = [this](const Path& p, const Path& than) {
+    const bool fast = p.latency && p.state == PathState::kActive;
+    const bool than_fast = than.latency && than.state == PathState::kActive;
+    if (fast != than_fast) return fast;
+    return p.io->backlog_bytes() < than.io->backlog_bytes();
+  };
   for (const bool standby : {false, true}) {
     for (uint32_t i = 0; i < paths_.size(); ++i) {
       const Path& p = paths_[i];
       if (p.state == PathState::kFailed || (p.state == PathState::kStandby) != standby) continue;
-      if (best == kNoPath || p.io->backlog_bytes() < paths_[best].io->backlog_bytes()) best = i;
+      if (best == kNoPath || better(p, paths_[best])) best = i;
     }
     if (best != kNoPath) return best;
   }
@@ -293,7 +301,10 @@ void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
   wire::DataFrameHeader h;
   h.type = type;
   h.comm_id = settings_.incarnation;
-  h.channel_seq = receiver_.take_ack();
+  ChannelReceiver::Range selective;
+  h.channel_seq = receiver_.take_ack(&selective);
+  h.op_seq = selective.first;  // take_acknowledgement
+  h.offset = selective.last;
   paths_[path].io->queue_urgent(h, kControlToken);
   paths_[path].queued_since_tick = true;
 }
@@ -306,11 +317,19 @@ void ReliableChannel::flush_ack() {
   ++counters_.acks_sent;
 }
 
+// An acknowledgement's or heartbeat's header: channel_seq the cumulative point; op_seq and
+// offset, when op_seq is not 0, a run of frames the peer has beyond it (queue_control).
 std::string ReliableChannel::take_acknowledgement(const wire::DataFrameHeader& header) {
-  if (header.channel_seq <= sender_.acknowledged()) return {};  // old news
   released_.clear();
-  std::string error = sender_.acknowledge(header.channel_seq, &released_);
-  if (!error.empty()) return error;
+  if (header.channel_seq > sender_.acknowledged()) {
+    std::string error = sender_.acknowledge(header.channel_seq, &released_);
+    if (!error.empty()) return error;
+  }
+  if (header.op_seq != 0 && header.offset > sender_.acknowledged()) {
+    std::string error = sender_.acknowledge_selectively(header.op_seq, header.offset, &released_);
+    if (!error.empty()) return error;
+  }
+  if (released_.empty()) return {};  // old news
   if (handler_.on_released) {
     for (const auto& frame : released_) handler_.on_released(frame.token, frame.path);
   }
@@ -381,7 +400,11 @@ std::string ReliableChannel::receive(uint32_t path, const wire::DataFrameHeader&
     }
     return {};
   }
-  return deliver(header, payload);
+  std::string error = deliver(header, payload);
+  // A latency path's frame is acknowledged on its own: its sender's op must not wait for
+  // bulk frames numbered before it, which travel on other connections.
+  if (error.empty() && paths_[path].latency) receiver_.acknowledge_selectively(seq);
+  return error;
 }
 
 Placement ReliableChannel::place(uint32_t path, const wire::DataFrameHeader& header,
@@ -407,6 +430,7 @@ std::string ReliableChannel::placed(uint32_t path, const wire::DataFrameHeader& 
   std::string error = handler_.on_placed(header);
   if (!error.empty() || seq == 0) return error;
   receiver_.record(seq);
+  if (paths_[path].latency) receiver_.acknowledge_selectively(seq);
   abandon_other_copies(seq, path);
   return deliver_fenced();
 }
