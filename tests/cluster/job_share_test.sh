@@ -7,11 +7,15 @@
 #   - two bulk jobs weighted 3:1 get 3.0 +- 10 % while both are busy (the bytes node 0's
 #     scheduler gave each: an op's client-side time also holds its rounds' ends, in which
 #     the other job takes the whole link, as a work-conserving scheduler should);
-#   - a latency job's 64 KiB allreduce (one every 20 ms) beside a bulk job: median <= 3x its
-#     median alone, while the bulk job keeps >= 85 % of what it got alone on that shaper;
-#     with each of the TCP congestion controls cubic, reno and bbr (one this kernel lacks is
-#     named as not checked), as the class holds by its own connections and the in-flight
-#     cap, not by how a congestion control happens to fill queues (docs/NETWORK.md);
+#   - a latency job's 64 KiB allreduce (one every 40 ms) beside a bulk job, at 200 Mbit/s:
+#     median <= 3x its median alone, while the bulk job keeps >= 85 % of what it got alone on
+#     that shaper; with each of the TCP congestion controls cubic, reno and bbr (one this
+#     kernel lacks is named as not checked), as the class holds by its own connections, not
+#     by how a congestion control happens to fill queues (docs/NETWORK.md). At half the
+#     rate of the other checks, with the latency job at the same 7 % of the link: at 400
+#     Mbit/s two daemons, four clients and the shaper's softirq fill both cores of a 2-core
+#     machine, and the latency job's ops then wait for a core (a 3-20 ms tail), which is
+#     the machine's timing, not the classes (docs/BENCHMARKS.md, issue 35);
 #   - a background job beside a bulk job gets at least its floor (5 %, less 1 point);
 #   - plexusctl job set: two jobs at 1:1, one set to weight 3 mid-run: from 1 s after the
 #     change (to 3 s after it) they share 3:1 (+- 10 %). (Refusals of an unknown job, bad weights and
@@ -55,14 +59,14 @@ for cc in cubic reno bbr; do
     continue
   fi
   echo "== $cc: a latency job alone, then beside a bulk job"
-  lat=$(share --tcp-cc "$cc" --burst 16kb --seconds 4 --daemon-args "--job small=latency" \
-    small:65536:20) || fail "$cc: latency alone run"
+  lat=$(share --rate 200mbit --tcp-cc "$cc" --burst 16kb --seconds 4 \
+    --daemon-args "--job small=latency" small:65536:40) || fail "$cc: latency alone run"
   echo "$lat"
-  bulk16=$(share --tcp-cc "$cc" --burst 16kb --seconds 5 bulk:16777216) ||
+  bulk16=$(share --rate 200mbit --tcp-cc "$cc" --burst 16kb --seconds 5 bulk:16777216) ||
     fail "$cc: bulk alone, 16 kB bucket"
   echo "$bulk16"
-  out=$(share --tcp-cc "$cc" --burst 16kb --seconds 6 \
-    --daemon-args "--job small=latency --job bulk=bulk" small:65536:20 bulk:16777216) ||
+  out=$(share --rate 200mbit --tcp-cc "$cc" --burst 16kb --seconds 6 \
+    --daemon-args "--job small=latency --job bulk=bulk" small:65536:40 bulk:16777216) ||
     fail "$cc: latency beside bulk run"
   echo "$out"
   check "$cc: latency median <= 3x alone" "$(field small median_ms "$out")" \
