@@ -481,13 +481,25 @@ bool NodeLinks::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, u
   const auto now = Clock::now();
   const uint32_t flow = flow_of(comm_id);
   const uint32_t chunk_bytes = chunk_bytes_for(link);
+  // The message is sent when every chunk is released, in whatever order: a latency path's
+  // chunks are acknowledged selectively, so the last may be released before the first.
+  const uint64_t chunks = std::max<uint64_t>(1, (data.size() + chunk_bytes - 1) / chunk_bytes);
+  std::function<void()> chunk_done;
+  if (done && chunks > 1) {
+    auto left =
+        std::make_shared<std::pair<uint64_t, std::function<void()>>>(chunks, std::move(done));
+    chunk_done = [left] {
+      if (--left->first == 0) left->second();
+    };
+  }
   do {
     const auto bytes = static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes, data.size() - offset));
     const bool last = offset + bytes == data.size();
     h.chunk = chunk++;
     h.offset = offset;
     h.length = bytes;
-    const uint64_t token = take_token(peer, keep_alive, last ? std::move(done) : nullptr, now);
+    const uint64_t token = take_token(
+        peer, keep_alive, chunks > 1 ? chunk_done : (last ? std::move(done) : nullptr), now);
     link.channel->send(h, data.subspan(offset, bytes), token, flow);
     offset += bytes;
   } while (offset < data.size());

@@ -274,7 +274,7 @@ class NodeLinks {
     uint64_t peer = 0;
     transports::ReliableChannel::TimePoint sent_at;  // handed to the channel
     std::shared_ptr<void> keep_alive;
-    std::function<void()> done;  // on the message's last chunk only
+    std::function<void()> done;  // the message's: run once its every chunk is released
     bool used = false;
   };
   uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done,

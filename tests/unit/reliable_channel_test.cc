@@ -373,25 +373,54 @@ TEST(ChannelReceiverTest, ASelectiveAcknowledgementNamesTheRunAroundTheLatestFra
   EXPECT_EQ(r.take_ack(&run), 7u);
   EXPECT_EQ(run.first, 9u);
   EXPECT_EQ(run.last, 9u);
+  // Two runs apart since the last take: the latest first, the earliest on the next take; a
+  // take without a range (a heartbeat's) leaves them due.
+  for (uint64_t s : {11, 12, 20}) r.record(s);
+  r.acknowledge_selectively(11);
+  r.acknowledge_selectively(20);
+  EXPECT_EQ(r.take_ack(), 7u);
+  EXPECT_TRUE(r.ack_due());
+  EXPECT_EQ(r.take_ack(&run), 7u);
+  EXPECT_EQ(run.first, 20u);
+  EXPECT_TRUE(r.ack_due());
+  EXPECT_EQ(r.take_ack(&run), 7u);
+  EXPECT_EQ(run.first, 11u);
+  EXPECT_EQ(run.last, 12u);
+  EXPECT_FALSE(r.ack_due());
 }
 
 TEST(ChannelSenderTest, ASelectiveAcknowledgementReleasesOnceAndItsFramesAreNotSentAgain) {
   ChannelSender s;
+  std::vector<std::byte> payload(100);
   for (uint64_t t = 0; t < 5; ++t) {
-    s.add({}, {}, t);
+    s.add({}, payload, t);
     ChannelSender::Frame* f = s.next_waiting();
     ASSERT_NE(f, nullptr);
     s.assigned(*f, 0);
   }
+  s.add({}, payload, 5);  // numbered, never sent
   std::vector<ChannelSender::Released> released;
+  // A run reaching a frame never sent is refused whole: nothing is released.
+  EXPECT_NE(s.acknowledge_selectively(4, 6, &released), "");
+  EXPECT_TRUE(released.empty());
+  EXPECT_NE(s.acknowledge_selectively(1, 1 + 2 * ChannelReceiver::kMaxSelectiveRun + 1, &released),
+            "")
+      << "longer than any run a receiver reports";
+  EXPECT_NE(s.acknowledge_selectively(3, 2, &released), "");
+  EXPECT_TRUE(released.empty());
   EXPECT_EQ(s.acknowledge_selectively(3, 4, &released), "");
   EXPECT_EQ(released, (std::vector<ChannelSender::Released>{{2, 0}, {3, 0}}));
   released.clear();
-  EXPECT_EQ(s.path_failed(0), 0u) << "the frames are empty; what matters is which wait again";
-  EXPECT_EQ(s.waiting(), 3u) << "frames 1, 2 and 5 go again, not the two the peer has";
-  EXPECT_EQ(s.acknowledge(5, &released), "");
-  EXPECT_EQ(released.size(), 3u) << "each frame released once";
-  EXPECT_NE(s.acknowledge_selectively(6, 6, &released), "") << "a frame never sent";
+  EXPECT_EQ(s.path_failed(0), 300u) << "frames 1, 2 and 5 go again, not the two the peer has";
+  std::vector<uint64_t> again;
+  while (ChannelSender::Frame* f = s.next_waiting()) {
+    again.push_back(f->header.channel_seq);
+    s.assigned(*f, 1);
+  }
+  EXPECT_EQ(again, (std::vector<uint64_t>{1, 2, 5, 6}));
+  EXPECT_EQ(s.acknowledge(6, &released), "");
+  EXPECT_EQ(released, (std::vector<ChannelSender::Released>{{0, 1}, {1, 1}, {4, 1}, {5, 1}}))
+      << "each frame released once";
 }
 
 TEST(ChannelSenderTest, RefusesAnAcknowledgementOfFramesNeverSentAndKeepsTheWindow) {

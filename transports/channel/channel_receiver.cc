@@ -28,8 +28,9 @@ ChannelReceiver::Verdict ChannelReceiver::classify(uint64_t seq) const {
 
 uint64_t ChannelReceiver::take_ack(Range* selective) {
   acked_ = cumulative_;
-  if (selective != nullptr) *selective = {};
-  if (selective_ > cumulative_ && has(selective_) && selective != nullptr) {
+  if (selective == nullptr) return acked_;  // what is due stays due
+  *selective = {};
+  if (selective_ > cumulative_ && has(selective_)) {
     Range run{selective_, selective_};
     while (run.first - 1 > cumulative_ && selective_ - run.first < kMaxSelectiveRun &&
            has(run.first - 1)) {
@@ -37,8 +38,13 @@ uint64_t ChannelReceiver::take_ack(Range* selective) {
     }
     while (run.last - selective_ < kMaxSelectiveRun && has(run.last + 1)) ++run.last;
     *selective = run;
+    if (selective_low_ > cumulative_ && selective_low_ < run.first && has(selective_low_)) {
+      selective_ = selective_low_;  // one more run, on the next acknowledgement
+      return acked_;
+    }
   }
   selective_ = 0;
+  selective_low_ = 0;
   return acked_;
 }
 

@@ -5,6 +5,7 @@
 // is tracked in a bitmap (the sender never has more than that many frames unacknowledged).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -32,7 +33,9 @@ class ChannelReceiver {
   // passes it: a latency-class frame, whose sender must not wait for the bulk frames
   // numbered before it (they travel on other connections).
   void acknowledge_selectively(uint64_t seq) {
-    if (seq > cumulative_) selective_ = seq;
+    if (seq <= cumulative_) return;
+    selective_ = std::max(selective_, seq);
+    selective_low_ = selective_low_ == 0 ? seq : std::min(selective_low_, seq);
   }
   // Whether cumulative() has moved, or a selective acknowledgement waits, since the last
   // take_ack().
@@ -41,9 +44,11 @@ class ChannelReceiver {
     uint64_t first = 0;  // 0: none
     uint64_t last = 0;
   };
-  // The cumulative point, and the received run around the last frame given to
+  // The cumulative point, and the received run around the latest frame given to
   // acknowledge_selectively (above the cumulative point; kMaxSelectiveRun frames at most
-  // each way), which the sender may release too.
+  // each way), which the sender may release too. When the earliest such frame since the
+  // last take lies outside that run, it stays due: the next take reports its run. Without
+  // `selective`, what is due stays due.
   uint64_t take_ack(Range* selective = nullptr);
   static constexpr uint64_t kMaxSelectiveRun = 256;
 
@@ -53,7 +58,8 @@ class ChannelReceiver {
 
   uint64_t cumulative_ = 0;
   uint64_t acked_ = 0;
-  uint64_t selective_ = 0;  // acknowledge_selectively's latest, until taken
+  uint64_t selective_ = 0;      // acknowledge_selectively's latest, until taken
+  uint64_t selective_low_ = 0;  // and its earliest
   std::vector<uint64_t> bits_;  // seq % kChannelWindowFrames, for seqs above cumulative_
 };
 

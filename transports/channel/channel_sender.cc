@@ -74,16 +74,22 @@ std::string ChannelSender::acknowledge(uint64_t cumulative, std::vector<Released
 
 std::string ChannelSender::acknowledge_selectively(uint64_t first, uint64_t last,
                                                    std::vector<Released>* released) {
-  if (first == 0 || first > last || last >= next_seq_ || last - first >= kChannelWindowFrames) {
+  if (first == 0 || first > last || last >= next_seq_ ||
+      last - first > 2 * ChannelReceiver::kMaxSelectiveRun) {
     return "selective acknowledgement of frames " + std::to_string(first) + ".." +
-           std::to_string(last) + " but only " + std::to_string(next_seq_ - 1) + " were sent";
+           std::to_string(last) + " (" + std::to_string(next_seq_ - 1) +
+           " sent; a run is at most " + std::to_string(2 * ChannelReceiver::kMaxSelectiveRun + 1) +
+           " frames)";
   }
-  for (uint64_t seq = std::max(first, acked_ + 1); seq <= last; ++seq) {
-    Frame* frame = at(seq);
-    if (frame->released) continue;
-    if (frame->sends == 0) {
+  const uint64_t from = std::max(first, acked_ + 1);
+  for (uint64_t seq = from; seq <= last; ++seq) {  // checked whole before anything changes
+    if (at(seq)->sends == 0) {
       return "selective acknowledgement of frame " + std::to_string(seq) + ", never sent";
     }
+  }
+  for (uint64_t seq = from; seq <= last; ++seq) {
+    Frame* frame = at(seq);
+    if (frame->released) continue;
     frame->released = true;
     released->push_back({frame->token, frame->path});
   }

@@ -301,8 +301,10 @@ void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
   wire::DataFrameHeader h;
   h.type = type;
   h.comm_id = settings_.incarnation;
+  // A selective run goes on acknowledgements only (flush_ack's path): a heartbeat may leave
+  // on a standby or a new path, and the run is not sent again.
   ChannelReceiver::Range selective;
-  h.channel_seq = receiver_.take_ack(&selective);
+  h.channel_seq = receiver_.take_ack(type == wire::FrameType::kAck ? &selective : nullptr);
   h.op_seq = selective.first;  // take_acknowledgement
   h.offset = selective.last;
   paths_[path].io->queue_urgent(h, kControlToken);
@@ -310,30 +312,33 @@ void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
 }
 
 void ReliableChannel::flush_ack() {
-  if (!receiver_.ack_due()) return;
-  const uint32_t path = pick_control_path();
-  if (path == kNoPath) return;
-  queue_control(path, wire::FrameType::kAck);
-  ++counters_.acks_sent;
+  // Twice at most: a second selective run may be due (ChannelReceiver::take_ack).
+  for (int i = 0; i < 2 && receiver_.ack_due(); ++i) {
+    const uint32_t path = pick_control_path();
+    if (path == kNoPath) return;
+    queue_control(path, wire::FrameType::kAck);
+    ++counters_.acks_sent;
+  }
 }
 
 // An acknowledgement's or heartbeat's header: channel_seq the cumulative point; op_seq and
 // offset, when op_seq is not 0, a run of frames the peer has beyond it (queue_control).
 std::string ReliableChannel::take_acknowledgement(const wire::DataFrameHeader& header) {
   released_.clear();
-  if (header.channel_seq > sender_.acknowledged()) {
-    std::string error = sender_.acknowledge(header.channel_seq, &released_);
-    if (!error.empty()) return error;
+  const uint64_t acknowledged = sender_.acknowledged();
+  std::string error;
+  if (header.channel_seq > acknowledged)
+    error = sender_.acknowledge(header.channel_seq, &released_);
+  if (error.empty() && header.op_seq != 0 && header.offset > sender_.acknowledged()) {
+    error = sender_.acknowledge_selectively(header.op_seq, header.offset, &released_);
   }
-  if (header.op_seq != 0 && header.offset > sender_.acknowledged()) {
-    std::string error = sender_.acknowledge_selectively(header.op_seq, header.offset, &released_);
-    if (!error.empty()) return error;
-  }
-  if (released_.empty()) return {};  // old news
+  // What was released before an error is still released: the sender has forgotten it.
   if (handler_.on_released) {
     for (const auto& frame : released_) handler_.on_released(frame.token, frame.path);
   }
-  pump();  // the window may have opened
+  if (!error.empty()) return error;
+  // The window may have opened (even when every frame it passed was released before).
+  if (!released_.empty() || sender_.acknowledged() != acknowledged) pump();
   return {};
 }
 

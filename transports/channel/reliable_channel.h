@@ -78,11 +78,11 @@ class ReliableChannel {
     std::chrono::milliseconds hold_queue_after_mixing{200};
     // A path at its queue limit is not polled writable (the kernel empties its queue without
     // an event): while frames wait for one, the caller looks again this often. Short enough
-    // that the held queue does not run dry in between: it is path_queue_time of the rate
-    // (4x this) and at least 64 KiB (250 µs is 12.5 KB at 400 Mbit/s). Long enough not to
-    // spend the engine's core on looks: at 50 µs, 2-core nodes running a bulk and a latency
-    // job spent the CPU that the latency job's ops then waited for (docs/BENCHMARKS.md,
-    // issue 35).
+    // that the held queue does not run dry in between: a TCP path holds path_queue_time of
+    // its rate (4x this by default; the daemon takes a quarter of a shorter --path-queue-us)
+    // and at least 64 KiB (250 µs is 12.5 KB at 400 Mbit/s). Long enough not to spend the
+    // engine's core on looks: at 50 µs, 2-core nodes running a bulk and a latency job spent
+    // the CPU that the latency job's ops then waited for (docs/BENCHMARKS.md, issue 35).
     std::chrono::microseconds held_path_retry{250};
   };
 

@@ -16,7 +16,8 @@ inline constexpr uint8_t kDataFrameVersion = 3;      // 2: kPathNotice; 3: kNode
 
 enum class FrameType : uint8_t {
   kData = 1,       // payload: bytes [offset, offset + length) of message `step` of an op
-  kAck = 2,        // channel_seq: cumulative acknowledgement (reliable channel)
+  kAck = 2,        // channel_seq: cumulative acknowledgement (reliable channel); op_seq..offset
+                   // (op_seq not 0): a run received beyond it (a selective acknowledgement)
   kHeartbeat = 3,  // keeps an idle path's liveness known
   kAbort = 4,      // payload: why communicator comm_id failed on the sender (UTF-8, short)
   kDeparted = 5,   // step: a rank of the sender left communicator comm_id; payload: how
