@@ -113,6 +113,9 @@ class InternodeRunner {
   void match_remote_recvs(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
+  // The first collective of `comm` this node has not started (frames for earlier ones are
+  // stale; a speed change applies from one no node has started).
+  static uint64_t first_unstarted(const Comm& comm);
 
   Hooks hooks_;
   LinkEvents link_events_;
