@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang clang-format dpkg-dev systemd
+  build-essential cmake ninja-build pkg-config clang clang-format dpkg-dev systemd
   capnproto libcapnp-dev libuv1-dev libsystemd-dev libtomlplusplus-dev libboost-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   openmpi-bin libopenmpi-dev libgloo-dev iproute2 nftables iputils-ping libclang-rt-14-dev
