@@ -23,10 +23,11 @@ run_suite() {
   # Ninja keeps both cores busy to the end where Make waits per directory (the ASan build:
   # 420 s against 500 s). A build directory made earlier with another generator keeps it:
   # cmake refuses to switch one.
-  local generator=Ninja
+  local generator=
   if [ -f "$build/CMakeCache.txt" ]; then
     generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$build/CMakeCache.txt")
   fi
+  generator=${generator:-${CMAKE_GENERATOR:-Ninja}}
   echo "== configure $build ($generator $*)"
   # A unity build (several sources per compiler run) parses the big headers (Cap'n Proto,
   # spdlog, gtest) once per batch: about half the build time on 2 cores. Plain builds
@@ -39,9 +40,10 @@ run_suite() {
   (cd "$build" && ctest --output-on-failure --timeout 900 "${ctest_args[@]}")
 }
 
-# The /usr prefix: the packaging test builds the Debian packages from this build. -g1 in
-# both legs: line tables (what a backtrace and a sanitizer report need) without the
-# variables' descriptions, which cost a fifth of the compile time.
+# The /usr prefix: the packaging test builds the Debian packages from this build. -g1 for
+# the C++ of both legs: line tables (what a backtrace and a sanitizer report need) without
+# the variables' descriptions, which cost a fifth of the compile time; a build directory
+# this script configured keeps it (configure your own for a debugger).
 run_suite "${PLEXUS_BUILD_DIR:-$root/build}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 if [ "$sanitize" -eq 1 ]; then

@@ -11,7 +11,10 @@ import sys
 import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "stubs"))  # expecttest
+stubs = os.path.join(here, "stubs")  # expecttest
+sys.path.insert(0, stubs)
+# The fork server below is a new interpreter: it finds the stubs through the environment.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [stubs, os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("BACKEND", "plexus")
 os.environ.setdefault("WORLD_SIZE", "2")
 if "TEMP_DIR" not in os.environ:  # (setdefault would make a directory in every process)
@@ -40,17 +43,19 @@ import torch.multiprocessing  # noqa: E402
 # Each test starts its two ranks afresh. The suite's own way ("spawn") makes every rank
 # import torch and the suite again: about 1.5 s of CPU each, 207 s of the suite's 279
 # tests on 2 cores. A fork server that imported them once forks each rank ready (53 s).
-# ("fork" would copy the test runner itself, and the suite refuses many tests under it.)
-# Named modules, not "__main__": Python 3.11's fork server drops a "__main__" preload.
+# ("fork" would copy the test runner itself, whose state the suite changes per test; tried,
+# 78 more tests skipped.) Named modules, not "__main__": Python 3.11's fork server keeps
+# only keys of the preparation data that spawn never writes, so a "__main__" preload is
+# skipped; each rank then runs this file again, cheaply, as everything it imports is loaded.
 _FORKSERVER = torch.multiprocessing.get_context("forkserver")
 _FORKSERVER.set_forkserver_preload(
     ["torch", "plexus_torch", "torch.testing._internal.distributed.distributed_test"])
 
 
 class _ForkserverProcess(_FORKSERVER.Process):
-    """A rank forked by the fork server with the environment of the moment it is started:
-    the suite sets TEMP_DIR and INIT_METHOD per test, which spawn would pass on and the
-    fork server (started once, with the environment of then) would not."""
+    """A rank forked by the fork server with the environment of the moment it is made (just
+    before it starts): the suite sets TEMP_DIR and INIT_METHOD per test, which spawn would
+    pass on and the fork server (started once, with the environment of then) would not."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
