@@ -59,8 +59,9 @@ if [ "$sanitize" -eq 1 ]; then
   # to, and cannot fill a 400 Mbit/s link on 2 cores); under ASan the in-process
   # multi-node tests, the failover script, the RDMA path between VMs and everything else
   # run.
-  # The packages are built once, from the first leg's release build.
+  # The packages are built once, from the first leg's release build; the benchmarks of
+  # tools/bench too (no test runs them).
   ctest_args+=(-E '^(cluster_(multinode|slow_path|slow_node|job_share)|rdma_cluster|packaging)$')
   run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" \
-    -DPLEXUS_SANITIZE=ON -DPLEXUS_BUILD_PEER_BENCH=OFF -DPLEXUS_WITH_CUDA=OFF
+    -DPLEXUS_SANITIZE=ON -DPLEXUS_BUILD_BENCH=OFF -DPLEXUS_WITH_CUDA=OFF
 fi

@@ -127,13 +127,23 @@ start_daemon() {  # tag, node
   echo $! > "$dir/n$n/plexusd.pid"
 }
 
+# Whether process $1 still runs. A daemon an earlier call of this script started is no child
+# of this one: once it exits it stays a zombie until init reaps it (on some machines a second
+# or two later), and kill -0 calls a zombie alive. /proc's state field tells them apart.
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }  # past the command name, which may hold spaces and parentheses
+  [ "${stat%% *}" != Z ]
+}
+
 stop_daemons() {  # tag
   local dir=$state_root/plexus-cluster-$1
   for pidfile in "$dir"/n*/plexusd.pid; do
     [ -f "$pidfile" ] || continue
     local pid; pid=$(cat "$pidfile")
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    for _ in $(seq 100); do running "$pid" || break; sleep 0.02; done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$pidfile"
   done
