@@ -1,6 +1,6 @@
-// plexusd settings: defaults (each written once, here; main.cc's --help shows most), then
-// the config file, then command-line flags. Each component gets its slice at construction
-// (engine_config, control_config); none reads this struct.
+// plexusd settings: defaults (each written once, here; plexusd --help shows most), then the
+// config file, then command-line flags (declared in config_options.cc). Each component gets
+// its slice at construction (engine_config, control_config); none reads this struct.
 #pragma once
 
 #include <chrono>
@@ -33,11 +33,11 @@ struct Config {
   // and the engine takes latency-class jobs' ops between them: ~1 ms of reduction on one
   // core, so a latency op waits at most that long behind a large one. 0: never cut.
   size_t local_slice_bytes = 4 << 20;
-  // Multi-node communicators plan for their nodes' measured bandwidths (issue 21): a node
-  // below this fraction of the median node's is slow, and allreduces and allgathers may
-  // then take the offload schedule (SpeedAgreement::Settings::alike_above; a slow node is
-  // alike again only higher, recovered_above). 0: this daemon proposes no change for the
-  // communicators it leads
+  // Multi-node communicators plan for their nodes' measured bandwidths (the speed agreement:
+  // docs/architecture.md): a node below this fraction of the median node's is slow, and
+  // allreduces and allgathers may then take the offload schedule
+  // (SpeedAgreement::Settings::alike_above; a slow node is alike again only higher,
+  // recovered_above). 0: this daemon proposes no change for the communicators it leads
   // (node 0); it still follows the changes of the others' leaders.
   double slow_node_below = 0.75;
   uint32_t sq_entries = 256;

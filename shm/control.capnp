@@ -1,7 +1,7 @@
 # Control messages between libplexus (or plexusctl) and plexusd over the unix stream
-# socket. Each frame is a little-endian u32 byte length followed by one Cap'n Proto
-# message in the standard flat serialisation. File descriptors travel with SCM_RIGHTS
-# on the frame that names them.
+# socket. Each frame is a u32 byte length in host byte order (both ends are on one machine:
+# common/frame_codec.h) followed by one Cap'n Proto message in the standard flat
+# serialisation. File descriptors travel with SCM_RIGHTS on the frame that names them.
 @0xc1a5e2b7d9f3a401;
 
 using Cxx = import "/capnp/c++.capnp";

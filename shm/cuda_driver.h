@@ -1,7 +1,8 @@
 // The CUDA driver API, loaded at run time (dlopen of libcuda.so.1): libplexus and plexusd
 // start and serve host buffers on machines with no GPU or driver, and the same binaries
 // use a GPU where there is one. Only the entry points listed here are loaded, and none of
-// them launches a kernel: a client's GPU costs no SM time through Plexus.
+// them launches a kernel: a client's GPU costs no SM time through libplexus. plexusd's own
+// reduction kernel (off by default) loads its entry points apart (daemon/gpu/cuda_kernel_driver.h).
 // Compiled only when the CUDA toolkit's headers are present (PLEXUS_HAVE_CUDA).
 #pragma once
 

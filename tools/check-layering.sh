@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The arrows between rooms, checked: every project include ("dir/file.h") of every source
-# file must point at its own room or at one the room may use (DESIGN.md, README's layout).
-# Each room's CMake library links exactly these, but one include path serves the whole tree,
-# so only this check stops a file from including a room it must not know.
+# file must point at its own room or at one the room may use (docs/architecture.md, "Modules
+# and arrows", describes the rooms and this rule).
+# It reads the sources' #include lines only, not CMake's links, and also fails on a source
+# file in no room. One include path serves the whole tree, so only this check stops a file
+# from including a room it must not know.
 #
 # usage: tools/check-layering.sh [ROOT]   exit 0: clean; 1: a reversed arrow (each printed
 # as file:line, what it includes, and what its room may use); 2: a file in no room.

@@ -30,7 +30,7 @@ enum class Algorithm : uint8_t {
   kBinomial,                  // broadcast, reduce
   kChain,                     // pipelined broadcast, reduce
   kPairwise,                  // alltoall
-  kOffload,                   // allreduce with one slow participant (Shape::speeds)
+  kOffload,                   // allreduce, allgather with one slow participant (Shape::speeds)
 };
 
 inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing,
@@ -69,8 +69,8 @@ struct Shape {
   // chain, offload: elements per pipeline piece (0 picks a default).
   uint64_t pipeline_elems = 0;
   // Each participant's link speed relative to the median one's, in (0, 1], as the
-  // communicator agreed on them for this op (issue 21); empty: all alike. The cost model and
-  // the offload allreduce and allgather follow them.
+  // communicator agreed on them for this op (the speed agreement: docs/architecture.md);
+  // empty: all alike. The cost model and the offload allreduce and allgather follow them.
   std::vector<double> speeds;
   // offload without speeds: the slow participant (-1: the last) and the share of each chunk
   // it reduces (0: none; it sends its input and receives the result once).

@@ -1,8 +1,11 @@
 // Picks the algorithm for a collective from the participants' link cost: alpha (seconds per
-// message) and beta (seconds per byte), measured per path at connect. Every participant
-// must pick the same algorithm, so the inputs must be the communicator-wide values the
-// rendezvous agreed on, never a node's own measurement, and Shape::speeds the nodes agreed
-// on for the op (issue 21).
+// message) and beta (seconds per byte). The root daemon computes them once when the
+// communicator forms (NodeJoins::comm_cost): alpha is half the slowest control-connection
+// round trip to a member (at least 20 us), beta the slowest member's fastest NIC speed as
+// its control handshake advertised it (10 Gbit/s when unknown). Every participant must pick
+// the same algorithm, so the inputs must be those communicator-wide values, never a node's
+// own measurement, and Shape::speeds the nodes agreed on for the op (the speed agreement:
+// docs/architecture.md).
 #pragma once
 
 #include <optional>

@@ -1,18 +1,18 @@
-// Slow-node offload allreduce (issue 21): one participant, the slow one, sends its input and
-// receives the result once, and reduces only a share of the vector (offload_split: none when
-// it is slow enough); the others reduce the rest among themselves. The vector goes in chunks,
-// pipelined so that the slow node's link is busy in both directions: in its round t it sends
-// chunk t's healthy pieces to their owners and receives the healthy participants' parts of
-// chunk t's slow piece, and it receives chunk t-1's results and sends back chunk t-1's slow
-// piece, reduced. Each healthy participant runs a ring reduce-scatter over the healthy ones
-// per chunk, folding in the slow node's part of its piece in the last round, then the ring
-// allgather, sending its finished piece to the slow node in the allgather's first round.
-// For p participants, the slow one at x of the others' bandwidth B, N bytes and slow share
-// f, the slow link carries (1 + (p-2) f) N each way and a healthy one
-// ((2q-1)/q (1-f) + f) N (q = p-1): with f = 0, max(1/x, 2 - 1/(p-1)) N/B, the lower bound
-// when the slow node reduces nothing, and with f balanced, the time at which both finish.
-// The slow piece's parts are reduced in the order they arrive: its bits may differ from
-// run to run (never between nodes: one node reduces it and sends it to all).
+// Slow-node offload allreduce (measured in docs/BENCHMARKS.md): one participant, the slow
+// one, sends its input and receives the result once, and reduces only a share of the vector
+// (offload_split: none when it is slow enough); the others reduce the rest among themselves.
+// The vector goes in chunks, pipelined so that the slow node's link is busy in both directions:
+// in its round t it sends chunk t's healthy pieces to their owners and receives the healthy
+// participants' parts of chunk t's slow piece, and it receives chunk t-1's results and sends
+// back chunk t-1's slow piece, reduced. Each healthy participant runs a ring reduce-scatter
+// over the healthy ones per chunk, folding in the slow node's part of its piece in the last
+// round, then the ring allgather, sending its finished piece to the slow node in the
+// allgather's first round. For p participants, the slow one at x of the others' bandwidth B, N
+// bytes and slow share f, the slow link carries (1 + (p-2) f) N each way and a healthy one
+// ((2q-1)/q (1-f) + f) N (q = p-1): with f = 0, max(1/x, 2 - 1/(p-1)) N/B, the lower bound when
+// the slow node reduces nothing, and with f balanced, the time at which both finish. The slow
+// piece's parts are reduced in the order they arrive: its bits may differ from run to run
+// (never between nodes: one node reduces it and sends it to all).
 #include <algorithm>
 
 #include "daemon/algorithms/algorithm.h"

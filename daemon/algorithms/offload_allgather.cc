@@ -1,15 +1,14 @@
-// Slow-node offload allgather (issue 21): the slow participant sends its block once, split
-// among the healthy ones, and receives every other block straight from its owner; the
-// healthy ones gather their own blocks in a ring among themselves, then pass the slow
-// block's pieces around the same ring, chunk by chunk as they arrive. The slow link carries
-// its own block out and the rest in, N/p and (p-1)/p N for p even blocks of N bytes in all,
-// where the ring makes it send (p-1)/p N: with the slow node at x of the others' bandwidth
-// B, max(1/(p x), 1/p + (q-1)/q) N/B (q = p-1: a healthy node's own block to the slow
-// node, q-1 ring hops of its block and a piece of the slow one) against the ring's
-// (p-1)/p N/(x B) when the slow node's sending is what is slow. Where the slow node is as
-// slow receiving as sending, it must take in (p-1)/p N either way and the two run alike.
-// No reduction: every byte lands where it is received, so the result is the ring's, bit
-// for bit.
+// Slow-node offload allgather (measured in docs/BENCHMARKS.md): the slow participant sends
+// its block once, split among the healthy ones, and receives every other block straight from
+// its owner; the healthy ones gather their own blocks in a ring among themselves, then pass the
+// slow block's pieces around the same ring, chunk by chunk as they arrive. The slow link
+// carries its own block out and the rest in, N/p and (p-1)/p N for p even blocks of N bytes in
+// all, where the ring makes it send (p-1)/p N: with the slow node at x of the others' bandwidth
+// B, max(1/(p x), 1/p + (q-1)/q) N/B (q = p-1: a healthy node's own block to the slow node, q-1
+// ring hops of its block and a piece of the slow one) against the ring's (p-1)/p N/(x B) when
+// the slow node's sending is what is slow. Where the slow node is as slow receiving as sending,
+// it must take in (p-1)/p N either way and the two run alike. No reduction: every byte lands
+// where it is received, so the result is the ring's, bit for bit.
 #include <algorithm>
 #include <utility>
 

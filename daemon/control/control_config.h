@@ -1,6 +1,6 @@
 // The control thread's slice of plexusd's configuration. daemon/config.h holds every
-// setting with its default (beside its flag in main.cc) and builds this slice at start-up:
-// nothing here restates a default.
+// setting with its default (its flag is declared in daemon/config_options.cc) and builds
+// this slice at start-up: nothing here restates a default.
 #pragma once
 
 #include <chrono>

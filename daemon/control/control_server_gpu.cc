@@ -1,6 +1,7 @@
-// GPU allocations registered by rank processes: checked here (a VMM allocation's handle
-// comes as the message's one file descriptor), mapped by the engine (which owns the GPU
-// state), answered here.
+// GPU allocations registered by rank processes: checked and mapped here (a VMM allocation's
+// handle comes as the message's one file descriptor; the driver's blocking calls stay off
+// the engine thread), registered as a region by the engine (which owns the GPU state),
+// answered here.
 #include <cstring>
 #include <memory>
 #include <vector>

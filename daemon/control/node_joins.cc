@@ -185,8 +185,10 @@ void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nran
 }
 
 algo::LinkCost NodeJoins::comm_cost(const NodeRendezvous::Formed& formed) const {
-  // Latency: half the slowest control handshake round trip to a member; bandwidth: the
-  // slowest member's fastest NIC. Computed once here so every node picks alike.
+  // Latency: half the slowest round trip to a member on its control connection (the kernel's
+  // smallest, else the handshakes': control_round_trip_s), at least 20 us; bandwidth: the
+  // slowest member's fastest advertised NIC (10 Gbit/s when unknown). Computed once here so
+  // every node picks alike.
   algo::LinkCost cost;
   double alpha = 0;
   uint32_t slowest_mbps = 0;

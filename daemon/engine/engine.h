@@ -62,7 +62,8 @@ class Engine {
   // Engine thread only (from posted closures).
   // A config reload: takes from `next` what may change while the engine runs (the jobs
   // table, the stall and rank-skew thresholds, the parallel and slice thresholds); the
-  // rest of it is ignored (DESIGN: what cannot change live is named by the reload).
+  // rest of it is ignored (what cannot change live is named by the reload: plan_reload in
+  // daemon/config_reload.h; docs/using.md, "Changing settings while it serves").
   void reconfigure(const EngineConfig& next);
   void add_session(std::shared_ptr<Session> session);
   void remove_session(uint64_t session_id, const std::string& reason);

@@ -1,7 +1,8 @@
 // Send/recv between ranks on different nodes. A send goes out at once from the sender's
-// buffer (kept mapped until its last byte is in the kernel) and completes then; the
-// receiving daemon gathers the message and hands it to the matching recv, in the pair's
-// order, checking that the sizes agree.
+// buffer, kept mapped until the links release every chunk (the peer acknowledged it; with
+// --channel-acks off, once it is in its transport's hands), and completes when the end marker
+// behind them is released likewise; the receiving daemon gathers the message and hands it to
+// the matching recv, in the pair's order, checking that the sizes agree.
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -59,8 +60,9 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
     watch_.count_completed(*c, sent.entry.send.bytes, sent.entry, nullptr, /*op_ends_here=*/false);
     hooks_.complete(sent.session, sent.entry.user_data, PLEXUS_SUCCESS, {});
   };
-  // The sender's pool stays mapped while the kernel may still read it, and so does the
-  // host copy of a GPU buffer: the op may fail and be forgotten before the link is done.
+  // The sender's pool stays mapped while the links may still read it (until they release each
+  // chunk: NodeLinks::send_message), and so does the host copy of a GPU buffer: the op may
+  // fail and be forgotten before the link is done.
   std::shared_ptr<void> keep_alive = hooks_.shared_session(session);
   if (auto staged = session->staged_ops.find(user_data); staged != session->staged_ops.end()) {
     keep_alive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(

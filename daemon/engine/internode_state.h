@@ -67,7 +67,9 @@ struct InternodeState {
   std::unordered_map<uint64_t, std::map<uint64_t, InboundMessage>> inbound;
   size_t inbound_bytes = 0;
   uint64_t next_send_id = 0;
-  std::unordered_map<uint64_t, Contribution> sends_in_flight;  // until in the kernel's hands
+  // Until the links release the send's end marker: the peer acknowledged it (with
+  // --channel-acks off: it is in its transport's hands).
+  std::unordered_map<uint64_t, Contribution> sends_in_flight;
 };
 
 // Frames held for a later op, per communicator, before the communicator fails with the

@@ -1,14 +1,14 @@
-// One multi-node communicator's agreed node speeds (issue 21). Every node must plan an op
-// with the same speeds, so they change only from an op every node agrees on, never within
-// one. The leader (node 0) measures; when the speeds it sees differ from the agreed ones
-// (steadily, by enough) it proposes a change. Every other node answers with the first op
-// it has not started and starts no op until the change is committed; the leader, which
-// also starts none meanwhile, commits the change from the largest of those ops and its
-// own, so no node has started that op yet. The caller carries the messages (reliably, and
-// a proposal never ahead of the commit before it: InternodeRunner sends proposals and
-// answers as frames with no payload, which the channel fences behind every frame of the
-// communicator sent before them) and acts on what comes back. Engine thread only; no I/O
-// and no clock but the one passed in.
+// One multi-node communicator's agreed node speeds, which the slow-node schedule plans with
+// (docs/architecture.md). Every node must plan an op with the same speeds, so they change
+// only from an op every node agrees on, never within one. The leader (node 0) measures; when
+// the speeds it sees differ from the agreed ones (steadily, by enough) it proposes a change.
+// Every other node answers with the first op it has not started and starts no op until the
+// change is committed; the leader, which also starts none meanwhile, commits the change from
+// the largest of those ops and its own, so no node has started that op yet. The caller carries
+// the messages (reliably, and a proposal never ahead of the commit before it: InternodeRunner
+// sends proposals and answers as frames with no payload, which the channel fences behind every
+// frame of the communicator sent before them) and acts on what comes back. Engine thread only;
+// no I/O and no clock but the one passed in.
 #pragma once
 
 #include <chrono>
@@ -47,8 +47,9 @@ class SpeedAgreement {
     std::vector<double> speeds;  // kCommit: by node, each k/kSpeedSteps (exact on every node)
     std::string reason;          // kCommit: what the nodes' events say
     // kCommit: the reference node's bandwidth (bytes/s, whole), the scale the speeds are of:
-    // the cost model's per-byte cost while some node is slow (the rendezvous' figure comes
-    // from a probe at connect, which a shaped or degraded link does not show).
+    // the cost model's per-byte cost while some node is slow (the rendezvous' figure is the
+    // NIC speed the members' control handshakes advertised, NodeJoins::comm_cost, which a
+    // shaped or degraded link does not show).
     double reference = 0;
   };
   static constexpr int kSpeedSteps = 64;

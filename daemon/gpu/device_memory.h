@@ -1,7 +1,10 @@
-// What the daemon needs of the GPUs on its node: map an allocation a client exported,
-// and move bytes between it and host memory with the copy engines (no kernel, no SM).
-// CUDA implements it (cuda_device_memory.cc); tests implement it over host memory. Used
-// only by the engine thread.
+// What the daemon needs of the GPUs on its node: map an allocation a client exported, move
+// bytes between it and host memory with the copy engines, and, where built with it, reduce on
+// the device with the daemon's own kernel (start_reduce). CUDA implements it
+// (cuda_device_memory.cc); tests implement it over host memory. In plexusd the control thread
+// opens it (open_device_memory, on the first GPU registration) and maps each allocation
+// (open), so that the driver's blocking calls hold up no collective; the engine thread does
+// the rest (host buffers, copies, reductions).
 #pragma once
 
 #include <cstddef>

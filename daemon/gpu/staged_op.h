@@ -1,9 +1,12 @@
-// Host copies of one op's GPU buffers. The daemon's algorithms and reductions run on host
-// memory (no kernel anywhere), so an op on GPU buffers has its input copied from the
-// device before it runs and its result copied back before it completes, by the copy
-// engines, which the engine thread polls rather than waits for. Spans of one allocation that
-// overlap (the in-place forms) share one host copy, so the op sees the same layout it would on the
-// device.
+// Host copies of one op's GPU buffers. Clients launch no kernel. The daemon's algorithms
+// and reductions run on host memory, so a staged op on GPU buffers has its input copied from
+// the device before it runs and its result copied back before it completes, by the copy
+// engines, which the engine thread polls rather than waits for. A direct op (direct()) has no
+// host copy: the copy engines move it where it lies, or, for an allreduce within the node on
+// GPU buffers of at least --gpu-reduce-kernel-bytes, the daemon's own reduction kernel
+// (reduce_kernels.cu) reduces it on the device (GpuStaging::moves_directly decides). Spans of
+// one allocation that overlap (the in-place forms) share one host copy, so the op sees the
+// same layout it would on the device.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// How fast each local NIC carries bytes while the network sets the pace (issue 21), from its
-// paths' transport counters (TCP_INFO: bytes acknowledged, microseconds pressed) read every
+// How fast each local NIC carries bytes while the network sets the pace, from its paths'
+// transport counters (TCP_INFO: bytes acknowledged, microseconds pressed) read every
 // tick. NodeLinks turns the samples into the node's figure that the slow-node schedule
 // compares across nodes.
 //

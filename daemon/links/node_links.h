@@ -1,12 +1,13 @@
 // This daemon's data connections to peer daemons: per peer node a reliable channel
 // (transports/channel/reliable_channel.h) over one path per NIC pair, and a latency-class
 // twin beside each where configured (a DataPath: TCP or whatever transport opened it), all
-// in an epoll set the engine polls. Cuts messages into chunk
-// frames (no allocation per chunk), keeps the memory a message is read from alive until the peer
-// has acknowledged its last byte, and hands arriving frames to the engine once each. Each path runs
-// over one local NIC: a NIC that goes down (netlink) fails its paths at once and tells the peers
-// over their other paths; a drained NIC takes no new frames. A peer is lost when it has had no live
-// path for the grace period (at once when it closed them, or without acknowledgements).
+// in an epoll set the engine polls. Cuts messages into chunk frames (no allocation per
+// chunk), keeps the memory a message is read from alive until the peer has acknowledged its
+// every chunk (with --channel-acks off, until each is in its transport's hands), and hands
+// arriving frames to the engine once each. Each path runs over one local NIC: a NIC that goes
+// down (netlink) fails its paths at once and tells the peers over their other paths; a
+// drained NIC takes no new frames. A peer is lost when it has had no live path for the grace
+// period (at once when it closed them, or without acknowledgements).
 // Single-threaded (the engine thread), but for snapshot().
 #pragma once
 
@@ -165,14 +166,16 @@ class NodeLinks {
   // Sends `data` as message `step` of op (comm_id, op_seq) in chunk frames: each about
   // path_queue_time at the fastest path's measured rate (between the channel's
   // min_path_queue_bytes and chunk_bytes), so that a frame of a higher class waits behind little.
-  // `keep_alive` (the memory `data` lies in) is held until the last chunk is written; then `done`
-  // runs. Returns false (and calls nothing) when there is no link to `peer`.
+  // `keep_alive` (the memory `data` lies in) is held, and `done` runs once, when every chunk is
+  // released: acknowledged by the peer (--channel-acks on; auto, the default, is on with two
+  // or more NICs) or, with acknowledgements off, in its transport's hands (TCP: written).
+  // Returns false (and calls nothing) when there is no link to `peer`.
   bool send_message(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
                     std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
                     std::function<void()> done);
 
   // A data frame with no payload, its chunk and offset chosen by the caller (e.g. the end
-  // of a message whose size only the sender knows); `done` runs once it is written.
+  // of a message whose size only the sender knows); `done` runs once it is released, as above.
   bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step, uint64_t offset,
                    uint32_t chunk, std::function<void()> done);
 
@@ -183,17 +186,17 @@ class NodeLinks {
   void send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
                      const std::string& reason);
 
-  // This node's bandwidth as its links measured it (issue 21), in bytes/s, 0 when nothing
-  // is measured: per local NIC with an active path, a NicPace sample every report (bytes
-  // acknowledged over the time the network set the pace, from TCP_INFO read every tick),
-  // summed over the NICs. A NIC pressed for at least kPressedShare of the report's span moves
-  // its measure (weight kRateWeight), up or down; one pressed less (a light load, a window
-  // opening again after idle, which reads low) only raises it. Over pressed time, as a
-  // delivery-rate sample is one round trip's worth (a shaper's burst reads as gigabytes a
-  // second) and user-space counts see a socket buffer fill. Paths whose transport counts
-  // neither (RDMA) add the largest per-peer sum of the channel's own measure
-  // (ReliableChannel::capacity). Paths to a peer that reports itself much slower than the
-  // median node are left out (kSlowerPeer of the median of this node's and its peers'):
+  // This node's bandwidth as its links measured it, which the nodes' speed agreement
+  // compares, in bytes/s, 0 when nothing is measured: per local NIC with an active path, a
+  // NicPace sample every report (bytes acknowledged over the time the network set the pace,
+  // from TCP_INFO read every tick), summed over the NICs. A NIC pressed for at least
+  // kPressedShare of the report's span moves its measure (weight kRateWeight), up or down; one
+  // pressed less (a light load, a window opening again after idle, which reads low) only raises
+  // it. Over pressed time, as a delivery-rate sample is one round trip's worth (a shaper's
+  // burst reads as gigabytes a second) and user-space counts see a socket buffer fill. Paths
+  // whose transport counts neither (RDMA) add the largest per-peer sum of the channel's own
+  // measure (ReliableChannel::capacity). Paths to a peer that reports itself much slower than
+  // the median node are left out (kSlowerPeer of the median of this node's and its peers'):
   // their acknowledgements come back at the peer's pace.
   double own_bandwidth() const;
   // What peer `peer` last reported of its own (a kNodeRate frame every

@@ -9,10 +9,11 @@
 // takes it up where it stands, so that one side forgetting the peer (while the other did
 // not) cannot stall both.
 //
-// A frame is the common length prefix, then four little-endian 64-bit words: this side's
-// stream id, the message's number in it (0: an acknowledgement alone), the peer's stream
-// id being acknowledged, and the highest number of it delivered in order; then the
-// message's Cap'n Proto words.
+// A frame is the common length prefix, then four 64-bit words in host byte order (as the
+// prefix: plexusd peers share an architecture, common/frame_codec.h): this side's stream id,
+// the message's number in it (0: an acknowledgement alone), the peer's stream id being
+// acknowledged, and the highest number of it delivered in order; then the message's Cap'n
+// Proto words.
 #pragma once
 
 #include <capnp/message.h>

@@ -15,7 +15,8 @@
 #     rate of the other checks, with the latency job at the same 7 % of the link: at 400
 #     Mbit/s two daemons, four clients and the shaper's softirq fill both cores of a 2-core
 #     machine, and the latency job's ops then wait for a core (a 3-20 ms tail), which is
-#     the machine's timing, not the classes (docs/BENCHMARKS.md, issue 35);
+#     the machine's timing, not the classes (docs/BENCHMARKS.md, "The latency class on its
+#     own connections");
 #   - a background job beside a bulk job gets at least its floor (5 %, less 1 point);
 #   - plexusctl job set: two jobs at 1:1, one set to weight 3 mid-run: from 1 s after the
 #     change (to 3 s after it) they share 3:1 (+- 10 %). (Refusals of an unknown job, bad weights and

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Bandwidth-aware allreduce (issue 21) in namespace clusters under a load of checked 8 MiB
+# Bandwidth-aware allreduce (the speed agreement and the offload schedule:
+# docs/architecture.md) in namespace clusters under a load of checked 8 MiB
 # allreduces (every op's result compared element by element; plexus-bench exits non-zero on
 # a wrong one), tc tbf with a 16 KiB bucket so that every byte pays its wire time:
 # 1. 4 nodes x 1 NIC at 400 Mbit/s. Node n3 shaped to 200 Mbit/s mid-run: a schedule

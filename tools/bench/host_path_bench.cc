@@ -1,7 +1,7 @@
 // How should an allreduce reach buffers that live in a rank's own memory (a torch CPU
-// tensor) rather than in its Plexus pool? Issue 18 asks to measure the two candidates side
-// by side before choosing one, and this is that measurement, free of everything else the
-// daemon does:
+// tensor) rather than in its Plexus pool? The two candidates are measured side by side
+// before choosing one (docs/BENCHMARKS.md, "Staging against process_vm_readv/writev"), and
+// this is that measurement, free of everything else the daemon does:
 //   pool   the buffers already lie in shared memory: the reducer reads every input and
 //          writes every output in place (the floor: what pool tensors get);
 //   stage  each rank copies its tensor into shared memory, the reducer reduces there, and

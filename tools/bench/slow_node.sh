@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A slow node against the allreduce's lower bound (issue 21): 4 namespace nodes x 1 NIC at
+# A slow node against the allreduce's lower bound (results in docs/BENCHMARKS.md, "A slow
+# node against the allreduce's lower bound"): 4 namespace nodes x 1 NIC at
 # RATE (tc tbf, a 16 KiB bucket so every byte pays its wire time), 1 rank per node; node n3
 # healthy, then shaped to RATE/2 and RATE/4; at each, SIZE allreduces by the ring
 # (PLEXUS_ALGO=ring), by offload forced (PLEXUS_ALGO=offload, n3 the slow one) and as

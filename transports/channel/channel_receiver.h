@@ -1,4 +1,4 @@
-// The receiving half of a reliable channel (DESIGN.md, "Transports and failover"): which
+// The receiving half of a reliable channel (docs/architecture.md, sections 3 and 4): which
 // channel sequence numbers have arrived, so that a frame re-sent after a path failed is
 // dropped when its first copy got through, and the cumulative acknowledgement to send back.
 // Sequence numbers start at 1; a window of kChannelWindowFrames above the cumulative point

@@ -1,5 +1,5 @@
 // One path of a channel to a peer daemon: a connection over one NIC pair that carries data
-// frames (TCP today, an RDMA queue pair later). The channel queues frames on it; its owner
+// frames (a TCP connection or an RDMA queue pair). The channel queues frames on it; its owner
 // does the I/O and reports back (ReliableChannel::on_path_sent, receive, path_failed).
 #pragma once
 

@@ -1,5 +1,5 @@
 // A channel to one peer daemon over several paths (one per NIC pair, and a latency-class
-// twin beside each where configured; DESIGN.md, "Transports and failover"). Every frame
+// twin beside each where configured; docs/architecture.md, sections 3 and 4). Every frame
 // gets a channel sequence number and is kept until the peer acknowledges it cumulatively;
 // frames are striped over the healthy paths of their class (pick_path), each
 // new frame to the path expected to finish it first (its backlog over its measured rate),
@@ -9,8 +9,8 @@
 // has. A path that comes back is on probation until it has been live for `stable_after`;
 // a drained path takes no new frames. A backup path (pre-connected, e.g. across rails) is on
 // standby: heartbeats only, frames once no active path is left. Notices (abort, departed) and
-// zero-length frames are fenced: delivered only after every frame of their flow sent before
-// them, as on one TCP stream.
+// zero-length frames are fenced: delivered only after every frame the channel numbered before
+// them (of any flow: deliver_fenced waits for the cumulative count), as on one TCP stream.
 //
 // Several flows (jobs) share the channel: new frames wait in a send scheduler
 // (send_scheduler.h) and are numbered only as they leave it, and a path takes a frame only
@@ -21,9 +21,10 @@
 // much beyond a round trip in flight (FramePath::limit_queue), so that the kernel does not
 // become a queue of its own.
 //
-// No I/O, and no clock but for what pump() reads as frames leave the scheduler (how long
-// each waited, when flows last mixed): the owner queues nothing itself, does the reads and
-// writes of its paths, passes `now`, and calls tick() every few milliseconds.
+// No I/O, and no clock but for what send() and pump() read as frames enter and leave the
+// scheduler (how long each waited, when flows last mixed): the owner queues nothing itself,
+// does the reads and writes of its paths, passes `now`, and calls tick() every few
+// milliseconds.
 // Single-threaded.
 #pragma once
 
@@ -82,7 +83,8 @@ class ReliableChannel {
     // its rate (4x this by default; the daemon takes a quarter of a shorter --path-queue-us)
     // and at least 64 KiB (250 µs is 12.5 KB at 400 Mbit/s). Long enough not to spend the
     // engine's core on looks: at 50 µs, 2-core nodes running a bulk and a latency job spent
-    // the CPU that the latency job's ops then waited for (docs/BENCHMARKS.md, issue 35).
+    // the CPU that the latency job's ops then waited for (docs/BENCHMARKS.md, "The latency
+    // class on its own connections").
     std::chrono::microseconds held_path_retry{250};
   };
 
@@ -187,7 +189,8 @@ class ReliableChannel {
   // about kPeakWindow (kept after that until it is measured again; the striping's rate above
   // is forgotten), and when that peak was taken (TimePoint{} when never measured). A peak,
   // as samples fall below what a path can carry whenever its receiver is slow to read (a
-  // busy host). For transports that measure no delivery rate of their own (issue 21).
+  // busy host). For transports that measure no delivery rate of their own (RDMA): their
+  // paths' share of the node's bandwidth figure, which the slow-node schedule compares.
   struct Capacity {
     double bytes_per_s = 0;
     TimePoint measured_at{};

@@ -1,7 +1,7 @@
 // A path to a peer daemon as the links drive it, whatever carries it: a TCP connection
-// today (transports/tcp/tcp_path.h), an RDMA queue pair next. It posts frames without
-// copying their payload (FramePath: what the reliable channel sees), delivers incoming
-// frames whole or places a large one's payload straight into its destination, reports
+// (transports/tcp/tcp_path.h) or an RDMA queue pair (transports/rdma/rdma_path.h). It posts
+// frames without copying their payload (FramePath: what the reliable channel sees), delivers
+// incoming frames whole or places a large one's payload straight into its destination, reports
 // when each posted frame is in the transport's hands, says why it failed, and what the
 // transport measures of it. Nothing above transports/ names a transport's own types: the
 // links get a PathOpener from whoever set the connection up.

@@ -20,7 +20,8 @@ enum class FrameType : uint8_t {
                    // (op_seq not 0): a run received beyond it (a selective acknowledgement)
   kHeartbeat = 3,  // keeps an idle path's liveness known
   kAbort = 4,      // payload: why communicator comm_id failed on the sender (UTF-8, short)
-  kDeparted = 5,   // step: a rank of the sender left communicator comm_id; payload: how
+  kDeparted = 5,   // step: a rank of the sender that left communicator comm_id; op_seq: how
+                   // many collectives it had submitted; payload: how it left
   // About the sender's connection from IPv4 endpoint `offset` to `op_seq` (each address <<
   // 16 | port), sent on another path of the channel; `step` is a PathNotice.
   kPathNotice = 6,

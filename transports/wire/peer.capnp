@@ -1,8 +1,9 @@
 # The handshake that opens every connection between two plexusd daemons, before any
 # control message or data frame: who the peer is (protocol version, instance, node name,
 # NICs, where it accepts connections), what the connection is for, and, when the cluster
-# has a secret, proof that both ends hold it. Frames are a little-endian u32 byte length
-# and one Cap'n Proto message, as on the client socket.
+# has a secret, proof that both ends hold it. Frames are a u32 byte length in host byte order
+# (plexusd peers share an architecture: common/frame_codec.h) and one Cap'n Proto message,
+# as on the client socket.
 @0xd3b8a1f4c7e29a15;
 
 using Cxx = import "/capnp/c++.capnp";

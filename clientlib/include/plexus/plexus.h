@@ -8,7 +8,7 @@
  *
  * Buffers: memory from plexus_alloc() lives in a shared pool the daemon maps, so
  * collectives on it are zero-copy. Any other host pointer also works but is staged
- * through the pool (one extra copy in, one out): slower, documented in README.
+ * through the pool (one extra copy in, one out): slower, documented in docs/using.md.
  *
  * Threads: every call is thread-safe; one communicator should be used by one thread
  * at a time (as in NCCL), since ops of a communicator are matched in call order.
