@@ -9,8 +9,6 @@ plexus_result_t fail(plexus_result_t code, std::string message) {
   return code;
 }
 
-void clear_last_error() { t_last_error.clear(); }
-
 }  // namespace plexus::client
 
 extern "C" const char* plexus_get_last_error(void) { return plexus::client::t_last_error.c_str(); }

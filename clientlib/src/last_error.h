@@ -9,6 +9,5 @@ namespace plexus::client {
 
 // Records message as the thread's last error and returns code, for `return fail(...)`.
 plexus_result_t fail(plexus_result_t code, std::string message);
-void clear_last_error();
 
 }  // namespace plexus::client

@@ -105,6 +105,10 @@ struct OffloadSplit {
   double share = 0;
 };
 OffloadSplit offload_split(const Shape& shape);
+// Work-buffer bytes a slice of a collective between daemons aims at (op_slices.h cuts by
+// it; the cost model counts a slice's rounds by it). Protocol: every node must use the same
+// value.
+inline constexpr uint64_t kSliceWorkBytes = 2u << 20;
 // Offload's pipeline chunks (the slow node's input in the allreduce, its block in the
 // allgather) are about this large: a 2 MiB slice (op_slices.h) is 8, so a chunk's round
 // trip through the healthy ring, which the slow link waits for at the op's end, is short.

@@ -67,10 +67,11 @@ double offload_allgather_seconds(const Shape& s, const LinkCost& c) {
   const double slow_block =
       s.elem_bytes * static_cast<double>(s.segments[static_cast<size_t>(slow)]);
   const double healthy_volume = (n - slow_block) / q + (q - 1.0) / q * n;
-  // Per slice (op_slices.h: 2 MiB of work, a slow block's share of it), as offload's.
-  const double chunks = std::clamp(std::floor(std::min(slow_block, 2.0 * (1 << 20) / pd) /
-                                              static_cast<double>(kOffloadChunkBytes)),
-                                   1.0, 8.0);
+  // Per slice (kSliceWorkBytes of work, a slow block's share of it), as offload's.
+  const double chunks =
+      std::clamp(std::floor(std::min(slow_block, static_cast<double>(kSliceWorkBytes) / pd) /
+                            static_cast<double>(kOffloadChunkBytes)),
+                 1.0, 8.0);
   const double rounds = 2.0 * (q - 1.0) + chunks;
   return rounds * c.alpha_s +
          std::max(slow_block / slow_speed, healthy_volume / others) * c.beta_s_per_byte;
@@ -119,14 +120,15 @@ double estimate_seconds(Algorithm algorithm, const Shape& s, const LinkCost& c) 
       const double base_b = c.beta_s_per_byte;
       const double slow_volume = (1.0 + (pd - 2.0) * f) * n;
       const double healthy_volume = ((2.0 * q - 1.0) / q * (1.0 - f) + f) * n;
-      // Rounds: a slice's chunks' (op_slices.h: 2 MiB slices, run a few at once, so their
+      // Rounds: a slice's chunks' (slices of kSliceWorkBytes, run a few at once, so their
       // rounds overlap).
-      const double chunks = std::clamp(
-          std::floor(std::min(n, 2.0 * (1 << 20)) / static_cast<double>(kOffloadChunkBytes)), 1.0,
-          8.0);
+      const double chunks =
+          std::clamp(std::floor(std::min(n, static_cast<double>(kSliceWorkBytes)) /
+                                static_cast<double>(kOffloadChunkBytes)),
+                     1.0, 8.0);
       const double rounds = chunks * 2.0 * std::max(pd - 2.0, 1.0);
       return rounds * a + std::max(slow_volume / slow_speed, healthy_volume / others) * base_b +
-             std::min(n, 256.0 * 1024) * base_b / slow_speed;
+             std::min(n, static_cast<double>(kOffloadChunkBytes)) * base_b / slow_speed;
     }
   }
   return 0.0;

@@ -74,7 +74,6 @@ class PlanRunner {
     uint64_t offset;
     std::vector<std::byte> data;
   };
-  size_t round_of(size_t step) const;
   void begin_round();
   bool round_complete() const;
   // Whether [offset, offset + bytes) of the work buffer is read by a send not finished yet.

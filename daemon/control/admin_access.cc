@@ -1,9 +1,12 @@
 #include "daemon/control/admin_access.h"
 
 #include <grp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -46,6 +49,20 @@ std::string admin_requirement(const AdminPolicy& policy) {
   const std::string own = "plexusd's own user (uid " + std::to_string(::geteuid()) + ")";
   if (!policy.group) return "root or " + own;
   return "root, " + own + " or a member of group " + policy.group_name + " (--admin-group)";
+}
+
+std::string read_peer_credentials(int fd, PeerCredentials* out) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return std::string("getsockopt(SO_PEERCRED): ") + std::strerror(errno);
+  }
+  if (len != sizeof(cred)) {
+    return "getsockopt(SO_PEERCRED) gave " + std::to_string(len) + " bytes, not " +
+           std::to_string(sizeof(cred));
+  }
+  *out = PeerCredentials{cred.pid, cred.uid, cred.gid};
+  return "";
 }
 
 }  // namespace plexus::daemon

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "daemon/control/admin_access.h"
 #include "daemon/control/control_connection.h"
 #include "daemon/control/daemon_reply.h"
 #include "shm/ring.h"
@@ -48,34 +49,41 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
       engine_(engine),
       device_memory_(std::move(device_memory)),
       nodes_(config_, engine, rendezvous_,
-             NodeJoins::Hooks{
-                 [this](uint64_t id, uint32_t request_id, plexus_result_t code,
-                        const std::string& message) { send_error(id, request_id, code, message); },
-                 [this](const CommToken& token, int nranks,
-                        const std::vector<CommRendezvous::Joiner>& joiners,
-                        std::optional<NodeSpan> span) {
-                   form_comm(token, nranks, joiners, std::move(span));
-                 },
-                 [this] { arm_rendezvous_timer(); }}),
+             NodeJoins::Hooks{.send_error =
+                                  [this](uint64_t id, uint32_t request_id, plexus_result_t code,
+                                         const std::string& message) {
+                                    send_error(id, request_id, code, message);
+                                  },
+                              .form_comm =
+                                  [this](const CommToken& token, int nranks,
+                                         const std::vector<CommRendezvous::Joiner>& joiners,
+                                         std::optional<NodeSpan> span) {
+                                    form_comm(token, nranks, joiners, std::move(span));
+                                  },
+                              .arm_timer = [this] { arm_rendezvous_timer(); }}),
       admin_service_(
           config, engine,
           AdminService::Hooks{
-              [this](uint64_t id, capnp::MessageBuilder& reply) {
-                Connection* c = find_connection(id);
-                return c != nullptr && send_message(*c, reply);
-              },
-              [this](uint64_t id, uint32_t request_id, plexus_result_t code,
-                     const std::string& message) { send_error(id, request_id, code, message); },
-              [this](std::function<void()> fn) { post(std::move(fn)); },
-              [this] { return sessions(); },
-              [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
+              .reply =
+                  [this](uint64_t id, capnp::MessageBuilder& reply) {
+                    Connection* c = find_connection(id);
+                    return c != nullptr && send_message(*c, reply);
+                  },
+              .error =
+                  [this](uint64_t id, uint32_t request_id, plexus_result_t code,
+                         const std::string& message) { send_error(id, request_id, code, message); },
+              .post = [this](std::function<void()> fn) { post(std::move(fn)); },
+              .sessions = [this] { return sessions(); },
+              .comms = [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
                 prune_finished_comms();
                 return comms_;
               },
-              [this] { return nodes_.identity(); }, [this] { return bad_messages_; },
-              [this] {
-                return rendezvous_.pending_comms() > 0 || nodes_.next_deadline().has_value();
-              }}) {}
+              .peer_identity = [this] { return nodes_.identity(); },
+              .bad_messages = [this] { return bad_messages_; },
+              .joins_pending =
+                  [this] {
+                    return rendezvous_.pending_comms() > 0 || nodes_.next_deadline().has_value();
+                  }}) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -232,14 +240,19 @@ void ControlServer::on_listen_readable() {
       if (errno != EAGAIN && errno != EINTR) spdlog::warn("accept: {}", std::strerror(errno));
       return;
     }
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    // Access is decided by these credentials: a connection whose peer cannot be named is
+    // refused, never served as whoever an unfilled PeerCredentials would say.
+    PeerCredentials creds;
+    if (std::string why = read_peer_credentials(fd, &creds); !why.empty()) {
+      ::close(fd);
+      spdlog::warn("refused a local connection: its credentials cannot be read ({})", why);
+      continue;
+    }
     auto* connection = new Connection;
     connection->server = this;
     connection->fd.reset(fd);
     connection->id = next_session_id_++;
-    connection->creds = PeerCredentials{cred.pid, cred.uid, cred.gid};
+    connection->creds = creds;
     connections_[connection->id] = connection;
     uv_poll_init(&loop_, &connection->poll, fd);
     connection->poll.data = connection;

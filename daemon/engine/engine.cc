@@ -20,25 +20,32 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
       events_(events ? std::move(events) : std::make_shared<monitor::EventLog>(config.node_name)),
       watch_(OpWatch::Settings{config.node_name, config.telemetry, config.stall, config.rank_skew},
              events_),
-      gpu_(
-          GpuStaging::Settings{config.max_gpu_staging_bytes, config.gpu_reduce_kernel_bytes},
-          GpuStaging::Hooks{
-              [this](Session* session, uint64_t user_data, plexus_result_t status,
-                     const std::string& message) { complete(session, user_data, status, message); },
-              [this](Session* session, uint64_t user_data, plexus_result_t status,
-                     const std::string& message) {
-                completions_.finish(session, user_data, status, message);
-              },
-              [this](const Session* session) { return shared_session(session); },
-              [this](Comm& comm, plexus_result_t status, const std::string& reason) {
-                matcher_.fail(comm, status, reason, nullptr);
-              },
-              [this](Comm& comm, const std::string& reason) {
-                internode_.defer_failure(comm, reason);
-              },
-              [this](Comm& comm, Contribution part) { matcher_.dispatch(comm, std::move(part)); },
-              [this](const std::shared_ptr<Comm>& comm) { internode_.note_progress(comm); }},
-          watch_),
+      gpu_(GpuStaging::Settings{config.max_gpu_staging_bytes, config.gpu_reduce_kernel_bytes},
+           GpuStaging::Hooks{
+               .complete =
+                   [this](Session* session, uint64_t user_data, plexus_result_t status,
+                          const std::string& message) {
+                     complete(session, user_data, status, message);
+                   },
+               .finish_op =
+                   [this](Session* session, uint64_t user_data, plexus_result_t status,
+                          const std::string& message) {
+                     completions_.finish(session, user_data, status, message);
+                   },
+               .shared_session = [this](const Session* session) { return shared_session(session); },
+               .fail_comm =
+                   [this](Comm& comm, plexus_result_t status, const std::string& reason) {
+                     matcher_.fail(comm, status, reason, nullptr);
+                   },
+               .defer_failure =
+                   [this](Comm& comm, const std::string& reason) {
+                     internode_.defer_failure(comm, reason);
+                   },
+               .dispatch = [this](Comm& comm,
+                                  Contribution part) { matcher_.dispatch(comm, std::move(part)); },
+               .network_done =
+                   [this](const std::shared_ptr<Comm>& comm) { internode_.note_progress(comm); }},
+           watch_),
       close_session_(std::move(close_session)),
       pool_(config.workers),
       executor_(pool_, config.parallel_threshold_bytes),
@@ -51,13 +58,17 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
       internode_(
           config,
           InternodeRunner::Hooks{
-              [this](Session* session, uint64_t user_data, plexus_result_t status,
-                     const std::string& message) { complete(session, user_data, status, message); },
-              [this](Comm& comm, plexus_result_t status, const std::string& reason) {
-                matcher_.fail(comm, status, reason, nullptr);
-              },
-              [this](Comm& comm) { matcher_.run_ready(comm); },
-              [this](const Session* session) { return shared_session(session); }},
+              .complete =
+                  [this](Session* session, uint64_t user_data, plexus_result_t status,
+                         const std::string& message) {
+                    complete(session, user_data, status, message);
+                  },
+              .fail_comm =
+                  [this](Comm& comm, plexus_result_t status, const std::string& reason) {
+                    matcher_.fail(comm, status, reason, nullptr);
+                  },
+              .run_ready = [this](Comm& comm) { matcher_.run_ready(comm); },
+              .shared_session = [this](const Session* session) { return shared_session(session); }},
           std::move(link_events), watch_, gpu_, *events_) {
   if (!epoll_fd_ || !command_eventfd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
@@ -65,10 +76,14 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = command_eventfd_.get();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, command_eventfd_.get(), &ev);
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, command_eventfd_.get(), &ev) != 0) {
+    throw std::system_error(errno, std::generic_category(), "engine epoll: its command eventfd");
+  }
   // Peer links have their own epoll set; it is readable when any link has I/O ready.
   ev.data.fd = internode_.links().epoll_fd();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, internode_.links().epoll_fd(), &ev);
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, internode_.links().epoll_fd(), &ev) != 0) {
+    throw std::system_error(errno, std::generic_category(), "engine epoll: the peer links");
+  }
   batch_.resize(kBatchEntries);
   urgent_batch_.resize(kBatchEntries);
   executor_.set_between_slices([this] { serve_latency_between_slices(); }, config.local_slice_bytes,
@@ -280,10 +295,17 @@ void Engine::add_session(std::shared_ptr<Session> session) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = session->submission_eventfd();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd(), &ev);
+  const bool watched =
+      ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd(), &ev) == 0;
+  const int watch_errno = errno;
   internode_.jobs().job_seen(session->job_counters());
   sessions_.push_back(std::move(session));
   order_dirty_ = true;
+  // A session the engine would not hear submit is closed, not left to hang its ranks.
+  if (!watched) {
+    kill_session(*sessions_.back(), std::string("the engine cannot watch its submissions: ") +
+                                        std::strerror(watch_errno));
+  }
 }
 
 void Engine::remove_session(uint64_t session_id, const std::string& reason) {
@@ -310,6 +332,7 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   session->copying_back.clear();
   session->staged_ops.clear();
   discharge_session(*session);  // what its ops held against its job's cap
+  // A failure here changes nothing: the eventfd closes with the session.
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd(), nullptr);
   completions_.forget(session.get());
   sessions_.erase(it);

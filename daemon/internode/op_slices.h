@@ -17,8 +17,7 @@ namespace plexus::daemon {
 inline constexpr uint32_t kSliceMessageBits = 12;
 inline constexpr uint32_t kMaxMessagesPerSlice = 1u << kSliceMessageBits;  // per peer
 inline constexpr uint64_t kMaxSlices = uint64_t{1} << (32 - kSliceMessageBits);
-// Work-buffer bytes a slice aims at (protocol: every node must use the same value).
-inline constexpr uint64_t kSliceWorkBytes = 2u << 20;
+using algo::kSliceWorkBytes;  // the bytes a slice aims at (a protocol value)
 // Slices a node runs at once (local: nodes may differ).
 inline constexpr uint32_t kSlicesInFlight = 4;
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <random>
 #include <system_error>
 
@@ -47,11 +48,6 @@ NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
 }
 
 NodeLinks::~NodeLinks() = default;
-
-const std::string* NodeLinks::name_of(uint64_t peer) const {
-  auto it = links_.find(peer);
-  return it == links_.end() ? nullptr : &it->second->name;
-}
 
 void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
                     bool backup, bool latency) {
@@ -143,7 +139,8 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = raw->key;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw->conn->poll_fd(), &ev);
+  const bool watched = ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw->conn->poll_fd(), &ev) == 0;
+  const int watch_errno = errno;
   paths_by_key_[raw->key] = raw;
   // A path joining a channel that has lost one before is on probation.
   const bool probation = link.channel->counters().path_failures > 0;
@@ -154,6 +151,15 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
                raw->nic.empty() ? "?" : raw->nic, raw->local, raw->remote,
                latency ? ", the latency class's" : "", backup ? ", a backup across rails" : "",
                probation ? ", on probation" : "");
+  // A path the engine would not hear from carries nothing: failed at once, with the reason
+  // (which may lose the link: nothing of it is touched after).
+  if (!watched) {
+    fail_path(*raw,
+              std::string("cannot watch its connection: epoll_ctl: ") + std::strerror(watch_errno),
+              true);
+    publish_snapshot();
+    return;
+  }
   if (!raw->nic.empty() && drained_nics_.count(raw->nic) != 0) {
     link.channel->drain(raw->id, true);
     send_path_notice(link, *raw, wire::PathNotice::kDrained);
@@ -395,6 +401,7 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
   path.record([](monitor::WindowRing& w) { w.error(Clock::now()); });
+  // A failure changes nothing: the connection is closed next, which unwatches it.
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->poll_fd(), nullptr);
   path.conn->close_abortively();
   paths_by_key_.erase(path.key);
@@ -471,7 +478,8 @@ void NodeLinks::update_interest(Path& path) {
   epoll_event ev{};
   ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
   ev.data.u64 = path.key;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, path.conn->poll_fd(), &ev);
+  // Unchanged on a failure, so that the next call tries again (the tick flushes meanwhile).
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, path.conn->poll_fd(), &ev) != 0) return;
   path.watching_out = want;
 }
 

@@ -143,7 +143,6 @@ class NodeLinks {
   // Whether poll() has anything to do (links, or NIC events to read).
   bool active() const { return !links_.empty() || nic_monitor_ != nullptr; }
   size_t size() const { return links_.size(); }
-  const std::string* name_of(uint64_t peer) const;
   // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
   int max_sleep_ms() const { return links_.empty() ? -1 : kTickMs; }
   // Sooner than that while frames wait for a path at its queue limit (no event says when

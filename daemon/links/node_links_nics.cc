@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -136,7 +138,11 @@ std::string NodeLinks::watch_nics() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kNicMonitorKey;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, nic_monitor_->fd(), &ev);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, nic_monitor_->fd(), &ev) != 0) {
+    const std::string why = std::string("epoll_ctl: ") + std::strerror(errno);
+    nic_monitor_.reset();
+    return why;
+  }
   return {};
 }
 

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <random>
 
-#include "common/socket_address.h"
 #include "daemon/peers/peer_conn.h"
 #include "transports/tcp/tcp_path_latency.h"
 
@@ -269,19 +268,6 @@ void PeerServer::control_path_lost(uint64_t instance, const std::string& nic,
   if (!shares) return;
   fail(c, "the data path over " + (nic.empty() ? std::string("?") : nic) + " to " + remote +
               ", which this control connection shares, failed");
-}
-
-std::string PeerServer::control_route(uint64_t instance) const {
-  auto it = control_peers_.find(instance);
-  if (it == control_peers_.end() || it->second.current == nullptr || it->second.current->fd < 0) {
-    return "";
-  }
-  sockaddr_storage local{};
-  socklen_t len = sizeof local;
-  if (::getsockname(it->second.current->fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
-    return "";
-  return common::address_text(reinterpret_cast<sockaddr*>(&local)) + " > " +
-         it->second.current->address;
 }
 
 double PeerServer::control_round_trip_s(uint64_t instance) const {

@@ -130,8 +130,6 @@ class PeerServer {
   double control_round_trip_s(uint64_t instance) const;
   // `instance` as its last control handshake told it; null once it is lost (or never met).
   const transports::PeerIdentity* control_peer(uint64_t instance) const;
-  // The control connection to `instance` in use: "local ip:port > peer ip:port"; "" when none.
-  std::string control_route(uint64_t instance) const;
 
   // Closes every connection and the listener (the loop must run to finish the closes).
   void close();

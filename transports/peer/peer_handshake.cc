@@ -42,8 +42,6 @@ bool printable(kj::StringPtr text) {
 
 }  // namespace
 
-const char* peer_role_name(PeerRole role) { return role == PeerRole::kData ? "data" : "control"; }
-
 PeerHandshake::PeerHandshake(bool is_connector, PeerIdentity me, PeerRole role,
                              const ClusterSecret* secret, uint64_t expected_peer)
     : is_connector_(is_connector),

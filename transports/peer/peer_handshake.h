@@ -27,7 +27,6 @@ inline constexpr uint32_t kPeerProtocolVersion = 4;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };
-const char* peer_role_name(PeerRole role);
 
 struct NicInfo {
   std::string name;
@@ -71,7 +70,6 @@ class PeerHandshake {
   bool failed() const { return state_ == State::kFailed; }
   PeerRole role() const { return role_; }
   bool rdma_agreed() const { return role_ == PeerRole::kData && offer_rdma_ && peer_offers_rdma_; }
-  bool peer_offers_rdma() const { return peer_offers_rdma_; }
   bool latency_class() const { return role_ == PeerRole::kData && latency_class_; }
   const PeerIdentity& peer() const { return peer_; }
   // Connector only: hello sent to hello received, a first estimate of the path latency.

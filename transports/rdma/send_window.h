@@ -40,7 +40,6 @@ class SendWindow {
   std::string peer_consumed(uint64_t frames);
 
   size_t outstanding() const { return outstanding_.size(); }
-  uint64_t frames_posted() const { return frames_posted_; }
   uint64_t frames_unconsumed() const { return frames_posted_ - frames_consumed_; }
 
  private:

@@ -239,7 +239,7 @@ size_t TcpConnection::make_room() {
 bool TcpConnection::on_readable(size_t max_bytes) {
   if (!error_.empty()) return false;
   size_t got = 0;
-  while (!paused_ && got < max_bytes) {
+  while (got < max_bytes) {
     if (placed_.destination.data() != nullptr) {
       const size_t before = placed_done_;
       if (!read_placed()) return false;

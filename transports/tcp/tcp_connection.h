@@ -38,12 +38,6 @@ class TcpConnection {
   TcpConnection& operator=(const TcpConnection&) = delete;
 
   int fd() const { return fd_; }
-  // Sets Callbacks::place and on_placed.
-  void set_placement(std::function<Placement(const wire::DataFrameHeader&)> place,
-                     std::function<std::string(const wire::DataFrameHeader&)> on_placed) {
-    callbacks_.place = std::move(place);
-    callbacks_.on_placed = std::move(on_placed);
-  }
 
   // Queues a frame. `payload` must stay unchanged until on_sent(token). Frames go out in
   // queue order. Does not write: call on_writable (or let the event loop do it).
@@ -54,7 +48,6 @@ class TcpConnection {
   void queue_urgent(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
                     uint64_t token);
   bool wants_write() const { return queued_ > 0; }
-  size_t queued_frames() const { return queued_; }
   // Bytes (headers and payloads) queued and not yet written to the socket.
   uint64_t queued_bytes() const { return queued_bytes_; }
   // Bytes written to the socket that the peer has not acknowledged yet (SIOCOUTQ): the
@@ -75,10 +68,6 @@ class TcpConnection {
   bool abandon_placement(const void* owner);
   // The same for the frame being placed if its channel sequence number is `channel_seq`.
   bool abandon_placement_of(uint64_t channel_seq);
-
-  // While paused, on_readable reads nothing (back-pressure: TCP's window fills up).
-  void pause_reading(bool paused) { paused_ = paused; }
-  bool reading_paused() const { return paused_; }
 
   const std::string& error() const { return error_; }
   // The failure was the peer closing the connection in order (a FIN: its process ended, or
@@ -130,7 +119,6 @@ class TcpConnection {
   size_t placed_done_ = 0;
   bool placement_abandoned_ = false;
   std::vector<std::byte> sink_;  // where an abandoned placement's bytes go
-  bool paused_ = false;
   bool writing_ = false;
   std::string error_;
   bool peer_closed_ = false;
