@@ -110,7 +110,7 @@ OffloadSplit offload_split(const Shape& shape);
 // value.
 inline constexpr uint64_t kSliceWorkBytes = 2u << 20;
 // Offload's pipeline chunks (the slow node's input in the allreduce, its block in the
-// allgather) are about this large: a 2 MiB slice (op_slices.h) is 8, so a chunk's round
+// allgather) are about this large: a slice of kSliceWorkBytes is 8, so a chunk's round
 // trip through the healthy ring, which the slow link waits for at the op's end, is short.
 // 1 MiB chunks left 4-5 % more of the slow link idle at x = 1/2 on 4 nodes at 400 Mbit/s;
 // 128 KiB ones gained nothing more (docs/BENCHMARKS.md).

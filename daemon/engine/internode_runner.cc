@@ -16,7 +16,7 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-uint64_t InternodeRunner::first_unstarted(const Comm& comm) {
+uint64_t first_unstarted(const Comm& comm) {
   const InternodeState& state = *comm.internode;
   return state.active ? state.active_seq + 1 : comm.first_seq;
 }
@@ -62,9 +62,14 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
              config.telemetry
                  ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
                  : NodeLinks::Telemetry{}),
-      jobs_(links_, config.jobs) {
-  follow_speeds_ = config.slow_node_below > 0;
-  speed_settings_.alike_above = config.slow_node_below;
+      jobs_(links_, config.jobs),
+      speeds_(
+          config.slow_node_below, links_, events,
+          NodeSpeeds::Hooks{
+              .defer_failure = [this](Comm& comm,
+                                      const std::string& reason) { defer_failure(comm, reason); },
+              .resume =
+                  [this](Comm& comm) { resume_.push_back(comm_by_id_[comm.span()->comm_id]); }}) {
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {
@@ -90,17 +95,14 @@ bool InternodeRunner::poll() {
     resume_held();
     progress = true;
   }
-  if (!comm_by_id_.empty()) measure_speeds();
+  if (!comm_by_id_.empty()) speeds_.measure(comm_by_id_);
   return progress;
 }
 
 void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
   comm->internode = std::make_unique<InternodeState>();
   const NodeSpan& span = *comm->span();
-  // Always: a node that measures nothing itself still follows its leader's changes (with
-  // its own picture it would plan differently from the others).
-  comm->internode->speeds = std::make_unique<SpeedAgreement>(
-      static_cast<int>(span.node_ids.size()), span.topology.my_node, speed_settings_);
+  speeds_.join(*comm);
   comm_by_id_[span.comm_id] = comm;
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
     if (static_cast<int>(node) == span.topology.my_node) continue;
@@ -121,7 +123,7 @@ void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
     if (node < 0) continue;
     if ((frame.op_seq & kSpeedFlag) != 0 && (frame.op_seq & kP2PFlag) == 0) {
       const std::string error =
-          on_speed_frame(*comm, node, frame.op_seq, frame.message, frame.offset, frame.payload);
+          speeds_.on_frame(*comm, node, frame.op_seq, frame.message, frame.offset, frame.payload);
       if (!error.empty()) defer_failure(*comm, "node " + node_name(*comm, node) + " sent " + error);
       continue;
     }
@@ -401,7 +403,7 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
   }
   if ((h.op_seq & kP2PFlag) != 0) return on_p2p_frame(comm, node, h, payload);
   if ((h.op_seq & kSpeedFlag) != 0) {
-    const std::string error = on_speed_frame(comm, node, h.op_seq, h.step, h.offset, payload);
+    const std::string error = speeds_.on_frame(comm, node, h.op_seq, h.step, h.offset, payload);
     if (!error.empty()) defer_failure(comm, "node " + node_name(comm, node) + " sent " + error);
     return {};
   }

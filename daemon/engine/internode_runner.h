@@ -21,6 +21,7 @@
 #include "daemon/engine/gpu_staging.h"
 #include "daemon/engine/internode_state.h"
 #include "daemon/engine/job_policies.h"
+#include "daemon/engine/node_speeds.h"
 #include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
 #include "daemon/links/node_links.h"
@@ -91,15 +92,8 @@ class InternodeRunner {
   std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
   void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
   void run_progress();
-  // The leaders' measures of their nodes' bandwidths and holds past kHoldLimit (every
-  // kMeasureEvery), and communicators whose hold for a speed change ended.
-  void measure_speeds();
+  // Communicators whose hold for a speed change ended (NodeSpeeds).
   void resume_held();
-  // A speed agreement frame from `node` (kSpeedFlag).
-  std::string on_speed_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step, uint64_t offset,
-                             std::span<const std::byte> payload);
-  void send_speed_messages(Comm& comm, const std::vector<SpeedAgreement::Message>& messages);
-  void speed_change_event(Comm& comm);
   void finish_op(Comm& comm);
   void tell_peers_failed(Comm& comm, const std::string& reason);
   void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
@@ -113,9 +107,6 @@ class InternodeRunner {
   void match_remote_recvs(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
-  // The first collective of `comm` this node has not started (frames for earlier ones are
-  // stale; a speed change applies from one no node has started).
-  static uint64_t first_unstarted(const Comm& comm);
 
   Hooks hooks_;
   LinkEvents link_events_;
@@ -124,19 +115,13 @@ class InternodeRunner {
   monitor::EventLog& events_;
   NodeLinks links_;
   JobPolicies jobs_;                                                // the links' flows' policies
+  NodeSpeeds speeds_;                                               // the nodes' agreed speeds
   std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
   std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
   std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
   size_t unknown_bytes_ = 0;
   std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at
   std::vector<std::weak_ptr<Comm>> resume_;      // comms that may start their next op again
-  SpeedAgreement::Settings speed_settings_;
-  bool follow_speeds_ = false;
-  static constexpr auto kMeasureEvery = std::chrono::milliseconds(100);
-  // A node holding for a speed change this long fails the communicator, naming who it
-  // waits for.
-  static constexpr auto kHoldLimit = std::chrono::milliseconds(10000);
-  std::chrono::steady_clock::time_point measured_at_{};
 };
 
 }  // namespace plexus::daemon

@@ -18,6 +18,8 @@
 
 namespace plexus::daemon {
 
+class Comm;
+
 // A data frame kept until its op starts.
 struct HeldFrame {
   int node = 0;
@@ -43,11 +45,9 @@ inline constexpr uint32_t kP2PEndChunk = 0xffffffffu;
 
 // The nodes' speed agreement (SpeedAgreement): op_seq has this bit set plus the change's
 // generation; step is the message's kind. A proposal is a frame with no payload; an
-// answer one whose offset is the sender's first op not started; a commit one message of
-// u64 first op, u64 the reference (median) node's bytes/s, u32 node count, that many u16 speeds in
-// 1/64ths, then the reason (UTF-8).
+// answer one whose offset is the sender's first op not started; a commit one message whose
+// payload is transports/wire/speed_commit.h's.
 inline constexpr uint64_t kSpeedFlag = uint64_t{1} << 62;
-inline constexpr size_t kMaxSpeedCommitBytes = 4096;
 
 struct InternodeState {
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
@@ -71,6 +71,10 @@ struct InternodeState {
   // --channel-acks off: it is in its transport's hands).
   std::unordered_map<uint64_t, Contribution> sends_in_flight;
 };
+
+// The first collective of `comm` this node has not started (frames for earlier ones are
+// stale; a speed change applies from one no node has started).
+uint64_t first_unstarted(const Comm& comm);
 
 // Frames held for a later op, per communicator, before the communicator fails with the
 // sender named (a peer that runs this far ahead is broken, or a broadcast root outran

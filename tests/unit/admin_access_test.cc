@@ -25,8 +25,8 @@ TEST(AdminAccessTest, ALocalSocketsPeerIsThisProcessByItsCredentials) {
   PeerCredentials creds{-1, 12345, 12345};
   EXPECT_EQ(read_peer_credentials(a.get(), &creds), "");
   EXPECT_EQ(creds.pid, ::getpid());
-  EXPECT_EQ(creds.uid, ::getuid());
-  EXPECT_EQ(creds.gid, ::getgid());
+  EXPECT_EQ(creds.uid, ::geteuid());  // the effective ids, as the kernel records them
+  EXPECT_EQ(creds.gid, ::getegid());
 }
 
 TEST(AdminAccessTest, CredentialsThatCannotBeReadAreAReasonAndNeverRoot) {

@@ -3,22 +3,10 @@
 
 #include <cstdio>
 
+#include "transports/wire/little_endian.h"
+
 namespace plexus::transports::wire {
 namespace {
-
-template <typename T>
-void put(std::byte* at, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    at[i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i) & 0xFF);
-  }
-}
-
-template <typename T>
-T get(const std::byte* at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(at[i]) << (8 * i);
-  return static_cast<T>(v);
-}
 
 // Field offsets.
 constexpr size_t kMagic = 0, kVersion = 2, kType = 3, kLength = 4, kCommId = 8, kOpSeq = 16,
@@ -49,23 +37,23 @@ const char* type_name(FrameType type) {
 void encode_data_frame_header(const DataFrameHeader& h,
                               std::span<std::byte, kDataFrameHeaderBytes> out) {
   std::byte* p = out.data();
-  put<uint16_t>(p + kMagic, kDataFrameMagic);
-  put<uint8_t>(p + kVersion, kDataFrameVersion);
-  put<uint8_t>(p + kType, static_cast<uint8_t>(h.type));
-  put<uint32_t>(p + kLength, h.length);
-  put<uint64_t>(p + kCommId, h.comm_id);
-  put<uint64_t>(p + kOpSeq, h.op_seq);
-  put<uint32_t>(p + kStep, h.step);
-  put<uint32_t>(p + kChunk, h.chunk);
-  put<uint64_t>(p + kOffset, h.offset);
-  put<uint64_t>(p + kChannelSeq, h.channel_seq);
+  put_le<uint16_t>(p + kMagic, kDataFrameMagic);
+  put_le<uint8_t>(p + kVersion, kDataFrameVersion);
+  put_le<uint8_t>(p + kType, static_cast<uint8_t>(h.type));
+  put_le<uint32_t>(p + kLength, h.length);
+  put_le<uint64_t>(p + kCommId, h.comm_id);
+  put_le<uint64_t>(p + kOpSeq, h.op_seq);
+  put_le<uint32_t>(p + kStep, h.step);
+  put_le<uint32_t>(p + kChunk, h.chunk);
+  put_le<uint64_t>(p + kOffset, h.offset);
+  put_le<uint64_t>(p + kChannelSeq, h.channel_seq);
 }
 
 DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHeaderBytes> in,
                                        const DataFrameLimits& limits) {
   const std::byte* p = in.data();
   DecodedHeader d;
-  const auto magic = get<uint16_t>(p + kMagic);
+  const auto magic = get_le<uint16_t>(p + kMagic);
   if (magic != kDataFrameMagic) {
     d.error = "data frame: bad magic 0x" + [&] {
       char hex[8];
@@ -74,26 +62,26 @@ DecodedHeader decode_data_frame_header(std::span<const std::byte, kDataFrameHead
     }() + " (not a plexus data connection, or the stream lost its framing)";
     return d;
   }
-  const auto version = get<uint8_t>(p + kVersion);
+  const auto version = get_le<uint8_t>(p + kVersion);
   if (version != kDataFrameVersion) {
     d.error = "data frame: version " + std::to_string(version) + ", this daemon speaks " +
               std::to_string(kDataFrameVersion);
     return d;
   }
-  const auto type = get<uint8_t>(p + kType);
+  const auto type = get_le<uint8_t>(p + kType);
   if (type < 1 || type > static_cast<uint8_t>(FrameType::kNodeRate)) {
     d.error = "data frame: unknown type " + std::to_string(type);
     return d;
   }
   DataFrameHeader& h = d.header;
   h.type = static_cast<FrameType>(type);
-  h.length = get<uint32_t>(p + kLength);
-  h.comm_id = get<uint64_t>(p + kCommId);
-  h.op_seq = get<uint64_t>(p + kOpSeq);
-  h.step = get<uint32_t>(p + kStep);
-  h.chunk = get<uint32_t>(p + kChunk);
-  h.offset = get<uint64_t>(p + kOffset);
-  h.channel_seq = get<uint64_t>(p + kChannelSeq);
+  h.length = get_le<uint32_t>(p + kLength);
+  h.comm_id = get_le<uint64_t>(p + kCommId);
+  h.op_seq = get_le<uint64_t>(p + kOpSeq);
+  h.step = get_le<uint32_t>(p + kStep);
+  h.chunk = get_le<uint32_t>(p + kChunk);
+  h.offset = get_le<uint64_t>(p + kOffset);
+  h.channel_seq = get_le<uint64_t>(p + kChannelSeq);
   if (h.length > limits.max_payload_bytes) {
     d.error = "data frame: payload length " + std::to_string(h.length) + " exceeds the limit " +
               std::to_string(limits.max_payload_bytes);

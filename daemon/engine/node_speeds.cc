@@ -1,21 +1,32 @@
-// Collectives between daemons, the nodes' speeds: each node's measured sending speed, the
-// agreement on a change between the nodes (speed_agreement.h) carried in speed frames, and
-// the event that names a slow node.
+#include "daemon/engine/node_speeds.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <string_view>
 
-#include "daemon/engine/internode_runner.h"
+#include "daemon/engine/internode_state.h"
+#include "transports/wire/speed_commit.h"
 
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step,
-                                            uint64_t offset, std::span<const std::byte> payload) {
+NodeSpeeds::NodeSpeeds(double slow_node_below, NodeLinks& links, monitor::EventLog& events,
+                       Hooks hooks)
+    : measures_(slow_node_below > 0), links_(links), events_(events), hooks_(std::move(hooks)) {
+  settings_.alike_above = slow_node_below;
+}
+
+void NodeSpeeds::join(Comm& comm) const {
+  const NodeSpan& span = *comm.span();
+  comm.internode->speeds = std::make_unique<SpeedAgreement>(static_cast<int>(span.node_ids.size()),
+                                                            span.topology.my_node, settings_);
+}
+
+std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step,
+                                 uint64_t offset, std::span<const std::byte> payload) {
   InternodeState& state = *comm.internode;
   if (!state.speeds) return {};  // this daemon takes every node as alike: no change applies
   SpeedAgreement::Message m;
@@ -24,45 +35,32 @@ std::string InternodeRunner::on_speed_frame(Comm& comm, int node, uint64_t op_se
   m.generation = op_seq & ~kSpeedFlag;
   m.seq = offset;
   if (m.kind == SpeedAgreement::Kind::kCommit) {
-    // One frame: u64 first op, u64 reference bandwidth, u32 nodes, u16 speeds, reason.
-    auto get = [&](size_t at, size_t bytes) {
-      uint64_t v = 0;
-      for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(payload[at + i]) << (8 * i);
-      return v;
-    };
-    constexpr size_t kFixed = 20;
-    if (offset != 0 || payload.size() < kFixed || payload.size() > kMaxSpeedCommitBytes) {
-      return "a speed change that is not one frame of " + std::to_string(kFixed) + " to " +
-             std::to_string(kMaxSpeedCommitBytes) + " bytes";
+    if (offset != 0) return "a speed change that is not one frame";
+    wire::SpeedCommit commit;
+    if (std::string why = wire::decode_speed_commit(payload, comm.span()->node_ids.size(), &commit);
+        !why.empty()) {
+      return why;
     }
-    m.seq = get(0, 8);
-    m.reference = static_cast<double>(get(8, 8));
-    const uint64_t count = get(16, 4);
-    if (count > static_cast<uint64_t>(comm.span()->node_ids.size()) ||
-        payload.size() < kFixed + 2 * count) {
-      return "a speed change whose speeds do not fit it";
+    m.seq = commit.first_op;
+    m.reference = static_cast<double>(commit.reference);
+    for (uint16_t speed : commit.speeds) {
+      m.speeds.push_back(static_cast<double>(speed) / SpeedAgreement::kSpeedSteps);
     }
-    for (uint64_t i = 0; i < count; ++i) {
-      m.speeds.push_back(static_cast<double>(get(kFixed + 2 * i, 2)) / SpeedAgreement::kSpeedSteps);
-    }
-    const size_t text = kFixed + 2 * count;
-    m.reason.assign(reinterpret_cast<const char*>(payload.data()) + text, payload.size() - text);
-    while (!m.reason.empty() && m.reason.back() == '\0') m.reason.pop_back();  // the padding
+    m.reason = std::move(commit.reason);
   } else if (!payload.empty()) {
     return "a speed message with a payload";
   }
   std::string error;
   const auto out = state.speeds->receive(m, first_unstarted(comm), &error);
   if (!error.empty()) return error;
-  send_speed_messages(comm, out);
-  speed_change_event(comm);
+  send(comm, out);
+  change_event(comm);
   // Not from inside a transport callback: the loop starts the held op.
-  if (state.speeds->may_start()) resume_.push_back(comm_by_id_[comm.span()->comm_id]);
+  if (state.speeds->may_start()) hooks_.resume(comm);
   return {};
 }
 
-void InternodeRunner::send_speed_messages(Comm& comm,
-                                          const std::vector<SpeedAgreement::Message>& messages) {
+void NodeSpeeds::send(Comm& comm, const std::vector<SpeedAgreement::Message>& messages) {
   const NodeSpan& span = *comm.span();
   for (const SpeedAgreement::Message& m : messages) {
     const uint64_t peer = span.node_ids[static_cast<size_t>(m.node)];
@@ -72,34 +70,20 @@ void InternodeRunner::send_speed_messages(Comm& comm,
     if (m.kind != SpeedAgreement::Kind::kCommit) {
       sent = links_.send_marker(peer, span.comm_id, op_seq, step, m.seq, 0, [] {});
     } else {
-      auto bytes = std::make_shared<std::vector<std::byte>>();
-      auto put = [&](uint64_t v, size_t n) {
-        for (size_t i = 0; i < n; ++i) bytes->push_back(static_cast<std::byte>(v >> (8 * i)));
-      };
-      put(m.seq, 8);
-      put(static_cast<uint64_t>(m.reference), 8);
-      put(m.speeds.size(), 4);
+      wire::SpeedCommit commit{m.seq, static_cast<uint64_t>(m.reference), {}, m.reason};
       for (double speed : m.speeds) {
-        put(static_cast<uint64_t>(std::lround(speed * SpeedAgreement::kSpeedSteps)), 2);
+        commit.speeds.push_back(
+            static_cast<uint16_t>(std::lround(speed * SpeedAgreement::kSpeedSteps)));
       }
-      const size_t room =
-          bytes->size() >= kMaxSpeedCommitBytes ? 0 : kMaxSpeedCommitBytes - bytes->size();
-      const std::string_view reason(m.reason.data(), std::min(m.reason.size(), room));
-      for (char c : reason) bytes->push_back(static_cast<std::byte>(c));
-      // Padded with NULs to whole 8 bytes: frames follow one another in a path's read
-      // buffer, and a payload of odd length would leave the next frame's payload (read in
-      // place and reduced as whole elements) misaligned.
-      while (bytes->size() % 8 != 0 && bytes->size() < kMaxSpeedCommitBytes) {
-        bytes->push_back(std::byte{0});
-      }
+      auto bytes = std::make_shared<std::vector<std::byte>>(wire::encode_speed_commit(commit));
       const std::span<const std::byte> data(*bytes);
       sent = links_.send_message(peer, span.comm_id, op_seq, step, data, bytes, [] {});
     }
-    if (!sent) defer_failure(comm, "no data connection to node " + node_name(comm, m.node));
+    if (!sent) hooks_.defer_failure(comm, "no data connection to node " + node_name(comm, m.node));
   }
 }
 
-void InternodeRunner::speed_change_event(Comm& comm) {
+void NodeSpeeds::change_event(Comm& comm) {
   std::optional<SpeedAgreement::Message> change = comm.internode->speeds->take_committed();
   if (!change) return;
   const auto& names = comm.span()->topology.node_names;
@@ -131,13 +115,13 @@ void InternodeRunner::speed_change_event(Comm& comm) {
                 {"reason", change->reason}});
 }
 
-void InternodeRunner::measure_speeds() {
+void NodeSpeeds::measure(const std::unordered_map<uint64_t, std::shared_ptr<Comm>>& comms) {
   const auto now = std::chrono::steady_clock::now();
   if (now - measured_at_ < kMeasureEvery) return;
   measured_at_ = now;
-  const double own = follow_speeds_ ? links_.own_bandwidth() : 0.0;
+  const double own = measures_ ? links_.own_bandwidth() : 0.0;
   std::vector<double> bandwidth;
-  for (auto& [id, comm] : comm_by_id_) {
+  for (const auto& [id, comm] : comms) {
     InternodeState& state = *comm->internode;
     if (!state.speeds || comm->broken()) continue;
     const NodeSpan& span = *comm->span();
@@ -152,22 +136,22 @@ void InternodeRunner::measure_speeds() {
       for (int node : state.speeds->waiting_for()) {
         nodes += (nodes.empty() ? "" : ", ") + node_name(*comm, node);
       }
-      defer_failure(*comm, "a change of the nodes' speeds was not agreed within " +
-                               std::to_string(kHoldLimit.count()) + " ms (waiting for node " +
-                               nodes + ")");
+      hooks_.defer_failure(*comm, "a change of the nodes' speeds was not agreed within " +
+                                      std::to_string(kHoldLimit.count()) +
+                                      " ms (waiting for node " + nodes + ")");
       continue;
     }
     // Only a leader that measures proposes, and not once a node's ranks have left: its
     // answer may never come.
-    if (!follow_speeds_ || !state.speeds->leader() || !comm->remote_departure.empty()) continue;
+    if (!measures_ || !state.speeds->leader() || !comm->remote_departure.empty()) continue;
     bandwidth.clear();
     for (size_t node = 0; node < span.node_ids.size(); ++node) {
       bandwidth.push_back(static_cast<int>(node) == span.topology.my_node
                               ? own
                               : links_.peer_bandwidth(span.node_ids[node], now));
     }
-    send_speed_messages(*comm, state.speeds->measured(bandwidth, span.topology.node_names,
-                                                      first_unstarted(*comm), now));
+    send(*comm,
+         state.speeds->measured(bandwidth, span.topology.node_names, first_unstarted(*comm), now));
   }
 }
 
