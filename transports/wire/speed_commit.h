@@ -2,9 +2,10 @@
 // the speed flag and whose step is "commit": docs/architecture.md, "Wire formats"): the
 // speeds every node takes from the same op on. Little-endian:
 //   u64 first op | u64 reference bytes/s | u32 nodes | u16 speed per node | reason (UTF-8)
-// a speed in 1/kSteps of the reference; padded with NULs to whole 8 bytes, as frames follow
-// one another in a path's read buffer and a payload of odd length would leave the next
-// frame's (read in place, reduced as whole elements) misaligned.
+// a speed in 1/64ths of the reference (the daemon's SpeedAgreement::kSpeedSteps); padded
+// with NULs to whole 8 bytes, as frames follow one another in a path's read buffer and a
+// payload of odd length would leave the next frame's (read in place, reduced as whole
+// elements) misaligned.
 #pragma once
 
 #include <cstddef>
