@@ -151,14 +151,9 @@ void NodeLinks::add(uint64_t peer, std::string name, transports::PathOpener open
                raw->nic.empty() ? "?" : raw->nic, raw->local, raw->remote,
                latency ? ", the latency class's" : "", backup ? ", a backup across rails" : "",
                probation ? ", on probation" : "");
-  // A path the engine would not hear from carries nothing: failed at once, with the reason
-  // (which may lose the link: nothing of it is touched after).
-  if (!watched) {
-    fail_path(*raw,
-              std::string("cannot watch its connection: epoll_ctl: ") + std::strerror(watch_errno),
-              true);
-    publish_snapshot();
-    return;
+  if (!watched) {  // unheard, it carries nothing: failed now (may lose the link: not touched after)
+    fail_path(*raw, std::string("cannot watch it: epoll_ctl: ") + std::strerror(watch_errno), true);
+    return publish_snapshot();
   }
   if (!raw->nic.empty() && drained_nics_.count(raw->nic) != 0) {
     link.channel->drain(raw->id, true);
@@ -401,7 +396,6 @@ void NodeLinks::fail_path(Path& path, std::string reason, bool notify) {
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
   path.record([](monitor::WindowRing& w) { w.error(Clock::now()); });
-  // A failure changes nothing: the connection is closed next, which unwatches it.
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->poll_fd(), nullptr);
   path.conn->close_abortively();
   paths_by_key_.erase(path.key);
