@@ -1,7 +1,6 @@
 #include "daemon/engine/engine.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -32,7 +31,8 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
                           const std::string& message) {
                      completions_.finish(session, user_data, status, message);
                    },
-               .shared_session = [this](const Session* session) { return shared_session(session); },
+               .shared_session =
+                   [this](const Session* session) { return sessions_.shared(session); },
                .fail_comm =
                    [this](Comm& comm, plexus_result_t status, const std::string& reason) {
                      matcher_.fail(comm, status, reason, nullptr);
@@ -50,33 +50,37 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
       pool_(config.workers),
       executor_(pool_, config.parallel_threshold_bytes),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
-      command_eventfd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       matcher_(
           [this](Session* session, uint64_t user_data, plexus_result_t status,
                  const std::string& message) { complete(session, user_data, status, message); },
           watch_, gpu_, executor_, internode_),
-      internode_(
-          config,
-          InternodeRunner::Hooks{
-              .complete =
-                  [this](Session* session, uint64_t user_data, plexus_result_t status,
-                         const std::string& message) {
-                    complete(session, user_data, status, message);
-                  },
-              .fail_comm =
-                  [this](Comm& comm, plexus_result_t status, const std::string& reason) {
-                    matcher_.fail(comm, status, reason, nullptr);
-                  },
-              .run_ready = [this](Comm& comm) { matcher_.run_ready(comm); },
-              .shared_session = [this](const Session* session) { return shared_session(session); }},
-          std::move(link_events), watch_, gpu_, *events_) {
-  if (!epoll_fd_ || !command_eventfd_) {
-    throw std::system_error(errno, std::generic_category(), "engine epoll/eventfd");
+      intake_(watch_, completions_, matcher_, gpu_,
+              EntryIntake::Hooks{.kill_session =
+                                     [this](Session& session, const std::string& reason) {
+                                       kill_session(session, reason);
+                                     }}),
+      internode_(config,
+                 InternodeRunner::Hooks{
+                     .complete =
+                         [this](Session* session, uint64_t user_data, plexus_result_t status,
+                                const std::string& message) {
+                           complete(session, user_data, status, message);
+                         },
+                     .fail_comm =
+                         [this](Comm& comm, plexus_result_t status, const std::string& reason) {
+                           matcher_.fail(comm, status, reason, nullptr);
+                         },
+                     .run_ready = [this](Comm& comm) { matcher_.run_ready(comm); },
+                     .shared_session =
+                         [this](const Session* session) { return sessions_.shared(session); }},
+                 std::move(link_events), watch_, gpu_, *events_) {
+  if (!epoll_fd_) {
+    throw std::system_error(errno, std::generic_category(), "engine epoll");
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = command_eventfd_.get();
-  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, command_eventfd_.get(), &ev) != 0) {
+  ev.data.fd = commands_.fd();
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, commands_.fd(), &ev) != 0) {
     throw std::system_error(errno, std::generic_category(), "engine epoll: its command eventfd");
   }
   // Peer links have their own epoll set; it is readable when any link has I/O ready.
@@ -84,13 +88,14 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
   if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, internode_.links().epoll_fd(), &ev) != 0) {
     throw std::system_error(errno, std::generic_category(), "engine epoll: the peer links");
   }
-  batch_.resize(kBatchEntries);
-  urgent_batch_.resize(kBatchEntries);
+  batch_.resize(EntryIntake::kBatchEntries);
+  urgent_batch_.resize(EntryIntake::kBatchEntries);
   executor_.set_between_slices([this] { serve_latency_between_slices(); }, config.local_slice_bytes,
                                [this] {
                                  // Sorted: a latency session, if any, is first.
-                                 return between_slices_serves_ && !by_class_.empty() &&
-                                        is_latency(*by_class_.front());
+                                 const SessionTable::List& order = sessions_.by_class();
+                                 return between_slices_serves_ && !order.empty() &&
+                                        SessionTable::is_latency(*order.front());
                                });
 }
 
@@ -103,7 +108,7 @@ void Engine::start() {
 void Engine::stop() {
   if (!thread_.joinable()) return;
   stopping_.store(true);
-  shm::signal_eventfd(command_eventfd_.get());
+  commands_.wake();
   thread_.join();
 }
 
@@ -113,44 +118,25 @@ void Engine::reconfigure(const EngineConfig& next) {
   executor_.set_thresholds(next.parallel_threshold_bytes, next.local_slice_bytes);
 }
 
-void Engine::post(std::function<void(Engine&)> fn) {
-  {
-    std::lock_guard lock(command_mutex_);
-    commands_.push_back(std::move(fn));
-  }
-  has_commands_.store(true, std::memory_order_release);
-  shm::signal_eventfd(command_eventfd_.get());
-}
-
-void Engine::run_commands() {
-  std::vector<std::function<void(Engine&)>> commands;
-  {
-    std::lock_guard lock(command_mutex_);
-    commands.swap(commands_);
-    has_commands_.store(false, std::memory_order_relaxed);
-  }
-  for (auto& command : commands) command(*this);
-}
+void Engine::post(std::function<void(Engine&)> fn) { commands_.post(std::move(fn)); }
 
 void Engine::loop() {
   shm::IdleStrategy idle(config_.idle.phases);
   while (!stopping_.load(std::memory_order_relaxed)) {
     bool progress = false;
-    if (has_commands_.load(std::memory_order_acquire)) {
-      run_commands();
+    if (commands_.pending()) {
+      commands_.run(*this);
       progress = true;
     }
-    if (order_dirty_ || order_version_ != internode_.jobs().version()) {
-      sort_by_class();
-    }
-    for (size_t i = 0; i < by_class_.size(); ++i) {
-      // Held: a command run from within (handle_entry) may remove this very session.
-      const std::shared_ptr<Session> holder = by_class_[i];
+    const SessionTable::List& order = sessions_.by_class(internode_.jobs().version());
+    for (size_t i = 0; i < order.size(); ++i) {
+      // Held: a command run from within (EntryIntake::handle) may remove this very session.
+      const std::shared_ptr<Session> holder = order[i];
       Session& session = *holder;
       if (session.removed) continue;
       // Copies this session's ops start go on the GPUs' latency streams if its job is
       // latency-class.
-      gpu_.prefer_urgent_copies(is_latency(session));
+      gpu_.prefer_urgent_copies(SessionTable::is_latency(session));
       // An op of this session's that a cut op runs under may serve the latency sessions
       // between its slices (serve_latency_between_slices).
       between_slices_serves_ = true;
@@ -158,12 +144,12 @@ void Engine::loop() {
       if (!session.staging.empty() || !session.copying_back.empty()) {
         gpu_moved |= gpu_.advance(session);
       }
-      if (!session.held_for_stream.empty()) gpu_moved |= release_held_entries(session);
+      if (!session.held_for_stream.empty()) gpu_moved |= intake_.release_held(session);
       if (gpu_moved) {
         gpu_.note_new_work();
         progress = true;
       }
-      progress |= poll_session(session, batch_);
+      progress |= intake_.poll(session, batch_);
       between_slices_serves_ = false;
     }
     gpu_.prefer_urgent_copies(false);
@@ -171,7 +157,7 @@ void Engine::loop() {
     if (internode_.poll()) progress = true;
     completions_.publish();
     watch_.maybe_look(!progress);
-    if (watchdog_ping_) maybe_ping(!progress);
+    watchdog_.turn(!progress);
     if (progress) {
       idle.reset();
     } else if (idle.idle()) {
@@ -181,33 +167,10 @@ void Engine::loop() {
 }
 
 void Engine::set_watchdog(std::function<void()> ping, std::chrono::microseconds every) {
-  watchdog_ping_ = std::move(ping);
-  watchdog_every_ = every;
+  watchdog_.set(std::move(ping), every);
   const auto every_ms = static_cast<uint32_t>(
       std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(every).count()));
   config_.idle.park_timeout_ms = std::min(config_.idle.park_timeout_ms, every_ms);
-}
-
-void Engine::maybe_ping(bool idle) {
-  if (!idle && ++watchdog_turns_ < kWatchdogTurns) return;
-  watchdog_turns_ = 0;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < watchdog_next_) return;
-  watchdog_next_ = now + watchdog_every_;
-  watchdog_ping_();
-}
-
-bool Engine::is_latency(const Session& session) {
-  return session.traffic_class() == transports::TrafficClass::kLatency;
-}
-
-void Engine::sort_by_class() {
-  by_class_ = sessions_;
-  std::stable_sort(by_class_.begin(), by_class_.end(), [](const auto& a, const auto& b) {
-    return a->traffic_class() < b->traffic_class();
-  });
-  order_version_ = internode_.jobs().version();
-  order_dirty_ = false;
 }
 
 void Engine::serve_latency_between_slices() {
@@ -219,15 +182,16 @@ void Engine::serve_latency_between_slices() {
   if (!between_slices_serves_) return;
   between_slices_serves_ = false;
   const bool urgent_before = gpu_.urgent_copies();
-  for (size_t i = 0; i < by_class_.size(); ++i) {
-    const std::shared_ptr<Session> holder = by_class_[i];
+  const SessionTable::List& order = sessions_.by_class();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::shared_ptr<Session> holder = order[i];
     Session& session = *holder;
-    if (!is_latency(session)) break;  // sorted: the latency class first
+    if (!SessionTable::is_latency(session)) break;  // sorted: the latency class first
     // A session with entries held for GPU input or a stream keeps its order: the loop
     // takes those up.
     if (session.removed || !session.staging.empty() || !session.held_for_stream.empty()) continue;
     gpu_.prefer_urgent_copies(true);
-    poll_session(session, urgent_batch_);
+    intake_.poll(session, urgent_batch_);
   }
   gpu_.prefer_urgent_copies(urgent_before);
   completions_.publish();
@@ -235,8 +199,9 @@ void Engine::serve_latency_between_slices() {
 }
 
 void Engine::park() {
-  for (size_t i = 0; i < sessions_.size(); ++i) {
-    Session& session = *sessions_[i];
+  const SessionTable::List& sessions = sessions_.all();
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session& session = *sessions[i];
     // A session whose completion queue is full has no work for us, however many
     // submissions wait: its client wakes us when it frees slots. Otherwise a client that
     // stops reading completions would keep the engine spinning.
@@ -245,11 +210,11 @@ void Engine::park() {
       continue;
     }
     if (session.ring_end->prepare_park()) {
-      for (size_t j = 0; j < i; ++j) sessions_[j]->ring_end->finish_park();
+      for (size_t j = 0; j < i; ++j) sessions[j]->ring_end->finish_park();
       return;
     }
   }
-  if (!has_commands_.load(std::memory_order_acquire) && !stopping_.load()) {
+  if (!commands_.pending() && !stopping_.load()) {
     epoll_event events[16];
     int timeout = static_cast<int>(config_.idle.park_timeout_ms);
     // Peer links need a tick every few milliseconds (heartbeats, silent paths).
@@ -259,7 +224,7 @@ void Engine::park() {
     // A GPU stream sets its ready flag, and a copy engine ends a copy, with no doorbell:
     // look again soon while either is awaited.
     timespec park_for{timeout / 1000, static_cast<long>(timeout % 1000) * 1000000L};
-    if (const auto look = gpu_.look_again_in(sessions_wait_on_gpu())) {
+    if (const auto look = gpu_.look_again_in(sessions_.wait_on_gpu())) {
       park_for = {0, static_cast<long>(look->count())};
     }
     // Frames waiting for a path's kernel queue to drain: no event says when it has.
@@ -273,21 +238,7 @@ void Engine::park() {
       if (events[i].data.fd != internode_.links().epoll_fd()) shm::drain_eventfd(events[i].data.fd);
     }
   }
-  for (auto& s : sessions_) s->ring_end->finish_park();
-}
-
-std::shared_ptr<Session> Engine::shared_session(const Session* session) const {
-  for (const auto& s : sessions_) {
-    if (s.get() == session) return s;
-  }
-  return nullptr;
-}
-
-Session* Engine::find_session(uint64_t id) {
-  for (auto& s : sessions_) {
-    if (s->id() == id) return s.get();
-  }
-  return nullptr;
+  for (const auto& s : sessions) s->ring_end->finish_park();
 }
 
 void Engine::add_session(std::shared_ptr<Session> session) {
@@ -299,20 +250,17 @@ void Engine::add_session(std::shared_ptr<Session> session) {
       ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, session->submission_eventfd(), &ev) == 0;
   const int watch_errno = errno;
   internode_.jobs().job_seen(session->job_counters());
-  sessions_.push_back(std::move(session));
-  order_dirty_ = true;
+  Session& added = sessions_.add(std::move(session));
   // A session the engine would not hear submit is closed, not left to hang its ranks.
   if (!watched) {
-    kill_session(*sessions_.back(), std::string("the engine cannot watch its submissions: ") +
-                                        std::strerror(watch_errno));
+    kill_session(added, std::string("the engine cannot watch its submissions: ") +
+                            std::strerror(watch_errno));
   }
 }
 
 void Engine::remove_session(uint64_t session_id, const std::string& reason) {
-  auto it = std::find_if(sessions_.begin(), sessions_.end(),
-                         [&](const auto& s) { return s->id() == session_id; });
-  if (it == sessions_.end()) return;
-  std::shared_ptr<Session> session = *it;
+  std::shared_ptr<Session> session = sessions_.shared(session_id);
+  if (!session) return;
   session->removed = true;
   for (auto& [handle, membership] : session->comms) {
     Comm& comm = *membership.comm;
@@ -335,14 +283,13 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   // A failure here changes nothing: the eventfd closes with the session.
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, session->submission_eventfd(), nullptr);
   completions_.forget(session.get());
-  sessions_.erase(it);
-  order_dirty_ = true;
+  sessions_.erase(session.get());
 }
 
 uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
                                      std::shared_ptr<gpu::DeviceMapping> mapping,
                                      std::string* error) {
-  Session* session = find_session(session_id);
+  Session* session = sessions_.find(session_id);
   if (session == nullptr) {
     *error = "the session ended";
     return 0;
@@ -351,7 +298,7 @@ uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::D
 }
 
 bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
-  Session* session = find_session(session_id);
+  Session* session = sessions_.find(session_id);
   return session != nullptr && session->gpu_regions.release(region);
 }
 

@@ -19,12 +19,16 @@
 
 #include "daemon/engine/comm.h"
 #include "daemon/engine/comm_matcher.h"
+#include "daemon/engine/command_queue.h"
 #include "daemon/engine/completions.h"
 #include "daemon/engine/engine_config.h"
+#include "daemon/engine/entry_intake.h"
 #include "daemon/engine/gpu_staging.h"
 #include "daemon/engine/internode_runner.h"
 #include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
+#include "daemon/engine/session_table.h"
+#include "daemon/engine/watchdog_pinger.h"
 #include "daemon/gpu/device_memory.h"
 #include "daemon/links/node_links.h"
 #include "daemon/local/local_collectives.h"
@@ -93,41 +97,14 @@ class Engine {
 
  private:
   void loop();
-  void run_commands();
-  // Consumes and handles the session's new entries, through `batch`.
-  bool poll_session(Session& session, std::vector<shm::SubmissionEntry>& batch);
   // Between slices of a cut op (LocalExecutor): the latency-class sessions' new entries.
   void serve_latency_between_slices();
-  static bool is_latency(const Session& session);
-  // by_class_: the sessions, latency-class jobs' first, in arrival order within a class.
-  void sort_by_class();
-  void handle_entry(Session& session, const shm::SubmissionEntry& raw);
-  // Stream-ordered entries (engine_stream.cc): handled now, or held until their stream
-  // reaches them; held entries taken up as their streams do. Returns whether any was.
-  void accept_entry(Session& session, const shm::SubmissionEntry& raw);
-  bool release_held_entries(Session& session);
-  // Whether a session waits on GPU work that rings no doorbell (entries held for a stream,
-  // input being copied in, results going back): the engine then parks only briefly.
-  bool sessions_wait_on_gpu() const;
   // An op ends: its GPU result goes back to the device first, then the completion.
   void complete(Session* session, uint64_t user_data, plexus_result_t status,
                 const std::string& message);
   void kill_session(Session& session, const std::string& reason);
   void park();
-  Session* find_session(uint64_t id);
-  // The engine's owning pointer to `session`, or null when it is no longer served.
-  std::shared_ptr<Session> shared_session(const Session* session) const;
 
-  // The watchdog's ping, when due (set_watchdog); looked at every kWatchdogTurns busy turns
-  // of the loop and at every idle one, so a busy loop reads the clock rarely.
-  void maybe_ping(bool idle);
-  static constexpr uint32_t kWatchdogTurns = 256;
-  std::function<void()> watchdog_ping_;
-  std::chrono::microseconds watchdog_every_{0};
-  std::chrono::steady_clock::time_point watchdog_next_{};
-  uint32_t watchdog_turns_ = 0;
-
-  static constexpr uint32_t kBatchEntries = 64;  // entries consumed from a ring at a time
   EngineConfig config_;
   std::shared_ptr<monitor::EventLog> events_;
   OpWatch watch_;
@@ -140,17 +117,10 @@ class Engine {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   common::UniqueFd epoll_fd_;
-  common::UniqueFd command_eventfd_;
-  std::mutex command_mutex_;
-  std::vector<std::function<void(Engine&)>> commands_;
-  std::atomic<bool> has_commands_{false};
+  CommandQueue<Engine> commands_;
+  WatchdogPinger watchdog_;
 
-  std::vector<std::shared_ptr<Session>> sessions_;
-  // The order the loop polls them in; sorted again when a policy changes or a session
-  // comes or goes.
-  std::vector<std::shared_ptr<Session>> by_class_;
-  uint64_t order_version_ = 0;
-  bool order_dirty_ = false;
+  SessionTable sessions_;
   std::vector<shm::SubmissionEntry> batch_;
   std::vector<shm::SubmissionEntry> urgent_batch_;  // serve_latency_between_slices'
   // True while the loop polls a session's own entries: only then may a cut op's pause
@@ -159,6 +129,7 @@ class Engine {
 
   // Bound to internode_ before that is built; neither is called until the engine runs.
   CommMatcher matcher_;
+  EntryIntake intake_;  // bound to matcher_ and gpu_
   // Last: destroyed first, its links (whose callbacks reach the members above) with it.
   InternodeRunner internode_;
 };

@@ -16,7 +16,7 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   for (int rank = 0; rank < n; ++rank) {
     const Comm::Member& member = comm->members()[static_cast<size_t>(rank)];
     if (member.remote) continue;
-    Session* session = find_session(member.session_id);
+    Session* session = sessions_.find(member.session_id);
     if (session == nullptr) {
       // It left between joining and now: the communicator cannot run.
       matcher_.fail(*comm, PLEXUS_ERR_PEER_LOST,
@@ -42,7 +42,7 @@ void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
 }
 
 void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
-  Session* session = find_session(session_id);
+  Session* session = sessions_.find(session_id);
   if (session == nullptr) return;
   auto it = session->comms.find(handle);
   if (it == session->comms.end()) return;

@@ -1,38 +1,60 @@
-// Submissions: entries consumed from a session's ring, copied out and validated, and handed
-// to their communicator (after their GPU input, where they have one) for CommMatcher.
-#include <spdlog/spdlog.h>
+#include "daemon/engine/entry_intake.h"
 
 #include <algorithm>
 #include <string>
 
-#include "daemon/engine/engine.h"
 #include "daemon/engine/job_admission.h"
 #include "shm/dtype.h"
+#include "shm/stream_flags.h"
 
 namespace plexus::daemon {
 
-bool Engine::poll_session(Session& session, std::vector<shm::SubmissionEntry>& batch) {
+namespace {
+
+// Whether the entry's stream has reached it (any entry not stream-ordered has).
+bool stream_reached(const Session& session, const shm::SubmissionEntry& raw) {
+  if ((raw.flags & shm::kEntryStreamOrdered) == 0) return true;
+  // A malformed one goes on at once, to be refused by handle().
+  if (raw.stream_ticket == 0 ||
+      !shm::validate_stream_flags(raw.stream_flags, session.pool().size()).ok()) {
+    return true;
+  }
+  return shm::stream_ready(shm::stream_flags_at(session.pool().data(), raw.stream_flags),
+                           raw.stream_ticket);
+}
+
+}  // namespace
+
+EntryIntake::EntryIntake(OpWatch& watch, Completions& completions, CommMatcher& matcher,
+                         GpuStaging& gpu, Hooks hooks)
+    : watch_(watch),
+      completions_(completions),
+      matcher_(matcher),
+      gpu_(gpu),
+      hooks_(std::move(hooks)) {}
+
+bool EntryIntake::poll(Session& session, std::vector<shm::SubmissionEntry>& batch) {
   shm::DaemonRingEnd& ring = *session.ring_end;
   uint32_t space = ring.completion_space();
   if (ring.corrupt()) {
-    kill_session(session, ring.corruption());
+    hooks_.kill_session(session, ring.corruption());
     return true;
   }
   uint32_t allowed = space > session.inflight ? space - session.inflight : 0;
   uint32_t n = ring.consume(batch.data(), std::min(allowed, kBatchEntries));
   if (ring.corrupt()) {
-    kill_session(session, ring.corruption());
+    hooks_.kill_session(session, ring.corruption());
     return true;
   }
   for (uint32_t i = 0; i < n && !session.removed; ++i) {
     ++session.inflight;
     session.ops_submitted.fetch_add(1, std::memory_order_relaxed);
-    accept_entry(session, batch[i]);
+    accept(session, batch[i]);
   }
   return n > 0;
 }
 
-void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
+void EntryIntake::handle(Session& session, const shm::SubmissionEntry& raw) {
   Contribution part;
   part.session = &session;
   shm::ValidationResult result = shm::validate_entry_fields(raw, &part.entry);
@@ -144,6 +166,31 @@ void Engine::handle_entry(Session& session, const shm::SubmissionEntry& raw) {
     return;
   }
   matcher_.dispatch(comm, std::move(part));
+}
+
+// Stream-ordered ops: the client's GPU stream says when the work before an op is done by
+// writing the entry's ticket to its ready flag (no kernel, no host callback); the engine
+// holds the entry until then, and writes the done flag when the op ends, which lets the
+// stream go on. A stream that never gets there holds only its own session's entries.
+void EntryIntake::accept(Session& session, const shm::SubmissionEntry& raw) {
+  if (session.held_for_stream.empty() && stream_reached(session, raw)) {
+    handle(session, raw);
+    return;
+  }
+  session.held_for_stream.push_back(raw);
+  gpu_.note_new_work();
+}
+
+bool EntryIntake::release_held(Session& session) {
+  bool released = false;
+  while (!session.removed && !session.held_for_stream.empty() &&
+         stream_reached(session, session.held_for_stream.front())) {
+    const shm::SubmissionEntry raw = session.held_for_stream.front();
+    session.held_for_stream.pop_front();
+    handle(session, raw);
+    released = true;
+  }
+  return released;
 }
 
 }  // namespace plexus::daemon
