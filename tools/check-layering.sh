@@ -35,7 +35,7 @@ rooms=(
   "daemon/algorithms/  :"
   "daemon/gpu/         : shm/"
   "daemon/local/       : shm/"
-  "daemon/internode/   : daemon/algorithms/ daemon/local/"
+  "daemon/internode/   : daemon/algorithms/ daemon/local/ transports/"
   "daemon/links/       : transports/ monitor/"
   "daemon/peers/       : transports/tcp/ transports/rdma/"
   "daemon/engine/      : daemon/internode/ daemon/gpu/ daemon/links/"

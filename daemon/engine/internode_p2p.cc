@@ -9,6 +9,7 @@
 
 #include "daemon/engine/internode_runner.h"
 #include "shm/dtype.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
 
@@ -41,8 +42,9 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
   const uint64_t message = state.p2p_sent[key]++;
   const int node = span.topology.rank_node[peer];
   const uint64_t instance = span.node_ids[static_cast<size_t>(node)];
-  const uint64_t op_seq = kP2PFlag | message;
-  const auto step = static_cast<uint32_t>(self << 16 | peer);
+  const uint64_t op_seq = wire::point_to_point_op_seq(message);
+  const uint32_t step =
+      wire::point_to_point_step(static_cast<uint32_t>(self), static_cast<uint32_t>(peer));
   const uint64_t bytes = part.entry.send.bytes;
   const std::span<const std::byte> data(part.send, bytes);
   const uint64_t id = state.next_send_id++;
@@ -72,8 +74,8 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
       links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
   if (queued) {
     // The end marker: a frame with no payload whose offset is the message's size.
-    queued = links_.send_marker(instance, span.comm_id, op_seq, step, bytes, kP2PEndChunk,
-                                std::move(done));
+    queued = links_.send_marker(instance, span.comm_id, op_seq, step, bytes,
+                                wire::kPointToPointEndChunk, std::move(done));
   }
   if (!queued) {
     defer_failure(comm, "no data connection to node " + node_name(comm, node) + " (it was lost)");
@@ -84,8 +86,9 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
                                           std::span<const std::byte> payload) {
   InternodeState& state = *comm.internode;
   const auto n = static_cast<uint64_t>(comm.nranks());
-  const uint64_t source = h.step >> 16;
-  const uint64_t destination = h.step & 0xffff;
+  const wire::PointToPointTag tag = wire::read_point_to_point(h);
+  const uint64_t source = tag.source;
+  const uint64_t destination = tag.destination;
   const NodeSpan& span = *comm.span();
   if (source >= n || destination >= n || span.topology.rank_node[source] != node ||
       span.topology.rank_node[destination] != span.topology.my_node) {
@@ -93,11 +96,11 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
            std::to_string(destination) + " that do not live on its node and this one";
   }
   const uint64_t key = source * n + destination;
-  const uint64_t message = h.op_seq & ~kP2PFlag;
+  const uint64_t message = tag.message;
   if (message < state.p2p_taken[key]) return "a send/recv frame for a message already received";
   InboundMessage& in = state.inbound[key][message];
   if (in.complete) return "a send/recv frame after its message ended";
-  if (h.chunk == kP2PEndChunk) {
+  if (h.chunk == wire::kPointToPointEndChunk) {
     if (h.offset != in.received) {
       defer_failure(comm, "node " + node_name(comm, node) + " ended a message from rank " +
                               std::to_string(source) + " at " + std::to_string(h.offset) +

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "shm/dtype.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
 
@@ -121,13 +122,14 @@ void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
     unknown_bytes_ -= frame.payload.size();
     const int node = node_of(*comm, peer);
     if (node < 0) continue;
-    if ((frame.op_seq & kSpeedFlag) != 0 && (frame.op_seq & kP2PFlag) == 0) {
+    const wire::DataFamily family = wire::data_family(frame.op_seq);
+    if (family == wire::DataFamily::kSpeed) {
       const std::string error =
           speeds_.on_frame(*comm, node, frame.op_seq, frame.message, frame.offset, frame.payload);
       if (!error.empty()) defer_failure(*comm, "node " + node_name(*comm, node) + " sent " + error);
       continue;
     }
-    if ((frame.op_seq & kP2PFlag) != 0) {
+    if (family == wire::DataFamily::kPointToPoint) {
       wire::DataFrameHeader h;
       h.comm_id = span.comm_id;
       h.op_seq = frame.op_seq;
@@ -366,7 +368,7 @@ void InternodeRunner::remote_rank_departed(Comm& comm, int node, int rank, uint6
 
 std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
                                            std::span<const std::byte> payload) {
-  if (h.type == wire::FrameType::kAck || h.type == wire::FrameType::kHeartbeat) return {};
+  if (wire::is_channel_control(h)) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end()) {
     if (std::find(retired_ids_.begin(), retired_ids_.end(), h.comm_id) != retired_ids_.end()) {
@@ -394,15 +396,18 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
     case wire::FrameType::kAbort:
       defer_failure(comm, text());
       return {};
-    case wire::FrameType::kDeparted:
-      remote_rank_departed(comm, node, static_cast<int>(h.step), h.op_seq,
+    case wire::FrameType::kDeparted: {
+      const wire::Departed departed = wire::read_departed(h);
+      remote_rank_departed(comm, node, static_cast<int>(departed.rank), departed.collectives,
                            "node " + node_name(comm, node) + ": " + text());
       return {};
+    }
     default:
       break;
   }
-  if ((h.op_seq & kP2PFlag) != 0) return on_p2p_frame(comm, node, h, payload);
-  if ((h.op_seq & kSpeedFlag) != 0) {
+  const wire::DataFamily family = wire::data_family(h.op_seq);
+  if (family == wire::DataFamily::kPointToPoint) return on_p2p_frame(comm, node, h, payload);
+  if (family == wire::DataFamily::kSpeed) {
     const std::string error = speeds_.on_frame(comm, node, h.op_seq, h.step, h.offset, payload);
     if (!error.empty()) defer_failure(comm, "node " + node_name(comm, node) + " sent " + error);
     return {};
@@ -448,7 +453,7 @@ void InternodeRunner::resume_held() {
 
 transports::Placement InternodeRunner::place_peer_frame(uint64_t peer,
                                                         const wire::DataFrameHeader& h) {
-  if ((h.op_seq & kP2PFlag) != 0) return {};
+  if (wire::data_family(h.op_seq) == wire::DataFamily::kPointToPoint) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end() || it->second->broken()) return {};
   Comm& comm = *it->second;

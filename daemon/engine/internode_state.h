@@ -37,18 +37,6 @@ struct InboundMessage {
   bool complete = false;  // the end marker came: data.size() is the message's size
 };
 
-// Point-to-point frames: op_seq has this bit set plus the message number of the
-// (source, destination) pair; step is source << 16 | destination; the message ends with
-// a frame of chunk kP2PEndChunk whose offset is its size.
-inline constexpr uint64_t kP2PFlag = uint64_t{1} << 63;
-inline constexpr uint32_t kP2PEndChunk = 0xffffffffu;
-
-// The nodes' speed agreement (SpeedAgreement): op_seq has this bit set plus the change's
-// generation; step is the message's kind. A proposal is a frame with no payload; an
-// answer one whose offset is the sender's first op not started; a commit one message whose
-// payload is transports/wire/speed_commit.h's.
-inline constexpr uint64_t kSpeedFlag = uint64_t{1} << 62;
-
 struct InternodeState {
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
   std::shared_ptr<InternodeOp> active;  // shared: send completions hold it weakly

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "daemon/engine/internode_state.h"
+#include "transports/wire/frame_views.h"
 #include "transports/wire/speed_commit.h"
 
 namespace plexus::daemon {
@@ -31,7 +32,7 @@ std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t
   SpeedAgreement::Message m;
   m.node = node;
   m.kind = static_cast<SpeedAgreement::Kind>(step);
-  m.generation = op_seq & ~kSpeedFlag;
+  m.generation = wire::speed_generation(op_seq);
   m.seq = offset;
   if (m.kind == SpeedAgreement::Kind::kCommit) {
     if (offset != 0) return "a speed change that is not one frame";
@@ -63,7 +64,7 @@ void NodeSpeeds::send(Comm& comm, const std::vector<SpeedAgreement::Message>& me
   const NodeSpan& span = *comm.span();
   for (const SpeedAgreement::Message& m : messages) {
     const uint64_t peer = span.node_ids[static_cast<size_t>(m.node)];
-    const uint64_t op_seq = kSpeedFlag | m.generation;
+    const uint64_t op_seq = wire::speed_op_seq(m.generation);
     const auto step = static_cast<uint32_t>(m.kind);
     bool sent = false;
     if (m.kind != SpeedAgreement::Kind::kCommit) {

@@ -1,11 +1,11 @@
 // The nodes' speeds for this daemon's multi-node communicators: each leader's measure of
 // every node's sending speed (every kMeasureEvery), the agreement on a change between the
-// nodes (one SpeedAgreement per communicator) carried in speed frames (kSpeedFlag; a commit's
-// payload is transports/wire/speed_commit.h's), a communicator held past kHoldLimit for a
-// change failed naming whom it waits for, and the event that names a slow node.
-// Engine thread only (InternodeRunner's); it owns the settings and the measuring clock, each
-// communicator's agreement lives in its InternodeState, and it asks the runner, through
-// Hooks, only to fail a communicator or to start its held op.
+// nodes (one SpeedAgreement per communicator) carried in speed frames
+// (transports/wire/frame_views.h; a commit's payload is transports/wire/speed_commit.h's), a
+// communicator held past kHoldLimit for a change failed naming whom it waits for, and the event
+// that names a slow node. Engine thread only (InternodeRunner's); it owns the settings and the
+// measuring clock, each communicator's agreement lives in its InternodeState, and it asks the
+// runner, through Hooks, only to fail a communicator or to start its held op.
 #pragma once
 
 #include <chrono>

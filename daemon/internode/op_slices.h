@@ -4,20 +4,21 @@
 // slice's network rounds, the rounds' barriers of one slice are filled by the others, and
 // a node's scratch memory stays a few slices whatever the collective's size. Every node
 // computes the same layout from the collective's arguments, so the slicing is part of
-// the peer protocol: a data frame's step is slice << kSliceMessageBits | message.
+// the peer protocol: a data frame's step names its slice and message
+// (transports/wire/frame_views.h, CollectiveStep).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "daemon/algorithms/algorithm.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
 
-inline constexpr uint32_t kSliceMessageBits = 12;
-inline constexpr uint32_t kMaxMessagesPerSlice = 1u << kSliceMessageBits;  // per peer
-inline constexpr uint64_t kMaxSlices = uint64_t{1} << (32 - kSliceMessageBits);
-using algo::kSliceWorkBytes;  // the bytes a slice aims at (a protocol value)
+using algo::kSliceWorkBytes;                   // the bytes a slice aims at (a protocol value)
+using transports::wire::kMaxMessagesPerSlice;  // per peer
+using transports::wire::kMaxSlices;
 // Slices a node runs at once (local: nodes may differ).
 inline constexpr uint32_t kSlicesInFlight = 4;
 
@@ -36,16 +37,12 @@ struct SliceLayout {
 SliceLayout slice_layout(algo::Collective collective, uint64_t count, uint32_t elem_bytes,
                          int nranks, uint64_t work_bytes);
 
-struct SliceMessage {
-  uint64_t slice = 0;
-  uint32_t message = 0;
-};
-
+using SliceMessage = transports::wire::CollectiveStep;
 inline uint32_t encode_slice_message(uint64_t slice, uint32_t message) {
-  return static_cast<uint32_t>(slice << kSliceMessageBits) | message;
+  return transports::wire::encode_collective_step({slice, message});
 }
 inline SliceMessage decode_slice_message(uint32_t step) {
-  return {step >> kSliceMessageBits, step & (kMaxMessagesPerSlice - 1)};
+  return transports::wire::decode_collective_step(step);
 }
 
 // Empty, or why `plan` cannot run as slices (more messages to one peer than a step holds).

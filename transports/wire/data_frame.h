@@ -14,20 +14,15 @@ inline constexpr size_t kDataFrameHeaderBytes = 48;
 inline constexpr uint16_t kDataFrameMagic = 0x5850;  // "PX" on the wire
 inline constexpr uint8_t kDataFrameVersion = 3;      // 2: kPathNotice; 3: kNodeRate
 
+// What each kind keeps in the header's fields: frame_views.h, one typed view per kind.
 enum class FrameType : uint8_t {
-  kData = 1,       // payload: bytes [offset, offset + length) of message `step` of an op
-  kAck = 2,        // channel_seq: cumulative acknowledgement (reliable channel); op_seq..offset
-                   // (op_seq not 0): a run received beyond it (a selective acknowledgement)
-  kHeartbeat = 3,  // keeps an idle path's liveness known
-  kAbort = 4,      // payload: why communicator comm_id failed on the sender (UTF-8, short)
-  kDeparted = 5,   // step: a rank of the sender that left communicator comm_id; op_seq: how
-                   // many collectives it had submitted; payload: how it left
-  // About the sender's connection from IPv4 endpoint `offset` to `op_seq` (each address <<
-  // 16 | port), sent on another path of the channel; `step` is a PathNotice.
-  kPathNotice = 6,
-  // offset: the sender's bandwidth in bytes/s as its links measured it (NodeLinks), sent on
-  // one path of each channel every 100 ms; 0 while it has no measure.
-  kNodeRate = 7,
+  kData = 1,        // bytes of a collective's, a send's or the speed agreement's message
+  kAck = 2,         // a reliable channel's acknowledgement (cumulative, and a selective run)
+  kHeartbeat = 3,   // keeps an idle path's liveness known
+  kAbort = 4,       // communicator comm_id failed on the sender; payload: why (UTF-8, short)
+  kDeparted = 5,    // a rank of the sender left communicator comm_id; payload: how
+  kPathNotice = 6,  // about one of the sender's connections, sent on another path
+  kNodeRate = 7,    // the sender's bandwidth as its links measured it, every 100 ms
 };
 
 enum class PathNotice : uint32_t {
@@ -43,8 +38,7 @@ struct DataFrameHeader {
   uint32_t length = 0;  // payload bytes after the header
   uint64_t comm_id = 0;
   uint64_t op_seq = 0;
-  uint32_t step = 0;    // which message of the op: slice << 12 | message index between
-                        // this pair of daemons within the slice (daemon/internode/op_slices.h)
+  uint32_t step = 0;    // which message of the op (frame_views.h: per kind)
   uint32_t chunk = 0;   // index of this piece within the message
   uint64_t offset = 0;  // of this piece within the message
   uint64_t channel_seq = 0;

@@ -1,0 +1,150 @@
+// One typed view per frame kind: what each kind keeps in the generic fields of
+// DataFrameHeader (data_frame.h). Every place that builds or reads a frame's meaning goes
+// through these, so a field's meaning is written once: op_seq's family bits, the halves of
+// a step, the channel incarnation in a heartbeat's comm_id, a path notice's endpoints.
+// Plain functions over the header, any thread.
+#pragma once
+
+#include <cstdint>
+
+#include "transports/wire/data_frame.h"
+
+namespace plexus::transports::wire {
+
+// ---- kData: three families, told apart by op_seq's top two bits (data_family, the one
+// place that tests them).
+enum class DataFamily : uint8_t {
+  kCollective,    // op_seq: the collective's number in its communicator; step: CollectiveStep
+  kPointToPoint,  // op_seq: kPointToPointBit | the message's number for its rank pair
+  kSpeed,         // op_seq: kSpeedBit | the speed change's generation; step: the message kind
+};
+inline constexpr uint64_t kPointToPointBit = uint64_t{1} << 63;
+inline constexpr uint64_t kSpeedBit = uint64_t{1} << 62;
+
+inline DataFamily data_family(uint64_t op_seq) {
+  if ((op_seq & kPointToPointBit) != 0) return DataFamily::kPointToPoint;
+  if ((op_seq & kSpeedBit) != 0) return DataFamily::kSpeed;
+  return DataFamily::kCollective;
+}
+
+// A collective's frame: step is slice << kSliceMessageBits | message, where message counts
+// the messages between this pair of daemons within the slice (daemon/internode/op_slices.h).
+inline constexpr uint32_t kSliceMessageBits = 12;
+inline constexpr uint32_t kMaxMessagesPerSlice = 1u << kSliceMessageBits;  // per peer
+inline constexpr uint64_t kMaxSlices = uint64_t{1} << (32 - kSliceMessageBits);
+
+struct CollectiveStep {
+  uint64_t slice = 0;
+  uint32_t message = 0;
+};
+inline uint32_t encode_collective_step(CollectiveStep s) {
+  return static_cast<uint32_t>(s.slice << kSliceMessageBits) | s.message;
+}
+inline CollectiveStep decode_collective_step(uint32_t step) {
+  return {step >> kSliceMessageBits, step & (kMaxMessagesPerSlice - 1)};
+}
+
+// A point-to-point message's frames: step is source << 16 | destination (ranks below
+// 65,536); the message ends with a frame of chunk kPointToPointEndChunk and no payload whose
+// offset is the message's size.
+inline constexpr uint32_t kPointToPointEndChunk = 0xffffffffu;
+
+struct PointToPointTag {
+  uint64_t message = 0;  // its number among the messages from source to destination
+  uint32_t source = 0;
+  uint32_t destination = 0;
+};
+inline uint64_t point_to_point_op_seq(uint64_t message) { return kPointToPointBit | message; }
+inline uint32_t point_to_point_step(uint32_t source, uint32_t destination) {
+  return source << 16 | destination;
+}
+inline PointToPointTag read_point_to_point(const DataFrameHeader& h) {
+  return {h.op_seq & ~kPointToPointBit, h.step >> 16, h.step & 0xffff};
+}
+
+// A speed change's message (the nodes' speed agreement): a frame with no payload whose
+// offset is a number (proposal, answer), or the one frame of a commit (speed_commit.h).
+inline uint64_t speed_op_seq(uint64_t generation) { return kSpeedBit | generation; }
+inline uint64_t speed_generation(uint64_t op_seq) { return op_seq & ~kSpeedBit; }
+
+// ---- kHeartbeat and kAck: a reliable channel's own frames. comm_id is the sending
+// channel's incarnation (a random number per channel: a new one means the peer gave up the
+// old); channel_seq the cumulative acknowledgement; on an acknowledgement, op_seq..offset
+// (op_seq not 0) a run of frames the sender holds beyond it.
+struct ChannelControl {
+  uint64_t incarnation = 0;
+  uint64_t acknowledged = 0;  // cumulative
+  uint64_t run_first = 0;     // 0: no selective run
+  uint64_t run_last = 0;
+};
+inline DataFrameHeader make_channel_control(FrameType type, const ChannelControl& c) {
+  DataFrameHeader h;
+  h.type = type;
+  h.comm_id = c.incarnation;
+  h.channel_seq = c.acknowledged;
+  h.op_seq = c.run_first;
+  h.offset = c.run_last;
+  return h;
+}
+inline bool is_channel_control(const DataFrameHeader& h) {
+  return h.type == FrameType::kHeartbeat || h.type == FrameType::kAck;
+}
+inline ChannelControl read_channel_control(const DataFrameHeader& h) {
+  return {h.comm_id, h.channel_seq, h.op_seq, h.offset};
+}
+
+// ---- kDeparted: a rank of the sender left communicator comm_id; step: the rank; op_seq:
+// how many collectives it had submitted; payload: how it left. kAbort: comm_id failed on
+// the sender; payload: why.
+struct Departed {
+  uint64_t comm_id = 0;
+  uint32_t rank = 0;
+  uint64_t collectives = 0;
+};
+inline DataFrameHeader make_departed(const Departed& d) {
+  DataFrameHeader h;
+  h.type = FrameType::kDeparted;
+  h.comm_id = d.comm_id;
+  h.step = d.rank;
+  h.op_seq = d.collectives;
+  return h;
+}
+inline Departed read_departed(const DataFrameHeader& h) { return {h.comm_id, h.step, h.op_seq}; }
+inline DataFrameHeader make_abort(uint64_t comm_id) {
+  DataFrameHeader h;
+  h.type = FrameType::kAbort;
+  h.comm_id = comm_id;
+  return h;
+}
+
+// ---- kPathNotice: about the sender's connection from IPv4 endpoint `from` to `to` (each
+// address << 16 | port), sent on another path of the channel. Read on the receiver, that is
+// its own connection from `to` to `from`.
+struct PathNoticeFrame {
+  PathNotice what = PathNotice::kDown;
+  uint64_t from = 0;
+  uint64_t to = 0;
+};
+inline DataFrameHeader make_path_notice(const PathNoticeFrame& n) {
+  DataFrameHeader h;
+  h.type = FrameType::kPathNotice;
+  h.step = static_cast<uint32_t>(n.what);
+  h.offset = n.from;
+  h.op_seq = n.to;
+  return h;
+}
+// `what` as sent: a value outside PathNotice is the reader's to refuse.
+inline PathNoticeFrame read_path_notice(const DataFrameHeader& h) {
+  return {static_cast<PathNotice>(h.step), h.offset, h.op_seq};
+}
+
+// ---- kNodeRate: the sender's bandwidth in bytes/s as its links measured it (0: none yet).
+inline DataFrameHeader make_node_rate(uint64_t bytes_per_s) {
+  DataFrameHeader h;
+  h.type = FrameType::kNodeRate;
+  h.offset = bytes_per_s;
+  return h;
+}
+inline uint64_t read_node_rate(const DataFrameHeader& h) { return h.offset; }
+
+}  // namespace plexus::transports::wire
