@@ -25,19 +25,27 @@
 // scheduler (how long each waited, when flows last mixed): the owner queues nothing itself,
 // does the reads and writes of its paths, passes `now`, and calls tick() every few
 // milliseconds.
-// Single-threaded.
+//
+// This class is the facade its owner calls; the work is done by its parts, each owning its
+// state: ChannelPaths (the paths: states and their notices, the choice of a path, and each
+// path's PathLiveness and PathPace), ChannelDispatcher (the sending side: the scheduler, the
+// numbering, resending, the peer's acknowledgements) and ChannelDelivery (the receiving
+// side: duplicates, fencing, the acknowledgement to send). It owns the counters, and
+// interleaves its parts where one event concerns several: a path's failure, the tick.
+// Single-threaded: the owner's thread (NodeLinks': the engine thread).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "transports/channel/channel_receiver.h"
-#include "transports/channel/channel_sender.h"
+#include "transports/channel/channel_counters.h"
+#include "transports/channel/channel_delivery.h"
+#include "transports/channel/channel_dispatcher.h"
+#include "transports/channel/channel_paths.h"
 #include "transports/channel/frame_path.h"
 #include "transports/channel/send_scheduler.h"
 
@@ -89,7 +97,7 @@ class ReliableChannel {
   };
 
   // kStandby: a healthy backup path (add_path's `backup`), used only without an active one.
-  enum class PathState { kProbation, kActive, kStandby, kDrained, kFailed };
+  using PathState = transports::PathState;
 
   struct Handler {
     // A frame delivered once (never a duplicate). Return "" or why it is unacceptable.
@@ -110,21 +118,7 @@ class ReliableChannel {
         on_scheduled;
   };
 
-  struct Counters {
-    uint64_t frames_sent = 0;  // first copies
-    uint64_t frames_resent = 0;
-    uint64_t bytes_resent = 0;
-    uint64_t duplicates_dropped = 0;
-    uint64_t acks_sent = 0;
-    uint64_t heartbeats_sent = 0;
-    uint64_t path_failures = 0;
-    uint64_t failbacks = 0;  // paths taken back after probation
-    // Ticks at which a path had been silent past the timeout while its transport still
-    // heard the peer (a slow peer daemon, not a broken path): not failed for it.
-    uint64_t slow_peer_ticks = 0;
-    // Ticks at which the only live path was silent past the timeout, within the grace.
-    uint64_t last_path_silent_ticks = 0;
-  };
+  using Counters = ChannelCounters;
 
   // `policies` (flows' classes and weights) outlives the channel; null: every flow alike.
   ReliableChannel(Settings settings, Handler handler, const FlowPolicies* policies = nullptr);
@@ -169,112 +163,42 @@ class ReliableChannel {
   // Returns the paths that failed of silence, and why (already handled here; the owner
   // closes them).
   std::vector<SilentPath> tick(TimePoint now);
-  static constexpr std::chrono::seconds kPeakWindow{5};  // capacity()
+  static constexpr std::chrono::seconds kPeakWindow = PathPace::kPeakWindow;  // capacity()
   // Sends the cumulative acknowledgement if it moved (after a batch of reads).
   void flush_ack();
-  bool ack_due() const { return receiver_.ack_due(); }
+  bool ack_due() const { return delivery_.ack_due(); }
 
-  PathState state(uint32_t path) const { return paths_.at(path).state; }
-  size_t usable_paths() const;  // active ones (standby ones not counted)
-  size_t live_paths() const;    // not failed
+  PathState state(uint32_t path) const { return paths_.state(path); }
+  size_t usable_paths() const { return paths_.usable(); }  // active ones (not standby ones)
+  size_t live_paths() const { return paths_.live(); }      // not failed
   // When a frame last arrived on any path (own stalls discounted, as for silence).
-  TimePoint last_heard() const;
-  double rate_estimate(uint32_t path) const { return paths_.at(path).rate; }
-  size_t unacknowledged() const { return sender_.unacknowledged(); }
+  TimePoint last_heard() const { return paths_.last_heard(); }
+  double rate_estimate(uint32_t path) const { return paths_.pace(path).rate(); }
+  size_t unacknowledged() const { return dispatcher_.unacknowledged(); }
   // Frames not yet on a path: numbered ones waiting for one, and the scheduler's.
-  size_t waiting() const { return sender_.waiting() + scheduler_.size(); }
+  size_t waiting() const { return dispatcher_.waiting(); }
   // The fastest measured rate of an active path (bytes/s; 0 until one is measured).
-  double fastest_rate() const;
+  double fastest_rate() const { return paths_.fastest_rate(); }
   // What path `path` can carry as the channel measures it: its peak measured rate over
   // about kPeakWindow (kept after that until it is measured again; the striping's rate above
   // is forgotten), and when that peak was taken (TimePoint{} when never measured). A peak,
   // as samples fall below what a path can carry whenever its receiver is slow to read (a
   // busy host). For transports that measure no delivery rate of their own (RDMA): their
   // paths' share of the node's bandwidth figure, which the slow-node schedule compares.
-  struct Capacity {
-    double bytes_per_s = 0;
-    TimePoint measured_at{};
-  };
-  Capacity capacity(uint32_t path) const {
-    return {paths_.at(path).peak_rate, paths_.at(path).peak_at};
-  }
+  using Capacity = PathCapacity;
+  Capacity capacity(uint32_t path) const { return paths_.pace(path).capacity(); }
   const Counters& counters() const { return counters_; }
 
  private:
-  struct Path {
-    FramePath* io = nullptr;
-    PathState state = PathState::kActive;
-    bool backup = false;   // settles on kStandby
-    bool latency = false;  // the latency class's (add_path)
-    TimePoint last_received;
-    TimePoint last_sent;  // as of the last tick
-    bool queued_since_tick = false;
-    TimePoint live_since;
-    uint64_t sent_bytes = 0;  // since the last rate sample
-    TimePoint sample_start;
-    bool busy_since_sample = true;  // unsent bytes, or held at its limit, at every tick since
-    double rate = 0;                // bytes/s, 0 until measured
-    TimePoint rate_measured_at;     // the last sample
-    double peak_rate = 0;           // the largest `rate` since peak_at (capacity())
-    TimePoint peak_at;
-    uint64_t queue_limit = 0;      // as last given to FramePath::limit_queue (0: none yet)
-    double queue_rate = 0;         // ditto
-    bool queue_in_flight = false;  // ditto
-  };
-
-  // The path for a frame of `bytes` (of the latency class or not) among those with room
-  // (kNoPath: none has room now).
-  uint32_t pick_path(uint64_t bytes, bool latency) const;
-  bool has_room(const Path& p) const;
-  // Whether a path of the latency class (or not) is live (active, with `active_only`).
-  bool class_has_path(bool latency, bool active_only) const;
-  // Latency frames and the others go on paths of their own now (pick_path).
-  bool classes_apart() const;
-  bool is_latency(uint32_t flow) const {
-    return policies_->of(flow).traffic_class == TrafficClass::kLatency;
-  }
-  void set_queue_limit(Path& p, TimePoint now);
-  // Frames of more than one flow left the scheduler within hold_queue_after_mixing.
-  bool mixing(TimePoint now) const {
-    return mixed_at_ != TimePoint{} && now - mixed_at_ < settings_.hold_queue_after_mixing;
-  }
-  // The network sets the pace: bytes unsent, or frames waiting for the path to make room.
-  bool busy(const Path& p) const;
-  // Where a path goes once it is proven (probation over, or undrained).
-  static PathState settled(const Path& p) {
-    return p.backup ? PathState::kStandby : PathState::kActive;
-  }
-  uint32_t pick_control_path() const;
-  void set_state(uint32_t path, PathState state, const std::string& detail);
+  // An acknowledgement or a heartbeat (`type`) on `path`: the acknowledgement to send, and
+  // this channel's incarnation.
   void queue_control(uint32_t path, wire::FrameType type);
-  std::string take_acknowledgement(const wire::DataFrameHeader& header);
-  std::string deliver(const wire::DataFrameHeader& header, std::span<const std::byte> payload);
-  std::string deliver_fenced();
-  // Frame `seq` is in: a copy of it still being placed on another path writes no more.
-  void abandon_other_copies(uint64_t seq, uint32_t except_path);
-  // Whether path p's transport (the kernel's TCP) has heard the peer within the timeout.
-  bool transport_hears_peer(const Path& p) const;
-  static bool fenced(const wire::DataFrameHeader& header);
 
-  Settings settings_;
-  Handler handler_;
-  std::vector<Path> paths_;
-  FlowPolicies own_policies_;     // when none are given
-  const FlowPolicies* policies_;  // the caller's or own_policies_
-  SendScheduler scheduler_;
-  static constexpr uint32_t kNoFlowYet = UINT32_MAX;
-  uint32_t last_flow_ = kNoFlowYet;  // of the last frame to leave the scheduler
-  TimePoint mixed_at_{};             // when one of another flow than the one before it last left
-  ChannelSender sender_;
-  ChannelReceiver receiver_;
-  struct HeldFrame {
-    wire::DataFrameHeader header;
-    std::vector<std::byte> payload;
-  };
-  std::map<uint64_t, HeldFrame> fenced_;           // by channel_seq: waiting for earlier frames
-  std::vector<ChannelSender::Released> released_;  // scratch for acknowledge()
+  uint64_t incarnation_;
   Counters counters_;
-  TimePoint last_tick_{};
+  ChannelPaths paths_;
+  ChannelDispatcher dispatcher_;
+  ChannelDelivery delivery_;
 };
 
 }  // namespace plexus::transports
