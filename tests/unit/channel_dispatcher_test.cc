@@ -48,12 +48,7 @@ struct Sender {
   ChannelDispatcher dispatcher;
 };
 
-wire::DataFrameHeader ack(uint64_t cumulative) {
-  wire::DataFrameHeader h;
-  h.type = wire::FrameType::kAck;
-  h.channel_seq = cumulative;
-  return h;
-}
+wire::ChannelControl ack(uint64_t cumulative) { return {.acknowledged = cumulative}; }
 
 TEST(ChannelDispatcherTest, FramesAreNumberedAsTheyLeaveAndAFailedPathsGoAgainUntilAcknowledged) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -108,17 +108,15 @@ void ChannelDispatcher::note_flow(uint32_t flow) {
   if (!was_mixing) paths_.limit_queues(mixing(now));  // hold the queues short from now
 }
 
-// An acknowledgement's or heartbeat's header: channel_seq the cumulative point; op_seq and
-// offset, when op_seq is not 0, a run of frames the peer has beyond it
-// (ReliableChannel::queue_control).
-std::string ChannelDispatcher::acknowledge(const wire::DataFrameHeader& header) {
+// An acknowledgement or heartbeat: the cumulative point, and on an acknowledgement a run of
+// frames the peer has beyond it (run_first not 0; ReliableChannel::queue_control).
+std::string ChannelDispatcher::acknowledge(const wire::ChannelControl& ack) {
   released_.clear();
   const uint64_t acknowledged = sender_.acknowledged();
   std::string error;
-  if (header.channel_seq > acknowledged)
-    error = sender_.acknowledge(header.channel_seq, &released_);
-  if (error.empty() && header.op_seq != 0 && header.offset > sender_.acknowledged()) {
-    error = sender_.acknowledge_selectively(header.op_seq, header.offset, &released_);
+  if (ack.acknowledged > acknowledged) error = sender_.acknowledge(ack.acknowledged, &released_);
+  if (error.empty() && ack.run_first != 0 && ack.run_last > sender_.acknowledged()) {
+    error = sender_.acknowledge_selectively(ack.run_first, ack.run_last, &released_);
   }
   // What was released before an error is still released: the sender has forgotten it.
   if (hooks_.on_released) {

@@ -22,6 +22,7 @@
 #include "transports/channel/channel_sender.h"
 #include "transports/channel/flow_policy.h"
 #include "transports/channel/send_scheduler.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::transports {
 
@@ -53,9 +54,9 @@ class ChannelDispatcher {
   void send(const wire::DataFrameHeader& header, std::span<const std::byte> payload, uint64_t token,
             uint32_t flow);
   bool pump();
-  // An acknowledgement's or heartbeat's header from the peer: releases what it covers.
-  // Returns "" or why it is impossible.
-  std::string acknowledge(const wire::DataFrameHeader& header);
+  // An acknowledgement or heartbeat from the peer: releases what it covers. Returns "" or
+  // why it is impossible.
+  std::string acknowledge(const wire::ChannelControl& ack);
   // The path failed: its unacknowledged frames wait for another (the caller pumps).
   void path_failed(uint32_t path) { sender_.path_failed(path); }
   // Path `path` handed the frame queued with `token` to the network: without reliability,

@@ -1,6 +1,8 @@
 // The channel's events handed to its parts, and interleaved where one concerns several.
 #include "transports/channel/reliable_channel.h"
 
+#include "transports/wire/frame_views.h"
+
 namespace plexus::transports {
 namespace {
 
@@ -65,16 +67,17 @@ void ReliableChannel::send(const wire::DataFrameHeader& header, std::span<const 
 bool ReliableChannel::pump() { return dispatcher_.pump(); }
 
 void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
-  wire::DataFrameHeader h;
-  h.type = type;
-  h.comm_id = incarnation_;
   // A selective run goes on acknowledgements only (flush_ack's path): a heartbeat may leave
   // on a standby or a new path, and the run is not sent again.
   ChannelReceiver::Range selective;
-  h.channel_seq = delivery_.take_ack(type == wire::FrameType::kAck ? &selective : nullptr);
-  h.op_seq = selective.first;  // ChannelDispatcher::acknowledge
-  h.offset = selective.last;
-  paths_.queue_urgent(path, h, kControlToken);
+  const uint64_t acknowledged =
+      delivery_.take_ack(type == wire::FrameType::kAck ? &selective : nullptr);
+  paths_.queue_urgent(path,
+                      wire::make_channel_control(type, {.incarnation = incarnation_,
+                                                        .acknowledged = acknowledged,
+                                                        .run_first = selective.first,
+                                                        .run_last = selective.last}),
+                      kControlToken);
 }
 
 void ReliableChannel::flush_ack() {
@@ -90,8 +93,8 @@ void ReliableChannel::flush_ack() {
 std::string ReliableChannel::receive(uint32_t path, const wire::DataFrameHeader& header,
                                      std::span<const std::byte> payload, TimePoint now) {
   paths_.liveness(path).heard(now);
-  if (header.type == wire::FrameType::kAck || header.type == wire::FrameType::kHeartbeat) {
-    return dispatcher_.acknowledge(header);
+  if (wire::is_channel_control(header)) {
+    return dispatcher_.acknowledge(wire::read_channel_control(header));
   }
   return delivery_.receive(header, payload, paths_.latency(path));
 }
