@@ -10,16 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <capnp/serialize.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <stdexcept>
 
-#include "common/frame_codec.h"
 #include "common/socket_address.h"
 #include "daemon/peers/peer_conn.h"
 #include "transports/tcp/tcp_congestion.h"
