@@ -2,7 +2,7 @@
 // numbered and kept until the peer acknowledges it, so that when that connection's NIC
 // fails the messages go again on a new connection over another (as data frames do on the
 // reliable channel), and the receiver drops what it already had. Pure bookkeeping, no I/O:
-// PeerServer writes the frames it returns, and tests drive it directly.
+// ControlChannels writes the frames it returns, and tests drive it directly.
 //
 // Each side's messages form a stream with a random id, drawn when the side first talks to
 // the peer (again after it gave the peer up as lost): a receiver that meets a new stream

@@ -1,12 +1,12 @@
-// The peer server's connection record and the helpers its files share (peer_server.cc:
-// listening, connecting, polling, failing; peer_messages.cc: the handshake's exact reads and
-// control messages; peer_rails.cc: rails, retries and backups). Private to daemon/peers.
+// A peer connection's record and the helpers its users share (PeerConnections, which owns
+// every record: peer_connections.cc listens, connects, polls and fails them, and
+// peer_messages.cc reads their handshakes and hands data connections off; ControlChannels
+// reads and writes the established control connections). Private to daemon/peers.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "common/frame_codec.h"
-#include "daemon/peers/peer_server.h"
+#include "daemon/peers/peer_connections.h"
+#include "daemon/peers/rail_plan.h"
 #include "transports/peer/peer_handshake.h"
 
 namespace plexus::daemon {
@@ -27,20 +28,7 @@ inline constexpr uint64_t kHandshakeTimeoutMs = 5000;
 // How long a connector waits for one address to accept before it tries the next: past two
 // SYN retransmits (1 s, then 2 s), so an address behind a NIC that is down is left in time.
 inline constexpr uint64_t kConnectAttemptMs = 3500;
-// How often the control connections' acknowledgement timeouts are looked at.
-inline constexpr uint64_t kControlCheckMs = 100;
-// How soon an unreachable peer's control connection is tried again.
-inline constexpr uint64_t kControlRetryMs = 200;
-// Control connections to one peer that may fail in a row, without the peer answering in
-// between, before it is reported lost.
-inline constexpr int kMaxControlFailovers = 6;
-// Peers given up whose receive position is kept (PeerServer::control_given_up_).
-inline constexpr size_t kControlGivenUpKept = 64;
 inline constexpr size_t kMaxControlFrameBytes = 1 << 20;
-// Appended to a rail's key to name its latency-class twin.
-inline constexpr const char* kLatencyRailSuffix = "+latency";
-// How often a backup with no route between the rails is looked at again.
-inline constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
 
 // Binds `fd` to interface `nic`; false where not permitted (it needs CAP_NET_RAW).
 inline bool bind_to_device(int fd, const std::string& nic) {
@@ -48,12 +36,22 @@ inline bool bind_to_device(int fd, const std::string& nic) {
                       static_cast<socklen_t>(nic.size())) == 0;
 }
 
+// The local NIC (of `nics`) holding `fd`'s local address: "lo" for a loopback address, ""
+// when none has it.
+std::string nic_of_local_end(int fd, const std::vector<LocalNic>& nics);
+// Whether accepted connection `fd` is a backup across rails (crosses_rails).
+bool accepted_backup(int fd, const std::vector<LocalNic>& nics);
+// Marks data connection `fd` (to `address`) as the latency class's with DSCP `dscp`; a
+// failure is logged (the connection still works, queued as bulk data).
+void mark_latency(int fd, const std::string& address, uint32_t dscp);
+
 }  // namespace peer_detail
 
-struct PeerServer::Conn {
+// Control thread only; freed once its libuv handles have closed.
+struct PeerConn {
   using PeerHandshake = transports::PeerHandshake;
   using PeerRole = transports::PeerRole;
-  PeerServer* server = nullptr;
+  PeerConnections* owner = nullptr;
   uv_poll_t poll{};
   uv_timer_t timer{};
   int fd = -1;
@@ -66,6 +64,7 @@ struct PeerServer::Conn {
   uint64_t expected = 0;
   PeerRole role = PeerRole::kControl;
   std::string rail_key;       // data connector: its rail (Rail::key)
+  uint64_t dial = 0;          // data connector: the attempt, as RailConnector numbered it
   std::string rail_nic;       // data connector: its rail's NIC ("" for the fallback)
   bool backup_rail = false;   // data connector: a backup across rails
   bool latency_rail = false;  // data connector: the latency class's connection (Rail::latency)

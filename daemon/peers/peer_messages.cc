@@ -1,6 +1,9 @@
 // What arrives on a peer connection: the handshake's frames, read exactly (length, then
 // that many bytes, so that no byte of a data connection's stream is consumed here), the
-// established connection handed on (control connections to peer_control.cc).
+// established connection handed on (control connections to ControlChannels, data
+// connections to the engine), and which NIC, rail and class a connection is.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,13 +16,15 @@
 
 #include "common/frame_codec.h"
 #include "daemon/peers/peer_conn.h"
+#include "daemon/peers/route_table.h"
 #include "transports/tcp/tcp_path.h"
+#include "transports/tcp/tcp_traffic_class.h"
 
 namespace plexus::daemon {
 
 using namespace peer_detail;  // the helpers this room's files share (peer_conn.h)
 
-ssize_t PeerServer::recv_some(Conn& c, std::byte* at, size_t bytes) {
+ssize_t PeerConnections::recv_some(PeerConn& c, std::byte* at, size_t bytes) {
   const ssize_t n = ::recv(c.fd, at, bytes, 0);
   if (n > 0) return n;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
@@ -28,7 +33,7 @@ ssize_t PeerServer::recv_some(Conn& c, std::byte* at, size_t bytes) {
   return -1;
 }
 
-bool PeerServer::read_handshake(Conn& c) {
+bool PeerConnections::read_handshake(PeerConn& c) {
   // Exact reads: length, then that many bytes, so that nothing after the handshake's
   // last frame is taken from the socket.
   for (int frames = 0; frames < 8 && !c.is_established; ++frames) {
@@ -76,7 +81,7 @@ bool PeerServer::read_handshake(Conn& c) {
   return true;
 }
 
-void PeerServer::established(Conn& c) {
+void PeerConnections::established(PeerConn& c) {
   const transports::PeerIdentity& peer = c.handshake->peer();
   if (c.connector) {
     // The smallest round trip seen: a handshake that met a busy peer measures its load,
@@ -89,23 +94,18 @@ void PeerServer::established(Conn& c) {
     // The acceptor's "accepted" is out (flush finished): hand the socket to the engine.
     c.handed_off = true;
     const int fd = c.fd;
-    const std::string nic = c.rail_nic.empty() ? nic_of_local_end(fd) : c.rail_nic;
+    const std::string nic = c.rail_nic.empty() ? nic_of_local_end(fd, local_nics_) : c.rail_nic;
     if (c.connector) {
-      auto it = data_peers_.find(c.expected);
-      if (it != data_peers_.end()) {
-        it->second.connecting.erase(c.rail_key);
-        it->second.retries.erase(c.rail_key);
-        it->second.linked = true;
-      }
+      hooks_.dial_established(c.expected, c.rail_key);
     } else if (!nic.empty() && nic != "lo" && RouteTable::read().covers(nic, c.address)) {
       // Replies leave over the NIC the peer chose where a route allows (and CAP_NET_RAW):
       // a backup that crosses rails must not answer over this node's NIC on the peer's
       // rail, which may be the one that is down.
       bind_to_device(fd, nic);
     }
-    const bool backup = c.connector ? c.backup_rail : accepted_backup(fd);
+    const bool backup = c.connector ? c.backup_rail : accepted_backup(fd, local_nics_);
     const bool latency = c.handshake->latency_class();
-    if (latency && !c.connector) mark_latency(fd, c.address);
+    if (latency && !c.connector) mark_latency(fd, c.address, settings_.latency_dscp);
     // Both sides decided alike in the handshake (which refuses a connection --transport rdma
     // cannot have).
     const bool rdma = c.handshake->rdma_agreed();
@@ -121,12 +121,50 @@ void PeerServer::established(Conn& c) {
       open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory);
 #endif
     if (!open) open = transports::tcp_path_opener(fd);
-    if (callbacks_.on_data_link) {
-      callbacks_.on_data_link(peer, std::move(open), nic, backup, latency);
-    }
+    if (hooks_.data_link) hooks_.data_link(peer, std::move(open), nic, backup, latency);
     return;
   }
-  control_established(c);
+  hooks_.control_established(c);
 }
+
+namespace peer_detail {
+
+std::string nic_of_local_end(int fd, const std::vector<LocalNic>& nics) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      addr.ss_family != AF_INET) {
+    return {};
+  }
+  const uint32_t local = ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr);
+  for (const LocalNic& nic : nics) {
+    if (nic.address == local) return nic.name;
+  }
+  return (local >> 24) == 127 ? "lo" : "";
+}
+
+bool accepted_backup(int fd, const std::vector<LocalNic>& nics) {
+  sockaddr_storage local{};
+  sockaddr_storage remote{};
+  socklen_t local_len = sizeof(local);
+  socklen_t remote_len = sizeof(remote);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_len) != 0 ||
+      local.ss_family != AF_INET || remote.ss_family != AF_INET) {
+    return false;
+  }
+  return crosses_rails(nics, ntohl(reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr),
+                       ntohl(reinterpret_cast<sockaddr_in*>(&remote)->sin_addr.s_addr));
+}
+
+void mark_latency(int fd, const std::string& address, uint32_t dscp) {
+  const std::string error = transports::mark_latency_class(fd, dscp);
+  if (!error.empty()) {
+    spdlog::warn("the latency class's connection to {} keeps the bulk data's priority: {}", address,
+                 error);
+  }
+}
+
+}  // namespace peer_detail
 
 }  // namespace plexus::daemon

@@ -1,11 +1,13 @@
-// The control thread's connections to other daemons: a listener for peers, connectors to
-// them, the handshake on each (transports/peer/peer_handshake.h), then either control
-// messages (node_control.capnp) for the rendezvous, or, for a data connection, the
-// authenticated socket handed to the engine. Runs on the control thread's libuv loop;
-// nothing here is thread-safe.
+// The control thread's connections to other daemons, as the rendezvous (NodeJoins) sees
+// them: control messages (node_control.capnp) to and from peer daemons, and data
+// connections opened to them and handed to the engine. A composition of three parts, each
+// owning its state: PeerConnections (the listener, connectors and handshakes: the sockets),
+// ControlChannels (which connection each peer's control messages go on, and failover), and
+// RailConnector (which data connections are opened, to whom, and when again). It owns them
+// and wires their hooks to one another and to Callbacks.
+// Runs on the control thread's libuv loop; nothing here is thread-safe.
 #pragma once
 
-#include <sys/types.h>
 #include <uv.h>
 
 #include <capnp/message.h>
@@ -13,19 +15,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "daemon/peers/control_reach.h"
-#include "daemon/peers/control_sequence.h"
+#include "daemon/peers/control_channels.h"
 #include "daemon/peers/data_transport.h"
+#include "daemon/peers/peer_connections.h"
 #include "daemon/peers/peer_nics.h"
-#include "daemon/peers/rail_plan.h"
-#include "daemon/peers/route_table.h"
+#include "daemon/peers/rail_connector.h"
 #include "transports/path/data_path.h"
 #include "transports/path/sendable_memory.h"
 #include "transports/peer/peer_handshake.h"
@@ -89,7 +87,6 @@ class PeerServer {
 
   PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,
              Settings settings, Callbacks callbacks);
-  ~PeerServer();
   PeerServer(const PeerServer&) = delete;
   PeerServer& operator=(const PeerServer&) = delete;
 
@@ -97,7 +94,7 @@ class PeerServer {
   // advertises: that address, or every interface's IPv4 address for 0.0.0.0. Throws
   // std::runtime_error with a sentence.
   void listen(const std::string& address);
-  const transports::PeerIdentity& identity() const { return me_; }
+  const transports::PeerIdentity& identity() const { return connections_.identity(); }
 
   // Sends a control message to `instance`, opening a control connection to one of
   // `addresses` first when there is none (messages wait for it). It is numbered and kept
@@ -134,119 +131,10 @@ class PeerServer {
   // Closes every connection and the listener (the loop must run to finish the closes).
   void close();
 
-  uint64_t refused() const { return refused_; }
-
  private:
-  struct Conn;
-  // Whether a connection over `fd` can offer RDMA: --transport allows it and a verbs port
-  // holds its local address (remembered per address: finding one opens the devices).
-  bool offers_rdma(int fd);
-  std::map<uint32_t, bool> rdma_addresses_;
-  struct RailRetry {
-    int attempts = 0;
-    std::chrono::steady_clock::time_point due{};
-    bool scheduled = false;
-  };
-  struct DataPeer {  // a peer this side opens data connections to
-    std::vector<std::string> addresses;
-    bool linked = false;                       // a rail has been established since the last forget
-    std::map<std::string, Conn*> connecting;   // by Rail::key
-    std::map<std::string, RailRetry> retries;  // by Rail::key
-    std::string last_error;
-  };
-  // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
-  std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
-  // Whether `rail` can be opened now: a backup needs a route over its NIC. `routes` is
-  // read on first need, once for all the rails a caller looks at.
-  static bool openable(const Rail& rail, std::optional<RouteTable>& routes);
-  void schedule_retry(uint64_t instance, const std::string& key,
-                      std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
-  void run_retries();
-  void arm_retry_timer();
-  std::string nic_of_local_end(int fd) const;
-  // Whether accepted connection `fd` is a backup across rails (crosses_rails).
-  bool accepted_backup(int fd) const;
-  // Marks data connection `fd` (to `address`) as the latency class's; a failure is logged
-  // (the connection still works, queued as bulk data).
-  void mark_latency(int fd, const std::string& address) const;
-  // Whether data connector `c` is a rail's second or later reconnection attempt.
-  bool reconnecting(const Conn& c) const;
-  void on_listen_readable();
-  // A connector to `instance`; with `rail`, a data connection over that rail (registered
-  // as the peer's connecting rail before the first attempt).
-  Conn* open(uint64_t instance, const std::vector<std::string>& addresses,
-             transports::PeerRole role, const Rail* rail = nullptr);
-  bool start_connect(Conn& c);
-  void on_event(Conn& c, int status, int events);
-  void on_connected(Conn& c);
-  bool read_handshake(Conn& c);
-  // Bytes read (> 0), 0 when none are there yet, -1 once `c` has failed (closed or error).
-  ssize_t recv_some(Conn& c, std::byte* at, size_t bytes);
-  void established(Conn& c);
-  bool flush(Conn& c);
-  void update_poll(Conn& c);
-  void fail(Conn& c, const std::string& reason);
-  void close_conn(Conn& c);
-
-  uv_loop_t* loop_;
-  transports::PeerIdentity me_;
-  const transports::ClusterSecret* secret_;
-  Callbacks callbacks_;
-  int listen_fd_ = -1;
-  uv_poll_t listen_poll_{};
-  bool listening_ = false;
-  std::vector<Conn*> conns_;
-  static uint64_t draw_stream_id();
-  struct ControlPeer {  // a peer daemon this one exchanges control messages with
-    ControlSequence sequence{draw_stream_id()};
-    Conn* current = nullptr;                           // the established connection messages go on
-    std::vector<std::string> addresses;                // where it accepts peers
-    std::optional<transports::PeerIdentity> identity;  // from the last handshake
-    std::string suspect;  // the peer IP of the last connection that failed: tried last
-    // Connections failed, with messages waiting, since the peer last answered.
-    int failovers = 0;
-    bool taking_over = false;  // the next connection established replaces one that failed
-    ControlReach reach;        // with no connection: unreachable for the grace, then lost
-  };
-  // By instance; a map, so that references stay valid while callbacks add peers.
-  std::map<uint64_t, ControlPeer> control_peers_;
-  // Where the streams of peers given up stood on receipt (a bounded few), so that a peer
-  // that did not give this one up is not delivered a message twice (ControlSequence::resume).
-  std::map<uint64_t, ControlSequence::Received> control_given_up_;
-  // The record of `instance`, made (and resumed from control_given_up_) if it has none.
-  ControlPeer& control_record(uint64_t instance);
-  // Control connections (peer_control.cc).
-  void control_established(Conn& c);
-  void read_control(Conn& c);
-  void write_control(Conn& c, const std::vector<std::byte>& frames);
-  // Conn `c` (a control connection to or from `instance`) failed or was closed: another
-  // established one, or a new one, carries the unacknowledged messages; reported lost when
-  // none can be opened.
-  void control_conn_failed(uint64_t instance, Conn& c, const std::string& name,
-                           const std::string& reason);
-  // Opens a control connection to `instance` over its addresses, the suspect one last,
-  // unless one is being opened already.
-  void open_control(uint64_t instance);
-  // Whether a connection to `instance` for control (other than `except`) is being opened.
-  bool control_opening(uint64_t instance, const Conn* except = nullptr) const;
-  void check_control_acks();
-  // rail_lost's part for control: the connection to `instance`, if it shares the NIC or
-  // the peer address of the failed data path, is failed over now.
-  void control_path_lost(uint64_t instance, const std::string& nic, const std::string& remote);
-  uv_timer_t control_timer_{};
-  bool control_timer_open_ = false;
-  // A connector that is still connecting moves on to its next address (or fails).
-  void next_address(Conn& c, const std::string& reason);
-  std::map<uint64_t, DataPeer> data_peers_;
-  uint64_t opening_ = 0;                     // connect_data is trying this peer's rails
-  std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once
-  std::unordered_map<uint64_t, double> round_trip_s_;
-  uint64_t refused_ = 0;
-  Settings settings_;
-  std::vector<LocalNic> local_nics_;
-  bool backups_ = true;  // off where sockets cannot be bound to a NIC (no CAP_NET_RAW)
-  uv_timer_t retry_timer_{};
-  bool retry_timer_open_ = false;
+  PeerConnections connections_;  // first: the others hold it
+  ControlChannels control_;
+  RailConnector rails_;
 };
 
 }  // namespace plexus::daemon

@@ -23,7 +23,7 @@ struct Rail {
   uint32_t local_address = 0;
   std::vector<std::string> peer_addresses;  // "ip:port", tried in order
   bool backup = false;                      // a NIC to the peer's address on another rail
-  bool latency = false;  // the latency class's connection beside a rail (PeerServer::rails_to)
+  bool latency = false;  // the latency class's connection beside a rail (RailConnector::rails_to)
 };
 
 // The rails to a peer advertising `peer_addresses`. Backups: NIC i also to the peer's address

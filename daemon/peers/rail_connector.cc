@@ -1,0 +1,233 @@
+// The data connections to a peer: one per rail (and its latency-class twin where
+// configured), backups across rails where a route joins them, and dialling again with
+// exponential backoff.
+#include "daemon/peers/rail_connector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace plexus::daemon {
+
+namespace {
+
+// Appended to a rail's key to name its latency-class twin.
+constexpr const char* kLatencyRailSuffix = "+latency";
+// How often a backup with no route between the rails is looked at again.
+constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
+
+}  // namespace
+
+RailConnector::RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks)
+    : loop_(loop), settings_(std::move(settings)), hooks_(std::move(hooks)) {}
+
+void RailConnector::start(bool backups) {
+  backups_ = backups;
+  uv_timer_init(loop_, &timer_);
+  timer_.data = this;
+  timer_open_ = true;
+}
+
+std::vector<Rail> RailConnector::rails_to(const std::vector<std::string>& addresses) const {
+  std::vector<Rail> rails = plan_rails(settings_.nics, addresses);
+  if (!backups_) std::erase_if(rails, [](const Rail& rail) { return rail.backup; });
+  if (settings_.latency_connections) {
+    const size_t planned = rails.size();
+    for (size_t i = 0; i < planned; ++i) {
+      if (rails[i].backup) continue;
+      Rail twin = rails[i];  // a copy: push_back may move the vector
+      twin.key += kLatencyRailSuffix;
+      twin.latency = true;
+      rails.push_back(std::move(twin));
+    }
+  }
+  return rails;
+}
+
+bool RailConnector::openable(const Rail& rail, std::optional<RouteTable>& routes) const {
+  if (!rail.backup) return true;
+  if (!routes) routes = hooks_.routes();
+  return routes->covers(rail.nic, rail.peer_addresses.front());
+}
+
+void RailConnector::dial(uint64_t instance, const Rail& rail) {
+  const uint64_t id = ++dials_;
+  peers_[instance].dials[rail.key] = Dialing{.dial = id, .backup = rail.backup};
+  hooks_.dial(instance, rail, id);  // a failure is recorded
+}
+
+void RailConnector::connect(uint64_t instance, const std::vector<std::string>& addresses) {
+  peers_[instance].addresses = addresses;
+  // A rail may fail at once (no route): dial_failed then only records it, and whether the
+  // peer has no hope left is decided after every rail was tried.
+  opening_ = instance;
+  opening_failed_.clear();
+  std::vector<std::string> unrouted;  // backups with no route between the rails
+  std::optional<RouteTable> routes;
+  for (const Rail& rail : rails_to(addresses)) {
+    if (peers_[instance].dials.count(rail.key) != 0) continue;
+    if (!openable(rail, routes)) {
+      unrouted.push_back(rail.key);
+      continue;
+    }
+    dial(instance, rail);
+  }
+  opening_ = 0;
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  if (it->second.linked || !it->second.dials.empty()) {
+    // The peer may yet be linked: the rails that failed at once are tried again later.
+    for (const std::string& key : opening_failed_) schedule_retry(instance, key);
+    for (const std::string& key : unrouted) schedule_retry(instance, key, kUnroutedBackupRecheck);
+    opening_failed_.clear();
+    return;
+  }
+  opening_failed_.clear();
+  const std::string reason = it->second.last_error;
+  peers_.erase(it);
+  if (hooks_.failed) hooks_.failed(instance, reason);
+}
+
+void RailConnector::dial_failed(uint64_t instance, const std::string& key, uint64_t dial,
+                                const std::string& reason) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  Peer& peer = it->second;
+  auto dialing = peer.dials.find(key);
+  if (dialing == peer.dials.end() || dialing->second.dial != dial) return;
+  const bool backup = dialing->second.backup;
+  peer.dials.erase(dialing);
+  if (!backup || peer.last_error.empty()) peer.last_error = reason;
+  if (instance == opening_) {
+    opening_failed_.push_back(key);  // connect() decides once every rail was tried
+  } else if (peer.linked || !peer.dials.empty()) {
+    schedule_retry(instance, key);  // the peer is, or may yet be, linked
+  } else {
+    peers_.erase(it);
+    if (hooks_.failed) hooks_.failed(instance, reason);
+  }
+}
+
+void RailConnector::dial_established(uint64_t instance, const std::string& key) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  it->second.dials.erase(key);
+  it->second.retries.erase(key);
+  it->second.linked = true;
+}
+
+bool RailConnector::redialing(uint64_t instance, const std::string& key) const {
+  auto peer = peers_.find(instance);
+  if (peer == peers_.end()) return false;
+  auto retry = peer->second.retries.find(key);
+  return retry != peer->second.retries.end() && retry->second.attempts > 1;
+}
+
+void RailConnector::lost(uint64_t instance, const std::string& nic, const std::string& remote,
+                         bool latency) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  // The twins share their NIC and address: the first match is the rail itself.
+  const std::string rail = rail_key_of(rails_to(it->second.addresses), nic, remote) +
+                           (latency ? kLatencyRailSuffix : "");
+  if (it->second.dials.count(rail) != 0) return;
+  schedule_retry(instance, rail);
+}
+
+void RailConnector::nic_up(const std::string& nic) {
+  bool any = false;
+  for (auto& [instance, peer] : peers_) {
+    for (const Rail& rail : rails_to(peer.addresses)) {
+      if (!rail.nic.empty() && rail.nic != nic) continue;  // the fallback may use any NIC
+      auto retry = peer.retries.find(rail.key);
+      if (retry == peer.retries.end() || !retry->second.scheduled) continue;
+      retry->second.due = std::chrono::steady_clock::now();
+      any = true;
+    }
+  }
+  if (any) run_retries();
+}
+
+void RailConnector::forget(uint64_t instance) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  // Rails still being dialled finish or fail on their own; a late one makes a new link.
+  it->second.retries.clear();
+  it->second.linked = false;
+  if (it->second.dials.empty()) peers_.erase(it);
+}
+
+void RailConnector::schedule_retry(uint64_t instance, const std::string& key,
+                                   std::chrono::milliseconds at_least) {
+  Retry& retry = peers_[instance].retries[key];
+  if (retry.scheduled) return;
+  const auto wait =
+      std::max(at_least, std::min<std::chrono::milliseconds>(
+                             settings_.reconnect_max,
+                             std::chrono::milliseconds(100LL << std::min(retry.attempts, 16))));
+  ++retry.attempts;
+  retry.scheduled = true;
+  retry.due = std::chrono::steady_clock::now() + wait;
+  arm_timer();
+}
+
+void RailConnector::arm_timer() {
+  if (!timer_open_) return;
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const auto& [instance, peer] : peers_) {
+    for (const auto& [key, retry] : peer.retries) {
+      if (retry.scheduled && (!next || retry.due < *next)) next = retry.due;
+    }
+  }
+  if (!next) {
+    uv_timer_stop(&timer_);
+    return;
+  }
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *next - std::chrono::steady_clock::now());
+  uv_timer_start(
+      &timer_, [](uv_timer_t* t) { static_cast<RailConnector*>(t->data)->run_retries(); },
+      static_cast<uint64_t>(std::max<int64_t>(wait.count(), 0)), 0);
+}
+
+void RailConnector::run_retries() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::pair<uint64_t, std::string>> due;
+  for (auto& [instance, peer] : peers_) {
+    for (auto& [key, retry] : peer.retries) {
+      if (retry.scheduled && retry.due <= now) {
+        retry.scheduled = false;
+        due.emplace_back(instance, key);
+      }
+    }
+  }
+  std::optional<RouteTable> routes;
+  for (const auto& [instance, key] : due) {
+    auto it = peers_.find(instance);
+    if (it == peers_.end() || it->second.dials.count(key) != 0) continue;
+    for (const Rail& rail : rails_to(it->second.addresses)) {
+      if (rail.key != key) continue;
+      if (!openable(rail, routes)) {  // no route between the rails (yet): nothing is sent
+        schedule_retry(instance, key, kUnroutedBackupRecheck);
+        break;
+      }
+      spdlog::debug("reconnecting to peer {:016x} over {} (attempt {})", instance,
+                    key.empty() ? "any NIC" : key, it->second.retries[key].attempts);
+      dial(instance, rail);
+      break;
+    }
+  }
+  arm_timer();
+}
+
+void RailConnector::close() {
+  peers_.clear();
+  if (timer_open_) {
+    uv_timer_stop(&timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+    timer_open_ = false;
+  }
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,125 @@
+// When, and to whom, this daemon opens data connections, and keeping them up. For each peer
+// it is asked to connect to: one connection per rail (plan_rails), the rail's latency-class
+// twin where configured, and backups across rails where a route joins them; a rail that is
+// lost, or could not be opened, is dialled again with exponential backoff while the peer is
+// (or may yet be) linked; a peer none of whose rails could be opened is given up
+// (Hooks::failed). The one place that decides which data paths exist.
+// Owns: the peers it connects to (their addresses, the rails being dialled, each rail's
+// retries and their timer) and what the rail plan needs (the local NICs, the latency twins,
+// whether backups can be bound to their NIC). Sockets are not its own: it dials through
+// Hooks::dial (PeerConnections::dial) and hears what became of a dial through dial_failed
+// and dial_established.
+// Control thread only (the libuv loop it is given); nothing here is thread-safe.
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/peers/rail_plan.h"
+#include "daemon/peers/route_table.h"
+
+namespace plexus::daemon {
+
+class RailConnector {
+ public:
+  struct Settings {
+    std::vector<LocalNic> nics;  // a rail each
+    // Beside each rail (not the backups) a second connection for the latency class.
+    bool latency_connections = false;
+    // Longest wait between attempts to dial a rail again (the backoff doubles up to it).
+    std::chrono::milliseconds reconnect_max{0};
+  };
+  struct Hooks {
+    // Opens a data connection to `instance` over `rail`; `dial` names the attempt in
+    // dial_failed. A failure at once comes back through dial_failed before it returns.
+    std::function<void(uint64_t instance, const Rail& rail, uint64_t dial)> dial;
+    // No data connection to `instance` could be opened: every rail failed before one was
+    // authenticated (PeerServer::Callbacks::on_data_failed).
+    std::function<void(uint64_t instance, const std::string& reason)> failed;
+    // The kernel's routing table (RouteTable::read): a backup is dialled only while a route
+    // over its NIC covers the peer's address.
+    std::function<RouteTable()> routes;
+  };
+
+  RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks);
+  RailConnector(const RailConnector&) = delete;
+  RailConnector& operator=(const RailConnector&) = delete;
+
+  // The listener is up: retries are timed from now on. `backups`: sockets can be bound to a
+  // NIC (PeerConnections::binds_to_nics); without, backups would only copy a rail.
+  void start(bool backups);
+  // Opens a data connection to `instance` on every rail (a local NIC and the peer's address
+  // in its subnet; when none match, one connection to any address) not connected or being
+  // connected, and with two rails or more a backup from each NIC to the peer's address on
+  // the next rail. They are then kept up: lost() dials again with backoff.
+  void connect(uint64_t instance, const std::vector<std::string>& addresses);
+  // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
+  // failed: its rail is dialled again (with backoff) if this side keeps it. `latency`: the
+  // rail's latency-class twin.
+  void lost(uint64_t instance, const std::string& nic, const std::string& remote, bool latency);
+  // Local NIC `nic` is up again: its rails waiting for a retry are dialled now.
+  void nic_up(const std::string& nic);
+  // The link to `instance` is gone: its rails are no longer kept.
+  void forget(uint64_t instance);
+
+  // Dial `dial` to `instance` over rail `key` failed before it was authenticated: the rail
+  // is retried while the peer is, or may yet be, linked; else the peer is given up.
+  void dial_failed(uint64_t instance, const std::string& key, uint64_t dial,
+                   const std::string& reason);
+  // A dial to `instance` over rail `key` was authenticated: the peer is linked.
+  void dial_established(uint64_t instance, const std::string& key);
+  // Whether rail `key` to `instance` is on its second or later attempt.
+  bool redialing(uint64_t instance, const std::string& key) const;
+
+  // Forgets every peer and closes the timer (the loop must run to finish the close).
+  void close();
+
+ private:
+  struct Retry {
+    int attempts = 0;
+    std::chrono::steady_clock::time_point due{};
+    bool scheduled = false;
+  };
+  struct Dialing {
+    uint64_t dial = 0;
+    bool backup = false;  // a backup's failure does not replace the peer's last error
+  };
+  struct Peer {
+    std::vector<std::string> addresses;
+    bool linked = false;                   // a rail has been established since the last forget
+    std::map<std::string, Dialing> dials;  // by Rail::key: the rails being dialled
+    std::map<std::string, Retry> retries;  // by Rail::key
+    std::string last_error;
+  };
+  // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
+  std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
+  // Whether `rail` can be dialled now: a backup needs a route over its NIC. `routes` is
+  // read on first need, once for all the rails a caller looks at.
+  bool openable(const Rail& rail, std::optional<RouteTable>& routes) const;
+  void dial(uint64_t instance, const Rail& rail);
+  // Exponential backoff: 100 ms, doubling, at most Settings::reconnect_max.
+  void schedule_retry(uint64_t instance, const std::string& key,
+                      std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
+  void run_retries();
+  void arm_timer();
+
+  uv_loop_t* loop_;
+  Settings settings_;
+  Hooks hooks_;
+  bool backups_ = true;
+  std::map<uint64_t, Peer> peers_;
+  uint64_t dials_ = 0;                       // attempts numbered so far
+  uint64_t opening_ = 0;                     // connect() is dialling this peer's rails
+  std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once
+  uv_timer_t timer_{};
+  bool timer_open_ = false;
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,57 @@
+#include "daemon/peers/rdma_offers.h"
+
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "common/socket_address.h"
+#ifdef PLEXUS_HAVE_RDMA
+#include "transports/rdma/verbs_port.h"
+#endif
+
+namespace plexus::daemon {
+
+bool RdmaOffers::offers(int fd) {
+  if (transport_ == DataTransport::kTcp) return false;
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      local.sin_family != AF_INET) {
+    return false;
+  }
+  auto [it, first] = verdicts_.try_emplace(local.sin_addr.s_addr, false);
+  if (first) {
+#ifdef PLEXUS_HAVE_RDMA
+    std::string why;
+    auto port = transports::rdma::find_verbs_port(local.sin_addr.s_addr, &why);
+    if (port && !port->active)
+      why = port->device + " port " + std::to_string(port->port) + " is not active";
+    // Each path pins its rings: past RLIMIT_MEMLOCK (without CAP_IPC_LOCK, as root has) the
+    // registration would fail on every reconnect, where TCP would work.
+    rlimit memlock{};
+    if (port && port->active && ::geteuid() != 0 && ::getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 &&
+        memlock.rlim_cur != RLIM_INFINITY && memlock.rlim_cur < pinned_bytes_) {
+      why = "RLIMIT_MEMLOCK (" + std::to_string(memlock.rlim_cur) + " bytes) is below the " +
+            std::to_string(pinned_bytes_) +
+            " one RDMA path pins (LimitMEMLOCK= in the unit, ulimit -l)";
+    }
+    it->second = port && why.empty();
+    if (it->second) {
+      spdlog::info("peers: {} has verbs port {} port {}: data connections over it offer RDMA",
+                   common::address_text(reinterpret_cast<const sockaddr*>(&local)), port->device,
+                   port->port);
+    } else {
+      spdlog::info("peers: no RDMA for {}: {}",
+                   common::address_text(reinterpret_cast<const sockaddr*>(&local)), why);
+    }
+#endif
+  }
+  return it->second;
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,155 @@
+// Two peer servers on loopback sockets in one loop (daemon/peers/peer_server.h and its
+// parts): control messages delivered both ways over one connection, a data connection
+// authenticated and handed off on both sides, and a peer where no daemon listens given up
+// as gone, for control and for data.
+#include "daemon/peers/peer_server.h"
+
+#include <arpa/inet.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace plexus::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What one server's callbacks saw.
+struct Heard {
+  std::vector<std::pair<uint64_t, std::string>> messages;  // sender, text
+  std::vector<uint64_t> links;                             // peers, per data connection
+  std::vector<std::pair<uint64_t, bool>> control_lost;     // instance, gone
+  std::vector<std::pair<uint64_t, std::string>> data_failed;
+};
+
+class PeerServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { uv_loop_init(&loop_); }
+  void TearDown() override {
+    for (auto& server : servers_) server->close();
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    servers_.clear();
+    EXPECT_EQ(uv_loop_close(&loop_), 0);
+  }
+
+  PeerServer& start(uint64_t instance, Heard& heard) {
+    transports::PeerIdentity me;
+    me.instance_id = instance;
+    me.node_name = "node" + std::to_string(instance);
+    PeerServer::Settings settings;
+    settings.reconnect_max = 100ms;
+    settings.control_ack_timeout = 2000ms;
+    settings.control_grace = 500ms;
+    PeerServer::Callbacks callbacks;
+    callbacks.on_control = [&heard](const transports::PeerIdentity& peer,
+                                    kj::Array<capnp::word> words) {
+      capnp::FlatArrayMessageReader reader(words);
+      heard.messages.emplace_back(peer.instance_id,
+                                  reader.getRoot<capnp::AnyPointer>().getAs<capnp::Text>().cStr());
+    };
+    callbacks.on_control_lost = [&heard](uint64_t id, const std::string&, const std::string&,
+                                         bool gone) { heard.control_lost.emplace_back(id, gone); };
+    callbacks.on_data_link = [&heard](const transports::PeerIdentity& peer, transports::PathOpener,
+                                      const std::string&, bool, bool) {
+      heard.links.push_back(peer.instance_id);  // the opener, dropped, closes its socket
+    };
+    callbacks.on_data_failed = [&heard](uint64_t id, const std::string& reason) {
+      heard.data_failed.emplace_back(id, reason);
+    };
+    servers_.push_back(std::make_unique<PeerServer>(&loop_, std::move(me), nullptr,
+                                                    std::move(settings), std::move(callbacks)));
+    servers_.back()->listen("127.0.0.1:0");
+    return *servers_.back();
+  }
+
+  static void send_text(PeerServer& from, const PeerServer& to, const std::string& text) {
+    capnp::MallocMessageBuilder message;
+    message.getRoot<capnp::AnyPointer>().setAs<capnp::Text>(text);
+    from.send_control(to.identity().instance_id, to.identity().addresses, message);
+  }
+
+  // Runs the loop until `done`, or five seconds passed.
+  bool run_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) uv_run(&loop_, UV_RUN_ONCE);
+    return done();
+  }
+
+  uv_loop_t loop_{};
+  std::vector<std::unique_ptr<PeerServer>> servers_;
+};
+
+// "127.0.0.1:PORT" where nothing listens (a port bound, then closed).
+std::string closed_address() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+TEST_F(PeerServerTest, ControlMessagesGoBothWaysAndADataConnectionIsHandedOffOnBothSides) {
+  Heard heard_a;
+  Heard heard_b;
+  PeerServer& a = start(0xA, heard_a);
+  PeerServer& b = start(0xB, heard_b);
+  ASSERT_EQ(b.identity().addresses.size(), 1u);
+
+  send_text(a, b, "join");
+  send_text(a, b, "again");
+  ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 2; }));
+  EXPECT_EQ(heard_b.messages[0], std::make_pair(uint64_t{0xA}, std::string("join")));
+  EXPECT_EQ(heard_b.messages[1].second, "again");
+  ASSERT_NE(b.control_peer(0xA), nullptr);
+  EXPECT_EQ(b.control_peer(0xA)->node_name, "node10");
+
+  send_text(b, a, "welcome");  // on the connection A opened
+  ASSERT_TRUE(run_until([&] { return heard_a.messages.size() == 1; }));
+  EXPECT_EQ(heard_a.messages[0], std::make_pair(uint64_t{0xB}, std::string("welcome")));
+  EXPECT_GT(a.control_round_trip_s(0xB), 0.0);
+  EXPECT_EQ(a.control_round_trip_s(0xC), 0.0);
+
+  // No NICs: one fallback rail over loopback.
+  a.connect_data(0xB, b.identity().addresses);
+  ASSERT_TRUE(run_until([&] { return heard_a.links.size() == 1 && heard_b.links.size() == 1; }));
+  EXPECT_EQ(heard_a.links[0], 0xBu);
+  EXPECT_EQ(heard_b.links[0], 0xAu);
+  EXPECT_TRUE(heard_a.data_failed.empty());
+  EXPECT_TRUE(heard_a.control_lost.empty());
+  EXPECT_TRUE(heard_b.control_lost.empty());
+}
+
+TEST_F(PeerServerTest, APeerWhereNoDaemonListensIsGoneForControlAndFailedForData) {
+  Heard heard;
+  PeerServer& a = start(0xA, heard);
+  const std::vector<std::string> nowhere{closed_address()};
+
+  capnp::MallocMessageBuilder message;
+  message.getRoot<capnp::AnyPointer>().setAs<capnp::Text>("anyone?");
+  a.send_control(0xD, nowhere, message);
+  a.connect_data(0xD, nowhere);
+  ASSERT_TRUE(run_until([&] { return !heard.control_lost.empty() && !heard.data_failed.empty(); }));
+  EXPECT_EQ(heard.control_lost[0], std::make_pair(uint64_t{0xD}, true));  // refused: gone
+  ASSERT_EQ(heard.data_failed.size(), 1u);
+  EXPECT_EQ(heard.data_failed[0].first, 0xDu);
+  EXPECT_NE(heard.data_failed[0].second.find("Connection refused"), std::string::npos)
+      << heard.data_failed[0].second;
+  EXPECT_EQ(a.control_peer(0xD), nullptr);
+}
+
+}  // namespace
+}  // namespace plexus::daemon

@@ -1,0 +1,228 @@
+// Which data connections the rail connector opens to a peer and when it opens them again
+// (daemon/peers/rail_connector.h), without a socket: its dials are recorded, and their
+// failures and successes are told to it as PeerConnections would.
+#include "daemon/peers/rail_connector.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace plexus::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+uint32_t ip(const char* text) {
+  in_addr a{};
+  EXPECT_EQ(::inet_pton(AF_INET, text, &a), 1) << text;
+  return ntohl(a.s_addr);
+}
+
+// Node 0 of a 2-rail cluster: nic0 198.18.0.1/24, nic1 198.18.1.1/24.
+std::vector<LocalNic> two_rails() {
+  return {{"nic0", ip("198.18.0.1"), 0xFFFFFF00u}, {"nic1", ip("198.18.1.1"), 0xFFFFFF00u}};
+}
+
+const std::vector<std::string> kPeer{"198.18.0.2:7355", "198.18.1.2:7355"};
+constexpr uint64_t kInstance = 0x42;
+
+// A /proc/net/route line, as rail_plan_test.cc makes them (any byte order).
+std::string route_line(const char* nic, const char* destination) {
+  in_addr d{};
+  in_addr m{};
+  ::inet_pton(AF_INET, destination, &d);
+  ::inet_pton(AF_INET, "255.255.255.0", &m);
+  char line[160];
+  std::snprintf(line, sizeof(line), "%s\t%08X\t00000000\t0001\t0\t0\t100\t%08X\t0\t0\t0\n", nic,
+                d.s_addr, m.s_addr);
+  return line;
+}
+
+// Each NIC routes to its own subnet, and where `joined` (a spine) to the other rail's.
+RouteTable routes(bool joined) {
+  std::string text = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n" +
+                     route_line("nic0", "198.18.0.0") + route_line("nic1", "198.18.1.0");
+  if (joined) text += route_line("nic0", "198.18.1.0") + route_line("nic1", "198.18.0.0");
+  std::istringstream in(text);
+  return RouteTable::parse(in);
+}
+
+struct Dial {
+  uint64_t instance = 0;
+  Rail rail;
+  uint64_t id = 0;
+};
+
+class RailConnectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { uv_loop_init(&loop_); }
+  void TearDown() override {
+    if (rails_) rails_->close();
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0);
+  }
+
+  void make(std::vector<LocalNic> nics, bool latency = false, bool backups = true) {
+    rails_ = std::make_unique<RailConnector>(
+        &loop_,
+        RailConnector::Settings{
+            .nics = std::move(nics), .latency_connections = latency, .reconnect_max = 20ms},
+        RailConnector::Hooks{
+            .dial =
+                [this](uint64_t instance, const Rail& rail, uint64_t id) {
+                  dials_.push_back({instance, rail, id});
+                  if (!fail_at_once_.empty())
+                    rails_->dial_failed(instance, rail.key, id, fail_at_once_ + " " + rail.key);
+                },
+            .failed = [this](uint64_t instance,
+                             const std::string& reason) { failed_.emplace_back(instance, reason); },
+            .routes = [this] { return routes(joined_); }});
+    rails_->start(backups);
+  }
+
+  std::vector<std::string> keys() const {
+    std::vector<std::string> keys;
+    for (const Dial& d : dials_) keys.push_back(d.rail.key);
+    return keys;
+  }
+
+  // Runs the loop until `n` dials were made, or two seconds passed.
+  bool run_until_dials(size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (dials_.size() < n && std::chrono::steady_clock::now() < deadline)
+      uv_run(&loop_, UV_RUN_ONCE);
+    return dials_.size() >= n;
+  }
+
+  uv_loop_t loop_{};
+  std::unique_ptr<RailConnector> rails_;
+  std::vector<Dial> dials_;
+  std::vector<std::pair<uint64_t, std::string>> failed_;
+  std::string fail_at_once_;  // when set, every dial fails before it returns
+  bool joined_ = true;
+};
+
+TEST_F(RailConnectorTest, DialsEveryRailAndABackupAcrossWhereARouteJoinsThem) {
+  make(two_rails());
+  rails_->connect(kInstance, kPeer);
+  EXPECT_EQ(keys(), (std::vector<std::string>{"nic0", "nic1", "nic0>198.18.1.2:7355",
+                                              "nic1>198.18.0.2:7355"}));
+  for (const Dial& d : dials_) EXPECT_EQ(d.instance, kInstance);
+  EXPECT_EQ(dials_[0].rail.local_address, ip("198.18.0.1"));
+  EXPECT_TRUE(dials_[2].rail.backup);
+
+  // Asked again, it dials nothing that is being dialled.
+  rails_->connect(kInstance, kPeer);
+  EXPECT_EQ(dials_.size(), 4u);
+  EXPECT_TRUE(failed_.empty());
+}
+
+TEST_F(RailConnectorTest, LatencyTwinsBesideTheRailsAndNoBackupsWithoutBinding) {
+  make(two_rails(), /*latency=*/true, /*backups=*/false);
+  rails_->connect(kInstance, kPeer);
+  EXPECT_EQ(keys(), (std::vector<std::string>{"nic0", "nic1", "nic0+latency", "nic1+latency"}));
+  EXPECT_FALSE(dials_[0].rail.latency);
+  EXPECT_TRUE(dials_[2].rail.latency);
+  EXPECT_EQ(dials_[2].rail.nic, "nic0");
+}
+
+TEST_F(RailConnectorTest, ABackupWithNoRouteBetweenTheRailsIsNotDialled) {
+  joined_ = false;
+  make(two_rails());
+  rails_->connect(kInstance, kPeer);
+  EXPECT_EQ(keys(), (std::vector<std::string>{"nic0", "nic1"}));
+}
+
+TEST_F(RailConnectorTest, APeerWhoseEveryRailFailsAtOnceIsGivenUpOnce) {
+  fail_at_once_ = "no route";
+  make(two_rails());
+  rails_->connect(kInstance, kPeer);
+  EXPECT_EQ(dials_.size(), 4u);
+  ASSERT_EQ(failed_.size(), 1u);
+  EXPECT_EQ(failed_[0].first, kInstance);
+  EXPECT_EQ(failed_[0].second, "no route nic1");  // a rail's error, not a backup's
+  EXPECT_FALSE(rails_->redialing(kInstance, "nic0"));
+
+  // Given up: nothing is retried, and a new connect starts afresh.
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  fail_at_once_.clear();
+  rails_->connect(kInstance, kPeer);
+  EXPECT_EQ(dials_.size(), 8u);
+}
+
+TEST_F(RailConnectorTest, ARailThatFailsWhileAnotherIsUpIsDialledAgainWithBackoff) {
+  make({two_rails()[0]});
+  rails_->connect(kInstance, {"198.18.0.2:7355"});
+  ASSERT_EQ(dials_.size(), 1u);
+  rails_->dial_established(kInstance, "nic0");
+
+  // Its path fails: dialled again after the backoff, not at once.
+  rails_->lost(kInstance, "nic0", "198.18.0.2:7355", false);
+  EXPECT_EQ(dials_.size(), 1u);
+  ASSERT_TRUE(run_until_dials(2));
+  EXPECT_EQ(dials_[1].rail.key, "nic0");
+  EXPECT_NE(dials_[1].id, dials_[0].id);
+  EXPECT_FALSE(rails_->redialing(kInstance, "nic0"));  // the first attempt again
+
+  // That dial fails too: the peer stays linked, so again, now a second attempt.
+  rails_->dial_failed(kInstance, "nic0", dials_[1].id, "connect: refused");
+  EXPECT_TRUE(failed_.empty());
+  EXPECT_TRUE(rails_->redialing(kInstance, "nic0"));
+  ASSERT_TRUE(run_until_dials(3));
+  rails_->dial_established(kInstance, "nic0");
+  EXPECT_FALSE(rails_->redialing(kInstance, "nic0"));
+}
+
+TEST_F(RailConnectorTest, AStaleDialsFailureAndALossWhileDiallingAreIgnored) {
+  make({two_rails()[0]});
+  rails_->connect(kInstance, {"198.18.0.2:7355"});
+  ASSERT_EQ(dials_.size(), 1u);
+  rails_->dial_failed(kInstance, "nic0", dials_[0].id + 1, "not this dial");
+  rails_->lost(kInstance, "nic0", "198.18.0.2:7355", false);  // being dialled: no retry
+  EXPECT_TRUE(failed_.empty());
+  rails_->dial_failed(kInstance, "nic0", dials_[0].id, "connect: refused");
+  ASSERT_EQ(failed_.size(), 1u);
+  EXPECT_EQ(failed_[0].second, "connect: refused");
+}
+
+TEST_F(RailConnectorTest, AForgottenPeerIsNotDialledAgain) {
+  make({two_rails()[0]});
+  rails_->connect(kInstance, {"198.18.0.2:7355"});
+  rails_->dial_established(kInstance, "nic0");
+  rails_->lost(kInstance, "nic0", "198.18.0.2:7355", false);
+  rails_->forget(kInstance);
+  auto run_for = [this](std::chrono::milliseconds span) {
+    const auto until = std::chrono::steady_clock::now() + span;
+    while (std::chrono::steady_clock::now() < until) uv_run(&loop_, UV_RUN_NOWAIT);
+  };
+  run_for(100ms);  // past the 20 ms backoff
+  EXPECT_EQ(dials_.size(), 1u);
+  rails_->lost(kInstance, "nic0", "198.18.0.2:7355", false);  // no longer kept
+  run_for(100ms);
+  EXPECT_EQ(dials_.size(), 1u);
+  EXPECT_TRUE(failed_.empty());
+}
+
+TEST_F(RailConnectorTest, ANicComingUpDialsItsWaitingRailsNow) {
+  make(two_rails());
+  rails_->connect(kInstance, kPeer);
+  ASSERT_EQ(dials_.size(), 4u);
+  for (const Dial& d : dials_) rails_->dial_established(kInstance, d.rail.key);
+  rails_->lost(kInstance, "nic1", "198.18.1.2:7355", false);
+  rails_->nic_up("nic0");  // not its NIC: still waiting
+  EXPECT_EQ(dials_.size(), 4u);
+  rails_->nic_up("nic1");
+  ASSERT_EQ(dials_.size(), 5u);
+  EXPECT_EQ(dials_[4].rail.key, "nic1");
+}
+
+}  // namespace
+}  // namespace plexus::daemon
