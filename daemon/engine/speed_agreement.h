@@ -33,7 +33,7 @@ class SpeedAgreement {
     // A change is proposed when some node's speed moved by at least this much ...
     double change_at_least = 0.15;
     // ... and the measure has held (within change_at_least) for this long: about the
-    // time a node's measure takes to settle (NodeLinks::kRateWeight per report).
+    // time a node's measure takes to settle (NodeBandwidth::kRateWeight per report).
     std::chrono::milliseconds steady_for{1000};
   };
 

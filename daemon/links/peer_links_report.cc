@@ -1,14 +1,10 @@
-// What the links publish for other threads: the snapshot plexusctl and the exporter read
-// (each peer's paths, their state, bytes, measured and transport rates), the drained NICs,
-// and the NICs' telemetry windows.
+// What the links publish for other threads (LinksSnapshot): each peer's paths, their state,
+// bytes, measured and transport rates, and the drained NICs.
 #include <chrono>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "daemon/links/node_links.h"
+#include "daemon/links/peer_links.h"
 
 namespace plexus::daemon {
 
@@ -35,12 +31,12 @@ const char* state_name(transports::ReliableChannel::PathState state) {
 
 }  // namespace
 
-void NodeLinks::publish_snapshot() {
+void PeerLinks::publish() {
   const auto now = Clock::now();
-  std::vector<PeerInfo> peers;
+  std::vector<LinksSnapshot::PeerInfo> peers;
   peers.reserve(links_.size());
   for (const auto& [id, link] : links_) {
-    PeerInfo info;
+    LinksSnapshot::PeerInfo info;
     info.instance = id;
     info.name = link->name;
     info.reliable = channel_settings_.reliable;
@@ -52,7 +48,7 @@ void NodeLinks::publish_snapshot() {
     }
     for (const auto& path : link->paths) {
       if (!path) continue;
-      PathInfo p;
+      LinksSnapshot::PathInfo p;
       p.nic = path->nic;
       p.transport = path->conn->transport();
       p.local = path->local;
@@ -73,25 +69,7 @@ void NodeLinks::publish_snapshot() {
     }
     peers.push_back(std::move(info));
   }
-  std::vector<std::string> drained(drained_nics_.begin(), drained_nics_.end());
-  std::lock_guard lock(snapshot_mutex_);
-  snapshot_ = std::move(peers);
-  drained_snapshot_ = std::move(drained);
-}
-
-std::vector<std::string> NodeLinks::drained_snapshot() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return drained_snapshot_;
-}
-
-std::map<std::string, std::shared_ptr<const monitor::WindowRing>> NodeLinks::nic_windows() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return {nic_windows_.begin(), nic_windows_.end()};
-}
-
-std::vector<NodeLinks::PeerInfo> NodeLinks::snapshot() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return snapshot_;
+  parts_.published->publish(std::move(peers), parts_.nics->drained_list());
 }
 
 }  // namespace plexus::daemon

@@ -1,0 +1,42 @@
+// What the links tell their owner (the engine's internode runner): frames that arrived, and
+// links, paths and NICs that failed or came back. Set once, with designated initializers, and
+// called on the engine thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "transports/path/data_path.h"
+#include "transports/wire/data_frame.h"
+
+namespace plexus::daemon {
+
+struct LinksHandler {
+  // A data frame from `peer`. Return "" or why it is unacceptable: the link then fails.
+  std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&,
+                            std::span<const std::byte>)>
+      on_frame;
+  // Optional: where a large data frame's payload may be read to directly
+  // (DataPath::Callbacks::place), and its end.
+  std::function<transports::Placement(uint64_t peer, const transports::wire::DataFrameHeader&)>
+      place;
+  std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
+  // The link to `peer` failed (reason says how); it has been removed.
+  std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
+  // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote`
+  // (the latency class's or not), failed while the peer is kept (other paths, or the grace
+  // period); the side that opened it connects it again.
+  std::function<void(uint64_t peer, const std::string& nic, const std::string& remote,
+                     bool latency)>
+      on_path_lost;
+  // Optional: local NIC `nic` is up again (netlink).
+  std::function<void(const std::string& nic)> on_nic_up;
+  // Optional: a frame of `flow` with `bytes` of payload left a channel's send scheduler
+  // for a path after waiting `waited` there (per-job share and queue delay).
+  std::function<void(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited)> on_scheduled;
+};
+
+}  // namespace plexus::daemon

@@ -1,0 +1,193 @@
+// This daemon's data connections to peer daemons: per peer node a reliable channel
+// (transports/channel/reliable_channel.h) over one path per NIC pair, and a latency-class
+// twin beside each where configured (a DataPath: TCP or whatever transport opened it), all
+// in an epoll set NodeLinks polls. Keeps the memory a chunk is read from alive until the peer
+// has acknowledged it (with --channel-acks off, until it is in its transport's hands), and
+// hands arriving frames to the handler once each. Each path runs over one local NIC: a NIC
+// that goes down fails its paths at once and tells the peers over their other paths; a
+// drained NIC takes no new frames. A peer is lost when it has had no live path for the grace
+// period (at once when it closed them, or without acknowledgements).
+//
+// Owns the links (channels and paths), the epoll set, the chunks not yet released
+// (ChunkTokens), and the paths to fail once no connection is mid-read. Reads NodeLinks' other
+// parts (Parts) and tells them what it hears (Hooks). Engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "daemon/links/chunk_tokens.h"
+#include "daemon/links/links_handler.h"
+#include "daemon/links/links_snapshot.h"
+#include "daemon/links/nic_events.h"
+#include "daemon/links/node_bandwidth.h"
+#include "monitor/window_ring.h"
+#include "transports/channel/reliable_channel.h"
+#include "transports/path/data_path.h"
+
+namespace plexus::daemon {
+
+class PeerLinks {
+ public:
+  // What NodeLinks' other parts hear from the links.
+  struct Hooks {
+    // `peer` reported its own bandwidth (a kNodeRate frame): NodeBandwidth.
+    std::function<void(uint64_t peer, uint64_t bytes_per_s)> peer_rate;
+    // The NIC monitor's socket, in the epoll set under kNicMonitorKey, is readable: NicEvents.
+    std::function<void()> nic_readable;
+    // The link to `peer` is gone (called before the handler's on_lost): NodeBandwidth.
+    std::function<void(uint64_t peer)> peer_lost;
+  };
+  // What it reads of NodeLinks' other parts; each outlives it.
+  struct Parts {
+    const NicEvents* nics = nullptr;                          // which NICs are drained here
+    const transports::FlowPolicies* flow_policies = nullptr;  // every channel's
+    LinksSnapshot* published = nullptr;                       // where publish() puts it
+  };
+
+  static constexpr int kTickMs = 10;
+  static constexpr uint64_t kNicMonitorKey = 0;  // in the epoll set; paths start at 1
+
+  PeerLinks(LinksHandler handler, Hooks hooks, Parts parts, uint32_t chunk_bytes,
+            transports::ReliableChannel::Settings channel);
+
+  // Readable when a link has I/O ready.
+  int epoll_fd() const { return epoll_.get(); }
+
+  // Opens a path to `peer` (NodeLinks::add).
+  void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
+           bool backup, bool latency);
+  // The link is removed, its chunks let go, and the handler told.
+  void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
+  bool has(uint64_t peer) const { return links_.count(peer) != 0; }
+  size_t size() const { return links_.size(); }
+  // While frames wait for a path at its queue limit: the settings' held_path_retry.
+  std::optional<std::chrono::nanoseconds> look_again_in() const {
+    if (!held_) return std::nullopt;
+    return std::chrono::nanoseconds(channel_settings_.held_path_retry);
+  }
+
+  // For MessageSender: the channel to `peer` (null when there is no link) to queue frames on,
+  // each with a token from take_token; then flush(peer) hands them to the paths.
+  transports::ReliableChannel* channel(uint64_t peer);
+  uint64_t take_token(uint64_t peer, std::shared_ptr<void> keep_alive, std::function<void()> done,
+                      transports::ReliableChannel::TimePoint now) {
+    return tokens_.take(peer, std::move(keep_alive), std::move(done), now);
+  }
+  void flush(uint64_t peer);
+
+  // Frames being read straight into memory kept alive by `owner` finish into a sink
+  // instead (DataPath::abandon_placement), on every link.
+  void abandon_placements(const void* owner);
+
+  // Every kTickMs: heartbeats, silent paths, probation, rate samples, acknowledgements; peers
+  // with no live path past the grace period are lost.
+  void tick(transports::ReliableChannel::TimePoint now);
+  // Flushes links held at a queue limit once held_path_retry has passed, then runs the I/O
+  // that is ready (waiting up to timeout_ms, at most kTickMs); returns whether anything was
+  // read or written.
+  bool poll(int timeout_ms);
+  // Puts the links and the drained NICs where other threads read them.
+  void publish();
+
+  // NICs (peer_links_nics.cc). Local NIC `nic` is down (`how`, for messages): its paths fail
+  // now and their peers are told over their other paths; returns how many failed.
+  size_t nic_down(const std::string& nic, const std::string& how);
+  // NicEvents has `nic` drained (or not) now: the paths over it take no new frames (or take
+  // them again), in both directions (the peers are told). Returns how many paths it applies to.
+  size_t drain_nic(const std::string& nic, bool drained);
+  // Each path over `nic` has its transport fail it as a fault of its own would
+  // (DataPath::inject_fault). Returns how many it was injected into; `why` gets the first
+  // refusal.
+  size_t inject_fault(const std::string& nic, std::string* why);
+
+  // For NodeBandwidth (peer_links_nics.cc): every path's transport counters, every tick.
+  void read_counters(NodeBandwidth& bandwidth) const;
+  std::vector<NodeBandwidth::ActivePath> active_paths() const;
+  // Sends the node's figure to every peer, on one live path each.
+  void send_node_rate(double bytes_per_s);
+
+ private:
+  static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
+  static constexpr size_t kReadBiteBytes = 1 << 20;
+  struct Link;
+  // A path and what the links keep of it; the channel sees `conn` (a FramePath).
+  struct Path {
+    Link* link = nullptr;
+    uint32_t id = 0;   // in the channel
+    uint64_t key = 0;  // in the epoll set
+    std::unique_ptr<transports::DataPath> conn;
+    bool watching_out = false;
+    std::string nic;     // local interface
+    std::string local;   // "ip:port", for messages
+    std::string remote;  // "ip:port"
+    // IPv4 endpoints as address << 16 | port (path notices name paths by them); 0: not IPv4.
+    uint64_t local_key = 0;
+    uint64_t remote_key = 0;
+    bool peer_drained = false;  // the peer drained its end (a kPathNotice)
+    bool latency = false;       // the latency class's connection
+    // Telemetry (null when off): this path's windows and its NIC's.
+    std::shared_ptr<monitor::WindowRing> windows;
+    std::shared_ptr<monitor::WindowRing> nic_windows;
+    template <typename Record>
+    void record(Record record) {
+      if (windows) {
+        record(*windows);
+        record(*nic_windows);
+      }
+    }
+  };
+  struct Link {
+    uint64_t peer;
+    std::string name;
+    std::unique_ptr<transports::ReliableChannel> channel;
+    std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
+    uint64_t peer_incarnation = 0;             // the peer's channel, from its first heartbeat
+    std::string last_failure;                  // why the latest path failed
+  };
+  struct DoomedPath {  // a path to fail once no connection is mid-read
+    uint64_t peer;
+    uint64_t key;
+    std::string reason;
+  };
+  // The peer has chunk `token` (acknowledged, or written when unacknowledged), its latest
+  // copy sent on channel path `path`.
+  void chunk_sent(uint64_t token, uint32_t path);
+  Path* path_of(uint64_t peer, uint32_t path) const;
+  void update_interest(Path& path);
+  void flush(Link& link);  // hands paths frames and writes now; fails paths that cannot
+  // `notify`: tell the peer over another path (the failure is local: a NIC went down).
+  void fail_path(Path& path, std::string reason, bool notify = false);
+  // A control frame from the peer about its paths (checked before the channel sees it).
+  std::string on_path_frame(Path& path, const transports::wire::DataFrameHeader& header);
+  void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
+  void fail_doomed();
+  bool service(Path& path, uint32_t events);
+
+  LinksHandler handler_;
+  Hooks hooks_;
+  Parts parts_;
+  uint32_t chunk_bytes_;
+  transports::ReliableChannel::Settings channel_settings_;
+  common::UniqueFd epoll_;
+  std::unordered_map<uint64_t, std::unique_ptr<Link>> links_;
+  std::unordered_map<uint64_t, Path*> paths_by_key_;
+  uint64_t next_key_ = 1;
+  // Some link's frames wait for a path at its queue limit: poll() flushes the links again
+  // once held_path_retry has passed since held_since_.
+  bool held_ = false;
+  transports::ReliableChannel::TimePoint held_since_{};
+  ChunkTokens tokens_;
+  std::vector<DoomedPath> doomed_;
+  bool mid_read_ = false;  // service() is in a connection's read or write
+};
+
+}  // namespace plexus::daemon

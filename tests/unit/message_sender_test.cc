@@ -1,0 +1,128 @@
+// Messages into frames (daemon/links/message_sender.h), between two PeerLinks over loopback
+// TCP: a message is cut into chunk_bytes chunks (no rate measured yet) with their offsets and
+// its `done` runs once, after the last; a marker carries the caller's chunk and offset; a
+// notice is cut to kMaxAbortReasonBytes; with no link nothing is sent.
+#include "daemon/links/message_sender.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tests/unit/tcp_pair.h"
+#include "transports/tcp/tcp_path.h"
+
+namespace plexus::daemon {
+namespace {
+
+using Clock = transports::ReliableChannel::Clock;
+namespace wire = transports::wire;
+constexpr uint32_t kChunk = 64 * 1024;
+
+struct SenderSide {
+  SenderSide()
+      : nics(NicEvents::Hooks{.nic_down = [](const std::string&, const std::string&) {},
+                              .nic_up = nullptr}),
+        links(LinksHandler{.on_frame =
+                               [this](uint64_t, const wire::DataFrameHeader& h,
+                                      std::span<const std::byte> payload) {
+                                 frames.push_back(h);
+                                 text.assign(reinterpret_cast<const char*>(payload.data()),
+                                             payload.size());
+                                 return std::string();
+                               },
+                           .on_lost = [](uint64_t, const std::string&, const std::string&) {}},
+              PeerLinks::Hooks{.peer_rate = [](uint64_t, uint64_t) {},
+                               .nic_readable = [] {},
+                               .peer_lost = [](uint64_t) {}},
+              PeerLinks::Parts{.nics = &nics, .flow_policies = &policies, .published = &published},
+              kChunk, transports::ReliableChannel::Settings{}),
+        sender(links, kChunk, transports::ReliableChannel::Settings{}) {}
+  NicEvents nics;
+  transports::FlowPolicies policies;
+  LinksSnapshot published{LinksSnapshot::Telemetry{}};
+  PeerLinks links;
+  MessageSender sender;
+  std::vector<wire::DataFrameHeader> frames;
+  std::string text;  // the last frame's payload
+};
+
+void connect_sender(SenderSide& a, SenderSide& b) {
+  auto [fa, fb] = test::tcp_pair();
+  a.links.add(2, "b", transports::tcp_path_opener(fa), "rail0", false, false);
+  b.links.add(1, "a", transports::tcp_path_opener(fb), "rail0", false, false);
+}
+
+template <typename Done>
+bool pump_sender(SenderSide& a, SenderSide& b, Done done) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    const auto now = Clock::now();
+    a.links.tick(now);
+    b.links.tick(now);
+    a.links.poll(1);
+    b.links.poll(1);
+  }
+  return true;
+}
+
+TEST(MessageSenderTest, AMessageIsCutIntoChunksAndItsDoneRunsOnceAfterTheLast) {
+  SenderSide a;
+  SenderSide b;
+  connect_sender(a, b);
+  std::vector<std::byte> data(2 * kChunk + 100, std::byte{3});
+  int done = 0;
+  a.sender.set_comm_flow(7, 1);
+  ASSERT_TRUE(a.sender.send_message(2, 7, 4, 9, data, nullptr, [&done] { ++done; }));
+  ASSERT_TRUE(pump_sender(a, b, [&] { return done > 0 && b.frames.size() == 3; }));
+  EXPECT_EQ(done, 1);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b.frames[i].type, wire::FrameType::kData);
+    EXPECT_EQ(b.frames[i].comm_id, 7u);
+    EXPECT_EQ(b.frames[i].op_seq, 4u);
+    EXPECT_EQ(b.frames[i].step, 9u);
+    EXPECT_EQ(b.frames[i].chunk, i);
+    EXPECT_EQ(b.frames[i].offset, uint64_t{i} * kChunk);
+    EXPECT_EQ(b.frames[i].length, i < 2 ? kChunk : 100u);
+  }
+}
+
+TEST(MessageSenderTest, AMarkerCarriesTheCallersChunkAndOffset) {
+  SenderSide a;
+  SenderSide b;
+  connect_sender(a, b);
+  bool done = false;
+  ASSERT_TRUE(a.sender.send_marker(2, 7, 4, 9, 12345, 6, [&done] { done = true; }));
+  ASSERT_TRUE(pump_sender(a, b, [&] { return done && !b.frames.empty(); }));
+  EXPECT_EQ(b.frames[0].chunk, 6u);
+  EXPECT_EQ(b.frames[0].offset, 12345u);
+  EXPECT_EQ(b.frames[0].length, 0u);
+}
+
+TEST(MessageSenderTest, ANoticeIsCutToItsLimit) {
+  SenderSide a;
+  SenderSide b;
+  connect_sender(a, b);
+  const std::string reason(wire::kMaxAbortReasonBytes + 50, 'x');
+  a.sender.send_notice(2, wire::FrameType::kDeparted, 7, 3, reason, 11);
+  ASSERT_TRUE(pump_sender(a, b, [&] { return !b.frames.empty(); }));
+  EXPECT_EQ(b.frames[0].type, wire::FrameType::kDeparted);
+  EXPECT_EQ(b.frames[0].step, 3u);
+  EXPECT_EQ(b.frames[0].op_seq, 11u);
+  EXPECT_EQ(b.text, reason.substr(0, wire::kMaxAbortReasonBytes));
+}
+
+TEST(MessageSenderTest, WithNoLinkNothingIsSentOrCalled) {
+  SenderSide a;
+  bool done = false;
+  std::vector<std::byte> data(10);
+  EXPECT_FALSE(a.sender.send_message(2, 7, 0, 0, data, nullptr, [&done] { done = true; }));
+  EXPECT_FALSE(a.sender.send_marker(2, 7, 0, 0, 0, 0, [&done] { done = true; }));
+  a.sender.send_notice(2, wire::FrameType::kAbort, 7, 0, "why");
+  EXPECT_FALSE(done);
+}
+
+}  // namespace
+}  // namespace plexus::daemon
