@@ -37,6 +37,7 @@ void FrameTransfer::connect(const Hello& peer) {
 }
 
 bool FrameTransfer::start() {
+  if (state_ == State::kStopped) return false;  // the path failed first: it stays failed
   state_ = State::kReady;
   pump();
   // The peer's first frames may have landed before its ready byte (RDMA and the socket are
