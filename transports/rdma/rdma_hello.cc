@@ -3,7 +3,8 @@
 #include <cstring>
 
 #include "transports/rdma/remote_ring.h"
-#include "transports/rdma/wire_bytes.h"
+#include "transports/rdma/verbs_port.h"
+#include "transports/wire/little_endian.h"
 
 namespace plexus::transports::rdma {
 namespace {
@@ -15,33 +16,34 @@ constexpr uint32_t kHelloVersion = 1;
 
 std::array<std::byte, kHelloBytes> encode_hello(const Hello& h) {
   std::array<std::byte, kHelloBytes> out{};
-  put_le<uint32_t>(out.data(), 0, kHelloMagic);
-  put_le<uint32_t>(out.data(), 4, kHelloVersion);
-  put_le<uint32_t>(out.data(), 8, h.qpn);
-  put_le<uint32_t>(out.data(), 12, h.psn);
+  wire::put_le<uint32_t>(out.data(), kHelloMagic);
+  wire::put_le<uint32_t>(out.data() + 4, kHelloVersion);
+  wire::put_le<uint32_t>(out.data() + 8, h.qpn);
+  wire::put_le<uint32_t>(out.data() + 12, h.psn);
   std::memcpy(out.data() + 16, h.gid.raw, 16);
-  put_le<uint64_t>(out.data(), 32, h.ring_address);
-  put_le<uint32_t>(out.data(), 40, h.ring_rkey);
-  put_le<uint32_t>(out.data(), 44, h.receive_depth);
-  put_le<uint64_t>(out.data(), 48, h.ring_bytes);
-  put_le<uint32_t>(out.data(), 56, h.mtu);
+  wire::put_le<uint64_t>(out.data() + 32, h.ring_address);
+  wire::put_le<uint32_t>(out.data() + 40, h.ring_rkey);
+  wire::put_le<uint32_t>(out.data() + 44, h.receive_depth);
+  wire::put_le<uint64_t>(out.data() + 48, h.ring_bytes);
+  wire::put_le<uint32_t>(out.data() + 56, h.mtu);
   return out;
 }
 
 std::string decode_hello(const std::byte* in, Hello* h) {
-  if (get_le<uint32_t>(in, 0) != kHelloMagic) return "the peer's RDMA setup has a bad magic number";
-  if (get_le<uint32_t>(in, 4) != kHelloVersion) {
-    return "the peer speaks RDMA setup version " + std::to_string(get_le<uint32_t>(in, 4)) +
+  if (wire::get_le<uint32_t>(in) != kHelloMagic)
+    return "the peer's RDMA setup has a bad magic number";
+  if (wire::get_le<uint32_t>(in + 4) != kHelloVersion) {
+    return "the peer speaks RDMA setup version " + std::to_string(wire::get_le<uint32_t>(in + 4)) +
            ", this daemon " + std::to_string(kHelloVersion);
   }
-  h->qpn = get_le<uint32_t>(in, 8) & 0xffffff;
-  h->psn = get_le<uint32_t>(in, 12) & 0xffffff;
+  h->qpn = wire::get_le<uint32_t>(in + 8) & 0xffffff;
+  h->psn = wire::get_le<uint32_t>(in + 12) & 0xffffff;
   std::memcpy(h->gid.raw, in + 16, 16);
-  h->ring_address = get_le<uint64_t>(in, 32);
-  h->ring_rkey = get_le<uint32_t>(in, 40);
-  h->receive_depth = get_le<uint32_t>(in, 44);
-  h->ring_bytes = get_le<uint64_t>(in, 48);
-  h->mtu = get_le<uint32_t>(in, 56);
+  h->ring_address = wire::get_le<uint64_t>(in + 32);
+  h->ring_rkey = wire::get_le<uint32_t>(in + 40);
+  h->receive_depth = wire::get_le<uint32_t>(in + 44);
+  h->ring_bytes = wire::get_le<uint64_t>(in + 48);
+  h->mtu = wire::get_le<uint32_t>(in + 56);
   if (h->ring_bytes < kRingAlign * 2 || h->ring_bytes % kRingAlign != 0 ||
       h->ring_bytes > kMaxRingBytes) {
     return "the peer's receive ring of " + std::to_string(h->ring_bytes) + " bytes is unusable";
@@ -52,6 +54,24 @@ std::string decode_hello(const std::byte* in, Hello* h) {
   }
   if (h->mtu < IBV_MTU_256 || h->mtu > IBV_MTU_4096) {
     return "the peer's path MTU (" + std::to_string(h->mtu) + ") is unknown";
+  }
+  return {};
+}
+
+std::string check_peer_hello(const Hello& hello, std::optional<uint32_t> peer_ipv4,
+                             uint64_t largest_frame) {
+  if (!peer_ipv4) return "the path's socket has no IPv4 peer";
+  ibv_gid expected{};
+  expected.raw[10] = 0xff;
+  expected.raw[11] = 0xff;
+  std::memcpy(expected.raw + 12, &*peer_ipv4, 4);
+  if (std::memcmp(expected.raw, hello.gid.raw, sizeof expected.raw) != 0) {
+    return "the peer's RDMA GID " + gid_text(hello.gid) + " is not its address " +
+           gid_text(expected);
+  }
+  if (hello.ring_bytes < largest_frame) {
+    return "the peer's receive ring (" + std::to_string(hello.ring_bytes) +
+           " bytes) cannot hold the largest frame";
   }
   return {};
 }

@@ -2,9 +2,9 @@
 // queue pairs connect (rdma_path.cc): its queue pair number, first packet sequence number,
 // GID, the receive ring the peer may write into (address, rkey, size), how many receives it
 // keeps posted, and its path MTU. Fixed size, little-endian. decode_hello refuses, by name,
-// every field that is unusable on its own before any of it reaches a verbs call; what needs
-// the path's context (the GID must be the socket's peer address, the ring must hold the
-// largest frame) rdma_path.cc checks next.
+// every field that is unusable on its own before any of it reaches a verbs call;
+// check_peer_hello then what needs the path's context (the GID must be the socket's peer
+// address, the ring must hold the largest frame).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace plexus::transports::rdma {
@@ -36,5 +37,11 @@ struct Hello {
 std::array<std::byte, kHelloBytes> encode_hello(const Hello& hello);
 // "" and `hello` filled, or why the message cannot be used (the path then fails with it).
 std::string decode_hello(const std::byte* in, Hello* hello);
+// "" or why the peer's decoded `hello` cannot be used on this path: the queue pair goes where
+// the authenticated socket goes, nowhere else, so its GID must be the IPv4 address of the
+// socket's peer (`peer_ipv4`, network byte order; none: the socket has no IPv4 peer), and its
+// ring must hold `largest_frame` (header and largest payload).
+std::string check_peer_hello(const Hello& hello, std::optional<uint32_t> peer_ipv4,
+                             uint64_t largest_frame);
 
 }  // namespace plexus::transports::rdma

@@ -2,7 +2,7 @@
 
 #include <arpa/inet.h>
 
-#include "transports/rdma/wire_bytes.h"
+#include "transports/wire/little_endian.h"
 
 namespace plexus::transports::rdma {
 namespace {
@@ -22,8 +22,8 @@ Completion of(Completion::Kind kind) {
 }  // namespace
 
 void encode_credit(const Credit& credit, std::byte* out) {
-  put_le<uint64_t>(out, 0, credit.ring_consumed);
-  put_le<uint64_t>(out, 8, credit.frames_consumed);
+  wire::put_le<uint64_t>(out, credit.ring_consumed);
+  wire::put_le<uint64_t>(out + 8, credit.frames_consumed);
 }
 
 Completion classify_completion(const ibv_wc& wc, uint64_t slots, const std::byte* slot_memory,
@@ -63,8 +63,8 @@ Completion classify_completion(const ibv_wc& wc, uint64_t slots, const std::byte
     const std::byte* in = slot_memory + slot * kReceiveSlotBytes;
     Completion c = of(Completion::Kind::kCreditArrived);
     c.slot = slot;
-    c.credit.ring_consumed = get_le<uint64_t>(in, 0);
-    c.credit.frames_consumed = get_le<uint64_t>(in, 8);
+    c.credit.ring_consumed = wire::get_le<uint64_t>(in);
+    c.credit.frames_consumed = wire::get_le<uint64_t>(in + 8);
     return c;
   }
   return failed("an unexpected receive completion (opcode " + std::to_string(wc.opcode) + ")");

@@ -1,6 +1,6 @@
 // Fixed-width integers in little-endian byte order, for the formats between daemons
-// (data_frame.h, speed_commit.h), which hosts of either byte order must read alike. (The
-// RDMA setup message has its own pair in transports/rdma/wire_bytes.h.)
+// (data_frame.h, speed_commit.h, and the RDMA setup and credit messages in transports/rdma/),
+// which hosts of either byte order must read alike.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,99 @@
+// What one RDMA path holds of its verbs device (rdma_path.cc owns one): the port, the memory
+// the peer writes frames into and this side sends and receives credit from, the protection
+// domain and those memories' registrations, the pool windows registered for zero-copy sends
+// (pool_windows.h), the completion channel and queue, and the RC queue pair; open() makes them,
+// connect() and move_to_error() move the queue pair (qp_transitions.h). The frame transfer
+// (frame_transfer.h) posts on them.
+//
+// The members are declared in the order they are made, so that they are freed in reverse, as
+// the device needs: the queue pair first (no work request is left to read anything), then the
+// completion queue and its channel, the pool windows (their pins, then their registrations),
+// the path's own registrations, the protection domain, the memory, and the device last. Each
+// verbs object is a VerbsPtr that holds the call freeing it: no hand-written destructor, and
+// tests give fakes to check that order. Called only by the thread that runs the path (the
+// links' event loop).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "transports/path/sendable_memory.h"
+#include "transports/rdma/pool_windows.h"
+#include "transports/rdma/rdma_hello.h"
+#include "transports/rdma/rdma_path.h"
+#include "transports/rdma/verbs_port.h"
+
+namespace plexus::transports::rdma {
+
+// Receives posted beyond those advertised for frames: a credit SEND completes when the
+// peer's device has it, not when the peer's daemon has reposted the receive it took, so a
+// few credits can land before the peer catches up; these take them without a
+// receiver-not-ready stall (rnr_retry stays the backstop).
+inline constexpr uint32_t kCreditReceives = 32;
+
+// The receive work requests a path keeps posted (frames and credit), one slot each.
+inline uint64_t receive_slots(const RdmaSettings& settings) {
+  return uint64_t{settings.receive_depth} + kCreditReceives;
+}
+
+// One verbs object and the call that frees it (ibv_dealloc_pd, ibv_destroy_qp, ...).
+template <typename T>
+using VerbsPtr = std::unique_ptr<T, int (*)(T*)>;
+
+// Anonymous memory, page aligned, for registration.
+class Pages {
+ public:
+  explicit Pages(size_t bytes);
+  ~Pages();
+  Pages(const Pages&) = delete;
+  Pages& operator=(const Pages&) = delete;
+  std::byte* data() const { return base_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  size_t bytes_;
+};
+
+struct PathVerbs {
+  // Maps the memory the settings size (open() says if that failed).
+  explicit PathVerbs(const RdmaSettings& settings);
+  PathVerbs(const PathVerbs&) = delete;
+  PathVerbs& operator=(const PathVerbs&) = delete;
+
+  // Makes everything on `found` (the port holding the path's address) and moves the queue
+  // pair to INIT; pool windows only where `sendable` announces pools and pinning is not
+  // capped. Empty, or why not.
+  std::string open(VerbsPort found, const RdmaSettings& settings,
+                   std::shared_ptr<const SendableMemory> sendable);
+  // The queue pair to RTR, to the peer its setup message describes, and on to RTS with this
+  // side's `psn`. Empty, or why not.
+  std::string connect(const Hello& peer, const RdmaSettings& settings, uint32_t psn);
+  // The queue pair to IBV_QPS_ERR: every posted work request completes flushed.
+  std::string move_to_error();
+  // Takes the device's async events: why the path must fail (its queue pair or completion
+  // queue in error, its port down, the device failed), or empty.
+  std::string fatal_async_event();
+
+  VerbsPort port;  // its context, the device, freed last
+  Pages ring;      // the peer writes frames here
+  Pages bounce;    // frames are copied here to be written
+  Pages slots;     // receive work requests' buffers (credit messages land here)
+  Pages credit;    // the credit this side sends
+  VerbsPtr<ibv_pd> pd{nullptr, ibv_dealloc_pd};
+  VerbsPtr<ibv_mr> credit_mr{nullptr, ibv_dereg_mr};
+  VerbsPtr<ibv_mr> slots_mr{nullptr, ibv_dereg_mr};
+  VerbsPtr<ibv_mr> bounce_mr{nullptr, ibv_dereg_mr};
+  VerbsPtr<ibv_mr> ring_mr{nullptr, ibv_dereg_mr};
+  std::optional<PoolWindows> pool_windows;
+  VerbsPtr<ibv_comp_channel> channel{nullptr, ibv_destroy_comp_channel};
+  VerbsPtr<ibv_cq> cq{nullptr, ibv_destroy_cq};
+  VerbsPtr<ibv_qp> qp{nullptr, ibv_destroy_qp};
+};
+
+}  // namespace plexus::transports::rdma
