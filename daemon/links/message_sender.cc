@@ -77,27 +77,22 @@ bool MessageSender::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq
   h.offset = offset;
   h.length = 0;
   channel->send(h, {}, links_.take_token(peer, nullptr, std::move(done), Clock::now()),
-                flow_of(comm_id));
+                flow_of(h.comm_id));
   links_.flush(peer);
   return true;
 }
 
-void MessageSender::send_notice(uint64_t peer, wire::FrameType type, uint64_t comm_id,
-                                uint32_t step, const std::string& reason, uint64_t op_seq) {
+void MessageSender::send_notice(uint64_t peer, wire::DataFrameHeader h, const std::string& reason) {
   transports::ReliableChannel* channel = links_.channel(peer);
   if (channel == nullptr) return;
   auto text = std::make_shared<std::string>(
       reason.substr(0, std::min<size_t>(reason.size(), wire::kMaxAbortReasonBytes)));
-  wire::DataFrameHeader h;
-  h.type = type;
-  h.comm_id = comm_id;
-  h.step = step;
-  h.op_seq = op_seq;
   h.length = static_cast<uint32_t>(text->size());
   const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(text->data()),
                                            text->size());
   // In the communicator's flow: behind its frames sent before, as the receiver expects.
-  channel->send(h, payload, links_.take_token(peer, text, nullptr, Clock::now()), flow_of(comm_id));
+  channel->send(h, payload, links_.take_token(peer, text, nullptr, Clock::now()),
+                flow_of(h.comm_id));
   links_.flush(peer);
 }
 

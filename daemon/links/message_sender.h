@@ -35,9 +35,10 @@ class MessageSender {
                     std::function<void()> done);
   bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step, uint64_t offset,
                    uint32_t chunk, std::function<void()> done);
-  // A frame of `type` carrying `reason` (cut to kMaxAbortReasonBytes), best effort.
-  void send_notice(uint64_t peer, transports::wire::FrameType type, uint64_t comm_id, uint32_t step,
-                   const std::string& reason, uint64_t op_seq = 0);
+  // `header` (an abort or departed frame: transports/wire/frame_views.h) carrying `reason`
+  // (cut to kMaxAbortReasonBytes), best effort.
+  void send_notice(uint64_t peer, transports::wire::DataFrameHeader header,
+                   const std::string& reason);
 
  private:
   uint32_t flow_of(uint64_t comm_id) const {

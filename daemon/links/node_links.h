@@ -33,6 +33,7 @@
 #include "monitor/window_ring.h"
 #include "transports/channel/reliable_channel.h"
 #include "transports/path/data_path.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
 
@@ -140,14 +141,17 @@ class NodeLinks {
 
   // Tells `peer` that communicator comm_id failed here, and why (best effort).
   void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
-    sender_.send_notice(peer, transports::wire::FrameType::kAbort, comm_id, 0, reason);
+    sender_.send_notice(peer, transports::wire::make_abort(comm_id), reason);
   }
   // Tells `peer` that `rank` of this node left communicator comm_id.
   // `collectives`: how many collectives the rank had submitted.
   void send_departed(uint64_t peer, uint64_t comm_id, int rank, uint64_t collectives,
                      const std::string& reason) {
-    sender_.send_notice(peer, transports::wire::FrameType::kDeparted, comm_id,
-                        static_cast<uint32_t>(rank), reason, collectives);
+    sender_.send_notice(
+        peer,
+        transports::wire::make_departed(
+            {.comm_id = comm_id, .rank = static_cast<uint32_t>(rank), .collectives = collectives}),
+        reason);
   }
 
   // This node's bandwidth as its links measured it, which the nodes' speed agreement

@@ -1,5 +1,6 @@
 // Peer links: channels over paths, epoll interest, path failure, loss.
 #include "daemon/links/peer_links.h"
+#include "transports/wire/frame_views.h"
 
 #include <sys/epoll.h>
 
@@ -145,10 +146,11 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
 
 std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h) {
   Link& link = *path.link;
-  if ((h.type == wire::FrameType::kHeartbeat || h.type == wire::FrameType::kAck) &&
-      h.comm_id != 0) {
-    if (link.peer_incarnation == 0) link.peer_incarnation = h.comm_id;
-    if (h.comm_id != link.peer_incarnation) {
+  if (const uint64_t incarnation =
+          wire::is_channel_control(h) ? wire::read_channel_control(h).incarnation : 0;
+      incarnation != 0) {
+    if (link.peer_incarnation == 0) link.peer_incarnation = incarnation;
+    if (incarnation != link.peer_incarnation) {
       // The peer gave up its channel to this node and started another: what this side
       // still waits for on the old one will never come.
       link.last_failure = "node " + link.name +
@@ -159,21 +161,22 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
     }
   }
   if (h.type == wire::FrameType::kNodeRate) {
-    hooks_.peer_rate(link.peer, h.offset);
+    hooks_.peer_rate(link.peer, wire::read_node_rate(h));
     return {};
   }
   if (h.type != wire::FrameType::kPathNotice) return {};
-  // The peer's connection from `offset` to `op_seq` is this side's from op_seq to offset.
+  // The peer's connection from `from` to `to` is this side's from `to` to `from`.
+  const wire::PathNoticeFrame notice = wire::read_path_notice(h);
   for (auto& other : link.paths) {
-    if (!other || other->local_key != h.op_seq || other->remote_key != h.offset) continue;
-    switch (static_cast<wire::PathNotice>(h.step)) {
+    if (!other || other->local_key != notice.to || other->remote_key != notice.from) continue;
+    switch (notice.what) {
       case wire::PathNotice::kDown:
         doomed_.push_back({link.peer, other->key,
                            "node " + link.name + " reports its end (" + other->remote + ") down"});
         break;
       case wire::PathNotice::kDrained:
       case wire::PathNotice::kUndrained: {
-        const bool drained = static_cast<wire::PathNotice>(h.step) == wire::PathNotice::kDrained;
+        const bool drained = notice.what == wire::PathNotice::kDrained;
         if (other->peer_drained == drained) break;  // a copy: notices go on every path
         other->peer_drained = drained;
         // Drained while either side has it drained.
@@ -183,7 +186,8 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
         break;
       }
       default:
-        return "a path notice of unknown kind " + std::to_string(h.step);
+        return "a path notice of unknown kind " +
+               std::to_string(static_cast<uint32_t>(notice.what));
     }
     return {};
   }
@@ -192,11 +196,8 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
 
 void PeerLinks::send_path_notice(Link& link, const Path& about, wire::PathNotice what) {
   if (about.local_key == 0 || about.remote_key == 0) return;  // not IPv4: the timeout covers it
-  wire::DataFrameHeader h;
-  h.type = wire::FrameType::kPathNotice;
-  h.step = static_cast<uint32_t>(what);
-  h.offset = about.local_key;
-  h.op_seq = about.remote_key;
+  const wire::DataFrameHeader h =
+      wire::make_path_notice({.what = what, .from = about.local_key, .to = about.remote_key});
   // On every live path (one may be about to fail too), but a path down on itself.
   for (auto& other : link.paths) {
     if (!other || (what == wire::PathNotice::kDown && other.get() == &about)) continue;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "daemon/links/peer_links.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
 
@@ -36,9 +37,7 @@ std::vector<NodeBandwidth::ActivePath> PeerLinks::active_paths() const {
 }
 
 void PeerLinks::send_node_rate(double bytes_per_s) {
-  wire::DataFrameHeader h;
-  h.type = wire::FrameType::kNodeRate;
-  h.offset = static_cast<uint64_t>(bytes_per_s);
+  const wire::DataFrameHeader h = wire::make_node_rate(static_cast<uint64_t>(bytes_per_s));
   for (auto& [peer, link] : links_) {
     for (auto& path : link->paths) {
       if (!path ||

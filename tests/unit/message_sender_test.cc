@@ -12,6 +12,7 @@
 
 #include "tests/unit/tcp_pair.h"
 #include "transports/tcp/tcp_path.h"
+#include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
 namespace {
@@ -106,11 +107,14 @@ TEST(MessageSenderTest, ANoticeIsCutToItsLimit) {
   SenderSide b;
   connect_sender(a, b);
   const std::string reason(wire::kMaxAbortReasonBytes + 50, 'x');
-  a.sender.send_notice(2, wire::FrameType::kDeparted, 7, 3, reason, 11);
+  a.sender.send_notice(2, wire::make_departed({.comm_id = 7, .rank = 3, .collectives = 11}),
+                       reason);
   ASSERT_TRUE(pump_sender(a, b, [&] { return !b.frames.empty(); }));
   EXPECT_EQ(b.frames[0].type, wire::FrameType::kDeparted);
-  EXPECT_EQ(b.frames[0].step, 3u);
-  EXPECT_EQ(b.frames[0].op_seq, 11u);
+  const wire::Departed departed = wire::read_departed(b.frames[0]);
+  EXPECT_EQ(departed.comm_id, 7u);
+  EXPECT_EQ(departed.rank, 3u);
+  EXPECT_EQ(departed.collectives, 11u);
   EXPECT_EQ(b.text, reason.substr(0, wire::kMaxAbortReasonBytes));
 }
 
@@ -120,7 +124,7 @@ TEST(MessageSenderTest, WithNoLinkNothingIsSentOrCalled) {
   std::vector<std::byte> data(10);
   EXPECT_FALSE(a.sender.send_message(2, 7, 0, 0, data, nullptr, [&done] { done = true; }));
   EXPECT_FALSE(a.sender.send_marker(2, 7, 0, 0, 0, 0, [&done] { done = true; }));
-  a.sender.send_notice(2, wire::FrameType::kAbort, 7, 0, "why");
+  a.sender.send_notice(2, wire::make_abort(7), "why");
   EXPECT_FALSE(done);
 }
 
