@@ -7,6 +7,7 @@
 #include "daemon/engine/internode_state.h"
 #include "daemon/engine/job_admission.h"
 #include "daemon/gpu/copy_group.h"
+#include "daemon/gpu/direct_copy.h"
 #include "daemon/gpu/reduce_kernel_args.h"
 #include "shm/dtype.h"
 
@@ -118,11 +119,11 @@ bool GpuStaging::start_input(Session& session, gpu::StagedOp& op) {
     if (other->order >= op.order || !op.overwrites_input_of(*other)) continue;
     // Not started: it waits for an earlier result itself, so its input is not yet there.
     if (!other->input_started()) return false;
-    if (!other->matched() && !other->has_snapshot()) {
+    if (!other->matched() && !other->snapshot().taken()) {
       // A copy aside is never needed: refused, the writer waits for the send's match.
       std::string error = refuse_staging(session, other->snapshot_needs(), 0, true);
       if (error.empty()) error = other->snapshot_input(*device_, session.staging_budget());
-      if (!error.empty() && other->first_refusal()) {
+      if (!error.empty() && other->snapshot().first_refusal()) {
         spdlog::warn(
             "{}: not copying a send's input to the host ({}): the op that overwrites it "
             "waits until the send is matched",
@@ -153,8 +154,8 @@ void GpuStaging::start_direct_copy(Contribution send, Contribution recv) {
   d.from = direct_op(send);
   d.to = direct_op(recv);
   still_since_ = {};  // a new copy to watch: look soon
-  d.copy = gpu::StagedOp::copy_between(*device_, d.from.get(), send.send, d.to.get(), recv.recv,
-                                       recv.entry.recv.bytes);
+  d.copy = gpu::copy_between(*device_, d.from.get(), send.send, d.to.get(), recv.recv,
+                             recv.entry.recv.bytes);
   direct_copies_.push_back(std::move(d));
 }
 
@@ -233,7 +234,7 @@ bool GpuStaging::stage_direct_parts_now(PendingCollective& op, const std::string
     // Not the job's cap: the op was admitted whole when called, and its ranks are all in
     // (a refusal here would fail the op on every rank).
     std::string error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry),
-                                       staged->snapshot_bytes(), false);
+                                       staged->snapshot().bytes(), false);
     if (error.empty()) {
       status = PLEXUS_ERR_SYSTEM;
       error =
@@ -256,7 +257,7 @@ bool GpuStaging::start_collective(Comm& comm, PendingCollective& op, uint64_t se
 
 void GpuStaging::start_copy_back(Session& session, uint64_t user_data,
                                  std::shared_ptr<gpu::StagedOp> op) {
-  op->start_copy_back(*device_);
+  op->copy_back().start(*device_);
   session.copying_back.push_back({user_data, std::move(op)});
   still_since_ = {};
 }
@@ -285,7 +286,7 @@ bool GpuStaging::start_reduction(Comm& comm, PendingCollective& op, uint64_t seq
   for (size_t r = 0; r < op.parts.size(); ++r) {
     staged[r] = direct_op(op.parts[r]);
     // A copy aside is host memory: the kernel cannot read it.
-    if (!staged[r] || staged[r]->has_snapshot()) every_rank_on_gpu = false;
+    if (!staged[r] || staged[r]->snapshot().taken()) every_rank_on_gpu = false;
   }
   std::string why = "rank(s) with host buffers";
   if (every_rank_on_gpu) {
@@ -330,8 +331,8 @@ bool GpuStaging::start_copies(Comm& comm, PendingCollective& op, uint64_t seq) {
   // to where rank `to`'s result goes: one copy, on the copy engines where a GPU is either
   // side.
   auto copy = [&](size_t from, uint64_t from_at, size_t to, uint64_t to_at) {
-    copies->add(gpu::StagedOp::copy_part(*device_, staged[from].get(), op.parts[from].send, from_at,
-                                         staged[to].get(), op.parts[to].recv, to_at, block));
+    copies->add(gpu::copy_part(*device_, staged[from].get(), op.parts[from].send, from_at,
+                               staged[to].get(), op.parts[to].recv, to_at, block));
   };
   switch (first.opcode) {
     case shm::Opcode::kBroadcast:
@@ -450,7 +451,7 @@ std::shared_ptr<std::string> GpuStaging::stage_slices(InternodeOp& op) {
     return false;
   };
   staging.written = [staged, device = device_](size_t i, uint64_t offset, uint64_t bytes) {
-    if (staged[i]) staged[i]->start_copy_back_part(*device, offset, bytes);
+    if (staged[i]) staged[i]->copy_back().start_part(*device, offset, bytes);
   };
   op.stage_through(std::move(staging));
   return failure;
@@ -530,7 +531,7 @@ bool GpuStaging::advance(Session& session) {
   }
   for (size_t i = 0; i < session.copying_back.size() && !session.removed;) {
     std::string copy_error;
-    if (!session.copying_back[i].op->copied_back(&copy_error)) {
+    if (!session.copying_back[i].op->copy_back().done(&copy_error)) {
       ++i;
       continue;
     }

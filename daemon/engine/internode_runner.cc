@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "daemon/internode/plan_shape.h"
 #include "shm/dtype.h"
 #include "transports/wire/frame_views.h"
 
@@ -177,7 +178,7 @@ void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   for (int rank : span.topology.local_ranks()) local.push_back(op.parts[static_cast<size_t>(rank)]);
   const auto& first = local.front().entry;
   CollectiveArgs args{first.opcode, first.dtype, first.redop, first.count, first.peer};
-  algo::Shape shape = InternodeOp::shape_for(span.topology, args);
+  algo::Shape shape = plan_shape(span.topology, args);
   algo::LinkCost cost = span.cost;
   if (state.speeds) {
     shape.speeds = state.speeds->speeds_for(seq);

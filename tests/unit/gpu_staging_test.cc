@@ -91,11 +91,11 @@ TEST(StagedOpTest, InputComesFromTheDeviceAndTheResultGoesBackOnlyToTheReceiveSp
   for (size_t i = 0; i < 64; ++i) ASSERT_EQ(send[i], static_cast<std::byte>(i));
   for (size_t i = 0; i < 64; ++i) recv[i] = std::byte{0xAB};
   EXPECT_EQ(gpu[128], static_cast<std::byte>(128)) << "nothing reaches the device before";
-  staged->start_copy_back(*device);
-  EXPECT_FALSE(staged->copied_back(&error));
-  EXPECT_FALSE(staged->copied_back(&error));
+  staged->copy_back().start(*device);
+  EXPECT_FALSE(staged->copy_back().done(&error));
+  EXPECT_FALSE(staged->copy_back().done(&error));
   EXPECT_EQ(gpu[128], static_cast<std::byte>(128)) << "nor while the copy runs";
-  ASSERT_TRUE(staged->copied_back(&error));
+  ASSERT_TRUE(staged->copy_back().done(&error));
   EXPECT_EQ(error, "");
   for (size_t i = 128; i < 192; ++i) ASSERT_EQ(gpu[i], std::byte{0xAB}) << i;
   EXPECT_EQ(gpu[127], static_cast<std::byte>(127));
@@ -125,7 +125,7 @@ TEST(StagedOpTest, OverlappingSpansShareOneHostCopyWithTheDevicesLayout) {
   EXPECT_EQ(device->copies_to_host, 1) << "one copy of the union";
   EXPECT_EQ(recv[0], static_cast<std::byte>(1024 * 7));
   for (size_t i = 0; i < 1024; ++i) recv[i] = std::byte{0x11};
-  EXPECT_EQ(staged->copy_back(*device), "");
+  EXPECT_EQ(staged->copy_back().wait(*device), "");
   for (size_t i = 1024; i < 2048; ++i) ASSERT_EQ(gpu[i], std::byte{0x11});
   EXPECT_EQ(gpu[1023], static_cast<std::byte>(1023 * 7));
 }
@@ -147,7 +147,7 @@ TEST(StagedOpTest, AHostPoolSpanIsLeftAloneAndAFailedCopyIsAnError) {
   EXPECT_TRUE(staged->input_ready(&error));
   EXPECT_EQ(device->copies_to_host, 0) << "a receive-only GPU span reads nothing from the device";
   device->fail_copies = true;
-  EXPECT_THAT(staged->copy_back(*device), HasSubstr("copy failed"));
+  EXPECT_THAT(staged->copy_back().wait(*device), HasSubstr("copy failed"));
   const shm::ValidatedEntry both = entry_with({region, 0, 32}, {region, 32, 32});
   auto failing = StagedOp::stage(*device, regions, both, &send, &recv, &error);
   ASSERT_NE(failing, nullptr) << error;
@@ -184,8 +184,8 @@ TEST(StagedOpTest, AnOpReadingWhereAnEarlierOpWritesWaitsForThatResult) {
   EXPECT_FALSE(first->reads_result_of(*reads_its_result)) << "what it reads is not written";
   first->start_input(*device);
   ASSERT_TRUE(first->input_ready(&error));
-  first->start_copy_back(*device);
-  ASSERT_TRUE(first->copied_back(&error));
+  first->copy_back().start(*device);
+  ASSERT_TRUE(first->copy_back().done(&error));
   EXPECT_FALSE(reads_its_result->reads_result_of(*first)) << "the result is back: go";
 }
 
@@ -202,7 +202,7 @@ TEST(StagedOpTest, AnOpInFlightKeepsItsAllocationMappedAfterTheRegionIsReleased)
   staged->start_input(*device);
   EXPECT_TRUE(regions.release(region));  // the client forgot it, or died
   EXPECT_EQ(device->closed, 0);
-  EXPECT_EQ(staged->copy_back(*device), "");
+  EXPECT_EQ(staged->copy_back().wait(*device), "");
   staged.reset();
   EXPECT_EQ(device->closed, 1);
   EXPECT_EQ(device->host_buffers_freed, 1);

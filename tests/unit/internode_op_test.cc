@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "daemon/internode/plan_shape.h"
 #include "shm/dtype.h"
 #include "shm/entry_validation.h"
 #include "tests/unit/in_memory_network.h"
@@ -183,7 +184,7 @@ TEST(InternodeOpTest, EveryCollectiveAndAlgorithmIsExactForUnevenAndInterleavedP
     for (shm::Opcode opcode :
          {shm::Opcode::kAllReduce, shm::Opcode::kReduce, shm::Opcode::kBroadcast,
           shm::Opcode::kAllGather, shm::Opcode::kReduceScatter, shm::Opcode::kAllToAll}) {
-      for (algo::Algorithm algorithm : algo::algorithms_for(InternodeOp::collective_of(opcode))) {
+      for (algo::Algorithm algorithm : algo::algorithms_for(collective_of(opcode))) {
         for (plexus_redop_t op : {PLEXUS_SUM, PLEXUS_MAX, PLEXUS_AVG}) {
           if (op != PLEXUS_SUM && !shm::uses_redop(opcode)) continue;
           for (uint64_t count : {uint64_t{1}, uint64_t{3}, uint64_t{1001}}) {
@@ -213,7 +214,7 @@ TEST(InternodeOpTest, SlicedCollectivesAreExactWithAnyNumberInFlight) {
     for (shm::Opcode opcode :
          {shm::Opcode::kAllReduce, shm::Opcode::kReduce, shm::Opcode::kBroadcast,
           shm::Opcode::kAllGather, shm::Opcode::kReduceScatter, shm::Opcode::kAllToAll}) {
-      for (algo::Algorithm algorithm : algo::algorithms_for(InternodeOp::collective_of(opcode))) {
+      for (algo::Algorithm algorithm : algo::algorithms_for(collective_of(opcode))) {
         for (uint32_t in_flight : {1u, 2u, 5u}) {
           for (uint64_t count : {uint64_t{7}, uint64_t{1001}}) {
             const SliceOptions slices{52, in_flight};  // 13 int32: slices of uneven blocks
