@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::common {
 
 inline constexpr size_t kFrameLengthBytes = 4;
@@ -35,9 +37,9 @@ class FrameDecoder {
   explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
   void append(const std::byte* data, size_t n);
-  // The next complete frame's message words, std::nullopt when incomplete. On a
-  // malformed length sets *error and returns std::nullopt.
-  std::optional<kj::Array<capnp::word>> next(std::string* error);
+  // The next complete frame's message words, std::nullopt when incomplete; a failure
+  // saying why on a malformed length (every later call fails the same way).
+  Result<std::optional<kj::Array<capnp::word>>> next();
   size_t buffered() const { return buffer_.size() - consumed_; }
 
  private:

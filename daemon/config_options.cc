@@ -436,10 +436,10 @@ ConfigLoad load_config(const std::vector<std::string>& args) {
   load.file = w.config_file;
   std::string error;
   if (!load.file.empty()) {
-    std::vector<ConfigFileEntry> entries;
-    error = read_config_file(load.file, &entries);
-    if (error.empty()) error = apply_file(app, load.file, entries);
-    if (error.empty()) error = apply_jobs(load.file, entries, &config.jobs);
+    const common::Result<std::vector<ConfigFileEntry>> entries = read_config_file(load.file);
+    error = entries.error();
+    if (error.empty()) error = apply_file(app, load.file, *entries);
+    if (error.empty()) error = apply_jobs(load.file, *entries, &config.jobs);
   }
   for (size_t i = 0; error.empty() && i < w.jobs.size(); ++i)
     error = parse_job_option(w.jobs[i], &config.jobs);
