@@ -30,7 +30,7 @@ std::vector<std::byte> encode_frame(capnp::MessageBuilder& message);
 // The body length a frame's prefix announces, not yet checked.
 uint32_t frame_length(std::span<const std::byte, kFrameLengthBytes> prefix);
 // "" when `length` is a positive multiple of 8 up to `max_frame_bytes`, else why not.
-std::string check_frame_length(uint32_t length, size_t max_frame_bytes);
+[[nodiscard]] std::string check_frame_length(uint32_t length, size_t max_frame_bytes);
 
 class FrameDecoder {
  public:

@@ -371,10 +371,12 @@ std::string apply_jobs(const std::string& path, const std::vector<ConfigFileEntr
     }
     jobs.push_back({e.section, e.key, e.values.front(), e.line});
   }
-  int line = 0;
-  std::string error = read_jobs_table(jobs, table, &line);
-  if (error.empty()) return {};
-  return path + ":" + std::to_string(line) + ": " + error;
+  // One entry at a time, so that an error names its entry's line.
+  for (const JobsTableEntry& job : jobs) {
+    if (std::string error = read_jobs_table({job}, table); !error.empty())
+      return path + ":" + std::to_string(job.line) + ": " + error;
+  }
+  return {};
 }
 
 // Each option's value in `config`: an App over a copy shows it as each option's default.

@@ -18,11 +18,11 @@ common::Result<uint64_t> map_for_device(void* host, size_t bytes);
 void unmap_for_device(void* host);
 // Refuses a stream being captured into a CUDA graph: the daemon must see every launch,
 // and a captured call would be submitted once but replayed many times.
-std::string check_stream_not_capturing(void* stream);
+[[nodiscard]] std::string check_stream_not_capturing(void* stream);
 // Queued on `stream`: write `value` at `device` once the work before it is done.
-std::string stream_write_value(void* stream, uint64_t device, uint32_t value);
+[[nodiscard]] std::string stream_write_value(void* stream, uint64_t device, uint32_t value);
 // Queued on `stream`: hold the work after it until `device` holds `value` or a later
 // ticket (cyclically: within 2^31 after it).
-std::string stream_wait_value(void* stream, uint64_t device, uint32_t value);
+[[nodiscard]] std::string stream_wait_value(void* stream, uint64_t device, uint32_t value);
 
 }  // namespace plexus::client

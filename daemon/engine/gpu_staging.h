@@ -121,8 +121,8 @@ class GpuStaging {
   // "" or why `session`'s GPU ops may not hold `needed` more bytes of host copies, once
   // `given_back` of theirs is released: past its process's --max-gpu-staging-bytes or (if
   // `job_capped`) its job's max_staging_bytes.
-  std::string refuse_staging(const Session& session, uint64_t needed, uint64_t given_back,
-                             bool job_capped) const;
+  [[nodiscard]] std::string refuse_staging(const Session& session, uint64_t needed,
+                                           uint64_t given_back, bool job_capped) const;
 
   bool reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry);
   bool moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const;
