@@ -41,15 +41,14 @@ void FrameDecoder::append(const std::byte* data, size_t n) {
   buffer_.insert(buffer_.end(), data, data + n);
 }
 
-std::optional<kj::Array<capnp::word>> FrameDecoder::next(std::string* error) {
-  if (buffered() < kFrameLengthBytes) return std::nullopt;
+Result<std::optional<kj::Array<capnp::word>>> FrameDecoder::next() {
+  if (buffered() < kFrameLengthBytes) return {std::nullopt};
   const uint32_t length = frame_length(
       std::span<const std::byte, kFrameLengthBytes>(buffer_.data() + consumed_, kFrameLengthBytes));
   if (std::string why = check_frame_length(length, max_frame_bytes_); !why.empty()) {
-    *error = std::move(why);
-    return std::nullopt;
+    return fail(std::move(why));
   }
-  if (buffered() < kFrameLengthBytes + length) return std::nullopt;
+  if (buffered() < kFrameLengthBytes + length) return {std::nullopt};
   // Copy into word-aligned storage: Cap'n Proto reads words in place.
   auto words = kj::heapArray<capnp::word>(length / sizeof(capnp::word));
   std::memcpy(words.begin(), buffer_.data() + consumed_ + kFrameLengthBytes, length);
@@ -61,7 +60,7 @@ std::optional<kj::Array<capnp::word>> FrameDecoder::next(std::string* error) {
     buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<ptrdiff_t>(consumed_));
     consumed_ = 0;
   }
-  return words;
+  return std::optional(std::move(words));
 }
 
 }  // namespace plexus::common

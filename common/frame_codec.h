@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::common {
 
 inline constexpr size_t kFrameLengthBytes = 4;
@@ -28,16 +30,16 @@ std::vector<std::byte> encode_frame(capnp::MessageBuilder& message);
 // The body length a frame's prefix announces, not yet checked.
 uint32_t frame_length(std::span<const std::byte, kFrameLengthBytes> prefix);
 // "" when `length` is a positive multiple of 8 up to `max_frame_bytes`, else why not.
-std::string check_frame_length(uint32_t length, size_t max_frame_bytes);
+[[nodiscard]] std::string check_frame_length(uint32_t length, size_t max_frame_bytes);
 
 class FrameDecoder {
  public:
   explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
   void append(const std::byte* data, size_t n);
-  // The next complete frame's message words, std::nullopt when incomplete. On a
-  // malformed length sets *error and returns std::nullopt.
-  std::optional<kj::Array<capnp::word>> next(std::string* error);
+  // The next complete frame's message words, std::nullopt when incomplete; a failure
+  // saying why on a malformed length (every later call fails the same way).
+  Result<std::optional<kj::Array<capnp::word>>> next();
   size_t buffered() const { return buffer_.size() - consumed_; }
 
  private:

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::daemon {
 
 // What TOML type a value was written as: an option that takes a number is given one, not a
@@ -26,8 +28,8 @@ struct ConfigFileEntry {
 // A floating-point value as the shortest text that reads back as the same number.
 std::string number_text(double value);
 
-// Reads `path` into `entries` (in the order of their lines). Returns "" or the error as
+// The entries of `path` (in the order of their lines), or the error as
 // "PATH:LINE:COLUMN: what".
-std::string read_config_file(const std::string& path, std::vector<ConfigFileEntry>* entries);
+common::Result<std::vector<ConfigFileEntry>> read_config_file(const std::string& path);
 
 }  // namespace plexus::daemon

@@ -371,10 +371,12 @@ std::string apply_jobs(const std::string& path, const std::vector<ConfigFileEntr
     }
     jobs.push_back({e.section, e.key, e.values.front(), e.line});
   }
-  int line = 0;
-  std::string error = read_jobs_table(jobs, table, &line);
-  if (error.empty()) return {};
-  return path + ":" + std::to_string(line) + ": " + error;
+  // One entry at a time, so that an error names its entry's line.
+  for (const JobsTableEntry& job : jobs) {
+    if (std::string error = read_jobs_table({job}, table); !error.empty())
+      return path + ":" + std::to_string(job.line) + ": " + error;
+  }
+  return {};
 }
 
 // Each option's value in `config`: an App over a copy shows it as each option's default.
@@ -436,10 +438,10 @@ ConfigLoad load_config(const std::vector<std::string>& args) {
   load.file = w.config_file;
   std::string error;
   if (!load.file.empty()) {
-    std::vector<ConfigFileEntry> entries;
-    error = read_config_file(load.file, &entries);
-    if (error.empty()) error = apply_file(app, load.file, entries);
-    if (error.empty()) error = apply_jobs(load.file, entries, &config.jobs);
+    const common::Result<std::vector<ConfigFileEntry>> entries = read_config_file(load.file);
+    error = entries.error();
+    if (error.empty()) error = apply_file(app, load.file, *entries);
+    if (error.empty()) error = apply_jobs(load.file, *entries, &config.jobs);
   }
   for (size_t i = 0; error.empty() && i < w.jobs.size(); ++i)
     error = parse_job_option(w.jobs[i], &config.jobs);

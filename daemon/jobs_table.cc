@@ -49,10 +49,8 @@ bool valid_name(const std::string& name) { return !name.empty() && name.size() <
 
 }  // namespace
 
-std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTable* table,
-                            int* line_at_fault) {
+std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTable* table) {
   for (const JobsTableEntry& e : entries) {
-    if (line_at_fault != nullptr) *line_at_fault = e.line;
     if (e.section.empty() || e.section[0] != "jobs") continue;
     if (e.key == "++" || e.key == "--") continue;  // a section's opening and closing marks
     if (e.section.size() != 2 || !valid_name(e.section[1])) {
@@ -76,7 +74,6 @@ std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTabl
     }
     if (!error.empty()) return error;
   }
-  if (line_at_fault != nullptr) *line_at_fault = 0;
   return {};
 }
 

@@ -29,11 +29,10 @@ struct JobsTableEntry {
   std::string value;
   int line = 0;  // in the file, for the error (0: not known)
 };
-// Adds the entries under [jobs.*] to `table`; others are ignored. "" or the first error
-// (and its entry's line in *line_at_fault).
-std::string read_jobs_table(const std::vector<JobsTableEntry>& entries, JobsTable* table,
-                            int* line_at_fault = nullptr);
+// Adds the entries under [jobs.*] to `table`; others are ignored. "" or the first error.
+[[nodiscard]] std::string read_jobs_table(const std::vector<JobsTableEntry>& entries,
+                                          JobsTable* table);
 // "NAME=CLASS[:WEIGHT]" into `table`; "" or why not.
-std::string parse_job_option(const std::string& text, JobsTable* table);
+[[nodiscard]] std::string parse_job_option(const std::string& text, JobsTable* table);
 
 }  // namespace plexus::daemon

@@ -24,7 +24,7 @@ class EventLog {
   EventLog(std::string node, std::string file_path = {}, size_t keep = 1024);
   // Appends to `file_path` from now on (empty: no file), after a config reload or a log
   // rotation. Returns "" or why not; the file in use is then kept.
-  std::string reopen(const std::string& file_path);
+  [[nodiscard]] std::string reopen(const std::string& file_path);
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;

@@ -27,8 +27,12 @@ Loaded load() {
     return out;
   }
   // Never dlclosed: the driver stays for the life of the process.
-  const CudaGetProcAddress get_proc = cuda_get_proc_address(library, &out.why);
-  if (get_proc == nullptr) return out;
+  const common::Result<CudaGetProcAddress> found = cuda_get_proc_address(library);
+  if (!found) {
+    out.why = found.error();
+    return out;
+  }
+  const CudaGetProcAddress get_proc = *found;
   CudaDriver& d = out.driver;
   PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_LOAD_ROW)
   out.why = d.check(d.init(0), "cuInit");
@@ -42,32 +46,30 @@ Loaded load() {
 
 }  // namespace
 
-CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why) {
+common::Result<CudaGetProcAddress> cuda_get_proc_address(void* library) {
   auto get_proc = reinterpret_cast<CudaGetProcAddress>(::dlsym(library, "cuGetProcAddress_v2"));
-  if (get_proc == nullptr) *why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
+  if (get_proc == nullptr)
+    return common::fail("the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)");
   return get_proc;
 }
 
-void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, int version,
-                       std::string* why) {
+common::Result<void*> cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol,
+                                       int version) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult found{};
   if (get_proc(symbol, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
       fn == nullptr) {
-    *why = std::string("the CUDA driver has no ") + symbol + " for CUDA " + std::to_string(version);
-    return nullptr;
+    return common::fail(std::string("the CUDA driver has no ") + symbol + " for CUDA " +
+                        std::to_string(version));
   }
   return fn;
 }
 
-const CudaDriver* CudaDriver::get(std::string* why) {
+common::Result<const CudaDriver*> CudaDriver::get() {
   static std::once_flag once;
   static Loaded* loaded = nullptr;  // leaked: used until exit, from any thread
   std::call_once(once, [] { loaded = new Loaded(load()); });
-  if (!loaded->why.empty()) {
-    if (why != nullptr) *why = loaded->why;
-    return nullptr;
-  }
+  if (!loaded->why.empty()) return common::fail(loaded->why);
   return &loaded->driver;
 }
 
@@ -97,7 +99,8 @@ const CudaDriver* CudaDriver::get_if_loaded() {
     if (!cuda_driver_in_process()) return nullptr;
     loaded.store(true, std::memory_order_release);
   }
-  return get(nullptr);
+  const common::Result<const CudaDriver*> driver = get();
+  return driver ? *driver : nullptr;
 }
 
 std::string CudaDriver::describe(CUresult result) const {

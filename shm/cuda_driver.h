@@ -12,6 +12,8 @@
 #include <string>
 #include <type_traits>
 
+#include "common/result.h"
+
 namespace plexus::shm {
 
 // X(member, driver symbol, ABI version): every entry point Plexus uses, each asked of the
@@ -74,15 +76,15 @@ namespace plexus::shm {
   X(mem_create, cuMemCreate, 10020)                                               \
   X(mem_get_allocation_granularity, cuMemGetAllocationGranularity, 10020)
 
-// The driver's cuGetProcAddress_v2 from `library` (a dlopen handle of libcuda.so.1): null
-// with *why when the driver is older than CUDA 12.
+// The driver's cuGetProcAddress_v2 from `library` (a dlopen handle of libcuda.so.1), or why
+// not: the driver is older than CUDA 12.
 using CudaGetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
                                         CUdriverProcAddressQueryResult*);
-CudaGetProcAddress cuda_get_proc_address(void* library, std::string* why);
-// Entry point `symbol` at the ABI of CUDA `version` (the X lists' third column): null with
-// *why naming it.
-void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, int version,
-                       std::string* why);
+common::Result<CudaGetProcAddress> cuda_get_proc_address(void* library);
+// Entry point `symbol` at the ABI of CUDA `version` (the X lists' third column), or a
+// sentence naming it.
+common::Result<void*> cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol,
+                                       int version);
 
 // Loads one X(member, symbol, version) row into `d.member`, its version checked against
 // cudaTypedefs.h's PFN_<symbol>_v<version> at compile time; on failure returns `out`, its
@@ -92,19 +94,24 @@ void* cuda_entry_point(CudaGetProcAddress get_proc, const char* symbol, int vers
 #define PLEXUS_CUDA_LOAD_ROW(member, symbol, version)                                \
   static_assert(std::is_same_v<decltype(&::symbol), PFN_##symbol##_v##version>,      \
                 #symbol "'s prototype is not CUDA " #version "'s: fix its version"); \
-  d.member = reinterpret_cast<decltype(d.member)>(                                   \
-      ::plexus::shm::cuda_entry_point(get_proc, #symbol, version, &out.why));        \
-  if (d.member == nullptr) return out;
+  {                                                                                  \
+    auto entry = ::plexus::shm::cuda_entry_point(get_proc, #symbol, version);        \
+    if (!entry) {                                                                    \
+      out.why = entry.error();                                                       \
+      return out;                                                                    \
+    }                                                                                \
+    d.member = reinterpret_cast<decltype(d.member)>(*entry);                         \
+  }
 
 struct CudaDriver {
 #define PLEXUS_CUDA_MEMBER(member, symbol, version) decltype(&::symbol) member = nullptr;
   PLEXUS_CUDA_DRIVER_ENTRY_POINTS(PLEXUS_CUDA_MEMBER)
 #undef PLEXUS_CUDA_MEMBER
 
-  // The process's driver, loaded and initialised on first use; null when there is none,
-  // with the reason in *why ("no CUDA driver: libcuda.so.1: cannot open shared object
-  // file", "cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected", ...).
-  static const CudaDriver* get(std::string* why);
+  // The process's driver, loaded and initialised on first use, or why there is none ("no
+  // CUDA driver: libcuda.so.1: cannot open shared object file", "cuInit:
+  // CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected", ...).
+  static common::Result<const CudaDriver*> get();
   // The driver only if this process has loaded it already (the application uses CUDA):
   // null otherwise, without loading or initialising it. What libplexus asks before
   // looking at a pointer: no device memory can exist in a process without the driver, and

@@ -21,7 +21,8 @@ inline constexpr size_t kMaxFdsPerFrame = 4;
 
 // sendmsg of a whole frame (retrying partial writes; blocks on a blocking socket).
 // Returns "" or the error sentence.
-std::string send_frame(int sock, std::span<const std::byte> frame, std::span<const int> fds = {});
+[[nodiscard]] std::string send_frame(int sock, std::span<const std::byte> frame,
+                                     std::span<const int> fds = {});
 
 // One recvmsg: bytes into buf, received descriptors appended to *fds (close-on-exec).
 // Returns bytes read (0 = peer closed), or -1 with errno set (EAGAIN included).

@@ -51,30 +51,31 @@ Mapping map_shared(int fd, size_t bytes) {
   return Mapping(base, bytes);
 }
 
-std::string check_sealed_memfd(int fd, uint64_t min_bytes, uint64_t max_bytes, uint64_t* size) {
+common::Result<uint64_t> check_sealed_memfd(int fd, uint64_t min_bytes, uint64_t max_bytes) {
   int seals = ::fcntl(fd, F_GET_SEALS);
   if (seals < 0) {
-    return "the descriptor is not a sealable memfd (F_GET_SEALS failed: " +
-           std::system_category().message(errno) + ")";
+    return common::fail("the descriptor is not a sealable memfd (F_GET_SEALS failed: " +
+                        std::system_category().message(errno) + ")");
   }
   if ((seals & F_SEAL_SHRINK) == 0)
-    return "the memfd is not sealed against shrinking (F_SEAL_SHRINK)";
-  if ((seals & F_SEAL_GROW) == 0) return "the memfd is not sealed against growing (F_SEAL_GROW)";
-  if ((seals & F_SEAL_SEAL) == 0) return "the memfd's seals are not final (F_SEAL_SEAL missing)";
+    return common::fail("the memfd is not sealed against shrinking (F_SEAL_SHRINK)");
+  if ((seals & F_SEAL_GROW) == 0)
+    return common::fail("the memfd is not sealed against growing (F_SEAL_GROW)");
+  if ((seals & F_SEAL_SEAL) == 0)
+    return common::fail("the memfd's seals are not final (F_SEAL_SEAL missing)");
   struct stat st {};
   if (::fstat(fd, &st) != 0)
-    return "fstat of the memfd failed: " + std::system_category().message(errno);
+    return common::fail("fstat of the memfd failed: " + std::system_category().message(errno));
   auto bytes = static_cast<uint64_t>(st.st_size);
   if (bytes < min_bytes) {
-    return "the memfd holds " + std::to_string(bytes) + " bytes but " + std::to_string(min_bytes) +
-           " were declared";
+    return common::fail("the memfd holds " + std::to_string(bytes) + " bytes but " +
+                        std::to_string(min_bytes) + " were declared");
   }
   if (bytes > max_bytes) {
-    return "the memfd holds " + std::to_string(bytes) + " bytes, more than the daemon's limit of " +
-           std::to_string(max_bytes);
+    return common::fail("the memfd holds " + std::to_string(bytes) +
+                        " bytes, more than the daemon's limit of " + std::to_string(max_bytes));
   }
-  *size = bytes;
-  return {};
+  return bytes;
 }
 
 }  // namespace plexus::shm

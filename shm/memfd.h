@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/result.h"
 #include "common/unique_fd.h"
 
 namespace plexus::shm {
@@ -43,8 +44,8 @@ common::UniqueFd create_sealed_memfd(const char* debug_name, size_t bytes);
 Mapping map_shared(int fd, size_t bytes);
 
 // Checks a peer's fd before mapping it: a memfd carrying the required seals, at least
-// `min_bytes` long and at most `max_bytes`. On success returns "" and sets *size; else
-// a sentence naming what is wrong ("memfd is not sealed against shrinking ...").
-std::string check_sealed_memfd(int fd, uint64_t min_bytes, uint64_t max_bytes, uint64_t* size);
+// `min_bytes` long and at most `max_bytes`. Its size, or a sentence naming what is wrong
+// ("memfd is not sealed against shrinking ...").
+common::Result<uint64_t> check_sealed_memfd(int fd, uint64_t min_bytes, uint64_t max_bytes);
 
 }  // namespace plexus::shm

@@ -45,8 +45,13 @@ void ControlChannel::read_one_frame(std::unique_lock<std::mutex>& lock) {
   std::string error;
   std::optional<kj::Array<capnp::word>> words;
   while (error.empty()) {
-    words = decoder_.next(&error);
-    if (words || !error.empty()) break;
+    auto next = decoder_.next();
+    if (!next.ok()) {
+      error = next.error();
+      break;
+    }
+    words = next.take();
+    if (words) break;
     std::byte buffer[64 * 1024];
     bool truncated = false;
     ssize_t n = shm::recv_with_fds(fd_.get(), buffer, sizeof(buffer), &pending_fds_, &truncated);

@@ -80,12 +80,16 @@ plexus_result_t submit_on_stream(ClientContext& ctx, void* stream, shm::Submissi
   StreamSlot slot;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
-    bool all_busy = false;
-    std::string e = ctx.stream_flags().acquire(&slot, &all_busy);
-    if (e.empty()) break;
-    if (!all_busy) return refuse(PLEXUS_ERR_SYSTEM, e);
+    common::Result<std::optional<StreamSlot>> acquired = ctx.stream_flags().acquire();
+    if (!acquired) return refuse(PLEXUS_ERR_SYSTEM, acquired.error());
+    if (*acquired) {
+      slot = **acquired;
+      break;
+    }
     if (std::chrono::steady_clock::now() > give_up) {
-      return refuse(PLEXUS_ERR_TIMEOUT, e + " and none ended for 60 s");
+      return refuse(PLEXUS_ERR_TIMEOUT, "all " + std::to_string(StreamFlagSlots::kSlots) +
+                                            " stream flags are in use (that many stream-ordered "
+                                            "calls are in flight) and none ended for 60 s");
     }
     if (!ctx.progress()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
@@ -136,14 +140,21 @@ plexus_result_t place_buffers(ClientContext& ctx, const BufferPlan& plan, const 
   const bool recv_in_pool = plan.recv_bytes == 0 || pool.contains(plan.recv, plan.recv_bytes);
   std::optional<GpuSpan> send_gpu;
   std::optional<GpuSpan> recv_gpu;
-  std::string error;
-  if (!send_in_pool) send_gpu = ctx.gpu().locate(ctx.control(), plan.send, plan.send_bytes, &error);
-  if (!error.empty()) {
-    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": sendbuff: " + error);
+  if (!send_in_pool) {
+    auto located = ctx.gpu().locate(ctx.control(), plan.send, plan.send_bytes);
+    if (!located) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                  std::string(call) + ": sendbuff: " + located.error());
+    }
+    send_gpu = *located;
   }
-  if (!recv_in_pool) recv_gpu = ctx.gpu().locate(ctx.control(), plan.recv, plan.recv_bytes, &error);
-  if (!error.empty()) {
-    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": recvbuff: " + error);
+  if (!recv_in_pool) {
+    auto located = ctx.gpu().locate(ctx.control(), plan.recv, plan.recv_bytes);
+    if (!located) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                  std::string(call) + ": recvbuff: " + located.error());
+    }
+    recv_gpu = *located;
   }
   if (send_gpu || recv_gpu) {
     // Device buffers go to the daemon as they are; a host buffer beside one must be in

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/result.h"
 #include "common/unique_fd.h"
 
 extern char** environ;
@@ -116,9 +117,9 @@ std::string last_line(const std::string& path) {
 
 // Starts `binary` detached (its own session, reparented away from this process, stdin from
 // /dev/null, stdout and stderr to `log`, no other descriptor of ours): this process may be
-// a rank that exits long before the daemon. Returns its pid, or -1 with *why.
-pid_t spawn(const std::string& binary, const std::vector<std::string>& args, const std::string& log,
-            std::string* why) {
+// a rank that exits long before the daemon. Returns its pid, or why not.
+common::Result<pid_t> spawn(const std::string& binary, const std::vector<std::string>& args,
+                            const std::string& log) {
   // Everything the children touch is made here: between fork and exec only async-signal-
   // safe calls (this process may have many threads).
   std::vector<char*> argv;
@@ -148,15 +149,14 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
   }
   int pid_pipe[2];
   if (log_fd.get() < 0 || null_fd.get() < 0 || ::pipe2(pid_pipe, O_CLOEXEC) != 0) {
-    *why = "cannot open " + log + ": " + std::strerror(errno);
-    return -1;
+    return common::fail("cannot open " + log + ": " + std::strerror(errno));
   }
   const pid_t child = ::fork();
   if (child < 0) {
-    *why = std::string("fork: ") + std::strerror(errno);
+    std::string why = std::string("fork: ") + std::strerror(errno);
     ::close(pid_pipe[0]);
     ::close(pid_pipe[1]);
-    return -1;
+    return common::fail(std::move(why));
   }
   if (child == 0) {
     ::setsid();
@@ -188,38 +188,26 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (daemon <= 0) *why = std::string("fork of the daemon failed");
+  if (daemon <= 0) return common::fail("fork of the daemon failed");
   return daemon;
 }
 
-// Holds the start lock (flock on "<socket>.lock") while it lives.
-class StartLock {
- public:
-  explicit StartLock(const std::string& path) {
-    fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (fd_.get() < 0) {
-      error_ = "cannot open " + path + ": " + std::strerror(errno);
-      return;
+// The start lock (flock on "<socket>.lock", `path`), held until the descriptor returned is
+// closed; or why it could not be taken.
+common::Result<common::UniqueFd> take_start_lock(const std::string& path) {
+  common::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) return common::fail("cannot open " + path + ": " + std::strerror(errno));
+  const auto deadline = Clock::now() + kLockWait;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      return common::fail("flock " + path + ": " + std::strerror(errno));
+    if (Clock::now() > deadline) {
+      return common::fail("another process has held " + path + " for 30 s while starting plexusd");
     }
-    const auto deadline = Clock::now() + kLockWait;
-    while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK && errno != EINTR) {
-        error_ = "flock " + path + ": " + std::strerror(errno);
-        return;
-      }
-      if (Clock::now() > deadline) {
-        error_ = "another process has held " + path + " for 30 s while starting plexusd";
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const std::string& error() const { return error_; }
-
- private:
-  common::UniqueFd fd_;  // closing it releases the lock
-  std::string error_;
-};
+  return fd;
+}
 
 std::unique_ptr<ControlChannel> try_connect(const std::string& socket_path) {
   try {
@@ -248,8 +236,8 @@ std::unique_ptr<ControlChannel> start_and_connect(const std::string& relative_pa
     throw DaemonUnavailable("no plexusd answers on " + socket_path + ", and none is started: " +
                             dir + " is not a directory of this user's that only it can write");
   }
-  StartLock lock(socket_path + ".lock");
-  if (!lock.error().empty()) {
+  const common::Result<common::UniqueFd> lock = take_start_lock(socket_path + ".lock");
+  if (!lock) {
     throw DaemonUnavailable("no plexusd answers on " + socket_path +
                             ", and starting one failed: " + lock.error());
   }
@@ -266,14 +254,14 @@ std::unique_ptr<ControlChannel> start_and_connect(const std::string& relative_pa
   }
   const std::string log = dir + "/plexusd.log";
   const unsigned idle = idle_exit_s();
-  std::string why;
-  const pid_t pid = spawn(
+  const common::Result<pid_t> spawned = spawn(
       binary, {"--socket", socket_path, "--idle-exit-s", std::to_string(idle), "--metrics", "off"},
-      log, &why);
-  if (pid < 0) {
+      log);
+  if (!spawned) {
     throw DaemonUnavailable("no plexusd answers on " + socket_path + ", and starting " + binary +
-                            " failed: " + why);
+                            " failed: " + spawned.error());
   }
+  const pid_t pid = *spawned;
   std::fprintf(stderr,
                "libplexus: no plexusd answered on %s; started %s (pid %d) for this user, which "
                "exits after %u s with no client (PLEXUS_AUTOSTART_IDLE_S); its log: %s\n",

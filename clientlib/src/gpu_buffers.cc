@@ -11,26 +11,28 @@ namespace plexus::client {
 
 namespace control = shm::control;
 
-std::optional<GpuSpan> GpuBuffers::locate(ControlChannel& control, const void* ptr, uint64_t bytes,
-                                          std::string* error) {
-  std::optional<GpuPointer> pointer = query_gpu_pointer(ptr, error);
-  if (!pointer) return std::nullopt;
-  const GpuAllocation& a = pointer->allocation;
+common::Result<std::optional<GpuSpan>> GpuBuffers::locate(ControlChannel& control, const void* ptr,
+                                                          uint64_t bytes) {
+  common::Result<std::optional<GpuPointer>> pointer = query_gpu_pointer(ptr);
+  if (!pointer) return common::fail(pointer.error());
+  if (!*pointer) return {std::nullopt};
+  const GpuAllocation& a = (*pointer)->allocation;
   const auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
   const uint64_t offset = address - a.base;
   if (offset > a.bytes || bytes > a.bytes - offset) {
-    *error = std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-             " run past the end of its " + std::to_string(a.bytes) + "-byte GPU allocation";
-    return std::nullopt;
+    return common::fail(std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                        " run past the end of its " + std::to_string(a.bytes) +
+                        "-byte GPU allocation");
   }
   std::lock_guard lock(mutex_);
   uint32_t region = cache_.find(a);
   if (region == 0) {
-    region = register_allocation(control, a, error);
-    if (region == 0) return std::nullopt;
+    const common::Result<uint32_t> registered = register_allocation(control, a);
+    if (!registered) return common::fail(registered.error());
+    region = *registered;
     for (uint32_t stale : cache_.insert(a, region)) release(control, stale);
   }
-  return GpuSpan{region, offset};
+  return std::optional(GpuSpan{region, offset});
 }
 
 bool GpuBuffers::forget(ControlChannel& control, const void* ptr) {
@@ -42,11 +44,11 @@ bool GpuBuffers::forget(ControlChannel& control, const void* ptr) {
   return true;
 }
 
-uint32_t GpuBuffers::register_allocation(ControlChannel& control, const GpuAllocation& allocation,
-                                         std::string* error) {
-  shm::GpuExport exported;
-  *error = export_gpu_allocation(allocation, &exported);
-  if (!error->empty()) return 0;
+common::Result<uint32_t> GpuBuffers::register_allocation(ControlChannel& control,
+                                                         const GpuAllocation& allocation) {
+  common::Result<shm::GpuExport> exported_or = export_gpu_allocation(allocation);
+  if (!exported_or) return common::fail(exported_or.error());
+  const shm::GpuExport exported = exported_or.take();
   capnp::MallocMessageBuilder message;
   auto memory = message.initRoot<control::ClientMessage>().initRegisterGpuMemory();
   if (!exported.posix_fd) {
@@ -65,13 +67,11 @@ uint32_t GpuBuffers::register_allocation(ControlChannel& control, const GpuAlloc
   capnp::FlatArrayMessageReader reader(reply.words, common::untrusted_reader_options());
   auto root = reader.getRoot<control::DaemonMessage>();
   if (root.isError()) {
-    *error =
-        std::string("plexusd refused the GPU allocation: ") + root.getError().getMessage().cStr();
-    return 0;
+    return common::fail(std::string("plexusd refused the GPU allocation: ") +
+                        root.getError().getMessage().cStr());
   }
   if (!root.isGpuMemoryReply() || root.getGpuMemoryReply() == 0) {
-    *error = "unexpected reply from plexusd to a GPU registration";
-    return 0;
+    return common::fail("unexpected reply from plexusd to a GPU registration");
   }
   return root.getGpuMemoryReply();
 }

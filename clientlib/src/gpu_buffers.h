@@ -10,6 +10,7 @@
 
 #include "clientlib/control/control_channel.h"
 #include "clientlib/src/gpu_registration_cache.h"
+#include "common/result.h"
 
 namespace plexus::client {
 
@@ -21,17 +22,18 @@ struct GpuSpan {
 class GpuBuffers {
  public:
   // Where [ptr, ptr + bytes) is for the daemon when it is device memory, registering its
-  // allocation first if needed; nullopt when it is host memory. *error is set (and
-  // nullopt returned) for device memory that cannot be used: a span running past its
-  // allocation, managed memory, a registration the daemon refused.
-  std::optional<GpuSpan> locate(ControlChannel& control, const void* ptr, uint64_t bytes,
-                                std::string* error);
+  // allocation first if needed; nullopt when it is host memory. A failure for device
+  // memory that cannot be used: a span running past its allocation, managed memory, a
+  // registration the daemon refused.
+  common::Result<std::optional<GpuSpan>> locate(ControlChannel& control, const void* ptr,
+                                                uint64_t bytes);
   // Releases the registration of the allocation containing ptr: false if there is none.
   bool forget(ControlChannel& control, const void* ptr);
 
  private:
-  uint32_t register_allocation(ControlChannel& control, const GpuAllocation& allocation,
-                               std::string* error);
+  // The region the daemon gave the allocation, or why not.
+  common::Result<uint32_t> register_allocation(ControlChannel& control,
+                                               const GpuAllocation& allocation);
   void release(ControlChannel& control, uint32_t region);
 
   std::mutex mutex_;

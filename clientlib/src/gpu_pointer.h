@@ -7,6 +7,7 @@
 #include <string>
 
 #include "clientlib/src/gpu_registration_cache.h"
+#include "common/result.h"
 #include "shm/gpu_export.h"
 
 namespace plexus::client {
@@ -17,11 +18,11 @@ struct GpuPointer {
 
 // The allocation `ptr` is in when it is device memory; nullopt when it is host memory
 // (or the process has not loaded the CUDA driver: it then has no device memory, and the
-// driver is not loaded for the question). *error is set for device memory Plexus cannot take
+// driver is not loaded for the question). A failure for device memory Plexus cannot take
 // (managed memory).
-std::optional<GpuPointer> query_gpu_pointer(const void* ptr, std::string* error);
+common::Result<std::optional<GpuPointer>> query_gpu_pointer(const void* ptr);
 
-// Exports `allocation` for the daemon: "" or why not.
-std::string export_gpu_allocation(const GpuAllocation& allocation, shm::GpuExport* out);
+// `allocation` exported for the daemon, or why not.
+common::Result<shm::GpuExport> export_gpu_allocation(const GpuAllocation& allocation);
 
 }  // namespace plexus::client

@@ -3,10 +3,10 @@
 
 namespace plexus::client {
 
-std::optional<GpuPointer> query_gpu_pointer(const void*, std::string*) { return std::nullopt; }
+common::Result<std::optional<GpuPointer>> query_gpu_pointer(const void*) { return {std::nullopt}; }
 
-std::string export_gpu_allocation(const GpuAllocation&, shm::GpuExport*) {
-  return "libplexus was built without CUDA";
+common::Result<shm::GpuExport> export_gpu_allocation(const GpuAllocation&) {
+  return common::fail("libplexus was built without CUDA");
 }
 
 }  // namespace plexus::client

@@ -6,7 +6,7 @@ namespace {
 const char* kNoCuda = "libplexus was built without CUDA";
 }
 
-std::string map_for_device(void*, size_t, uint64_t*) { return kNoCuda; }
+common::Result<uint64_t> map_for_device(void*, size_t) { return common::fail(kNoCuda); }
 void unmap_for_device(void*) {}
 std::string check_stream_not_capturing(void*) { return kNoCuda; }
 std::string stream_write_value(void*, uint64_t, uint32_t) { return kNoCuda; }

@@ -25,39 +25,35 @@ std::string StreamFlagSlots::map_block() {
   const auto at = (reinterpret_cast<uintptr_t>(allocation_) + kPage - 1) & ~(kPage - 1);
   block_ = reinterpret_cast<std::byte*>(at);
   std::memset(block_, 0, kBlockBytes);
-  std::string error = map_for_device(block_, kBlockBytes, &block_device_);
-  if (!error.empty()) {
+  const common::Result<uint64_t> device = map_for_device(block_, kBlockBytes);
+  if (!device) {
     pool_.deallocate(allocation_);
     allocation_ = nullptr;
     block_ = nullptr;
-    return error;
+    return device.error();
   }
+  block_device_ = *device;
   for (size_t i = kSlots; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
   return {};
 }
 
-std::string StreamFlagSlots::acquire(StreamSlot* slot, bool* all_busy) {
+common::Result<std::optional<StreamSlot>> StreamFlagSlots::acquire() {
   std::lock_guard lock(mutex_);
-  *all_busy = false;
   if (block_ == nullptr) {
-    if (std::string error = map_block(); !error.empty()) return error;
+    if (std::string error = map_block(); !error.empty()) return common::fail(std::move(error));
   }
-  if (free_.empty()) {
-    *all_busy = true;
-    return "all " + std::to_string(kSlots) +
-           " stream flags are in use (that many stream-ordered "
-           "calls are in flight)";
-  }
-  slot->index = free_.back();
+  if (free_.empty()) return {std::nullopt};
+  StreamSlot slot;
+  slot.index = free_.back();
   free_.pop_back();
-  slot->ticket = next_ticket_++;
+  slot.ticket = next_ticket_++;
   if (next_ticket_ == 0) next_ticket_ = 1;  // 0 is every flag's first value
-  const uint64_t within = static_cast<uint64_t>(slot->index) * sizeof(shm::StreamFlags);
-  shm::arm_stream_done(shm::stream_flags_at(block_, within), slot->ticket);
-  slot->pool_offset = pool_.offset_of(block_ + within);
-  slot->ready_device = block_device_ + within + offsetof(shm::StreamFlags, ready);
-  slot->done_device = block_device_ + within + offsetof(shm::StreamFlags, done);
-  return {};
+  const uint64_t within = static_cast<uint64_t>(slot.index) * sizeof(shm::StreamFlags);
+  shm::arm_stream_done(shm::stream_flags_at(block_, within), slot.ticket);
+  slot.pool_offset = pool_.offset_of(block_ + within);
+  slot.ready_device = block_device_ + within + offsetof(shm::StreamFlags, ready);
+  slot.done_device = block_device_ + within + offsetof(shm::StreamFlags, done);
+  return std::optional(slot);
 }
 
 void StreamFlagSlots::release(int index, uint32_t ticket) {

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "shm/pool.h"
 #include "shm/ring_layout.h"
 
@@ -29,14 +31,14 @@ class StreamFlagSlots {
 
   explicit StreamFlagSlots(shm::ClientPool& pool) : pool_(pool) {}
   ~StreamFlagSlots();
-  // A free slot with a fresh ticket: "" or why not (no room in the pool, the GPU cannot map
-  // it, every slot in use: then *all_busy is set, and a completion will free one).
-  std::string acquire(StreamSlot* slot, bool* all_busy);
+  // A free slot with a fresh ticket; nullopt while every slot is in use (a completion will
+  // free one); or why not (no room in the pool, the GPU cannot map it).
+  common::Result<std::optional<StreamSlot>> acquire();
   // Sets the slot's done flag to `ticket` (the daemon has, unless it died) and frees it.
   void release(int index, uint32_t ticket);
 
  private:
-  std::string map_block();
+  [[nodiscard]] std::string map_block();
 
   shm::ClientPool& pool_;
   std::mutex mutex_;

@@ -51,18 +51,17 @@ std::string admin_requirement(const AdminPolicy& policy) {
   return "root, " + own + " or a member of group " + policy.group_name + " (--admin-group)";
 }
 
-std::string read_peer_credentials(int fd, PeerCredentials* out) {
+common::Result<PeerCredentials> read_peer_credentials(int fd) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return std::string("getsockopt(SO_PEERCRED): ") + std::strerror(errno);
+    return common::fail(std::string("getsockopt(SO_PEERCRED): ") + std::strerror(errno));
   }
   if (len != sizeof(cred)) {
-    return "getsockopt(SO_PEERCRED) gave " + std::to_string(len) + " bytes, not " +
-           std::to_string(sizeof(cred));
+    return common::fail("getsockopt(SO_PEERCRED) gave " + std::to_string(len) + " bytes, not " +
+                        std::to_string(sizeof(cred)));
   }
-  *out = PeerCredentials{cred.pid, cred.uid, cred.gid};
-  return "";
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
 }
 
 }  // namespace plexus::daemon

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/engine/session.h"
 
 namespace plexus::daemon {
@@ -26,10 +27,9 @@ bool is_admin(const AdminPolicy& policy, const PeerCredentials& creds);
 std::string admin_requirement(const AdminPolicy& policy);
 // The groups process `pid` is in (its "Groups:" line in /proc/PID/status); empty when gone.
 std::vector<gid_t> process_groups(pid_t pid);
-// Who is at the other end of local socket `fd` (SO_PEERCRED). Returns "" and fills `out`, or
-// the reason they cannot be read, leaving `out` alone: the caller must refuse the connection,
-// as credentials it does not know must not pass for root's (a PeerCredentials is uid 0 until
-// filled in).
-std::string read_peer_credentials(int fd, PeerCredentials* out);
+// Who is at the other end of local socket `fd` (SO_PEERCRED), or the reason they cannot be
+// read: the caller must refuse the connection then, as credentials it does not know must
+// not pass for root's (a PeerCredentials is uid 0 until filled in).
+common::Result<PeerCredentials> read_peer_credentials(int fd);
 
 }  // namespace plexus::daemon

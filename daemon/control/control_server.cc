@@ -242,17 +242,18 @@ void ControlServer::on_listen_readable() {
     }
     // Access is decided by these credentials: a connection whose peer cannot be named is
     // refused, never served as whoever an unfilled PeerCredentials would say.
-    PeerCredentials creds;
-    if (std::string why = read_peer_credentials(fd, &creds); !why.empty()) {
+    const common::Result<PeerCredentials> creds = read_peer_credentials(fd);
+    if (!creds) {
       ::close(fd);
-      spdlog::warn("refused a local connection: its credentials cannot be read ({})", why);
+      spdlog::warn("refused a local connection: its credentials cannot be read ({})",
+                   creds.error());
       continue;
     }
     auto* connection = new Connection;
     connection->server = this;
     connection->fd.reset(fd);
     connection->id = next_session_id_++;
-    connection->creds = creds;
+    connection->creds = *creds;
     connections_[connection->id] = connection;
     uv_poll_init(&loop_, &connection->poll, fd);
     connection->poll.data = connection;
@@ -286,9 +287,10 @@ void ControlServer::on_connection_readable(Connection* connection) {
     connection->decoder.append(buffer, static_cast<size_t>(n));
     std::string error;
     while (!connection->closing) {
-      auto words = connection->decoder.next(&error);
-      if (!words) break;
-      handle_frame(*connection, std::move(*words));
+      auto words = connection->decoder.next();
+      if (!words.ok()) error = words.error();
+      if (!words.ok() || !*words) break;
+      handle_frame(*connection, std::move(**words));
     }
     if (!error.empty() && !connection->closing) {
       ++bad_messages_;
@@ -447,9 +449,10 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   }
   common::UniqueFd pool_fd = std::move(connection.received_fds.front());
   connection.received_fds.clear();
-  uint64_t pool_bytes = 0;
-  std::string problem = shm::check_sealed_memfd(pool_fd.get(), hello.getPoolBytes(),
-                                                config_.max_pool_bytes, &pool_bytes);
+  const common::Result<uint64_t> checked =
+      shm::check_sealed_memfd(pool_fd.get(), hello.getPoolBytes(), config_.max_pool_bytes);
+  const uint64_t pool_bytes = checked.ok() ? *checked : 0;
+  std::string problem = checked.error();
   if (problem.empty() && pool_bytes == 0) problem = "the pool memfd is empty";
   if (!problem.empty()) {
     ++bad_messages_;

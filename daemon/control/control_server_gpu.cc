@@ -83,16 +83,15 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
     return;
   }
   engine_.post([this, id, request_id, device = device_memory_, mapping](Engine& engine) {
-    std::string error;
-    const uint32_t region = engine.register_gpu_memory(id, device, mapping, &error);
-    post([this, id, request_id, region, error] {
-      if (region == 0) {
-        send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, error);
+    common::Result<uint32_t> region = engine.register_gpu_memory(id, device, mapping);
+    post([this, id, request_id, region = std::move(region)] {
+      if (!region) {
+        send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, region.error());
         return;
       }
       capnp::MallocMessageBuilder reply;
       auto root = daemon_reply(reply, request_id);
-      root.setGpuMemoryReply(region);
+      root.setGpuMemoryReply(*region);
       if (Connection* c = find_connection(id)) send_message(*c, reply);
     });
   });

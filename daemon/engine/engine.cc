@@ -286,15 +286,12 @@ void Engine::remove_session(uint64_t session_id, const std::string& reason) {
   sessions_.erase(session.get());
 }
 
-uint32_t Engine::register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
-                                     std::shared_ptr<gpu::DeviceMapping> mapping,
-                                     std::string* error) {
+common::Result<uint32_t> Engine::register_gpu_memory(uint64_t session_id,
+                                                     std::shared_ptr<gpu::DeviceMemory> device,
+                                                     std::shared_ptr<gpu::DeviceMapping> mapping) {
   Session* session = sessions_.find(session_id);
-  if (session == nullptr) {
-    *error = "the session ended";
-    return 0;
-  }
-  return gpu_.register_memory(*session, std::move(device), std::move(mapping), error);
+  if (session == nullptr) return common::fail("the session ended");
+  return gpu_.register_memory(*session, std::move(device), std::move(mapping));
 }
 
 bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/engine/comm.h"
 #include "daemon/engine/comm_matcher.h"
 #include "daemon/engine/command_queue.h"
@@ -74,10 +75,11 @@ class Engine {
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
-  // A GPU allocation of the session, mapped by `device` already: its new region id, or 0
-  // with *error (GpuStaging::register_memory).
-  uint32_t register_gpu_memory(uint64_t session_id, std::shared_ptr<gpu::DeviceMemory> device,
-                               std::shared_ptr<gpu::DeviceMapping> mapping, std::string* error);
+  // A GPU allocation of the session, mapped by `device` already: its new region id, or why
+  // not (GpuStaging::register_memory).
+  common::Result<uint32_t> register_gpu_memory(uint64_t session_id,
+                                               std::shared_ptr<gpu::DeviceMemory> device,
+                                               std::shared_ptr<gpu::DeviceMapping> mapping);
   // False when the session has no such region.
   bool release_gpu_memory(uint64_t session_id, uint32_t region);
   // The data links to peer daemons: adding one (an authenticated connection, opened as a

@@ -135,7 +135,6 @@ void EntryIntake::handle(Session& session, const shm::SubmissionEntry& raw) {
   gpu::StagedOp* staged = nullptr;
   if (part.entry.send.region != shm::kHostPoolRegion ||
       part.entry.recv.region != shm::kHostPoolRegion) {
-    std::string error;
     // A send or receive within the node needs no host copy: one copy moves it when matched.
     // Nor do a copy collective within the node (its blocks moved by the copy engines) and
     // a collective the daemon's kernel reduces on the GPU, where the spans lie.
@@ -143,11 +142,12 @@ void EntryIntake::handle(Session& session, const shm::SubmissionEntry& raw) {
                          part.entry.peer < comm.nranks() &&
                          !comm.members()[static_cast<size_t>(part.entry.peer)].remote) ||
                         gpu_.moves_directly(comm, part.entry);
-    if (const plexus_result_t status = gpu_.stage(session, part, direct, !joins, &staged, &error);
-        status != PLEXUS_SUCCESS) {
-      refuse_op(status, error);
+    GpuStaging::Staged staging = gpu_.stage(session, part, direct, !joins);
+    if (staging.status != PLEXUS_SUCCESS) {
+      refuse_op(staging.status, staging.error);
       return;
     }
+    staged = staging.op;
   }
   if (part.entry.stream_ordered) {
     session.stream_releases.emplace(
@@ -156,12 +156,15 @@ void EntryIntake::handle(Session& session, const shm::SubmissionEntry& raw) {
   charge_inflight(session, raw.user_data, charge);
   // The engine goes on with other work while the copy engines bring the input in; the
   // session's later ops queue behind it.
-  std::string copy_error;
   if (staged != nullptr) gpu_.start_input(session, *staged);
-  if (!session.staging.empty() ||
-      (staged != nullptr &&
-       (!gpu_.may_leave_staging(session, &comm, *staged, part.entry, &copy_error) ||
-        !copy_error.empty()))) {
+  bool waits = !session.staging.empty();
+  if (!waits && staged != nullptr) {
+    // One whose input copy failed waits there too, to be failed in its turn (advance).
+    const common::Result<GpuStaging::Turn> turn =
+        gpu_.may_leave_staging(session, &comm, *staged, part.entry);
+    waits = !turn.ok() || *turn == GpuStaging::Turn::kWait;
+  }
+  if (waits) {
     session.staging.push_back(std::move(part));
     return;
   }

@@ -25,18 +25,19 @@ constexpr std::chrono::nanoseconds kGpuLookMost{1000000};
 GpuStaging::GpuStaging(Settings settings, Hooks hooks, OpWatch& watch)
     : settings_(settings), hooks_(std::move(hooks)), watch_(watch) {}
 
-uint32_t GpuStaging::register_memory(Session& session, std::shared_ptr<gpu::DeviceMemory> device,
-                                     std::shared_ptr<gpu::DeviceMapping> mapping,
-                                     std::string* error) {
+common::Result<uint32_t> GpuStaging::register_memory(Session& session,
+                                                     std::shared_ptr<gpu::DeviceMemory> device,
+                                                     std::shared_ptr<gpu::DeviceMapping> mapping) {
   if (!device_) {
     device_ = std::move(device);
     device_->prefer_urgent_copies(urgent_);
   }
   const uint64_t bytes = mapping->bytes();
-  const uint32_t region = session.gpu_regions.add_mapped(std::move(mapping), error);
+  std::string error;
+  const uint32_t region = session.gpu_regions.add_mapped(std::move(mapping), &error);
   if (region == 0) {
-    *error = "GPU allocation of " + std::to_string(bytes) + " bytes from " + session.describe() +
-             ": " + *error;
+    return common::fail("GPU allocation of " + std::to_string(bytes) + " bytes from " +
+                        session.describe() + ": " + error);
   }
   return region;
 }
@@ -56,36 +57,35 @@ std::optional<std::chrono::nanoseconds> GpuStaging::look_again_in(bool sessions_
                                               kGpuLookMost);
 }
 
-plexus_result_t GpuStaging::stage(Session& session, Contribution& part, bool direct,
-                                  bool job_capped, gpu::StagedOp** staged, std::string* error) {
+GpuStaging::Staged GpuStaging::stage(Session& session, Contribution& part, bool direct,
+                                     bool job_capped) {
   if (!device_) {
-    *error = "GPU region named, but no GPU allocation was registered";
-    return PLEXUS_ERR_SYSTEM;
+    return {nullptr, PLEXUS_ERR_SYSTEM, "GPU region named, but no GPU allocation was registered"};
   }
+  std::string error;
   if (direct) {
     std::unique_ptr<gpu::StagedOp> op =
-        gpu::StagedOp::direct(session.gpu_regions, part.entry, error);
-    if (!op) return PLEXUS_ERR_SYSTEM;
+        gpu::StagedOp::direct(session.gpu_regions, part.entry, &error);
+    if (!op) return {nullptr, PLEXUS_ERR_SYSTEM, std::move(error)};
     op->order = ++session.staged_count;
-    *staged = op.get();
+    gpu::StagedOp* staged = op.get();
     session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
-    return PLEXUS_SUCCESS;
+    return {staged};
   }
-  *error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry), 0, job_capped);
-  if (!error->empty()) return PLEXUS_ERR_NO_MEMORY;
+  error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry), 0, job_capped);
+  if (!error.empty()) return {nullptr, PLEXUS_ERR_NO_MEMORY, std::move(error)};
   auto op = gpu::StagedOp::stage(*device_, session.gpu_regions, part.entry, &part.send, &part.recv,
-                                 error);
+                                 &error);
   if (!op) {
     // No host memory (the message says so), or a daemon bug.
-    *error = "staging its GPU buffers: " + *error;
-    return PLEXUS_ERR_SYSTEM;
+    return {nullptr, PLEXUS_ERR_SYSTEM, "staging its GPU buffers: " + error};
   }
   op->charge_to(session.staging_budget());
   op->order = ++session.staged_count;
   still_since_ = {};  // its input copy is new work to watch
-  *staged = op.get();
+  gpu::StagedOp* staged = op.get();
   session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
-  return PLEXUS_SUCCESS;
+  return {staged};
 }
 
 std::string GpuStaging::refuse_staging(const Session& session, uint64_t needed, uint64_t given_back,
@@ -410,15 +410,20 @@ bool GpuStaging::overwrites_arriving_input(Session& session, const gpu::StagedOp
   return false;
 }
 
-bool GpuStaging::may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
-                                   const shm::ValidatedEntry& entry, std::string* copy_error) {
+common::Result<GpuStaging::Turn> GpuStaging::may_leave_staging(Session& session, const Comm* comm,
+                                                               gpu::StagedOp& op,
+                                                               const shm::ValidatedEntry& entry) {
   // A collective between nodes goes as soon as its input has started coming in: each of its
   // slices waits for its own part (stage_slices).
   const bool runs_while_input_arrives = comm != nullptr && comm->internode != nullptr &&
                                         !shm::is_point_to_point(entry.opcode) &&
                                         op.input_started() && !op.is_direct();
-  if (!op.input_ready(copy_error) && !runs_while_input_arrives) return false;
-  return !overwrites_arriving_input(session, op);
+  std::string copy_error;
+  if (!op.input_ready(&copy_error) && !runs_while_input_arrives) return Turn::kWait;
+  // A failed copy is asked again once the op may go: StagedOp keeps its error.
+  if (overwrites_arriving_input(session, op)) return Turn::kWait;
+  if (!copy_error.empty()) return common::fail(std::move(copy_error));
+  return Turn::kLeave;
 }
 
 std::shared_ptr<std::string> GpuStaging::stage_slices(InternodeOp& op) {
@@ -500,7 +505,9 @@ bool GpuStaging::advance(Session& session) {
       auto membership = session.comms.find(entry.comm);
       const Comm* comm =
           membership == session.comms.end() ? nullptr : membership->second.comm.get();
-      if (!may_leave_staging(session, comm, op, entry, &copy_error)) break;
+      const common::Result<Turn> turn = may_leave_staging(session, comm, op, entry);
+      if (turn.ok() && *turn == Turn::kWait) break;
+      copy_error = turn.error();
     }
     Contribution part = std::move(session.staging.front());
     session.staging.pop_front();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/engine/comm.h"
 #include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
@@ -47,32 +48,39 @@ class GpuStaging {
 
   GpuStaging(Settings settings, Hooks hooks, OpWatch& watch);
 
-  // A GPU allocation of `session`, mapped by `device` already: its region id, or 0 with
-  // *error. The first registration brings the node's GPUs (`device`: opened by the control
-  // thread; tests give a DeviceMemory over host memory).
-  uint32_t register_memory(Session& session, std::shared_ptr<gpu::DeviceMemory> device,
-                           std::shared_ptr<gpu::DeviceMapping> mapping, std::string* error);
+  // A GPU allocation of `session`, mapped by `device` already: its region id, or why not.
+  // The first registration brings the node's GPUs (`device`: opened by the control thread;
+  // tests give a DeviceMemory over host memory).
+  common::Result<uint32_t> register_memory(Session& session,
+                                           std::shared_ptr<gpu::DeviceMemory> device,
+                                           std::shared_ptr<gpu::DeviceMapping> mapping);
 
   // Whether `entry` (a rank's part of a collective within the node) moves where its spans
   // lie, with no host copy: a broadcast, allgather or alltoall on the copy engines (not an
   // in-place alltoall: its blocks would be overwritten while other ranks' copies read
   // them), or an allreduce on the daemon's kernel (--gpu-reduce-kernel-bytes).
   bool moves_directly(const Comm& comm, const shm::ValidatedEntry& entry);
-  // Points part.send / part.recv at host copies of the entry's GPU spans; *staged is the
-  // copies' owner. `direct`: moved later where it lies (StagedOp::direct). Else the status
-  // and *error: NO_MEMORY past the process's staging budget or, if `job_capped` (it starts
-  // new work), its job's max_staging_bytes.
-  plexus_result_t stage(Session& session, Contribution& part, bool direct, bool job_capped,
-                        gpu::StagedOp** staged, std::string* error);
+  // What stage() did: the copies' owner, or the status and sentence the op's completion
+  // carries to the client.
+  struct Staged {
+    gpu::StagedOp* op = nullptr;
+    plexus_result_t status = PLEXUS_SUCCESS;
+    std::string error;  // empty on success
+  };
+  // Points part.send / part.recv at host copies of the entry's GPU spans. `direct`: moved
+  // later where it lies (StagedOp::direct). Fails with NO_MEMORY past the process's staging
+  // budget or, if `job_capped` (it starts new work), its job's max_staging_bytes.
+  Staged stage(Session& session, Contribution& part, bool direct, bool job_capped);
   // Starts copying a staged op's input in, unless an earlier op of the session has yet to
   // write its result where it reads: false then (asked again as that op moves on).
   bool start_input(Session& session, gpu::StagedOp& op);
+  enum class Turn { kWait, kLeave };
   // Whether a staged op may leave its session's staging queue for its communicator
-  // (`comm`, null once destroyed): its input is in, or failed (*copy_error: it leaves to be
-  // failed), or, for a collective between nodes, has started coming in; and it writes
-  // nowhere an earlier op's input is still arriving.
-  bool may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
-                         const shm::ValidatedEntry& entry, std::string* copy_error);
+  // (`comm`, null once destroyed): its input is in, or, for a collective between nodes, has
+  // started coming in; and it writes nowhere an earlier op's input is still arriving. A
+  // failure says why its input copy failed: it leaves then, to be failed.
+  common::Result<Turn> may_leave_staging(Session& session, const Comm* comm, gpu::StagedOp& op,
+                                         const shm::ValidatedEntry& entry);
   // The direct op of a matched send or receive, or null.
   std::shared_ptr<gpu::StagedOp> direct_op(const Contribution& part) const;
   // Moves a matched local send and receive of which one or both are direct by one copy;
@@ -113,8 +121,8 @@ class GpuStaging {
   // "" or why `session`'s GPU ops may not hold `needed` more bytes of host copies, once
   // `given_back` of theirs is released: past its process's --max-gpu-staging-bytes or (if
   // `job_capped`) its job's max_staging_bytes.
-  std::string refuse_staging(const Session& session, uint64_t needed, uint64_t given_back,
-                             bool job_capped) const;
+  [[nodiscard]] std::string refuse_staging(const Session& session, uint64_t needed,
+                                           uint64_t given_back, bool job_capped) const;
 
   bool reduces_on_gpu(const Comm& comm, const shm::ValidatedEntry& entry);
   bool moves_on_copy_engines(const Comm& comm, const shm::ValidatedEntry& entry) const;

@@ -84,12 +84,14 @@ class InternodeRunner {
   bool poll();
 
  private:
-  std::string on_peer_frame(uint64_t peer, const transports::wire::DataFrameHeader& header,
-                            std::span<const std::byte> payload);
+  [[nodiscard]] std::string on_peer_frame(uint64_t peer,
+                                          const transports::wire::DataFrameHeader& header,
+                                          std::span<const std::byte> payload);
   // Large pieces of the running op's plain receives are read straight into its scratch.
   transports::Placement place_peer_frame(uint64_t peer,
                                          const transports::wire::DataFrameHeader& header);
-  std::string on_peer_frame_placed(uint64_t peer, const transports::wire::DataFrameHeader& header);
+  [[nodiscard]] std::string on_peer_frame_placed(uint64_t peer,
+                                                 const transports::wire::DataFrameHeader& header);
   void on_peer_lost(uint64_t peer, const std::string& name, const std::string& reason);
   void run_progress();
   // Communicators whose hold for a speed change ended (NodeSpeeds).

@@ -21,10 +21,11 @@ uint64_t inflight_charge(const shm::ValidatedEntry& entry);
 
 // "" or why `job` may not take an op holding `bytes` more (naming the job, what it holds,
 // the cap and the config key).
-std::string refuse_inflight(const JobCounters& job, uint64_t bytes);
+[[nodiscard]] std::string refuse_inflight(const JobCounters& job, uint64_t bytes);
 // "" or why `job`'s GPU ops may not hold `needed` more bytes of host staging, once
 // `given_back` of what they hold now is released.
-std::string refuse_staging(const JobCounters& job, uint64_t needed, uint64_t given_back);
+[[nodiscard]] std::string refuse_staging(const JobCounters& job, uint64_t needed,
+                                         uint64_t given_back);
 
 // An op of `session` with this user_data was accepted, holding `bytes`.
 void charge_inflight(Session& session, uint64_t user_data, uint64_t bytes);

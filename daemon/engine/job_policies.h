@@ -31,7 +31,7 @@ class JobPolicies {
   void job_seen(const std::shared_ptr<JobCounters>& job);
   // Changes `job`'s policy from now on (frames already waiting too). Returns "" or why not:
   // a job neither configured nor seen is refused, naming the known ones.
-  std::string set(const std::string& job, transports::FlowPolicy policy);
+  [[nodiscard]] std::string set(const std::string& job, transports::FlowPolicy policy);
   // A config reload's jobs table: each job whose entry changed takes its new policy and
   // caps (one that left the table, the default policy and no caps); the others keep
   // theirs, a policy set at run time included.

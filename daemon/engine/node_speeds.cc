@@ -50,10 +50,10 @@ std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t
   } else if (!payload.empty()) {
     return "a speed message with a payload";
   }
-  std::string error;
-  const auto out = state.speeds->receive(m, first_unstarted(comm), &error);
-  if (!error.empty()) return error;
-  send(comm, out);
+  const common::Result<std::vector<SpeedAgreement::Message>> out =
+      state.speeds->receive(m, first_unstarted(comm));
+  if (!out) return out.error();
+  send(comm, *out);
   change_event(comm);
   // Not from inside a transport callback: the loop starts the held op.
   if (state.speeds->may_start()) hooks_.resume(comm);

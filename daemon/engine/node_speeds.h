@@ -44,8 +44,8 @@ class NodeSpeeds {
   // even where this node measures nothing (with its own picture it would plan otherwise).
   void join(Comm& comm) const;
   // A speed frame from `node`: "" or what is wrong with it.
-  std::string on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step, uint64_t offset,
-                       std::span<const std::byte> payload);
+  [[nodiscard]] std::string on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step,
+                                     uint64_t offset, std::span<const std::byte> payload);
   // From the loop: every kMeasureEvery, the leaders' measures and the holds past kHoldLimit.
   void measure(const std::unordered_map<uint64_t, std::shared_ptr<Comm>>& comms);
 

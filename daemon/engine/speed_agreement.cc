@@ -121,27 +121,25 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::measured(std::span<const do
   return out;
 }
 
-std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
-                                                             uint64_t first_unstarted,
-                                                             std::string* error) {
+common::Result<std::vector<SpeedAgreement::Message>> SpeedAgreement::receive(
+    const Message& m, uint64_t first_unstarted) {
   switch (m.kind) {
     case Kind::kPropose:
       if (leader() || m.node != 0) {
-        *error = "a speed proposal from a node that does not lead the communicator";
-        return {};
+        return common::fail("a speed proposal from a node that does not lead the communicator");
       }
       holding_ = true;
       generation_ = m.generation;
-      return {Message{0, Kind::kReady, generation_, first_unstarted, {}, {}}};
+      return std::vector<Message>{Message{0, Kind::kReady, generation_, first_unstarted, {}, {}}};
     case Kind::kReady: {
       if (!leader() || !proposing_ || m.generation != generation_ || m.node <= 0 ||
           m.node >= nodes_) {
-        *error = "an answer to no speed proposal of this node";
-        return {};
+        return common::fail("an answer to no speed proposal of this node");
       }
       ready_[static_cast<size_t>(m.node)] = true;
       ready_seq_ = std::max(ready_seq_, m.seq);
-      if (std::find(ready_.begin(), ready_.end(), false) != ready_.end()) return {};
+      if (std::find(ready_.begin(), ready_.end(), false) != ready_.end())
+        return std::vector<Message>{};
       const uint64_t from = std::max(ready_seq_, first_unstarted);
       std::vector<Message> out;
       for (int node = 1; node < nodes_; ++node) {
@@ -155,35 +153,30 @@ std::vector<SpeedAgreement::Message> SpeedAgreement::receive(const Message& m,
     }
     case Kind::kCommit:
       if (leader() || m.node != 0 || !holding_ || m.generation != generation_) {
-        *error = "a speed change this node was not asked about";
-        return {};
+        return common::fail("a speed change this node was not asked about");
       }
       if (m.seq < first_unstarted) {
-        *error = "a speed change from collective #" + std::to_string(m.seq) +
-                 ", which this node already started";
-        return {};
+        return common::fail("a speed change from collective #" + std::to_string(m.seq) +
+                            ", which this node already started");
       }
       if (!m.speeds.empty() && m.speeds.size() != static_cast<size_t>(nodes_)) {
-        *error = "a speed change for " + std::to_string(m.speeds.size()) + " nodes, not " +
-                 std::to_string(nodes_);
-        return {};
+        return common::fail("a speed change for " + std::to_string(m.speeds.size()) +
+                            " nodes, not " + std::to_string(nodes_));
       }
       for (double speed : m.speeds) {
         if (!(speed > 0.0 && speed <= 1.0)) {
-          *error = "a speed change with a speed outside (0, 1]";
-          return {};
+          return common::fail("a speed change with a speed outside (0, 1]");
         }
       }
       if (!(m.reference >= 0 && m.reference <= kMaxBandwidth)) {
-        *error = "a speed change with a bandwidth outside 0 .. 1e13 bytes/s";
-        return {};
+        return common::fail("a speed change with a bandwidth outside 0 .. 1e13 bytes/s");
       }
       commit(m.seq, m.speeds, m.reference, m.reason);
       holding_ = false;
-      return {};
+      return std::vector<Message>{};
   }
-  *error = "a speed message of unknown kind " + std::to_string(static_cast<uint32_t>(m.kind));
-  return {};
+  return common::fail("a speed message of unknown kind " +
+                      std::to_string(static_cast<uint32_t>(m.kind)));
 }
 
 void SpeedAgreement::commit(uint64_t from_seq, std::vector<double> speeds, double reference,

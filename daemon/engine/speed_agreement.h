@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::daemon {
 
 class SpeedAgreement {
@@ -65,9 +67,8 @@ class SpeedAgreement {
                                 std::span<const std::string> names, uint64_t first_unstarted,
                                 TimePoint now);
   // A message from another node; `first_unstarted` is this node's first op not started.
-  // Returns what to send, or sets *error (the sender broke the protocol).
-  std::vector<Message> receive(const Message& message, uint64_t first_unstarted,
-                               std::string* error);
+  // Returns what to send, or why the sender broke the protocol.
+  common::Result<std::vector<Message>> receive(const Message& message, uint64_t first_unstarted);
   // Whether this node may start its next op: not while a change waits to be committed.
   bool may_start() const { return !holding_; }
   // While holding: the nodes whose message it waits for (the leader: those that have not

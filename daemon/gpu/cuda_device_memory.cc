@@ -549,8 +549,12 @@ class CudaDeviceMemory final : public DeviceMemory {
 }  // namespace
 
 std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
-  const shm::CudaDriver* driver = shm::CudaDriver::get(why);
-  if (driver == nullptr) return nullptr;
+  const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+  if (!loaded) {
+    *why = loaded.error();
+    return nullptr;
+  }
+  const shm::CudaDriver* driver = *loaded;
   int count = 0;
   *why = driver->check(driver->device_get_count(&count), "cuDeviceGetCount");
   if (!why->empty()) return nullptr;

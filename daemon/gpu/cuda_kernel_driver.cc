@@ -22,8 +22,12 @@ Loaded load() {
     out.why = "the CUDA driver is not loaded";
     return out;
   }
-  const shm::CudaGetProcAddress get_proc = shm::cuda_get_proc_address(library, &out.why);
-  if (get_proc == nullptr) return out;
+  const common::Result<shm::CudaGetProcAddress> found = shm::cuda_get_proc_address(library);
+  if (!found) {
+    out.why = found.error();
+    return out;
+  }
+  const shm::CudaGetProcAddress get_proc = *found;
   CudaKernelDriver& d = out.driver;
   PLEXUS_CUDA_KERNEL_ENTRY_POINTS(PLEXUS_CUDA_LOAD_ROW)
   return out;

@@ -152,7 +152,11 @@ void ControlChannels::read(PeerConn& c) {
     }
     c.decoder.append(buffer, static_cast<size_t>(n));
     std::string error;
-    while (auto words = c.decoder.next(&error)) {
+    while (true) {
+      auto next = c.decoder.next();
+      if (!next.ok()) error = next.error();
+      if (!next.ok() || !*next) break;
+      kj::Array<capnp::word> words = std::move(**next);
       // Looked up per frame: the callback may add peers (the map keeps references) or lose
       // this one.
       Peer& p = record(instance);
@@ -160,7 +164,7 @@ void ControlChannels::read(PeerConn& c) {
       const uint64_t delivered = p.sequence.delivered();
       const size_t unacked = p.sequence.unacknowledged();
       std::string why;
-      auto message = p.sequence.receive(*words, std::chrono::steady_clock::now(), &why);
+      auto message = p.sequence.receive(words, std::chrono::steady_clock::now(), &why);
       if (!why.empty()) {
         connections_.fail(c, "malformed control frame: " + why);
         return;

@@ -35,12 +35,11 @@ const ClusterSecret& secret() {
 void feed(PeerHandshake& h, const uint8_t* data, size_t size) {
   plexus::common::FrameDecoder decoder(plexus::transports::kMaxHandshakeFrameBytes);
   decoder.append(reinterpret_cast<const std::byte*>(data), size);
-  std::string error;
   for (int frames = 0; frames < 16; ++frames) {
-    auto words = decoder.next(&error);
-    if (!words) return;
+    auto words = decoder.next();
+    if (!words.ok() || !*words) return;
     h.take_output();
-    if (!h.on_frame(*words).empty()) return;
+    if (!h.on_frame(**words).empty()) return;
   }
 }
 

@@ -19,7 +19,7 @@ namespace {
 std::string device_of_current_context() {
   RankGpu gpu;
   if (!gpu.error().empty()) return gpu.error();
-  const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+  const shm::CudaDriver* d = *shm::CudaDriver::get();
   CUdevice asked = -1;
   std::string why = d->check(d->ctx_get_device(&asked), "cuCtxGetDevice");
   if (why.empty() && asked != 0) why = "cuCtxGetDevice gave device " + std::to_string(asked);

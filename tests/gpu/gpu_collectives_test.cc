@@ -291,7 +291,7 @@ TEST(GpuStreamTest, AnAllreduceQueuedOnAStreamBetweenCopiesIsExactWithOneHostWai
       daemon.socket_path(), 2, [](int rank, int n, const plexus_unique_id_t& id) -> std::string {
         RankGpu gpu;
         if (!gpu.error().empty()) return "GPU: " + gpu.error();
-        const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+        const shm::CudaDriver* d = *shm::CudaDriver::get();
         CUstream stream = nullptr;
         if (auto e = d->check(d->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
             !e.empty()) {
@@ -343,7 +343,7 @@ TEST(GpuStreamTest, ADaemonKilledUnderAWaitingStreamLetsTheStreamGoAndSaysSo) {
         }
         RankGpu gpu;
         if (!gpu.error().empty()) return "GPU: " + gpu.error();
-        const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
+        const shm::CudaDriver* d = *shm::CudaDriver::get();
         CUstream stream = nullptr;
         if (auto e = d->check(d->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
             !e.empty()) {

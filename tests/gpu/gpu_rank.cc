@@ -31,15 +31,14 @@ std::string in_child(const std::function<std::string()>& body) {
 }
 
 std::string gpu_unavailable_reason() {
-  return in_child([] {
-    std::string why;
-    return shm::CudaDriver::get(&why) != nullptr ? std::string() : why;
-  });
+  return in_child([] { return shm::CudaDriver::get().error(); });
 }
 
 RankGpu::RankGpu() {
-  const shm::CudaDriver* d = shm::CudaDriver::get(&error_);
-  if (d == nullptr) return;
+  const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+  error_ = loaded.error();
+  if (!loaded) return;
+  const shm::CudaDriver* d = *loaded;
   CUdevice device = 0;
   CUcontext context = nullptr;
   error_ = d->check(d->device_get(&device, 0), "cuDeviceGet");
@@ -51,8 +50,9 @@ RankGpu::RankGpu() {
 }
 
 RankGpu::~RankGpu() {
-  const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
-  if (d == nullptr || context_ == nullptr) return;
+  const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+  if (!loaded || context_ == nullptr) return;
+  const shm::CudaDriver* d = *loaded;
   free(device_a_);
   free(device_b_);
   for (const Vmm& v : vmm_) {
@@ -64,16 +64,20 @@ RankGpu::~RankGpu() {
 }
 
 std::byte* RankGpu::allocate(size_t bytes) {
-  const shm::CudaDriver* d = shm::CudaDriver::get(&error_);
-  if (d == nullptr) return nullptr;
+  const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+  error_ = loaded.error();
+  if (!loaded) return nullptr;
+  const shm::CudaDriver* d = *loaded;
   CUdeviceptr p = 0;
   error_ = d->check(d->mem_alloc(&p, bytes), "cuMemAlloc");
   return error_.empty() ? reinterpret_cast<std::byte*>(p) : nullptr;
 }
 
 std::byte* RankGpu::allocate_vmm(size_t bytes, bool posix_fd) {
-  const shm::CudaDriver* d = shm::CudaDriver::get(&error_);
-  if (d == nullptr) return nullptr;
+  const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+  error_ = loaded.error();
+  if (!loaded) return nullptr;
+  const shm::CudaDriver* d = *loaded;
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -109,14 +113,14 @@ std::byte* RankGpu::allocate_vmm(size_t bytes, bool posix_fd) {
 }
 
 void RankGpu::free(std::byte* device) {
-  const shm::CudaDriver* d = shm::CudaDriver::get(nullptr);
-  if (d != nullptr && device != nullptr) d->mem_free(reinterpret_cast<CUdeviceptr>(device));
+  const common::Result<const shm::CudaDriver*> d = shm::CudaDriver::get();
+  if (d && device != nullptr) (*d)->mem_free(reinterpret_cast<CUdeviceptr>(device));
 }
 
 std::string RankGpu::copy(std::byte* dst, const std::byte* src, size_t bytes, bool to_device) {
-  std::string why;
-  const shm::CudaDriver* d = shm::CudaDriver::get(&why);
-  if (d == nullptr) return why;
+  const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+  if (!loaded) return loaded.error();
+  const shm::CudaDriver* d = *loaded;
   std::string error =
       to_device
           ? d->check(d->memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, bytes, nullptr),

@@ -22,23 +22,21 @@ TEST(AdminAccessTest, ALocalSocketsPeerIsThisProcessByItsCredentials) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   common::UniqueFd a(fds[0]), b(fds[1]);
-  PeerCredentials creds{-1, 12345, 12345};
-  EXPECT_EQ(read_peer_credentials(a.get(), &creds), "");
-  EXPECT_EQ(creds.pid, ::getpid());
-  EXPECT_EQ(creds.uid, ::geteuid());  // the effective ids, as the kernel records them
-  EXPECT_EQ(creds.gid, ::getegid());
+  const common::Result<PeerCredentials> creds = read_peer_credentials(a.get());
+  ASSERT_EQ(creds.error(), "");
+  EXPECT_EQ(creds->pid, ::getpid());
+  EXPECT_EQ(creds->uid, ::geteuid());  // the effective ids, as the kernel records them
+  EXPECT_EQ(creds->gid, ::getegid());
 }
 
 TEST(AdminAccessTest, CredentialsThatCannotBeReadAreAReasonAndNeverRoot) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);  // not a socket: SO_PEERCRED fails (ENOTSOCK)
   common::UniqueFd r(fds[0]), w(fds[1]);
-  PeerCredentials creds{-1, stranger(), 65534};
-  const std::string why = read_peer_credentials(r.get(), &creds);
-  EXPECT_THAT(why, HasSubstr("SO_PEERCRED"));
-  // Left as it was: nothing here may read as uid 0.
-  EXPECT_EQ(creds.uid, stranger());
-  EXPECT_FALSE(is_admin(AdminPolicy{}, creds));
+  const common::Result<PeerCredentials> creds = read_peer_credentials(r.get());
+  EXPECT_THAT(creds.error(), HasSubstr("SO_PEERCRED"));
+  // No credentials come with the reason: nothing here may read as uid 0.
+  EXPECT_FALSE(creds.ok());
 }
 
 TEST(AdminAccessTest, RootAndThisUserAreAdminsOthersAreNot) {

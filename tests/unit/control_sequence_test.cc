@@ -33,9 +33,9 @@ std::vector<kj::Array<capnp::word>> split(const std::vector<std::byte>& bytes) {
   common::FrameDecoder decoder(1 << 20);
   decoder.append(bytes.data(), bytes.size());
   std::vector<kj::Array<capnp::word>> frames;
-  std::string error;
-  while (auto words = decoder.next(&error)) frames.push_back(std::move(*words));
-  EXPECT_EQ(error, "");
+  auto words = decoder.next();
+  for (; words.ok() && *words; words = decoder.next()) frames.push_back(std::move(**words));
+  EXPECT_EQ(words.error(), "");
   EXPECT_EQ(decoder.buffered(), 0u);
   return frames;
 }

@@ -73,13 +73,12 @@ kj::Array<capnp::word> decode_one(const std::vector<std::byte>& frame,
                                   size_t limit = kMaxClientFrameBytes) {
   FrameDecoder decoder(limit);
   decoder.append(frame.data(), frame.size());
-  std::string error;
-  auto words = decoder.next(&error);
-  EXPECT_EQ(error, "");
-  EXPECT_TRUE(words.has_value());
+  auto words = decoder.next();
+  EXPECT_EQ(words.error(), "");
+  EXPECT_TRUE(words.ok() && words->has_value());
   EXPECT_EQ(decoder.buffered(), 0u);
-  if (!words) return kj::heapArray<capnp::word>(0);
-  return kj::mv(*words);
+  if (!words.ok() || !*words) return kj::heapArray<capnp::word>(0);
+  return kj::mv(**words);
 }
 
 void expect_hello(kj::ArrayPtr<const capnp::word> words, uint32_t request_id,
@@ -138,22 +137,23 @@ TEST(FramingTest, DecodesAFrameFedOneByteAtATime) {
   FrameDecoder decoder(kMaxClientFrameBytes);
   for (size_t i = 0; i + 1 < frame.size(); ++i) {
     decoder.append(&frame[i], 1);
-    std::string error;
-    ASSERT_FALSE(decoder.next(&error).has_value())
+    auto none = decoder.next();
+    ASSERT_EQ(none.error(), "") << "after " << i + 1 << " bytes";
+    ASSERT_FALSE(none->has_value())
         << "a frame decoded after " << i + 1 << " of " << frame.size() << " bytes";
-    ASSERT_EQ(error, "") << "after " << i + 1 << " bytes";
     ASSERT_EQ(decoder.buffered(), i + 1);
   }
   decoder.append(&frame.back(), 1);
-  std::string error;
-  auto words = decoder.next(&error);
-  ASSERT_TRUE(words.has_value()) << error;
+  auto next = decoder.next();
+  ASSERT_TRUE(next.ok() && next->has_value()) << next.error();
+  const kj::Array<capnp::word>& words = **next;
   EXPECT_EQ(decoder.buffered(), 0u);
-  EXPECT_EQ(words->size() * sizeof(capnp::word), frame.size() - 4);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(words->begin()) % alignof(capnp::word), 0u);
-  expect_hello(*words, 42, "one-byte-at-a-time");
-  EXPECT_FALSE(decoder.next(&error).has_value());
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(words.size() * sizeof(capnp::word), frame.size() - 4);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(words.begin()) % alignof(capnp::word), 0u);
+  expect_hello(words, 42, "one-byte-at-a-time");
+  auto after = decoder.next();
+  EXPECT_EQ(after.error(), "");
+  EXPECT_FALSE(after.ok() && after->has_value());
 }
 
 TEST(FramingTest, DecodesAFrameFedInOneGo) {
@@ -172,21 +172,21 @@ TEST(FramingTest, DecodesFramesBackToBackAndKeepsAPartialThird) {
 
   FrameDecoder decoder(kMaxClientFrameBytes);
   decoder.append(stream.data(), stream.size());
-  std::string error;
-  auto first = decoder.next(&error);
-  ASSERT_TRUE(first.has_value()) << error;
-  expect_hello(*first, 1, "first");
-  auto second = decoder.next(&error);
-  ASSERT_TRUE(second.has_value()) << error;
-  expect_hello(*second, 2, "second-with-a-longer-name");
-  EXPECT_FALSE(decoder.next(&error).has_value());
-  EXPECT_EQ(error, "");
+  auto first = decoder.next();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.error();
+  expect_hello(**first, 1, "first");
+  auto second = decoder.next();
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.error();
+  expect_hello(**second, 2, "second-with-a-longer-name");
+  auto none = decoder.next();
+  EXPECT_EQ(none.error(), "");
+  EXPECT_FALSE(none.ok() && none->has_value());
   EXPECT_EQ(decoder.buffered(), 3u);
 
   decoder.append(c.data() + 3, c.size() - 3);
-  auto third = decoder.next(&error);
-  ASSERT_TRUE(third.has_value()) << error;
-  expect_hello(*third, 3, "third");
+  auto third = decoder.next();
+  ASSERT_TRUE(third.ok() && third->has_value()) << third.error();
+  expect_hello(**third, 3, "third");
   EXPECT_EQ(decoder.buffered(), 0u);
 }
 
@@ -209,12 +209,12 @@ TEST(FramingTest, DecodesManyFramesAcrossBufferCompaction) {
     size_t n = std::min<size_t>(7919, stream.size() - fed);
     decoder.append(stream.data() + fed, n);
     fed += n;
-    std::string error;
-    while (auto words = decoder.next(&error)) {
-      expect_hello(*words, static_cast<uint32_t>(decoded), std::string(500 + decoded % 37, 'x'));
+    auto words = decoder.next();
+    for (; words.ok() && *words; words = decoder.next()) {
+      expect_hello(**words, static_cast<uint32_t>(decoded), std::string(500 + decoded % 37, 'x'));
       ++decoded;
     }
-    ASSERT_EQ(error, "");
+    ASSERT_EQ(words.error(), "");
   }
   EXPECT_EQ(decoded, kFrames);
   EXPECT_EQ(decoder.buffered(), 0u);
@@ -224,9 +224,10 @@ TEST(FramingTest, RejectsZeroLength) {
   FrameDecoder decoder(kMaxClientFrameBytes);
   auto bytes = length_only(0);
   decoder.append(bytes.data(), bytes.size());
-  std::string error;
-  EXPECT_FALSE(decoder.next(&error).has_value());
-  EXPECT_THAT(error, HasSubstr("frame length 0 is not a positive multiple of 8 up to 65536"));
+  auto words = decoder.next();
+  EXPECT_FALSE(words.ok());
+  EXPECT_THAT(words.error(),
+              HasSubstr("frame length 0 is not a positive multiple of 8 up to 65536"));
 }
 
 TEST(FramingTest, RejectsLengthNotAMultipleOfEight) {
@@ -235,9 +236,9 @@ TEST(FramingTest, RejectsLengthNotAMultipleOfEight) {
     std::vector<std::byte> frame = length_only(length);
     frame.resize(4 + length);  // the whole payload is there
     decoder.append(frame.data(), frame.size());
-    std::string error;
-    EXPECT_FALSE(decoder.next(&error).has_value());
-    EXPECT_THAT(error, HasSubstr("frame length " + std::to_string(length)));
+    auto words = decoder.next();
+    EXPECT_FALSE(words.ok());
+    EXPECT_THAT(words.error(), HasSubstr("frame length " + std::to_string(length)));
   }
 }
 
@@ -247,10 +248,10 @@ TEST(FramingTest, RejectsLengthOverTheLimitBeforeThePayloadArrives) {
     FrameDecoder decoder(kMaxClientFrameBytes);
     auto bytes = length_only(length);
     decoder.append(bytes.data(), bytes.size());
-    std::string error;
-    EXPECT_FALSE(decoder.next(&error).has_value());
-    EXPECT_THAT(error, HasSubstr("frame length " + std::to_string(length) +
-                                 " is not a positive multiple of 8 up to 65536"));
+    auto words = decoder.next();
+    EXPECT_FALSE(words.ok());
+    EXPECT_THAT(words.error(), HasSubstr("frame length " + std::to_string(length) +
+                                         " is not a positive multiple of 8 up to 65536"));
   }
 }
 
@@ -259,26 +260,27 @@ TEST(FramingTest, AcceptsLengthExactlyAtTheLimit) {
   FrameDecoder decoder(kMaxClientFrameBytes);
   auto frame = raw_frame(words);
   decoder.append(frame.data(), frame.size() - 1);
-  std::string error;
-  EXPECT_FALSE(decoder.next(&error).has_value());
-  EXPECT_EQ(error, "");
+  auto none = decoder.next();
+  EXPECT_EQ(none.error(), "");
+  EXPECT_FALSE(none.ok() && none->has_value());
   decoder.append(&frame.back(), 1);
-  auto out = decoder.next(&error);
-  ASSERT_TRUE(out.has_value()) << error;
-  EXPECT_EQ(out->size(), kMaxClientFrameBytes / 8);
+  auto out = decoder.next();
+  ASSERT_TRUE(out.ok() && out->has_value()) << out.error();
+  EXPECT_EQ((*out)->size(), kMaxClientFrameBytes / 8);
 }
 
 TEST(FramingTest, DaemonFrameLimitIsLargerThanTheClientOne) {
   std::vector<uint64_t> words(kMaxClientFrameBytes / 8 + 1, 0);
   auto frame = raw_frame(words);
-  std::string error;
   FrameDecoder client_side(kMaxDaemonFrameBytes);
   client_side.append(frame.data(), frame.size());
-  EXPECT_TRUE(client_side.next(&error).has_value()) << error;
+  auto taken = client_side.next();
+  EXPECT_TRUE(taken.ok() && taken->has_value()) << taken.error();
   FrameDecoder daemon_side(kMaxClientFrameBytes);
   daemon_side.append(frame.data(), frame.size());
-  EXPECT_FALSE(daemon_side.next(&error).has_value());
-  EXPECT_THAT(error, HasSubstr("frame length 65544"));
+  auto refused = daemon_side.next();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error(), HasSubstr("frame length 65544"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -451,8 +453,12 @@ Received receive_frame(int sock, size_t limit) {
     }
     r.truncated = r.truncated || truncated;
     decoder.append(buf.data(), static_cast<size_t>(n));
-    r.words = decoder.next(&r.error);
-    if (r.words || !r.error.empty()) return r;
+    auto next = decoder.next();
+    if (!next.ok()) r.error = next.error();
+    if (!next.ok() || *next) {
+      if (next.ok()) r.words = next.take();
+      return r;
+    }
   }
 }
 

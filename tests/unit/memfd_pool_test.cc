@@ -119,22 +119,21 @@ TEST(UniqueFdTest, ClosesOnResetAndTransfersOnMove) {
 
 TEST(CheckSealedMemfdTest, AcceptsASealedMemfdWithinBounds) {
   UniqueFd fd = create_sealed_memfd("test", 65536);
-  uint64_t size = 0;
-  EXPECT_EQ(check_sealed_memfd(fd.get(), 65536, 65536, &size), "");
-  EXPECT_EQ(size, 65536u);
-  size = 0;
-  EXPECT_EQ(check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size), "");
-  EXPECT_EQ(size, 65536u);
+  auto size = check_sealed_memfd(fd.get(), 65536, 65536);
+  ASSERT_EQ(size.error(), "");
+  EXPECT_EQ(*size, 65536u);
+  size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+  ASSERT_EQ(size.error(), "");
+  EXPECT_EQ(*size, 65536u);
 }
 
 TEST(CheckSealedMemfdTest, RefusesAnUnsealedMemfd) {
   UniqueFd fd = memfd_with_seals(65536, 0);
   ASSERT_TRUE(fd);
-  uint64_t size = 777;
-  std::string error = check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size);
-  EXPECT_THAT(error, HasSubstr("not sealed against shrinking"));
-  EXPECT_THAT(error, HasSubstr("F_SEAL_SHRINK"));
-  EXPECT_EQ(size, 777u) << "size must be left alone on failure";
+  auto size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+  EXPECT_THAT(size.error(), HasSubstr("not sealed against shrinking"));
+  EXPECT_THAT(size.error(), HasSubstr("F_SEAL_SHRINK"));
+  EXPECT_FALSE(size.ok()) << "no size on failure";
 }
 
 TEST(CheckSealedMemfdTest, RefusesAMemfdThatDoesNotAllowSealing) {
@@ -142,90 +141,90 @@ TEST(CheckSealedMemfdTest, RefusesAMemfdThatDoesNotAllowSealing) {
   UniqueFd fd(::memfd_create("no-sealing", MFD_CLOEXEC));
   ASSERT_TRUE(fd);
   ASSERT_EQ(::ftruncate(fd.get(), 4096), 0);
-  uint64_t size = 0;
-  EXPECT_THAT(check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size), HasSubstr("shrinking"));
+  EXPECT_THAT(check_sealed_memfd(fd.get(), 1, UINT64_MAX).error(), HasSubstr("shrinking"));
 }
 
 TEST(CheckSealedMemfdTest, RefusesPartialSeals) {
-  uint64_t size = 0;
   {
     UniqueFd fd = memfd_with_seals(4096, F_SEAL_SHRINK);
     ASSERT_TRUE(fd);
-    std::string error = check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size);
-    EXPECT_THAT(error, HasSubstr("not sealed against growing"));
-    EXPECT_THAT(error, HasSubstr("F_SEAL_GROW"));
+    auto size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+    EXPECT_THAT(size.error(), HasSubstr("not sealed against growing"));
+    EXPECT_THAT(size.error(), HasSubstr("F_SEAL_GROW"));
+    EXPECT_FALSE(size.ok());
   }
   {
     UniqueFd fd = memfd_with_seals(4096, F_SEAL_SHRINK | F_SEAL_GROW);
     ASSERT_TRUE(fd);
-    std::string error = check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size);
-    EXPECT_THAT(error, HasSubstr("not final"));
-    EXPECT_THAT(error, HasSubstr("F_SEAL_SEAL"));
+    auto size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+    EXPECT_THAT(size.error(), HasSubstr("not final"));
+    EXPECT_THAT(size.error(), HasSubstr("F_SEAL_SEAL"));
+    EXPECT_FALSE(size.ok());
   }
   {
     UniqueFd fd = memfd_with_seals(4096, F_SEAL_GROW | F_SEAL_SEAL);
     ASSERT_TRUE(fd);
-    EXPECT_THAT(check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size), HasSubstr("shrinking"));
+    auto size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+    EXPECT_THAT(size.error(), HasSubstr("shrinking"));
+    EXPECT_FALSE(size.ok());
   }
   {
     UniqueFd fd = memfd_with_seals(4096, F_SEAL_SHRINK | F_SEAL_SEAL);
     ASSERT_TRUE(fd);
-    EXPECT_THAT(check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size), HasSubstr("growing"));
+    auto size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+    EXPECT_THAT(size.error(), HasSubstr("growing"));
+    EXPECT_FALSE(size.ok());
   }
-  EXPECT_EQ(size, 0u);
 }
 
 TEST(CheckSealedMemfdTest, AcceptsExtraSealsBeyondTheRequiredOnes) {
   UniqueFd fd = memfd_with_seals(4096, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
   ASSERT_TRUE(fd);
-  uint64_t size = 0;
-  EXPECT_EQ(check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size), "");
-  EXPECT_EQ(size, 4096u);
+  auto size = check_sealed_memfd(fd.get(), 1, UINT64_MAX);
+  ASSERT_EQ(size.error(), "");
+  EXPECT_EQ(*size, 4096u);
 }
 
 TEST(CheckSealedMemfdTest, RefusesTooSmall) {
   UniqueFd fd = create_sealed_memfd("test", 4096);
-  uint64_t size = 5;
-  std::string error = check_sealed_memfd(fd.get(), 8192, UINT64_MAX, &size);
-  EXPECT_THAT(error, HasSubstr("holds 4096 bytes"));
-  EXPECT_THAT(error, HasSubstr("8192 were declared"));
-  EXPECT_EQ(size, 5u);
+  auto size = check_sealed_memfd(fd.get(), 8192, UINT64_MAX);
+  EXPECT_THAT(size.error(), HasSubstr("holds 4096 bytes"));
+  EXPECT_THAT(size.error(), HasSubstr("8192 were declared"));
+  EXPECT_FALSE(size.ok());
   // Exactly the minimum passes.
-  EXPECT_EQ(check_sealed_memfd(fd.get(), 4096, UINT64_MAX, &size), "");
+  EXPECT_EQ(check_sealed_memfd(fd.get(), 4096, UINT64_MAX).error(), "");
 }
 
 TEST(CheckSealedMemfdTest, RefusesAnEmptyMemfdWhenBytesAreRequired) {
   UniqueFd fd = create_sealed_memfd("empty", 0);
-  uint64_t size = 5;
-  EXPECT_THAT(check_sealed_memfd(fd.get(), 1, UINT64_MAX, &size), HasSubstr("holds 0 bytes"));
+  EXPECT_THAT(check_sealed_memfd(fd.get(), 1, UINT64_MAX).error(), HasSubstr("holds 0 bytes"));
 }
 
 TEST(CheckSealedMemfdTest, RefusesTooLarge) {
   UniqueFd fd = create_sealed_memfd("test", 2 * kMiB);
-  uint64_t size = 5;
-  std::string error = check_sealed_memfd(fd.get(), 1, kMiB, &size);
-  EXPECT_THAT(error, HasSubstr("holds 2097152 bytes"));
-  EXPECT_THAT(error, HasSubstr("limit of 1048576"));
-  EXPECT_EQ(size, 5u);
-  EXPECT_EQ(check_sealed_memfd(fd.get(), 1, 2 * kMiB, &size), "");
+  auto size = check_sealed_memfd(fd.get(), 1, kMiB);
+  EXPECT_THAT(size.error(), HasSubstr("holds 2097152 bytes"));
+  EXPECT_THAT(size.error(), HasSubstr("limit of 1048576"));
+  EXPECT_FALSE(size.ok());
+  EXPECT_EQ(check_sealed_memfd(fd.get(), 1, 2 * kMiB).error(), "");
 }
 
 TEST(CheckSealedMemfdTest, RefusesNonMemfdDescriptors) {
-  uint64_t size = 5;
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   UniqueFd read_end(p[0]);
   UniqueFd write_end(p[1]);
-  EXPECT_THAT(check_sealed_memfd(read_end.get(), 0, UINT64_MAX, &size),
+  EXPECT_THAT(check_sealed_memfd(read_end.get(), 0, UINT64_MAX).error(),
               HasSubstr("not a sealable memfd"));
 
   UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(dev_null);
-  EXPECT_THAT(check_sealed_memfd(dev_null.get(), 0, UINT64_MAX, &size),
+  EXPECT_THAT(check_sealed_memfd(dev_null.get(), 0, UINT64_MAX).error(),
               HasSubstr("not a sealable memfd"));
 
-  EXPECT_THAT(check_sealed_memfd(-1, 0, UINT64_MAX, &size), HasSubstr("F_GET_SEALS failed"));
-  EXPECT_EQ(size, 5u);
+  auto size = check_sealed_memfd(-1, 0, UINT64_MAX);
+  EXPECT_THAT(size.error(), HasSubstr("F_GET_SEALS failed"));
+  EXPECT_FALSE(size.ok());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -239,9 +238,9 @@ uintptr_t pool_base(const ClientPool& pool, const void* some_allocation) {
 TEST(ClientPoolTest, MemfdIsSealedAndExactlySized) {
   ClientPool pool(kMiB);
   EXPECT_EQ(pool.size(), kMiB);
-  uint64_t size = 0;
-  EXPECT_EQ(check_sealed_memfd(pool.fd(), kMiB, kMiB, &size), "");
-  EXPECT_EQ(size, kMiB);
+  auto size = check_sealed_memfd(pool.fd(), kMiB, kMiB);
+  ASSERT_EQ(size.error(), "");
+  EXPECT_EQ(*size, kMiB);
   EXPECT_GT(pool.free_bytes(), kMiB / 2);
   EXPECT_LT(pool.free_bytes(), kMiB);
 }

@@ -31,12 +31,12 @@ PeerIdentity identity(uint64_t id, const std::string& name) {
 std::string deliver(std::vector<std::byte> bytes, PeerHandshake& to) {
   common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
   decoder.append(bytes.data(), bytes.size());
-  std::string error;
-  while (auto words = decoder.next(&error)) {
-    std::string e = to.on_frame(*words);
+  auto words = decoder.next();
+  for (; words.ok() && *words; words = decoder.next()) {
+    std::string e = to.on_frame(**words);
     if (!e.empty()) return e;
   }
-  return error;
+  return words.error();
 }
 
 // Runs the exchange to the end; returns {connector error, acceptor error}.
@@ -56,11 +56,10 @@ std::vector<std::byte> changed_hello(PeerHandshake& connector, Change change) {
   std::vector<std::byte> hello = connector.take_output();
   common::FrameDecoder decoder(kMaxHandshakeFrameBytes);
   decoder.append(hello.data(), hello.size());
-  std::string error;
-  auto words = decoder.next(&error);
-  EXPECT_TRUE(words) << error;
-  if (!words) return {};
-  capnp::FlatArrayMessageReader reader(*words);
+  auto words = decoder.next();
+  EXPECT_TRUE(words.ok() && *words) << words.error();
+  if (!words.ok() || !*words) return {};
+  capnp::FlatArrayMessageReader reader(**words);
   capnp::MallocMessageBuilder changed;
   changed.setRoot(reader.getRoot<wire::peer::HandshakeMessage>());
   change(changed.getRoot<wire::peer::HandshakeMessage>().getHello());
@@ -180,10 +179,9 @@ TEST(PeerHandshakeTest, AnRdmaOfferChangedOnTheWayFailsTheProof) {
   std::vector<std::byte> reply = a2.take_output();
   common::FrameDecoder replies(kMaxHandshakeFrameBytes);
   replies.append(reply.data(), reply.size());
-  std::string tampered_error;
   std::string verdict;
-  while (auto frame = replies.next(&tampered_error)) {
-    capnp::FlatArrayMessageReader r(*frame);
+  for (auto frame = replies.next(); frame.ok() && *frame; frame = replies.next()) {
+    capnp::FlatArrayMessageReader r(**frame);
     capnp::MallocMessageBuilder out;
     out.setRoot(r.getRoot<wire::peer::HandshakeMessage>());
     auto root = out.getRoot<wire::peer::HandshakeMessage>();

@@ -169,9 +169,9 @@ TEST(RingMemoryTest, CreateLaysOutHeaderAndAttachSeesTheSameMemory) {
   EXPECT_EQ(rings.daemon.cq()[31].user_data, 42u);
 
   // The daemon's memfd is sealed: a client cannot shrink it under the daemon.
-  uint64_t size = 0;
-  EXPECT_EQ(check_sealed_memfd(rings.daemon.fd(), 1, UINT64_MAX, &size), "");
-  EXPECT_EQ(size, h->total_bytes);
+  auto size = check_sealed_memfd(rings.daemon.fd(), 1, UINT64_MAX);
+  ASSERT_EQ(size.error(), "");
+  EXPECT_EQ(*size, h->total_bytes);
 }
 
 TEST(RingMemoryTest, CreateRejectsNonPowerOfTwoAndOversizedCounts) {

@@ -72,35 +72,37 @@ TEST(SpeedAgreementTest, ASteadyChangeIsCommittedFromAnOpNoNodeStartedTheSameOnE
   EXPECT_TRUE(
       SpeedAgreement(3, 0, kSettings).measured(std::vector<double>{1}, kNames, 0, at(0)).empty());
   // Node 1 is ahead (its first op not started is 6), node 2 behind (3).
-  std::string error;
-  const auto ready1 = n1.receive(arriving(proposals[0], 0), 6, &error);
-  ASSERT_EQ(error, "");
-  ASSERT_EQ(ready1.size(), 1u);
-  EXPECT_EQ(ready1[0].kind, Kind::kReady);
-  EXPECT_EQ(ready1[0].seq, 6u);
+  const auto ready1 = n1.receive(arriving(proposals[0], 0), 6);
+  ASSERT_EQ(ready1.error(), "");
+  ASSERT_EQ(ready1->size(), 1u);
+  EXPECT_EQ((*ready1)[0].kind, Kind::kReady);
+  EXPECT_EQ((*ready1)[0].seq, 6u);
   EXPECT_FALSE(n1.may_start());
-  const auto ready2 = n2.receive(arriving(proposals[1], 0), 3, &error);
-  ASSERT_EQ(error, "");
+  const auto ready2 = n2.receive(arriving(proposals[1], 0), 3);
+  ASSERT_EQ(ready2.error(), "");
   EXPECT_FALSE(n2.may_start());
-  EXPECT_TRUE(leader.receive(arriving(ready1[0], 1), 4, &error).empty());  // one answer of two
-  ASSERT_EQ(error, "");
+  const auto answered = leader.receive(arriving((*ready1)[0], 1), 4);
+  ASSERT_EQ(answered.error(), "");
+  EXPECT_TRUE(answered->empty());  // one answer of two
   EXPECT_EQ(leader.waiting_for(), (std::vector<int>{2}));
   EXPECT_EQ(n1.waiting_for(), (std::vector<int>{0}));
   EXPECT_FALSE(leader.may_start());
-  const auto commits = leader.receive(arriving(ready2[0], 2), 4, &error);
-  ASSERT_EQ(error, "");
-  ASSERT_EQ(commits.size(), 2u);
-  EXPECT_EQ(commits[0].kind, Kind::kCommit);
-  EXPECT_EQ(commits[0].seq, 6u);  // the largest first-unstarted op
+  const auto commits = leader.receive(arriving((*ready2)[0], 2), 4);
+  ASSERT_EQ(commits.error(), "");
+  ASSERT_EQ(commits->size(), 2u);
+  EXPECT_EQ((*commits)[0].kind, Kind::kCommit);
+  EXPECT_EQ((*commits)[0].seq, 6u);  // the largest first-unstarted op
   EXPECT_TRUE(leader.may_start());
   const auto event = leader.take_committed();
   ASSERT_TRUE(event.has_value());
   EXPECT_THAT(event->reason, HasSubstr("node n2 runs at"));
   EXPECT_FALSE(leader.take_committed().has_value());  // taken once
-  EXPECT_TRUE(n1.receive(arriving(commits[0], 0), 6, &error).empty());
-  ASSERT_EQ(error, "");
-  EXPECT_TRUE(n2.receive(arriving(commits[1], 0), 3, &error).empty());
-  ASSERT_EQ(error, "");
+  const auto committed1 = n1.receive(arriving((*commits)[0], 0), 6);
+  ASSERT_EQ(committed1.error(), "");
+  EXPECT_TRUE(committed1->empty());
+  const auto committed2 = n2.receive(arriving((*commits)[1], 0), 3);
+  ASSERT_EQ(committed2.error(), "");
+  EXPECT_TRUE(committed2->empty());
   EXPECT_TRUE(n1.may_start());
   EXPECT_TRUE(n2.may_start());
   ASSERT_TRUE(n2.take_committed().has_value());
@@ -138,39 +140,31 @@ TEST(SpeedAgreementTest, AFlickerShorterThanSteadyForProposesNothing) {
 TEST(SpeedAgreementTest, MessagesOutOfProtocolAreRefusedWithAReason) {
   SpeedAgreement leader(3, 0, kSettings);
   SpeedAgreement n1(3, 1, kSettings);
-  std::string error;
   // An answer to no proposal.
-  leader.receive(Message{1, Kind::kReady, 1, 0, {}, {}}, 0, &error);
-  EXPECT_THAT(error, HasSubstr("no speed proposal"));
+  EXPECT_THAT(leader.receive(Message{1, Kind::kReady, 1, 0, {}, {}}, 0).error(),
+              HasSubstr("no speed proposal"));
   // A commit nobody asked about.
-  error.clear();
-  n1.receive(Message{0, Kind::kCommit, 1, 0, {1.0, 0.5, 1.0}, "x"}, 0, &error);
-  EXPECT_THAT(error, HasSubstr("not asked"));
+  EXPECT_THAT(n1.receive(Message{0, Kind::kCommit, 1, 0, {1.0, 0.5, 1.0}, "x"}, 0).error(),
+              HasSubstr("not asked"));
   // A proposal from a node that does not lead.
-  error.clear();
-  n1.receive(Message{2, Kind::kPropose, 1, 0, {}, {}}, 0, &error);
-  EXPECT_THAT(error, HasSubstr("does not lead"));
+  EXPECT_THAT(n1.receive(Message{2, Kind::kPropose, 1, 0, {}, {}}, 0).error(),
+              HasSubstr("does not lead"));
   // A commit from before an op this node started, with bad speeds, for too many nodes.
-  error.clear();
-  ASSERT_EQ(n1.receive(Message{0, Kind::kPropose, 7, 0, {}, {}}, 5, &error).size(), 1u);
-  ASSERT_EQ(error, "");
-  n1.receive(Message{0, Kind::kCommit, 7, 4, {1.0, 0.5, 1.0}, "x"}, 5, &error);
-  EXPECT_THAT(error, HasSubstr("already started"));
-  error.clear();
-  n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 1.5, 1.0}, "x"}, 5, &error);
-  EXPECT_THAT(error, HasSubstr("outside (0, 1]"));
-  error.clear();
-  n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 1.0, 1.0, 0.5}, "x"}, 5, &error);
-  EXPECT_THAT(error, HasSubstr("for 4 nodes"));
-  error.clear();
-  n1.receive(Message{0, Kind::kCommit, 8, 5, {1.0, 0.5, 1.0}, "x"}, 5, &error);
-  EXPECT_THAT(error, HasSubstr("not asked"));  // another generation
-  error.clear();
-  n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 0.5, 1.0}, "x", 1e300}, 5, &error);
-  EXPECT_THAT(error, HasSubstr("bandwidth outside"));
-  error.clear();
-  n1.receive(Message{0, static_cast<Kind>(9), 7, 5, {}, {}}, 5, &error);
-  EXPECT_THAT(error, HasSubstr("unknown kind 9"));
+  const auto ready = n1.receive(Message{0, Kind::kPropose, 7, 0, {}, {}}, 5);
+  ASSERT_EQ(ready.error(), "");
+  ASSERT_EQ(ready->size(), 1u);
+  EXPECT_THAT(n1.receive(Message{0, Kind::kCommit, 7, 4, {1.0, 0.5, 1.0}, "x"}, 5).error(),
+              HasSubstr("already started"));
+  EXPECT_THAT(n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 1.5, 1.0}, "x"}, 5).error(),
+              HasSubstr("outside (0, 1]"));
+  EXPECT_THAT(n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 1.0, 1.0, 0.5}, "x"}, 5).error(),
+              HasSubstr("for 4 nodes"));
+  EXPECT_THAT(n1.receive(Message{0, Kind::kCommit, 8, 5, {1.0, 0.5, 1.0}, "x"}, 5).error(),
+              HasSubstr("not asked"));  // another generation
+  EXPECT_THAT(n1.receive(Message{0, Kind::kCommit, 7, 5, {1.0, 0.5, 1.0}, "x", 1e300}, 5).error(),
+              HasSubstr("bandwidth outside"));
+  EXPECT_THAT(n1.receive(Message{0, static_cast<Kind>(9), 7, 5, {}, {}}, 5).error(),
+              HasSubstr("unknown kind 9"));
   EXPECT_FALSE(n1.may_start());  // still held: the valid commit has not come
 }
 

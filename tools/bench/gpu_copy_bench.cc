@@ -40,9 +40,9 @@ void check(const CudaDriver& d, CUresult r, const char* what) {
 // The child: two allocations of `bytes`, their exports written to `fd`, then it waits for
 // the parent to close `wait_fd` (the mappings must outlive the measurement).
 [[noreturn]] void export_buffers(size_t bytes, int fd, int wait_fd) {
-  std::string why;
-  const CudaDriver* d = CudaDriver::get(&why);
-  if (d == nullptr) die(why);
+  const plexus::common::Result<const CudaDriver*> loaded = CudaDriver::get();
+  if (!loaded) die(loaded.error());
+  const CudaDriver* d = *loaded;
   CUdevice device;
   CUcontext context;
   check(*d, d->device_get(&device, 0), "cuDeviceGet");
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (!host) die(why);
 
   // The same copies done alone, on this process's own allocations.
-  const CudaDriver& d = *CudaDriver::get(nullptr);
+  const CudaDriver& d = **CudaDriver::get();
   CUdeviceptr own_a, own_b;
   check(d, d.mem_alloc(&own_a, bytes), "cuMemAlloc");
   check(d, d.mem_alloc(&own_b, bytes), "cuMemAlloc");

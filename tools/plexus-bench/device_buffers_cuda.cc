@@ -10,9 +10,9 @@ namespace {
 class CudaBuffers final : public DeviceBuffers {
  public:
   CudaBuffers() {
-    std::string why;
-    driver_ = shm::CudaDriver::get(&why);
-    if (driver_ == nullptr) fail(why);
+    const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
+    if (!loaded) fail(loaded.error());
+    driver_ = *loaded;
     check(driver_->device_get(&device_, 0), "cuDeviceGet");
     check(driver_->primary_ctx_retain(&context_, device_), "cuDevicePrimaryCtxRetain");
     check(driver_->ctx_set_current(context_), "cuCtxSetCurrent");

@@ -48,10 +48,12 @@ NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   *ptr = nullptr;
   int device = 0;
   if (current_device(&device)) {
-    if (std::string e = device_alloc(size, ptr); !e.empty()) {
+    const plexus::common::Result<void*> allocated = device_alloc(size);
+    if (!allocated) {
       return fail(ncclUnhandledCudaError,
-                  "ncclMemAlloc on device " + std::to_string(device) + ": " + e);
+                  "ncclMemAlloc on device " + std::to_string(device) + ": " + allocated.error());
     }
+    *ptr = *allocated;
     return ncclSuccess;
   }
   if (plexus_result_t r = plexus_alloc(ptr, size); r != PLEXUS_SUCCESS) {

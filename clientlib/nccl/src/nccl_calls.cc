@@ -149,8 +149,8 @@ std::shared_ptr<CommCore> usable(ncclComm_t comm, const char* call, ncclResult_t
 
 bool on_device(const void* ptr) {
   if (ptr == nullptr || !driver_loaded()) return false;
-  std::string error;
-  return client::query_gpu_pointer(ptr, &error).has_value() || !error.empty();
+  const auto pointer = client::query_gpu_pointer(ptr);
+  return !pointer.ok() || pointer->has_value();
 }
 
 ncclResult_t enqueue(Call call) {

@@ -8,18 +8,20 @@
 #include <cstddef>
 #include <string>
 
+#include "common/result.h"
+
 namespace plexus::nccl {
 
 // The device of the calling thread's current CUDA context; false when the process has not
 // loaded the driver or the thread has no context (then it uses no GPU).
 bool current_device(int* device);
-// cuMemAlloc on the current context: "" or why not.
-std::string device_alloc(size_t bytes, void** ptr);
+// cuMemAlloc on the current context: the device pointer, or why not.
+common::Result<void*> device_alloc(size_t bytes);
 // cuMemFree of a device_alloc pointer: "" or why not.
-std::string device_free(void* ptr);
+[[nodiscard]] std::string device_free(void* ptr);
 // Waits for the stream's queued work (a host buffer passed with a stream is used only
 // after it): "" or why not. A process without the driver has no streams: "".
-std::string stream_synchronize(void* stream);
+[[nodiscard]] std::string stream_synchronize(void* stream);
 // True when the process has loaded the CUDA driver (device memory can exist).
 bool driver_loaded();
 

@@ -17,13 +17,13 @@ bool current_device(int* device) {
   return true;
 }
 
-std::string device_alloc(size_t bytes, void** ptr) {
+common::Result<void*> device_alloc(size_t bytes) {
   const shm::CudaDriver* d = shm::CudaDriver::get_if_loaded();
-  if (d == nullptr) return "the CUDA driver is not loaded";
+  if (d == nullptr) return common::fail("the CUDA driver is not loaded");
   CUdeviceptr address = 0;
-  std::string error = d->check(d->mem_alloc(&address, bytes), "cuMemAlloc");
-  if (error.empty()) *ptr = reinterpret_cast<void*>(address);
-  return error;
+  if (std::string error = d->check(d->mem_alloc(&address, bytes), "cuMemAlloc"); !error.empty())
+    return common::fail(std::move(error));
+  return reinterpret_cast<void*>(address);
 }
 
 std::string device_free(void* ptr) {

@@ -5,8 +5,8 @@ namespace plexus::nccl {
 
 bool driver_loaded() { return false; }
 bool current_device(int* /*device*/) { return false; }
-std::string device_alloc(size_t /*bytes*/, void** /*ptr*/) {
-  return "this libnccl.so.2 was built without CUDA";
+common::Result<void*> device_alloc(size_t /*bytes*/) {
+  return common::fail("this libnccl.so.2 was built without CUDA");
 }
 std::string device_free(void* /*ptr*/) { return "this libnccl.so.2 was built without CUDA"; }
 std::string stream_synchronize(void* /*stream*/) { return {}; }
