@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/tcp_pair.h"
-#include "transports/tcp/tcp_path.h"
+#include "tests/unit/peer_links_pair.h"
 #include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
@@ -49,35 +48,15 @@ struct SenderSide {
   std::string text;  // the last frame's payload
 };
 
-void connect_sender(SenderSide& a, SenderSide& b) {
-  auto [fa, fb] = test::tcp_pair();
-  a.links.add(2, "b", transports::tcp_path_opener(fa), "rail0", false, false);
-  b.links.add(1, "a", transports::tcp_path_opener(fb), "rail0", false, false);
-}
-
-template <typename Done>
-bool pump_sender(SenderSide& a, SenderSide& b, Done done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    const auto now = Clock::now();
-    a.links.tick(now);
-    b.links.tick(now);
-    a.links.poll(1);
-    b.links.poll(1);
-  }
-  return true;
-}
-
 TEST(MessageSenderTest, AMessageIsCutIntoChunksAndItsDoneRunsOnceAfterTheLast) {
   SenderSide a;
   SenderSide b;
-  connect_sender(a, b);
+  test::connect_pair(a, b);
   std::vector<std::byte> data(2 * kChunk + 100, std::byte{3});
   int done = 0;
   a.sender.set_comm_flow(7, 1);
   ASSERT_TRUE(a.sender.send_message(2, 7, 4, 9, data, nullptr, [&done] { ++done; }));
-  ASSERT_TRUE(pump_sender(a, b, [&] { return done > 0 && b.frames.size() == 3; }));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return done > 0 && b.frames.size() == 3; }));
   EXPECT_EQ(done, 1);
   for (uint32_t i = 0; i < 3; ++i) {
     EXPECT_EQ(b.frames[i].type, wire::FrameType::kData);
@@ -93,10 +72,10 @@ TEST(MessageSenderTest, AMessageIsCutIntoChunksAndItsDoneRunsOnceAfterTheLast) {
 TEST(MessageSenderTest, AMarkerCarriesTheCallersChunkAndOffset) {
   SenderSide a;
   SenderSide b;
-  connect_sender(a, b);
+  test::connect_pair(a, b);
   bool done = false;
   ASSERT_TRUE(a.sender.send_marker(2, 7, 4, 9, 12345, 6, [&done] { done = true; }));
-  ASSERT_TRUE(pump_sender(a, b, [&] { return done && !b.frames.empty(); }));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return done && !b.frames.empty(); }));
   EXPECT_EQ(b.frames[0].chunk, 6u);
   EXPECT_EQ(b.frames[0].offset, 12345u);
   EXPECT_EQ(b.frames[0].length, 0u);
@@ -105,11 +84,11 @@ TEST(MessageSenderTest, AMarkerCarriesTheCallersChunkAndOffset) {
 TEST(MessageSenderTest, ANoticeIsCutToItsLimit) {
   SenderSide a;
   SenderSide b;
-  connect_sender(a, b);
+  test::connect_pair(a, b);
   const std::string reason(wire::kMaxAbortReasonBytes + 50, 'x');
   a.sender.send_notice(2, wire::make_departed({.comm_id = 7, .rank = 3, .collectives = 11}),
                        reason);
-  ASSERT_TRUE(pump_sender(a, b, [&] { return !b.frames.empty(); }));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return !b.frames.empty(); }));
   EXPECT_EQ(b.frames[0].type, wire::FrameType::kDeparted);
   const wire::Departed departed = wire::read_departed(b.frames[0]);
   EXPECT_EQ(departed.comm_id, 7u);

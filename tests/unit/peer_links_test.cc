@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/tcp_pair.h"
-#include "transports/tcp/tcp_path.h"
+#include "tests/unit/peer_links_pair.h"
 
 namespace plexus::daemon {
 namespace {
@@ -57,31 +56,10 @@ struct LinksSide {
   std::vector<std::string> events;
 };
 
-// a knows b as peer 2, b knows a as peer 1, over one path on "rail0".
-void connect_links(LinksSide& a, LinksSide& b) {
-  auto [fa, fb] = test::tcp_pair();
-  a.links.add(2, "b", transports::tcp_path_opener(fa), "rail0", false, false);
-  b.links.add(1, "a", transports::tcp_path_opener(fb), "rail0", false, false);
-}
-
-template <typename Done>
-bool pump_links(LinksSide& a, LinksSide& b, Done done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    const auto now = Clock::now();
-    a.links.tick(now);
-    b.links.tick(now);
-    a.links.poll(1);
-    b.links.poll(1);
-  }
-  return true;
-}
-
 TEST(PeerLinksTest, AFrameQueuedOnAChannelArrivesOnceAndItsChunkIsReleased) {
   LinksSide a;
   LinksSide b;
-  connect_links(a, b);
+  test::connect_pair(a, b);
   ASSERT_TRUE(a.links.has(2));
   EXPECT_EQ(a.links.channel(9), nullptr);
   auto memory = std::make_shared<std::vector<std::byte>>(1000, std::byte{1});
@@ -96,7 +74,7 @@ TEST(PeerLinksTest, AFrameQueuedOnAChannelArrivesOnceAndItsChunkIsReleased) {
                                2, memory, [&released] { released = true; }, Clock::now()),
                            0);
   a.links.flush(2);
-  ASSERT_TRUE(pump_links(a, b, [&] { return released; }));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return released; }));
   EXPECT_EQ(b.steps, std::vector<uint32_t>{5});
   EXPECT_EQ(memory.use_count(), 1);
 }
@@ -104,9 +82,9 @@ TEST(PeerLinksTest, AFrameQueuedOnAChannelArrivesOnceAndItsChunkIsReleased) {
 TEST(PeerLinksTest, TheNodesFigureReachesThePeersHook) {
   LinksSide a;
   LinksSide b;
-  connect_links(a, b);
+  test::connect_pair(a, b);
   a.links.send_node_rate(123456.0);
-  ASSERT_TRUE(pump_links(a, b, [&] { return !b.rates.empty(); }));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return !b.rates.empty(); }));
   EXPECT_EQ(b.rates.front(), (std::pair<uint64_t, uint64_t>{1, 123456}));
   EXPECT_TRUE(b.steps.empty());  // not a data frame
 }
@@ -114,7 +92,7 @@ TEST(PeerLinksTest, TheNodesFigureReachesThePeersHook) {
 TEST(PeerLinksTest, ADrainIsToldToThePeerWhichPublishesThePathDrained) {
   LinksSide a;
   LinksSide b;
-  connect_links(a, b);
+  test::connect_pair(a, b);
   a.nics.set_drained("rail0", true);
   EXPECT_EQ(a.links.drain_nic("rail0", true), 1u);
   EXPECT_EQ(a.published.drained(), std::vector<std::string>{"rail0"});
@@ -123,13 +101,13 @@ TEST(PeerLinksTest, ADrainIsToldToThePeerWhichPublishesThePathDrained) {
     const auto peers = b.published.peers();
     return peers.size() == 1 && peers[0].paths.size() == 1 && peers[0].paths[0].state == "drained";
   };
-  EXPECT_TRUE(pump_links(a, b, drained_at_b));
+  EXPECT_TRUE(test::pump_pair(a, b, drained_at_b));
 }
 
 TEST(PeerLinksTest, ALostPeersChunksLetTheirMemoryGoAndTheHooksHearFirst) {
   LinksSide a;
   LinksSide b;
-  connect_links(a, b);
+  test::connect_pair(a, b);
   auto memory = std::make_shared<int>(0);
   bool released = false;
   wire::DataFrameHeader h;
