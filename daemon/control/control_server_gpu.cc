@@ -62,10 +62,12 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
   // The driver's calls (its start on the first registration, then opening each handle)
   // block: here they hold up other processes' control messages, not their collectives.
   if (!device_memory_ && no_device_memory_.empty()) {
-    device_memory_ = gpu::open_device_memory(&no_device_memory_);
-    if (device_memory_) {
+    common::Result<std::shared_ptr<gpu::DeviceMemory>> opened = gpu::open_device_memory();
+    if (opened.ok()) {
+      device_memory_ = opened.take();
       spdlog::info("GPU buffers: {}", device_memory_->describe());
     } else {
+      no_device_memory_ = opened.error();
       spdlog::warn("GPU buffers refused: {}", no_device_memory_);
     }
   }
@@ -74,14 +76,14 @@ void ControlServer::handle_register_gpu_memory(const Session& session, uint32_t 
                "this daemon cannot take GPU buffers: " + no_device_memory_);
     return;
   }
-  std::string open_error;
-  std::shared_ptr<gpu::DeviceMapping> mapping = device_memory_->open(exported, &open_error);
-  if (!mapping) {
+  common::Result<std::shared_ptr<gpu::DeviceMapping>> opened = device_memory_->open(exported);
+  if (!opened.ok()) {
     send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                "GPU allocation of " + std::to_string(exported.bytes) + " bytes from " +
-                   session.describe() + ": " + open_error);
+                   session.describe() + ": " + opened.error());
     return;
   }
+  std::shared_ptr<gpu::DeviceMapping> mapping = opened.take();
   engine_.post([this, id, request_id, device = device_memory_, mapping](Engine& engine) {
     common::Result<uint32_t> region = engine.register_gpu_memory(id, device, mapping);
     post([this, id, request_id, region = std::move(region)] {

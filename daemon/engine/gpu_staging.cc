@@ -33,13 +33,12 @@ common::Result<uint32_t> GpuStaging::register_memory(Session& session,
     device_->prefer_urgent_copies(urgent_);
   }
   const uint64_t bytes = mapping->bytes();
-  std::string error;
-  const uint32_t region = session.gpu_regions.add_mapped(std::move(mapping), &error);
-  if (region == 0) {
+  const common::Result<uint32_t> region = session.gpu_regions.add_mapped(std::move(mapping));
+  if (!region.ok()) {
     return common::fail("GPU allocation of " + std::to_string(bytes) + " bytes from " +
-                        session.describe() + ": " + error);
+                        session.describe() + ": " + region.error());
   }
-  return region;
+  return *region;
 }
 
 bool GpuStaging::moves_directly(const Comm& comm, const shm::ValidatedEntry& entry) {
@@ -64,9 +63,10 @@ GpuStaging::Staged GpuStaging::stage(Session& session, Contribution& part, bool 
   }
   std::string error;
   if (direct) {
-    std::unique_ptr<gpu::StagedOp> op =
-        gpu::StagedOp::direct(session.gpu_regions, part.entry, &error);
-    if (!op) return {nullptr, PLEXUS_ERR_SYSTEM, std::move(error)};
+    common::Result<std::unique_ptr<gpu::StagedOp>> made =
+        gpu::StagedOp::direct(session.gpu_regions, part.entry);
+    if (!made.ok()) return {nullptr, PLEXUS_ERR_SYSTEM, made.error()};
+    std::unique_ptr<gpu::StagedOp> op = made.take();
     op->order = ++session.staged_count;
     gpu::StagedOp* staged = op.get();
     session.staged_ops.emplace(part.entry.user_data, std::shared_ptr<gpu::StagedOp>(std::move(op)));
@@ -74,12 +74,13 @@ GpuStaging::Staged GpuStaging::stage(Session& session, Contribution& part, bool 
   }
   error = refuse_staging(session, gpu::StagedOp::host_bytes_for(part.entry), 0, job_capped);
   if (!error.empty()) return {nullptr, PLEXUS_ERR_NO_MEMORY, std::move(error)};
-  auto op = gpu::StagedOp::stage(*device_, session.gpu_regions, part.entry, &part.send, &part.recv,
-                                 &error);
-  if (!op) {
+  common::Result<std::unique_ptr<gpu::StagedOp>> made =
+      gpu::StagedOp::stage(*device_, session.gpu_regions, part.entry, &part.send, &part.recv);
+  if (!made.ok()) {
     // No host memory (the message says so), or a daemon bug.
-    return {nullptr, PLEXUS_ERR_SYSTEM, "staging its GPU buffers: " + error};
+    return {nullptr, PLEXUS_ERR_SYSTEM, "staging its GPU buffers: " + made.error()};
   }
+  std::unique_ptr<gpu::StagedOp> op = made.take();
   op->charge_to(session.staging_budget());
   op->order = ++session.staged_count;
   still_since_ = {};  // its input copy is new work to watch
@@ -162,11 +163,12 @@ void GpuStaging::start_direct_copy(Contribution send, Contribution recv) {
 bool GpuStaging::advance_direct_copies() {
   bool moved = false;
   for (size_t i = 0; i < direct_copies_.size();) {
-    std::string error;
-    if (!direct_copies_[i].copy->done(&error)) {
+    const common::Result<bool> ended = direct_copies_[i].copy->done();
+    if (ended.ok() && !*ended) {
       ++i;
       continue;
     }
+    const std::string error = ended.error();
     DirectCopy d = std::move(direct_copies_[i]);
     direct_copies_.erase(direct_copies_.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;
@@ -297,14 +299,15 @@ bool GpuStaging::start_reduction(Comm& comm, PendingCollective& op, uint64_t seq
     }
     gpu::DeviceReduction reduction{first.dtype, first.redop, first.count,
                                    static_cast<uint32_t>(comm.nranks())};
-    std::unique_ptr<gpu::CopyInFlight> run =
-        device_->start_reduce(reduction, inputs, outputs, &why);
-    if (run) {
+    common::Result<std::unique_ptr<gpu::CopyInFlight>> run =
+        device_->start_reduce(reduction, inputs, outputs);
+    if (run.ok()) {
       for (const auto& s : staged) s->mark_matched();
-      hand_to_gpu(op, seq, std::move(staged), std::move(run), "gpu-kernel",
+      hand_to_gpu(op, seq, std::move(staged), run.take(), "gpu-kernel",
                   "reduced on the GPU by plexusd's kernel");
       return true;
     }
+    why = run.error();
   }
   if (!warned_kernel_fallback_) {
     warned_kernel_fallback_ = true;  // once: a job that mixes buffers does so every op
@@ -379,11 +382,12 @@ void GpuStaging::hand_to_gpu(PendingCollective& op, uint64_t seq,
 bool GpuStaging::advance_collectives() {
   bool moved = false;
   for (size_t i = 0; i < collectives_.size();) {
-    std::string error;
-    if (!collectives_[i].run->done(&error)) {
+    const common::Result<bool> ended = collectives_[i].run->done();
+    if (ended.ok() && !*ended) {
       ++i;
       continue;
     }
+    const std::string error = ended.error();
     GpuCollective g = std::move(collectives_[i]);
     collectives_.erase(collectives_.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;
@@ -418,11 +422,11 @@ common::Result<GpuStaging::Turn> GpuStaging::may_leave_staging(Session& session,
   const bool runs_while_input_arrives = comm != nullptr && comm->internode != nullptr &&
                                         !shm::is_point_to_point(entry.opcode) &&
                                         op.input_started() && !op.is_direct();
-  std::string copy_error;
-  if (!op.input_ready(&copy_error) && !runs_while_input_arrives) return Turn::kWait;
+  const common::Result<bool> ready = op.input_ready();
+  if (ready.ok() && !*ready && !runs_while_input_arrives) return Turn::kWait;
   // A failed copy is asked again once the op may go: StagedOp keeps its error.
   if (overwrites_arriving_input(session, op)) return Turn::kWait;
-  if (!copy_error.empty()) return common::fail(std::move(copy_error));
+  if (!ready.ok()) return common::fail(ready.error());
   return Turn::kLeave;
 }
 
@@ -445,15 +449,12 @@ std::shared_ptr<std::string> GpuStaging::stage_slices(InternodeOp& op) {
   }
   auto failure = std::make_shared<std::string>();
   InternodeOp::DeviceStaging staging;
-  staging.input_in = [staged, names, failure](size_t i, uint64_t bytes, std::string* error) {
+  staging.input_in = [staged, names, failure](size_t i, uint64_t bytes) -> common::Result<bool> {
     if (!staged[i]) return true;
-    std::string copy_error;
-    if (staged[i]->send_in_through(bytes, &copy_error)) return true;
-    if (!copy_error.empty()) {
-      *error = names[i] + ": copying its GPU input to the host: " + copy_error;
-      *failure = *error;
-    }
-    return false;
+    const common::Result<bool> in = staged[i]->send_in_through(bytes);
+    if (in.ok()) return *in;
+    *failure = names[i] + ": copying its GPU input to the host: " + in.error();
+    return common::fail(*failure);
   };
   staging.written = [staged, device = device_](size_t i, uint64_t offset, uint64_t bytes) {
     if (staged[i]) staged[i]->copy_back().start_part(*device, offset, bytes);
@@ -537,11 +538,12 @@ bool GpuStaging::advance(Session& session) {
     hooks_.dispatch(comm, std::move(part));
   }
   for (size_t i = 0; i < session.copying_back.size() && !session.removed;) {
-    std::string copy_error;
-    if (!session.copying_back[i].op->copy_back().done(&copy_error)) {
+    const common::Result<bool> ended = session.copying_back[i].op->copy_back().done();
+    if (ended.ok() && !*ended) {
       ++i;
       continue;
     }
+    const std::string copy_error = ended.error();
     const uint64_t user_data = session.copying_back[i].user_data;
     session.copying_back.erase(session.copying_back.begin() + static_cast<std::ptrdiff_t>(i));
     moved = true;

@@ -23,21 +23,21 @@ void CopyBack::start(DeviceMemory& device) {
     copy_ = device.start_to_device(*mapping_, offset_, host_, bytes_);
 }
 
-bool CopyBack::done(std::string* error) {
+common::Result<bool> CopyBack::done() {
   while (!parts_.empty()) {
-    std::string part_error;
-    if (!parts_.back()->done(&part_error)) return false;
-    if (error_.empty()) error_ = part_error;
+    common::Result<bool> part = parts_.back()->done();
+    if (part.ok() && !*part) return false;
+    if (error_.empty()) error_ = part.error();
     parts_.pop_back();
   }
   if (copy_) {
-    std::string last_error;
-    if (!copy_->done(&last_error)) return false;
-    if (error_.empty()) error_ = last_error;
+    common::Result<bool> last = copy_->done();
+    if (last.ok() && !*last) return false;
+    if (error_.empty()) error_ = last.error();
     copy_.reset();
   }
   written_ = true;
-  *error = error_;
+  if (!error_.empty()) return common::fail(error_);
   return true;
 }
 

@@ -25,8 +25,8 @@ class CopyBack {
   void start_part(DeviceMemory& device, uint64_t offset, uint64_t bytes);
   // Starts copying the result back (what start_part has not); done polls it.
   void start(DeviceMemory& device);
-  // False while a copy runs; true once all ended, with *error "" or the first failure.
-  bool done(std::string* error);
+  // False while a copy runs; true once all ended well; the first failure once all ended.
+  common::Result<bool> done();
   // start and done at once, waiting: "" or why not.
   std::string wait(DeviceMemory& device);
   // Whether the result is on the device (or never will be).

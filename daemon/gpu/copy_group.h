@@ -17,19 +17,19 @@ class CopyGroup final : public CopyInFlight {
   void add(std::unique_ptr<CopyInFlight> copy) { running_.push_back(std::move(copy)); }
   size_t running() const { return running_.size(); }
 
-  bool done(std::string* error) override {
+  common::Result<bool> done() override {
     for (size_t i = 0; i < running_.size();) {
-      std::string copy_error;
-      if (!running_[i]->done(&copy_error)) {
+      common::Result<bool> ended = running_[i]->done();
+      if (ended.ok() && !*ended) {
         ++i;
         continue;
       }
-      keep_first(copy_error);
+      keep_first(ended.error());
       running_[i] = std::move(running_.back());
       running_.pop_back();
     }
     if (!running_.empty()) return false;
-    *error = error_;
+    if (!error_.empty()) return common::fail(error_);
     return true;
   }
   std::string wait() override {

@@ -23,7 +23,7 @@ void CudaCopy::fail(std::string error) {
   if (error_.empty()) error_ = std::move(error);
 }
 
-bool CudaCopy::done(std::string* error) {
+common::Result<bool> CudaCopy::done() {
   if (!finished_) {
     driver_.ctx_set_current(context_);
     for (; waited_ < events_.size(); ++waited_) {
@@ -33,7 +33,7 @@ bool CudaCopy::done(std::string* error) {
     }
     finished_ = true;
   }
-  *error = error_;
+  if (!error_.empty()) return common::fail(error_);
   return true;
 }
 

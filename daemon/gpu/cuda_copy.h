@@ -26,7 +26,7 @@ class CudaCopy final : public CopyInFlight {
   std::string record(CUstream stream);
   // The copy failed (the first error wins).
   void fail(std::string error);
-  bool done(std::string* error) override;
+  common::Result<bool> done() override;
   std::string wait() override;
 
  private:

@@ -145,16 +145,16 @@ class CudaDeviceMemory final : public DeviceMemory {
       }
 #ifdef PLEXUS_HAVE_REDUCE_KERNEL
       if (d->kernel_stream != nullptr) driver_.stream_destroy(d->kernel_stream);
-      if (const auto* kernels = CudaKernelDriver::get(nullptr);
-          kernels != nullptr && d->kernel_module != nullptr) {
-        kernels->module_unload(d->kernel_module);
+      if (const auto kernels = CudaKernelDriver::get();
+          kernels.ok() && d->kernel_module != nullptr) {
+        (*kernels)->module_unload(d->kernel_module);
       }
 #endif
       driver_.primary_ctx_release(d->device);
     }
   }
 
-  std::shared_ptr<DeviceMapping> open(const shm::GpuExport& exported, std::string* error) override {
+  common::Result<std::shared_ptr<DeviceMapping>> open(const shm::GpuExport& exported) override {
     const Device* device = nullptr;
     for (const auto& d : devices_) {
       if (std::memcmp(d->uuid.data(), exported.device_uuid.data(), shm::kGpuUuidBytes) == 0) {
@@ -162,32 +162,31 @@ class CudaDeviceMemory final : public DeviceMemory {
       }
     }
     if (device == nullptr) {
-      *error = "GPU " + uuid_text(exported.device_uuid.data()) + " is not one of this node's " +
-               std::to_string(devices_.size()) + " GPU(s)";
-      return nullptr;
+      return common::fail("GPU " + uuid_text(exported.device_uuid.data()) +
+                          " is not one of this node's " + std::to_string(devices_.size()) +
+                          " GPU(s)");
     }
     driver_.ctx_set_current(device->context);
-    if (exported.posix_fd) return open_vmm(*device, exported, error);
+    if (exported.posix_fd) return open_vmm(*device, exported);
     CUipcMemHandle handle;
     static_assert(sizeof(handle.reserved) == shm::kGpuIpcHandleBytes);
     std::memcpy(handle.reserved, exported.ipc_handle.data(), shm::kGpuIpcHandleBytes);
     CUdeviceptr base = 0;
-    *error = driver_.check(
+    std::string error = driver_.check(
         driver_.ipc_open_mem_handle(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
         "cuIpcOpenMemHandle");
-    if (!error->empty()) return nullptr;
-    auto mapping =
+    if (!error.empty()) return common::fail(std::move(error));
+    std::shared_ptr<DeviceMapping> mapping =
         std::make_shared<CudaMapping>(shared_from_this(), driver_, *device, base, exported.bytes);
     // The size is the client's claim: what the driver mapped bounds it.
     CUdeviceptr range_base = 0;
     size_t range_bytes = 0;
-    *error = driver_.check(driver_.mem_get_address_range(&range_base, &range_bytes, base),
-                           "cuMemGetAddressRange");
-    if (!error->empty()) return nullptr;
+    error = driver_.check(driver_.mem_get_address_range(&range_base, &range_bytes, base),
+                          "cuMemGetAddressRange");
+    if (!error.empty()) return common::fail(std::move(error));
     if (range_base != base || range_bytes < exported.bytes) {
-      *error = "the handle maps " + std::to_string(range_bytes) + " bytes, the process said " +
-               std::to_string(exported.bytes);
-      return nullptr;
+      return common::fail("the handle maps " + std::to_string(range_bytes) +
+                          " bytes, the process said " + std::to_string(exported.bytes));
     }
     return mapping;
   }
@@ -195,40 +194,41 @@ class CudaDeviceMemory final : public DeviceMemory {
   // A cuMemCreate allocation from its shareable handle: imported, given an address range
   // here, mapped and made readable and writable by its device. The size is the client's
   // claim; cuMemMap refuses more than the allocation holds.
-  std::shared_ptr<DeviceMapping> open_vmm(const Device& device, const shm::GpuExport& exported,
-                                          std::string* error) {
+  common::Result<std::shared_ptr<DeviceMapping>> open_vmm(const Device& device,
+                                                          const shm::GpuExport& exported) {
     VmmImport vmm;
     vmm.bytes = exported.bytes;
-    auto fail = [&](CUresult r, const char* what) {
-      *error = driver_.check(r, what);
-      if (error->empty()) return false;
+    std::string error;
+    auto failed = [&](CUresult r, const char* what) {
+      error = driver_.check(r, what);
+      if (error.empty()) return false;
       vmm.undo(driver_);
       return true;
     };
     void* shareable = reinterpret_cast<void*>(static_cast<uintptr_t>(exported.posix_fd->get()));
-    if (fail(driver_.mem_import_from_shareable_handle(&vmm.handle, shareable,
-                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-             "cuMemImportFromShareableHandle")) {
-      return nullptr;
+    if (failed(driver_.mem_import_from_shareable_handle(&vmm.handle, shareable,
+                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+               "cuMemImportFromShareableHandle")) {
+      return common::fail(std::move(error));
     }
     CUmemAllocationProp prop{};
-    if (fail(driver_.mem_get_allocation_properties(&prop, vmm.handle),
-             "cuMemGetAllocationPropertiesFromHandle")) {
-      return nullptr;
+    if (failed(driver_.mem_get_allocation_properties(&prop, vmm.handle),
+               "cuMemGetAllocationPropertiesFromHandle")) {
+      return common::fail(std::move(error));
     }
     if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != device.ordinal) {
       vmm.undo(driver_);
-      *error = "the allocation is not device memory of " + uuid_text(exported.device_uuid.data()) +
-               " (device " + std::to_string(device.ordinal) + "), as the process said";
-      return nullptr;
+      return common::fail("the allocation is not device memory of " +
+                          uuid_text(exported.device_uuid.data()) + " (device " +
+                          std::to_string(device.ordinal) + "), as the process said");
     }
-    if (fail(driver_.mem_address_reserve(&vmm.reserved, vmm.bytes, 0, 0, 0),
-             "cuMemAddressReserve")) {
-      return nullptr;
+    if (failed(driver_.mem_address_reserve(&vmm.reserved, vmm.bytes, 0, 0, 0),
+               "cuMemAddressReserve")) {
+      return common::fail(std::move(error));
     }
-    if (fail(driver_.mem_map(vmm.reserved, vmm.bytes, 0, vmm.handle, 0),
-             "cuMemMap (is the size the process gave the allocation's own?)")) {
-      return nullptr;
+    if (failed(driver_.mem_map(vmm.reserved, vmm.bytes, 0, vmm.handle, 0),
+               "cuMemMap (is the size the process gave the allocation's own?)")) {
+      return common::fail(std::move(error));
     }
     vmm.mapped = true;
     // Readable by its own GPU, and by each other GPU here that can reach it, one at a time
@@ -236,8 +236,8 @@ class CudaDeviceMemory final : public DeviceMemory {
     // from or to another GPU's memory (a send between ranks on two GPUs) can use it. Which
     // were granted is kept: nothing runs on a GPU that was not (readable_by).
     const CUmemAccessDesc own = access_for(device.ordinal);
-    if (fail(driver_.mem_set_access(vmm.reserved, vmm.bytes, &own, 1), "cuMemSetAccess")) {
-      return nullptr;
+    if (failed(driver_.mem_set_access(vmm.reserved, vmm.bytes, &own, 1), "cuMemSetAccess")) {
+      return common::fail(std::move(error));
     }
     vmm.readable_by = ordinal_bit(device.ordinal);
     for (const auto& other : devices_) {
@@ -248,8 +248,8 @@ class CudaDeviceMemory final : public DeviceMemory {
       }
     }
     const CUdeviceptr base = vmm.reserved;
-    return std::make_shared<CudaMapping>(shared_from_this(), driver_, device, base, exported.bytes,
-                                         vmm);
+    return std::shared_ptr<DeviceMapping>(std::make_shared<CudaMapping>(
+        shared_from_this(), driver_, device, base, exported.bytes, vmm));
   }
 
   static uint64_t ordinal_bit(int ordinal) {
@@ -263,7 +263,7 @@ class CudaDeviceMemory final : public DeviceMemory {
     return access;
   }
 
-  HostBuffer allocate_host(uint64_t bytes, std::string* error) override {
+  common::Result<HostBuffer> allocate_host(uint64_t bytes) override {
     const uint64_t c = size_class(std::max<uint64_t>(bytes, 1));
     auto& cached = cached_[c];
     if (!cached.empty()) {
@@ -274,8 +274,7 @@ class CudaDeviceMemory final : public DeviceMemory {
     }
     void* p = std::aligned_alloc(4096, c);
     if (p == nullptr) {
-      *error = "no host memory for " + std::to_string(c) + " bytes of GPU staging";
-      return HostBuffer(nullptr, HostBufferDeleter{});
+      return common::fail("no host memory for " + std::to_string(c) + " bytes of GPU staging");
     }
     // Pageable memory works too, only slower: a refusal (memlock limits) is not an error.
     const CUresult pinned = driver_.mem_host_register(p, c, CU_MEMHOSTREGISTER_PORTABLE);
@@ -333,51 +332,54 @@ class CudaDeviceMemory final : public DeviceMemory {
 
   std::string reduce_kernel_unavailable() const override {
 #ifdef PLEXUS_HAVE_REDUCE_KERNEL
-    std::string why;
-    if (CudaKernelDriver::get(&why) == nullptr) return why;
-    return {};
+    return CudaKernelDriver::get().error();
 #else
     return "plexusd was built without nvcc, so without its reduction kernel";
 #endif
   }
 
-  std::unique_ptr<CopyInFlight> start_reduce(const DeviceReduction& reduction,
-                                             const std::vector<DeviceSpan>& inputs,
-                                             const std::vector<DeviceSpan>& outputs,
-                                             std::string* error) override {
+  common::Result<std::unique_ptr<CopyInFlight>> start_reduce(
+      const DeviceReduction& reduction, const std::vector<DeviceSpan>& inputs,
+      const std::vector<DeviceSpan>& outputs) override {
 #ifndef PLEXUS_HAVE_REDUCE_KERNEL
     (void)reduction, (void)inputs, (void)outputs;
-    *error = reduce_kernel_unavailable();
-    return nullptr;
+    return common::fail(reduce_kernel_unavailable());
 #else
-    const CudaKernelDriver* kernels = CudaKernelDriver::get(error);
-    if (kernels == nullptr) return nullptr;
+    const common::Result<const CudaKernelDriver*> driver = CudaKernelDriver::get();
+    if (!driver.ok()) return common::fail(driver.error());
+    const CudaKernelDriver* kernels = *driver;
     if (inputs.empty() || outputs.empty() || inputs.size() > kMaxKernelReduceRanks ||
         outputs.size() > kMaxKernelReduceRanks || reduction.dtype >= PLEXUS_NUM_DTYPES ||
         reduction.op >= PLEXUS_NUM_REDOPS) {
-      *error = "a reduction the kernel does not take (" + std::to_string(inputs.size()) +
-               " inputs, " + std::to_string(outputs.size()) + " outputs)";
-      return nullptr;
+      return common::fail("a reduction the kernel does not take (" + std::to_string(inputs.size()) +
+                          " inputs, " + std::to_string(outputs.size()) + " outputs)");
     }
     Device& run = mutable_device(static_cast<const CudaMapping&>(*outputs[0].mapping).device());
     driver_.ctx_set_current(run.context);
-    if (!load_kernels(*kernels, run, error)) return nullptr;
+    if (std::string error = load_kernels(*kernels, run); !error.empty()) {
+      return common::fail(std::move(error));
+    }
     ReduceKernelArgs args{};
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& m = static_cast<const CudaMapping&>(*inputs[i].mapping);
-      if (!reach(*kernels, run, m, error)) return nullptr;
+      if (std::string error = reach(*kernels, run, m); !error.empty()) {
+        return common::fail(std::move(error));
+      }
       args.inputs[i] = reinterpret_cast<const void*>(m.device_address() + inputs[i].offset);
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const auto& m = static_cast<const CudaMapping&>(*outputs[i].mapping);
-      if (!reach(*kernels, run, m, error)) return nullptr;
+      if (std::string error = reach(*kernels, run, m); !error.empty()) {
+        return common::fail(std::move(error));
+      }
       args.outputs[i] = reinterpret_cast<void*>(m.device_address() + outputs[i].offset);
     }
     args.count = reduction.count;
     args.inputs_used = static_cast<uint32_t>(inputs.size());
     args.outputs_used = static_cast<uint32_t>(outputs.size());
     args.avg_divisor = reduction.avg_divisor;
-    if (reduction.count == 0) return std::make_unique<FinishedCopy>();
+    using Copy = std::unique_ptr<CopyInFlight>;
+    if (reduction.count == 0) return Copy(std::make_unique<FinishedCopy>());
     constexpr unsigned kThreads = 256;
     // Enough blocks to fill every SM several times over; each loops over the rest.
     const uint64_t wanted = (reduction.count + kThreads - 1) / kThreads;
@@ -388,13 +390,13 @@ class CudaDeviceMemory final : public DeviceMemory {
         kernels->launch_kernel(run.kernels[reduction.dtype][reduction.op], blocks, 1, 1, kThreads,
                                1, 1, 0, run.kernel_stream, params, nullptr),
         "cuLaunchKernel (the daemon's reduction kernel)");
-    if (!launched.empty()) return std::make_unique<FinishedCopy>(launched);
+    if (!launched.empty()) return Copy(std::make_unique<FinishedCopy>(launched));
     auto done = std::make_unique<CudaCopy>(shared_from_this(), driver_, run.context);
     if (std::string recorded = done->record(run.kernel_stream); !recorded.empty()) {
       driver_.stream_synchronize(run.kernel_stream);  // nothing else to wait on
       done->fail(std::move(recorded));
     }
-    return done;
+    return Copy(std::move(done));
 #endif
   }
 
@@ -462,10 +464,10 @@ class CudaDeviceMemory final : public DeviceMemory {
     std::abort();  // a mapping always names one of ours
   }
 
-  // Loads the kernels on `device` once (its context current); a failure is kept, so
-  // that later ops go to the host at once, naming it.
-  bool load_kernels(const CudaKernelDriver& kernels, Device& device, std::string* error) {
-    if (device.kernel_module != nullptr) return true;
+  // Loads the kernels on `device` once (its context current): "" or why not. A failure is
+  // kept, so that later ops go to the host at once, naming it.
+  std::string load_kernels(const CudaKernelDriver& kernels, Device& device) {
+    if (device.kernel_module != nullptr) return {};
     if (device.kernel_error.empty()) {
       const std::span<const unsigned char> image = reduce_kernel_image();
       std::string e = driver_.check(kernels.module_load_data(&device.kernel_module, image.data()),
@@ -493,45 +495,43 @@ class CudaDeviceMemory final : public DeviceMemory {
       if (e.empty()) {
         spdlog::info("GPU {}: the daemon's reduction kernels loaded ({} bytes)", device.ordinal,
                      image.size());
-        return true;
+        return {};
       }
       if (device.kernel_module != nullptr) kernels.module_unload(device.kernel_module);
       device.kernel_module = nullptr;
       device.kernel_error = "GPU " + std::to_string(device.ordinal) + ": " + e;
       spdlog::warn("{}: reductions there run on the host", device.kernel_error);
     }
-    *error = device.kernel_error;
-    return false;
+    return device.kernel_error;
   }
 
   // Whether a kernel on `run` may read and write `mapping`: granted to `run` if it is a
   // cuMemCreate allocation, and on the same GPU or by peer access, enabled the first time
-  // it is needed.
-  bool reach(const CudaKernelDriver& kernels, const Device& run, const CudaMapping& mapping,
-             std::string* error) {
+  // it is needed. "" or why not.
+  std::string reach(const CudaKernelDriver& kernels, const Device& run,
+                    const CudaMapping& mapping) {
     const Device& other = mapping.device();
     if (!mapping.readable_by(run.ordinal)) {
-      *error = "GPU " + std::to_string(run.ordinal) + " was not granted access to GPU " +
-               std::to_string(other.ordinal) + "'s cuMemCreate allocation";
-      return false;
+      return "GPU " + std::to_string(run.ordinal) + " was not granted access to GPU " +
+             std::to_string(other.ordinal) + "'s cuMemCreate allocation";
     }
-    if (&run == &other || peers_enabled_.contains({run.ordinal, other.ordinal})) return true;
+    if (&run == &other || peers_enabled_.contains({run.ordinal, other.ordinal})) return {};
     int can = 0;
-    *error = driver_.check(kernels.device_can_access_peer(&can, run.device, other.device),
-                           "cuDeviceCanAccessPeer");
-    if (error->empty() && can == 0) {
-      *error = "GPU " + std::to_string(run.ordinal) + " cannot reach GPU " +
-               std::to_string(other.ordinal) + "'s memory (no peer access)";
+    std::string error = driver_.check(
+        kernels.device_can_access_peer(&can, run.device, other.device), "cuDeviceCanAccessPeer");
+    if (error.empty() && can == 0) {
+      error = "GPU " + std::to_string(run.ordinal) + " cannot reach GPU " +
+              std::to_string(other.ordinal) + "'s memory (no peer access)";
     }
-    if (error->empty()) {
+    if (error.empty()) {
       const CUresult r = kernels.ctx_enable_peer_access(other.context, 0);
       if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
-        *error = driver_.check(r, "cuCtxEnablePeerAccess");
+        error = driver_.check(r, "cuCtxEnablePeerAccess");
       }
     }
-    if (!error->empty()) return false;
+    if (!error.empty()) return error;
     peers_enabled_.insert({run.ordinal, other.ordinal});
-    return true;
+    return {};
   }
 
   std::set<std::pair<int, int>> peers_enabled_;  // (from, to) ordinals
@@ -548,34 +548,32 @@ class CudaDeviceMemory final : public DeviceMemory {
 
 }  // namespace
 
-std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
+common::Result<std::shared_ptr<DeviceMemory>> open_device_memory() {
   const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
-  if (!loaded) {
-    *why = loaded.error();
-    return nullptr;
-  }
+  if (!loaded) return common::fail(loaded.error());
   const shm::CudaDriver* driver = *loaded;
+  std::string why;
   int count = 0;
-  *why = driver->check(driver->device_get_count(&count), "cuDeviceGetCount");
-  if (!why->empty()) return nullptr;
+  why = driver->check(driver->device_get_count(&count), "cuDeviceGetCount");
+  if (!why.empty()) return common::fail(std::move(why));
   std::vector<std::unique_ptr<Device>> devices;
   for (int i = 0; i < count; ++i) {
     auto d = std::make_unique<Device>();
     d->ordinal = i;
     CUuuid uuid;
-    *why = driver->check(driver->device_get(&d->device, i), "cuDeviceGet");
-    if (why->empty())
-      *why = driver->check(driver->device_get_uuid(&uuid, d->device), "cuDeviceGetUuid");
-    if (why->empty()) {
-      *why = driver->check(driver->primary_ctx_retain(&d->context, d->device),
-                           "cuDevicePrimaryCtxRetain");
+    why = driver->check(driver->device_get(&d->device, i), "cuDeviceGet");
+    if (why.empty())
+      why = driver->check(driver->device_get_uuid(&uuid, d->device), "cuDeviceGetUuid");
+    if (why.empty()) {
+      why = driver->check(driver->primary_ctx_retain(&d->context, d->device),
+                          "cuDevicePrimaryCtxRetain");
     }
-    if (!why->empty()) return nullptr;
+    if (!why.empty()) return common::fail(std::move(why));
     std::memcpy(d->uuid.data(), uuid.bytes, shm::kGpuUuidBytes);
     driver->ctx_set_current(d->context);
     for (CUstream& s : d->streams) {
-      *why = driver->check(driver->stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-      if (!why->empty()) return nullptr;
+      why = driver->check(driver->stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      if (!why.empty()) return common::fail(std::move(why));
     }
     // Latency-class jobs' copy streams (Device::urgent_streams); without them, those
     // copies share the normal streams.
@@ -598,7 +596,8 @@ std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
     }
     devices.push_back(std::move(d));
   }
-  return std::make_shared<CudaDeviceMemory>(*driver, std::move(devices));
+  return std::shared_ptr<DeviceMemory>(
+      std::make_shared<CudaDeviceMemory>(*driver, std::move(devices)));
 }
 
 }  // namespace plexus::daemon::gpu

@@ -35,14 +35,11 @@ Loaded load() {
 
 }  // namespace
 
-const CudaKernelDriver* CudaKernelDriver::get(std::string* why) {
+common::Result<const CudaKernelDriver*> CudaKernelDriver::get() {
   static std::once_flag once;
   static Loaded* loaded = nullptr;  // leaked: used until exit
   std::call_once(once, [] { loaded = new Loaded(load()); });
-  if (!loaded->why.empty()) {
-    if (why != nullptr) *why = loaded->why;
-    return nullptr;
-  }
+  if (!loaded->why.empty()) return common::fail(loaded->why);
   return &loaded->driver;
 }
 

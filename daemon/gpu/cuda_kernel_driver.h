@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "common/result.h"
+
 namespace plexus::daemon::gpu {
 
 // X(member, driver symbol, ABI version), as in shm/cuda_driver.h.
@@ -25,9 +27,9 @@ struct CudaKernelDriver {
   PLEXUS_CUDA_KERNEL_ENTRY_POINTS(PLEXUS_CUDA_KERNEL_MEMBER)
 #undef PLEXUS_CUDA_KERNEL_MEMBER
 
-  // Looked up in the driver shm::CudaDriver::get() has loaded (call that first); null with
-  // *why when it is not loaded or lacks one of them.
-  static const CudaKernelDriver* get(std::string* why);
+  // Looked up in the driver shm::CudaDriver::get() has loaded (call that first), or why not
+  // when it is not loaded or lacks one of them.
+  static common::Result<const CudaKernelDriver*> get();
 };
 
 }  // namespace plexus::daemon::gpu

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.h"
 #include "plexus/plexus_types.h"
 #include "shm/gpu_export.h"
 
@@ -41,8 +42,8 @@ class CopyInFlight {
  public:
   // Waits for a copy still running: the memory it reads and writes is freed after it.
   virtual ~CopyInFlight() = default;
-  // False while it runs; true once it ended, with *error "" or why it failed.
-  virtual bool done(std::string* error) = 0;
+  // False while it runs; true once it ended well; why it failed once it ended badly.
+  virtual common::Result<bool> done() = 0;
   // Blocks until it ends: "" or why it failed.
   virtual std::string wait() = 0;
 };
@@ -51,8 +52,8 @@ class CopyInFlight {
 class FinishedCopy final : public CopyInFlight {
  public:
   explicit FinishedCopy(std::string error = {}) : error_(std::move(error)) {}
-  bool done(std::string* error) override {
-    *error = error_;
+  common::Result<bool> done() override {
+    if (!error_.empty()) return common::fail(error_);
     return true;
   }
   std::string wait() override { return error_; }
@@ -91,10 +92,9 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
  public:
   virtual ~DeviceMemory() = default;
   // Maps `exported` (the driver checks the handle; the size is the client's claim and is
-  // checked against what the driver maps). Null with *error naming the cause.
-  virtual std::shared_ptr<DeviceMapping> open(const shm::GpuExport& exported,
-                                              std::string* error) = 0;
-  virtual HostBuffer allocate_host(uint64_t bytes, std::string* error) = 0;
+  // checked against what the driver maps), or why not.
+  virtual common::Result<std::shared_ptr<DeviceMapping>> open(const shm::GpuExport& exported) = 0;
+  virtual common::Result<HostBuffer> allocate_host(uint64_t bytes) = 0;
   // Copies [offset, offset + bytes) of `mapping` to or from host memory on the copy
   // engines and returns at once; the copy says when it is done. The caller has checked
   // the range, and keeps `host` alive until then (a copy destroyed early waits for itself).
@@ -131,16 +131,14 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
   }
   // Folds `inputs` element-wise in order (the daemon's kernel, on the GPU of outputs[0],
   // launched on the daemon's own stream) into every span of `outputs`; returns at once, as
-  // the copies do. An output may be the very same span as an input. Null with *error
-  // where it cannot run (a GPU that cannot reach another's memory): the caller then
-  // reduces on the host. The caller keeps the mappings alive until it has ended.
-  virtual std::unique_ptr<CopyInFlight> start_reduce(const DeviceReduction& reduction,
-                                                     const std::vector<DeviceSpan>& inputs,
-                                                     const std::vector<DeviceSpan>& outputs,
-                                                     std::string* error) {
+  // the copies do. An output may be the very same span as an input. Why not where it
+  // cannot run (a GPU that cannot reach another's memory): the caller then reduces on the
+  // host. The caller keeps the mappings alive until it has ended.
+  virtual common::Result<std::unique_ptr<CopyInFlight>> start_reduce(
+      const DeviceReduction& reduction, const std::vector<DeviceSpan>& inputs,
+      const std::vector<DeviceSpan>& outputs) {
     (void)reduction, (void)inputs, (void)outputs;
-    *error = reduce_kernel_unavailable();
-    return nullptr;
+    return common::fail(reduce_kernel_unavailable());
   }
   // "cuda (2 devices)", for status and logs.
   virtual std::string describe() const = 0;
@@ -154,8 +152,8 @@ inline void HostBufferDeleter::operator()(std::byte* p) const {
   if (p != nullptr && owner != nullptr) owner->free_host(p, bytes);
 }
 
-// The node's GPUs through CUDA, or null with *why (built without CUDA, no driver, no
-// device): the daemon then refuses GPU registrations with that reason.
-std::shared_ptr<DeviceMemory> open_device_memory(std::string* why);
+// The node's GPUs through CUDA, or why not (built without CUDA, no driver, no device):
+// the daemon then refuses GPU registrations with that reason.
+common::Result<std::shared_ptr<DeviceMemory>> open_device_memory();
 
 }  // namespace plexus::daemon::gpu

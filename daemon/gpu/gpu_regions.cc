@@ -2,26 +2,19 @@
 
 namespace plexus::daemon::gpu {
 
-uint32_t GpuRegions::add(DeviceMemory& device, const shm::GpuExport& exported, std::string* error) {
-  if (exported.bytes == 0) {
-    *error = "a GPU allocation of 0 bytes";
-    return 0;
-  }
-  std::shared_ptr<DeviceMapping> mapping = device.open(exported, error);
-  if (!mapping) return 0;
-  return add_mapped(std::move(mapping), error);
+common::Result<uint32_t> GpuRegions::add(DeviceMemory& device, const shm::GpuExport& exported) {
+  if (exported.bytes == 0) return common::fail("a GPU allocation of 0 bytes");
+  common::Result<std::shared_ptr<DeviceMapping>> mapping = device.open(exported);
+  if (!mapping.ok()) return common::fail(mapping.error());
+  return add_mapped(mapping.take());
 }
 
-uint32_t GpuRegions::add_mapped(std::shared_ptr<DeviceMapping> mapping, std::string* error) {
+common::Result<uint32_t> GpuRegions::add_mapped(std::shared_ptr<DeviceMapping> mapping) {
   if (regions_.size() >= shm::kMaxGpuRegionsPerSession) {
-    *error = "the process already has " + std::to_string(regions_.size()) +
-             " GPU allocations registered (the most a process may have)";
-    return 0;
+    return common::fail("the process already has " + std::to_string(regions_.size()) +
+                        " GPU allocations registered (the most a process may have)");
   }
-  if (next_ == 0) {
-    *error = "the process has used up its GPU region ids";
-    return 0;
-  }
+  if (next_ == 0) return common::fail("the process has used up its GPU region ids");
   const uint32_t id = next_++;
   regions_.emplace(id, std::move(mapping));
   return id;

@@ -15,12 +15,12 @@ namespace plexus::daemon::gpu {
 
 class GpuRegions {
  public:
-  // Maps `exported` and returns its new region id, or 0 with *error (the device refused
+  // Maps `exported` and returns its new region id (never 0), or why not (the device refused
   // the handle, too many regions).
-  uint32_t add(DeviceMemory& device, const shm::GpuExport& exported, std::string* error);
+  common::Result<uint32_t> add(DeviceMemory& device, const shm::GpuExport& exported);
   // The same for an allocation mapped already (plexusd maps on its control thread, so that
   // the driver's time is not the engine's).
-  uint32_t add_mapped(std::shared_ptr<DeviceMapping> mapping, std::string* error);
+  common::Result<uint32_t> add_mapped(std::shared_ptr<DeviceMapping> mapping);
   // False when the session has no such region. Ops in flight keep their mapping.
   bool release(uint32_t region);
   // The region's size in bytes; 0 when there is no such region.

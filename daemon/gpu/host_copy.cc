@@ -4,10 +4,12 @@
 
 namespace plexus::daemon::gpu {
 
-bool HostCopy::allocate(DeviceMemory& device, uint64_t bytes, std::string* error) {
+std::string HostCopy::allocate(DeviceMemory& device, uint64_t bytes) {
   bytes_ = bytes;
-  buffer_ = device.allocate_host(bytes, error);
-  return buffer_ != nullptr;
+  common::Result<HostBuffer> buffer = device.allocate_host(bytes);
+  if (!buffer.ok()) return buffer.error();
+  buffer_ = buffer.take();
+  return {};
 }
 
 void HostCopy::charge_to(StagingBudget budget) {

@@ -26,9 +26,8 @@ class HostCopy {
   HostCopy& operator=(const HostCopy&) = delete;
   ~HostCopy() { release(); }
 
-  // Takes `bytes` of host memory (holding none before); false with *error when it cannot
-  // be had.
-  bool allocate(DeviceMemory& device, uint64_t bytes, std::string* error);
+  // Takes `bytes` of host memory (holding none before): "" or why it cannot be had.
+  [[nodiscard]] std::string allocate(DeviceMemory& device, uint64_t bytes);
   // Adds bytes() to the budget's totals until released or charged elsewhere.
   void charge_to(StagingBudget budget);
   // Frees the memory and gives its charge back.

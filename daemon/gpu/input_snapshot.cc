@@ -4,8 +4,8 @@ namespace plexus::daemon::gpu {
 
 std::string InputSnapshot::take(DeviceMemory& device, const DeviceMapping& mapping, uint64_t offset,
                                 uint64_t bytes, StagingBudget budget) {
-  std::string error;
-  if (!host_.allocate(device, bytes, &error)) return error;
+  std::string error = host_.allocate(device, bytes);
+  if (!error.empty()) return error;
   host_.charge_to(std::move(budget));
   copy_ = device.start_to_host(host_.data(), mapping, offset, bytes);
   return {};
@@ -13,7 +13,9 @@ std::string InputSnapshot::take(DeviceMemory& device, const DeviceMapping& mappi
 
 bool InputSnapshot::in() {
   if (copy_) {
-    if (!copy_->done(&error_)) return false;
+    common::Result<bool> ended = copy_->done();
+    if (ended.ok() && !*ended) return false;
+    error_ = ended.error();
     copy_.reset();
   }
   return true;

@@ -3,9 +3,8 @@
 
 namespace plexus::daemon::gpu {
 
-std::shared_ptr<DeviceMemory> open_device_memory(std::string* why) {
-  *why = "plexusd was built without CUDA (no CUDA toolkit at build time)";
-  return nullptr;
+common::Result<std::shared_ptr<DeviceMemory>> open_device_memory() {
+  return common::fail("plexusd was built without CUDA (no CUDA toolkit at build time)");
 }
 
 }  // namespace plexus::daemon::gpu

@@ -15,26 +15,25 @@ void StagedInput::start(DeviceMemory& device, std::byte* host, const DeviceMappi
 
 void StagedInput::poll() {
   while (!pieces_.empty()) {
-    std::string piece_error;
-    if (!pieces_.front().copy->done(&piece_error)) return;
-    if (error_.empty()) error_ = piece_error;
+    common::Result<bool> piece = pieces_.front().copy->done();
+    if (piece.ok() && !*piece) return;
+    if (error_.empty()) error_ = piece.error();
     in_ = pieces_.front().end;
     pieces_.pop_front();
   }
 }
 
-bool StagedInput::ready(std::string* error) {
+common::Result<bool> StagedInput::ready() {
   if (!started_) return false;
   poll();
   if (!pieces_.empty()) return false;
-  *error = error_;
+  if (!error_.empty()) return common::fail(error_);
   return true;
 }
 
-bool StagedInput::in_through(uint64_t bytes, std::string* error) {
+common::Result<bool> StagedInput::in_through(uint64_t bytes) {
   poll();
-  *error = error_;
-  if (!error->empty()) return false;
+  if (!error_.empty()) return common::fail(error_);
   return pieces_.empty() || bytes <= in_;
 }
 

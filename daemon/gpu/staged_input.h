@@ -25,12 +25,12 @@ class StagedInput {
   // The input was copied in at once, waiting (StagedOp::stage_now).
   void mark_in() { started_ = true; }
   bool started() const { return started_; }
-  // False while the input is not yet in; true once it is (or failed: *error, each time it
-  // is asked).
-  bool ready(std::string* error);
-  // Whether the first `bytes` of the copied range are in host memory; false with *error
-  // set once a piece's copy failed.
-  bool in_through(uint64_t bytes, std::string* error);
+  // False while the input is not yet in; true once it is; why not once a piece failed
+  // (each time it is asked, once all pieces ended).
+  common::Result<bool> ready();
+  // Whether the first `bytes` of the copied range are in host memory; why not once a
+  // piece's copy failed.
+  common::Result<bool> in_through(uint64_t bytes);
   // Whether pieces are still being copied in.
   bool arriving();
 

@@ -24,8 +24,8 @@ bool overlap(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
 
 }  // namespace
 
-std::unique_ptr<StagedOp> StagedOp::direct(const GpuRegions& regions,
-                                           const shm::ValidatedEntry& entry, std::string* error) {
+common::Result<std::unique_ptr<StagedOp>> StagedOp::direct(const GpuRegions& regions,
+                                                           const shm::ValidatedEntry& entry) {
   auto op = std::unique_ptr<StagedOp>(new StagedOp);
   op->direct_ = true;
   const shm::BufferSpan& s = entry.send;
@@ -33,8 +33,8 @@ std::unique_ptr<StagedOp> StagedOp::direct(const GpuRegions& regions,
   if (on_gpu(s)) {
     op->send_mapping_ = regions.mapping(s.region);
     if (!op->send_mapping_) {
-      *error = "a GPU region that is not registered";  // validation checked: a daemon bug
-      return nullptr;
+      // Validation checked: a daemon bug.
+      return common::fail("a GPU region that is not registered");
     }
     // What it reads, for the order of the session's ops (reads_result_of).
     op->read_region_ = s.region;
@@ -43,10 +43,7 @@ std::unique_ptr<StagedOp> StagedOp::direct(const GpuRegions& regions,
   }
   if (on_gpu(r)) {
     op->recv_mapping_ = regions.mapping(r.region);
-    if (!op->recv_mapping_) {
-      *error = "a GPU region that is not registered";
-      return nullptr;
-    }
+    if (!op->recv_mapping_) return common::fail("a GPU region that is not registered");
     op->recv_region_ = r.region;
     op->recv_offset_ = r.offset;
     op->recv_bytes_ = r.bytes;
@@ -63,24 +60,27 @@ uint64_t StagedOp::host_bytes_for(const shm::ValidatedEntry& entry) {
   return (on_gpu(s) ? s.bytes : 0) + (on_gpu(r) ? r.bytes : 0);
 }
 
-std::unique_ptr<StagedOp> StagedOp::stage(DeviceMemory& device, const GpuRegions& regions,
-                                          const shm::ValidatedEntry& entry, const std::byte** send,
-                                          std::byte** recv, std::string* error) {
+common::Result<std::unique_ptr<StagedOp>> StagedOp::stage(DeviceMemory& device,
+                                                          const GpuRegions& regions,
+                                                          const shm::ValidatedEntry& entry,
+                                                          const std::byte** send,
+                                                          std::byte** recv) {
   auto op = std::unique_ptr<StagedOp>(new StagedOp);
   const shm::BufferSpan& s = entry.send;
   const shm::BufferSpan& r = entry.recv;
   if (on_gpu(s)) op->send_mapping_ = regions.mapping(s.region);
   if (on_gpu(r)) op->recv_mapping_ = regions.mapping(r.region);
   if ((on_gpu(s) && !op->send_mapping_) || (on_gpu(r) && !op->recv_mapping_)) {
-    *error = "a GPU region that is not registered";  // validation checked: a daemon bug
-    return nullptr;
+    // Validation checked: a daemon bug.
+    return common::fail("a GPU region that is not registered");
   }
-  if (!op->lay_out(device, entry, send, recv, error)) return nullptr;
+  std::string error = op->lay_out(device, entry, send, recv);
+  if (!error.empty()) return common::fail(std::move(error));
   return op;
 }
 
-bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
-                       const std::byte** send, std::byte** recv, std::string* error) {
+std::string StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
+                              const std::byte** send, std::byte** recv) {
   const shm::BufferSpan& s = entry.send;
   const shm::BufferSpan& r = entry.recv;
   const bool send_gpu = on_gpu(s);
@@ -88,7 +88,8 @@ bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
   const bool shared = shares_one_copy(s, r);
   // One host buffer: the union of overlapping spans, else the send part then the recv part.
   const uint64_t first = shared ? std::min(s.offset, r.offset) : 0;
-  if (!host_.allocate(device, host_bytes_for(entry), error)) return false;
+  std::string error = host_.allocate(device, host_bytes_for(entry));
+  if (!error.empty()) return error;
   std::byte* host = host_.data();
   if (shared) {
     read_offset_ = first;
@@ -114,7 +115,7 @@ bool StagedOp::lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
     recv_bytes_ = r.bytes;
     copy_back_.aim(recv_mapping_, r.offset, *recv, r.bytes);
   }
-  return true;
+  return {};
 }
 
 std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry& entry,
@@ -126,8 +127,8 @@ std::string StagedOp::stage_now(DeviceMemory& device, const shm::ValidatedEntry&
   if (!error.empty()) return "copying its input to the host: " + error;
   direct_ = false;
   matched_ = true;
-  const bool laid_out = lay_out(device, entry, send, recv, &error);
-  if (laid_out) {
+  error = lay_out(device, entry, send, recv);
+  if (error.empty()) {
     charge_to(std::move(budget));
     input_.mark_in();
     if (entry.send.bytes > 0 && send_mapping_) {
@@ -181,10 +182,11 @@ bool StagedOp::overwrites_arriving_input_of(StagedOp& earlier) const {
          overlap(recv_offset_, recv_bytes_, earlier.read_offset_, earlier.read_bytes_);
 }
 
-bool StagedOp::input_ready(std::string* error) {
-  if (!input_.ready(error)) return false;
+common::Result<bool> StagedOp::input_ready() {
+  common::Result<bool> ready = input_.ready();
+  if (!ready.ok() || !*ready) return ready;
   // A direct op's only copy is its copy aside: one that failed is this op's error.
-  if (direct_ && error->empty()) *error = snapshot_.error();
+  if (direct_ && !snapshot_.error().empty()) return common::fail(snapshot_.error());
   return true;
 }
 

@@ -33,18 +33,19 @@ class StagedOp {
  public:
   // Prepares host copies of the spans of `entry` that name GPU regions of `regions`
   // (checked by validation to lie within them) and points *send / *recv at them; spans in
-  // the host pool are left alone. Null with *error when the host memory cannot be had.
+  // the host pool are left alone. Why not when the host memory cannot be had.
   // The input is copied in by start_input, once no earlier op still has a result to
   // write where it reads (reads_result_of).
-  static std::unique_ptr<StagedOp> stage(DeviceMemory& device, const GpuRegions& regions,
-                                         const shm::ValidatedEntry& entry, const std::byte** send,
-                                         std::byte** recv, std::string* error);
+  static common::Result<std::unique_ptr<StagedOp>> stage(DeviceMemory& device,
+                                                         const GpuRegions& regions,
+                                                         const shm::ValidatedEntry& entry,
+                                                         const std::byte** send, std::byte** recv);
   // An op moved by one copy straight from where its data is to where it goes, with no
   // host copy of its own (a send or receive whose peer is on this node): it holds its
   // GPU spans' mappings and keeps its place in the session's order, and copy_between
-  // (direct_copy.h) moves the data once it is matched. Null with *error as stage().
-  static std::unique_ptr<StagedOp> direct(const GpuRegions& regions,
-                                          const shm::ValidatedEntry& entry, std::string* error);
+  // (direct_copy.h) moves the data once it is matched. Why not as stage().
+  static common::Result<std::unique_ptr<StagedOp>> direct(const GpuRegions& regions,
+                                                          const shm::ValidatedEntry& entry);
   bool is_direct() const { return direct_; }
   // A direct send not yet matched that a later op of its process will overwrite: its input
   // is copied to the host now, and the send goes from there once matched, so the later op
@@ -97,13 +98,13 @@ class StagedOp {
   // op between nodes can start on its first slices while the rest comes in (send_in_through).
   void start_input(DeviceMemory& device);
   bool input_started() const { return input_.started(); }
-  // False while the input is not yet in; true once it is (or failed: *error, each time
-  // it is asked).
-  bool input_ready(std::string* error);
-  // Whether the first `bytes` of the send span are in host memory; false with *error set
-  // once a piece's copy failed.
-  bool send_in_through(uint64_t bytes, std::string* error) {
-    return input_.in_through(send_in_read_ + bytes, error);
+  // False while the input is not yet in; true once it is; why not once it failed (each
+  // time it is asked).
+  common::Result<bool> input_ready();
+  // Whether the first `bytes` of the send span are in host memory; why not once a piece's
+  // copy failed.
+  common::Result<bool> send_in_through(uint64_t bytes) {
+    return input_.in_through(send_in_read_ + bytes);
   }
   // Whether the result (the receive span) goes back to a GPU by a copy of its own (a
   // direct op's result is written by copy_between).
@@ -117,8 +118,9 @@ class StagedOp {
  private:
   StagedOp() = default;
   // Host copies of the entry's GPU spans (mappings already held): the buffer and fields.
-  bool lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry, const std::byte** send,
-               std::byte** recv, std::string* error);
+  // "" or why not.
+  std::string lay_out(DeviceMemory& device, const shm::ValidatedEntry& entry,
+                      const std::byte** send, std::byte** recv);
   std::shared_ptr<DeviceMapping> recv_mapping_;  // null: the result is not on a GPU
   uint32_t recv_region_ = 0;
   uint64_t recv_offset_ = 0;

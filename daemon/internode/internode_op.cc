@@ -82,13 +82,14 @@ void InternodeOp::pump() {
     while (running_.size() < in_flight_ && next_slice_ < layout.slices && failure_.empty()) {
       // Every local part's input for the slice must be in (LocalPhases::DeviceStaging).
       waiting_for_input_ = false;
-      std::string error;
-      if (!local_.input_in(layout.first(next_slice_), layout.count_of(next_slice_), &error)) {
-        if (error.empty()) {
-          waiting_for_input_ = true;
-        } else {
-          fail(std::move(error));
-        }
+      common::Result<bool> in =
+          local_.input_in(layout.first(next_slice_), layout.count_of(next_slice_));
+      if (!in.ok()) {
+        fail(in.error());
+        break;
+      }
+      if (!*in) {
+        waiting_for_input_ = true;
         break;
       }
       start_slice(next_slice_++);

@@ -56,7 +56,7 @@ void LocalPhases::copy_out(std::byte* dst, const std::byte* src, uint64_t count)
   }
 }
 
-bool LocalPhases::input_in(uint64_t first, uint64_t count, std::string* error) const {
+common::Result<bool> LocalPhases::input_in(uint64_t first, uint64_t count) const {
   if (!staging_.input_in) return true;
   const uint64_t block = args_.count * elem_;
   const uint64_t end = (first + count) * elem_;
@@ -65,7 +65,8 @@ bool LocalPhases::input_in(uint64_t first, uint64_t count, std::string* error) c
     if (send_bytes == 0 || block == 0) continue;
     // The slice reads [first, first + count) of every per-rank block the send span holds.
     const uint64_t needed = std::min(send_bytes, (send_bytes / block - 1) * block + end);
-    if (!staging_.input_in(i, needed, error)) return false;
+    common::Result<bool> in = staging_.input_in(i, needed);
+    if (!in.ok() || !*in) return in;
   }
   return true;
 }

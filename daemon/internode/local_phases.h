@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/internode/node_topology.h"
 #include "daemon/internode/scratch_pool.h"
 #include "daemon/local/local_collectives.h"
@@ -28,9 +29,9 @@ class LocalPhases {
   // only once every part's input for it is in, and each part's result is handed back as each
   // slice writes it, so that the copies overlap the network rounds.
   struct DeviceStaging {
-    // Whether part `index`'s first `bytes` of input are in host memory; false with *error
-    // set when its copy failed (the op then fails with *error, which names the rank).
-    std::function<bool(size_t index, uint64_t bytes, std::string* error)> input_in;
+    // Whether part `index`'s first `bytes` of input are in host memory; why not when its
+    // copy failed (the op then fails with that sentence, which names the rank).
+    std::function<common::Result<bool>(size_t index, uint64_t bytes)> input_in;
     // Part `index`'s result [offset, offset + bytes) of its receive span is written.
     std::function<void(size_t index, uint64_t offset, uint64_t bytes)> written;
   };
@@ -50,8 +51,8 @@ class LocalPhases {
 
   void stage_through(DeviceStaging staging) { staging_ = std::move(staging); }
   // Whether every part's input for elements [first, first + count) of its blocks is in
-  // (DeviceStaging::input_in); false with *error set when a copy failed.
-  bool input_in(uint64_t first, uint64_t count, std::string* error) const;
+  // (DeviceStaging::input_in); why not when a copy failed.
+  common::Result<bool> input_in(uint64_t first, uint64_t count) const;
   // Gathers or reduces the parts' elements [first, first + count) of every block into
   // `scratch` (count 0: the parts have no buffers at all, and the slice's work is empty).
   SliceMemory phase_in(uint64_t first, uint64_t count, std::shared_ptr<OpScratch> scratch);

@@ -13,8 +13,7 @@ namespace {
 TEST(CopyBackTest, PartsThatCoverTheResultLeaveNothingForTheEnd) {
   auto device = std::make_shared<test::HostDeviceMemory>();
   const shm::GpuExport exported = device->allocate(64);
-  std::string error;
-  std::shared_ptr<DeviceMapping> mapping = device->open(exported, &error);
+  std::shared_ptr<DeviceMapping> mapping = device->open(exported).take();
   std::vector<std::byte> host(32, std::byte{7});
   CopyBack back;
   back.aim(mapping, 16, host.data(), host.size());
@@ -26,10 +25,9 @@ TEST(CopyBackTest, PartsThatCoverTheResultLeaveNothingForTheEnd) {
   back.start(*device);
   EXPECT_EQ(device->copies_to_device, 2) << "the parts covered the span";
   EXPECT_FALSE(back.written());
-  EXPECT_FALSE(back.done(&error)) << "the copy engine is still at the last part";
-  EXPECT_FALSE(back.done(&error)) << "and then at the first";
-  ASSERT_TRUE(back.done(&error));
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(test::outcome(back.done()), "false") << "the copy engine is still at the last part";
+  EXPECT_EQ(test::outcome(back.done()), "false") << "and then at the first";
+  ASSERT_EQ(test::outcome(back.done()), "true");
   EXPECT_TRUE(back.written());
   const std::vector<std::byte>& gpu = device->block(exported);
   EXPECT_EQ(gpu[15], std::byte{0});
@@ -40,8 +38,7 @@ TEST(CopyBackTest, PartsThatCoverTheResultLeaveNothingForTheEnd) {
 TEST(CopyBackTest, AShortfallCopiesTheWholeSpanAndAFailureIsReported) {
   auto device = std::make_shared<test::HostDeviceMemory>();
   const shm::GpuExport exported = device->allocate(64);
-  std::string error;
-  std::shared_ptr<DeviceMapping> mapping = device->open(exported, &error);
+  std::shared_ptr<DeviceMapping> mapping = device->open(exported).take();
   std::vector<std::byte> host(64, std::byte{3});
   CopyBack back;
   back.aim(mapping, 0, host.data(), host.size());
@@ -53,8 +50,7 @@ TEST(CopyBackTest, AShortfallCopiesTheWholeSpanAndAFailureIsReported) {
   failing.aim(mapping, 0, host.data(), host.size());
   device->fail_copies = true;
   failing.start(*device);
-  ASSERT_TRUE(failing.done(&error));
-  EXPECT_EQ(error, "copy failed (test)");
+  EXPECT_EQ(test::outcome(failing.done()), "copy failed (test)");
 }
 
 TEST(CopyBackTest, NeverAimedItCopiesNothingAndIsWrittenOnceAsked) {
@@ -62,10 +58,8 @@ TEST(CopyBackTest, NeverAimedItCopiesNothingAndIsWrittenOnceAsked) {
   CopyBack back;
   back.start_part(*device, 0, 16);
   back.start(*device);
-  std::string error = "stale";
   EXPECT_FALSE(back.written());
-  ASSERT_TRUE(back.done(&error));
-  EXPECT_EQ(error, "");
+  ASSERT_EQ(test::outcome(back.done()), "true");
   EXPECT_TRUE(back.written());
   EXPECT_EQ(device->copies_to_device, 0);
 }

@@ -13,11 +13,10 @@ TEST(HostCopyTest, ItsBytesCountAgainstTheBudgetWhileHeldAndMoveWithItsCharge) {
   auto device = std::make_shared<test::HostDeviceMemory>();
   StagingBudget process{std::make_shared<uint64_t>(100), std::make_shared<uint64_t>(1000)};
   StagingBudget other{std::make_shared<uint64_t>(0), nullptr};
-  std::string error;
   {
     HostCopy copy;
     EXPECT_EQ(copy.data(), nullptr);
-    ASSERT_TRUE(copy.allocate(*device, 64, &error)) << error;
+    ASSERT_EQ(copy.allocate(*device, 64), "");
     EXPECT_NE(copy.data(), nullptr);
     EXPECT_EQ(copy.bytes(), 64u);
     EXPECT_EQ(*process.process, 100u) << "not charged until told";
@@ -32,7 +31,7 @@ TEST(HostCopyTest, ItsBytesCountAgainstTheBudgetWhileHeldAndMoveWithItsCharge) {
   EXPECT_EQ(*other.process, 0u) << "given back when destroyed";
   EXPECT_EQ(device->host_buffers_freed, 1);
   HostCopy released;
-  ASSERT_TRUE(released.allocate(*device, 8, &error));
+  ASSERT_EQ(released.allocate(*device, 8), "");
   released.charge_to(process);
   released.release();
   EXPECT_EQ(released.data(), nullptr);

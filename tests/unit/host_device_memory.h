@@ -19,6 +19,13 @@
 
 namespace plexus::test {
 
+// A poll's answer (CopyInFlight::done and the like), as a test compares it: "true",
+// "false", or the failure's sentence.
+inline std::string outcome(const common::Result<bool>& polled) {
+  if (!polled.ok()) return polled.error();
+  return *polled ? "true" : "false";
+}
+
 class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
  public:
   // A new "device allocation" of `bytes` and its export.
@@ -32,21 +39,18 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   }
   std::vector<std::byte>& block(const shm::GpuExport& e) { return blocks_[id_of(e)]; }
 
-  std::shared_ptr<daemon::gpu::DeviceMapping> open(const shm::GpuExport& e,
-                                                   std::string* error) override {
+  common::Result<std::shared_ptr<daemon::gpu::DeviceMapping>> open(
+      const shm::GpuExport& e) override {
     auto it = blocks_.find(id_of(e));
-    if (it == blocks_.end()) {
-      *error = "no such allocation";
-      return nullptr;
-    }
+    if (it == blocks_.end()) return common::fail("no such allocation");
     if (e.bytes > it->second.size()) {
-      *error = "the handle maps " + std::to_string(it->second.size()) + " bytes";
-      return nullptr;
+      return common::fail("the handle maps " + std::to_string(it->second.size()) + " bytes");
     }
     ++opened;
-    return std::make_shared<Mapping>(this, it->second.data(), e.bytes);
+    return std::shared_ptr<daemon::gpu::DeviceMapping>(
+        std::make_shared<Mapping>(this, it->second.data(), e.bytes));
   }
-  daemon::gpu::HostBuffer allocate_host(uint64_t bytes, std::string*) override {
+  common::Result<daemon::gpu::HostBuffer> allocate_host(uint64_t bytes) override {
     ++host_buffers;
     return daemon::gpu::HostBuffer(new std::byte[bytes > 0 ? bytes : 1],
                                    daemon::gpu::HostBufferDeleter{shared_from_this(), bytes});
@@ -76,28 +80,22 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     return has_kernel ? "" : "no reduction kernel (test)";
   }
   // The kernel's work on the host, when polled as long as a copy: reduce_arrays.
-  std::unique_ptr<daemon::gpu::CopyInFlight> start_reduce(
+  common::Result<std::unique_ptr<daemon::gpu::CopyInFlight>> start_reduce(
       const daemon::gpu::DeviceReduction& r, const std::vector<daemon::gpu::DeviceSpan>& inputs,
-      const std::vector<daemon::gpu::DeviceSpan>& outputs, std::string* error) override {
-    if (!has_kernel) {
-      *error = reduce_kernel_unavailable();
-      return nullptr;
-    }
-    if (refuse_reduce) {
-      *error = "GPU 1 cannot reach GPU 0's memory (test)";
-      return nullptr;
-    }
+      const std::vector<daemon::gpu::DeviceSpan>& outputs) override {
+    if (!has_kernel) return common::fail(reduce_kernel_unavailable());
+    if (refuse_reduce) return common::fail("GPU 1 cannot reach GPU 0's memory (test)");
     ++reductions;
     std::vector<const void*> in;
     for (const auto& span : inputs) in.push_back(address(*span.mapping) + span.offset);
     std::vector<std::byte*> out;
     for (const auto& span : outputs) out.push_back(address(*span.mapping) + span.offset);
-    return std::make_unique<Copy>(this, [r, in, out] {
+    return std::unique_ptr<daemon::gpu::CopyInFlight>(std::make_unique<Copy>(this, [r, in, out] {
       std::vector<std::byte> result(r.count * shm::dtype_size(r.dtype));
       daemon::reduce_arrays(r.dtype, r.op, in.data(), static_cast<int>(in.size()), result.data(),
                             r.count, r.avg_divisor);
       for (std::byte* o : out) std::memcpy(o, result.data(), result.size());
-    });
+    }));
   }
   std::string describe() const override { return "host (test)"; }
 
@@ -140,13 +138,13 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     }
     ~Copy() override { wait(); }
     int held_until_allowed = -1;  // a copy to the host: its number (to_host_allowed)
-    bool done(std::string* error) override {
+    common::Result<bool> done() override {
       if (held_until_allowed >= owner_->to_host_allowed) return false;
       if (polls_left_ > 0) {
         --polls_left_;
         return false;
       }
-      *error = wait();
+      if (std::string error = wait(); !error.empty()) return common::fail(std::move(error));
       return true;
     }
     std::string wait() override {

@@ -14,8 +14,7 @@ TEST(InputSnapshotTest, TheCopyAsideHoldsTheInputAsItWasAndIsChargedWhileHeld) {
   const shm::GpuExport exported = device->allocate(64);
   std::vector<std::byte>& gpu = device->block(exported);
   for (size_t i = 0; i < gpu.size(); ++i) gpu[i] = static_cast<std::byte>(i);
-  std::string error;
-  std::shared_ptr<DeviceMapping> mapping = device->open(exported, &error);
+  std::shared_ptr<DeviceMapping> mapping = device->open(exported).take();
   StagingBudget budget{std::make_shared<uint64_t>(0), nullptr};
   InputSnapshot snapshot;
   EXPECT_FALSE(snapshot.taken());
@@ -39,8 +38,7 @@ TEST(InputSnapshotTest, TheCopyAsideHoldsTheInputAsItWasAndIsChargedWhileHeld) {
 TEST(InputSnapshotTest, AFailedCopyIsKeptAndARefusalIsLoggedOnce) {
   auto device = std::make_shared<test::HostDeviceMemory>();
   const shm::GpuExport exported = device->allocate(64);
-  std::string error;
-  std::shared_ptr<DeviceMapping> mapping = device->open(exported, &error);
+  std::shared_ptr<DeviceMapping> mapping = device->open(exported).take();
   InputSnapshot snapshot;
   device->fail_copies = true;
   ASSERT_EQ(snapshot.take(*device, *mapping, 0, 64, {}), "");

@@ -17,8 +17,7 @@ struct Device {
     exported = memory->allocate(bytes);
     std::vector<std::byte>& block = memory->block(exported);
     for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<std::byte>(i % 251);
-    std::string error;
-    mapping = memory->open(exported, &error);
+    mapping = memory->open(exported).take();
   }
 };
 
@@ -27,24 +26,21 @@ TEST(StagedInputTest, PiecesComeInInOrderAndAPrefixIsUsableBeforeTheWhole) {
   Device device(3 * kPiece);
   std::vector<std::byte> host(2 * kPiece + 16);
   StagedInput input;
-  std::string error;
   EXPECT_FALSE(input.started());
-  EXPECT_FALSE(input.ready(&error)) << "not started";
+  EXPECT_EQ(test::outcome(input.ready()), "false") << "not started";
   device.memory->to_host_allowed = 1;  // the copy engine is at the first piece only
   input.start(*device.memory, host.data(), device.mapping.get(), kPiece - 16, host.size());
   EXPECT_TRUE(input.started());
   EXPECT_EQ(device.memory->copies_to_host, 3) << "pieces of kPieceBytes, the last shorter";
-  EXPECT_TRUE(input.in_through(kPiece, &error));
-  EXPECT_EQ(error, "");
-  EXPECT_FALSE(input.in_through(kPiece + 1, &error));
-  EXPECT_FALSE(input.ready(&error));
+  EXPECT_EQ(test::outcome(input.in_through(kPiece)), "true");
+  EXPECT_EQ(test::outcome(input.in_through(kPiece + 1)), "false");
+  EXPECT_EQ(test::outcome(input.ready()), "false");
   EXPECT_TRUE(input.arriving());
   EXPECT_EQ(host[0], static_cast<std::byte>((kPiece - 16) % 251));
   device.memory->to_host_allowed = 3;
-  EXPECT_TRUE(input.ready(&error));
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(test::outcome(input.ready()), "true");
   EXPECT_FALSE(input.arriving());
-  EXPECT_TRUE(input.in_through(host.size(), &error));
+  EXPECT_EQ(test::outcome(input.in_through(host.size())), "true");
   EXPECT_EQ(host.back(), static_cast<std::byte>((kPiece - 16 + host.size() - 1) % 251));
 }
 
@@ -52,29 +48,23 @@ TEST(StagedInputTest, AFailedPieceIsAnErrorEachTimeItIsAsked) {
   Device device(64);
   std::vector<std::byte> host(64);
   StagedInput input;
-  std::string error;
   device.memory->fail_copies = true;
   input.start(*device.memory, host.data(), device.mapping.get(), 0, 64);
-  EXPECT_FALSE(input.in_through(1, &error));
-  EXPECT_EQ(error, "copy failed (test)");
-  error.clear();
-  ASSERT_TRUE(input.ready(&error));
-  EXPECT_EQ(error, "copy failed (test)");
+  EXPECT_EQ(test::outcome(input.in_through(1)), "copy failed (test)");
+  EXPECT_EQ(test::outcome(input.ready()), "copy failed (test)");
 }
 
 TEST(StagedInputTest, NothingToCopyOrCopiedAlreadyIsInAtOnce) {
   auto device = std::make_shared<test::HostDeviceMemory>();
-  std::string error = "stale";
   StagedInput none;
   none.start(*device, nullptr, nullptr, 0, 0);
-  EXPECT_TRUE(none.ready(&error));
-  EXPECT_EQ(error, "");
-  EXPECT_TRUE(none.in_through(1 << 20, &error));
+  EXPECT_EQ(test::outcome(none.ready()), "true");
+  EXPECT_EQ(test::outcome(none.in_through(1 << 20)), "true");
   EXPECT_FALSE(none.arriving());
   StagedInput waited;
   waited.mark_in();
   EXPECT_TRUE(waited.started());
-  EXPECT_TRUE(waited.ready(&error));
+  EXPECT_EQ(test::outcome(waited.ready()), "true");
   EXPECT_EQ(device->copies_to_host, 0);
 }
 

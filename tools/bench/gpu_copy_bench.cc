@@ -106,14 +106,18 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::string why;
-  auto device = plexus::daemon::gpu::open_device_memory(&why);
-  if (!device) die(why);
-  auto a = device->open(exported[0], &why);
-  auto b = a ? device->open(exported[1], &why) : nullptr;
-  if (!a || !b) die(why);
-  auto host = device->allocate_host(bytes, &why);
-  if (!host) die(why);
+  auto opened = plexus::daemon::gpu::open_device_memory();
+  if (!opened.ok()) die(opened.error());
+  auto device = opened.take();
+  auto mapped_a = device->open(exported[0]);
+  if (!mapped_a.ok()) die(mapped_a.error());
+  auto mapped_b = device->open(exported[1]);
+  if (!mapped_b.ok()) die(mapped_b.error());
+  auto a = mapped_a.take();
+  auto b = mapped_b.take();
+  auto allocated = device->allocate_host(bytes);
+  if (!allocated.ok()) die(allocated.error());
+  auto host = allocated.take();
 
   // The same copies done alone, on this process's own allocations.
   const CudaDriver& d = **CudaDriver::get();
