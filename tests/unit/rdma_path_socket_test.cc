@@ -73,9 +73,9 @@ TEST_F(RdmaPathSocketTest, TheHelloInPiecesThenTheReadyByteThenOnlyThePeerGoing)
   peer_sends(hello.data() + 10, kHelloBytes - 10);
   peer_sends_ready();  // in the same read as the hello's end: still taken apart
   EXPECT_EQ(read(), PathSocket::Step::kHello);
-  Hello decoded;
-  ASSERT_EQ(decode_hello(socket->peer_hello(), &decoded), "");
-  EXPECT_EQ(decoded.qpn, 0x1234u);
+  const auto decoded = decode_hello(socket->peer_hello());
+  ASSERT_EQ(decoded.error(), "");
+  EXPECT_EQ(decoded->qpn, 0x1234u);
   EXPECT_FALSE(socket->ready());
   EXPECT_EQ(read(), PathSocket::Step::kPeerReady);
   EXPECT_TRUE(socket->ready());

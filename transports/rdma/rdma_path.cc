@@ -180,10 +180,9 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
 }
 
 bool RdmaPath::connect_queue_pair() {
-  Hello peer;
-  if (std::string why = decode_hello(socket_.peer_hello(), &peer); !why.empty()) {
-    return fail(why);
-  }
+  const auto decoded = decode_hello(socket_.peer_hello());
+  if (!decoded.ok()) return fail(decoded.error());
+  const Hello& peer = *decoded;
   if (std::string why = check_peer_hello(peer, socket_.peer_ipv4(),
                                          wire::kDataFrameHeaderBytes + limits_.max_payload_bytes);
       !why.empty()) {
