@@ -201,9 +201,9 @@ void AdminService::nic_fault(const Session& client, uint32_t request_id, const s
   if (!admit_fault_injection(client, request_id, "injecting a fault")) return;
   if (!admit_nic(client, request_id, nic)) return;
   engine_.post([this, session, request_id, nic](Engine& engine) {
-    std::string why;
-    const size_t paths = engine.links().inject_fault(nic, &why);
-    hooks_.post([this, session, request_id, nic, paths, why] {
+    auto injected = engine.links().inject_fault(nic);
+    const size_t paths = injected.ok() ? *injected : 0;
+    hooks_.post([this, session, request_id, nic, paths, why = injected.error()] {
       if (paths == 0) {
         hooks_.error(session, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                      why.empty() ? "no path to a peer runs over " + nic + " now" : why);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/links/links_handler.h"
 #include "daemon/links/links_snapshot.h"
 #include "daemon/links/message_sender.h"
@@ -90,10 +91,8 @@ class NodeLinks {
   }
   // Fault injection (plexusd --fault-injection): each path over `nic` has its transport fail
   // it as a fault of its own would (DataPath::inject_fault). Returns how many it was injected
-  // into; `why` gets the first refusal.
-  size_t inject_fault(const std::string& nic, std::string* why) {
-    return peers_.inject_fault(nic, why);
-  }
+  // into (0: no path runs over `nic`), or the first refusal when every path refused.
+  common::Result<size_t> inject_fault(const std::string& nic) { return peers_.inject_fault(nic); }
   // The drained NICs as of the last snapshot; safe from any thread.
   std::vector<std::string> drained_snapshot() const { return published_.drained(); }
   // The links as of the last tick (at most ~100 ms old); safe from any thread.

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/result.h"
 #include "common/unique_fd.h"
 #include "daemon/links/chunk_tokens.h"
 #include "daemon/links/links_handler.h"
@@ -105,9 +106,9 @@ class PeerLinks {
   // them again), in both directions (the peers are told). Returns how many paths it applies to.
   size_t drain_nic(const std::string& nic, bool drained);
   // Each path over `nic` has its transport fail it as a fault of its own would
-  // (DataPath::inject_fault). Returns how many it was injected into; `why` gets the first
-  // refusal.
-  size_t inject_fault(const std::string& nic, std::string* why);
+  // (DataPath::inject_fault). Returns how many it was injected into (0: no path runs over
+  // `nic`), or the first refusal when every path refused.
+  common::Result<size_t> inject_fault(const std::string& nic);
 
   // For NodeBandwidth (peer_links_nics.cc): every path's transport counters, every tick.
   void read_counters(NodeBandwidth& bandwidth) const;

@@ -67,8 +67,9 @@ size_t PeerLinks::nic_down(const std::string& nic, const std::string& how) {
   return over.size();
 }
 
-size_t PeerLinks::inject_fault(const std::string& nic, std::string* why) {
+common::Result<size_t> PeerLinks::inject_fault(const std::string& nic) {
   size_t count = 0;
+  std::string why;
   for (auto& [peer, link] : links_) {
     for (auto& path : link->paths) {
       if (!path || path->nic != nic) continue;
@@ -80,12 +81,13 @@ size_t PeerLinks::inject_fault(const std::string& nic, std::string* why) {
       } else {
         spdlog::info("no fault injected into the path to node {} over {}: {}", link->name, nic,
                      refused);
-        if (why->empty()) *why = "the path to node " + link->name + " over " + nic + ": " + refused;
+        if (why.empty()) why = "the path to node " + link->name + " over " + nic + ": " + refused;
       }
     }
   }
   // What the transports do about it (flushed completions, a failed path) is seen by the
   // next poll, as a real fault would be.
+  if (count == 0 && !why.empty()) return common::fail(std::move(why));
   return count;
 }
 

@@ -163,16 +163,15 @@ void ControlChannels::read(PeerConn& c) {
       if (!p.identity) p.identity = c.handshake->peer();
       const uint64_t delivered = p.sequence.delivered();
       const size_t unacked = p.sequence.unacknowledged();
-      std::string why;
-      auto message = p.sequence.receive(words, std::chrono::steady_clock::now(), &why);
-      if (!why.empty()) {
-        connections_.fail(c, "malformed control frame: " + why);
+      auto message = p.sequence.receive(words, std::chrono::steady_clock::now());
+      if (!message.ok()) {
+        connections_.fail(c, "malformed control frame: " + message.error());
         return;
       }
       if (p.sequence.ack_due()) came = true;
       if (p.sequence.delivered() != delivered || p.sequence.unacknowledged() != unacked)
         p.failovers = 0;  // the peer answers over this connection
-      if (message) hooks_.delivered(c.handshake->peer(), std::move(*message));
+      if (*message) hooks_.delivered(c.handshake->peer(), std::move(**message));
       if (c.closing) return;
     }
     if (!error.empty()) {

@@ -57,12 +57,12 @@ std::optional<ControlSequence::Clock::time_point> ControlSequence::waiting_since
   return waiting_since_;
 }
 
-std::optional<kj::Array<capnp::word>> ControlSequence::receive(
-    kj::ArrayPtr<const capnp::word> words, Clock::time_point now, std::string* error) {
+common::Result<ControlSequence::Delivery> ControlSequence::receive(
+    kj::ArrayPtr<const capnp::word> words, Clock::time_point now) {
   if (words.size() < kHeaderWords) {
-    *error = "a control frame of " + std::to_string(words.size() * sizeof(capnp::word)) +
-             " bytes, shorter than its " + std::to_string(kHeaderWords * 8) + "-byte header";
-    return std::nullopt;
+    return common::fail("a control frame of " + std::to_string(words.size() * sizeof(capnp::word)) +
+                        " bytes, shorter than its " + std::to_string(kHeaderWords * 8) +
+                        "-byte header");
   }
   uint64_t header[kHeaderWords];
   std::memcpy(header, words.begin(), sizeof header);
@@ -71,14 +71,10 @@ std::optional<kj::Array<capnp::word>> ControlSequence::receive(
   const uint64_t acked_stream = header[2];
   // An acknowledgement of another stream (one this side dropped) says nothing of this one.
   const uint64_t ack = acked_stream == stream_ ? header[3] : 0;
-  if (stream == 0) {
-    *error = "a control frame with no stream id";
-    return std::nullopt;
-  }
+  if (stream == 0) return common::fail("a control frame with no stream id");
   if (ack >= next_seq_) {
-    *error = "the peer acknowledged control message " + std::to_string(ack) + ", but only " +
-             std::to_string(next_seq_ - 1) + " were sent";
-    return std::nullopt;
+    return common::fail("the peer acknowledged control message " + std::to_string(ack) +
+                        ", but only " + std::to_string(next_seq_ - 1) + " were sent");
   }
   bool took = false;
   while (!unacked_.empty() && unacked_.front().seq <= ack) {
@@ -88,17 +84,16 @@ std::optional<kj::Array<capnp::word>> ControlSequence::receive(
   if (took) waiting_since_ = now;  // the peer is answering: the rest wait from here
   const size_t body_words = words.size() - kHeaderWords;
   if (seq == 0) {
-    if (body_words != 0) *error = "an acknowledgement that carries a message";
-    return std::nullopt;
+    if (body_words != 0) return common::fail("an acknowledgement that carries a message");
+    return Delivery{};
   }
   if (body_words == 0) {
-    *error = "control message " + std::to_string(seq) + " is empty";
-    return std::nullopt;
+    return common::fail("control message " + std::to_string(seq) + " is empty");
   }
   if (stream != peer_stream_) {
     if (std::find(retired_streams_.begin(), retired_streams_.end(), stream) !=
         retired_streams_.end()) {
-      return std::nullopt;  // late, from a stream the peer has left
+      return Delivery{};  // late, from a stream the peer has left
     }
     // The peer's first stream, or a new one (it gave this side up and started over): taken
     // up where it stands, since a connection starts with the oldest unacknowledged message.
@@ -111,17 +106,16 @@ std::optional<kj::Array<capnp::word>> ControlSequence::receive(
   }
   if (seq <= delivered_) {  // sent again after a failover; had it
     again_ = true;
-    return std::nullopt;
+    return Delivery{};
   }
   if (seq != delivered_ + 1) {
-    *error = "control message " + std::to_string(seq) + " arrived after " +
-             std::to_string(delivered_) + " (a gap)";
-    return std::nullopt;
+    return common::fail("control message " + std::to_string(seq) + " arrived after " +
+                        std::to_string(delivered_) + " (a gap)");
   }
   delivered_ = seq;
   auto message = kj::heapArray<capnp::word>(body_words);
   std::memcpy(message.begin(), words.begin() + kHeaderWords, body_words * sizeof(capnp::word));
-  return message;
+  return Delivery(std::move(message));
 }
 
 }  // namespace plexus::daemon

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::daemon {
 
 class ControlSequence {
@@ -46,10 +48,10 @@ class ControlSequence {
   // not met: the peer's oldest unacknowledged, as every connection starts with); nothing for
   // an acknowledgement alone, a message already delivered, or one of a stream the peer
   // left. An acknowledgement of an earlier stream of this side is ignored. A malformed
-  // frame, a gap in the numbers, or an acknowledgement of a message never sent sets *error
+  // frame, a gap in the numbers, or an acknowledgement of a message never sent is a failure
   // (the connection is then failed; the peer sends again on the next).
-  std::optional<kj::Array<capnp::word>> receive(kj::ArrayPtr<const capnp::word> words,
-                                                Clock::time_point now, std::string* error);
+  using Delivery = std::optional<kj::Array<capnp::word>>;
+  common::Result<Delivery> receive(kj::ArrayPtr<const capnp::word> words, Clock::time_point now);
   // Whether messages were delivered since the last frame this side wrote (which carries the
   // acknowledgement), and the frame that acknowledges them alone.
   // A message received again is acknowledged again: the acknowledgement sent before may

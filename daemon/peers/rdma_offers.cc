@@ -27,8 +27,8 @@ bool RdmaOffers::offers(int fd) {
   auto [it, first] = verdicts_.try_emplace(local.sin_addr.s_addr, false);
   if (first) {
 #ifdef PLEXUS_HAVE_RDMA
-    std::string why;
-    auto port = transports::rdma::find_verbs_port(local.sin_addr.s_addr, &why);
+    auto port = transports::rdma::find_verbs_port(local.sin_addr.s_addr);
+    std::string why = port.error();
     if (port && !port->active)
       why = port->device + " port " + std::to_string(port->port) + " is not active";
     // Each path pins its rings: past RLIMIT_MEMLOCK (without CAP_IPC_LOCK, as root has) the

@@ -16,10 +16,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "verbs_port_probe: %s is not an IPv4 address\n", argv[i]);
       return 2;
     }
-    std::string error;
-    auto port = find_verbs_port(address.s_addr, &error);
+    auto port = find_verbs_port(address.s_addr);
     if (!port) {
-      std::printf("%s none: %s\n", argv[i], error.c_str());
+      std::printf("%s none: %s\n", argv[i], port.error().c_str());
       continue;
     }
     std::printf("%s %s port %u gid %u %s ifindex %u\n", argv[i], port->device.c_str(),

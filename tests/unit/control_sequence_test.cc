@@ -45,12 +45,12 @@ std::vector<std::string> deliver(ControlSequence& to, const std::vector<std::byt
                                  std::string* error = nullptr) {
   std::vector<std::string> texts;
   for (auto& words : split(bytes)) {
-    std::string why;
-    auto message = to.receive(words, Clock::now(), &why);
+    auto message = to.receive(words, Clock::now());
+    const std::string& why = message.error();
     if (error != nullptr && !why.empty()) *error = why;
     EXPECT_TRUE(error != nullptr || why.empty()) << why;
-    if (message) {
-      capnp::FlatArrayMessageReader reader(*message);
+    if (message.ok() && *message) {
+      capnp::FlatArrayMessageReader reader(**message);
       texts.emplace_back(reader.getRoot<capnp::AnyPointer>().getAs<capnp::Text>().cStr());
     }
   }
@@ -143,10 +143,12 @@ TEST(ControlSequenceTest, AnAcknowledgementOfAMessageNeverSentIsAnError) {
   EXPECT_EQ(error, "") << "an acknowledgement of another stream is not c's concern";
   // Of c's own stream, though, it is an error.
   uint64_t forged[4] = {0xb, 0, 0xc, 1};
-  EXPECT_FALSE(c.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(forged), 4),
-                         Clock::now(), &error));
-  EXPECT_NE(error.find("acknowledged control message 1, but only 0 were sent"), std::string::npos)
-      << error;
+  auto forged_ack =
+      c.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(forged), 4), Clock::now());
+  EXPECT_FALSE(forged_ack);
+  EXPECT_NE(forged_ack.error().find("acknowledged control message 1, but only 0 were sent"),
+            std::string::npos)
+      << forged_ack.error();
 }
 
 TEST(ControlSequenceTest, ASideThatStartsOverIsTakenUpWhereItStands) {
@@ -170,20 +172,22 @@ TEST(ControlSequenceTest, ASideThatStartsOverIsTakenUpWhereItStands) {
 
 TEST(ControlSequenceTest, MalformedFramesAreNamed) {
   ControlSequence s(0x5);
-  std::string error;
   const capnp::word one[1] = {};
-  EXPECT_FALSE(s.receive(kj::arrayPtr(one, 1), Clock::now(), &error));
-  EXPECT_NE(error.find("shorter than its 32-byte header"), std::string::npos) << error;
-  error.clear();
+  auto short_frame = s.receive(kj::arrayPtr(one, 1), Clock::now());
+  EXPECT_FALSE(short_frame);
+  EXPECT_NE(short_frame.error().find("shorter than its 32-byte header"), std::string::npos)
+      << short_frame.error();
   uint64_t empty_message[4] = {0xa, 1, 0, 0};  // message 1, and no words
-  EXPECT_FALSE(s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(empty_message), 4),
-                         Clock::now(), &error));
-  EXPECT_NE(error.find("control message 1 is empty"), std::string::npos) << error;
-  error.clear();
+  auto empty =
+      s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(empty_message), 4), Clock::now());
+  EXPECT_FALSE(empty);
+  EXPECT_NE(empty.error().find("control message 1 is empty"), std::string::npos) << empty.error();
   uint64_t ack_with_body[5] = {0xa, 0, 0, 0, 7};
-  EXPECT_FALSE(s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(ack_with_body), 5),
-                         Clock::now(), &error));
-  EXPECT_NE(error.find("an acknowledgement that carries a message"), std::string::npos) << error;
+  auto carrying =
+      s.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(ack_with_body), 5), Clock::now());
+  EXPECT_FALSE(carrying);
+  EXPECT_NE(carrying.error().find("an acknowledgement that carries a message"), std::string::npos)
+      << carrying.error();
 }
 
 TEST(ControlSequenceTest, TheWaitRestartsOnAResendAndOnProgress) {
@@ -199,10 +203,8 @@ TEST(ControlSequenceTest, TheWaitRestartsOnAResendAndOnProgress) {
   deliver(b, m1);
   const std::vector<std::byte> ack = b.ack_frame();
   auto frames = split(ack);
-  std::string error;
   const auto t3 = t0 + std::chrono::seconds(3);
-  a.receive(frames.front(), t3, &error);
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(a.receive(frames.front(), t3).error(), "");
   EXPECT_EQ(a.unacknowledged(), 1u);
   EXPECT_EQ(*a.waiting_since(), t3);  // the peer answers: m2 waits from here
 }

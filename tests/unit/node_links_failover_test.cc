@@ -258,12 +258,13 @@ TEST(NodeLinksFailoverTest, AFaultIsNotInjectedIntoATcpPathAndTheRefusalSaysWhy)
   Side a(slow_timeouts());
   Side b(slow_timeouts());
   connect(a, b, "rail0");
-  std::string why;
-  EXPECT_EQ(a.links->inject_fault("rail0", &why), 0u);
-  EXPECT_THAT(why, HasSubstr("over rail0: a TCP path has no fault to inject"));
-  std::string none;
-  EXPECT_EQ(a.links->inject_fault("rail7", &none), 0u);
-  EXPECT_EQ(none, "");
+  auto refused = a.links->inject_fault("rail0");
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error(), HasSubstr("over rail0: a TCP path has no fault to inject"));
+  auto none = a.links->inject_fault("rail7");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0u);
+  EXPECT_EQ(none.error(), "");
   Message m;
   send(a, 2, 0, m, 1 << 20);
   ASSERT_TRUE(pump_until(

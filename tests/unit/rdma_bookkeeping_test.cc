@@ -120,18 +120,20 @@ TEST(RdmaSendWindowTest, CompletionsInOrderAndThePeersReceiveBudget) {
   EXPECT_TRUE(window.can_post());
   window.posted(13, 0, 448);
   EXPECT_FALSE(window.can_post()) << "the send queue holds 3";
-  SendWindow::Done done{};
-  std::string error;
-  ASSERT_TRUE(window.completed(&done, &error));
-  EXPECT_EQ(done.token, 11u);
-  EXPECT_EQ(done.bounce_end, 128u);
-  ASSERT_TRUE(window.completed(&done, &error));
-  EXPECT_EQ(done.token, 12u);
-  EXPECT_EQ(done.payload_bytes, 200u);
-  ASSERT_TRUE(window.completed(&done, &error));
-  EXPECT_EQ(done.token, 13u);
-  EXPECT_FALSE(window.completed(&done, &error));
-  EXPECT_NE(error.find("no frame outstanding"), std::string::npos);
+  auto done = window.completed();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->token, 11u);
+  EXPECT_EQ(done->bounce_end, 128u);
+  done = window.completed();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->token, 12u);
+  EXPECT_EQ(done->payload_bytes, 200u);
+  done = window.completed();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->token, 13u);
+  done = window.completed();
+  EXPECT_FALSE(done);
+  EXPECT_NE(done.error().find("no frame outstanding"), std::string::npos);
   EXPECT_NE(window.peer_consumed(4), "") << "more consumed than sent";
   EXPECT_NE(window.peer_consumed(0), "") << "credit going back";
   EXPECT_EQ(window.peer_consumed(3), "");
@@ -143,18 +145,15 @@ struct FakeRegistrar {
   int next = 1;
   bool fail = false;
   MrCache::Calls calls() {
-    return {[this](std::byte* base, size_t, MemoryKeys* keys, std::string* error) -> void* {
-              if (fail) {
-                *error = "ibv_reg_mr: Cannot allocate memory";
-                return nullptr;
-              }
-              keys->lkey = static_cast<uint32_t>(next);
-              keys->rkey = static_cast<uint32_t>(next + 1000);
-              ++next;
-              live.insert(base);
-              return base;
-            },
-            [this](void* handle) { live.erase(handle); }};
+    return {
+        [this](std::byte* base, size_t) -> common::Result<MrCache::Registration> {
+          if (fail) return common::fail("ibv_reg_mr: Cannot allocate memory");
+          const MemoryKeys keys{static_cast<uint32_t>(next), static_cast<uint32_t>(next + 1000)};
+          ++next;
+          live.insert(base);
+          return MrCache::Registration{base, keys};
+        },
+        [this](void* handle) { live.erase(handle); }};
   }
 };
 
@@ -163,13 +162,14 @@ TEST(RdmaMrCacheTest, RegionsAreRegisteredOnceAndDeregisteredOnlyWhenUnpinned) {
   std::vector<std::byte> a(4096), b(4096);
   {
     MrCache cache(fake.calls(), 8);
-    std::string error;
-    MrCache::Pin first = cache.lookup(1, a.data(), a.size(), &error);
-    ASSERT_TRUE(first) << error;
-    MrCache::Pin again = cache.lookup(1, a.data(), a.size(), &error);
+    auto looked = cache.lookup(1, a.data(), a.size());
+    ASSERT_TRUE(looked.ok()) << looked.error();
+    MrCache::Pin first = looked.take();
+    ASSERT_TRUE(first);
+    MrCache::Pin again = cache.lookup(1, a.data(), a.size()).take();
     EXPECT_EQ(again.keys().lkey, first.keys().lkey);
     EXPECT_EQ(cache.registrations(), 1u);
-    MrCache::Pin other = cache.lookup(2, b.data(), b.size(), &error);
+    MrCache::Pin other = cache.lookup(2, b.data(), b.size()).take();
     EXPECT_NE(other.keys().lkey, first.keys().lkey);
     // Owner 1 goes while its region is pinned by a posted work request: still registered.
     cache.invalidate(1);
@@ -182,8 +182,8 @@ TEST(RdmaMrCacheTest, RegionsAreRegisteredOnceAndDeregisteredOnlyWhenUnpinned) {
     EXPECT_EQ(cache.deregistrations(), 1u);
     // A region of owner 2 resized in place: registered anew, the old one dropped.
     other = {};
-    MrCache::Pin resized = cache.lookup(2, b.data(), 2048, &error);
-    ASSERT_TRUE(resized);
+    auto resized = cache.lookup(2, b.data(), 2048);
+    ASSERT_TRUE(resized.ok() && *resized);
     EXPECT_EQ(cache.registrations(), 3u);
     EXPECT_EQ(cache.deregistrations(), 2u);
   }
@@ -194,17 +194,18 @@ TEST(RdmaMrCacheTest, AFullCacheOrAFailedRegistrationSaysWhy) {
   FakeRegistrar fake;
   std::vector<std::byte> a(64), b(64), c(64);
   MrCache cache(fake.calls(), 2);
-  std::string error;
-  auto pa = cache.lookup(1, a.data(), a.size(), &error);
-  auto pb = cache.lookup(1, b.data(), b.size(), &error);
+  auto pa = cache.lookup(1, a.data(), a.size());
+  auto pb = cache.lookup(1, b.data(), b.size());
   ASSERT_TRUE(pa && pb);
-  EXPECT_FALSE(cache.lookup(1, c.data(), c.size(), &error));
-  EXPECT_NE(error.find("full (2 regions, every one in use)"), std::string::npos) << error;
+  auto full = cache.lookup(1, c.data(), c.size());
+  EXPECT_FALSE(full);
+  EXPECT_NE(full.error().find("full (2 regions, every one in use)"), std::string::npos)
+      << full.error();
   cache.invalidate(1);
   fake.fail = true;
-  error.clear();
-  EXPECT_FALSE(cache.lookup(1, c.data(), c.size(), &error));
-  EXPECT_NE(error.find("Cannot allocate memory"), std::string::npos) << error;
+  auto refused = cache.lookup(1, c.data(), c.size());
+  EXPECT_FALSE(refused);
+  EXPECT_NE(refused.error().find("Cannot allocate memory"), std::string::npos) << refused.error();
   EXPECT_EQ(cache.entries(), 0u);
 }
 
@@ -212,24 +213,23 @@ TEST(RdmaMrCacheTest, AFullCacheEvictsTheLeastRecentlyUsedRegionNoWorkRequestHol
   FakeRegistrar fake;
   std::vector<std::byte> a(64), b(64), c(64), d(64);
   MrCache cache(fake.calls(), 2);
-  std::string error;
-  ASSERT_TRUE(cache.lookup(1, a.data(), a.size(), &error));  // a: unpinned at once
-  ASSERT_TRUE(cache.lookup(2, b.data(), b.size(), &error));  // b: used after a
-  ASSERT_TRUE(cache.lookup(1, a.data(), a.size(), &error));  // a: used again, b is older now
-  auto pc = cache.lookup(3, c.data(), c.size(), &error);
-  ASSERT_TRUE(pc) << error;
+  ASSERT_TRUE(cache.lookup(1, a.data(), a.size()));  // a: unpinned at once
+  ASSERT_TRUE(cache.lookup(2, b.data(), b.size()));  // b: used after a
+  ASSERT_TRUE(cache.lookup(1, a.data(), a.size()));  // a: used again, b is older now
+  auto pc = cache.lookup(3, c.data(), c.size());
+  ASSERT_TRUE(pc) << pc.error();
   EXPECT_EQ(fake.live.count(b.data()), 0u) << "the least recently used region went";
   EXPECT_EQ(fake.live.count(a.data()), 1u);
   EXPECT_EQ(cache.owners(), (std::vector<uint64_t>{1, 3}));
   // a and c both pinned now: nothing may go, the lookup fails and registers nothing.
-  auto pa = cache.lookup(1, a.data(), a.size(), &error);
-  EXPECT_FALSE(cache.lookup(4, d.data(), d.size(), &error));
+  auto pa = cache.lookup(1, a.data(), a.size());
+  EXPECT_FALSE(cache.lookup(4, d.data(), d.size()));
   EXPECT_EQ(fake.live.size(), 2u);
   EXPECT_EQ(cache.registrations(), 3u);
   // A registration that fails evicts nothing: the window it would have replaced stays.
-  pa = {};
+  pa = MrCache::Pin{};
   fake.fail = true;
-  EXPECT_FALSE(cache.lookup(4, d.data(), d.size(), &error));
+  EXPECT_FALSE(cache.lookup(4, d.data(), d.size()));
   EXPECT_EQ(fake.live.count(a.data()), 1u);
   EXPECT_EQ(cache.entries(), 2u);
 }

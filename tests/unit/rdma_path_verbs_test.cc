@@ -71,11 +71,13 @@ TEST(RdmaPathVerbsTest, EverythingIsFreedQueuePairFirstDeviceLast) {
     verbs.bounce_mr = VerbsPtr<ibv_mr>(&mrs[1], free_mr);
     verbs.slots_mr = VerbsPtr<ibv_mr>(&mrs[2], free_mr);
     verbs.credit_mr = VerbsPtr<ibv_mr>(&mrs[3], free_mr);
-    verbs.pool_windows.emplace(sendable,
-                               MrCache::Calls{[](std::byte* base, size_t, MemoryKeys*,
-                                                 std::string*) -> void* { return base; },
-                                              [](void*) { freed().push_back("pool window"); }},
-                               1024, 16384, 4);
+    verbs.pool_windows.emplace(
+        sendable,
+        MrCache::Calls{[](std::byte* base, size_t) -> common::Result<MrCache::Registration> {
+                         return MrCache::Registration{base, {}};
+                       },
+                       [](void*) { freed().push_back("pool window"); }},
+        1024, 16384, 4);
     // A posted frame still holds its window when the path goes.
     verbs.pool_windows->posted(
         verbs.pool_windows->pin(std::span<const std::byte>(pool.data(), 4096)));

@@ -25,15 +25,13 @@ struct FakeDevice {
   std::vector<size_t> sizes;
   bool fail = false;
   MrCache::Calls calls() {
-    return {[this](std::byte* base, size_t bytes, MemoryKeys* keys, std::string* error) -> void* {
-              if (fail) {
-                *error = "ibv_reg_mr of a pool window: Cannot allocate memory";
-                return nullptr;
-              }
-              keys->lkey = static_cast<uint32_t>(live.size() + 1);
+    return {[this](std::byte* base, size_t bytes) -> common::Result<MrCache::Registration> {
+              if (fail) return common::fail("ibv_reg_mr of a pool window: Cannot allocate memory");
+              MrCache::Registration registered{base, {}};
+              registered.keys.lkey = static_cast<uint32_t>(live.size() + 1);
               live.insert(base);
               sizes.push_back(bytes);
-              return base;
+              return registered;
             },
             [this](void* handle) { live.erase(handle); }};
   }

@@ -36,8 +36,9 @@ Hello sample_hello() {
 TEST(RdmaHelloTest, EveryFieldRoundTrips) {
   const Hello sent = sample_hello();
   const auto bytes = encode_hello(sent);
-  Hello got;
-  ASSERT_EQ(decode_hello(bytes.data(), &got), "");
+  const auto decoded = decode_hello(bytes.data());
+  ASSERT_EQ(decoded.error(), "");
+  const Hello& got = *decoded;
   EXPECT_EQ(got.qpn, sent.qpn);
   EXPECT_EQ(got.psn, sent.psn);
   EXPECT_EQ(std::memcmp(got.gid.raw, sent.gid.raw, 16), 0);
@@ -71,25 +72,24 @@ TEST(RdmaHelloTest, UnusableFieldsAreRefusedByName) {
     Hello h = sample_hello();
     c.spoil(&h);
     const auto bytes = encode_hello(h);
-    Hello got;
-    EXPECT_THAT(decode_hello(bytes.data(), &got), HasSubstr(c.says)) << c.why;
+    EXPECT_THAT(decode_hello(bytes.data()).error(), HasSubstr(c.says)) << c.why;
   }
   auto bytes = encode_hello(sample_hello());
   bytes[0] = std::byte{0};
-  Hello got;
-  EXPECT_EQ(decode_hello(bytes.data(), &got), "the peer's RDMA setup has a bad magic number");
+  EXPECT_EQ(decode_hello(bytes.data()).error(), "the peer's RDMA setup has a bad magic number");
   bytes = encode_hello(sample_hello());
   bytes[4] = std::byte{9};
-  EXPECT_EQ(decode_hello(bytes.data(), &got),
+  EXPECT_EQ(decode_hello(bytes.data()).error(),
             "the peer speaks RDMA setup version 9, this daemon 1");
   // The queue pair number and PSN are 24 bits: the top byte of a hostile value is dropped.
   Hello wide = sample_hello();
   wide.qpn = 0xff123456;
   wide.psn = 0xffabcdef;
   bytes = encode_hello(wide);
-  ASSERT_EQ(decode_hello(bytes.data(), &got), "");
-  EXPECT_EQ(got.qpn, 0x123456u);
-  EXPECT_EQ(got.psn, 0xabcdefu);
+  const auto narrowed = decode_hello(bytes.data());
+  ASSERT_EQ(narrowed.error(), "");
+  EXPECT_EQ(narrowed->qpn, 0x123456u);
+  EXPECT_EQ(narrowed->psn, 0xabcdefu);
 }
 
 TEST(RdmaQpTransitionTest, EachStepCarriesTheMaskRcNeedsAndThePeersValues) {

@@ -109,13 +109,12 @@ bool FrameTransfer::handle_completion(const ibv_wc& wc) {
     case Completion::Kind::kFailed:
       return hooks_.fail(c.error);
     case Completion::Kind::kFrameWritten: {
-      SendWindow::Done done{};
-      std::string why;
-      if (!window_.completed(&done, &why)) return hooks_.fail(why);
-      bounce_space_.on_credit(done.bounce_end);
+      const auto done = window_.completed();
+      if (!done.ok()) return hooks_.fail(done.error());
+      bounce_space_.on_credit(done->bounce_end);
       if (verbs_.pool_windows) verbs_.pool_windows->write_completed();  // its window may go now
-      posted_bytes_ -= wire::kDataFrameHeaderBytes + done.payload_bytes;
-      if (hooks_.on_sent) hooks_.on_sent(done.token, done.payload_bytes);
+      posted_bytes_ -= wire::kDataFrameHeaderBytes + done->payload_bytes;
+      if (hooks_.on_sent) hooks_.on_sent(done->token, done->payload_bytes);
       return state_ != State::kStopped;
     }
     case Completion::Kind::kCreditSent:

@@ -27,7 +27,7 @@ MrCache::MrCache(Calls calls, size_t max_entries)
 
 MrCache::~MrCache() = default;
 
-MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std::string* error) {
+common::Result<MrCache::Pin> MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes) {
   const Key key{owner, reinterpret_cast<uintptr_t>(base)};
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second->bytes == bytes) {
@@ -49,9 +49,8 @@ MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std:
       }
     }
     if (victim == entries_.end()) {
-      *error = "the memory registration cache is full (" + std::to_string(max_entries_) +
-               " regions, every one in use)";
-      return {};
+      return common::fail("the memory registration cache is full (" + std::to_string(max_entries_) +
+                          " regions, every one in use)");
     }
   }
   auto entry = std::make_shared<Pin::Entry>();
@@ -60,8 +59,10 @@ MrCache::Pin MrCache::lookup(uint64_t owner, std::byte* base, size_t bytes, std:
   entry->last_use = ++uses_;
   entry->deregister = calls_.deregister;
   entry->deregistrations = deregistrations_;
-  entry->handle = calls_.register_region(base, bytes, &entry->keys, error);
-  if (entry->handle == nullptr) return {};
+  auto registered = calls_.register_region(base, bytes);
+  if (!registered.ok()) return common::fail(registered.error());
+  entry->handle = registered->handle;
+  entry->keys = registered->keys;
   ++registrations_;
   if (victim != entries_.end()) entries_.erase(victim);
   entries_.emplace(key, entry);

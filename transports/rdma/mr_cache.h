@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::transports::rdma {
 
 struct MemoryKeys {
@@ -26,10 +28,14 @@ struct MemoryKeys {
 
 class MrCache {
  public:
+  // A region registered: an opaque handle (non-null) and its keys.
+  struct Registration {
+    void* handle = nullptr;
+    MemoryKeys keys;
+  };
   struct Calls {
-    // Registers [base, base + bytes): the keys and an opaque handle, or null with *error.
-    std::function<void*(std::byte* base, size_t bytes, MemoryKeys* keys, std::string* error)>
-        register_region;
+    // Registers [base, base + bytes), or says why not.
+    std::function<common::Result<Registration>(std::byte* base, size_t bytes)> register_region;
     std::function<void(void* handle)> deregister;
   };
   // At most `max_entries` regions at once: past that, a new one takes the place of the least
@@ -54,8 +60,8 @@ class MrCache {
     explicit Pin(std::shared_ptr<Entry> entry) : entry_(std::move(entry)) {}
     std::shared_ptr<Entry> entry_;
   };
-  // Null with *error when registration fails or the cache is full.
-  Pin lookup(uint64_t owner, std::byte* base, size_t bytes, std::string* error);
+  // Why not when registration fails or the cache is full.
+  common::Result<Pin> lookup(uint64_t owner, std::byte* base, size_t bytes);
   // `owner` is gone: its regions are forgotten now and deregistered once unpinned.
   void invalidate(uint64_t owner);
   // The owners with entries, for the caller to ask which are gone.

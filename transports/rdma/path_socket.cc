@@ -50,7 +50,7 @@ std::string PathSocket::send_ready() {
   return {};
 }
 
-PathSocket::Step PathSocket::read(std::string* error) {
+common::Result<PathSocket::Step> PathSocket::read() {
   for (;;) {
     std::byte buffer[kHelloBytes];
     size_t want = sizeof buffer;
@@ -61,16 +61,15 @@ PathSocket::Step PathSocket::read(std::string* error) {
     const ssize_t n = ::recv(socket_.get(), buffer, want, MSG_DONTWAIT);
     if (n == 0) {
       peer_closed_ = true;
-      *error = !peer_ready_ ? "the peer closed the connection during the RDMA setup"
-                            : "the peer closed the path's connection (its daemon stopped or "
-                              "gave this node up)";
-      return Step::kFailed;
+      return common::fail(!peer_ready_
+                              ? "the peer closed the connection during the RDMA setup"
+                              : "the peer closed the path's connection (its daemon stopped or "
+                                "gave this node up)");
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Step::kDrained;
       if (errno == EINTR) continue;
-      *error = errno_text("recv on the path's socket", errno);
-      return Step::kFailed;
+      return common::fail(errno_text("recv on the path's socket", errno));
     }
     if (peer_hello_read_ < kHelloBytes) {
       std::memcpy(peer_hello_.data() + peer_hello_read_, buffer, static_cast<size_t>(n));
@@ -81,8 +80,7 @@ PathSocket::Step PathSocket::read(std::string* error) {
       peer_ready_ = true;
       return Step::kPeerReady;
     }
-    *error = "unexpected bytes from the peer on the path's socket after the RDMA setup";
-    return Step::kFailed;
+    return common::fail("unexpected bytes from the peer on the path's socket after the RDMA setup");
   }
 }
 

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "common/result.h"
 #include "common/unique_fd.h"
 #include "transports/rdma/rdma_hello.h"
 
@@ -39,10 +40,10 @@ class PathSocket {
     kHeard,      // part of the peer's setup message
     kHello,      // the peer's whole setup message is in (peer_hello): connect the queue pair
     kPeerReady,  // the peer's queue pair can receive: frames may go
-    kFailed,     // *error says why (peer_closed() if the peer closed the connection)
   };
-  // Reads what the socket holds, up to the next step.
-  Step read(std::string* error);
+  // Reads what the socket holds, up to the next step; or why the path fails (peer_closed()
+  // if the peer closed the connection).
+  common::Result<Step> read();
 
   // The peer's setup message, once read returned kHello.
   const std::byte* peer_hello() const { return peer_hello_.data(); }

@@ -70,17 +70,14 @@ std::string PathVerbs::open(VerbsPort found, const RdmaSettings& settings,
   if (sendable != nullptr && settings.zero_copy_min_bytes != 0 && pinning_uncapped) {
     pool_windows.emplace(
         std::move(sendable),
-        MrCache::Calls{[domain = pd.get()](std::byte* base, size_t bytes, MemoryKeys* keys,
-                                           std::string* error) -> void* {
+        MrCache::Calls{[domain = pd.get()](std::byte* base,
+                                           size_t bytes) -> common::Result<MrCache::Registration> {
                          // Read by this side's device only: local read access, nothing remote.
                          ibv_mr* mr = ibv_reg_mr(domain, base, bytes, 0);
                          if (mr == nullptr) {
-                           *error = errno_text("ibv_reg_mr of a pool window", errno);
-                           return nullptr;
+                           return common::fail(errno_text("ibv_reg_mr of a pool window", errno));
                          }
-                         keys->lkey = mr->lkey;
-                         keys->rkey = mr->rkey;
-                         return mr;
+                         return MrCache::Registration{mr, MemoryKeys{mr->lkey, mr->rkey}};
                        },
                        [](void* handle) { ibv_dereg_mr(static_cast<ibv_mr*>(handle)); }},
         settings.zero_copy_min_bytes, settings.registration_window_bytes,

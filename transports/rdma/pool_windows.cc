@@ -1,7 +1,6 @@
 #include "transports/rdma/pool_windows.h"
 
 #include <algorithm>
-#include <string>
 #include <utility>
 
 namespace plexus::transports::rdma {
@@ -12,11 +11,10 @@ PoolWindows::PoolWindows(std::shared_ptr<const SendableMemory> sendable, MrCache
       min_bytes_(min_bytes),
       stride_(std::max<uint64_t>(window_bytes / 2, 4096)),
       cache_(MrCache::Calls{[this, register_region = std::move(calls.register_region)](
-                                std::byte* base, size_t bytes, MemoryKeys* keys,
-                                std::string* error) -> void* {
-                              void* handle = register_region(base, bytes, keys, error);
-                              if (handle == nullptr) refused_ = true;
-                              return handle;
+                                std::byte* base, size_t bytes) {
+                              auto registered = register_region(base, bytes);
+                              if (!registered.ok()) refused_ = true;
+                              return registered;
                             },
                             std::move(calls.deregister)},
              max_registrations) {}
@@ -29,9 +27,9 @@ MrCache::Pin PoolWindows::pin(std::span<const std::byte> payload) {
   const uint64_t window_offset = offset / stride_ * stride_;
   const uint64_t window_bytes = std::min<uint64_t>(2 * stride_, region->bytes - window_offset);
   if (offset + payload.size() > window_offset + window_bytes) return {};
-  std::string why;
-  return cache_.lookup(region->id, region->base + window_offset, static_cast<size_t>(window_bytes),
-                       &why);
+  auto pinned =
+      cache_.lookup(region->id, region->base + window_offset, static_cast<size_t>(window_bytes));
+  return pinned.ok() ? pinned.take() : MrCache::Pin{};
 }
 
 void PoolWindows::posted(MrCache::Pin pin) { in_flight_.push_back(std::move(pin)); }

@@ -29,33 +29,36 @@ std::array<std::byte, kHelloBytes> encode_hello(const Hello& h) {
   return out;
 }
 
-std::string decode_hello(const std::byte* in, Hello* h) {
+common::Result<Hello> decode_hello(const std::byte* in) {
+  Hello hello;
   if (wire::get_le<uint32_t>(in) != kHelloMagic)
-    return "the peer's RDMA setup has a bad magic number";
+    return common::fail("the peer's RDMA setup has a bad magic number");
   if (wire::get_le<uint32_t>(in + 4) != kHelloVersion) {
-    return "the peer speaks RDMA setup version " + std::to_string(wire::get_le<uint32_t>(in + 4)) +
-           ", this daemon " + std::to_string(kHelloVersion);
+    return common::fail("the peer speaks RDMA setup version " +
+                        std::to_string(wire::get_le<uint32_t>(in + 4)) + ", this daemon " +
+                        std::to_string(kHelloVersion));
   }
-  h->qpn = wire::get_le<uint32_t>(in + 8) & 0xffffff;
-  h->psn = wire::get_le<uint32_t>(in + 12) & 0xffffff;
-  std::memcpy(h->gid.raw, in + 16, 16);
-  h->ring_address = wire::get_le<uint64_t>(in + 32);
-  h->ring_rkey = wire::get_le<uint32_t>(in + 40);
-  h->receive_depth = wire::get_le<uint32_t>(in + 44);
-  h->ring_bytes = wire::get_le<uint64_t>(in + 48);
-  h->mtu = wire::get_le<uint32_t>(in + 56);
-  if (h->ring_bytes < kRingAlign * 2 || h->ring_bytes % kRingAlign != 0 ||
-      h->ring_bytes > kMaxRingBytes) {
-    return "the peer's receive ring of " + std::to_string(h->ring_bytes) + " bytes is unusable";
+  hello.qpn = wire::get_le<uint32_t>(in + 8) & 0xffffff;
+  hello.psn = wire::get_le<uint32_t>(in + 12) & 0xffffff;
+  std::memcpy(hello.gid.raw, in + 16, 16);
+  hello.ring_address = wire::get_le<uint64_t>(in + 32);
+  hello.ring_rkey = wire::get_le<uint32_t>(in + 40);
+  hello.receive_depth = wire::get_le<uint32_t>(in + 44);
+  hello.ring_bytes = wire::get_le<uint64_t>(in + 48);
+  hello.mtu = wire::get_le<uint32_t>(in + 56);
+  if (hello.ring_bytes < kRingAlign * 2 || hello.ring_bytes % kRingAlign != 0 ||
+      hello.ring_bytes > kMaxRingBytes) {
+    return common::fail("the peer's receive ring of " + std::to_string(hello.ring_bytes) +
+                        " bytes is unusable");
   }
-  if (h->receive_depth < 2 || h->receive_depth > kMaxReceiveDepth) {
-    return "the peer advertises " + std::to_string(h->receive_depth) + " receives (2 to " +
-           std::to_string(kMaxReceiveDepth) + " make sense)";
+  if (hello.receive_depth < 2 || hello.receive_depth > kMaxReceiveDepth) {
+    return common::fail("the peer advertises " + std::to_string(hello.receive_depth) +
+                        " receives (2 to " + std::to_string(kMaxReceiveDepth) + " make sense)");
   }
-  if (h->mtu < IBV_MTU_256 || h->mtu > IBV_MTU_4096) {
-    return "the peer's path MTU (" + std::to_string(h->mtu) + ") is unknown";
+  if (hello.mtu < IBV_MTU_256 || hello.mtu > IBV_MTU_4096) {
+    return common::fail("the peer's path MTU (" + std::to_string(hello.mtu) + ") is unknown");
   }
-  return {};
+  return hello;
 }
 
 std::string check_peer_hello(const Hello& hello, std::optional<uint32_t> peer_ipv4,

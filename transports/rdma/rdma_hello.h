@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "common/result.h"
+
 namespace plexus::transports::rdma {
 
 inline constexpr size_t kHelloBytes = 64;
@@ -35,8 +37,8 @@ struct Hello {
 };
 
 std::array<std::byte, kHelloBytes> encode_hello(const Hello& hello);
-// "" and `hello` filled, or why the message cannot be used (the path then fails with it).
-std::string decode_hello(const std::byte* in, Hello* hello);
+// The peer's setup message, or why it cannot be used (the path then fails with it).
+common::Result<Hello> decode_hello(const std::byte* in);
 // "" or why the peer's decoded `hello` cannot be used on this path: the queue pair goes where
 // the authenticated socket goes, nowhere else, so its GID must be the IPv4 address of the
 // socket's peer (`peer_ipv4`, network byte order; none: the socket has no IPv4 peer), and its

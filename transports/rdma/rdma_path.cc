@@ -133,15 +133,14 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
     fail("the path's socket has no IPv4 address (RDMA paths are RoCE v2 over IPv4)");
     return;
   }
-  std::string why;
-  auto port = find_verbs_port(*address, &why);
+  auto port = find_verbs_port(*address);
   if (!port) {
-    fail(why);
+    fail(port.error());
     return;
   }
   // The device in the path's name, one word (plexusctl's tables split on spaces).
   local_.text += "@" + port->device;
-  if (why = verbs_.open(std::move(*port), settings_, std::move(sendable)); !why.empty()) {
+  if (std::string why = verbs_.open(port.take(), settings_, std::move(sendable)); !why.empty()) {
     fail(why);
     return;
   }
@@ -173,7 +172,7 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
   mine.ring_bytes = verbs_.ring.size();
   mine.receive_depth = settings_.receive_depth;
   mine.mtu = verbs_.port.active_mtu;
-  if (why = socket_.send_hello(encode_hello(mine)); !why.empty()) {
+  if (std::string why = socket_.send_hello(encode_hello(mine)); !why.empty()) {
     fail(why);
     return;
   }
@@ -181,10 +180,9 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
 }
 
 bool RdmaPath::connect_queue_pair() {
-  Hello peer;
-  if (std::string why = decode_hello(socket_.peer_hello(), &peer); !why.empty()) {
-    return fail(why);
-  }
+  const auto decoded = decode_hello(socket_.peer_hello());
+  if (!decoded.ok()) return fail(decoded.error());
+  const Hello& peer = *decoded;
   if (std::string why = check_peer_hello(peer, socket_.peer_ipv4(),
                                          wire::kDataFrameHeaderBytes + limits_.max_payload_bytes);
       !why.empty()) {
@@ -203,8 +201,9 @@ bool RdmaPath::on_readable(size_t max_bytes) {
                 std::to_string(settings_.setup_timeout.count()) + " ms");
   }
   for (bool drained = false; !drained;) {
-    std::string why;
-    switch (socket_.read(&why)) {
+    const auto step = socket_.read();
+    if (!step.ok()) return fail(step.error());
+    switch (*step) {
       case PathSocket::Step::kDrained:
         drained = true;
         break;
@@ -219,8 +218,6 @@ bool RdmaPath::on_readable(size_t max_bytes) {
         last_heard_ = Clock::now();
         if (!transfer_.start()) return false;
         break;
-      case PathSocket::Step::kFailed:
-        return fail(why);
     }
   }
   if (std::string why = verbs_.fatal_async_event(); !why.empty()) return fail(why);

@@ -9,14 +9,11 @@ void SendWindow::posted(uint64_t token, size_t payload_bytes, uint64_t bounce_en
   ++frames_posted_;
 }
 
-bool SendWindow::completed(Done* done, std::string* error) {
-  if (outstanding_.empty()) {
-    *error = "a send completion with no frame outstanding";
-    return false;
-  }
-  *done = outstanding_.front();
+common::Result<SendWindow::Done> SendWindow::completed() {
+  if (outstanding_.empty()) return common::fail("a send completion with no frame outstanding");
+  const Done done = outstanding_.front();
   outstanding_.pop_front();
-  return true;
+  return done;
 }
 
 std::string SendWindow::peer_consumed(uint64_t frames) {

@@ -11,6 +11,8 @@
 #include <deque>
 #include <string>
 
+#include "common/result.h"
+
 namespace plexus::transports::rdma {
 
 class SendWindow {
@@ -33,9 +35,9 @@ class SendWindow {
     size_t payload_bytes;
     uint64_t bounce_end;
   };
-  // The oldest posted frame's write completed. False with *error when none is outstanding
-  // (a completion the path never asked for).
-  bool completed(Done* done, std::string* error);
+  // The oldest posted frame's write completed: that frame, or why not when none is
+  // outstanding (a completion the path never asked for).
+  common::Result<Done> completed();
   // The peer's credit report: frames it has consumed in all. Empty, or why it cannot be.
   std::string peer_consumed(uint64_t frames);
 

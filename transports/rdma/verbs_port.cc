@@ -36,11 +36,10 @@ std::string gid_text(const ibv_gid& gid) {
   return text;
 }
 
-std::optional<VerbsPort> find_verbs_port(uint32_t ipv4, std::string* error) {
+common::Result<VerbsPort> find_verbs_port(uint32_t ipv4) {
   DeviceList list;
   if (list.devices == nullptr || list.count == 0) {
-    *error = "no verbs device on this host (ibv_get_device_list found none)";
-    return std::nullopt;
+    return common::fail("no verbs device on this host (ibv_get_device_list found none)");
   }
   std::string looked;
   for (int d = 0; d < list.count; ++d) {
@@ -71,9 +70,8 @@ std::optional<VerbsPort> find_verbs_port(uint32_t ipv4, std::string* error) {
     }
     looked += std::string(looked.empty() ? "" : ", ") + name;
   }
-  *error = "no verbs device holds " + address_text(ipv4) + " as a RoCE v2 GID (looked at " +
-           looked + ")";
-  return std::nullopt;
+  return common::fail("no verbs device holds " + address_text(ipv4) +
+                      " as a RoCE v2 GID (looked at " + looked + ")");
 }
 
 std::vector<VerbsNetdev> verbs_netdevs() {

@@ -7,9 +7,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/result.h"
 
 namespace plexus::transports::rdma {
 
@@ -24,8 +25,8 @@ struct VerbsPort {
   bool active = false;  // the port is up (IBV_PORT_ACTIVE)
 };
 
-// The port for `ipv4` (network byte order), or nothing with *error saying what was looked at.
-std::optional<VerbsPort> find_verbs_port(uint32_t ipv4, std::string* error);
+// The port for `ipv4` (network byte order), or why none, saying what was looked at.
+common::Result<VerbsPort> find_verbs_port(uint32_t ipv4);
 
 // The NICs (by interface index) that have a verbs device over them, with its name: which
 // paths --transport auto can put on RDMA.
