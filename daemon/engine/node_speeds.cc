@@ -36,11 +36,10 @@ std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t
   m.seq = offset;
   if (m.kind == SpeedAgreement::Kind::kCommit) {
     if (offset != 0) return "a speed change that is not one frame";
-    wire::SpeedCommit commit;
-    if (std::string why = wire::decode_speed_commit(payload, comm.span()->node_ids.size(), &commit);
-        !why.empty()) {
-      return why;
-    }
+    common::Result<wire::SpeedCommit> decoded =
+        wire::decode_speed_commit(payload, comm.span()->node_ids.size());
+    if (!decoded) return decoded.error();
+    wire::SpeedCommit commit = decoded.take();
     m.seq = commit.first_op;
     m.reference = static_cast<double>(commit.reference);
     for (uint16_t speed : commit.speeds) {

@@ -24,16 +24,18 @@ std::vector<std::byte> encode_speed_commit(const SpeedCommit& commit) {
   return bytes;
 }
 
-std::string decode_speed_commit(std::span<const std::byte> payload, size_t max_nodes,
-                                SpeedCommit* out) {
+common::Result<SpeedCommit> decode_speed_commit(std::span<const std::byte> payload,
+                                                size_t max_nodes) {
   if (payload.size() < kSpeedCommitFixedBytes || payload.size() > kMaxSpeedCommitBytes) {
-    return "a speed change of " + std::to_string(payload.size()) + " bytes, not " +
-           std::to_string(kSpeedCommitFixedBytes) + " to " + std::to_string(kMaxSpeedCommitBytes);
+    return common::fail("a speed change of " + std::to_string(payload.size()) + " bytes, not " +
+                        std::to_string(kSpeedCommitFixedBytes) + " to " +
+                        std::to_string(kMaxSpeedCommitBytes));
   }
   const uint64_t count = get_le<uint32_t>(payload.data() + 16);
   if (count > max_nodes || payload.size() < kSpeedCommitFixedBytes + 2 * count) {
-    return "a speed change whose " + std::to_string(count) + " speeds do not fit it (" +
-           std::to_string(max_nodes) + " nodes, " + std::to_string(payload.size()) + " bytes)";
+    return common::fail("a speed change whose " + std::to_string(count) +
+                        " speeds do not fit it (" + std::to_string(max_nodes) + " nodes, " +
+                        std::to_string(payload.size()) + " bytes)");
   }
   SpeedCommit commit;
   commit.first_op = get_le<uint64_t>(payload.data());
@@ -44,8 +46,7 @@ std::string decode_speed_commit(std::span<const std::byte> payload, size_t max_n
   const size_t text = kSpeedCommitFixedBytes + 2 * count;
   commit.reason.assign(reinterpret_cast<const char*>(payload.data()) + text, payload.size() - text);
   while (!commit.reason.empty() && commit.reason.back() == '\0') commit.reason.pop_back();
-  *out = std::move(commit);
-  return "";
+  return commit;
 }
 
 }  // namespace plexus::transports::wire

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace plexus::transports::wire {
 
 struct SpeedCommit {
@@ -28,8 +30,8 @@ inline constexpr size_t kMaxSpeedCommitBytes = 4096;
 
 // The reason is cut to what fits kMaxSpeedCommitBytes.
 std::vector<std::byte> encode_speed_commit(const SpeedCommit& commit);
-// "" with `out` filled, or why `payload` is not a commit of at most `max_nodes` speeds.
-std::string decode_speed_commit(std::span<const std::byte> payload, size_t max_nodes,
-                                SpeedCommit* out);
+// The commit, or why `payload` is not a commit of at most `max_nodes` speeds.
+common::Result<SpeedCommit> decode_speed_commit(std::span<const std::byte> payload,
+                                                size_t max_nodes);
 
 }  // namespace plexus::transports::wire
