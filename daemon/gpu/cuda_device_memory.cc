@@ -1,11 +1,10 @@
-// DeviceMemory over the CUDA driver API: client allocations mapped with
-// cuIpcOpenMemHandle (cudaMalloc memory) or imported from a POSIX file descriptor and
-// mapped (cuMemCreate memory) in each device's primary context, copies on two streams per device
-// (the copy engines), chunked so both engines work on a large copy and polled through
-// events (the engine thread never blocks on one), host staging pinned
-// with cuMemHostRegister and cached by size class (registering costs far more than a copy).
-// With nvcc at build time, also the daemon's own reduction kernel (reduce_kernels.cu),
-// loaded on a GPU the first time it is asked to reduce there.
+// DeviceMemory over the CUDA driver API: client allocations mapped with cuIpcOpenMemHandle
+// (cudaMalloc memory) or imported from a POSIX fd and mapped (cuMemCreate memory) in each
+// device's primary context; copies on two streams per device (the copy engines), chunked so
+// both engines work on a large copy, polled through events (the engine thread never blocks);
+// host staging pinned with cuMemHostRegister, cached by size class (registering costs far
+// more than a copy). With nvcc at build time, also the daemon's own reduction kernel
+// (reduce_kernels.cu), loaded on a GPU the first time it is asked to reduce there.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -552,9 +551,8 @@ common::Result<std::shared_ptr<DeviceMemory>> open_device_memory() {
   const common::Result<const shm::CudaDriver*> loaded = shm::CudaDriver::get();
   if (!loaded) return common::fail(loaded.error());
   const shm::CudaDriver* driver = *loaded;
-  std::string why;
   int count = 0;
-  why = driver->check(driver->device_get_count(&count), "cuDeviceGetCount");
+  std::string why = driver->check(driver->device_get_count(&count), "cuDeviceGetCount");
   if (!why.empty()) return common::fail(std::move(why));
   std::vector<std::unique_ptr<Device>> devices;
   for (int i = 0; i < count; ++i) {
@@ -590,8 +588,8 @@ common::Result<std::shared_ptr<DeviceMemory>> open_device_memory() {
     }
     if (!no_priority.empty()) {
       spdlog::warn(
-          "GPU {}: no copy streams of their own for latency-class jobs ({}): their copies "
-          "share the normal ones",
+          "GPU {}: no copy streams of their own for latency-class jobs ({}): their "
+          "copies share the normal ones",
           i, no_priority);
     }
     devices.push_back(std::move(d));
