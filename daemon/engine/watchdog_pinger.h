@@ -15,7 +15,6 @@ class WatchdogPinger {
   static constexpr uint32_t kTurns = 256;
 
   void set(std::function<void()> ping, std::chrono::microseconds every);
-  bool armed() const { return static_cast<bool>(ping_); }
   // One turn of the loop (`idle`: it made no progress): pings when due.
   void turn(bool idle);
 

@@ -5,13 +5,13 @@
 // connect() and move_to_error() move the queue pair (qp_transitions.h). The frame transfer
 // (frame_transfer.h) posts on them.
 //
-// The members are declared in the order they are made, so that they are freed in reverse, as
-// the device needs: the queue pair first (no work request is left to read anything), then the
-// completion queue and its channel, the pool windows (their pins, then their registrations),
-// the path's own registrations, the protection domain, the memory, and the device last. Each
-// verbs object is a VerbsPtr that holds the call freeing it: no hand-written destructor, and
-// tests give fakes to check that order. Called only by the thread that runs the path (the
-// links' event loop).
+// The members are declared in the reverse of the order they must be freed in (not the order
+// open() makes them), so the device's order holds: the queue pair first (no work request is left to
+// read anything), then the completion queue and its channel, the pool windows (their pins, then
+// their registrations), the path's own registrations, the protection domain, the memory, and the
+// device last. Each verbs object is a VerbsPtr that holds the call freeing it: no hand-written
+// destructor, and tests give fakes to check that order. Called only by the thread that runs the
+// path (the links' event loop).
 #pragma once
 
 #include <infiniband/verbs.h>
