@@ -45,12 +45,8 @@ ControlChannels::ControlChannels(uv_loop_t* loop, PeerConnections& connections, 
       hooks_(std::move(hooks)) {}
 
 void ControlChannels::start() {
-  uv_timer_init(loop_, &timer_);
-  timer_.data = this;
-  timer_open_ = true;
-  uv_timer_start(
-      &timer_, [](uv_timer_t* t) { static_cast<ControlChannels*>(t->data)->check_acks(); },
-      kControlCheckMs, kControlCheckMs);
+  timer_.open(loop_, [this] { check_acks(); });
+  timer_.start(kControlCheckMs, kControlCheckMs);
 }
 
 uint64_t ControlChannels::draw_stream_id() {
@@ -308,11 +304,7 @@ const transports::PeerIdentity* ControlChannels::peer(uint64_t instance) const {
 
 void ControlChannels::close() {
   peers_.clear();
-  if (timer_open_) {
-    uv_timer_stop(&timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
-    timer_open_ = false;
-  }
+  timer_.close();
 }
 
 }  // namespace plexus::daemon

@@ -24,6 +24,7 @@
 
 #include "daemon/peers/control_reach.h"
 #include "daemon/peers/control_sequence.h"
+#include "daemon/peers/loop_timer.h"
 #include "transports/peer/peer_handshake.h"
 
 namespace plexus::daemon {
@@ -111,8 +112,7 @@ class ControlChannels {
   // Where the streams of peers given up stood on receipt (a bounded few), so that a peer
   // that did not give this one up is not delivered a message twice (ControlSequence::resume).
   std::map<uint64_t, ControlSequence::Received> given_up_;
-  uv_timer_t timer_{};
-  bool timer_open_ = false;
+  LoopTimer timer_;
 };
 
 }  // namespace plexus::daemon

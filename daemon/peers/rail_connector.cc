@@ -24,9 +24,7 @@ RailConnector::RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks)
 
 void RailConnector::start(bool backups) {
   backups_ = backups;
-  uv_timer_init(loop_, &timer_);
-  timer_.data = this;
-  timer_open_ = true;
+  timer_.open(loop_, [this] { run_retries(); });
 }
 
 std::vector<Rail> RailConnector::rails_to(const std::vector<std::string>& addresses) const {
@@ -173,7 +171,7 @@ void RailConnector::schedule_retry(uint64_t instance, const std::string& key,
 }
 
 void RailConnector::arm_timer() {
-  if (!timer_open_) return;
+  if (!timer_.is_open()) return;
   std::optional<std::chrono::steady_clock::time_point> next;
   for (const auto& [instance, peer] : peers_) {
     for (const auto& [key, retry] : peer.retries) {
@@ -181,14 +179,12 @@ void RailConnector::arm_timer() {
     }
   }
   if (!next) {
-    uv_timer_stop(&timer_);
+    timer_.stop();
     return;
   }
   const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
       *next - std::chrono::steady_clock::now());
-  uv_timer_start(
-      &timer_, [](uv_timer_t* t) { static_cast<RailConnector*>(t->data)->run_retries(); },
-      static_cast<uint64_t>(std::max<int64_t>(wait.count(), 0)), 0);
+  timer_.start(static_cast<uint64_t>(std::max<int64_t>(wait.count(), 0)), 0);
 }
 
 void RailConnector::run_retries() {
@@ -223,11 +219,7 @@ void RailConnector::run_retries() {
 
 void RailConnector::close() {
   peers_.clear();
-  if (timer_open_) {
-    uv_timer_stop(&timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
-    timer_open_ = false;
-  }
+  timer_.close();
 }
 
 }  // namespace plexus::daemon

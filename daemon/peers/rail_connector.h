@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/peers/loop_timer.h"
 #include "daemon/peers/rail_plan.h"
 #include "daemon/peers/route_table.h"
 
@@ -118,8 +119,7 @@ class RailConnector {
   uint64_t dials_ = 0;                       // attempts numbered so far
   uint64_t opening_ = 0;                     // connect() is dialling this peer's rails
   std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once
-  uv_timer_t timer_{};
-  bool timer_open_ = false;
+  LoopTimer timer_;
 };
 
 }  // namespace plexus::daemon
