@@ -109,7 +109,7 @@ SliceRun* InternodeOp::running_slice(uint64_t index) {
 std::string InternodeOp::deliver(int node, uint32_t message, uint64_t offset,
                                  std::span<const std::byte> data) {
   if (!failure_.empty()) return failure_;
-  const SliceMessage m = decode_slice_message(message);
+  const transports::wire::CollectiveStep m = transports::wire::decode_collective_step(message);
   const uint64_t slices = plans_.layout().slices;
   if (m.slice >= slices) {
     return "slice " + std::to_string(m.slice) + " of a collective in " + std::to_string(slices) +
@@ -131,7 +131,7 @@ std::string InternodeOp::deliver(int node, uint32_t message, uint64_t offset,
 InternodeOp::Placement InternodeOp::placement(int node, uint32_t message, uint64_t offset,
                                               uint64_t bytes) {
   if (!failure_.empty()) return {};
-  const SliceMessage m = decode_slice_message(message);
+  const transports::wire::CollectiveStep m = transports::wire::decode_collective_step(message);
   SliceRun* slice = running_slice(m.slice);
   if (slice == nullptr) return {};
   std::byte* at = slice->runner().placement(node, m.message, offset, bytes);
@@ -140,7 +140,7 @@ InternodeOp::Placement InternodeOp::placement(int node, uint32_t message, uint64
 }
 
 void InternodeOp::deliver_placed(int node, uint32_t message, uint64_t offset, uint64_t bytes) {
-  const SliceMessage m = decode_slice_message(message);
+  const transports::wire::CollectiveStep m = transports::wire::decode_collective_step(message);
   SliceRun* slice = running_slice(m.slice);
   if (slice == nullptr) return;
   ++runner_depth_;
@@ -150,7 +150,7 @@ void InternodeOp::deliver_placed(int node, uint32_t message, uint64_t offset, ui
 }
 
 void InternodeOp::send_done(int node, uint32_t message) {
-  const SliceMessage m = decode_slice_message(message);
+  const transports::wire::CollectiveStep m = transports::wire::decode_collective_step(message);
   if (SliceRun* slice = running_slice(m.slice); slice != nullptr) {
     ++runner_depth_;
     slice->runner().send_done(node, m.message);

@@ -37,14 +37,6 @@ struct SliceLayout {
 SliceLayout slice_layout(algo::Collective collective, uint64_t count, uint32_t elem_bytes,
                          int nranks, uint64_t work_bytes);
 
-using SliceMessage = transports::wire::CollectiveStep;
-inline uint32_t encode_slice_message(uint64_t slice, uint32_t message) {
-  return transports::wire::encode_collective_step({slice, message});
-}
-inline SliceMessage decode_slice_message(uint32_t step) {
-  return transports::wire::decode_collective_step(step);
-}
-
 // Empty, or why `plan` cannot run as slices (more messages to one peer than a step holds).
 std::string check_plan_sliceable(const algo::Plan& plan);
 

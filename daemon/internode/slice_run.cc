@@ -24,7 +24,8 @@ void SliceRun::start(StageClock::Clock::time_point began) {
 }
 
 void SliceRun::post_send(int peer, uint32_t message, std::span<const std::byte> data) {
-  post_send_(peer, encode_slice_message(index_, message), data, memory_.keep_alive);
+  post_send_(peer, transports::wire::encode_collective_step({index_, message}), data,
+             memory_.keep_alive);
 }
 
 }  // namespace plexus::daemon

@@ -1,8 +1,9 @@
 // One slice of an InternodeOp while its rounds run: the scratch it took, where its rounds
 // run (LocalPhases::SliceMemory: scratch, or the rank's buffer) and what the transport holds
 // for it, and the plan runner. It is the runner's transport: each send goes out numbered
-// with the slice (encode_slice_message) and holding the slice's memory. Owns those; the op
-// routes each piece of the network to its slice. Engine thread, called by InternodeOp.
+// with the slice (transports::wire::encode_collective_step) and holding the slice's memory. Owns
+// those; the op routes each piece of the network to its slice. Engine thread, called by
+// InternodeOp.
 #pragma once
 
 #include <cstdint>

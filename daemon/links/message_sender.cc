@@ -4,25 +4,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "transports/wire/frame_views.h"
+
 namespace plexus::daemon {
 
 namespace wire = transports::wire;
 using Clock = transports::ReliableChannel::Clock;
-
-namespace {
-
-// A data frame's header for message `step` of op `op_seq` of communicator `comm_id`; the
-// caller sets chunk, offset and length.
-wire::DataFrameHeader data_header(uint64_t comm_id, uint64_t op_seq, uint32_t step) {
-  wire::DataFrameHeader h;
-  h.type = wire::FrameType::kData;
-  h.comm_id = comm_id;
-  h.op_seq = op_seq;
-  h.step = step;
-  return h;
-}
-
-}  // namespace
 
 MessageSender::MessageSender(PeerLinks& links, uint32_t chunk_bytes,
                              const transports::ReliableChannel::Settings& channel)
@@ -36,7 +23,7 @@ bool MessageSender::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_se
                                  std::function<void()> done) {
   transports::ReliableChannel* channel = links_.channel(peer);
   if (channel == nullptr) return false;
-  wire::DataFrameHeader h = data_header(comm_id, op_seq, step);
+  wire::DataFrameHeader h = wire::make_data(comm_id, op_seq, step);
   uint64_t offset = 0;
   uint32_t chunk = 0;
   const auto now = Clock::now();
@@ -72,7 +59,7 @@ bool MessageSender::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq
                                 uint64_t offset, uint32_t chunk, std::function<void()> done) {
   transports::ReliableChannel* channel = links_.channel(peer);
   if (channel == nullptr) return false;
-  wire::DataFrameHeader h = data_header(comm_id, op_seq, step);
+  wire::DataFrameHeader h = wire::make_data(comm_id, op_seq, step);
   h.chunk = chunk;
   h.offset = offset;
   h.length = 0;

@@ -28,6 +28,16 @@ TEST(FrameViewsTest, DataFamiliesAreToldApartByTheTopBitsPointToPointFirst) {
   EXPECT_EQ(speed_generation(speed_op_seq(12345)), 12345u);
 }
 
+TEST(FrameViewsTest, ADataFrameNamesItsCommunicatorOpAndStep) {
+  const DataFrameHeader h =
+      over_the_wire(make_data(0x1234, 99, encode_collective_step({.slice = 2, .message = 5})));
+  EXPECT_EQ(h.type, FrameType::kData);
+  EXPECT_EQ(h.comm_id, 0x1234u);
+  EXPECT_EQ(h.op_seq, 99u);
+  EXPECT_EQ(decode_collective_step(h.step).slice, 2u);
+  EXPECT_EQ(decode_collective_step(h.step).message, 5u);
+}
+
 TEST(FrameViewsTest, ACollectiveStepHoldsItsSliceAndMessage) {
   const CollectiveStep s = decode_collective_step(encode_collective_step({77, 4095}));
   EXPECT_EQ(s.slice, 77u);

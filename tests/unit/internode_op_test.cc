@@ -301,7 +301,8 @@ TEST(SliceLayoutTest, SlicesCoverTheBlocksOnceAndFitTheStepField) {
   const SliceLayout huge = slice_layout(algo::Collective::kAllreduce, uint64_t{1} << 40, 1, 2, 1);
   EXPECT_LE(huge.slices, kMaxSlices);
   EXPECT_EQ(slice_layout(algo::Collective::kAllreduce, 0, 4, 2, 64).slices, 1u);
-  const SliceMessage m = decode_slice_message(encode_slice_message(77, 4095));
+  const transports::wire::CollectiveStep m = transports::wire::decode_collective_step(
+      transports::wire::encode_collective_step({77, 4095}));
   EXPECT_EQ(m.slice, 77u);
   EXPECT_EQ(m.message, 4095u);
 }

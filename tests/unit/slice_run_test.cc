@@ -77,7 +77,7 @@ TEST(SliceRunTest, SendsCarryTheSliceNumberAndItsMemoryAndTwoSlicesFinishExact) 
     Sent sent = std::move(wire.front());
     wire.pop_front();
     ++sends;
-    const SliceMessage m = decode_slice_message(sent.step);
+    const transports::wire::CollectiveStep m = transports::wire::decode_collective_step(sent.step);
     EXPECT_EQ(m.slice, kSlice);
     EXPECT_EQ(sent.keep_alive, keep_alive[static_cast<size_t>(sent.from)]);
     EXPECT_EQ(

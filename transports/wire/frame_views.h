@@ -27,6 +27,17 @@ inline DataFamily data_family(uint64_t op_seq) {
   return DataFamily::kCollective;
 }
 
+// A data frame's header for message `step` of op `op_seq` of communicator `comm_id` (op_seq
+// and step as its family has them); the sender sets chunk, offset and length per piece.
+inline DataFrameHeader make_data(uint64_t comm_id, uint64_t op_seq, uint32_t step) {
+  DataFrameHeader h;
+  h.type = FrameType::kData;
+  h.comm_id = comm_id;
+  h.op_seq = op_seq;
+  h.step = step;
+  return h;
+}
+
 // A collective's frame: step is slice << kSliceMessageBits | message, where message counts
 // the messages between this pair of daemons within the slice (daemon/internode/op_slices.h).
 inline constexpr uint32_t kSliceMessageBits = 12;
