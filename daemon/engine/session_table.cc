@@ -18,7 +18,12 @@ void SessionTable::erase(const Session* session) {
   order_dirty_ = true;
 }
 
-Session* SessionTable::find(uint64_t id) const { return shared(id).get(); }
+Session* SessionTable::find(uint64_t id) const {
+  for (const auto& s : sessions_) {
+    if (s->id() == id) return s.get();
+  }
+  return nullptr;
+}
 
 std::shared_ptr<Session> SessionTable::shared(const Session* session) const {
   for (const auto& s : sessions_) {
