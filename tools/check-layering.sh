@@ -44,6 +44,7 @@ rooms=(
   "tools/plexusctl/    : clientlib/control/"
   "tools/bench/        : daemon/links/ daemon/gpu/ daemon/local/ transports/tcp/ transports/rdma/"
   "tools/plexus-bench/ : daemon/ clientlib/"
+  "tools/plexus-sim/   : daemon/internode/"
   "tests/              : *"
 )
 

@@ -9,7 +9,7 @@ case "${1:-}" in -h|--help) sed -n '2,4p' "$0"; exit 0 ;; esac
 "$root/tools/install-deps.sh"
 # The packages lay files out under /usr and /etc (GNUInstallDirs' Debian layout).
 cmake -S "$root" -B "$build" -DCMAKE_INSTALL_PREFIX=/usr > /dev/null
-targets=(plexusd plexusctl plexus-bench plexus plexus_nccl)
+targets=(plexusd plexusctl plexus-bench plexus-sim plexus plexus_nccl)
 grep -q "^PLEXUS_TORCH_PYTHON" "$build/CMakeCache.txt" && [ -e "$build/python/CMakeFiles/plexus_torch.dir" ] &&
   targets+=(plexus_torch)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"

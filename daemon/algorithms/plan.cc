@@ -1,9 +1,20 @@
 // Round bookkeeping for plans and message numbering.
 #include "daemon/algorithms/plan.h"
 
+#include <algorithm>
 #include <map>
 
 namespace plexus::daemon::algo {
+
+std::vector<int> peers_of(const Plan& plan) {
+  std::vector<int> peers;
+  for (const Step& step : plan.steps) {
+    if (step.kind != StepKind::kCopy) peers.push_back(step.peer);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
+}
 
 void PlanBuilder::add(Step step) {
   if (step.bytes == 0) return;

@@ -45,6 +45,12 @@ struct Plan {
   uint32_t round_begin(size_t round) const { return round == 0 ? 0 : round_ends[round - 1]; }
 };
 
+// The distinct participants `plan` sends to or receives from, ascending: the paths a node
+// needs for it (ring: 2; recursive doubling, halving-doubling, bruck, binomial: at most
+// 2 ceil(log2 p); pairwise: p - 1). Pure and O(steps log steps), so the engine may call it
+// per plan to open only the connections a plan uses.
+std::vector<int> peers_of(const Plan& plan);
+
 // Collects steps round by round. Zero-byte steps and empty rounds are dropped: both ends
 // of a message compute the same size, so both drop it.
 class PlanBuilder {
