@@ -429,9 +429,9 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
     }
     flush(link);
     for (auto& path : link.paths) {
-      if (path && path->windows && link.channel->idle(path->id)) {
-        path->windows->release_if_idle(now);
-      }
+      if (!path || !link.channel->idle(path->id)) continue;
+      if (path->windows) path->windows->release_if_idle(now);
+      path->conn->release_idle_memory();
     }
   }
   next_tick_ = transports::ReliableChannel::TimePoint::max();
