@@ -382,13 +382,16 @@ bool PeerLinks::service(Path& path, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = path.conn->on_readable(kReadBiteBytes);
   if (ok && (events & EPOLLOUT)) ok = path.conn->on_writable();
   mid_read_ = false;
-  const bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
+  bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
   if (!ok) {
     fail_path(path, path.conn->error());
     return true;
   }
   Link& link = *path.link;
   follow(link);
+  // A heartbeat on an idle link is no progress: the engine may go back to sleep at once
+  // rather than spin as if an op moved.
+  if (link.channel->next_tick() > Clock::now()) progress = false;
   // Frames wait for room on the paths: this one may have some now.
   if (link.channel->ack_due() || link.channel->waiting() > 0) {
     link.channel->flush_ack();
