@@ -32,6 +32,15 @@ size_t telemetry_windows(const Config& config) {
   return static_cast<size_t>(std::clamp<uint64_t>(wanted, 2, kMaxTelemetryWindows));
 }
 
+// A path's windows: what its readers look at (plexusctl's last second, the slow-path rule's
+// AdminService::kSlowPathSpan), not the NIC's history: a path to each of a thousand peers
+// would hold a NIC's ten seconds each (1.6 MiB at 1 ms windows), even while idle.
+constexpr uint64_t kPathTelemetryUs = 1000000;
+size_t path_telemetry_windows(const Config& config) {
+  const uint64_t wanted = kPathTelemetryUs / std::max(config.telemetry_window_us, 1u) + 2;
+  return static_cast<size_t>(std::min<uint64_t>(wanted, telemetry_windows(config)));
+}
+
 }  // namespace
 
 EngineConfig engine_config(const Config& config, bool channel_acks) {
@@ -52,6 +61,7 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
   e.channel.reliable = channel_acks;
   e.channel.path_timeout = std::chrono::milliseconds(config.path_timeout_ms);
   e.channel.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
+  e.channel.idle_heartbeat_interval = std::chrono::milliseconds(config.idle_heartbeat_ms);
   e.channel.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
   e.channel.last_path_grace = std::chrono::milliseconds(config.peer_grace_ms);
   e.channel.path_queue_time = std::chrono::microseconds(config.path_queue_us);
@@ -64,6 +74,7 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
   e.telemetry = config.telemetry == common::OnOff::kOn;
   e.telemetry_window = std::chrono::microseconds(config.telemetry_window_us);
   e.telemetry_windows = telemetry_windows(config);
+  e.telemetry_path_windows = path_telemetry_windows(config);
   e.stall = std::chrono::milliseconds(config.stall_ms);
   e.rank_skew = std::chrono::milliseconds(config.rank_skew_ms);
   return e;

@@ -90,6 +90,12 @@ struct Config {
       channel_default_ms(&transports::ReliableChannel::Settings::path_timeout);
   uint32_t heartbeat_ms =
       channel_default_ms(&transports::ReliableChannel::Settings::heartbeat_interval);
+  // A path with no traffic for a second heartbeats this often instead, and its peer allows
+  // that much more silence (each heartbeat promises its interval: path_liveness.h): an idle
+  // peer costs a frame a second each way, not twenty. A second: a dead idle path is still
+  // found within about 1.2 s, and once it carries anything within --path-timeout-ms.
+  uint32_t idle_heartbeat_ms =
+      channel_default_ms(&transports::ReliableChannel::Settings::idle_heartbeat_interval);
   uint32_t failback_stable_ms =
       channel_default_ms(&transports::ReliableChannel::Settings::stable_after);
   uint32_t peer_grace_ms =

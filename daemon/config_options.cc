@@ -155,12 +155,21 @@ void define(CLI::App& app, Config& config, Words& w) {
       ->capture_default_str();
   app.add_option("--path-timeout-ms", config.path_timeout_ms,
                  "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
-                 "long, while its TCP connection has not heard the peer's kernel either, has "
-                 "failed; with channel acks its unacknowledged frames go again on the others")
+                 "long (an idle one: this plus what its peer's --idle-heartbeat-ms adds to "
+                 "--heartbeat-ms), while its TCP connection has not heard the peer's kernel "
+                 "either, has failed; with channel acks its unacknowledged frames go again on "
+                 "the others")
       ->check(CLI::Range(10u, 60000u));
   app.add_option("--heartbeat-ms", config.heartbeat_ms,
-                 "An idle path sends a heartbeat this often (keep it well under --path-timeout-ms)")
+                 "A path with nothing to send sends a heartbeat this often (keep it well under "
+                 "--path-timeout-ms)")
       ->check(CLI::Range(1u, 10000u));
+  app.add_option("--idle-heartbeat-ms", config.idle_heartbeat_ms,
+                 "A path with no traffic either way for a second sends a heartbeat this often "
+                 "instead, each heartbeat promising its interval, and its peer allows that much "
+                 "more silence; not above --heartbeat-ms: no backing off")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 60000u));
   app.add_option("--failback-stable-ms", config.failback_stable_ms,
                  "A path that comes back carries data again after it has been live this long");
   app.add_option(
@@ -187,9 +196,10 @@ void define(CLI::App& app, Config& config, Words& w) {
       ->capture_default_str()
       ->check(CLI::Range(100u, 1000000u));
   app.add_option("--telemetry-history-s", config.telemetry_history_s,
-                 "Seconds of telemetry windows kept in memory per path and NIC (at most " +
+                 "Seconds of telemetry windows kept in memory per NIC (at most " +
                      std::to_string(kMaxTelemetryWindows) +
-                     " windows: narrower windows keep less time)")
+                     " windows: narrower windows keep less time); a path keeps the last second "
+                     "of its own while it has traffic")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600u));
   app.add_option("--events-file", config.events_file,

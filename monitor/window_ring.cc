@@ -15,8 +15,16 @@ TrafficCounts& TrafficCounts::operator+=(const TrafficCounts& other) {
   return *this;
 }
 
-WindowRing::WindowRing(std::chrono::nanoseconds width, size_t windows)
-    : width_(width), size_(windows), slots_(std::make_unique<Slot[]>(windows)) {
+WindowRing::WindowRing(std::chrono::nanoseconds width, size_t windows, const TrafficCounts& totals)
+    : width_(width),
+      size_(windows),
+      slots_(std::make_unique<Slot[]>(windows)),
+      total_bytes_out_(totals.bytes_out),
+      total_bytes_in_(totals.bytes_in),
+      total_chunks_out_(totals.chunks_out),
+      total_chunks_in_(totals.chunks_in),
+      total_resent_bytes_(totals.resent_bytes),
+      total_errors_(totals.errors) {
   if (width < std::chrono::microseconds(1)) {
     throw std::invalid_argument("a telemetry window must be at least 1 us wide");
   }

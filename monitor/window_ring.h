@@ -40,8 +40,9 @@ class WindowRing {
   };
   using Totals = TrafficCounts;  // since the ring was made; never decrease
 
-  // `width` at least 1 us; `windows` at least 2.
-  WindowRing(std::chrono::nanoseconds width, size_t windows);
+  // `width` at least 1 us; `windows` at least 2. `totals`: where totals() starts (a
+  // subject's earlier ring's, when one ring takes over from another).
+  WindowRing(std::chrono::nanoseconds width, size_t windows, const TrafficCounts& totals = {});
   WindowRing(const WindowRing&) = delete;
   WindowRing& operator=(const WindowRing&) = delete;
 

@@ -37,7 +37,8 @@ struct EngineConfig {
   // Windowed telemetry per path and NIC, op timing and the rank-skew rule.
   bool telemetry = false;
   std::chrono::microseconds telemetry_window{0};
-  size_t telemetry_windows = 0;
+  size_t telemetry_windows = 0;            // per NIC
+  size_t telemetry_path_windows = 0;       // per path with traffic
   std::chrono::milliseconds stall{0};      // the op watch's threshold
   std::chrono::milliseconds rank_skew{0};  // the rank-skew rule's threshold
   // Jobs' scheduling policies and caps by name (the config's jobs table); others get the defaults.

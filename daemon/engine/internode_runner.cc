@@ -62,7 +62,8 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                  }},
              NodeLinks::kDefaultChunkBytes, config.channel,
              config.telemetry
-                 ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows}
+                 ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows,
+                                        config.telemetry_path_windows}
                  : NodeLinks::Telemetry{}),
       jobs_(links_, config.jobs),
       speeds_(

@@ -3,17 +3,17 @@
 
 namespace plexus::daemon {
 
-std::pair<std::shared_ptr<monitor::WindowRing>, std::shared_ptr<monitor::WindowRing>>
+std::pair<std::unique_ptr<PathWindows>, std::shared_ptr<monitor::WindowRing>>
 LinksSnapshot::windows_for_path(const std::string& nic) {
   if (telemetry_.width.count() <= 0) return {};
-  auto ring = [this] {
-    return std::make_shared<monitor::WindowRing>(telemetry_.width, telemetry_.windows);
-  };
-  auto path_ring = ring();
+  auto path_windows = std::make_unique<PathWindows>(telemetry_.width, telemetry_.path_windows != 0
+                                                                          ? telemetry_.path_windows
+                                                                          : telemetry_.windows);
   std::lock_guard lock(mutex_);
   auto& nic_ring = nic_windows_[nic.empty() ? "?" : nic];
-  if (!nic_ring) nic_ring = ring();
-  return {std::move(path_ring), nic_ring};
+  if (!nic_ring)
+    nic_ring = std::make_shared<monitor::WindowRing>(telemetry_.width, telemetry_.windows);
+  return {std::move(path_windows), nic_ring};
 }
 
 void LinksSnapshot::publish(std::vector<PeerInfo> peers, std::vector<std::string> drained) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/links/path_windows.h"
 #include "monitor/window_ring.h"
 #include "transports/channel/reliable_channel.h"
 
@@ -50,19 +51,21 @@ class LinksSnapshot {
   };
 
   // Windowed telemetry per path and per NIC (monitor/window_ring.h): `windows` of `width`
-  // each kept; a zero width (Telemetry{}) turns it off. No member initializers: GCC cannot
-  // use them in NodeLinks' constructor's default argument.
+  // each kept per NIC, and `path_windows` per path with traffic (0: `windows`;
+  // path_windows.h); a zero width (Telemetry{}) turns it off. No member initializers: GCC
+  // cannot use them in NodeLinks' constructor's default argument.
   struct Telemetry {
     std::chrono::nanoseconds width;
     size_t windows;
+    size_t path_windows;
   };
 
   explicit LinksSnapshot(Telemetry telemetry) : telemetry_(telemetry) {}
 
   // A new path's windows over local NIC `nic` ("" when unknown) and its NIC's, shared by every
   // path over it; both null when telemetry is off.
-  std::pair<std::shared_ptr<monitor::WindowRing>, std::shared_ptr<monitor::WindowRing>>
-  windows_for_path(const std::string& nic);
+  std::pair<std::unique_ptr<PathWindows>, std::shared_ptr<monitor::WindowRing>> windows_for_path(
+      const std::string& nic);
 
   void publish(std::vector<PeerInfo> peers, std::vector<std::string> drained);
   // As of the last publish(); safe from any thread.

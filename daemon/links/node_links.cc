@@ -1,9 +1,9 @@
 // NodeLinks: its parts wired together, and the tick.
 #include "daemon/links/node_links.h"
 
-namespace plexus::daemon {
+#include <limits>
 
-using Clock = transports::ReliableChannel::Clock;
+namespace plexus::daemon {
 
 NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
                      transports::ReliableChannel::Settings channel, Telemetry telemetry)
@@ -32,23 +32,39 @@ NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
 
 bool NodeLinks::poll(int timeout_ms) {
   if (!active()) return false;
-  if (peers_.size() != 0 &&
-      Clock::now() - last_tick_ >= std::chrono::milliseconds(PeerLinks::kTickMs)) {
+  if (peers_.size() != 0 && Clock::now() >= next_tick()) {
     tick(Clock::now());
     if (!active()) return true;
   }
   return peers_.poll(timeout_ms);
 }
 
+int NodeLinks::sleep_ms(transports::ReliableChannel::TimePoint now) const {
+  if (peers_.size() == 0) return -1;
+  const auto next = next_tick();
+  if (next <= now) return 0;
+  // Rounded up: woken a little late, not a little early for nothing.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+  return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
+}
+
 void NodeLinks::tick(transports::ReliableChannel::TimePoint now) {
   last_tick_ = now;
   peers_.tick(now);
-  if (++ticks_ % kSnapshotEveryTicks == 0) peers_.publish();
-  // Every tick: each path's transport counters, and each NIC's pressed time.
+  const bool busy = peers_.busy();
+  if (now - published_at_ >= kSnapshotEvery && (busy || !published_idle_)) {
+    peers_.publish();
+    published_at_ = now;
+    published_idle_ = !busy;
+  }
+  // The transport counters of the paths with traffic, and each NIC's pressed time.
   peers_.read_counters(bandwidth_);
   bandwidth_.end_tick(Clock::now());
-  if (ticks_ % kBandwidthReportEveryTicks == 0) {
-    peers_.send_node_rate(bandwidth_.report(peers_.active_paths(), Clock::now()));
+  if (busy && now - reported_at_ >= kBandwidthReportEvery) {
+    reported_at_ = now;
+    const bool all = now - refreshed_at_ >= kBandwidthRefreshEvery;
+    if (all) refreshed_at_ = now;
+    peers_.send_node_rate(bandwidth_.report(peers_.active_paths(), Clock::now()), all);
   }
 }
 

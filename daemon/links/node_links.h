@@ -8,12 +8,17 @@
 // - NodeBandwidth (node_bandwidth.h): the node's bandwidth measure and its peers' reports;
 // - NicEvents (nic_events.h): the drained NICs and netlink's NIC events;
 // - LinksSnapshot (links_snapshot.h): what other threads read.
-// NodeLinks owns the parts, wires their hooks, and keeps the tick: every kTickMs the links'
-// ticks and the paths' counters, every kSnapshotEveryTicks a snapshot, every
-// kBandwidthReportEveryTicks the node's figure to its peers.
+// NodeLinks owns the parts, wires their hooks, and keeps the tick: every kTickMs while any
+// link has traffic (else when the earliest idle link's heartbeat or silence is due: an idle
+// daemon sleeps), the links' ticks and the counters of the paths with traffic; every
+// kSnapshotEvery a snapshot (while there is traffic, and once after); every
+// kBandwidthReportEvery the node's figure to the peers with traffic, and every
+// kBandwidthRefreshEvery to every peer while this node has traffic (a leader of the speed
+// agreement compares nodes it has no traffic with: NodeBandwidth::kStaleReport).
 // Single-threaded (the engine thread), but for snapshot(), drained_snapshot(), nic_windows().
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -95,14 +100,19 @@ class NodeLinks {
   common::Result<size_t> inject_fault(const std::string& nic) { return peers_.inject_fault(nic); }
   // The drained NICs as of the last snapshot; safe from any thread.
   std::vector<std::string> drained_snapshot() const { return published_.drained(); }
-  // The links as of the last tick (at most ~100 ms old); safe from any thread.
+  // The links as of the last tick with traffic (at most ~100 ms old then; idle links change
+  // only in heartbeat counts); safe from any thread.
   std::vector<PeerInfo> snapshot() const { return published_.peers(); }
   bool has(uint64_t peer) const { return peers_.has(peer); }
   // Whether poll() has anything to do (links, or NIC events to read).
   bool active() const { return peers_.size() != 0 || nics_.watching(); }
   size_t size() const { return peers_.size(); }
-  // How long the engine may sleep before poll() must run again (heartbeats, timeouts).
-  int max_sleep_ms() const { return peers_.size() == 0 ? -1 : PeerLinks::kTickMs; }
+  // How long the engine may sleep before poll() must run again (heartbeats, timeouts): until
+  // the next tick (kTickMs while any link has traffic; an idle daemon's is its earliest
+  // heartbeat or silence due); -1 with no link.
+  int max_sleep_ms() const { return sleep_ms(Clock::now()); }
+  // The same, as of `now`.
+  int sleep_ms(transports::ReliableChannel::TimePoint now) const;
   // Sooner than that while frames wait for a path at its queue limit (no event says when
   // the kernel has made room): the channel settings' held_path_retry.
   std::optional<std::chrono::nanoseconds> look_again_in() const { return peers_.look_again_in(); }
@@ -171,9 +181,15 @@ class NodeLinks {
   bool poll(int timeout_ms);
 
  private:
-  static constexpr int kSnapshotEveryTicks = 10;
-  static constexpr int kBandwidthReportEveryTicks = 10;
+  using Clock = transports::ReliableChannel::Clock;
+  static constexpr auto kSnapshotEvery = std::chrono::milliseconds(100);
+  static constexpr auto kBandwidthReportEvery = std::chrono::milliseconds(100);
+  static constexpr auto kBandwidthRefreshEvery = std::chrono::milliseconds(1000);
   void tick(transports::ReliableChannel::TimePoint now);
+  // When the next tick is due: the links' ask, but not sooner than kTickMs after the last.
+  transports::ReliableChannel::TimePoint next_tick() const {
+    return std::max(last_tick_ + std::chrono::milliseconds(PeerLinks::kTickMs), peers_.next_tick());
+  }
 
   // Declared in the order they are made: a part points only to those before it; hooks run
   // once NodeLinks is whole.
@@ -184,7 +200,10 @@ class NodeLinks {
   PeerLinks peers_;
   MessageSender sender_;
   transports::ReliableChannel::TimePoint last_tick_{};
-  uint64_t ticks_ = 0;
+  transports::ReliableChannel::TimePoint published_at_{};
+  bool published_idle_ = false;  // a snapshot was taken since the links went idle
+  transports::ReliableChannel::TimePoint reported_at_{};
+  transports::ReliableChannel::TimePoint refreshed_at_{};
 };
 
 }  // namespace plexus::daemon

@@ -62,7 +62,8 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
     h.on_released = [this](uint64_t token, uint32_t path) { chunk_sent(token, path); };
     h.on_resent = [this, peer](uint32_t path, uint64_t bytes) {
       if (Path* p = path_of(peer, path)) {
-        p->record([&](monitor::WindowRing& w) { w.resent(Clock::now(), bytes); });
+        const auto now = Clock::now();
+        p->record(now, [&](monitor::WindowRing& w) { w.resent(now, bytes); });
       }
     };
     if (handler_.on_scheduled) h.on_scheduled = handler_.on_scheduled;
@@ -90,12 +91,15 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
     }
     const auto now = Clock::now();
     if (h.type == wire::FrameType::kData && !payload.empty()) {
-      raw->record([&](monitor::WindowRing& w) { w.received(now, payload.size()); });
+      raw->record(now, [&](monitor::WindowRing& w) { w.received(now, payload.size()); });
     }
     return raw->link->channel->receive(raw->id, h, payload, now);
   };
   callbacks.on_sent = [raw](uint64_t token, size_t bytes) {
-    if (bytes > 0) raw->record([&](monitor::WindowRing& w) { w.sent(Clock::now(), bytes); });
+    if (bytes > 0) {
+      const auto now = Clock::now();
+      raw->record(now, [&](monitor::WindowRing& w) { w.sent(now, bytes); });
+    }
     raw->link->channel->on_path_sent(raw->id, token, bytes);
   };
   if (handler_.place) {
@@ -104,7 +108,7 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
     };
     callbacks.on_placed = [raw](const wire::DataFrameHeader& h) {
       const auto now = Clock::now();
-      raw->record([&](monitor::WindowRing& w) { w.received(now, h.length); });
+      raw->record(now, [&](monitor::WindowRing& w) { w.received(now, h.length); });
       return raw->link->channel->placed(raw->id, h, now);
     };
   }
@@ -141,6 +145,7 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
     send_path_notice(link, *raw, wire::PathNotice::kDrained);
   }
   flush(link);
+  follow(link);
   publish();
 }
 
@@ -216,7 +221,7 @@ void PeerLinks::chunk_sent(uint64_t token, uint32_t path) {
   if (channel_settings_.reliable) {
     if (Path* over = path_of(chunk.peer, path); over && over->windows) {  // null: failed since
       const auto now = Clock::now();
-      over->record([&](monitor::WindowRing& w) { w.acknowledged(now, now - chunk.sent_at); });
+      over->record(now, [&](monitor::WindowRing& w) { w.acknowledged(now, now - chunk.sent_at); });
     }
   }
   if (chunk.done) chunk.done();
@@ -229,7 +234,9 @@ transports::ReliableChannel* PeerLinks::channel(uint64_t peer) {
 
 void PeerLinks::flush(uint64_t peer) {
   auto it = links_.find(peer);
-  if (it != links_.end()) flush(*it->second);
+  if (it == links_.end()) return;
+  flush(*it->second);
+  if (auto again = links_.find(peer); again != links_.end()) follow(*again->second);
 }
 
 // Hands the paths frames and writes what the kernel takes now (the common case needs no
@@ -294,7 +301,8 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
   spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
-  path.record([](monitor::WindowRing& w) { w.error(Clock::now()); });
+  const auto failed_at = Clock::now();
+  path.record(failed_at, [&](monitor::WindowRing& w) { w.error(failed_at); });
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->poll_fd(), nullptr);
   path.conn->close_abortively();
   paths_by_key_.erase(path.key);
@@ -374,12 +382,16 @@ bool PeerLinks::service(Path& path, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = path.conn->on_readable(kReadBiteBytes);
   if (ok && (events & EPOLLOUT)) ok = path.conn->on_writable();
   mid_read_ = false;
-  const bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
+  bool progress = path.conn->bytes_received() + path.conn->bytes_sent() != before;
   if (!ok) {
     fail_path(path, path.conn->error());
     return true;
   }
   Link& link = *path.link;
+  follow(link);
+  // A heartbeat on an idle link is no progress: the engine may go back to sleep at once
+  // rather than spin as if an op moved.
+  if (link.channel->next_tick() > Clock::now()) progress = false;
   // Frames wait for room on the paths: this one may have some now.
   if (link.channel->ack_due() || link.channel->waiting() > 0) {
     link.channel->flush_ack();
@@ -391,11 +403,13 @@ bool PeerLinks::service(Path& path, uint32_t events) {
 }
 
 // Heartbeats, silent paths, probation, rate samples, acknowledgements; peers with no
-// live path past the grace period are lost.
+// live path past the grace period are lost. Links that asked for no tick yet are passed by.
 void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
   std::vector<uint64_t> peers;
   peers.reserve(links_.size());
-  for (auto& [peer, link] : links_) peers.push_back(peer);
+  for (auto& [peer, link] : links_) {
+    if (link->channel->next_tick() <= now) peers.push_back(peer);
+  }
   for (uint64_t peer : peers) {
     auto it = links_.find(peer);
     if (it == links_.end()) continue;
@@ -417,6 +431,17 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
       continue;
     }
     flush(link);
+    for (auto& path : link.paths) {
+      if (!path || !link.channel->idle(path->id)) continue;
+      if (path->windows) path->windows->release_if_idle(now);
+      path->conn->release_idle_memory();
+    }
+  }
+  next_tick_ = transports::ReliableChannel::TimePoint::max();
+  busy_ = false;
+  for (auto& [peer, link] : links_) {
+    follow(*link);
+    busy_ |= link->channel->next_tick() <= now;
   }
 }
 

@@ -13,6 +13,7 @@
 // parts (Parts) and tells them what it hears (Hooks). Engine thread only.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,7 @@
 #include "daemon/links/links_snapshot.h"
 #include "daemon/links/nic_events.h"
 #include "daemon/links/node_bandwidth.h"
+#include "daemon/links/path_windows.h"
 #include "monitor/window_ring.h"
 #include "transports/channel/reliable_channel.h"
 #include "transports/path/data_path.h"
@@ -89,9 +91,17 @@ class PeerLinks {
   // instead (DataPath::abandon_placement), on every link.
   void abandon_placements(const void* owner);
 
-  // Every kTickMs: heartbeats, silent paths, probation, rate samples, acknowledgements; peers
-  // with no live path past the grace period are lost.
+  // Every kTickMs while any link has traffic, else when the earliest link asks
+  // (next_tick): heartbeats, silent paths, probation, rate samples, acknowledgements; peers
+  // with no live path past the grace period are lost. Only links whose channel asked for a
+  // tick by `now` are visited; idle paths let their full telemetry rings go.
   void tick(transports::ReliableChannel::TimePoint now);
+  // When tick() must run next (ReliableChannel::next_tick, the earliest link's): a sent or
+  // received frame other than a heartbeat brings it forward. TimePoint::max() with no link.
+  transports::ReliableChannel::TimePoint next_tick() const { return next_tick_; }
+  // Whether the last tick found a link with traffic (a channel that asked to tick again at
+  // once).
+  bool busy() const { return busy_; }
   // Flushes links held at a queue limit once held_path_retry has passed, then runs the I/O
   // that is ready (waiting up to timeout_ms, at most kTickMs); returns whether anything was
   // read or written.
@@ -110,11 +120,14 @@ class PeerLinks {
   // `nic`), or the first refusal when every path refused.
   common::Result<size_t> inject_fault(const std::string& nic);
 
-  // For NodeBandwidth (peer_links_nics.cc): every path's transport counters, every tick.
-  void read_counters(NodeBandwidth& bandwidth) const;
+  // For NodeBandwidth (peer_links_nics.cc): the transport counters of every path with
+  // traffic (ReliableChannel::idle: an idle one is not read, and is gone from NodeBandwidth
+  // until it has traffic again), every tick; publish() shows the last read.
+  void read_counters(NodeBandwidth& bandwidth);
   std::vector<NodeBandwidth::ActivePath> active_paths() const;
-  // Sends the node's figure to every peer, on one live path each.
-  void send_node_rate(double bytes_per_s);
+  // Sends the node's figure to every peer with traffic (`all`: to every peer), on one live
+  // path each.
+  void send_node_rate(double bytes_per_s, bool all);
 
  private:
   static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
@@ -135,13 +148,15 @@ class PeerLinks {
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
     bool latency = false;       // the latency class's connection
+    // Its transport's counters as last read (read_counters: while it has traffic).
+    std::optional<transports::PathDelivery> delivery;
     // Telemetry (null when off): this path's windows and its NIC's.
-    std::shared_ptr<monitor::WindowRing> windows;
+    std::unique_ptr<PathWindows> windows;
     std::shared_ptr<monitor::WindowRing> nic_windows;
     template <typename Record>
-    void record(Record record) {
+    void record(transports::ReliableChannel::TimePoint now, Record record) {
       if (windows) {
-        record(*windows);
+        record(windows->at(now));
         record(*nic_windows);
       }
     }
@@ -172,6 +187,8 @@ class PeerLinks {
   void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
   void fail_doomed();
   bool service(Path& path, uint32_t events);
+  // The link's channel may want a tick sooner now (it sent or heard traffic).
+  void follow(const Link& link) { next_tick_ = std::min(next_tick_, link.channel->next_tick()); }
 
   LinksHandler handler_;
   Hooks hooks_;
@@ -187,6 +204,8 @@ class PeerLinks {
   bool held_ = false;
   transports::ReliableChannel::TimePoint held_since_{};
   ChunkTokens tokens_;
+  transports::ReliableChannel::TimePoint next_tick_ = transports::ReliableChannel::TimePoint::max();
+  bool busy_ = false;
   std::vector<DoomedPath> doomed_;
   bool mid_read_ = false;  // service() is in a connection's read or write
 };

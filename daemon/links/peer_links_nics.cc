@@ -3,6 +3,7 @@
 // sending.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,12 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-void PeerLinks::read_counters(NodeBandwidth& bandwidth) const {
+void PeerLinks::read_counters(NodeBandwidth& bandwidth) {
   for (const auto& [peer, link] : links_) {
     for (const auto& path : link->paths) {
-      if (path) bandwidth.read_path(peer, path->key, path->nic, path->conn->delivery());
+      if (!path || link->channel->idle(path->id)) continue;  // idle: a system call saved
+      path->delivery = path->conn->delivery();
+      bandwidth.read_path(peer, path->key, path->nic, path->delivery);
     }
   }
 }
@@ -36,9 +39,13 @@ std::vector<NodeBandwidth::ActivePath> PeerLinks::active_paths() const {
   return active;
 }
 
-void PeerLinks::send_node_rate(double bytes_per_s) {
+void PeerLinks::send_node_rate(double bytes_per_s, bool all) {
   const wire::DataFrameHeader h = wire::make_node_rate(static_cast<uint64_t>(bytes_per_s));
   for (auto& [peer, link] : links_) {
+    const bool traffic = std::any_of(link->paths.begin(), link->paths.end(), [&](const auto& p) {
+      return p && !link->channel->idle(p->id);
+    });
+    if (!all && !traffic) continue;
     for (auto& path : link->paths) {
       if (!path ||
           link->channel->state(path->id) == transports::ReliableChannel::PathState::kFailed) {

@@ -58,13 +58,14 @@ void PeerLinks::publish() {
       p.bytes_sent = path->conn->bytes_sent();
       p.bytes_received = path->conn->bytes_received();
       p.rate_bytes_per_s = link->channel->rate_estimate(path->id);
-      if (const auto delivery = path->conn->delivery()) {
+      // As read_counters last read it: an idle path's transport is not asked again.
+      if (const auto& delivery = path->delivery) {
         p.delivery_bytes_per_s = delivery->rate_bytes_per_s;
         p.delivery_app_limited = delivery->app_limited;
         p.rtt_us = delivery->rtt_us;
         p.kernel_unsent_bytes = delivery->unsent_bytes;
       }
-      p.windows = path->windows;
+      if (path->windows) p.windows = path->windows->ring();
       info.paths.push_back(std::move(p));
     }
     peers.push_back(std::move(info));

@@ -83,7 +83,7 @@ TEST(PeerLinksTest, TheNodesFigureReachesThePeersHook) {
   LinksSide a;
   LinksSide b;
   test::connect_pair(a, b);
-  a.links.send_node_rate(123456.0);
+  a.links.send_node_rate(123456.0, true);
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return !b.rates.empty(); }));
   EXPECT_EQ(b.rates.front(), (std::pair<uint64_t, uint64_t>{1, 123456}));
   EXPECT_TRUE(b.steps.empty());  // not a data frame

@@ -545,6 +545,64 @@ TEST(ReliableChannelTest, TimeThisSideWasHeldUpIsNotCountedAsThePathsSilence) {
   EXPECT_GT(ch.counters().last_path_silent_ticks, 150u);
 }
 
+TEST(ReliableChannelTest, AnIdleChannelHeartbeatsAtTheIdleIntervalAndAsksForTicksOnlyThen) {
+  std::mt19937 rng(3);
+  SimNetwork net;  // heartbeats every 50 ms, every 1000 ms once idle for 1000 ms
+  net.add_link();
+  net.add_link();
+  net.send_frames(0, 20, 30000, rng);
+  ASSERT_TRUE(net.run_until_done(rng, 2000));
+  for (int i = 0; i < 1500; ++i) net.step(rng);  // idle since
+  const uint64_t before = net.channel(0).counters().heartbeats_sent;
+  for (int i = 0; i < 3000; ++i) net.step(rng);
+  // Two paths, ticked every 1 ms, each heartbeating every 750 ms (a quarter early): 4 each
+  // in 3 s, not 60.
+  EXPECT_LE(net.channel(0).counters().heartbeats_sent - before, 2u * 4u);
+  EXPECT_GE(net.channel(0).counters().heartbeats_sent - before, 2u * 3u);
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(net.channel(e).counters().path_failures, 0u) << "end " << e;
+    EXPECT_TRUE(net.channel(e).idle(net.link(0).id[e]));
+    // The next tick it asks for is its earliest heartbeat or silence due, not the next one.
+    EXPECT_GT(net.channel(e).next_tick(), net.now());
+    EXPECT_LE(net.channel(e).next_tick(), net.now() + 1000ms);
+  }
+  net.send_frames(0, 1, 1000, rng);  // traffic: ticks at once
+  EXPECT_LE(net.channel(0).next_tick(), net.now());
+  ASSERT_TRUE(net.run_until_done(rng, 1000));
+  EXPECT_FALSE(net.channel(0).idle(net.link(0).id[0]));
+  EXPECT_FALSE(net.channel(1).idle(net.link(0).id[1])) << "the frame it received is traffic";
+  net.expect_exact();
+}
+
+TEST(ReliableChannelTest, ADeadIdlePathIsFoundWithinThePromiseAndOnceItCarriesWithinTheTimeout) {
+  for (const bool send_after : {false, true}) {
+    std::mt19937 rng(5);
+    SimNetwork net;
+    net.report_network_silence = true;
+    net.add_link();
+    net.add_link();
+    for (int i = 0; i < 1500; ++i) net.step(rng);  // idle, both sides told
+    net.make_black_hole(1);
+    const int hole_at = net.step_count();
+    if (send_after) net.send_frames(0, 200, 30000, rng);
+    while (net.channel(0).state(net.link(1).id[0]) != ReliableChannel::PathState::kFailed &&
+           net.step_count() - hole_at < 5000) {
+      net.step(rng);
+    }
+    const int found_after = net.step_count() - hole_at;
+    if (send_after) {
+      // Its frames go on the dead path: the peer owes an answer within the path timeout.
+      EXPECT_LE(found_after, 200 + 2 * 50) << "sending after idle";
+      ASSERT_TRUE(net.run_until_done(rng, 5000));
+      net.expect_exact();
+    } else {
+      // Heard at most a promised interval before the hole: silence past the promise fails it.
+      EXPECT_LE(found_after, 1000 + 200 - 50 + 1) << "idle";
+    }
+    EXPECT_EQ(net.channel(0).state(net.link(0).id[0]), ReliableChannel::PathState::kActive);
+  }
+}
+
 TEST(ReliableChannelTest, OfTwoPathsASilentOneIsFailedAtThePathTimeout) {
   ReliableChannel ch({}, accepting_handler());
   SimPathEnd a, b;

@@ -266,5 +266,45 @@ TEST(TcpConnectionTest, AReceiverThatRefusesAFrameFailsTheConnectionWithItsReaso
   EXPECT_EQ(b.error(), "frame for unknown comm 7");
 }
 
+TEST(TcpConnectionTest, TheReceiveBufferGrowsAsFramesNeedItAndGoesOnceEmpty) {
+  Pair pair;  // no placement: every frame is read whole into the buffer
+  EXPECT_EQ(pair.b->buffer_bytes(), 0u) << "nothing held before anything arrives";
+  wire::DataFrameHeader small;
+  small.type = wire::FrameType::kHeartbeat;
+  pair.a->queue(small, {}, 1);
+  ASSERT_TRUE(pair.pump(1)) << pair.a->error() << pair.b->error();
+  EXPECT_GT(pair.b->buffer_bytes(), 0u);
+  EXPECT_LE(pair.b->buffer_bytes(), 4096u) << "a heartbeat needs no frame-sized buffer";
+
+  std::vector<std::byte> big(300 << 10, std::byte{9});
+  wire::DataFrameHeader h;
+  h.length = static_cast<uint32_t>(big.size());
+  h.op_seq = 7;
+  pair.a->queue(h, big, 2);
+  ASSERT_TRUE(pair.pump(2)) << pair.a->error() << pair.b->error();
+  EXPECT_EQ(pair.got[1].payload, big);
+  EXPECT_GE(pair.b->buffer_bytes(), wire::kDataFrameHeaderBytes + big.size());
+
+  EXPECT_GE(pair.b->release_buffer(), wire::kDataFrameHeaderBytes + big.size());
+  EXPECT_EQ(pair.b->buffer_bytes(), 0u);
+  pair.a->queue(h, big, 3);  // made again for the next frame
+  ASSERT_TRUE(pair.pump(3)) << pair.a->error() << pair.b->error();
+  EXPECT_EQ(pair.got[2].payload, big);
+}
+
+TEST(TcpConnectionTest, AReceiveBufferHoldingPartOfAFrameIsKept) {
+  Pair pair;
+  std::vector<std::byte> big(1 << 20, std::byte{3});
+  wire::DataFrameHeader h;
+  h.length = static_cast<uint32_t>(big.size());
+  pair.a->queue(h, big, 1);
+  ASSERT_TRUE(pair.a->on_writable());  // the socket pair takes part of it
+  ASSERT_TRUE(pair.b->on_readable(64 << 10));
+  ASSERT_TRUE(pair.got.empty());
+  EXPECT_EQ(pair.b->release_buffer(), 0u) << "the bytes of the frame read so far stay";
+  ASSERT_TRUE(pair.pump(1)) << pair.a->error() << pair.b->error();
+  EXPECT_EQ(pair.got[0].payload, big);
+}
+
 }  // namespace
 }  // namespace plexus::transports

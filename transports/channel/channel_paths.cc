@@ -182,8 +182,8 @@ void ChannelPaths::limit_queues(bool mixing) {
   }
 }
 
-void ChannelPaths::begin_tick(TimePoint now) {
-  const auto since_tick = now - last_tick_;
+void ChannelPaths::begin_tick(TimePoint now, TimePoint wanted) {
+  const auto since_tick = now - std::max(last_tick_, std::min(wanted, now));
   const bool had_tick = last_tick_ != TimePoint{};
   last_tick_ = now;
   if (!had_tick || since_tick <= settings_.liveness.heartbeat_interval) return;

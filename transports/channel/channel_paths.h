@@ -80,12 +80,15 @@ class ChannelPaths {
   // Every live path's transport is told its queue again (PathPace::limit_queue).
   void limit_queues(bool mixing);
   // A tick begins: time this side did not look beyond a heartbeat interval (its own thread
-  // was held up) is taken off every path's silence.
-  void begin_tick(TimePoint now);
+  // was held up) is taken off every path's silence. `wanted`: when the channel asked for
+  // this tick (ReliableChannel::next_tick): an idle channel's ticks are far apart by design,
+  // and only lateness past that is a stall.
+  void begin_tick(TimePoint now, TimePoint wanted = {});
 
   // A live path's transport, liveness and pace.
   FramePath& io(uint32_t path) const { return *paths_.at(path).io; }
   PathLiveness& liveness(uint32_t path) { return paths_.at(path).liveness; }
+  const PathLiveness& liveness(uint32_t path) const { return paths_.at(path).liveness; }
   PathPace& pace(uint32_t path) { return paths_.at(path).pace; }
   const PathPace& pace(uint32_t path) const { return paths_.at(path).pace; }
 

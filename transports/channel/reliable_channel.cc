@@ -1,6 +1,8 @@
 // The channel's events handed to its parts, and interleaved where one concerns several.
 #include "transports/channel/reliable_channel.h"
 
+#include <algorithm>
+
 #include "transports/wire/frame_views.h"
 
 namespace plexus::transports {
@@ -17,7 +19,9 @@ ReliableChannel::ReliableChannel(Settings settings, Handler handler, const FlowP
       paths_({.liveness = {.heartbeat_interval = settings.heartbeat_interval,
                            .path_timeout = settings.path_timeout,
                            .stable_after = settings.stable_after,
-                           .last_path_grace = settings.last_path_grace},
+                           .last_path_grace = settings.last_path_grace,
+                           .idle_heartbeat_interval = settings.idle_heartbeat_interval,
+                           .idle_after = settings.idle_after},
               .pace = {.queue_bytes = settings.path_queue_bytes,
                        .queue_time = settings.path_queue_time,
                        .min_queue_bytes = settings.min_path_queue_bytes}},
@@ -41,6 +45,7 @@ ReliableChannel::ReliableChannel(Settings settings, Handler handler, const FlowP
 uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation, bool backup,
                                    bool latency) {
   const uint32_t id = paths_.add(io, now, probation, backup, latency);
+  next_tick_ = {};
   // First on the path, ahead of any data: names this channel (Settings::incarnation).
   queue_control(id, wire::FrameType::kHeartbeat);
   pump();
@@ -50,6 +55,7 @@ uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation,
 void ReliableChannel::path_failed(uint32_t path, const std::string& reason) {
   if (paths_.state(path) == PathState::kFailed) return;
   ++counters_.path_failures;
+  next_tick_ = {};
   paths_.fail(path, reason);
   dispatcher_.path_failed(path);
   pump();
@@ -61,6 +67,7 @@ void ReliableChannel::drain(uint32_t path, bool drained) {
 
 void ReliableChannel::send(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
                            uint64_t token, uint32_t flow) {
+  next_tick_ = {};
   dispatcher_.send(header, payload, token, flow);
 }
 
@@ -72,11 +79,15 @@ void ReliableChannel::queue_control(uint32_t path, wire::FrameType type) {
   ChannelReceiver::Range selective;
   const uint64_t acknowledged =
       delivery_.take_ack(type == wire::FrameType::kAck ? &selective : nullptr);
+  const auto promise_ms = type == wire::FrameType::kHeartbeat
+                              ? static_cast<uint32_t>(paths_.liveness(path).promise().count())
+                              : 0u;
   paths_.queue_urgent(path,
                       wire::make_channel_control(type, {.incarnation = incarnation_,
                                                         .acknowledged = acknowledged,
                                                         .run_first = selective.first,
-                                                        .run_last = selective.last}),
+                                                        .run_last = selective.last,
+                                                        .promise_ms = promise_ms}),
                       kControlToken);
 }
 
@@ -92,7 +103,15 @@ void ReliableChannel::flush_ack() {
 
 std::string ReliableChannel::receive(uint32_t path, const wire::DataFrameHeader& header,
                                      std::span<const std::byte> payload, TimePoint now) {
-  paths_.liveness(path).heard(now);
+  PathLiveness& liveness = paths_.liveness(path);
+  const bool heartbeat = header.type == wire::FrameType::kHeartbeat;
+  liveness.heard(now, !heartbeat);
+  if (heartbeat) {
+    liveness.peer_promised(
+        std::chrono::milliseconds(wire::read_channel_control(header).promise_ms));
+  } else {
+    next_tick_ = {};  // traffic: ticks as often as the owner ticks
+  }
   if (wire::is_channel_control(header)) {
     return dispatcher_.acknowledge(wire::read_channel_control(header));
   }
@@ -102,6 +121,7 @@ std::string ReliableChannel::receive(uint32_t path, const wire::DataFrameHeader&
 Placement ReliableChannel::place(uint32_t path, const wire::DataFrameHeader& header,
                                  TimePoint now) {
   paths_.liveness(path).heard(now);
+  next_tick_ = {};
   return delivery_.place(header);
 }
 
@@ -117,7 +137,7 @@ void ReliableChannel::on_path_sent(uint32_t path, uint64_t token, uint64_t bytes
 }
 
 std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
-  paths_.begin_tick(now);
+  paths_.begin_tick(now, next_tick_);
   std::vector<SilentPath> silent;
   for (uint32_t i = 0; i < paths_.size(); ++i) {
     if (paths_.state(i) == PathState::kFailed) continue;
@@ -142,15 +162,36 @@ std::vector<ReliableChannel::SilentPath> ReliableChannel::tick(TimePoint now) {
       paths_.settle(i, "");
       pump();
     }
-    paths_.pace(i).tick(now, paths_.io(i), dispatcher_.scheduled(), dispatcher_.mixing(now));
-    if (paths_.liveness(i).heartbeat_due(now, paths_.io(i).backlog_bytes())) {
+    PathLiveness& liveness = paths_.liveness(i);
+    // An idle path has no pace to measure: its transport is not asked (system calls).
+    if (!liveness.idle()) {
+      paths_.pace(i).tick(now, paths_.io(i), dispatcher_.scheduled(), dispatcher_.mixing(now));
+    }
+    const uint64_t backlog = liveness.wants_backlog() ? paths_.io(i).backlog_bytes() : 0;
+    if (liveness.heartbeat_due(now, backlog)) {
       queue_control(i, wire::FrameType::kHeartbeat);
-      paths_.liveness(i).heartbeat_sent(now);
+      liveness.heartbeat_sent(now);
       ++counters_.heartbeats_sent;
     }
   }
   flush_ack();
+  next_tick_ = compute_next_tick(now);
   return silent;
+}
+
+ReliableChannel::TimePoint ReliableChannel::compute_next_tick(TimePoint now) const {
+  if (paths_.live() == 0 || dispatcher_.unacknowledged() > 0 || dispatcher_.waiting() > 0 ||
+      delivery_.ack_due()) {
+    return now;
+  }
+  TimePoint next = TimePoint::max();
+  for (uint32_t i = 0; i < paths_.size(); ++i) {
+    if (paths_.state(i) == PathState::kFailed) continue;
+    const PathLiveness& liveness = paths_.liveness(i);
+    if (paths_.state(i) == PathState::kProbation || !liveness.idle()) return now;
+    next = std::min({next, liveness.heartbeat_at(), liveness.silence_due()});
+  }
+  return next;
 }
 
 }  // namespace plexus::transports

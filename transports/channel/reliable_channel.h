@@ -58,8 +58,13 @@ class ReliableChannel {
 
   struct Settings {
     std::chrono::milliseconds heartbeat_interval{50};  // idle paths send one this often
-    std::chrono::milliseconds path_timeout{200};       // silence that fails a path
-    std::chrono::milliseconds stable_after{500};       // probation of a returning path
+    // ... and this often once they have had no traffic for idle_after, each heartbeat
+    // promising the peer its interval (path_liveness.h): the peer allows that much more
+    // silence. Not above heartbeat_interval: no backing off.
+    std::chrono::milliseconds idle_heartbeat_interval{1000};
+    std::chrono::milliseconds idle_after{1000};
+    std::chrono::milliseconds path_timeout{200};  // silence that fails a path (beyond a promise)
+    std::chrono::milliseconds stable_after{500};  // probation of a returning path
     // The last live path is failed for silence only after this long (losing it loses the
     // peer); a socket error still fails it at once.
     std::chrono::milliseconds last_path_grace{2000};
@@ -163,6 +168,13 @@ class ReliableChannel {
   // Returns the paths that failed of silence, and why (already handled here; the owner
   // closes them).
   std::vector<SilentPath> tick(TimePoint now);
+  // When tick() must run next: at once (TimePoint{} or a time past) while any path has
+  // traffic, is on probation or silent past its due, or frames wait or are unacknowledged;
+  // else the earliest heartbeat or silence due of its idle paths. Sending and receiving
+  // frames other than heartbeats bring it forward.
+  TimePoint next_tick() const { return next_tick_; }
+  // Path `path` has had no traffic either way for idle_after (its transport is not read).
+  bool idle(uint32_t path) const { return paths_.liveness(path).idle(); }
   static constexpr std::chrono::seconds kPeakWindow = PathPace::kPeakWindow;  // capacity()
   // Sends the cumulative acknowledgement if it moved (after a batch of reads).
   void flush_ack();
@@ -193,8 +205,10 @@ class ReliableChannel {
   // An acknowledgement or a heartbeat (`type`) on `path`: the acknowledgement to send, and
   // this channel's incarnation.
   void queue_control(uint32_t path, wire::FrameType type);
+  TimePoint compute_next_tick(TimePoint now) const;
 
   uint64_t incarnation_;
+  TimePoint next_tick_{};
   Counters counters_;
   ChannelPaths paths_;
   ChannelDispatcher dispatcher_;

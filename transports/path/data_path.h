@@ -79,6 +79,9 @@ class DataPath : public FramePath {
   // If the frame being placed is kept alive by `owner`, the rest of its payload goes to
   // waste and it ends without on_placed (the memory must not be written any more).
   virtual bool abandon_placement(const void* owner) = 0;
+  // The path has had no traffic for a while (heartbeats at most): memory held for traffic
+  // (a receive buffer sized for whole frames) may go, to be made again when traffic comes.
+  virtual void release_idle_memory() {}
   virtual PathEndpoint local() const = 0;
   virtual PathEndpoint remote() const = 0;
   virtual std::optional<PathDelivery> delivery() const = 0;

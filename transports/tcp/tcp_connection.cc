@@ -17,6 +17,9 @@ namespace {
 
 constexpr size_t kMaxIov = 64;
 constexpr size_t kGulpBytes = 64 << 10;
+// A receive buffer starts this small (heartbeats, acknowledgements) and doubles while reads
+// fill it.
+constexpr size_t kFirstBufferBytes = 4 << 10;
 
 }  // namespace
 
@@ -26,8 +29,6 @@ TcpConnection::TcpConnection(int fd, wire::DataFrameLimits limits, Callbacks cal
   ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  // Room for one whole frame plus a gulp of what follows it.
-  in_.resize(wire::kDataFrameHeaderBytes + limits_.max_payload_bytes + kGulpBytes);
   iov_.reserve(kMaxIov);
 }
 
@@ -48,6 +49,16 @@ uint64_t TcpConnection::kernel_unacknowledged_bytes() const {
 }
 
 uint64_t TcpConnection::kernel_unsent_bytes() const { return socket_queue_bytes(fd_, SIOCOUTQNSD); }
+
+size_t TcpConnection::release_buffer() {
+  if (filled_ != consumed_ || placed_.destination.data() != nullptr) return 0;
+  const size_t held = buffer_bytes();
+  std::vector<std::byte>().swap(in_);
+  std::vector<std::byte>().swap(sink_);
+  consumed_ = filled_ = frame_bytes_ = 0;
+  read_filled_ = false;
+  return held;
+}
 
 bool TcpConnection::fail(std::string reason) {
   if (error_.empty()) error_ = std::move(reason);
@@ -229,9 +240,19 @@ size_t TcpConnection::make_room() {
   // boundary, a gulp: small frames come many per read.
   const size_t want = frame_bytes_ > 0 ? frame_bytes_ - pending : kGulpBytes;
   if (in_.size() - filled_ < want) {
-    std::memmove(in_.data(), in_.data() + consumed_, pending);
+    if (pending > 0) std::memmove(in_.data(), in_.data() + consumed_, pending);
     filled_ = pending;
     consumed_ = 0;
+    // At most one whole frame plus a gulp of what follows it.
+    const size_t limit = wire::kDataFrameHeaderBytes + limits_.max_payload_bytes + kGulpBytes;
+    size_t size = in_.size();
+    if (frame_bytes_ > 0) {
+      size = std::max(size, pending + want);  // the frame whose header is in, whole
+    } else if (size == 0 || (read_filled_ && size < pending + want)) {
+      size = std::max(kFirstBufferBytes, size * 2);  // small frames come many per read
+    }
+    size = std::min(size, limit);
+    if (size > in_.size()) in_.resize(size);
   }
   return std::min(want, in_.size() - filled_);
 }
@@ -268,6 +289,7 @@ bool TcpConnection::on_readable(size_t max_bytes) {
       if (errno == EINTR) continue;
       return fail_errno("receive failed: ");
     }
+    read_filled_ = static_cast<size_t>(n) == want;
     filled_ += static_cast<size_t>(n);
     got += static_cast<size_t>(n);
     bytes_received_ += static_cast<uint64_t>(n);

@@ -56,6 +56,13 @@ class TcpConnection {
   // Of those, the bytes the kernel has not sent yet (SIOCOUTQNSD).
   uint64_t kernel_unsent_bytes() const;
 
+  // The receive buffer grows as frames need it (a frame is read whole into it unless it is
+  // placed), from nothing to a gulp beyond the largest frame; with nothing in it, it goes
+  // (a path that has gone idle: a thousand idle peers hold no 576 KiB each). Returns the
+  // bytes it held.
+  size_t release_buffer();
+  size_t buffer_bytes() const { return in_.size() + sink_.size(); }
+
   // Both return false once the connection has failed (error() says why); the owner then
   // closes it. on_readable stops after `max_bytes` so one busy peer cannot starve others.
   bool on_readable(size_t max_bytes = 8 << 20);
@@ -112,7 +119,8 @@ class TcpConnection {
   std::vector<std::byte> in_;
   size_t consumed_ = 0;
   size_t filled_ = 0;
-  size_t frame_bytes_ = 0;  // header + payload of the partial frame at consumed_, once known
+  size_t frame_bytes_ = 0;    // header + payload of the partial frame at consumed_, once known
+  bool read_filled_ = false;  // the last read took all the room it had: more may wait
   // A frame whose payload is read straight to its destination.
   wire::DataFrameHeader placed_header_;
   Placement placed_;

@@ -73,6 +73,7 @@ class TcpPath final : public DataPath {
   uint64_t bytes_sent() const override { return conn_.bytes_sent(); }
   uint64_t bytes_received() const override { return conn_.bytes_received(); }
   bool abandon_placement(const void* owner) override { return conn_.abandon_placement(owner); }
+  void release_idle_memory() override { conn_.release_buffer(); }
   PathEndpoint local() const override { return local_; }
   PathEndpoint remote() const override { return remote_; }
   std::optional<PathDelivery> delivery() const override {

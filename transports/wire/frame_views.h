@@ -81,12 +81,15 @@ inline uint64_t speed_generation(uint64_t op_seq) { return op_seq & ~kSpeedBit; 
 // ---- kHeartbeat and kAck: a reliable channel's own frames. comm_id is the sending
 // channel's incarnation (a random number per channel: a new one means the peer gave up the
 // old); channel_seq the cumulative acknowledgement; on an acknowledgement, op_seq..offset
-// (op_seq not 0) a run of frames the sender holds beyond it.
+// (op_seq not 0) a run of frames the sender holds beyond it; on a heartbeat, step the
+// sender's promise: its next frame on the path comes within this many ms (0: no promise, as
+// from a sender that predates it).
 struct ChannelControl {
   uint64_t incarnation = 0;
   uint64_t acknowledged = 0;  // cumulative
   uint64_t run_first = 0;     // 0: no selective run
   uint64_t run_last = 0;
+  uint32_t promise_ms = 0;
 };
 inline DataFrameHeader make_channel_control(FrameType type, const ChannelControl& c) {
   DataFrameHeader h;
@@ -95,13 +98,14 @@ inline DataFrameHeader make_channel_control(FrameType type, const ChannelControl
   h.channel_seq = c.acknowledged;
   h.op_seq = c.run_first;
   h.offset = c.run_last;
+  h.step = c.promise_ms;
   return h;
 }
 inline bool is_channel_control(const DataFrameHeader& h) {
   return h.type == FrameType::kHeartbeat || h.type == FrameType::kAck;
 }
 inline ChannelControl read_channel_control(const DataFrameHeader& h) {
-  return {h.comm_id, h.channel_seq, h.op_seq, h.offset};
+  return {h.comm_id, h.channel_seq, h.op_seq, h.offset, h.step};
 }
 
 // ---- kDeparted: a rank of the sender left communicator comm_id; step: the rank; op_seq:
