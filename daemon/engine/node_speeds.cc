@@ -62,7 +62,7 @@ std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t
 void NodeSpeeds::send(Comm& comm, const std::vector<SpeedAgreement::Message>& messages) {
   const NodeSpan& span = *comm.span();
   for (const SpeedAgreement::Message& m : messages) {
-    const uint64_t peer = span.node_ids[static_cast<size_t>(m.node)];
+    const uint64_t peer = hooks_.reach(comm, m.node);
     const uint64_t op_seq = wire::speed_op_seq(m.generation);
     const auto step = static_cast<uint32_t>(m.kind);
     bool sent = false;
