@@ -56,10 +56,12 @@ struct Config {
   // Multi-node: peer daemons connect here ("ip:port"; empty: this daemon serves only
   // communicators whose ranks are all on this node).
   std::string peer_listen;
-  std::string node_name;                // in messages and peers' logs; empty: the host name
-  std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
-  uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
-  std::string tcp_congestion;           // for connections to peers; empty: the host's default
+  std::string node_name;            // in messages and peers' logs; empty: the host name
+  std::string cluster_secret_file;  // peers must prove they hold its bytes; empty: none
+  // To open a data connection to another node (on first use: what waits for it waits this long
+  // at most, then the communicators that need it fail naming the node and the error).
+  uint32_t connect_timeout_ms = 10000;
+  std::string tcp_congestion;  // for connections to peers; empty: the host's default
   // Beside each rail a second data connection that carries only the latency class's frames,
   // with socket priority 6 and DSCP latency_dscp: one TCP stream per class, so that a
   // latency frame never waits in the kernel's or the switches' queues behind bulk bytes

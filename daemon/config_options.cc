@@ -269,8 +269,10 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "Peers must prove (HMAC-SHA256 challenge) that they hold this file's bytes; mode "
                  "0600, at least 16 bytes. Without it any host reaching --peer-listen may join")
       ->check(CLI::ExistingFile);
-  app.add_option("--connect-timeout-ms", config.connect_timeout_ms,
-                 "How long a new communicator may wait for its data connections to other nodes")
+  app.add_option(
+         "--connect-timeout-ms", config.connect_timeout_ms,
+         "How long a data connection to another node may take to open; connections open when a "
+         "communicator first sends to that node, and what it sends waits meanwhile")
       ->capture_default_str();
   app.add_option("--job", w.jobs,
                  "A job's scheduling policy, NAME=CLASS[:WEIGHT] (latency, bulk or background; "

@@ -193,6 +193,10 @@ void Daemon::start() {
             d.engine->events().emit("nic_up", "info", "NIC " + nic + " is up again",
                                     {{"nic", nic}});
             d.control->post([&d, nic] { d.control->nodes().nic_up(nic); });
+          },
+          [&d](uint64_t instance, const std::vector<std::string>& addresses) {
+            d.control->post(
+                [&d, instance, addresses] { d.control->nodes().path_wanted(instance, addresses); });
           }},
       d.events);
   ControlConfig control = control_config(c, std::move(peer_nics));

@@ -288,7 +288,6 @@ void NodeJoins::fail_local_join(const CommToken& token, plexus_result_t code,
     hooks_.send_error(joiner.session_id, joiner.request_id, code, text);
   }
   multi_joins_.erase(token);
-  forming_.erase(token);
 }
 
 void NodeJoins::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
@@ -301,38 +300,22 @@ void NodeJoins::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
     hooks_.form_comm(token, nranks, rendezvous_.take(token), std::nullopt);
     return;
   }
-  Forming forming{std::move(formed), cost, nranks, Clock::now() + config_.connect_timeout};
-  // The daemon with the lower instance id opens each pair's data connection.
-  for (const auto& node : forming.formed.nodes) {
-    if (node.instance_id == instance_id_ || data_links_.count(node.instance_id) != 0) continue;
-    if (instance_id_ < node.instance_id) peers_->connect_data(node.instance_id, node.addresses);
-  }
-  forming_[token] = std::move(forming);
-  check_forming(token);
-  hooks_.arm_timer();
-}
-
-void NodeJoins::check_forming(const CommToken& token) {
-  auto it = forming_.find(token);
-  if (it == forming_.end()) return;
-  const Forming& f = it->second;
-  for (const auto& node : f.formed.nodes) {
-    if (node.instance_id != instance_id_ && data_links_.count(node.instance_id) == 0) return;
-  }
+  // No data connection opens here: the engine opens each when an op first sends to that
+  // node (InternodeRunner::reach), so a node holds connections only to the nodes its plans
+  // talk to, not to every member.
   NodeSpan span;
-  for (size_t n = 0; n < f.formed.nodes.size(); ++n) {
-    span.topology.node_names.push_back(f.formed.nodes[n].name);
-    span.node_ids.push_back(f.formed.nodes[n].instance_id);
-    if (f.formed.nodes[n].instance_id == instance_id_) span.topology.my_node = static_cast<int>(n);
+  for (size_t n = 0; n < formed.nodes.size(); ++n) {
+    span.topology.node_names.push_back(formed.nodes[n].name);
+    span.node_ids.push_back(formed.nodes[n].instance_id);
+    span.node_addresses.push_back(std::move(formed.nodes[n].addresses));
+    if (formed.nodes[n].instance_id == instance_id_) span.topology.my_node = static_cast<int>(n);
   }
-  span.topology.rank_node = f.formed.rank_node;
+  span.topology.rank_node = std::move(formed.rank_node);
   span.topology.finish();
   span.comm_id = comm_id_of(token);
-  span.cost = f.cost;
-  span.forced =
-      f.formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(f.formed.algorithm);
-  const int nranks = f.nranks;
-  forming_.erase(it);
+  span.cost = cost;
+  span.forced = formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(formed.algorithm);
+  span.open_timeout = config_.connect_timeout;
   hooks_.form_comm(token, nranks, rendezvous_.take(token), std::move(span));
 }
 
@@ -369,7 +352,6 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
                        peer.node_name, token_prefix(token));
           return;
         }
-        if (forming_.count(token) != 0) return;
         NodeRendezvous::Formed formed;
         bool me_in = false;
         for (auto node : f.getNodes()) {
@@ -469,30 +451,16 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
 void NodeJoins::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
                              const std::string& nic, bool backup, bool latency) {
   data_links_.insert(peer.instance_id);
-  data_link_errors_.erase(peer.instance_id);
   engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic, backup,
                 latency](Engine& e) { e.links().add(id, name, open, nic, backup, latency); });
-  std::vector<CommToken> tokens;
-  for (const auto& [token, f] : forming_) tokens.push_back(token);
-  for (const auto& token : tokens) check_forming(token);
 }
 
 void NodeJoins::on_data_failed(uint64_t instance, const std::string& reason) {
-  data_link_errors_[instance] = reason;
-  std::vector<CommToken> failed;
-  std::string name;
-  for (const auto& [token, f] : forming_) {
-    for (const auto& node : f.formed.nodes) {
-      if (node.instance_id == instance) {
-        failed.push_back(token);
-        name = node.name;
-      }
-    }
-  }
-  for (const auto& token : failed) {
-    fail_local_join(token, PLEXUS_ERR_PEER_LOST,
-                    "cannot open a data connection to node " + name + ": " + reason);
-  }
+  engine_.post([instance, reason](Engine& e) { e.links().open_failed(instance, reason); });
+}
+
+void NodeJoins::path_wanted(uint64_t instance, const std::vector<std::string>& addresses) {
+  if (peers_) peers_->connect_data(instance, addresses);
 }
 
 void NodeJoins::data_link_lost(uint64_t instance) {
@@ -507,28 +475,10 @@ void NodeJoins::expire(Clock::time_point now) {
       deliver_join_failed(n, failure.token, failure.code, failure.message);
     }
   }
-  std::vector<std::pair<CommToken, std::string>> late;
-  for (const auto& [token, f] : forming_) {
-    if (f.deadline > now) continue;
-    std::string missing;
-    for (const auto& node : f.formed.nodes) {
-      if (node.instance_id == instance_id_ || data_links_.count(node.instance_id) != 0) continue;
-      missing += (missing.empty() ? "" : ", ") + node.name;
-      auto error = data_link_errors_.find(node.instance_id);
-      if (error != data_link_errors_.end()) missing += " (" + error->second + ")";
-    }
-    late.emplace_back(token, "no data connection to node(s) " + missing + " within " +
-                                 std::to_string(config_.connect_timeout.count()) + " ms");
-  }
-  for (const auto& [token, message] : late) fail_local_join(token, PLEXUS_ERR_TIMEOUT, message);
 }
 
 std::optional<Clock::time_point> NodeJoins::next_deadline() const {
-  std::optional<Clock::time_point> next = node_rendezvous_.next_deadline();
-  for (const auto& [token, f] : forming_) {
-    if (!next || f.deadline < *next) next = f.deadline;
-  }
-  return next;
+  return node_rendezvous_.next_deadline();
 }
 
 void NodeJoins::forget_abandoned() {

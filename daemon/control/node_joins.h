@@ -79,6 +79,9 @@ class NodeJoins {
   // From the engine, on the control thread: the data link to `instance` is gone; a path of
   // it over local NIC `nic` failed (the link stays); a local NIC came back.
   void data_link_lost(uint64_t instance);
+  // From the engine: a link to `instance` is needed and none is open (paths open on first
+  // use): a data connection is opened to one of `addresses`.
+  void path_wanted(uint64_t instance, const std::vector<std::string>& addresses);
   void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
                       bool latency);
   void nic_up(const std::string& nic);
@@ -94,7 +97,6 @@ class NodeJoins {
   void send_join_failed(uint64_t node, const std::vector<std::string>& addresses,
                         const CommToken& token, plexus_result_t code, const std::string& message);
   void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
-  void check_forming(const CommToken& token);
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   // At the root: a node refused its part of `token`.
   void root_refused(const CommToken& token, plexus_result_t code, const std::string& message);
@@ -120,15 +122,7 @@ class NodeJoins {
     int nranks = 0;
   };
   std::map<CommToken, MultiJoin> multi_joins_;
-  struct Forming {  // formed at the root; waiting for data connections to every node
-    NodeRendezvous::Formed formed;
-    algo::LinkCost cost;
-    int nranks = 0;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  std::map<CommToken, Forming> forming_;
-  std::set<uint64_t> data_links_;                     // peers the engine has a link to
-  std::map<uint64_t, std::string> data_link_errors_;  // why the last attempt failed
+  std::set<uint64_t> data_links_;  // peers the engine has a path to (closed at once if gone)
 };
 
 }  // namespace plexus::daemon

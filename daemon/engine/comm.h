@@ -33,8 +33,13 @@ struct InternodeState;
 struct NodeSpan {
   NodeTopology topology;
   std::vector<uint64_t> node_ids;  // daemon instance ids, by node index
-  uint64_t comm_id = 0;            // names the communicator in data frames
-  algo::LinkCost cost;             // communicator-wide, from the root
+  // By node index: where its daemon accepts data connections ("ip:port" each). Paths open on
+  // first use (InternodeRunner::reach), so the engine must be able to ask for any of them.
+  std::vector<std::vector<std::string>> node_addresses;
+  // How long a data connection the engine asks for may take to open before the link is lost.
+  std::chrono::milliseconds open_timeout{0};
+  uint64_t comm_id = 0;  // names the communicator in data frames
+  algo::LinkCost cost;   // communicator-wide, from the root
   std::optional<algo::Algorithm> forced;
 };
 

@@ -70,6 +70,7 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
     keep_alive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
         std::move(keep_alive), staged->second);
   }
+  reach(comm, node);
   bool queued =
       links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
   if (queued) {

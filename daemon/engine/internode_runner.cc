@@ -31,7 +31,8 @@ int InternodeRunner::node_of(const Comm& comm, uint64_t instance) {
 
 InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEvents link_events,
                                  OpWatch& watch, GpuStaging& gpu, monitor::EventLog& events)
-    : hooks_(std::move(hooks)),
+    : name_(config.node_name),
+      hooks_(std::move(hooks)),
       link_events_(std::move(link_events)),
       watch_(watch),
       gpu_(gpu),
@@ -72,7 +73,8 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
               .defer_failure = [this](Comm& comm,
                                       const std::string& reason) { defer_failure(comm, reason); },
               .resume =
-                  [this](Comm& comm) { resume_.push_back(comm_by_id_[comm.span()->comm_id]); }}) {
+                  [this](Comm& comm) { resume_.push_back(comm_by_id_[comm.span()->comm_id]); },
+              .reach = [this](const Comm& comm, int node) { return reach(comm, node); }}) {
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {
@@ -107,14 +109,6 @@ void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
   const NodeSpan& span = *comm->span();
   speeds_.join(*comm);
   comm_by_id_[span.comm_id] = comm;
-  for (size_t node = 0; node < span.node_ids.size(); ++node) {
-    if (static_cast<int>(node) == span.topology.my_node) continue;
-    if (!links_.has(span.node_ids[node])) {
-      defer_failure(*comm, "the data connection to node " + span.topology.node_names[node] +
-                               " closed while communicator " + token_prefix(comm->token()) +
-                               " was being created");
-    }
-  }
   // Frames that arrived before this node knew the communicator.
   auto held = unknown_frames_.find(span.comm_id);
   if (held == unknown_frames_.end()) return;
@@ -201,7 +195,7 @@ void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
     if (!comm_ptr || !comm_ptr->internode) return;
     Comm& c = *comm_ptr;
     std::weak_ptr<InternodeOp> weak_op = c.internode->active;
-    const uint64_t peer = c.span()->node_ids[static_cast<size_t>(node)];
+    const uint64_t peer = reach(c, node);
     const bool queued =
         links_.send_message(peer, c.span()->comm_id, seq, message, data, std::move(keep_alive),
                             [this, weak_comm, weak_op, node, message] {
@@ -318,10 +312,28 @@ void InternodeRunner::comm_failed(Comm& comm, bool first, const std::string& rea
   if (first) tell_peers_failed(comm, reason);
 }
 
+uint64_t InternodeRunner::reach(const Comm& comm, int node) {
+  const NodeSpan& span = *comm.span();
+  const auto n = static_cast<size_t>(node);
+  const uint64_t peer = span.node_ids[n];
+  const auto deadline = std::chrono::steady_clock::now() + span.open_timeout;
+  if (links_.want(peer, span.topology.node_names[n], deadline) && link_events_.wanted) {
+    link_events_.wanted(
+        peer, n < span.node_addresses.size() ? span.node_addresses[n] : std::vector<std::string>{});
+  }
+  return peer;
+}
+
+// Notices go only to the nodes this one has a link to, never opening one per node: each
+// node that hears relays them to its own links (remote_rank_departed, comm_failed), so they
+// spread along the links the communicator's plans opened; a node none of them reached hears
+// when its data comes (tell_late_node, and the reply for a communicator left here).
 void InternodeRunner::send_departed(Comm& comm, int rank, const std::string& reason) {
   const NodeSpan& span = *comm.span();
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
-    if (static_cast<int>(node) == span.topology.my_node) continue;
+    if (static_cast<int>(node) == span.topology.my_node || !links_.has(span.node_ids[node])) {
+      continue;
+    }
     links_.send_departed(span.node_ids[node], span.comm_id, rank,
                          comm.next_seq[static_cast<size_t>(rank)], reason);
   }
@@ -329,19 +341,42 @@ void InternodeRunner::send_departed(Comm& comm, int rank, const std::string& rea
 
 void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
   const NodeSpan& span = *comm.span();
-  const std::string text = "node " + node_name(comm, span.topology.my_node) + ": " + reason;
+  InternodeState& state = *comm.internode;
+  state.abort_text = "node " + node_name(comm, span.topology.my_node) + ": " + reason;
+  state.told.assign(span.node_ids.size(), false);
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
-    if (static_cast<int>(node) == span.topology.my_node) continue;
-    links_.send_abort(span.node_ids[node], span.comm_id, text);
+    if (static_cast<int>(node) == span.topology.my_node || !links_.has(span.node_ids[node])) {
+      continue;
+    }
+    state.told[node] = true;
+    links_.send_abort(span.node_ids[node], span.comm_id, state.abort_text);
   }
 }
 
-void InternodeRunner::remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
-                                           const std::string& reason) {
+void InternodeRunner::tell_late_node(Comm& comm, int node) {
+  InternodeState& state = *comm.internode;
+  const auto n = static_cast<size_t>(node);
+  if (state.abort_text.empty() || n >= state.told.size() || state.told[n]) return;
+  state.told[n] = true;
+  links_.send_abort(comm.span()->node_ids[n], comm.span()->comm_id, state.abort_text);
+}
+
+void InternodeRunner::remote_rank_departed(Comm& comm, int from, int rank, uint64_t collectives,
+                                           const std::string& text) {
   if (rank < 0 || rank >= comm.nranks()) return;
   Comm::Presence& member = comm.presence[static_cast<size_t>(rank)];
   if (!comm.members()[static_cast<size_t>(rank)].remote || !member.present) return;
+  const NodeSpan& span = *comm.span();
+  const int node = span.topology.rank_node[static_cast<size_t>(rank)];
+  const std::string reason = "node " + node_name(comm, node) + ": " + text;
   member.present = false;
+  for (size_t other = 0; other < span.node_ids.size(); ++other) {  // relayed: see send_departed
+    const auto o = static_cast<int>(other);
+    if (o == span.topology.my_node || o == from || o == node || !links_.has(span.node_ids[other])) {
+      continue;
+    }
+    links_.send_departed(span.node_ids[other], span.comm_id, rank, collectives, text);
+  }
   member.departure = reason;
   if (comm.remote_departure.empty()) comm.remote_departure = reason;
   comm.remote_limit = std::min(comm.remote_limit, collectives);
@@ -374,7 +409,18 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end()) {
     if (std::find(retired_ids_.begin(), retired_ids_.end(), h.comm_id) != retired_ids_.end()) {
-      return {};  // a communicator this node already left: stray data is dropped
+      // A communicator this node already left: stray data is dropped, and a node that sends
+      // some may not have heard (notices reach only linked nodes): it is told, once.
+      if (h.type == wire::FrameType::kData &&
+          wire::data_family(h.op_seq) != wire::DataFamily::kSpeed &&
+          std::find(told_retired_.begin(), told_retired_.end(), std::pair{h.comm_id, peer}) ==
+              told_retired_.end()) {
+        told_retired_.emplace_back(h.comm_id, peer);
+        if (told_retired_.size() > 4096) told_retired_.erase(told_retired_.begin());
+        links_.send_abort(peer, h.comm_id,
+                          "node " + name_ + ": every rank of that node left the communicator");
+      }
+      return {};
     }
     if (h.type != wire::FrameType::kData) return {};
     if (unknown_bytes_ + payload.size() > kMaxUnknownCommBytes) {
@@ -388,7 +434,10 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
   Comm& comm = *it->second;
   const int node = node_of(comm, peer);
   if (node < 0) return "a frame for a communicator that node is not part of";
-  if (comm.broken()) return {};
+  if (comm.broken()) {
+    if (h.type == wire::FrameType::kData) tell_late_node(comm, node);
+    return {};
+  }
   InternodeState& state = *comm.internode;
   // Only control frames carry text; a data frame's payload is not copied.
   auto text = [&payload] {
@@ -401,7 +450,7 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
     case wire::FrameType::kDeparted: {
       const wire::Departed departed = wire::read_departed(h);
       remote_rank_departed(comm, node, static_cast<int>(departed.rank), departed.collectives,
-                           "node " + node_name(comm, node) + ": " + text());
+                           text());
       return {};
     }
     default:

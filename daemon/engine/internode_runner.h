@@ -40,6 +40,9 @@ class InternodeRunner {
                        bool latency)>
         path_lost;
     std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
+    // A link to `instance` is needed and none is open: open a data connection to one of
+    // `addresses` (the control thread's peer server); NodeLinks::open_failed if it cannot.
+    std::function<void(uint64_t instance, const std::vector<std::string>& addresses)> wanted;
   };
   // What it asks of the engine.
   struct Hooks {
@@ -76,6 +79,9 @@ class InternodeRunner {
   void comm_failed(Comm& comm, bool first, const std::string& reason);
   // Fails `comm` from the engine loop (not inside a transport callback).
   void defer_failure(Comm& comm, const std::string& reason);
+  // The daemon of node `node` of `comm`, with a link to it wanted now: paths open on first
+  // use, so everything sent to a node goes through here (NodeLinks::want).
+  uint64_t reach(const Comm& comm, int node);
   // A multi-node op of `comm` has finished its network rounds: looked at from the loop.
   void note_progress(const std::shared_ptr<Comm>& comm) { progress_.push_back(comm); }
 
@@ -98,8 +104,11 @@ class InternodeRunner {
   void resume_held();
   void finish_op(Comm& comm);
   void tell_peers_failed(Comm& comm, const std::string& reason);
-  void remote_rank_departed(Comm& comm, int node, int rank, uint64_t collectives,
-                            const std::string& reason);
+  // `text`: as its node said it (relayed as is to the linked nodes that may not have heard).
+  void remote_rank_departed(Comm& comm, int from, int rank, uint64_t collectives,
+                            const std::string& text);
+  // A node sent data for `comm`, which failed here: it is told why, once.
+  void tell_late_node(Comm& comm, int node);
   // Drops the running collective; frames still being read into its ranks' buffers finish
   // into a sink (its clients are told it failed and may reuse those buffers at once).
   void stop_active_op(Comm& comm);
@@ -110,6 +119,7 @@ class InternodeRunner {
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
 
+  std::string name_;  // this node's, for messages
   Hooks hooks_;
   LinkEvents link_events_;
   OpWatch& watch_;
@@ -120,6 +130,8 @@ class InternodeRunner {
   NodeSpeeds speeds_;                                               // the nodes' agreed speeds
   std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
   std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
+  // (comm id, peer) pairs told that this node left that communicator (bounded as above).
+  std::vector<std::pair<uint64_t, uint64_t>> told_retired_;
   std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, HeldFrame>>> unknown_frames_;
   size_t unknown_bytes_ = 0;
   std::vector<std::shared_ptr<Comm>> progress_;  // comms with internode work to look at

@@ -46,6 +46,10 @@ struct InternodeState {
   std::deque<HeldFrame> early;          // frames for later ops
   size_t early_bytes = 0;
   std::string failure;  // set inside a transport callback; acted on by the engine loop
+  // Once it failed: why (sent to a node that did not hear it yet, when its data comes), and
+  // by node index whether that node was told.
+  std::string abort_text;
+  std::vector<bool> told;
   std::unique_ptr<SpeedAgreement> speeds;              // the nodes' agreed speeds (made in add())
   std::chrono::steady_clock::time_point held_since{};  // holding for a change since
 

@@ -23,6 +23,13 @@ void NodeSpeeds::join(Comm& comm) const {
   const NodeSpan& span = *comm.span();
   comm.internode->speeds = std::make_unique<SpeedAgreement>(static_cast<int>(span.node_ids.size()),
                                                             span.topology.my_node, settings_);
+  // A leader that measures hears every node's rate over a link to it, which its plans may
+  // not open: it opens them now (the one node that holds a link per member while slow nodes
+  // are watched for).
+  if (!measures_ || !comm.internode->speeds->leader()) return;
+  for (int node = 0; node < static_cast<int>(span.node_ids.size()); ++node) {
+    if (node != span.topology.my_node) hooks_.reach(comm, node);
+  }
 }
 
 std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step,
@@ -62,7 +69,7 @@ std::string NodeSpeeds::on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t
 void NodeSpeeds::send(Comm& comm, const std::vector<SpeedAgreement::Message>& messages) {
   const NodeSpan& span = *comm.span();
   for (const SpeedAgreement::Message& m : messages) {
-    const uint64_t peer = span.node_ids[static_cast<size_t>(m.node)];
+    const uint64_t peer = hooks_.reach(comm, m.node);
     const uint64_t op_seq = wire::speed_op_seq(m.generation);
     const auto step = static_cast<uint32_t>(m.kind);
     bool sent = false;

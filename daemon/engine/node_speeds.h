@@ -31,6 +31,8 @@ class NodeSpeeds {
     std::function<void(Comm&, const std::string& reason)> defer_failure;
     // The communicator's hold for a change ended: its next op may start (from the loop).
     std::function<void(Comm&)> resume;
+    // The daemon of a node, with a link to it wanted now (InternodeRunner::reach).
+    std::function<uint64_t(const Comm&, int node)> reach;
   };
 
   // `slow_node_below` (plexusd --slow-node-below): a node under this fraction of the

@@ -77,6 +77,16 @@ class NodeLinks {
            bool backup = false, bool latency = false) {
     peers_.add(peer, std::move(name), std::move(open), std::move(nic), backup, latency);
   }
+  // Paths open on first use: a link to peer node `peer` (`name`, for messages) is needed now.
+  // With none, one is made with no path: what is sent to it waits on its channel until the
+  // first path comes (add), and it is lost at `deadline` if none has. Returns true when it
+  // made one: the caller then has a connection opened (the peer server, on the control
+  // thread). open_failed: that could not be done (`reason`); a link still waiting for its
+  // first path is lost with it.
+  bool want(uint64_t peer, std::string name, transports::ReliableChannel::TimePoint deadline) {
+    return peers_.want(peer, std::move(name), deadline);
+  }
+  void open_failed(uint64_t peer, const std::string& reason) { peers_.open_failed(peer, reason); }
   // Follows local NICs going down and up (netlink); without it only silence and socket
   // errors fail paths. Returns "" or why it cannot.
   std::string watch_nics() { return nics_.watch(peers_.epoll_fd(), PeerLinks::kNicMonitorKey); }

@@ -39,41 +39,58 @@ PeerLinks::PeerLinks(LinksHandler handler, Hooks hooks, Parts parts, uint32_t ch
   if (!epoll_) throw std::system_error(errno, std::generic_category(), "node links epoll");
 }
 
+PeerLinks::Link& PeerLinks::make_link(uint64_t peer, std::string name) {
+  auto link = std::make_unique<Link>();
+  link->peer = peer;
+  link->name = std::move(name);
+  transports::ReliableChannel::Handler h;
+  h.on_frame = [this, peer](const wire::DataFrameHeader& header,
+                            std::span<const std::byte> payload) {
+    return handler_.on_frame(peer, header, payload);
+  };
+  if (handler_.place) {
+    h.place = [this, peer](const wire::DataFrameHeader& header) {
+      return handler_.place(peer, header);
+    };
+    h.on_placed = [this, peer](const wire::DataFrameHeader& header) {
+      return handler_.on_placed(peer, header);
+    };
+  }
+  h.on_released = [this](uint64_t token, uint32_t path) { chunk_sent(token, path); };
+  h.on_resent = [this, peer](uint32_t path, uint64_t bytes) {
+    if (Path* p = path_of(peer, path)) {
+      const auto now = Clock::now();
+      p->record(now, [&](monitor::WindowRing& w) { w.resent(now, bytes); });
+    }
+  };
+  if (handler_.on_scheduled) h.on_scheduled = handler_.on_scheduled;
+  transports::ReliableChannel::Settings settings = channel_settings_;
+  settings.incarnation = random_incarnation();
+  link->channel =
+      std::make_unique<transports::ReliableChannel>(settings, std::move(h), parts_.flow_policies);
+  return *links_.emplace(peer, std::move(link)).first->second;
+}
+
+bool PeerLinks::want(uint64_t peer, std::string name,
+                     transports::ReliableChannel::TimePoint deadline) {
+  if (links_.count(peer) != 0) return false;
+  Link& link = make_link(peer, std::move(name));
+  link.opening_until = deadline;
+  follow(link);  // its deadline is a tick's
+  return true;
+}
+
+void PeerLinks::open_failed(uint64_t peer, const std::string& reason) {
+  auto it = links_.find(peer);
+  if (it == links_.end() || !it->second->opening_until) return;
+  lose(peer, "cannot open a data connection to node " + it->second->name + ": " + reason);
+}
+
 void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
                     bool backup, bool latency) {
   auto it = links_.find(peer);
-  if (it == links_.end()) {
-    auto link = std::make_unique<Link>();
-    link->peer = peer;
-    link->name = std::move(name);
-    transports::ReliableChannel::Handler h;
-    h.on_frame = [this, peer](const wire::DataFrameHeader& header,
-                              std::span<const std::byte> payload) {
-      return handler_.on_frame(peer, header, payload);
-    };
-    if (handler_.place) {
-      h.place = [this, peer](const wire::DataFrameHeader& header) {
-        return handler_.place(peer, header);
-      };
-      h.on_placed = [this, peer](const wire::DataFrameHeader& header) {
-        return handler_.on_placed(peer, header);
-      };
-    }
-    h.on_released = [this](uint64_t token, uint32_t path) { chunk_sent(token, path); };
-    h.on_resent = [this, peer](uint32_t path, uint64_t bytes) {
-      if (Path* p = path_of(peer, path)) {
-        const auto now = Clock::now();
-        p->record(now, [&](monitor::WindowRing& w) { w.resent(now, bytes); });
-      }
-    };
-    if (handler_.on_scheduled) h.on_scheduled = handler_.on_scheduled;
-    transports::ReliableChannel::Settings settings = channel_settings_;
-    settings.incarnation = random_incarnation();
-    link->channel =
-        std::make_unique<transports::ReliableChannel>(settings, std::move(h), parts_.flow_policies);
-    it = links_.emplace(peer, std::move(link)).first;
-  }
-  Link& link = *it->second;
+  Link& link = it == links_.end() ? make_link(peer, std::move(name)) : *it->second;
+  link.opening_until.reset();
   auto path = std::make_unique<Path>();
   Path* raw = path.get();
   raw->link = &link;
@@ -408,7 +425,7 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
   std::vector<uint64_t> peers;
   peers.reserve(links_.size());
   for (auto& [peer, link] : links_) {
-    if (link->channel->next_tick() <= now) peers.push_back(peer);
+    if (due(*link) <= now) peers.push_back(peer);
   }
   for (uint64_t peer : peers) {
     auto it = links_.find(peer);
@@ -421,6 +438,12 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
       }
     }
     if (links_.count(peer) == 0) continue;
+    if (link.opening_until) {  // no path yet: its own deadline, not the grace
+      if (now >= *link.opening_until) {
+        lose(peer, "no data connection to node " + link.name + " opened in time");
+      }
+      continue;
+    }
     const auto quiet = now - link.channel->last_heard();
     if (link.channel->live_paths() == 0 && quiet >= channel_settings_.last_path_grace) {
       lose(peer, "no path to node " + link.name + " for " +
@@ -441,7 +464,7 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
   busy_ = false;
   for (auto& [peer, link] : links_) {
     follow(*link);
-    busy_ |= link->channel->next_tick() <= now;
+    busy_ |= due(*link) <= now;
   }
 }
 

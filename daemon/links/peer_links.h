@@ -65,9 +65,16 @@ class PeerLinks {
   // Readable when a link has I/O ready.
   int epoll_fd() const { return epoll_.get(); }
 
-  // Opens a path to `peer` (NodeLinks::add).
+  // Opens a path to `peer` (NodeLinks::add). A link waiting for its first path gets it.
   void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
            bool backup, bool latency);
+  // A link to `peer` is needed (NodeLinks::want): with none, one is made that has no path yet
+  // (frames queue on its channel) until `deadline`, when it is lost unless a path came.
+  // Returns true when it made one: the caller has its connection opened.
+  bool want(uint64_t peer, std::string name, transports::ReliableChannel::TimePoint deadline);
+  // No connection to `peer` could be opened: a link still waiting for its first path is lost
+  // with `reason`; a link with paths keeps its own watch.
+  void open_failed(uint64_t peer, const std::string& reason);
   // The link is removed, its chunks let go, and the handler told.
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   bool has(uint64_t peer) const { return links_.count(peer) != 0; }
@@ -168,12 +175,15 @@ class PeerLinks {
     std::vector<std::unique_ptr<Path>> paths;  // by channel path id; null once failed
     uint64_t peer_incarnation = 0;             // the peer's channel, from its first heartbeat
     std::string last_failure;                  // why the latest path failed
+    // Made by want() and no path has come yet: lost at this time rather than after the grace.
+    std::optional<transports::ReliableChannel::TimePoint> opening_until;
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
     uint64_t peer;
     uint64_t key;
     std::string reason;
   };
+  Link& make_link(uint64_t peer, std::string name);
   // The peer has chunk `token` (acknowledged, or written when unacknowledged), its latest
   // copy sent on channel path `path`.
   void chunk_sent(uint64_t token, uint32_t path);
@@ -188,7 +198,12 @@ class PeerLinks {
   void fail_doomed();
   bool service(Path& path, uint32_t events);
   // The link's channel may want a tick sooner now (it sent or heard traffic).
-  void follow(const Link& link) { next_tick_ = std::min(next_tick_, link.channel->next_tick()); }
+  // When `link` wants its next tick: its channel's, or its deadline to have a first path.
+  static transports::ReliableChannel::TimePoint due(const Link& link) {
+    return link.opening_until ? std::min(*link.opening_until, link.channel->next_tick())
+                              : link.channel->next_tick();
+  }
+  void follow(const Link& link) { next_tick_ = std::min(next_tick_, due(link)); }
 
   LinksHandler handler_;
   Hooks hooks_;

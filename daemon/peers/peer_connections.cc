@@ -127,6 +127,7 @@ void PeerConnections::on_listen_readable() {
     c->address = common::address_text(reinterpret_cast<sockaddr*>(&from));
     c->handshake.emplace(PeerHandshake::acceptor(me_, secret_, rdma_offers_.offers(fd),
                                                  settings_.transport == DataTransport::kRdma));
+    if (hooks_.crossing) c->handshake->refuse_crossing(hooks_.crossing);
     conns_.push_back(c);
     uv_poll_init(loop_, &c->poll, fd);
     uv_timer_init(loop_, &c->timer);
@@ -392,7 +393,11 @@ void PeerConnections::fail(PeerConn& c, const std::string& reason) {
     instance = c.handshake->peer().instance_id;
   close_conn(c);  // `c` is freed once its handles have closed, on a later loop turn
   if (control) hooks_.control_failed(instance, c, name, reason);
-  if (dialling) hooks_.dial_failed(c.expected, c.rail_key, c.dial, reason);
+  if (dialling && c.handshake && c.handshake->crossed() && hooks_.dial_crossed) {
+    hooks_.dial_crossed(c.expected, c.rail_key, c.dial);
+  } else if (dialling) {
+    hooks_.dial_failed(c.expected, c.rail_key, c.dial, reason);
+  }
 }
 
 void PeerConnections::send(PeerConn& c, const std::vector<std::byte>& bytes) {

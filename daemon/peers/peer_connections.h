@@ -61,6 +61,12 @@ class PeerConnections {
     std::function<void(uint64_t instance, const std::string& rail_key, uint64_t dial,
                        const std::string& reason)>
         dial_failed;
+    // Data connector `dial` to `instance` was refused as crossed: `instance` dialled this node
+    // at the same time and keeps its own connection (RailConnector::dial_crossed).
+    std::function<void(uint64_t instance, const std::string& rail_key, uint64_t dial)> dial_crossed;
+    // Whether a data connection from `instance` crosses this node's own dial to it, which
+    // is then the one kept (the lower instance id's, and RailConnector::keeps).
+    std::function<bool(uint64_t instance)> crossing;
     // A data connector to `instance` over rail `rail_key` is authenticated, about to be
     // handed off (RailConnector::dial_established).
     std::function<void(uint64_t instance, const std::string& rail_key)> dial_established;

@@ -44,6 +44,12 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
                          const std::string& reason) {
                     rails_.dial_failed(instance, key, dial, reason);
                   },
+              .dial_crossed = [this](uint64_t instance, const std::string& key,
+                                     uint64_t dial) { rails_.dial_crossed(instance, key, dial); },
+              .crossing =
+                  [this](uint64_t instance) {
+                    return connections_.identity().instance_id < instance && rails_.keeps(instance);
+                  },
               .dial_established =
                   [this](uint64_t instance, const std::string& key) {
                     rails_.dial_established(instance, key);

@@ -107,6 +107,17 @@ void RailConnector::dial_failed(uint64_t instance, const std::string& key, uint6
   }
 }
 
+void RailConnector::dial_crossed(uint64_t instance, const std::string& key, uint64_t dial) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  auto dialing = it->second.dials.find(key);
+  if (dialing == it->second.dials.end() || dialing->second.dial != dial) return;
+  it->second.dials.erase(dialing);
+  it->second.retries.erase(key);
+  if (instance == opening_) return;  // connect() forgets it below if nothing is left
+  if (!it->second.linked && it->second.dials.empty()) peers_.erase(it);
+}
+
 void RailConnector::dial_established(uint64_t instance, const std::string& key) {
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;

@@ -74,6 +74,16 @@ class RailConnector {
   // is retried while the peer is, or may yet be, linked; else the peer is given up.
   void dial_failed(uint64_t instance, const std::string& key, uint64_t dial,
                    const std::string& reason);
+  // Dial `dial` to `instance` over rail `key` was refused as crossed (the peer dialled this
+  // node at once and keeps its own connection): not a failure; the peer is forgotten once it
+  // has no dial left and no link, and its own connection comes instead.
+  void dial_crossed(uint64_t instance, const std::string& key, uint64_t dial);
+  // Whether this side dials rails to `instance`, or keeps rails it dialled: a connection
+  // from `instance` then crosses this side's own.
+  bool keeps(uint64_t instance) const {
+    auto it = peers_.find(instance);
+    return it != peers_.end() && (it->second.linked || !it->second.dials.empty());
+  }
   // A dial to `instance` over rail `key` was authenticated: the peer is linked.
   void dial_established(uint64_t instance, const std::string& key);
   // Whether rail `key` to `instance` is on its second or later attempt.

@@ -76,7 +76,11 @@ bool ChannelDispatcher::pump() {
       latency = !latency;
       path = paths_.pick(next->payload.size(), latency);
     }
-    if (path == kNoPath && (settings_.reliable || paths_.live() > 0)) return handed;
+    // Frames wait for a path while one may come: reliable, a live path busy, or none yet (a
+    // channel opened before its first path: PeerLinks::want).
+    if (path == kNoPath && (settings_.reliable || paths_.live() > 0 || paths_.size() == 0)) {
+      return handed;
+    }
     SendScheduler::Frame frame = scheduler_.pop(classes);
     if (hooks_.on_scheduled) {
       hooks_.on_scheduled(frame.flow, frame.payload.size(), Clock::now() - frame.queued_at);

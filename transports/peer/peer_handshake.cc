@@ -166,6 +166,7 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
       case peer::HandshakeMessage::REFUSED: {
         std::string reason = message.getRefused().getReason().cStr();
         if (reason.size() > 512) reason.resize(512);
+        crossed_ = is_connector_ && role_ == PeerRole::kData && message.getRefused().getCrossed();
         return fail("the peer refused the connection: " + reason);
       }
       case peer::HandshakeMessage::HELLO: {
@@ -269,6 +270,13 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
         if (is_connector_) {
           send_proof();
           state_ = State::kAwaitAccepted;
+        } else if (role_ == PeerRole::kData && crosses_ && crosses_(peer_.instance_id)) {
+          send([](peer::HandshakeMessage::Builder root) {
+            auto refused = root.initRefused();
+            refused.setReason("this node is opening the data connection between the two itself");
+            refused.setCrossed(true);
+          });
+          return fail("node " + peer_.node_name + " dialled while this node dialled it");
         } else {
           send_accepted();
           state_ = State::kDone;

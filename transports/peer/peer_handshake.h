@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,15 @@ class PeerHandshake {
   // telling it helps.
   std::string on_frame(kj::ArrayPtr<const capnp::word> words);
 
+  // Acceptor: a data connection from a peer for which `crosses(peer instance)` holds is
+  // refused as crossed (Refused.crossed): both sides dialled each other at once, and only
+  // the connection the lower instance id dialled is kept.
+  void refuse_crossing(std::function<bool(uint64_t peer_instance)> crosses) {
+    crosses_ = std::move(crosses);
+  }
+  // Connector: the acceptor refused this connection as crossed; its own comes instead.
+  bool crossed() const { return crossed_; }
+
   bool done() const { return state_ == State::kDone; }
   bool failed() const { return state_ == State::kFailed; }
   PeerRole role() const { return role_; }
@@ -104,6 +114,8 @@ class PeerHandshake {
   bool require_rdma_ = false;
   bool peer_offers_rdma_ = false;
   bool latency_class_ = false;
+  std::function<bool(uint64_t)> crosses_;
+  bool crossed_ = false;
   std::vector<std::byte> output_;
   Clock::time_point hello_sent_{};
   Clock::duration round_trip_{};

@@ -41,6 +41,9 @@ struct Proof {
 
 struct Refused {
   reason @0 :Text;
+  crossed @1 :Bool;               # data: both sides dialled each other at once; the acceptor
+                                  # keeps the one the lower instance id dialled (its own), and
+                                  # the connector waits for it instead of failing
 }
 
 struct HandshakeMessage {
