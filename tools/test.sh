@@ -53,15 +53,15 @@ if [ "$sanitize" -eq 1 ]; then
   # Built without CUDA: this leg also shows that everything but the GPU path builds and
   # passes without it (the first leg builds the CUDA code wherever nvcc is installed).
   # -O1, as the sanitizers' authors advise: -O0 made the collective tests several times
-  # slower for no more findings. The two long multi-namespace scripts, the VM cluster and
-  # the job-sharing rates run in the first leg only (CI's 30 minutes on 2 cores; ASan
+  # slower for no more findings. The long multi-namespace scripts (the 32-node scale test
+  # among them), the VM cluster and the job-sharing rates run in the first leg only (CI's 30 minutes on 2 cores; ASan
   # daemons in emulated VMs run several times over the path timeouts the test holds them
   # to, and cannot fill a 400 Mbit/s link on 2 cores); under ASan the in-process
   # multi-node tests, the failover script, the RDMA path between VMs and everything else
   # run.
   # The packages are built once, from the first leg's release build; the benchmarks of
   # tools/bench too (no test runs them).
-  ctest_args+=(-E '^(cluster_(multinode|slow_path|slow_node|job_share)|rdma_cluster|packaging)$')
+  ctest_args+=(-E '^(cluster_(multinode|slow_path|slow_node|job_share|scale)|rdma_cluster|packaging)$')
   run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" \
     -DPLEXUS_SANITIZE=ON -DPLEXUS_BUILD_BENCH=OFF -DPLEXUS_WITH_CUDA=OFF
 fi
