@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scale: 32 namespace nodes x 1 NIC, a plexusd and one rank on each. A communicator across all
-# of them forms and an allreduce runs exact (8 B .. 1 MiB: recursive doubling, then
-# halving-doubling and ring); then every daemon but node 0 holds TCP sockets only for the
+# of them forms and an allreduce runs exact (8 B .. 256 KiB: recursive doubling, then
+# halving-doubling); then every daemon but node 0 holds TCP sockets only for the
 # nodes its plans talked to, not for all 31: its listener, its control connection to the root
 # and at most 2 log2 N + 2 data connections (recursive doubling's and halving-doubling's
 # partners, the ring's two neighbours: 12 at 32 nodes). Node 0 is the communicator's root
@@ -51,7 +51,7 @@ step "$nodes nodes x 1 NIC: plexusd on each"
 "$cluster" up --name "$name" --nodes "$nodes" --nics 1 --daemons "$build" >/dev/null ||
   fail "the cluster did not come up"
 
-step "a communicator across all $nodes forms; allreduce 8 B .. 1 MiB exact"
+step "a communicator across all $nodes forms; allreduce 8 B .. 256 KiB exact"
 job allreduce -C allreduce -b 8 -e 1M -f 32 -n 2 -w 1 || fail "allreduce across $nodes nodes"
 
 log2=0; while [ $((1 << log2)) -lt "$nodes" ]; do log2=$((log2 + 1)); done
