@@ -56,10 +56,13 @@ struct Config {
   // Multi-node: peer daemons connect here ("ip:port"; empty: this daemon serves only
   // communicators whose ranks are all on this node).
   std::string peer_listen;
-  std::string node_name;                // in messages and peers' logs; empty: the host name
-  std::string cluster_secret_file;      // peers must prove they hold its bytes; empty: none
-  uint32_t connect_timeout_ms = 10000;  // to open the data connections a communicator needs
-  std::string tcp_congestion;           // for connections to peers; empty: the host's default
+  std::string node_name;            // in messages and peers' logs; empty: the host name
+  std::string cluster_secret_file;  // peers must prove they hold its bytes; empty: none
+  // To open the data connections a communicator needs, plus 20 ms per member node
+  // (node_joins.cc forming_time: each member dials about half the others, over a window that
+  // grows with them); handshakes get half of it, at least 5 s.
+  uint32_t connect_timeout_ms = 10000;
+  std::string tcp_congestion;  // for connections to peers; empty: the host's default
   // Beside each rail a second data connection that carries only the latency class's frames,
   // with socket priority 6 and DSCP latency_dscp: one TCP stream per class, so that a
   // latency frame never waits in the kernel's or the switches' queues behind bulk bytes
@@ -78,6 +81,10 @@ struct Config {
   uint64_t rdma_zero_copy_min_bytes = transports::rdma::RdmaSettings{}.zero_copy_min_bytes;
   std::vector<std::string> nics;     // peers are reached over these; empty: every NIC
   uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
+  // The peer listener's queue of connections not yet accepted: a forming communicator's
+  // members dial at about the same moment, and a SYN that finds it full waits a second to be
+  // resent. The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4).
+  uint32_t peer_backlog = 4096;
   // A control message to a peer daemon unacknowledged this long moves to a new control
   // connection over another address. Longer than a data path's timeout: the peer's control
   // thread, not its kernel, acknowledges, and a false alarm costs a reconnect.

@@ -60,7 +60,8 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
                                          std::optional<NodeSpan> span) {
                                     form_comm(token, nranks, joiners, std::move(span));
                                   },
-                              .arm_timer = [this] { arm_rendezvous_timer(); }}),
+                              .arm_timer = [this] { arm_rendezvous_timer(); },
+                              .post = [this](std::function<void()> fn) { post(std::move(fn)); }}),
       admin_service_(
           config, engine,
           AdminService::Hooks{

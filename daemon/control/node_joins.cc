@@ -24,6 +24,22 @@ using Clock = std::chrono::steady_clock;
 // root itself would have timed the communicator out, so its sentence arrives first.
 constexpr auto kRootGrace = std::chrono::seconds(2);
 
+// The time a communicator of `members` nodes has to open its data connections:
+// --connect-timeout-ms plus 20 ms per member. Each member dials about half the others and
+// accepts the other half, each a connect and an authenticated handshake on the control
+// thread, spread over a window that grows with the members too; a fixed time would be
+// ample for 4 nodes and too short for a thousand.
+constexpr std::chrono::milliseconds kFormingPerMember{20};
+std::chrono::milliseconds forming_time(std::chrono::milliseconds connect_timeout, size_t members) {
+  return connect_timeout + kFormingPerMember * static_cast<int64_t>(members);
+}
+
+// The first dials of a communicator start at random over 5 ms per member, at most 500 ms:
+// every member hears FORMED at the same moment, and N(N-1)/2 connects at once overflow
+// listeners' queues and starve control threads (SYNs dropped, handshakes timing out).
+constexpr std::chrono::milliseconds kDialSpreadPerMember{5};
+constexpr std::chrono::milliseconds kDialSpreadMax{500};
+
 CommToken token_of(capnp::Data::Reader data) {
   CommToken token{};
   std::memcpy(token.data(), data.begin(), std::min(data.size(), token.size()));
@@ -301,11 +317,18 @@ void NodeJoins::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
     hooks_.form_comm(token, nranks, rendezvous_.take(token), std::nullopt);
     return;
   }
-  Forming forming{std::move(formed), cost, nranks, Clock::now() + config_.connect_timeout};
+  const size_t members = formed.nodes.size();
+  const std::chrono::milliseconds allowed = forming_time(config_.connect_timeout, members);
+  Forming forming{std::move(formed), cost, nranks, Clock::now() + allowed, allowed};
+  const RailConnector::Forming dialling{
+      .deadline = forming.deadline,
+      .spread = std::min(kDialSpreadMax, kDialSpreadPerMember * static_cast<int64_t>(members))};
   // The daemon with the lower instance id opens each pair's data connection.
   for (const auto& node : forming.formed.nodes) {
     if (node.instance_id == instance_id_ || data_links_.count(node.instance_id) != 0) continue;
-    if (instance_id_ < node.instance_id) peers_->connect_data(node.instance_id, node.addresses);
+    if (instance_id_ < node.instance_id) {
+      peers_->connect_data(node.instance_id, node.addresses, dialling);
+    }
   }
   forming_[token] = std::move(forming);
   check_forming(token);
@@ -314,11 +337,39 @@ void NodeJoins::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
 
 void NodeJoins::check_forming(const CommToken& token) {
   auto it = forming_.find(token);
-  if (it == forming_.end()) return;
-  const Forming& f = it->second;
-  for (const auto& node : f.formed.nodes) {
-    if (node.instance_id != instance_id_ && data_links_.count(node.instance_id) == 0) return;
+  if (it == forming_.end() || it->second.confirming) return;
+  std::vector<uint64_t> members;
+  for (const auto& node : it->second.formed.nodes) {
+    if (node.instance_id == instance_id_) continue;
+    if (data_links_.count(node.instance_id) == 0) return;
+    members.push_back(node.instance_id);
   }
+  // data_links_ is what this thread heard last; the engine may have lost a link since (its
+  // news is on the way). Asked in its own queue, it answers for the moment just before the
+  // communicator would reach it, and a link it lost is dialled again rather than the
+  // communicator failing as it is added.
+  it->second.confirming = true;
+  engine_.post([this, token, members = std::move(members)](Engine& e) {
+    std::vector<uint64_t> missing;
+    for (uint64_t id : members) {
+      if (!e.links().has(id)) missing.push_back(id);
+    }
+    hooks_.post([this, token, missing = std::move(missing)] { confirmed(token, missing); });
+  });
+}
+
+void NodeJoins::confirmed(const CommToken& token, const std::vector<uint64_t>& missing) {
+  auto it = forming_.find(token);
+  if (it == forming_.end()) return;  // failed or timed out meanwhile
+  it->second.confirming = false;
+  if (!missing.empty()) {
+    // Lost since this thread heard of them: the engine told of each loss before it
+    // answered, so data_link_lost has run (and dialled again); a new link checks again.
+    spdlog::info("communicator {}: {} data link(s) lost while it formed; waiting for them again",
+                 token_prefix(token), missing.size());
+    return;
+  }
+  const Forming& f = it->second;
   NodeSpan span;
   for (size_t n = 0; n < f.formed.nodes.size(); ++n) {
     span.topology.node_names.push_back(f.formed.nodes[n].name);
@@ -498,6 +549,22 @@ void NodeJoins::on_data_failed(uint64_t instance, const std::string& reason) {
 void NodeJoins::data_link_lost(uint64_t instance) {
   data_links_.erase(instance);
   if (peers_) peers_->forget_data_peer(instance);
+  redial_forming(instance);
+}
+
+void NodeJoins::redial_forming(uint64_t instance) {
+  if (!peers_ || instance_id_ > instance) return;  // the peer dials
+  std::optional<Clock::time_point> deadline;
+  const std::vector<std::string>* addresses = nullptr;
+  for (const auto& [token, f] : forming_) {
+    for (const auto& node : f.formed.nodes) {
+      if (node.instance_id != instance) continue;
+      if (!deadline || *deadline < f.deadline) deadline = f.deadline;
+      addresses = &node.addresses;
+    }
+  }
+  if (addresses == nullptr) return;
+  peers_->connect_data(instance, *addresses, RailConnector::Forming{.deadline = *deadline});
 }
 
 void NodeJoins::expire(Clock::time_point now) {
@@ -518,7 +585,7 @@ void NodeJoins::expire(Clock::time_point now) {
       if (error != data_link_errors_.end()) missing += " (" + error->second + ")";
     }
     late.emplace_back(token, "no data connection to node(s) " + missing + " within " +
-                                 std::to_string(config_.connect_timeout.count()) + " ms");
+                                 std::to_string(f.allowed.count()) + " ms");
   }
   for (const auto& [token, message] : late) fail_local_join(token, PLEXUS_ERR_TIMEOUT, message);
 }

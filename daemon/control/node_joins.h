@@ -39,6 +39,9 @@ class NodeJoins {
         form_comm;
     // A deadline was added: the rendezvous timer is set again.
     std::function<void()> arm_timer;
+    // Runs `fn` on the control thread (ControlServer::post); callable from any thread: the
+    // engine's answers come back through it.
+    std::function<void(std::function<void()> fn)> post;
   };
   // The daemon that made a communicator's unique id: its root.
   struct RootRef {
@@ -94,7 +97,14 @@ class NodeJoins {
   void send_join_failed(uint64_t node, const std::vector<std::string>& addresses,
                         const CommToken& token, plexus_result_t code, const std::string& message);
   void on_formed(const CommToken& token, NodeRendezvous::Formed formed, const algo::LinkCost& cost);
+  // Forms `token` once every member has a data link: data_links_ says so, then the engine,
+  // asked, confirms (confirmed()).
   void check_forming(const CommToken& token);
+  // The engine's answer for `token`: the members it has no link to (none: it forms).
+  void confirmed(const CommToken& token, const std::vector<uint64_t>& missing);
+  // The link to `instance` is gone or was never made while a communicator forms with it:
+  // this side dials it again if it is the side that dials (the lower instance id).
+  void redial_forming(uint64_t instance);
   void fail_local_join(const CommToken& token, plexus_result_t code, const std::string& message);
   // At the root: a node refused its part of `token`.
   void root_refused(const CommToken& token, plexus_result_t code, const std::string& message);
@@ -125,6 +135,8 @@ class NodeJoins {
     algo::LinkCost cost;
     int nranks = 0;
     std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds allowed{0};  // deadline - formed time, for messages
+    bool confirming = false;               // the engine was asked for its links
   };
   std::map<CommToken, Forming> forming_;
   std::set<uint64_t> data_links_;                     // peers the engine has a link to
