@@ -367,6 +367,7 @@ void NodeJoins::confirmed(const CommToken& token, const std::vector<uint64_t>& m
     // answered, so data_link_lost has run (and dialled again); a new link checks again.
     spdlog::info("communicator {}: {} data link(s) lost while it formed; waiting for them again",
                  token_prefix(token), missing.size());
+    hooks_.arm_timer();  // its deadline counts again
     return;
   }
   const Forming& f = it->second;
@@ -576,7 +577,10 @@ void NodeJoins::expire(Clock::time_point now) {
   }
   std::vector<std::pair<CommToken, std::string>> late;
   for (const auto& [token, f] : forming_) {
-    if (f.deadline > now) continue;
+    // Confirming: every data connection is open and the engine's answer is on its way. An
+    // engine late to answer (busy opening those very paths) is no connection that failed:
+    // the ranks' own timeouts bound it, as they bound the communicator once it is added.
+    if (f.deadline > now || f.confirming) continue;
     std::string missing;
     for (const auto& node : f.formed.nodes) {
       if (node.instance_id == instance_id_ || data_links_.count(node.instance_id) != 0) continue;
@@ -593,6 +597,7 @@ void NodeJoins::expire(Clock::time_point now) {
 std::optional<Clock::time_point> NodeJoins::next_deadline() const {
   std::optional<Clock::time_point> next = node_rendezvous_.next_deadline();
   for (const auto& [token, f] : forming_) {
+    if (f.confirming) continue;  // not expired meanwhile (expire)
     if (!next || f.deadline < *next) next = f.deadline;
   }
   return next;
