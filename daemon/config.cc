@@ -99,6 +99,10 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peers.transport = config.transport;
   c.peers.rdma.zero_copy_min_bytes = config.rdma_zero_copy_min_bytes;
   c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
+  c.peers.backlog = static_cast<int>(config.peer_backlog);
+  // Half the time to form, at least 5 s: a handshake outlasting that is retried within it.
+  c.peers.handshake_timeout = std::max(std::chrono::milliseconds(5000),
+                                       std::chrono::milliseconds(config.connect_timeout_ms / 2));
   c.telemetry = config.telemetry == common::OnOff::kOn;
   c.telemetry_window_us = config.telemetry_window_us;
   c.stall_ms = config.stall_ms;

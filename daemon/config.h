@@ -58,8 +58,10 @@ struct Config {
   std::string peer_listen;
   std::string node_name;            // in messages and peers' logs; empty: the host name
   std::string cluster_secret_file;  // peers must prove they hold its bytes; empty: none
-  // To open a data connection to another node (on first use: what waits for it waits this long
-  // at most, then the communicators that need it fail naming the node and the error).
+  // To open a data connection to another node, on first use: what waits for it waits this long
+  // at most, then the communicators that need it fail naming the node and the error. A connect
+  // that times out or whose handshake does not finish is dialled again (jittered backoff) until
+  // then; handshakes get half of it, at least 5 s.
   uint32_t connect_timeout_ms = 10000;
   std::string tcp_congestion;  // for connections to peers; empty: the host's default
   // Beside each rail a second data connection that carries only the latency class's frames,
@@ -80,6 +82,10 @@ struct Config {
   uint64_t rdma_zero_copy_min_bytes = transports::rdma::RdmaSettings{}.zero_copy_min_bytes;
   std::vector<std::string> nics;     // peers are reached over these; empty: every NIC
   uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
+  // The peer listener's queue of connections not yet accepted: a forming communicator's
+  // members dial at about the same moment, and a SYN that finds it full waits a second to be
+  // resent. The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4).
+  uint32_t peer_backlog = 4096;
   // A control message to a peer daemon unacknowledged this long moves to a new control
   // connection over another address. Longer than a data path's timeout: the peer's control
   // thread, not its kernel, acknowledges, and a false alarm costs a reconnect.

@@ -253,7 +253,8 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "the rails");
   app.add_option("--reconnect-max-ms", config.reconnect_max_ms,
                  "A failed path to a peer is reconnected after 100 ms, then waits doubling up to "
-                 "this long between attempts")
+                 "this long between attempts (each wait drawn at random from its upper half, so "
+                 "that nodes do not all dial again at once)")
       ->capture_default_str()
       ->check(CLI::Range(100u, 600000u));
   app.add_option("--control-timeout-ms", config.control_ack_timeout_ms,
@@ -272,8 +273,17 @@ void define(CLI::App& app, Config& config, Words& w) {
   app.add_option(
          "--connect-timeout-ms", config.connect_timeout_ms,
          "How long a data connection to another node may take to open; connections open when a "
-         "communicator first sends to that node, and what it sends waits meanwhile")
+         "communicator first sends to that node, and what it sends waits meanwhile. A connect "
+         "that times out or whose handshake does not finish is dialled again (with backoff) "
+         "until then, one refused (no plexusd listens) fails at once. Handshakes get half of "
+         "it, at least 5 s")
       ->capture_default_str();
+  app.add_option("--peer-backlog", config.peer_backlog,
+                 "The peer listener's queue of connections not yet accepted (the kernel caps it "
+                 "at net.core.somaxconn, logged at start): room for every node of a forming "
+                 "communicator dialling at once")
+      ->capture_default_str()
+      ->check(CLI::Range(16u, 1u << 20));
   app.add_option("--job", w.jobs,
                  "A job's scheduling policy, NAME=CLASS[:WEIGHT] (latency, bulk or background; "
                  "weight 1..1000, default 1); repeatable; the config file's [jobs.NAME] tables "

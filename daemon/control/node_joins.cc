@@ -460,7 +460,13 @@ void NodeJoins::on_data_failed(uint64_t instance, const std::string& reason) {
 }
 
 void NodeJoins::path_wanted(uint64_t instance, const std::vector<std::string>& addresses) {
-  if (peers_) peers_->connect_data(instance, addresses);
+  // Dialled again (jittered backoff) after a timeout or an unfinished handshake until the
+  // engine's own deadline for the link; refused everywhere gives up at once.
+  if (peers_) {
+    peers_->connect_data(
+        instance, addresses,
+        RailConnector::Forming{.deadline = Clock::now() + config_.connect_timeout});
+  }
 }
 
 void NodeJoins::data_link_lost(uint64_t instance) {

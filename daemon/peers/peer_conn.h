@@ -24,7 +24,6 @@ namespace peer_detail {
 using transports::PeerHandshake;
 using transports::PeerRole;
 
-inline constexpr uint64_t kHandshakeTimeoutMs = 5000;
 // How long a connector waits for one address to accept before it tries the next: past two
 // SYN retransmits (1 s, then 2 s), so an address behind a NIC that is down is left in time.
 inline constexpr uint64_t kConnectAttemptMs = 3500;

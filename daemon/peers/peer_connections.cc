@@ -61,7 +61,7 @@ void PeerConnections::listen(const std::string& address) {
     if (!error.empty()) throw std::runtime_error("--tcp-congestion: " + error);
   }
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      ::listen(listen_fd_, 128) != 0) {
+      ::listen(listen_fd_, settings_.backlog) != 0) {
     throw std::runtime_error("cannot listen for peers on " + address + ": " + std::strerror(errno));
   }
   len = sizeof(addr);
@@ -93,6 +93,12 @@ void PeerConnections::listen(const std::string& address) {
     sockaddr_in* in = reinterpret_cast<sockaddr_in*>(&addr);
     if (any) in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     me_.addresses.push_back(common::address_text(reinterpret_cast<sockaddr*>(&addr)));
+  }
+  if (const int applied = listen_backlog(); applied > 0 && applied < settings_.backlog) {
+    spdlog::info(
+        "peer listen backlog {} cut to {} by the kernel (net.core.somaxconn): a formation "
+        "burst larger than that drops SYNs, which are resent after 1 s",
+        settings_.backlog, applied);
   }
   uv_poll_init(loop_, &listen_poll_, listen_fd_);
   listen_poll_.data = this;
@@ -139,9 +145,9 @@ void PeerConnections::on_listen_readable() {
         &c->timer,
         [](uv_timer_t* t) {
           auto* conn = static_cast<PeerConn*>(t->data);
-          conn->owner->fail(*conn, "the handshake did not finish within 5 s");
+          conn->owner->handshake_late(*conn);
         },
-        kHandshakeTimeoutMs, 0);
+        static_cast<uint64_t>(settings_.handshake_timeout.count()), 0);
     update_poll(*c);
   }
 }
@@ -268,18 +274,9 @@ void PeerConnections::on_connected(PeerConn& c) {
       &c.timer,
       [](uv_timer_t* t) {
         auto* conn = static_cast<PeerConn*>(t->data);
-        // Said, not acted on: a peer whose kernel took the hello may be a stopped daemon, or
-        // one whose answer a network failing after the connect lost (both were seen with a
-        // cable pulled a moment later). Unreachable either way, not gone: the data link,
-        // which may have a backup across rails, keeps its own watch.
-        const bool acknowledged =
-            conn->out.empty() && transports::tcp_peer_acknowledged_all(conn->fd);
-        conn->owner->fail(*conn, "connected to " + conn->address +
-                                     ", but the handshake did not finish within 5 s" +
-                                     (acknowledged ? " (its kernel took the hello)"
-                                                   : " (the hello was never acknowledged)"));
+        conn->owner->handshake_late(*conn);
       },
-      kHandshakeTimeoutMs, 0);
+      static_cast<uint64_t>(settings_.handshake_timeout.count()), 0);
   c.handshake.emplace(PeerHandshake::connector(
       me_, c.role, secret_, c.expected, c.role == PeerRole::kData && rdma_offers_.offers(c.fd),
       settings_.transport == DataTransport::kRdma, c.latency_rail));
@@ -287,6 +284,33 @@ void PeerConnections::on_connected(PeerConn& c) {
   c.out.insert(c.out.end(), hello.begin(), hello.end());
   if (!flush(c)) return;
   update_poll(c);
+}
+
+void PeerConnections::handshake_late(PeerConn& c) {
+  if (c.closing) return;
+  if (c.fd >= 0 && !read_handshake(c)) return;  // failed (and closed) while reading
+  if (c.closing || c.is_established) return;    // finished after all
+  const std::string limit = std::to_string(settings_.handshake_timeout.count()) + " ms";
+  if (!c.connector) {
+    fail(c, "the handshake did not finish within " + limit);
+    return;
+  }
+  // Said, not acted on: a peer whose kernel took the hello may be a stopped daemon, or one
+  // whose answer a network failing after the connect lost (both were seen with a cable
+  // pulled a moment later). Unreachable either way, not gone: the data link, which may have
+  // a backup across rails, keeps its own watch.
+  const bool acknowledged = c.out.empty() && transports::tcp_peer_acknowledged_all(c.fd);
+  fail(c,
+       "connected to " + c.address + ", but the handshake did not finish within " + limit +
+           (acknowledged ? " (its kernel took the hello)" : " (the hello was never acknowledged)"));
+}
+
+int PeerConnections::listen_backlog() const {
+  if (listen_fd_ < 0) return 0;
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(listen_fd_, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return 0;
+  return static_cast<int>(info.tcpi_sacked);  // a listener's: its backlog
 }
 
 void PeerConnections::next_address(PeerConn& c, const std::string& reason) {
@@ -376,6 +400,9 @@ void PeerConnections::fail(PeerConn& c, const std::string& reason) {
   const bool control = c.is_established ? c.handshake->role() == PeerRole::kControl
                                         : c.connector && c.role == PeerRole::kControl;
   const bool dialling = c.connector && c.role == PeerRole::kData && !c.handed_off;
+  // Every address refused, or the handshake was: no plexusd of that instance is there, and
+  // dialling it again would not change that.
+  const bool refused = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
   const std::string name = c.name();
   if (!c.is_established && !c.connector) {
     spdlog::warn("peer connection from {} refused: {}", c.address, reason);
@@ -396,7 +423,7 @@ void PeerConnections::fail(PeerConn& c, const std::string& reason) {
   if (dialling && c.handshake && c.handshake->crossed() && hooks_.dial_crossed) {
     hooks_.dial_crossed(c.expected, c.rail_key, c.dial);
   } else if (dialling) {
-    hooks_.dial_failed(c.expected, c.rail_key, c.dial, reason);
+    hooks_.dial_failed(c.expected, c.rail_key, c.dial, reason, refused);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <uv.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,14 @@ class PeerConnections {
     DataTransport transport = DataTransport::kTcp;
     transports::rdma::RdmaSettings rdma;
     std::shared_ptr<transports::SendableMemory> sendable_memory;
+    // The listener's queue of connections the kernel completed and this thread has not yet
+    // accepted: every member of a forming communicator dials at about the same moment, and
+    // a SYN that finds the queue full is dropped (the connector resends it 1 s, then 3 s,
+    // later). The kernel caps it at net.core.somaxconn; listen() logs when it did.
+    int backlog = 4096;
+    // A handshake not finished this long after the connect (connector) or the accept
+    // (acceptor) fails its connection; what already arrived is read first.
+    std::chrono::milliseconds handshake_timeout{5000};
   };
   struct Hooks {
     // A control connection finished its handshake (ControlChannels::established).
@@ -57,9 +66,10 @@ class PeerConnections {
     // connect failures are then logged only at debug (RailConnector::redialing).
     std::function<bool(uint64_t instance, const std::string& rail_key)> redialing;
     // Data connector `dial` to `instance` over rail `rail_key` failed before its handshake
-    // finished (RailConnector::dial_failed).
+    // finished (RailConnector::dial_failed); `refused`: every address refused the connection
+    // (no plexusd listens there), or the handshake was refused (another daemon answered).
     std::function<void(uint64_t instance, const std::string& rail_key, uint64_t dial,
-                       const std::string& reason)>
+                       const std::string& reason, bool refused)>
         dial_failed;
     // Data connector `dial` to `instance` was refused as crossed: `instance` dialled this node
     // at the same time and keeps its own connection (RailConnector::dial_crossed).
@@ -91,6 +101,9 @@ class PeerConnections {
   // Whether sockets can be bound to a NIC (CAP_NET_RAW), as listen found with two NICs or
   // more: backups across rails need it.
   bool binds_to_nics() const { return binds_to_nics_; }
+  // The listener's backlog as the kernel applies it (TCP_INFO on the listener: the
+  // setting, capped at net.core.somaxconn); 0 when not listening.
+  int listen_backlog() const;
   // Every connection not yet closed or handed off.
   const std::vector<PeerConn*>& connections() const { return conns_; }
 
@@ -124,6 +137,9 @@ class PeerConnections {
   // A connector that is still connecting moves on to its next address (or fails).
   void next_address(PeerConn& c, const std::string& reason);
   bool read_handshake(PeerConn& c);
+  // `c`'s handshake timer expired: fails it unless what already arrived finishes it (the
+  // loop runs timers before it polls, so a busy thread sees its timer before the answer).
+  void handshake_late(PeerConn& c);
   // Bytes read (> 0), 0 when none are there yet, -1 once `c` has failed (closed or error).
   ssize_t recv_some(PeerConn& c, std::byte* at, size_t bytes);
   void established(PeerConn& c);

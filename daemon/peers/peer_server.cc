@@ -29,7 +29,9 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
                                     .nics = settings.nics,
                                     .transport = settings.transport,
                                     .rdma = settings.rdma,
-                                    .sendable_memory = settings.sendable_memory},
+                                    .sendable_memory = settings.sendable_memory,
+                                    .backlog = settings.backlog,
+                                    .handshake_timeout = settings.handshake_timeout},
           PeerConnections::Hooks{
               .control_established = [this](PeerConn& c) { control_.established(c); },
               .control_readable = [this](PeerConn& c) { control_.read(c); },
@@ -41,8 +43,8 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
                                const std::string& key) { return rails_.redialing(instance, key); },
               .dial_failed =
                   [this](uint64_t instance, const std::string& key, uint64_t dial,
-                         const std::string& reason) {
-                    rails_.dial_failed(instance, key, dial, reason);
+                         const std::string& reason, bool refused) {
+                    rails_.dial_failed(instance, key, dial, reason, refused);
                   },
               .dial_crossed = [this](uint64_t instance, const std::string& key,
                                      uint64_t dial) { rails_.dial_crossed(instance, key, dial); },
@@ -63,7 +65,8 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
       rails_(loop,
              RailConnector::Settings{.nics = rails_of(settings.nics),
                                      .latency_connections = settings.latency_connections,
-                                     .reconnect_max = settings.reconnect_max},
+                                     .reconnect_max = settings.reconnect_max,
+                                     .jitter_seed = connections_.identity().instance_id},
              RailConnector::Hooks{
                  .dial = [this](uint64_t instance, const Rail& rail,
                                 uint64_t dial) { connections_.dial(instance, rail, dial); },
@@ -81,8 +84,9 @@ void PeerServer::send_control(uint64_t instance, const std::vector<std::string>&
   control_.send(instance, addresses, message);
 }
 
-void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses) {
-  rails_.connect(instance, addresses);
+void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>& addresses,
+                              std::optional<RailConnector::Forming> forming) {
+  rails_.connect(instance, addresses, forming);
 }
 
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class PeerServer {
     // The client pools the sessions announce (ControlServer makes it): RDMA paths send
     // large payloads from them without a copy.
     std::shared_ptr<transports::SendableMemory> sendable_memory;
+    // The listener's backlog and the handshakes' limit (PeerConnections::Settings).
+    int backlog = PeerConnections::Settings{}.backlog;
+    std::chrono::milliseconds handshake_timeout = PeerConnections::Settings{}.handshake_timeout;
   };
 
   PeerServer(uv_loop_t* loop, transports::PeerIdentity me, const transports::ClusterSecret* secret,
@@ -95,6 +99,8 @@ class PeerServer {
   // std::runtime_error with a sentence.
   void listen(const std::string& address);
   const transports::PeerIdentity& identity() const { return connections_.identity(); }
+  // The listener's backlog as the kernel applies it (PeerConnections::listen_backlog).
+  int listen_backlog() const { return connections_.listen_backlog(); }
 
   // Sends a control message to `instance`, opening a control connection to one of
   // `addresses` first when there is none (messages wait for it). It is numbered and kept
@@ -109,8 +115,11 @@ class PeerServer {
   // connected, and with two rails or more a backup from each NIC to the peer's address on
   // the next rail (used where a route joins the rails). This side then keeps them up:
   // rail_lost retries with backoff. With Settings::latency_connections, each rail (not the
-  // backups) has a twin for the latency class, kept up alike.
-  void connect_data(uint64_t instance, const std::vector<std::string>& addresses);
+  // backups) has a twin for the latency class, kept up alike. `forming`: a communicator
+  // being formed needs it (RailConnector::Forming: retried until its deadline, first dials
+  // spread).
+  void connect_data(uint64_t instance, const std::vector<std::string>& addresses,
+                    std::optional<RailConnector::Forming> forming = std::nullopt);
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
   // failed: reconnect it (with exponential backoff) if this side opened it. A control
   // connection to `instance` over the same NIC or to the same peer address is failed over

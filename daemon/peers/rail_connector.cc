@@ -1,12 +1,14 @@
 // The data connections to a peer: one per rail (and its latency-class twin where
 // configured), backups across rails where a route joins them, and dialling again with
-// exponential backoff.
+// exponential backoff and jitter.
 #include "daemon/peers/rail_connector.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <utility>
+
+#include "daemon/peers/dial_backoff.h"
 
 namespace plexus::daemon {
 
@@ -20,7 +22,10 @@ constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
 }  // namespace
 
 RailConnector::RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks)
-    : loop_(loop), settings_(std::move(settings)), hooks_(std::move(hooks)) {}
+    : loop_(loop),
+      settings_(std::move(settings)),
+      hooks_(std::move(hooks)),
+      rng_(settings_.jitter_seed) {}
 
 void RailConnector::start(bool backups) {
   backups_ = backups;
@@ -55,40 +60,81 @@ void RailConnector::dial(uint64_t instance, const Rail& rail) {
   hooks_.dial(instance, rail, id);  // a failure is recorded
 }
 
-void RailConnector::connect(uint64_t instance, const std::vector<std::string>& addresses) {
-  peers_[instance].addresses = addresses;
+void RailConnector::connect(uint64_t instance, const std::vector<std::string>& addresses,
+                            std::optional<Forming> forming) {
+  {
+    Peer& peer = peers_[instance];
+    peer.addresses = addresses;
+    if (forming && (!peer.until || *peer.until < forming->deadline)) peer.until = forming->deadline;
+  }
+  const std::chrono::milliseconds spread = forming ? forming->spread : std::chrono::milliseconds(0);
   // A rail may fail at once (no route): dial_failed then only records it, and whether the
   // peer has no hope left is decided after every rail was tried.
   opening_ = instance;
   opening_failed_.clear();
   std::vector<std::string> unrouted;  // backups with no route between the rails
   std::optional<RouteTable> routes;
+  bool put_off = false;
   for (const Rail& rail : rails_to(addresses)) {
-    if (peers_[instance].dials.count(rail.key) != 0) continue;
+    Peer& peer = peers_[instance];
+    if (peer.dials.count(rail.key) != 0) continue;
+    auto retry = peer.retries.find(rail.key);
+    if (retry != peer.retries.end() && retry->second.scheduled) continue;  // dialled when due
     if (!openable(rail, routes)) {
       unrouted.push_back(rail.key);
+      continue;
+    }
+    if (spread.count() > 0) {  // a first dial, put off to its random start
+      Retry& first = peer.retries[rail.key];
+      first.scheduled = true;
+      first.due = now() + dial_offset(spread, rng_);
+      put_off = true;
       continue;
     }
     dial(instance, rail);
   }
   opening_ = 0;
+  std::vector<std::string> failed = std::move(opening_failed_);
+  opening_failed_.clear();
+  if (put_off) arm_timer();
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
-  if (it->second.linked || !it->second.dials.empty()) {
+  if (hopeful(it->second)) {
     // The peer may yet be linked: the rails that failed at once are tried again later.
-    for (const std::string& key : opening_failed_) schedule_retry(instance, key);
+    for (const std::string& key : failed) schedule_retry(instance, key);
     for (const std::string& key : unrouted) schedule_retry(instance, key, kUnroutedBackupRecheck);
-    opening_failed_.clear();
     return;
   }
-  opening_failed_.clear();
+  retry_or_give_up(instance, failed);
+}
+
+bool RailConnector::hopeful(const Peer& peer) {
+  if (peer.linked || !peer.dials.empty()) return true;
+  return std::any_of(peer.retries.begin(), peer.retries.end(), [](const auto& entry) {
+    return entry.second.scheduled && entry.second.attempts == 0;
+  });
+}
+
+void RailConnector::retry_or_give_up(uint64_t instance, const std::vector<std::string>& keys) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end()) return;
+  if (!it->second.refused && it->second.until) {
+    // Being formed: a timeout or an unfinished handshake is load (a listener's queue, a busy
+    // control thread), not a daemon that is gone. Dialled again while the deadline allows.
+    const Clock::time_point until = *it->second.until;
+    bool retrying = false;
+    for (const std::string& key : keys) {
+      retrying |= schedule_retry(instance, key, std::chrono::milliseconds(0), until);
+    }
+    if (retrying) return;
+  }
   const std::string reason = it->second.last_error;
   peers_.erase(it);
   if (hooks_.failed) hooks_.failed(instance, reason);
 }
 
 void RailConnector::dial_failed(uint64_t instance, const std::string& key, uint64_t dial,
-                                const std::string& reason) {
+                                const std::string& reason, bool refused) {
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
   Peer& peer = it->second;
@@ -97,13 +143,13 @@ void RailConnector::dial_failed(uint64_t instance, const std::string& key, uint6
   const bool backup = dialing->second.backup;
   peer.dials.erase(dialing);
   if (!backup || peer.last_error.empty()) peer.last_error = reason;
+  if (!backup) peer.refused = refused;
   if (instance == opening_) {
     opening_failed_.push_back(key);  // connect() decides once every rail was tried
-  } else if (peer.linked || !peer.dials.empty()) {
+  } else if (hopeful(peer)) {
     schedule_retry(instance, key);  // the peer is, or may yet be, linked
   } else {
-    peers_.erase(it);
-    if (hooks_.failed) hooks_.failed(instance, reason);
+    retry_or_give_up(instance, {key});
   }
 }
 
@@ -151,7 +197,7 @@ void RailConnector::nic_up(const std::string& nic) {
       if (!rail.nic.empty() && rail.nic != nic) continue;  // the fallback may use any NIC
       auto retry = peer.retries.find(rail.key);
       if (retry == peer.retries.end() || !retry->second.scheduled) continue;
-      retry->second.due = std::chrono::steady_clock::now();
+      retry->second.due = now();
       any = true;
     }
   }
@@ -164,26 +210,28 @@ void RailConnector::forget(uint64_t instance) {
   // Rails still being dialled finish or fail on their own; a late one makes a new link.
   it->second.retries.clear();
   it->second.linked = false;
+  it->second.until.reset();
   if (it->second.dials.empty()) peers_.erase(it);
 }
 
-void RailConnector::schedule_retry(uint64_t instance, const std::string& key,
-                                   std::chrono::milliseconds at_least) {
+bool RailConnector::schedule_retry(uint64_t instance, const std::string& key,
+                                   std::chrono::milliseconds at_least,
+                                   std::optional<Clock::time_point> before) {
   Retry& retry = peers_[instance].retries[key];
-  if (retry.scheduled) return;
-  const auto wait =
-      std::max(at_least, std::min<std::chrono::milliseconds>(
-                             settings_.reconnect_max,
-                             std::chrono::milliseconds(100LL << std::min(retry.attempts, 16))));
+  if (retry.scheduled) return true;
+  const Clock::time_point due =
+      now() + std::max(at_least, dial_backoff(retry.attempts, settings_.reconnect_max, rng_));
+  if (before && due >= *before) return false;
   ++retry.attempts;
   retry.scheduled = true;
-  retry.due = std::chrono::steady_clock::now() + wait;
+  retry.due = due;
   arm_timer();
+  return true;
 }
 
 void RailConnector::arm_timer() {
   if (!timer_.is_open()) return;
-  std::optional<std::chrono::steady_clock::time_point> next;
+  std::optional<Clock::time_point> next;
   for (const auto& [instance, peer] : peers_) {
     for (const auto& [key, retry] : peer.retries) {
       if (retry.scheduled && (!next || retry.due < *next)) next = retry.due;
@@ -193,13 +241,12 @@ void RailConnector::arm_timer() {
     timer_.stop();
     return;
   }
-  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-      *next - std::chrono::steady_clock::now());
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*next - now());
   timer_.start(static_cast<uint64_t>(std::max<int64_t>(wait.count(), 0)), 0);
 }
 
 void RailConnector::run_retries() {
-  const auto now = std::chrono::steady_clock::now();
+  const Clock::time_point now = this->now();
   std::vector<std::pair<uint64_t, std::string>> due;
   for (auto& [instance, peer] : peers_) {
     for (auto& [key, retry] : peer.retries) {
@@ -219,8 +266,9 @@ void RailConnector::run_retries() {
         schedule_retry(instance, key, kUnroutedBackupRecheck);
         break;
       }
-      spdlog::debug("reconnecting to peer {:016x} over {} (attempt {})", instance,
-                    key.empty() ? "any NIC" : key, it->second.retries[key].attempts);
+      spdlog::debug("{} peer {:016x} over {} (attempt {})",
+                    it->second.retries[key].attempts == 0 ? "dialling" : "reconnecting to",
+                    instance, key.empty() ? "any NIC" : key, it->second.retries[key].attempts);
       dial(instance, rail);
       break;
     }

@@ -1,11 +1,14 @@
 // When, and to whom, this daemon opens data connections, and keeping them up. For each peer
 // it is asked to connect to: one connection per rail (plan_rails), the rail's latency-class
 // twin where configured, and backups across rails where a route joins them; a rail that is
-// lost, or could not be opened, is dialled again with exponential backoff while the peer is
-// (or may yet be) linked; a peer none of whose rails could be opened is given up
-// (Hooks::failed). The one place that decides which data paths exist.
+// lost, or could not be opened, is dialled again with exponential backoff and jitter
+// (dial_backoff.h) while the peer is (or may yet be) linked, or, for a peer a communicator
+// is forming with, until the forming deadline; a peer none of whose rails could be opened
+// is given up (Hooks::failed), at once when every address refused (no plexusd listens).
+// The one place that decides which data paths exist.
 // Owns: the peers it connects to (their addresses, the rails being dialled, each rail's
-// retries and their timer) and what the rail plan needs (the local NICs, the latency twins,
+// retries and their timer, the forming deadline, the jitter's random generator) and what
+// the rail plan needs (the local NICs, the latency twins,
 // whether backups can be bound to their NIC). Sockets are not its own: it dials through
 // Hooks::dial (PeerConnections::dial) and hears what became of a dial through dial_failed
 // and dial_established.
@@ -19,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,7 +40,11 @@ class RailConnector {
     bool latency_connections = false;
     // Longest wait between attempts to dial a rail again (the backoff doubles up to it).
     std::chrono::milliseconds reconnect_max{0};
+    // Seeds the jitter of retries and first dials: each daemon its own (PeerServer uses the
+    // instance id), a test a fixed one.
+    uint64_t jitter_seed = 0;
   };
+  using Clock = std::chrono::steady_clock;
   struct Hooks {
     // Opens a data connection to `instance` over `rail`; `dial` names the attempt in
     // dial_failed. A failure at once comes back through dial_failed before it returns.
@@ -47,6 +55,19 @@ class RailConnector {
     // The kernel's routing table (RouteTable::read): a backup is dialled only while a route
     // over its NIC covers the peer's address.
     std::function<RouteTable()> routes;
+    // The time; null: Clock::now. A test's own clock makes the deadlines deterministic.
+    std::function<Clock::time_point()> now;
+  };
+  // How a peer a communicator is forming with is first dialled (connect's `forming`).
+  struct Forming {
+    // Until then a peer not yet linked is dialled again (with backoff) after a timeout or
+    // a handshake that did not finish; it is given up once the next attempt would start
+    // past it, or at once when every address refused.
+    Clock::time_point deadline{};
+    // Each rail's first dial starts at a random offset in [0, spread): every member of a
+    // communicator hears FORMED at once, and its dials are spread rather than sent in one
+    // burst.
+    std::chrono::milliseconds spread{0};
   };
 
   RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks);
@@ -59,8 +80,10 @@ class RailConnector {
   // Opens a data connection to `instance` on every rail (a local NIC and the peer's address
   // in its subnet; when none match, one connection to any address) not connected or being
   // connected, and with two rails or more a backup from each NIC to the peer's address on
-  // the next rail. They are then kept up: lost() dials again with backoff.
-  void connect(uint64_t instance, const std::vector<std::string>& addresses);
+  // the next rail. They are then kept up: lost() dials again with backoff. `forming`: a
+  // communicator needs the peer (see Forming); a later deadline extends an earlier one.
+  void connect(uint64_t instance, const std::vector<std::string>& addresses,
+               std::optional<Forming> forming = std::nullopt);
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
   // failed: its rail is dialled again (with backoff) if this side keeps it. `latency`: the
   // rail's latency-class twin.
@@ -71,9 +94,11 @@ class RailConnector {
   void forget(uint64_t instance);
 
   // Dial `dial` to `instance` over rail `key` failed before it was authenticated: the rail
-  // is retried while the peer is, or may yet be, linked; else the peer is given up.
+  // is retried while the peer is, or may yet be, linked, or (not `refused`: some address
+  // did not refuse the connection or the handshake) while its forming deadline allows;
+  // else the peer is given up.
   void dial_failed(uint64_t instance, const std::string& key, uint64_t dial,
-                   const std::string& reason);
+                   const std::string& reason, bool refused = false);
   // Dial `dial` to `instance` over rail `key` was refused as crossed (the peer dialled this
   // node at once and keeps its own connection): not a failure; the peer is forgotten once it
   // has no dial left and no link, and its own connection comes instead.
@@ -94,8 +119,8 @@ class RailConnector {
 
  private:
   struct Retry {
-    int attempts = 0;
-    std::chrono::steady_clock::time_point due{};
+    int attempts = 0;  // 0: a first dial put off by Forming::spread
+    Clock::time_point due{};
     bool scheduled = false;
   };
   struct Dialing {
@@ -108,6 +133,8 @@ class RailConnector {
     std::map<std::string, Dialing> dials;  // by Rail::key: the rails being dialled
     std::map<std::string, Retry> retries;  // by Rail::key
     std::string last_error;
+    bool refused = false;                    // the last rail to fail was refused
+    std::optional<Clock::time_point> until;  // Forming::deadline, while forming
   };
   // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
   std::vector<Rail> rails_to(const std::vector<std::string>& addresses) const;
@@ -115,9 +142,18 @@ class RailConnector {
   // read on first need, once for all the rails a caller looks at.
   bool openable(const Rail& rail, std::optional<RouteTable>& routes) const;
   void dial(uint64_t instance, const Rail& rail);
-  // Exponential backoff: 100 ms, doubling, at most Settings::reconnect_max.
-  void schedule_retry(uint64_t instance, const std::string& key,
-                      std::chrono::milliseconds at_least = std::chrono::milliseconds(0));
+  // Whether `peer` may yet be linked: it is, a rail is being dialled, or a first dial is put
+  // off (Forming::spread).
+  static bool hopeful(const Peer& peer);
+  // A peer with no hope left: dialled again while its forming deadline allows (and not
+  // refused), else given up (Hooks::failed).
+  void retry_or_give_up(uint64_t instance, const std::vector<std::string>& keys);
+  // Exponential backoff with jitter (dial_backoff), at most Settings::reconnect_max; false
+  // (nothing scheduled) when the attempt would fall at or past `before`.
+  bool schedule_retry(uint64_t instance, const std::string& key,
+                      std::chrono::milliseconds at_least = std::chrono::milliseconds(0),
+                      std::optional<Clock::time_point> before = std::nullopt);
+  Clock::time_point now() const { return hooks_.now ? hooks_.now() : Clock::now(); }
   void run_retries();
   void arm_timer();
 
@@ -126,6 +162,7 @@ class RailConnector {
   Hooks hooks_;
   bool backups_ = true;
   std::map<uint64_t, Peer> peers_;
+  std::mt19937_64 rng_;                      // the jitter's (Settings::jitter_seed)
   uint64_t dials_ = 0;                       // attempts numbered so far
   uint64_t opening_ = 0;                     // connect() is dialling this peer's rails
   std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once

@@ -1,7 +1,8 @@
 // Two peer servers on loopback sockets in one loop (daemon/peers/peer_server.h and its
 // parts): control messages delivered both ways over one connection, a data connection
-// authenticated and handed off on both sides, and a peer where no daemon listens given up
-// as gone, for control and for data.
+// authenticated and handed off on both sides, a peer where no daemon listens given up
+// as gone, for control and for data (at once, even while a communicator forms with it), a
+// forming peer whose daemon answers only later still linked, and the listener's backlog.
 #include "daemon/peers/peer_server.h"
 
 #include <arpa/inet.h>
@@ -14,6 +15,7 @@
 #include <uv.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,7 +44,7 @@ class PeerServerTest : public ::testing::Test {
     EXPECT_EQ(uv_loop_close(&loop_), 0);
   }
 
-  PeerServer& start(uint64_t instance, Heard& heard) {
+  PeerServer& start(uint64_t instance, Heard& heard, const std::string& listen = "127.0.0.1:0") {
     transports::PeerIdentity me;
     me.instance_id = instance;
     me.node_name = "node" + std::to_string(instance);
@@ -50,6 +52,8 @@ class PeerServerTest : public ::testing::Test {
     settings.reconnect_max = 100ms;
     settings.control_ack_timeout = 2000ms;
     settings.control_grace = 500ms;
+    settings.backlog = backlog_;
+    settings.handshake_timeout = handshake_timeout_;
     PeerServer::Callbacks callbacks;
     callbacks.on_control = [&heard](const transports::PeerIdentity& peer,
                                     kj::Array<capnp::word> words) {
@@ -68,7 +72,7 @@ class PeerServerTest : public ::testing::Test {
     };
     servers_.push_back(std::make_unique<PeerServer>(&loop_, std::move(me), nullptr,
                                                     std::move(settings), std::move(callbacks)));
-    servers_.back()->listen("127.0.0.1:0");
+    servers_.back()->listen(listen);
     return *servers_.back();
   }
 
@@ -87,6 +91,8 @@ class PeerServerTest : public ::testing::Test {
 
   uv_loop_t loop_{};
   std::vector<std::unique_ptr<PeerServer>> servers_;
+  int backlog_ = PeerServer::Settings{}.backlog;
+  std::chrono::milliseconds handshake_timeout_ = PeerServer::Settings{}.handshake_timeout;
 };
 
 // "127.0.0.1:PORT" where nothing listens (a port bound, then closed).
@@ -149,6 +155,62 @@ TEST_F(PeerServerTest, APeerWhereNoDaemonListensIsGoneForControlAndFailedForData
   EXPECT_NE(heard.data_failed[0].second.find("Connection refused"), std::string::npos)
       << heard.data_failed[0].second;
   EXPECT_EQ(a.control_peer(0xD), nullptr);
+}
+
+TEST_F(PeerServerTest, AFormingPeerWhereNoDaemonListensFailsAtOnceNotAtItsDeadline) {
+  Heard heard;
+  PeerServer& a = start(0xA, heard);
+  const auto start_time = std::chrono::steady_clock::now();
+  a.connect_data(0xD, {closed_address()},
+                 RailConnector::Forming{.deadline = start_time + 60s, .spread = 0ms});
+  ASSERT_TRUE(run_until([&] { return !heard.data_failed.empty(); }));  // 5 s, not 60
+  EXPECT_NE(heard.data_failed[0].second.find("Connection refused"), std::string::npos)
+      << heard.data_failed[0].second;
+}
+
+TEST_F(PeerServerTest, AFormingPeerWhoseDaemonAnswersOnlyLaterIsStillLinked) {
+  // At first a socket that takes connections and never answers: a daemon whose control
+  // thread is too busy to, as in a formation burst. Each handshake fails after 200 ms and
+  // is dialled again; then the daemon proper starts on that address.
+  handshake_timeout_ = 200ms;
+  Heard heard_a;
+  PeerServer& a = start(0xA, heard_a);
+  const int mute = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(mute, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(mute, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(mute, 16), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+
+  a.connect_data(0xB, {address},
+                 RailConnector::Forming{.deadline = std::chrono::steady_clock::now() + 60s});
+  // Until two handshakes have failed: the second is a retry's.
+  const auto until = std::chrono::steady_clock::now() + 500ms;
+  while (std::chrono::steady_clock::now() < until) uv_run(&loop_, UV_RUN_NOWAIT);
+  EXPECT_TRUE(heard_a.data_failed.empty());
+  ::close(mute);
+
+  Heard heard_b;
+  start(0xB, heard_b, address);
+  ASSERT_TRUE(run_until([&] { return heard_a.links.size() == 1 && heard_b.links.size() == 1; }));
+  EXPECT_EQ(heard_a.links[0], 0xBu);
+  EXPECT_TRUE(heard_a.data_failed.empty());
+}
+
+TEST_F(PeerServerTest, TheListenersBacklogIsTheSettingAsTheKernelCapsIt) {
+  int somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  ASSERT_GT(somaxconn, 0);
+  backlog_ = 100;
+  Heard heard;
+  EXPECT_EQ(start(0xA, heard).listen_backlog(), std::min(100, somaxconn));
+  backlog_ = PeerServer::Settings{}.backlog;
+  EXPECT_EQ(start(0xB, heard).listen_backlog(), std::min(backlog_, somaxconn));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // failures and successes are told to it as PeerConnections would.
 #include "daemon/peers/rail_connector.h"
 
+#include "daemon/peers/dial_backoff.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <uv.h>
@@ -11,6 +13,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -73,8 +78,10 @@ class RailConnectorTest : public ::testing::Test {
   void make(std::vector<LocalNic> nics, bool latency = false, bool backups = true) {
     rails_ = std::make_unique<RailConnector>(
         &loop_,
-        RailConnector::Settings{
-            .nics = std::move(nics), .latency_connections = latency, .reconnect_max = 20ms},
+        RailConnector::Settings{.nics = std::move(nics),
+                                .latency_connections = latency,
+                                .reconnect_max = 20ms,
+                                .jitter_seed = 7},
         RailConnector::Hooks{
             .dial =
                 [this](uint64_t instance, const Rail& rail, uint64_t id) {
@@ -84,7 +91,8 @@ class RailConnectorTest : public ::testing::Test {
                 },
             .failed = [this](uint64_t instance,
                              const std::string& reason) { failed_.emplace_back(instance, reason); },
-            .routes = [this] { return routes(joined_); }});
+            .routes = [this] { return routes(joined_); },
+            .now = [this] { return now_ ? *now_ : std::chrono::steady_clock::now(); }});
     rails_->start(backups);
   }
 
@@ -108,6 +116,9 @@ class RailConnectorTest : public ::testing::Test {
   std::vector<std::pair<uint64_t, std::string>> failed_;
   std::string fail_at_once_;  // when set, every dial fails before it returns
   bool joined_ = true;
+  // When set, the connector's clock: deadlines are then decided by the test alone (a
+  // retry's libuv timer waits at most the 20 ms backoff, computed from this clock).
+  std::optional<std::chrono::steady_clock::time_point> now_;
 };
 
 TEST_F(RailConnectorTest, DialsEveryRailAndABackupAcrossWhereARouteJoinsThem) {
@@ -222,6 +233,113 @@ TEST_F(RailConnectorTest, ANicComingUpDialsItsWaitingRailsNow) {
   rails_->nic_up("nic1");
   ASSERT_EQ(dials_.size(), 5u);
   EXPECT_EQ(dials_[4].rail.key, "nic1");
+}
+
+TEST_F(RailConnectorTest, AFormingPeerWhoseFirstDialTimesOutIsDialledAgainThenLinked) {
+  make({two_rails()[0]});
+  now_ = std::chrono::steady_clock::now();
+  rails_->connect(kInstance, {"198.18.0.2:7355"},
+                  RailConnector::Forming{.deadline = *now_ + 10s, .spread = 0ms});
+  ASSERT_EQ(dials_.size(), 1u);
+
+  // Not linked, nothing else dialled: without a deadline this would give the peer up.
+  rails_->dial_failed(kInstance, "nic0", dials_[0].id, "no answer within 3500 ms");
+  EXPECT_TRUE(failed_.empty());
+  EXPECT_EQ(dials_.size(), 1u);  // after the backoff, not at once
+  *now_ += 1s;                   // past any wait the backoff can draw (at most 20 ms)
+  ASSERT_TRUE(run_until_dials(2));
+  EXPECT_EQ(dials_[1].rail.key, "nic0");
+  EXPECT_NE(dials_[1].id, dials_[0].id);
+
+  // Its handshake does not finish either: again, a third attempt, which is authenticated.
+  rails_->dial_failed(kInstance, "nic0", dials_[1].id, "the handshake did not finish");
+  *now_ += 1s;
+  ASSERT_TRUE(run_until_dials(3));
+  rails_->dial_established(kInstance, "nic0");
+  EXPECT_TRUE(failed_.empty());
+}
+
+TEST_F(RailConnectorTest, AFormingPeerIsGivenUpOnlyWhenItsNextAttemptWouldPassTheDeadline) {
+  make({two_rails()[0]});
+  const auto start = std::chrono::steady_clock::now();
+  now_ = start;
+  const auto deadline = start + 1s;
+  rails_->connect(kInstance, {"198.18.0.2:7355"}, RailConnector::Forming{.deadline = deadline});
+  ASSERT_EQ(dials_.size(), 1u);
+
+  // 30 ms before the deadline a retry (20 ms at most) still fits.
+  now_ = deadline - 30ms;
+  rails_->dial_failed(kInstance, "nic0", dials_[0].id, "no answer within 3500 ms");
+  EXPECT_TRUE(failed_.empty());
+  *now_ += 20ms;
+  ASSERT_TRUE(run_until_dials(2));
+
+  // 5 ms before it none does (the backoff waits at least half its 20 ms): given up now,
+  // with the last error.
+  now_ = deadline - 5ms;
+  rails_->dial_failed(kInstance, "nic0", dials_[1].id, "no answer within 3500 ms");
+  ASSERT_EQ(failed_.size(), 1u);
+  EXPECT_EQ(failed_[0].first, kInstance);
+  EXPECT_EQ(failed_[0].second, "no answer within 3500 ms");
+}
+
+TEST_F(RailConnectorTest, AFormingPeerThatRefusesIsGivenUpAtOnce) {
+  make({two_rails()[0]});
+  now_ = std::chrono::steady_clock::now();
+  rails_->connect(kInstance, {"198.18.0.2:7355"}, RailConnector::Forming{.deadline = *now_ + 10s});
+  ASSERT_EQ(dials_.size(), 1u);
+  rails_->dial_failed(kInstance, "nic0", dials_[0].id, "connect: Connection refused",
+                      /*refused=*/true);
+  ASSERT_EQ(failed_.size(), 1u);
+  EXPECT_EQ(failed_[0].second, "connect: Connection refused");
+}
+
+TEST_F(RailConnectorTest, AFormingPeersFirstDialsArePutOffWithinTheSpread) {
+  make(two_rails());
+  now_ = std::chrono::steady_clock::now();
+  rails_->connect(kInstance, kPeer,
+                  RailConnector::Forming{.deadline = *now_ + 10s, .spread = 200ms});
+  EXPECT_TRUE(dials_.empty());  // each waits for its own random start
+  // Asked again meanwhile (another communicator): nothing is dialled twice.
+  rails_->connect(kInstance, kPeer, RailConnector::Forming{.deadline = *now_ + 10s});
+  EXPECT_TRUE(dials_.empty());
+  *now_ += 200ms;  // every start falls before the end of the spread
+  ASSERT_TRUE(run_until_dials(4));
+  EXPECT_EQ(dials_.size(), 4u);
+  std::set<std::string> dialled;
+  for (const Dial& d : dials_) dialled.insert(d.rail.key);
+  EXPECT_EQ(dialled.size(), 4u);
+  EXPECT_FALSE(rails_->redialing(kInstance, "nic0"));  // a first dial, not a retry
+  EXPECT_TRUE(failed_.empty());
+}
+
+TEST(DialBackoff, EachWaitIsInTheUpperHalfOfTheCappedDoubling) {
+  std::mt19937_64 rng(42);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const int64_t full = std::min<int64_t>(2000, 100LL << std::min(attempt, 16));
+    std::set<int64_t> seen;
+    for (int draw = 0; draw < 200; ++draw) {
+      const int64_t wait = dial_backoff(attempt, 2000ms, rng).count();
+      EXPECT_GE(wait, full / 2) << "attempt " << attempt;
+      EXPECT_LE(wait, full) << "attempt " << attempt;
+      seen.insert(wait);
+    }
+    EXPECT_GT(seen.size(), 10u) << "attempt " << attempt << ": not spread";
+  }
+  EXPECT_EQ(dial_backoff(3, 0ms, rng), 0ms);  // no cap, no wait
+}
+
+TEST(DialBackoff, TheSameSeedDrawsTheSameWaitsAndStarts) {
+  std::mt19937_64 a(7);
+  std::mt19937_64 b(7);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(dial_backoff(i % 6, 2000ms, a), dial_backoff(i % 6, 2000ms, b));
+    const auto offset = dial_offset(320ms, a);
+    EXPECT_EQ(offset, dial_offset(320ms, b));
+    EXPECT_GE(offset, 0ms);
+    EXPECT_LT(offset, 320ms);
+  }
+  EXPECT_EQ(dial_offset(0ms, a), 0ms);
 }
 
 }  // namespace

@@ -56,6 +56,23 @@ spine_routes() {  # tag, node, nic, nics
   done
 }
 
+# The kernel's ARP table is one for the whole host, every namespace's entries counted
+# against the host's gc_thresh3 (1024 by default; the knob exists only in the host's own
+# namespace). A full mesh of N nodes needs about N*N*NICs entries: past the limit new
+# neighbours are not resolved ("neighbour: arp_cache: neighbor table overflow!" in dmesg),
+# and connects see no answer or "No route to host" -- a limit of this test cluster sharing
+# one kernel, not of one host. Raised (never lowered) to fit, as a large flat L2 cluster's
+# hosts are tuned.
+fit_neighbour_table() {  # nodes, nics
+  local need=$(($1 * ($1 + 1) * $2 * 2))
+  local key=/proc/sys/net/ipv4/neigh/default
+  [ -w "$key/gc_thresh3" ] || return 0
+  if [ "$(cat "$key/gc_thresh3")" -lt "$need" ]; then
+    sysctl -qw net.ipv4.neigh.default.gc_thresh3="$need" \
+      net.ipv4.neigh.default.gc_thresh2="$((need / 2))"
+  fi
+}
+
 cluster_up() {
   local tag=$1 nodes=$2 nics=$3 rate=$4 build=$5 mtu=$6 tcp_cc=$7 spine=$8
   local dir=$state_root/plexus-cluster-$tag
@@ -73,6 +90,7 @@ cluster_up() {
       sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $tcp_cc"
   fi
   [ -z "$spine" ] || [ "$nics" -ge 2 ] || die "--spine needs --nics 2 or more"
+  fit_neighbour_table "$nodes" "$nics"
   mkdir -p "$dir"
   printf 'nodes=%s\nnics=%s\nspine=%s\n' "$nodes" "$nics" "$spine" > "$dir/state"
   local sw; sw=$(ns_name "$tag" sw)
