@@ -1,7 +1,6 @@
-// When a data connection is dialled again, and when a forming communicator's first dials
-// start: exponential backoff with jitter, and a random start within a window. Randomised so
-// that the daemons of a cluster, which all see the same failure or the same FORMED message
-// at the same moment, do not all dial again at the same moment (a burst of SYNs and
+// When a data connection is dialled again: exponential backoff with jitter. Randomised so
+// that the daemons of a cluster, which all see the same failure at the same moment, do not
+// all dial again at the same moment (a burst of SYNs and
 // handshakes that a listener's queue or a control thread cannot take). Pure: the caller
 // owns the random generator (RailConnector seeds it, so that tests are deterministic).
 #pragma once
@@ -25,14 +24,6 @@ inline std::chrono::milliseconds dial_backoff(int attempt, std::chrono::millisec
   const int64_t doubled = kDialBackoffBase.count() << std::clamp(attempt, 0, 16);
   const int64_t wait = std::max<int64_t>(0, std::min<int64_t>(cap.count(), doubled));
   std::uniform_int_distribution<int64_t> draw(wait / 2, wait);
-  return std::chrono::milliseconds(draw(rng));
-}
-
-// A start drawn uniformly from [0, window) (0 for an empty window).
-inline std::chrono::milliseconds dial_offset(std::chrono::milliseconds window,
-                                             std::mt19937_64& rng) {
-  if (window.count() <= 0) return std::chrono::milliseconds(0);
-  std::uniform_int_distribution<int64_t> draw(0, window.count() - 1);
   return std::chrono::milliseconds(draw(rng));
 }
 

@@ -115,9 +115,8 @@ class PeerServer {
   // connected, and with two rails or more a backup from each NIC to the peer's address on
   // the next rail (used where a route joins the rails). This side then keeps them up:
   // rail_lost retries with backoff. With Settings::latency_connections, each rail (not the
-  // backups) has a twin for the latency class, kept up alike. `forming`: a communicator
-  // being formed needs it (RailConnector::Forming: retried until its deadline, first dials
-  // spread).
+  // backups) has a twin for the latency class, kept up alike. `forming`: the engine waits
+  // for the link (RailConnector::Forming: retried until its deadline).
   void connect_data(uint64_t instance, const std::vector<std::string>& addresses,
                     std::optional<RailConnector::Forming> forming = std::nullopt);
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")

@@ -67,14 +67,12 @@ void RailConnector::connect(uint64_t instance, const std::vector<std::string>& a
     peer.addresses = addresses;
     if (forming && (!peer.until || *peer.until < forming->deadline)) peer.until = forming->deadline;
   }
-  const std::chrono::milliseconds spread = forming ? forming->spread : std::chrono::milliseconds(0);
   // A rail may fail at once (no route): dial_failed then only records it, and whether the
   // peer has no hope left is decided after every rail was tried.
   opening_ = instance;
   opening_failed_.clear();
   std::vector<std::string> unrouted;  // backups with no route between the rails
   std::optional<RouteTable> routes;
-  bool put_off = false;
   for (const Rail& rail : rails_to(addresses)) {
     Peer& peer = peers_[instance];
     if (peer.dials.count(rail.key) != 0) continue;
@@ -84,19 +82,11 @@ void RailConnector::connect(uint64_t instance, const std::vector<std::string>& a
       unrouted.push_back(rail.key);
       continue;
     }
-    if (spread.count() > 0) {  // a first dial, put off to its random start
-      Retry& first = peer.retries[rail.key];
-      first.scheduled = true;
-      first.due = now() + dial_offset(spread, rng_);
-      put_off = true;
-      continue;
-    }
     dial(instance, rail);
   }
   opening_ = 0;
   std::vector<std::string> failed = std::move(opening_failed_);
   opening_failed_.clear();
-  if (put_off) arm_timer();
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
   if (hopeful(it->second)) {
@@ -108,12 +98,7 @@ void RailConnector::connect(uint64_t instance, const std::vector<std::string>& a
   retry_or_give_up(instance, failed);
 }
 
-bool RailConnector::hopeful(const Peer& peer) {
-  if (peer.linked || !peer.dials.empty()) return true;
-  return std::any_of(peer.retries.begin(), peer.retries.end(), [](const auto& entry) {
-    return entry.second.scheduled && entry.second.attempts == 0;
-  });
-}
+bool RailConnector::hopeful(const Peer& peer) { return peer.linked || !peer.dials.empty(); }
 
 void RailConnector::retry_or_give_up(uint64_t instance, const std::vector<std::string>& keys) {
   auto it = peers_.find(instance);

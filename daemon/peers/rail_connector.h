@@ -2,16 +2,14 @@
 // it is asked to connect to: one connection per rail (plan_rails), the rail's latency-class
 // twin where configured, and backups across rails where a route joins them; a rail that is
 // lost, or could not be opened, is dialled again with exponential backoff and jitter
-// (dial_backoff.h) while the peer is (or may yet be) linked, or, for a peer a communicator
-// is forming with, until the forming deadline; a peer none of whose rails could be opened
-// is given up (Hooks::failed), at once when every address refused (no plexusd listens).
-// The one place that decides which data paths exist.
-// Owns: the peers it connects to (their addresses, the rails being dialled, each rail's
-// retries and their timer, the forming deadline, the jitter's random generator) and what
-// the rail plan needs (the local NICs, the latency twins,
-// whether backups can be bound to their NIC). Sockets are not its own: it dials through
-// Hooks::dial (PeerConnections::dial) and hears what became of a dial through dial_failed
-// and dial_established.
+// (dial_backoff.h) while the peer is (or may yet be) linked, or, for a link the engine
+// waits for (paths open on first use), until its deadline; a peer none of whose rails could be
+// opened is given up (Hooks::failed), at once when every address refused (no plexusd listens). The
+// one place that decides which data paths exist. Owns: the peers it connects to (their addresses,
+// the rails being dialled, each rail's retries and their timer, the forming deadline, the jitter's
+// random generator) and what the rail plan needs (the local NICs, the latency twins, whether
+// backups can be bound to their NIC). Sockets are not its own: it dials through Hooks::dial
+// (PeerConnections::dial) and hears what became of a dial through dial_failed and dial_established.
 // Control thread only (the libuv loop it is given); nothing here is thread-safe.
 #pragma once
 
@@ -58,16 +56,13 @@ class RailConnector {
     // The time; null: Clock::now. A test's own clock makes the deadlines deterministic.
     std::function<Clock::time_point()> now;
   };
-  // How a peer a communicator is forming with is first dialled (connect's `forming`).
+  // A link the engine waits for (connect's `forming`: its first connection,
+  // NodeJoins::path_wanted).
   struct Forming {
     // Until then a peer not yet linked is dialled again (with backoff) after a timeout or
     // a handshake that did not finish; it is given up once the next attempt would start
     // past it, or at once when every address refused.
     Clock::time_point deadline{};
-    // Each rail's first dial starts at a random offset in [0, spread): every member of a
-    // communicator hears FORMED at once, and its dials are spread rather than sent in one
-    // burst.
-    std::chrono::milliseconds spread{0};
   };
 
   RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks);
@@ -119,7 +114,7 @@ class RailConnector {
 
  private:
   struct Retry {
-    int attempts = 0;  // 0: a first dial put off by Forming::spread
+    int attempts = 0;
     Clock::time_point due{};
     bool scheduled = false;
   };
@@ -142,8 +137,7 @@ class RailConnector {
   // read on first need, once for all the rails a caller looks at.
   bool openable(const Rail& rail, std::optional<RouteTable>& routes) const;
   void dial(uint64_t instance, const Rail& rail);
-  // Whether `peer` may yet be linked: it is, a rail is being dialled, or a first dial is put
-  // off (Forming::spread).
+  // Whether `peer` may yet be linked: it is, or a rail is being dialled.
   static bool hopeful(const Peer& peer);
   // A peer with no hope left: dialled again while its forming deadline allows (and not
   // refused), else given up (Hooks::failed).

@@ -161,8 +161,7 @@ TEST_F(PeerServerTest, AFormingPeerWhereNoDaemonListensFailsAtOnceNotAtItsDeadli
   Heard heard;
   PeerServer& a = start(0xA, heard);
   const auto start_time = std::chrono::steady_clock::now();
-  a.connect_data(0xD, {closed_address()},
-                 RailConnector::Forming{.deadline = start_time + 60s, .spread = 0ms});
+  a.connect_data(0xD, {closed_address()}, RailConnector::Forming{.deadline = start_time + 60s});
   ASSERT_TRUE(run_until([&] { return !heard.data_failed.empty(); }));  // 5 s, not 60
   EXPECT_NE(heard.data_failed[0].second.find("Connection refused"), std::string::npos)
       << heard.data_failed[0].second;

@@ -238,8 +238,7 @@ TEST_F(RailConnectorTest, ANicComingUpDialsItsWaitingRailsNow) {
 TEST_F(RailConnectorTest, AFormingPeerWhoseFirstDialTimesOutIsDialledAgainThenLinked) {
   make({two_rails()[0]});
   now_ = std::chrono::steady_clock::now();
-  rails_->connect(kInstance, {"198.18.0.2:7355"},
-                  RailConnector::Forming{.deadline = *now_ + 10s, .spread = 0ms});
+  rails_->connect(kInstance, {"198.18.0.2:7355"}, RailConnector::Forming{.deadline = *now_ + 10s});
   ASSERT_EQ(dials_.size(), 1u);
 
   // Not linked, nothing else dialled: without a deadline this would give the peer up.
@@ -294,25 +293,6 @@ TEST_F(RailConnectorTest, AFormingPeerThatRefusesIsGivenUpAtOnce) {
   EXPECT_EQ(failed_[0].second, "connect: Connection refused");
 }
 
-TEST_F(RailConnectorTest, AFormingPeersFirstDialsArePutOffWithinTheSpread) {
-  make(two_rails());
-  now_ = std::chrono::steady_clock::now();
-  rails_->connect(kInstance, kPeer,
-                  RailConnector::Forming{.deadline = *now_ + 10s, .spread = 200ms});
-  EXPECT_TRUE(dials_.empty());  // each waits for its own random start
-  // Asked again meanwhile (another communicator): nothing is dialled twice.
-  rails_->connect(kInstance, kPeer, RailConnector::Forming{.deadline = *now_ + 10s});
-  EXPECT_TRUE(dials_.empty());
-  *now_ += 200ms;  // every start falls before the end of the spread
-  ASSERT_TRUE(run_until_dials(4));
-  EXPECT_EQ(dials_.size(), 4u);
-  std::set<std::string> dialled;
-  for (const Dial& d : dials_) dialled.insert(d.rail.key);
-  EXPECT_EQ(dialled.size(), 4u);
-  EXPECT_FALSE(rails_->redialing(kInstance, "nic0"));  // a first dial, not a retry
-  EXPECT_TRUE(failed_.empty());
-}
-
 TEST(DialBackoff, EachWaitIsInTheUpperHalfOfTheCappedDoubling) {
   std::mt19937_64 rng(42);
   for (int attempt = 0; attempt < 20; ++attempt) {
@@ -329,17 +309,12 @@ TEST(DialBackoff, EachWaitIsInTheUpperHalfOfTheCappedDoubling) {
   EXPECT_EQ(dial_backoff(3, 0ms, rng), 0ms);  // no cap, no wait
 }
 
-TEST(DialBackoff, TheSameSeedDrawsTheSameWaitsAndStarts) {
+TEST(DialBackoff, TheSameSeedDrawsTheSameWaits) {
   std::mt19937_64 a(7);
   std::mt19937_64 b(7);
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(dial_backoff(i % 6, 2000ms, a), dial_backoff(i % 6, 2000ms, b));
-    const auto offset = dial_offset(320ms, a);
-    EXPECT_EQ(offset, dial_offset(320ms, b));
-    EXPECT_GE(offset, 0ms);
-    EXPECT_LT(offset, 320ms);
   }
-  EXPECT_EQ(dial_offset(0ms, a), 0ms);
 }
 
 }  // namespace
