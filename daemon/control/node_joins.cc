@@ -462,7 +462,8 @@ void NodeJoins::on_data_failed(uint64_t instance, const std::string& reason) {
 void NodeJoins::path_wanted(uint64_t instance, const std::vector<std::string>& addresses) {
   // Dialled again (jittered backoff) after a timeout or an unfinished handshake until the
   // engine's own deadline for the link; refused everywhere gives up at once.
-  if (peers_) {
+  // A connection the peer opened may have come meanwhile (the engine had no link when it asked).
+  if (peers_ && data_links_.count(instance) == 0) {
     peers_->connect_data(
         instance, addresses,
         RailConnector::Forming{.deadline = Clock::now() + config_.connect_timeout});

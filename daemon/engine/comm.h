@@ -69,6 +69,7 @@ class Comm {
   // Whether a rank is still a member (engine thread only).
   struct Presence {
     bool present = true;    // false once it left or was lost
+    bool heard = false;     // a notice of its departure came (from its node or relayed)
     std::string departure;  // why it left, for ops that need it
   };
 

@@ -60,7 +60,8 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                  },
                  [this](uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited) {
                    jobs_.scheduled(flow, bytes, waited);
-                 }},
+                 },
+                 [this](uint64_t peer) { on_peer_linked(peer); }},
              NodeLinks::kDefaultChunkBytes, config.channel,
              config.telemetry
                  ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows,
@@ -224,6 +225,9 @@ void InternodeRunner::start_op(Comm& comm, PendingCollective& op) {
   state.active_algorithm = algo::algorithm_name(algorithm);
   std::shared_ptr<InternodeOp> op_ptr = state.active;
   const std::shared_ptr<std::string> input_failure = gpu_.stage_slices(*op_ptr);
+  // Every node it exchanges with has a link from now on, receive-only ones included: a node
+  // that only receives hears of a failure over it (notices go only to linked nodes).
+  for (int node : op_ptr->peers()) reach(comm, node);
   op_ptr->start();
   if (input_failure && !input_failure->empty()) {
     // A GPU input of this node could not be copied in: a local fault, not a peer's.
@@ -353,6 +357,16 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
   }
 }
 
+void InternodeRunner::on_peer_linked(uint64_t peer) {
+  // A node that links to this one only now (it receives from it, say) may not have heard that
+  // a communicator they share failed here: it hears now.
+  for (auto& [id, comm] : comm_by_id_) {
+    if (!comm->broken() || !comm->internode) continue;
+    const int node = node_of(*comm, peer);
+    if (node >= 0) tell_late_node(*comm, node);
+  }
+}
+
 void InternodeRunner::tell_late_node(Comm& comm, int node) {
   InternodeState& state = *comm.internode;
   const auto n = static_cast<size_t>(node);
@@ -369,18 +383,35 @@ void InternodeRunner::remote_rank_departed(Comm& comm, int from, int rank, uint6
   const NodeSpan& span = *comm.span();
   const int node = span.topology.rank_node[static_cast<size_t>(rank)];
   const std::string reason = "node " + node_name(comm, node) + ": " + text;
-  member.present = false;
-  for (size_t other = 0; other < span.node_ids.size(); ++other) {  // relayed: see send_departed
-    const auto o = static_cast<int>(other);
-    if (o == span.topology.my_node || o == from || o == node || !links_.has(span.node_ids[other])) {
-      continue;
+  if (!member.heard) {  // relayed once, the first time (see send_departed)
+    member.heard = true;
+    for (size_t other = 0; other < span.node_ids.size(); ++other) {
+      const auto o = static_cast<int>(other);
+      if (o == span.topology.my_node || o == from || o == node ||
+          !links_.has(span.node_ids[other])) {
+        continue;
+      }
+      links_.send_departed(span.node_ids[other], span.comm_id, rank, collectives, text);
     }
-    links_.send_departed(span.node_ids[other], span.comm_id, rank, collectives, text);
   }
-  member.departure = reason;
   if (comm.remote_departure.empty()) comm.remote_departure = reason;
   comm.remote_limit = std::min(comm.remote_limit, collectives);
   InternodeState& state = *comm.internode;
+  if (from != node) {
+    // Relayed: it came by another route than the node's own frames to this one, which may
+    // still be on the way. Only what the rank never joined is sure: the collectives from
+    // `collectives` on (the running one too, if it is one of them). The node's own notice,
+    // if it has a link here, does the rest.
+    if (state.active && state.active_seq >= collectives && state.active->expects_from(node)) {
+      defer_failure(comm, reason + " before collective #" + std::to_string(state.active_seq) +
+                              ", which needs its data");
+      return;
+    }
+    fail_unjoined(comm, reason);
+    return;
+  }
+  member.present = false;
+  member.departure = reason;
   const auto n = static_cast<uint64_t>(comm.nranks());
   for (uint64_t destination = 0; destination < n; ++destination) {
     match_remote_recvs(comm, static_cast<uint64_t>(rank) * n + destination);
@@ -391,8 +422,14 @@ void InternodeRunner::remote_rank_departed(Comm& comm, int from, int rank, uint6
                             " still needed its data");
     return;
   }
-  // Queued collectives the rank never joined can never run; earlier ones still can (its
-  // node sent their data before this notice). Later submissions fail in submit_collective.
+  fail_unjoined(comm, reason);
+}
+
+void InternodeRunner::fail_unjoined(Comm& comm, const std::string& reason) {
+  // Queued collectives a departed rank never joined can never run; earlier ones still can
+  // (its node sent their data before its notice). Later submissions fail in
+  // submit_collective.
+  InternodeState& state = *comm.internode;
   while (!comm.collectives.empty() &&
          comm.first_seq + comm.collectives.size() - 1 >= comm.remote_limit &&
          !(state.active && comm.collectives.size() == 1)) {

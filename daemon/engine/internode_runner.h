@@ -107,8 +107,12 @@ class InternodeRunner {
   // `text`: as its node said it (relayed as is to the linked nodes that may not have heard).
   void remote_rank_departed(Comm& comm, int from, int rank, uint64_t collectives,
                             const std::string& text);
-  // A node sent data for `comm`, which failed here: it is told why, once.
+  // A node sent data for `comm`, which failed here, or linked to this node since: it is told
+  // why, once.
   void tell_late_node(Comm& comm, int node);
+  void on_peer_linked(uint64_t peer);
+  // The queued collectives past comm.remote_limit (a departed rank never joined them) fail.
+  void fail_unjoined(Comm& comm, const std::string& reason);
   // Drops the running collective; frames still being read into its ranks' buffers finish
   // into a sink (its clients are told it failed and may reuse those buffers at once).
   void stop_active_op(Comm& comm);

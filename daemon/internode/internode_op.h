@@ -103,6 +103,8 @@ class InternodeOp final {
   std::vector<int> waiting_for() const;
   // Whether data from `node` for this op is still to come.
   bool expects_from(int node) const;
+  // The nodes its plans send to or receive from (algo::peers_of).
+  std::vector<int> peers() const { return algo::peers_of(plans_.plan_of(0)); }
 
  private:
   SliceRun* running_slice(uint64_t index);

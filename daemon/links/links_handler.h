@@ -37,6 +37,8 @@ struct LinksHandler {
   // Optional: a frame of `flow` with `bytes` of payload left a channel's send scheduler
   // for a path after waiting `waited` there (per-job share and queue delay).
   std::function<void(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited)> on_scheduled;
+  // Optional: the link to `peer` has its first path (a new link, or one that waited for it).
+  std::function<void(uint64_t peer)> on_linked;
 };
 
 }  // namespace plexus::daemon

@@ -89,6 +89,7 @@ void PeerLinks::open_failed(uint64_t peer, const std::string& reason) {
 void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
                     bool backup, bool latency) {
   auto it = links_.find(peer);
+  const bool first = it == links_.end() || it->second->opening_until.has_value();
   Link& link = it == links_.end() ? make_link(peer, std::move(name)) : *it->second;
   link.opening_until.reset();
   auto path = std::make_unique<Path>();
@@ -161,9 +162,9 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
     link.channel->drain(raw->id, true);
     send_path_notice(link, *raw, wire::PathNotice::kDrained);
   }
-  flush(link);
-  follow(link);
+  flush(peer);  // may lose the link (a write that fails): `link` is not touched after it
   publish();
+  if (first && handler_.on_linked && links_.count(peer) != 0) handler_.on_linked(peer);
 }
 
 std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h) {
@@ -340,7 +341,7 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
                  link.name, channel_settings_.last_path_grace.count());
   }
   if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote, latency);
-  if (links_.count(link.peer) != 0) flush(link);
+  flush(link.peer);  // and follow: its channel may want a tick now (a path it must resend)
 }
 
 void PeerLinks::fail_doomed() {
@@ -454,6 +455,7 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
       continue;
     }
     flush(link);
+    if (links_.count(peer) == 0) continue;  // a write failed and lost it
     for (auto& path : link.paths) {
       if (!path || !link.channel->idle(path->id)) continue;
       if (path->windows) path->windows->release_if_idle(now);

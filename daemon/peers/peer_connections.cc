@@ -404,7 +404,9 @@ void PeerConnections::fail(PeerConn& c, const std::string& reason) {
   // dialling it again would not change that.
   const bool refused = c.handshake_refused || (c.tried > 0 && c.refused == c.tried);
   const std::string name = c.name();
-  if (!c.is_established && !c.connector) {
+  if (c.handshake && c.handshake->crossed()) {
+    spdlog::debug("peer connection with {}: {}", name, reason);  // both dialled: one is kept
+  } else if (!c.is_established && !c.connector) {
     spdlog::warn("peer connection from {} refused: {}", c.address, reason);
   } else if (!c.handshake &&
              (c.backup_rail || (dialling && hooks_.redialing(c.expected, c.rail_key)))) {

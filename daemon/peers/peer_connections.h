@@ -74,6 +74,9 @@ class PeerConnections {
     // Data connector `dial` to `instance` was refused as crossed: `instance` dialled this node
     // at the same time and keeps its own connection (RailConnector::dial_crossed).
     std::function<void(uint64_t instance, const std::string& rail_key, uint64_t dial)> dial_crossed;
+    // A data connection from `instance` was accepted, about to be handed off
+    // (RailConnector::accepted).
+    std::function<void(uint64_t instance)> data_accepted;
     // Whether a data connection from `instance` crosses this node's own dial to it, which
     // is then the one kept (the lower instance id's, and RailConnector::keeps).
     std::function<bool(uint64_t instance)> crossing;

@@ -97,11 +97,14 @@ void PeerConnections::established(PeerConn& c) {
     const std::string nic = c.rail_nic.empty() ? nic_of_local_end(fd, local_nics_) : c.rail_nic;
     if (c.connector) {
       hooks_.dial_established(c.expected, c.rail_key);
-    } else if (!nic.empty() && nic != "lo" && RouteTable::read().covers(nic, c.address)) {
-      // Replies leave over the NIC the peer chose where a route allows (and CAP_NET_RAW):
-      // a backup that crosses rails must not answer over this node's NIC on the peer's
-      // rail, which may be the one that is down.
-      bind_to_device(fd, nic);
+    } else {
+      if (hooks_.data_accepted) hooks_.data_accepted(peer.instance_id);
+      if (!nic.empty() && nic != "lo" && RouteTable::read().covers(nic, c.address)) {
+        // Replies leave over the NIC the peer chose where a route allows (and CAP_NET_RAW):
+        // a backup that crosses rails must not answer over this node's NIC on the peer's
+        // rail, which may be the one that is down.
+        bind_to_device(fd, nic);
+      }
     }
     const bool backup = c.connector ? c.backup_rail : accepted_backup(fd, local_nics_);
     const bool latency = c.handshake->latency_class();

@@ -48,6 +48,7 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
                   },
               .dial_crossed = [this](uint64_t instance, const std::string& key,
                                      uint64_t dial) { rails_.dial_crossed(instance, key, dial); },
+              .data_accepted = [this](uint64_t instance) { rails_.accepted(instance); },
               .crossing =
                   [this](uint64_t instance) {
                     return connections_.identity().instance_id < instance && rails_.keeps(instance);

@@ -146,7 +146,23 @@ void RailConnector::dial_crossed(uint64_t instance, const std::string& key, uint
   it->second.dials.erase(dialing);
   it->second.retries.erase(key);
   if (instance == opening_) return;  // connect() forgets it below if nothing is left
-  if (!it->second.linked && it->second.dials.empty()) peers_.erase(it);
+  if (it->second.linked || !it->second.dials.empty()) return;
+  // The peer's own connection comes instead. Its "keeps" may be stale (it lost the link and
+  // has not heard yet): while the engine waits, the rail is dialled again (refused again for
+  // as long as the peer does keep it; accepted() stops it once the peer's connection came).
+  if (it->second.until &&
+      schedule_retry(instance, key, std::chrono::milliseconds(0), *it->second.until)) {
+    return;
+  }
+  peers_.erase(it);
+}
+
+void RailConnector::accepted(uint64_t instance) {
+  auto it = peers_.find(instance);
+  if (it == peers_.end() || it->second.linked) return;
+  it->second.retries.clear();
+  it->second.until.reset();
+  if (it->second.dials.empty()) peers_.erase(it);
 }
 
 void RailConnector::dial_established(uint64_t instance, const std::string& key) {

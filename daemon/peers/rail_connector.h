@@ -98,6 +98,9 @@ class RailConnector {
   // node at once and keeps its own connection): not a failure; the peer is forgotten once it
   // has no dial left and no link, and its own connection comes instead.
   void dial_crossed(uint64_t instance, const std::string& key, uint64_t dial);
+  // The peer's own data connection to `instance` was accepted: the link has a path, and this
+  // side no longer dials for it (rails it keeps stay kept).
+  void accepted(uint64_t instance);
   // Whether this side dials rails to `instance`, or keeps rails it dialled: a connection
   // from `instance` then crosses this side's own.
   bool keeps(uint64_t instance) const {

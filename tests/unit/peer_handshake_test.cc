@@ -267,5 +267,37 @@ TEST(PeerHandshakeTest, WrongInstanceVersionAndGarbageAreRefused) {
   EXPECT_TRUE(a5.failed());
 }
 
+TEST(PeerHandshakeTest, ACrossedDataConnectionIsRefusedSoTheConnectorWaitsForTheOtherOne) {
+  auto c = PeerHandshake::connector(identity(2, "b"), PeerRole::kData, nullptr, 1);
+  auto a = PeerHandshake::acceptor(identity(1, "a"), nullptr);
+  uint64_t asked = 0;
+  a.refuse_crossing([&asked](uint64_t peer) {
+    asked = peer;
+    return true;  // the acceptor (lower id) dials the connector itself
+  });
+  auto [ce, ae] = run(c, a);
+  EXPECT_EQ(asked, 2u);
+  EXPECT_FALSE(c.done());
+  EXPECT_TRUE(c.crossed());
+  EXPECT_TRUE(a.crossed());
+  EXPECT_NE(ce.find("opening the data connection between the two itself"), std::string::npos) << ce;
+  EXPECT_NE(ae.find("node b dialled while this node dialled it"), std::string::npos) << ae;
+}
+
+TEST(PeerHandshakeTest, ANotCrossedOrControlConnectionIsAcceptedAndNeverCrossed) {
+  for (bool crosses : {false, true}) {
+    const PeerRole role = crosses ? PeerRole::kControl : PeerRole::kData;
+    auto c = PeerHandshake::connector(identity(2, "b"), role, nullptr, 1);
+    auto a = PeerHandshake::acceptor(identity(1, "a"), nullptr);
+    a.refuse_crossing([crosses](uint64_t) { return crosses; });
+    auto [ce, ae] = run(c, a);
+    EXPECT_EQ(ce, "");
+    EXPECT_EQ(ae, "");
+    EXPECT_TRUE(c.done());
+    EXPECT_FALSE(c.crossed());
+    EXPECT_FALSE(a.crossed());
+  }
+}
+
 }  // namespace
 }  // namespace plexus::transports

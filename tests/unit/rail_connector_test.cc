@@ -293,6 +293,42 @@ TEST_F(RailConnectorTest, AFormingPeerThatRefusesIsGivenUpAtOnce) {
   EXPECT_EQ(failed_[0].second, "connect: Connection refused");
 }
 
+TEST_F(RailConnectorTest, ACrossedDialWithoutADeadlineIsForgottenAndNoFailure) {
+  make({two_rails()[0]});
+  rails_->connect(kInstance, {"198.18.0.2:7355"});
+  ASSERT_EQ(dials_.size(), 1u);
+  EXPECT_TRUE(rails_->keeps(kInstance));  // a connection from it now crosses this one
+  rails_->dial_crossed(kInstance, "nic0", dials_[0].id);
+  EXPECT_FALSE(rails_->keeps(kInstance));  // the peer's own connection is the one kept
+  EXPECT_TRUE(failed_.empty());
+}
+
+TEST_F(RailConnectorTest, ACrossedDialIsTriedAgainWhileTheEngineWaitsUntilThePeersConnectionCame) {
+  make({two_rails()[0]});
+  now_ = std::chrono::steady_clock::now();
+  rails_->connect(kInstance, {"198.18.0.2:7355"}, RailConnector::Forming{.deadline = *now_ + 10s});
+  ASSERT_EQ(dials_.size(), 1u);
+  // The peer may keep a link it has already lost: the rail is dialled again, not dropped.
+  rails_->dial_crossed(kInstance, "nic0", dials_[0].id);
+  *now_ += 1s;
+  ASSERT_TRUE(run_until_dials(2));
+  rails_->dial_crossed(kInstance, "nic0", dials_[1].id);
+  // Then the peer's own connection arrives: no more dials, no failure.
+  rails_->accepted(kInstance);
+  EXPECT_FALSE(rails_->keeps(kInstance));
+  *now_ += 1s;
+  EXPECT_FALSE(run_until_dials(3));
+  EXPECT_TRUE(failed_.empty());
+}
+
+TEST_F(RailConnectorTest, AnAcceptedConnectionLeavesTheRailsThisSideKeeps) {
+  make({two_rails()[0]});
+  rails_->connect(kInstance, {"198.18.0.2:7355"});
+  rails_->dial_established(kInstance, "nic0");
+  rails_->accepted(kInstance);  // a latecomer of the peer's: this side still keeps its own
+  EXPECT_TRUE(rails_->keeps(kInstance));
+}
+
 TEST(DialBackoff, EachWaitIsInTheUpperHalfOfTheCappedDoubling) {
   std::mt19937_64 rng(42);
   for (int attempt = 0; attempt < 20; ++attempt) {

@@ -15,16 +15,18 @@
 #           between namespaces that all have this machine's host name).
 # One row per N; raw outputs are kept. Needs root.
 #   tools/bench/cluster_scale.sh --build-dir DIR [--nodes 4,8,16,32,64] [--peers plexus,mpi]
-#       [--timeout-s 120] [--rate RATE]
+#       [--timeout-s 120] [--rate RATE [--burst BYTES]]
 # --build-dir may be a whole build tree or a copy holding daemon/plexusd,
 # tools/plexus-bench/plexus-bench and tools/bench/mpi_allreduce_bench (an older build, to
-# measure a "before"). PLEXUS_CLUSTER_DAEMON_ARGS passes extra plexusd options.
+# measure a "before"). --rate shapes every NIC with tc tbf (--burst: its bucket; a few
+# packets make every byte pay its wire time, as plexus-sim models it). PLEXUS_CLUSTER_DAEMON_ARGS
+# passes extra plexusd options.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$root/tools/cluster/plexus-cluster.sh
 die() { echo "cluster_scale: $*" >&2; exit 2; }
 
-build="" sizes=4,8,16,32,64 peers=plexus,mpi timeout_s=120 rate=""
+build="" sizes=4,8,16,32,64 peers=plexus,mpi timeout_s=120 rate="" burst=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --peers) peers=$2; shift 2 ;;
     --timeout-s) timeout_s=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
     -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -77,7 +80,7 @@ printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-9s | %-9s | %-7s | %-7s | %-
 for N in ${sizes//,/ }; do
   tag=scale$$n$N
   dir=/tmp/plexus-cluster-$tag
-  "$cluster" up --name "$tag" --nodes "$N" --nics 1 ${rate:+--rate "$rate"} --daemons "$build" >/dev/null
+  "$cluster" up --name "$tag" --nodes "$N" --nics 1 ${rate:+--rate "$rate"} ${burst:+--burst "$burst"} --daemons "$build" >/dev/null
   placement=$(printf "1,%.0s" $(seq "$N")); placement=${placement%,}
 
   t=$(now); on_all "$N" "$raw/true.$N" true || true; script_s=$(elapsed "$t")

@@ -276,6 +276,7 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
             refused.setReason("this node is opening the data connection between the two itself");
             refused.setCrossed(true);
           });
+          crossed_ = true;
           return fail("node " + peer_.node_name + " dialled while this node dialled it");
         } else {
           send_accepted();

@@ -23,8 +23,9 @@
 namespace plexus::transports {
 
 // 2: RDMA offers, in the proof; 3: numbered control messages; 4: the latency class's data
-// connections, in the proof.
-inline constexpr uint32_t kPeerProtocolVersion = 4;
+// connections, in the proof; 5: data connections open on first use, from either side
+// (Refused.crossed).
+inline constexpr uint32_t kPeerProtocolVersion = 5;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };
@@ -73,7 +74,8 @@ class PeerHandshake {
   void refuse_crossing(std::function<bool(uint64_t peer_instance)> crosses) {
     crosses_ = std::move(crosses);
   }
-  // Connector: the acceptor refused this connection as crossed; its own comes instead.
+  // The acceptor refused this connection as crossed (on the connector: its own comes
+  // instead): a normal event, not a fault.
   bool crossed() const { return crossed_; }
 
   bool done() const { return state_ == State::kDone; }
