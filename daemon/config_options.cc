@@ -280,8 +280,8 @@ void define(CLI::App& app, Config& config, Words& w) {
       ->capture_default_str();
   app.add_option("--peer-backlog", config.peer_backlog,
                  "The peer listener's queue of connections not yet accepted (the kernel caps it "
-                 "at net.core.somaxconn, logged at start): room for every node of a forming "
-                 "communicator dialling at once")
+                 "at net.core.somaxconn, logged at start): room for every node of a new "
+                 "communicator connecting to its root at once")
       ->capture_default_str()
       ->check(CLI::Range(16u, 1u << 20));
   app.add_option("--job", w.jobs,

@@ -320,6 +320,7 @@ uint64_t InternodeRunner::reach(const Comm& comm, int node) {
   const NodeSpan& span = *comm.span();
   const auto n = static_cast<size_t>(node);
   const uint64_t peer = span.node_ids[n];
+  if (links_.has(peer)) return peer;  // the common case: one lookup per send
   const auto deadline = std::chrono::steady_clock::now() + span.open_timeout;
   if (links_.want(peer, span.topology.node_names[n], deadline) && link_events_.wanted) {
     link_events_.wanted(
@@ -330,8 +331,10 @@ uint64_t InternodeRunner::reach(const Comm& comm, int node) {
 
 // Notices go only to the nodes this one has a link to, never opening one per node: each
 // node that hears relays them to its own links (remote_rank_departed, comm_failed), so they
-// spread along the links the communicator's plans opened; a node none of them reached hears
-// when its data comes (tell_late_node, and the reply for a communicator left here).
+// spread along the links the communicator's plans opened (start_op links every node an op
+// exchanges with, receive-only ones too). A node none of them reached hears when it links to
+// a node that failed the communicator or when its data arrives there (on_peer_linked,
+// tell_late_node), or, where every rank of that node left, the reply for a retired id.
 void InternodeRunner::send_departed(Comm& comm, int rank, const std::string& reason) {
   const NodeSpan& span = *comm.span();
   for (size_t node = 0; node < span.node_ids.size(); ++node) {

@@ -176,8 +176,9 @@ class NodeLinks {
   // This node's bandwidth as its links measured it, which the nodes' speed agreement
   // compares, in bytes/s, 0 when nothing is measured (node_bandwidth.h says how).
   double own_bandwidth() const { return bandwidth_.own(peers_.active_paths()); }
-  // What peer `peer` last reported of its own (a kNodeRate frame every
-  // kBandwidthReportEveryTicks), or 0: none, or none for NodeBandwidth::kStaleReport.
+  // What peer `peer` last reported of its own (a kNodeRate frame every kBandwidthReportEvery
+  // while they exchange traffic, every kBandwidthRefreshEvery otherwise), or 0: none, or none
+  // for NodeBandwidth::kStaleReport.
   double peer_bandwidth(uint64_t peer, transports::ReliableChannel::TimePoint now) const {
     return bandwidth_.peer(peer, now);
   }

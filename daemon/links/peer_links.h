@@ -197,12 +197,12 @@ class PeerLinks {
   void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
   void fail_doomed();
   bool service(Path& path, uint32_t events);
-  // The link's channel may want a tick sooner now (it sent or heard traffic).
   // When `link` wants its next tick: its channel's, or its deadline to have a first path.
   static transports::ReliableChannel::TimePoint due(const Link& link) {
     return link.opening_until ? std::min(*link.opening_until, link.channel->next_tick())
                               : link.channel->next_tick();
   }
+  // The link's channel may want a tick sooner now (it sent or heard traffic).
   void follow(const Link& link) { next_tick_ = std::min(next_tick_, due(link)); }
 
   LinksHandler handler_;

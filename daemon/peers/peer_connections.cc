@@ -96,8 +96,8 @@ void PeerConnections::listen(const std::string& address) {
   }
   if (const int applied = listen_backlog(); applied > 0 && applied < settings_.backlog) {
     spdlog::info(
-        "peer listen backlog {} cut to {} by the kernel (net.core.somaxconn): a formation "
-        "burst larger than that drops SYNs, which are resent after 1 s",
+        "peer listen backlog {} cut to {} by the kernel (net.core.somaxconn): more nodes "
+        "joining a communicator here at once drop SYNs, which are resent after 1 s",
         settings_.backlog, applied);
   }
   uv_poll_init(loop_, &listen_poll_, listen_fd_);

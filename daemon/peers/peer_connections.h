@@ -44,7 +44,7 @@ class PeerConnections {
     transports::rdma::RdmaSettings rdma;
     std::shared_ptr<transports::SendableMemory> sendable_memory;
     // The listener's queue of connections the kernel completed and this thread has not yet
-    // accepted: every member of a forming communicator dials at about the same moment, and
+    // accepted: every member of a new communicator connects to its root at once, and
     // a SYN that finds the queue full is dropped (the connector resends it 1 s, then 3 s,
     // later). The kernel caps it at net.core.somaxconn; listen() logs when it did.
     int backlog = 4096;
