@@ -62,6 +62,12 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
   e.channel.path_timeout = std::chrono::milliseconds(config.path_timeout_ms);
   e.channel.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
   e.channel.idle_heartbeat_interval = std::chrono::milliseconds(config.idle_heartbeat_ms);
+  // Not over RDMA yet: with idle paths backing off, failover between soft-RoCE VMs failed
+  // in 2 of 4 runs of rdma_cluster (a backup or a returning path found silent), against
+  // none without; until that is understood RDMA paths keep the short interval.
+  if (config.transport == DataTransport::kRdma) {
+    e.channel.idle_heartbeat_interval = e.channel.heartbeat_interval;
+  }
   e.channel.stable_after = std::chrono::milliseconds(config.failback_stable_ms);
   e.channel.last_path_grace = std::chrono::milliseconds(config.peer_grace_ms);
   e.channel.path_queue_time = std::chrono::microseconds(config.path_queue_us);

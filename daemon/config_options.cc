@@ -164,10 +164,12 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "A path with nothing to send sends a heartbeat this often (keep it well under "
                  "--path-timeout-ms)")
       ->check(CLI::Range(1u, 10000u));
-  app.add_option("--idle-heartbeat-ms", config.idle_heartbeat_ms,
-                 "A path with no traffic either way for a second sends a heartbeat this often "
-                 "instead, each heartbeat promising its interval, and its peer allows that much "
-                 "more silence; not above --heartbeat-ms: no backing off")
+  app.add_option(
+         "--idle-heartbeat-ms", config.idle_heartbeat_ms,
+         "A path with no traffic either way for a second sends a heartbeat this often "
+         "instead, each heartbeat promising its interval, and its peer allows that much "
+         "more silence; not above --heartbeat-ms: no backing off. Not with --transport rdma, "
+         "whose paths keep --heartbeat-ms")
       ->capture_default_str()
       ->check(CLI::Range(1u, 60000u));
   app.add_option("--failback-stable-ms", config.failback_stable_ms,
