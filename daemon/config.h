@@ -84,7 +84,8 @@ struct Config {
   uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
   // The peer listener's queue of connections not yet accepted: a new communicator's members
   // all connect to its root (and its speed leader) at about the same moment, and a SYN that
-  // finds it full waits a second to be resent. The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4).
+  // finds it full waits a second to be resent. The kernel caps it at net.core.somaxconn (4096 by
+  // default since Linux 5.4).
   uint32_t peer_backlog = 4096;
   // A control message to a peer daemon unacknowledged this long moves to a new control
   // connection over another address. Longer than a data path's timeout: the peer's control

@@ -3,9 +3,9 @@
 //
 // The node's figure, in bytes/s, 0 when nothing is measured: per local NIC with an active path,
 // a NicPace sample every report (bytes acknowledged over the time the network set the pace,
-// from TCP_INFO read every tick on the paths with traffic), summed over the NICs. A NIC pressed for at least
-// kPressedShare of the report's span moves its measure (weight kRateWeight), up or down; one
-// pressed less (a light load, a window opening again after idle, which reads low) only raises
+// from TCP_INFO read every tick on the paths with traffic), summed over the NICs. A NIC pressed for
+// at least kPressedShare of the report's span moves its measure (weight kRateWeight), up or down;
+// one pressed less (a light load, a window opening again after idle, which reads low) only raises
 // it. Over pressed time, as a delivery-rate sample is one round trip's worth (a shaper's burst
 // reads as gigabytes a second) and user-space counts see a socket buffer fill. Paths whose
 // transport counts neither (RDMA) add the largest per-peer sum of the channel's own measure
