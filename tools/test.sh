@@ -54,9 +54,10 @@ if [ "$sanitize" -eq 1 ]; then
   # passes without it (the first leg builds the CUDA code wherever nvcc is installed).
   # -O1, as the sanitizers' authors advise: -O0 made the collective tests several times
   # slower for no more findings. The long multi-namespace scripts (the 32-node scale test
-  # among them), the VM cluster and the job-sharing rates run in the first leg only (CI's 30 minutes on 2 cores; ASan
-  # daemons in emulated VMs run several times over the path timeouts the test holds them
-  # to, and cannot fill a 400 Mbit/s link on 2 cores); under ASan the in-process
+  # among them), the VM cluster and the job-sharing rates run in the first leg only (CI's
+  # 30 minutes on 2 cores; ASan daemons in emulated VMs run several times over the path
+  # timeouts the test holds them to, and cannot fill a 400 Mbit/s link on 2 cores); under
+  # ASan the in-process
   # multi-node tests, the failover script, the RDMA path between VMs and everything else
   # run.
   # The packages are built once, from the first leg's release build; the benchmarks of
