@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/unit/peer_links_pair.h"
+#include "tests/unit/sender_side.h"
 #include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
@@ -18,35 +19,8 @@ namespace {
 
 using Clock = transports::ReliableChannel::Clock;
 namespace wire = transports::wire;
-constexpr uint32_t kChunk = 64 * 1024;
-
-struct SenderSide {
-  SenderSide()
-      : nics(NicEvents::Hooks{.nic_down = [](const std::string&, const std::string&) {},
-                              .nic_up = nullptr}),
-        links(LinksHandler{.on_frame =
-                               [this](uint64_t, const wire::DataFrameHeader& h,
-                                      std::span<const std::byte> payload) {
-                                 frames.push_back(h);
-                                 text.assign(reinterpret_cast<const char*>(payload.data()),
-                                             payload.size());
-                                 return std::string();
-                               },
-                           .on_lost = [](uint64_t, const std::string&, const std::string&) {}},
-              PeerLinks::Hooks{.peer_rate = [](uint64_t, uint64_t) {},
-                               .nic_readable = [] {},
-                               .peer_lost = [](uint64_t) {}},
-              PeerLinks::Parts{.nics = &nics, .flow_policies = &policies, .published = &published},
-              kChunk, transports::ReliableChannel::Settings{}),
-        sender(links, kChunk, transports::ReliableChannel::Settings{}) {}
-  NicEvents nics;
-  transports::FlowPolicies policies;
-  LinksSnapshot published{LinksSnapshot::Telemetry{}};
-  PeerLinks links;
-  MessageSender sender;
-  std::vector<wire::DataFrameHeader> frames;
-  std::string text;  // the last frame's payload
-};
+constexpr uint32_t kChunk = test::SenderSide::kChunk;
+using test::SenderSide;
 
 TEST(MessageSenderTest, AMessageIsCutIntoChunksAndItsDoneRunsOnceAfterTheLast) {
   SenderSide a;

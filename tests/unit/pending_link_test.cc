@@ -10,6 +10,7 @@
 
 #include "daemon/links/message_sender.h"
 #include "tests/unit/peer_links_pair.h"
+#include "tests/unit/sender_side.h"
 #include "transports/wire/frame_views.h"
 
 namespace plexus::daemon {
@@ -17,42 +18,8 @@ namespace {
 
 using Clock = transports::ReliableChannel::Clock;
 namespace wire = transports::wire;
-constexpr uint32_t kChunk = 64 * 1024;
-
-transports::ReliableChannel::Settings channel(bool reliable) {
-  transports::ReliableChannel::Settings s;
-  s.reliable = reliable;
-  return s;
-}
-
-struct Side {
-  explicit Side(bool reliable = true)
-      : nics(NicEvents::Hooks{.nic_down = [](const std::string&, const std::string&) {},
-                              .nic_up = nullptr}),
-        links(LinksHandler{
-                  .on_frame =
-                      [this](uint64_t, const wire::DataFrameHeader& h, std::span<const std::byte>) {
-                        frames.push_back(h);
-                        return std::string();
-                      },
-                  .on_lost =
-                      [this](uint64_t peer, const std::string&, const std::string& why) {
-                        lost.push_back(std::to_string(peer) + ": " + why);
-                      }},
-              PeerLinks::Hooks{.peer_rate = [](uint64_t, uint64_t) {},
-                               .nic_readable = [] {},
-                               .peer_lost = [](uint64_t) {}},
-              PeerLinks::Parts{.nics = &nics, .flow_policies = &policies, .published = &published},
-              kChunk, channel(reliable)),
-        sender(links, kChunk, channel(reliable)) {}
-  NicEvents nics;
-  transports::FlowPolicies policies;
-  LinksSnapshot published{LinksSnapshot::Telemetry{}};
-  PeerLinks links;
-  MessageSender sender;
-  std::vector<wire::DataFrameHeader> frames;
-  std::vector<std::string> lost;
-};
+constexpr uint32_t kChunk = test::SenderSide::kChunk;
+using Side = test::SenderSide;
 
 void sent_before_the_path_arrives_after_it(bool reliable) {
   Side a(reliable);

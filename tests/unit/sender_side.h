@@ -1,0 +1,57 @@
+// One end of a PeerLinks pair with its MessageSender (tests/unit/peer_links_pair.h joins two):
+// what arrived (every frame's header, the last payload as text) and which links were lost
+// and why. `reliable`: the channels' acknowledgements (ReliableChannel::Settings::reliable).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "daemon/links/message_sender.h"
+#include "tests/unit/peer_links_pair.h"
+#include "transports/wire/frame_views.h"
+
+namespace plexus::test {
+
+struct SenderSide {
+  static constexpr uint32_t kChunk = 64 * 1024;
+  static transports::ReliableChannel::Settings channel(bool reliable) {
+    transports::ReliableChannel::Settings s;
+    s.reliable = reliable;
+    return s;
+  }
+
+  explicit SenderSide(bool reliable = true)
+      : nics(daemon::NicEvents::Hooks{.nic_down = [](const std::string&, const std::string&) {},
+                                      .nic_up = nullptr}),
+        links(daemon::LinksHandler{
+                  .on_frame =
+                      [this](uint64_t, const transports::wire::DataFrameHeader& h,
+                             std::span<const std::byte> payload) {
+                        frames.push_back(h);
+                        text.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+                        return std::string();
+                      },
+                  .on_lost =
+                      [this](uint64_t peer, const std::string&, const std::string& why) {
+                        lost.push_back(std::to_string(peer) + ": " + why);
+                      }},
+              daemon::PeerLinks::Hooks{.peer_rate = [](uint64_t, uint64_t) {},
+                                       .nic_readable = [] {},
+                                       .peer_lost = [](uint64_t) {}},
+              daemon::PeerLinks::Parts{
+                  .nics = &nics, .flow_policies = &policies, .published = &published},
+              kChunk, channel(reliable)),
+        sender(links, kChunk, channel(reliable)) {}
+  daemon::NicEvents nics;
+  transports::FlowPolicies policies;
+  daemon::LinksSnapshot published{daemon::LinksSnapshot::Telemetry{}};
+  daemon::PeerLinks links;
+  daemon::MessageSender sender;
+  std::vector<transports::wire::DataFrameHeader> frames;
+  std::string text;               // the last frame's payload
+  std::vector<std::string> lost;  // "peer: why", per link lost
+};
+
+}  // namespace plexus::test
