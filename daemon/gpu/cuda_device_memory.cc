@@ -1,10 +1,11 @@
 // DeviceMemory over the CUDA driver API: client allocations mapped with cuIpcOpenMemHandle
 // (cudaMalloc memory) or imported from a POSIX fd and mapped (cuMemCreate memory) in each
-// device's primary context; copies on two streams per device (the copy engines), chunked so
-// both engines work on a large copy, polled through events (the engine thread never blocks);
-// host staging pinned with cuMemHostRegister, cached by size class (registering costs far
-// more than a copy). With nvcc at build time, also the daemon's own reduction kernel
-// (reduce_kernels.cu), loaded on a GPU the first time it is asked to reduce there.
+// device's primary context; copies on two streams per device (the copy engines), those to
+// or from the host and between GPUs chunked so both engines work on a large copy, polled through
+// events (the engine thread never blocks); host staging pinned with cuMemHostRegister, cached by
+// size class (registering costs far more than a copy). With nvcc at build time, also the daemon's
+// own reduction kernel (reduce_kernels.cu), loaded on a GPU the first time it is asked to reduce
+// there.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -221,21 +222,23 @@ class CudaDeviceMemory final : public DeviceMemory {
   std::unique_ptr<CopyInFlight> start_to_host(std::byte* host, const DeviceMapping& mapping,
                                               uint64_t offset, uint64_t bytes) override {
     const auto& m = static_cast<const CudaMapping&>(mapping);
-    return chunked(m.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
-      return driver_.check(
-          driver_.memcpy_dtoh_async(host + at, m.device_address() + offset + at, n, stream),
-          "cuMemcpyDtoHAsync");
-    });
+    return chunked(
+        m.device(), bytes, kCopyChunkBytes, [&](uint64_t at, uint64_t n, CUstream stream) {
+          return driver_.check(
+              driver_.memcpy_dtoh_async(host + at, m.device_address() + offset + at, n, stream),
+              "cuMemcpyDtoHAsync");
+        });
   }
 
   std::unique_ptr<CopyInFlight> start_to_device(const DeviceMapping& mapping, uint64_t offset,
                                                 const std::byte* host, uint64_t bytes) override {
     const auto& m = static_cast<const CudaMapping&>(mapping);
-    return chunked(m.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
-      return driver_.check(
-          driver_.memcpy_htod_async(m.device_address() + offset + at, host + at, n, stream),
-          "cuMemcpyHtoDAsync");
-    });
+    return chunked(
+        m.device(), bytes, kCopyChunkBytes, [&](uint64_t at, uint64_t n, CUstream stream) {
+          return driver_.check(
+              driver_.memcpy_htod_async(m.device_address() + offset + at, host + at, n, stream),
+              "cuMemcpyHtoDAsync");
+        });
   }
 
   std::unique_ptr<CopyInFlight> start_device_to_device(const DeviceMapping& to, uint64_t to_offset,
@@ -250,7 +253,11 @@ class CudaDeviceMemory final : public DeviceMemory {
           std::to_string(src.device().ordinal) +
           "'s cuMemCreate allocation (cuMemSetAccess refused it: no peer path between them)");
     }
-    return chunked(dst.device(), bytes, [&](uint64_t at, uint64_t n, CUstream stream) {
+    // Within one GPU the copy is one piece: whole, it runs at cuMemcpyDtoDAsync's rate;
+    // cut into chunks on two streams it reached only 0.67-0.78 of that on an H200 (64-256
+    // MiB, BENCHMARKS.md). Between GPUs the chunks keep both copy engines busy.
+    const uint64_t chunk = src.device().ordinal == dst.device().ordinal ? bytes : kCopyChunkBytes;
+    return chunked(dst.device(), bytes, chunk, [&](uint64_t at, uint64_t n, CUstream stream) {
       return driver_.check(
           driver_.memcpy_dtod_async(dst.device_address() + to_offset + at,
                                     from.device_address() + from_offset + at, n, stream),
@@ -353,7 +360,8 @@ class CudaDeviceMemory final : public DeviceMemory {
   // Issues the copy in chunks alternating over the device's streams (both copy engines
   // work on a large copy), then an event on each stream used, which the copy polls.
   template <typename Issue>
-  std::unique_ptr<CopyInFlight> chunked(const Device& device, uint64_t bytes, Issue&& issue) {
+  std::unique_ptr<CopyInFlight> chunked(const Device& device, uint64_t bytes, uint64_t chunk,
+                                        Issue&& issue) {
     if (bytes == 0) return std::make_unique<FinishedCopy>();
     driver_.ctx_set_current(device.context);
     auto copy = std::make_unique<CudaCopy>(shared_from_this(), driver_, device.context);
@@ -363,13 +371,12 @@ class CudaDeviceMemory final : public DeviceMemory {
     size_t& next_stream = urgent ? device.next_urgent_stream : device.next_stream;
     const size_t first = next_stream;
     size_t next = first;
-    for (uint64_t at = 0; at < bytes && error.empty(); at += kCopyChunkBytes) {
-      error = issue(at, std::min(kCopyChunkBytes, bytes - at), streams[next]);
+    for (uint64_t at = 0; at < bytes && error.empty(); at += chunk) {
+      error = issue(at, std::min(chunk, bytes - at), streams[next]);
       next = (next + 1) % streams.size();
     }
     next_stream = next;
-    const size_t used =
-        std::min<uint64_t>(streams.size(), (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
+    const size_t used = std::min<uint64_t>(streams.size(), (bytes + chunk - 1) / chunk);
     for (size_t i = 0; i < used; ++i) {
       const CUstream stream = streams[(first + i) % streams.size()];
       std::string recorded = copy->record(stream);

@@ -9,6 +9,7 @@
 
 #include "transports/rdma/errno_text.h"
 #include "transports/rdma/qp_transitions.h"
+#include "transports/rdma/work_completion.h"
 
 namespace plexus::transports::rdma {
 
