@@ -109,6 +109,11 @@ struct Config {
       channel_default_ms(&transports::ReliableChannel::Settings::stable_after);
   uint32_t peer_grace_ms =
       channel_default_ms(&transports::ReliableChannel::Settings::last_path_grace);
+  // Idle links close their paths by agreement and reopen on their next use (PeerLinks:
+  // an idle peer then costs no descriptor or socket buffer): after this long quiet, and,
+  // past this many links with paths, the least recently busy quiet ones at once.
+  uint32_t link_idle_close_ms = static_cast<uint32_t>(PeerLinks::Retirement{}.idle_close.count());
+  uint32_t max_open_links = static_cast<uint32_t>(PeerLinks::Retirement{}.max_open);
 
   // Jobs sharing the links (transports/channel/send_scheduler.h): each job's class and
   // weight (the config's [jobs.NAME] tables, --job), the floors of the lower classes, and

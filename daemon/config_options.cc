@@ -172,6 +172,17 @@ void define(CLI::App& app, Config& config, Words& w) {
          "whose paths keep --heartbeat-ms")
       ->capture_default_str()
       ->check(CLI::Range(1u, 60000u));
+  app.add_option("--link-idle-close-ms", config.link_idle_close_ms,
+                 "A link to a peer daemon whose paths have carried nothing this long (beyond "
+                 "the second after which a path counts as idle), with nothing queued or "
+                 "unacknowledged, closes them by agreement with the peer and opens one again "
+                 "on its next use, losing nothing; 0: never for idleness")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 86400000u));
+  app.add_option("--max-open-links", config.max_open_links,
+                 "Past this many peer daemons with open paths, the quiet links close theirs "
+                 "at once, least recently busy first (as --link-idle-close-ms); 0: no cap")
+      ->capture_default_str();
   app.add_option("--failback-stable-ms", config.failback_stable_ms,
                  "A path that comes back carries data again after it has been live this long");
   app.add_option(

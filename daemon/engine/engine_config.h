@@ -10,6 +10,7 @@
 #include <string>
 
 #include "daemon/engine/job_settings.h"
+#include "daemon/links/peer_links.h"
 #include "shm/idle_strategy.h"
 #include "transports/channel/reliable_channel.h"
 
@@ -33,7 +34,8 @@ struct EngineConfig {
   IdleConfig idle;
   // The reliable channel to each peer; `reliable` as the daemon decided it.
   transports::ReliableChannel::Settings channel;
-  bool follow_nics = false;  // multi-node: fail paths as their NICs go down (netlink)
+  PeerLinks::Retirement retirement;  // when idle links close their paths
+  bool follow_nics = false;          // multi-node: fail paths as their NICs go down (netlink)
   // Windowed telemetry per path and NIC, op timing and the rank-skew rule.
   bool telemetry = false;
   std::chrono::microseconds telemetry_window{0};

@@ -61,12 +61,20 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                  [this](uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited) {
                    jobs_.scheduled(flow, bytes, waited);
                  },
-                 [this](uint64_t peer) { on_peer_linked(peer); }},
+                 [this](uint64_t peer) { on_peer_linked(peer); },
+                 // Closed while idle: the control thread forgets its rails (nothing fails).
+                 [this](uint64_t peer) {
+                   if (link_events_.lost) link_events_.lost(peer);
+                 },
+                 [this](uint64_t peer, const std::vector<std::string>& addresses) {
+                   if (link_events_.wanted) link_events_.wanted(peer, addresses);
+                 }},
              NodeLinks::kDefaultChunkBytes, config.channel,
              config.telemetry
                  ? NodeLinks::Telemetry{config.telemetry_window, config.telemetry_windows,
                                         config.telemetry_path_windows}
-                 : NodeLinks::Telemetry{}),
+                 : NodeLinks::Telemetry{},
+             config.retirement),
       jobs_(links_, config.jobs),
       speeds_(
           config.slow_node_below, links_, events,
@@ -322,9 +330,10 @@ uint64_t InternodeRunner::reach(const Comm& comm, int node) {
   const uint64_t peer = span.node_ids[n];
   if (links_.has(peer)) return peer;  // the common case: one lookup per send
   const auto deadline = std::chrono::steady_clock::now() + span.open_timeout;
-  if (links_.want(peer, span.topology.node_names[n], deadline) && link_events_.wanted) {
-    link_events_.wanted(
-        peer, n < span.node_addresses.size() ? span.node_addresses[n] : std::vector<std::string>{});
+  std::vector<std::string> addresses =
+      n < span.node_addresses.size() ? span.node_addresses[n] : std::vector<std::string>{};
+  if (links_.want(peer, span.topology.node_names[n], deadline, addresses) && link_events_.wanted) {
+    link_events_.wanted(peer, addresses);
   }
   return peer;
 }

@@ -33,7 +33,9 @@ class InternodeRunner {
  public:
   // Told on the engine thread about the data links to peer daemons.
   struct LinkEvents {
-    std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
+    // The link is gone, with its last path, or closed its paths while idle (it reopens on
+    // use): the control thread forgets its rails.
+    std::function<void(uint64_t instance)> lost;
     // A path over local NIC `nic` to the peer's `remote` ("ip:port"; the latency class's or
     // not) failed; the link stays (NodeLinks::Handler::on_path_lost).
     std::function<void(uint64_t instance, const std::string& nic, const std::string& remote,

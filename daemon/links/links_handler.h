@@ -8,6 +8,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "transports/path/data_path.h"
 #include "transports/wire/data_frame.h"
@@ -39,6 +40,12 @@ struct LinksHandler {
   std::function<void(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited)> on_scheduled;
   // Optional: the link to `peer` has its first path (a new link, or one that waited for it).
   std::function<void(uint64_t peer)> on_linked;
+  // Optional: the link to `peer` closed its paths by agreement while idle and stays, dormant:
+  // nothing failed, and a connection is opened again on its next use.
+  std::function<void(uint64_t peer)> on_retired;
+  // Optional: a link that was closing its paths is wanted again now that they are closed:
+  // open a data connection to one of `addresses` (as after NodeLinks::want returned true).
+  std::function<void(uint64_t peer, const std::vector<std::string>& addresses)> on_wanted;
 };
 
 }  // namespace plexus::daemon

@@ -6,7 +6,8 @@
 namespace plexus::daemon {
 
 NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
-                     transports::ReliableChannel::Settings channel, Telemetry telemetry)
+                     transports::ReliableChannel::Settings channel, Telemetry telemetry,
+                     PeerLinks::Retirement retirement)
     : published_(telemetry),
       nics_(NicEvents::Hooks{
           .nic_down = [this](const std::string& nic,
@@ -27,7 +28,7 @@ NodeLinks::NodeLinks(Handler handler, uint32_t chunk_bytes,
                  .flow_policies = &flow_policies_,
                  .published = &published_,
              },
-             chunk_bytes, channel),
+             chunk_bytes, channel, retirement),
       sender_(peers_, chunk_bytes, channel) {}
 
 bool NodeLinks::poll(int timeout_ms) {

@@ -55,7 +55,8 @@ class NodeLinks {
 
   static constexpr uint32_t kDefaultChunkBytes = 512 * 1024;
   explicit NodeLinks(Handler handler, uint32_t chunk_bytes = kDefaultChunkBytes,
-                     transports::ReliableChannel::Settings channel = {}, Telemetry telemetry = {});
+                     transports::ReliableChannel::Settings channel = {}, Telemetry telemetry = {},
+                     PeerLinks::Retirement retirement = {});
   NodeLinks(const NodeLinks&) = delete;
   NodeLinks& operator=(const NodeLinks&) = delete;
 
@@ -79,12 +80,15 @@ class NodeLinks {
   }
   // Paths open on first use: a link to peer node `peer` (`name`, for messages) is needed now.
   // With none, one is made with no path: what is sent to it waits on its channel until the
-  // first path comes (add), and it is lost at `deadline` if none has. Returns true when it
-  // made one: the caller then has a connection opened (the peer server, on the control
-  // thread). open_failed: that could not be done (`reason`); a link still waiting for its
-  // first path is lost with it.
-  bool want(uint64_t peer, std::string name, transports::ReliableChannel::TimePoint deadline) {
-    return peers_.want(peer, std::move(name), deadline);
+  // first path comes (add), and it is lost at `deadline` if none has; a dormant link (one
+  // that closed its paths while idle) waits the same way. Returns true when it did: the
+  // caller then has a connection opened to one of `addresses` (the peer server, on the
+  // control thread); a link still closing its paths asks through the handler's on_wanted
+  // once they have closed. open_failed: that could not be done (`reason`); a link still
+  // waiting for its first path is lost with it.
+  bool want(uint64_t peer, std::string name, transports::ReliableChannel::TimePoint deadline,
+            std::vector<std::string> addresses = {}) {
+    return peers_.want(peer, std::move(name), deadline, std::move(addresses));
   }
   void open_failed(uint64_t peer, const std::string& reason) { peers_.open_failed(peer, reason); }
   // Follows local NICs going down and up (netlink); without it only silence and socket
@@ -113,6 +117,7 @@ class NodeLinks {
   // The links as of the last tick with traffic (at most ~100 ms old then; idle links change
   // only in heartbeat counts); safe from any thread.
   std::vector<PeerInfo> snapshot() const { return published_.peers(); }
+  // A link that carries frames without a connection being opened first (not dormant).
   bool has(uint64_t peer) const { return peers_.has(peer); }
   // Whether poll() has anything to do (links, or NIC events to read).
   bool active() const { return peers_.size() != 0 || nics_.watching(); }

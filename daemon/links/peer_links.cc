@@ -29,12 +29,13 @@ uint64_t random_incarnation() {
 }  // namespace
 
 PeerLinks::PeerLinks(LinksHandler handler, Hooks hooks, Parts parts, uint32_t chunk_bytes,
-                     transports::ReliableChannel::Settings channel)
+                     transports::ReliableChannel::Settings channel, Retirement retirement)
     : handler_(std::move(handler)),
       hooks_(std::move(hooks)),
       parts_(parts),
       chunk_bytes_(chunk_bytes),
       channel_settings_(channel),
+      retirement_(retirement),
       epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
   if (!epoll_) throw std::system_error(errno, std::generic_category(), "node links epoll");
 }
@@ -66,18 +67,45 @@ PeerLinks::Link& PeerLinks::make_link(uint64_t peer, std::string name) {
   if (handler_.on_scheduled) h.on_scheduled = handler_.on_scheduled;
   transports::ReliableChannel::Settings settings = channel_settings_;
   settings.incarnation = random_incarnation();
+  link->incarnation = settings.incarnation;
   link->channel =
       std::make_unique<transports::ReliableChannel>(settings, std::move(h), parts_.flow_policies);
   return *links_.emplace(peer, std::move(link)).first->second;
 }
 
+bool PeerLinks::has(uint64_t peer) const {
+  auto it = links_.find(peer);
+  return it != links_.end() &&
+         (it->second->retire == Retire::kOpen || it->second->retire == Retire::kAsked);
+}
+
 bool PeerLinks::want(uint64_t peer, std::string name,
-                     transports::ReliableChannel::TimePoint deadline) {
-  if (links_.count(peer) != 0) return false;
-  Link& link = make_link(peer, std::move(name));
-  link.opening_until = deadline;
-  follow(link);  // its deadline is a tick's
-  return true;
+                     transports::ReliableChannel::TimePoint deadline,
+                     std::vector<std::string> addresses) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) {
+    Link& link = make_link(peer, std::move(name));
+    link.opening_until = deadline;
+    link.addresses = std::move(addresses);
+    follow(link);  // its deadline is a tick's
+    return true;
+  }
+  Link& link = *it->second;
+  if (!addresses.empty()) link.addresses = std::move(addresses);
+  switch (link.retire) {
+    case Retire::kDormant:  // its channel kept everything: a path is all it needs
+      link.retire = Retire::kOpen;
+      --dormant_;
+      link.opening_until = deadline;
+      link.quiet_since.reset();
+      follow(link);
+      return true;
+    case Retire::kAgreed:  // its paths are closing: once they have, one is opened
+      link.reopen_until = deadline;
+      return false;
+    default:
+      return false;
+  }
 }
 
 void PeerLinks::open_failed(uint64_t peer, const std::string& reason) {
@@ -89,9 +117,15 @@ void PeerLinks::open_failed(uint64_t peer, const std::string& reason) {
 void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
                     bool backup, bool latency) {
   auto it = links_.find(peer);
-  const bool first = it == links_.end() || it->second->opening_until.has_value();
+  const bool first = it == links_.end() || it->second->opening_until.has_value() ||
+                     it->second->retire == Retire::kDormant;
   Link& link = it == links_.end() ? make_link(peer, std::move(name)) : *it->second;
   link.opening_until.reset();
+  // The peer opened a path: it has closed the old ones (kAgreed), or wants the link again.
+  if (link.retire == Retire::kDormant) --dormant_;
+  if (link.retire != Retire::kAsked) link.retire = Retire::kOpen;
+  link.reopen_until.reset();
+  link.quiet_since.reset();
   auto path = std::make_unique<Path>();
   Path* raw = path.get();
   raw->link = &link;
@@ -190,6 +224,10 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
   if (h.type != wire::FrameType::kPathNotice) return {};
   // The peer's connection from `from` to `to` is this side's from `to` to `from`.
   const wire::PathNoticeFrame notice = wire::read_path_notice(h);
+  if (notice.what == wire::PathNotice::kRetire || notice.what == wire::PathNotice::kRetireAgreed ||
+      notice.what == wire::PathNotice::kRetireRefused) {
+    return on_retire_notice(path, notice.what);
+  }
   for (auto& other : link.paths) {
     if (!other || other->local_key != notice.to || other->remote_key != notice.from) continue;
     switch (notice.what) {
@@ -291,7 +329,8 @@ void PeerLinks::flush(Link& link) {
   for (int pass = 0; pass < kPasses; ++pass) {
     if (!write_paths()) return;
     pumped = false;
-    if (link.channel->waiting() == 0) return;
+    // Agreed to close its paths (peer_links_retire.cc): they take nothing new meanwhile.
+    if (link.channel->waiting() == 0 || link.retire == Retire::kAgreed) return;
     if (!link.channel->pump()) break;
     pumped = true;
   }
@@ -311,6 +350,11 @@ void PeerLinks::flush(Link& link) {
 
 void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
   Link& link = *path.link;
+  if (path.retired) {  // closing by agreement: its end, however it comes, is no failure
+    close_retired(path);
+    return;
+  }
+  if (link.retire == Retire::kAsked) link.retire = Retire::kOpen;  // the answer may be lost
   const uint32_t id = path.id;
   const bool peer_closed = path.conn->peer_closed();
   const std::string nic = path.nic;
@@ -377,6 +421,7 @@ void PeerLinks::lose(uint64_t peer, std::string reason) {
   if (it == links_.end()) return;
   std::unique_ptr<Link> link = std::move(it->second);
   links_.erase(it);
+  if (link->retire == Retire::kDormant) --dormant_;
   for (auto& path : link->paths) {
     if (!path) continue;
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path->conn->poll_fd(), nullptr);
@@ -426,7 +471,7 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
   std::vector<uint64_t> peers;
   peers.reserve(links_.size());
   for (auto& [peer, link] : links_) {
-    if (due(*link) <= now) peers.push_back(peer);
+    if (due(*link) <= now) peers.push_back(peer);  // never a dormant one
   }
   for (uint64_t peer : peers) {
     auto it = links_.find(peer);
@@ -461,7 +506,9 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
       if (path->windows) path->windows->release_if_idle(now);
       path->conn->release_idle_memory();
     }
+    retire_idle(link, now);
   }
+  retire_over_cap();
   next_tick_ = transports::ReliableChannel::TimePoint::max();
   busy_ = false;
   for (auto& [peer, link] : links_) {

@@ -6,7 +6,10 @@
 // hands arriving frames to the handler once each. Each path runs over one local NIC: a NIC
 // that goes down fails its paths at once and tells the peers over their other paths; a
 // drained NIC takes no new frames. A peer is lost when it has had no live path for the grace
-// period (at once when it closed them, or without acknowledgements).
+// period (at once when it closed them, or without acknowledgements). An idle link closes
+// its paths by agreement with the peer (quiet for Retirement::idle_close, or the least
+// recently busy past Retirement::max_open) and stays, dormant, with its channel: the next
+// frame for it opens a path again and nothing is lost (peer_links_retire.cc).
 //
 // Owns the links (channels and paths), the epoll set, the chunks not yet released
 // (ChunkTokens), and the paths to fail once no connection is mid-read. Reads NodeLinks' other
@@ -38,6 +41,16 @@
 
 namespace plexus::daemon {
 
+// When idle links close their paths (peer_links_retire.cc).
+struct LinkRetirement {
+  // A link whose paths have all been idle (ReliableChannel::idle) this long, with nothing
+  // queued or unacknowledged, asks the peer to close them. 0: never for idleness.
+  std::chrono::milliseconds idle_close{30000};
+  // Past this many links with paths, the quiet ones close, least recently busy first,
+  // whatever idle_close says. 0: no cap.
+  size_t max_open = 64;
+};
+
 class PeerLinks {
  public:
   // What NodeLinks' other parts hear from the links.
@@ -56,11 +69,13 @@ class PeerLinks {
     LinksSnapshot* published = nullptr;                       // where publish() puts it
   };
 
+  using Retirement = LinkRetirement;
+
   static constexpr int kTickMs = 10;
   static constexpr uint64_t kNicMonitorKey = 0;  // in the epoll set; paths start at 1
 
   PeerLinks(LinksHandler handler, Hooks hooks, Parts parts, uint32_t chunk_bytes,
-            transports::ReliableChannel::Settings channel);
+            transports::ReliableChannel::Settings channel, Retirement retirement = {});
 
   // Readable when a link has I/O ready.
   int epoll_fd() const { return epoll_.get(); }
@@ -69,16 +84,23 @@ class PeerLinks {
   void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
            bool backup, bool latency);
   // A link to `peer` is needed (NodeLinks::want): with none, one is made that has no path yet
-  // (frames queue on its channel) until `deadline`, when it is lost unless a path came.
-  // Returns true when it made one: the caller has its connection opened.
-  bool want(uint64_t peer, std::string name, transports::ReliableChannel::TimePoint deadline);
+  // (frames queue on its channel) until `deadline`, when it is lost unless a path came; a
+  // dormant one waits for a path the same way. Returns true when it did: the caller has a
+  // connection opened to one of `addresses`. A link whose paths are closing by agreement
+  // asks through the handler's on_wanted once they are closed (the addresses are kept).
+  bool want(uint64_t peer, std::string name, transports::ReliableChannel::TimePoint deadline,
+            std::vector<std::string> addresses = {});
   // No connection to `peer` could be opened: a link still waiting for its first path is lost
   // with `reason`; a link with paths keeps its own watch.
   void open_failed(uint64_t peer, const std::string& reason);
   // The link is removed, its chunks let go, and the handler told.
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
-  bool has(uint64_t peer) const { return links_.count(peer) != 0; }
+  // Whether frames for `peer` go out without a connection being opened: a link that is
+  // neither dormant nor closing its paths.
+  bool has(uint64_t peer) const;
   size_t size() const { return links_.size(); }
+  // Links with paths, or waiting for their first (not dormant).
+  size_t open_links() const { return links_.size() - dormant_; }
   // While frames wait for a path at its queue limit: the settings' held_path_retry.
   std::optional<std::chrono::nanoseconds> look_again_in() const {
     if (!held_) return std::nullopt;
@@ -140,6 +162,13 @@ class PeerLinks {
   static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
   static constexpr size_t kReadBiteBytes = 1 << 20;
   struct Link;
+  // Where a link is in closing its paths while idle (peer_links_retire.cc).
+  enum class Retire : uint8_t {
+    kOpen,     // in use, or may be
+    kAsked,    // this side sent kRetire and waits for the answer (it still sends)
+    kAgreed,   // this side agreed: its paths take no new frames until the asker answers
+    kDormant,  // no path; the channel waits for the next frame to open one
+  };
   // A path and what the links keep of it; the channel sees `conn` (a FramePath).
   struct Path {
     Link* link = nullptr;
@@ -155,6 +184,7 @@ class PeerLinks {
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
     bool latency = false;       // the latency class's connection
+    bool retired = false;       // closing by agreement: its end is no failure
     // Its transport's counters as last read (read_counters: while it has traffic).
     std::optional<transports::PathDelivery> delivery;
     // Telemetry (null when off): this path's windows and its NIC's.
@@ -177,6 +207,14 @@ class PeerLinks {
     std::string last_failure;                  // why the latest path failed
     // Made by want() and no path has come yet: lost at this time rather than after the grace.
     std::optional<transports::ReliableChannel::TimePoint> opening_until;
+    uint64_t incarnation = 0;  // this side's channel's (crossed kRetire: the lower one asks)
+    Retire retire = Retire::kOpen;
+    uint64_t sent_at_ask = 0;  // frames_sent when kRetire went: more since refuses the close
+    // Since when it has been quiet (nothing queued, unacknowledged or moving), as last ticked.
+    std::optional<transports::ReliableChannel::TimePoint> quiet_since;
+    // want() while kAgreed: a connection is opened once the paths have closed (on_wanted).
+    std::optional<transports::ReliableChannel::TimePoint> reopen_until;
+    std::vector<std::string> addresses;  // the peer's, as want() last named them
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
     uint64_t peer;
@@ -197,8 +235,23 @@ class PeerLinks {
   void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
   void fail_doomed();
   bool service(Path& path, uint32_t events);
+  // Idle links (peer_links_retire.cc). Nothing queued, unacknowledged or being written, and,
+  // with `idle_paths`, every path idle by its liveness.
+  bool quiet(const Link& link, bool idle_paths) const;
+  // After a link's tick: notes since when it has been quiet, and asks its peer to close the
+  // paths once that is idle_close ago.
+  void retire_idle(Link& link, transports::ReliableChannel::TimePoint now);
+  // While more than max_open links have paths, asks the peers of the quiet ones, least
+  // recently busy first, to close theirs (a scan of the links, only then).
+  void retire_over_cap();
+  void send_retire(Link& link, transports::wire::PathNotice what);
+  // A kRetire* notice from the peer over `path`.
+  std::string on_retire_notice(Path& path, transports::wire::PathNotice what);
+  // Closes a path by agreement (no failure); the link goes dormant with its last.
+  void close_retired(Path& path);
   // When `link` wants its next tick: its channel's, or its deadline to have a first path.
   static transports::ReliableChannel::TimePoint due(const Link& link) {
+    if (link.retire == Retire::kDormant) return transports::ReliableChannel::TimePoint::max();
     return link.opening_until ? std::min(*link.opening_until, link.channel->next_tick())
                               : link.channel->next_tick();
   }
@@ -210,6 +263,8 @@ class PeerLinks {
   Parts parts_;
   uint32_t chunk_bytes_;
   transports::ReliableChannel::Settings channel_settings_;
+  Retirement retirement_;
+  size_t dormant_ = 0;  // links in Retire::kDormant
   common::UniqueFd epoll_;
   std::unordered_map<uint64_t, std::unique_ptr<Link>> links_;
   std::unordered_map<uint64_t, Path*> paths_by_key_;

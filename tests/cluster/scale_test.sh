@@ -6,8 +6,11 @@
 # and at most 2 log2 N + 2 data connections (recursive doubling's and halving-doubling's
 # partners, the ring's two neighbours: 12 at 32 nodes). Node 0 is the communicator's root
 # (a control connection from every member) and its speed leader (a link to every member, which
-# reports its rate over it), so it is reported, not bounded. Then every collective runs exact on
-# the same daemons. Exit 77 (ctest SKIP) with the reason where namespaces cannot be created.
+# reports its rate over it), so it is reported, not bounded. The daemons close links idle for
+# 1.5 s (--link-idle-close-ms): within 20 s every daemon holds no data connection, only its
+# listeners and its control connection to the root (the root one from each member). Then
+# every collective runs exact on the same daemons, over links opened again. Exit 77 (ctest
+# SKIP) with the reason where namespaces cannot be created.
 set -uo pipefail
 repo=$1
 build=$2
@@ -48,7 +51,8 @@ job() {  # label, bench arguments...
 }
 
 step "$nodes nodes x 1 NIC: plexusd on each"
-"$cluster" up --name "$name" --nodes "$nodes" --nics 1 --daemons "$build" >/dev/null ||
+PLEXUS_CLUSTER_DAEMON_ARGS="--link-idle-close-ms 1500" \
+  "$cluster" up --name "$name" --nodes "$nodes" --nics 1 --daemons "$build" >/dev/null ||
   fail "the cluster did not come up"
 
 step "a communicator across all $nodes forms; allreduce 8 B .. 256 KiB exact"
@@ -68,7 +72,24 @@ for n in $(seq 0 $((nodes - 1))); do
 done
 echo "nodes 1..$((nodes - 1)): at most $worst sockets each (bound $bound)"
 
-step "every collective exact on the same daemons, 8 B .. 64 KiB"
+# Two listeners (peers, metrics), and the control connection to the root: one per member at
+# the root.
+step "idle links close: within 20 s no daemon holds a data connection"
+sockets_of() { ip netns exec "px$name-n$1" ss -tanpH | grep -c "pid=$(cat "$dir/n$1/plexusd.pid"),"; }
+deadline=$((SECONDS + 20))
+for n in $(seq 0 $((nodes - 1))); do
+  idle_bound=3
+  [ "$n" = 0 ] && idle_bound=$((2 + nodes - 1))
+  while [ "$(sockets_of "$n")" -gt "$idle_bound" ]; do
+    [ "$SECONDS" -lt "$deadline" ] ||
+      fail "node $n still holds $(sockets_of "$n") TCP sockets after 20 s idle (bound $idle_bound): $(ip netns exec "px$name-n$n" ss -tanH | head -20)"
+    sleep 0.5
+  done
+done
+grep -q "closed while idle" "$dir/n1/plexusd.log" || fail "node 1 logged no link closed while idle"
+echo "every daemon at its idle bound (node 0: $(sockets_of 0), node 1: $(sockets_of 1))"
+
+step "every collective exact on the same daemons, 8 B .. 64 KiB, over links opened again"
 job all -C all -b 8 -e 64K -f 64 -n 1 -w 0 || fail "every collective across $nodes nodes"
 
 "$cluster" down --name "$name" >/dev/null || fail "the cluster did not come down"

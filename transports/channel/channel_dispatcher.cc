@@ -77,8 +77,10 @@ bool ChannelDispatcher::pump() {
       path = paths_.pick(next->payload.size(), latency);
     }
     // Frames wait for a path while one may come: reliable, a live path busy, or none yet (a
-    // channel opened before its first path: PeerLinks::want).
-    if (path == kNoPath && (settings_.reliable || paths_.live() > 0 || paths_.size() == 0)) {
+    // channel opened before its first path, PeerLinks::want, or one whose paths closed by
+    // agreement while idle).
+    if (path == kNoPath &&
+        (settings_.reliable || paths_.live() > 0 || paths_.size() == 0 || paths_closed_)) {
       return handed;
     }
     SendScheduler::Frame frame = scheduler_.pop(classes);

@@ -59,6 +59,9 @@ class ChannelDispatcher {
   std::string acknowledge(const wire::ChannelControl& ack);
   // The path failed: its unacknowledged frames wait for another (the caller pumps).
   void path_failed(uint32_t path) { sender_.path_failed(path); }
+  // Without reliability, frames with no live path are lost, but for a channel that never had
+  // one or (`closed`) whose paths were closed by agreement: they wait for the next path.
+  void paths_closed(bool closed) { paths_closed_ = closed; }
   // Path `path` handed the frame queued with `token` to the network: without reliability,
   // it is done with.
   void written(uint64_t token, uint32_t path);
@@ -92,6 +95,7 @@ class ChannelDispatcher {
   static constexpr uint32_t kNoFlowYet = UINT32_MAX;
   uint32_t last_flow_ = kNoFlowYet;  // of the last frame to leave the scheduler
   TimePoint mixed_at_{};             // when one of another flow than the one before it last left
+  bool paths_closed_ = false;        // paths_closed()
   std::vector<ChannelSender::Released> released_;  // scratch for acknowledge()
 };
 

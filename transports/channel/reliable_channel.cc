@@ -45,6 +45,7 @@ ReliableChannel::ReliableChannel(Settings settings, Handler handler, const FlowP
 uint32_t ReliableChannel::add_path(FramePath* io, TimePoint now, bool probation, bool backup,
                                    bool latency) {
   const uint32_t id = paths_.add(io, now, probation, backup, latency);
+  dispatcher_.paths_closed(false);
   next_tick_ = {};
   // First on the path, ahead of any data: names this channel (Settings::incarnation).
   queue_control(id, wire::FrameType::kHeartbeat);
@@ -59,6 +60,14 @@ void ReliableChannel::path_failed(uint32_t path, const std::string& reason) {
   paths_.fail(path, reason);
   dispatcher_.path_failed(path);
   pump();
+}
+
+void ReliableChannel::path_closed(uint32_t path) {
+  if (paths_.state(path) == PathState::kFailed) return;
+  next_tick_ = {};
+  paths_.fail(path, "closed while idle");
+  dispatcher_.path_failed(path);
+  if (paths_.live() == 0) dispatcher_.paths_closed(true);
 }
 
 void ReliableChannel::drain(uint32_t path, bool drained) {

@@ -12,7 +12,7 @@ namespace plexus::transports::wire {
 
 inline constexpr size_t kDataFrameHeaderBytes = 48;
 inline constexpr uint16_t kDataFrameMagic = 0x5850;  // "PX" on the wire
-inline constexpr uint8_t kDataFrameVersion = 3;      // 2: kPathNotice; 3: kNodeRate
+inline constexpr uint8_t kDataFrameVersion = 4;      // 2: kPathNotice; 3: kNodeRate; 4: kRetire*
 
 // What each kind keeps in the header's fields: frame_views.h, one typed view per kind.
 enum class FrameType : uint8_t {
@@ -29,6 +29,10 @@ enum class PathNotice : uint32_t {
   kDown = 0,       // it failed on the sender's side (a NIC went down): fail it now
   kDrained = 1,    // the sender's NIC is drained: send nothing new on it
   kUndrained = 2,  // back in service
+  // Closing an idle link (PeerLinks, "Idle links close"): about the link, not one path.
+  kRetire = 3,         // the sender's side is quiet: may both close their paths?
+  kRetireAgreed = 4,   // yes: this side is quiet too and sends nothing new until answered
+  kRetireRefused = 5,  // no (or, after kRetireAgreed: the asker had traffic meanwhile)
 };
 
 inline constexpr uint32_t kMaxAbortReasonBytes = 1024;  // abort and departed payloads

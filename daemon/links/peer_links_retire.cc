@@ -1,0 +1,170 @@
+// Idle links close their paths by agreement, and stay, dormant, with their channels.
+//
+// A link quiet for Retirement::idle_close (or among the least recently busy while more than
+// Retirement::max_open links have paths) sends kRetire. The peer agrees (kRetireAgreed)
+// only if it too has nothing queued, unacknowledged or being written, and from then on hands
+// its paths no new frame. The asker closes every path if it has sent nothing since it asked
+// and is still quiet; else it answers kRetireRefused, as the peer does when it is not quiet.
+// So nothing is in flight either way when a path closes: what either side sent before
+// arrived first (each path is in order, and with acknowledgements nothing is unacknowledged).
+// Both keep the link and its channel (sequence numbers, incarnations) with no path: the next
+// frame for it opens one (want), as on first use, and joins the same channel. Asks that
+// cross: the side whose channel incarnation is lower goes on; the other answers it.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/links/peer_links.h"
+#include "transports/wire/frame_views.h"
+
+namespace plexus::daemon {
+
+namespace wire = transports::wire;
+using Clock = transports::ReliableChannel::Clock;
+
+bool PeerLinks::quiet(const Link& link, bool idle_paths) const {
+  if (link.channel->waiting() != 0 || link.channel->unacknowledged() != 0) return false;
+  bool any = false;
+  for (const auto& path : link.paths) {
+    if (!path || link.channel->state(path->id) == transports::PathState::kFailed) continue;
+    any = true;
+    if (path->conn->wants_write() || (idle_paths && !link.channel->idle(path->id))) return false;
+  }
+  return any;
+}
+
+void PeerLinks::send_retire(Link& link, wire::PathNotice what) {
+  for (auto& path : link.paths) {
+    if (!path || link.channel->state(path->id) == transports::PathState::kFailed) continue;
+    path->conn->queue_urgent(wire::make_path_notice({.what = what, .from = 0, .to = 0}),
+                             kNoticeToken);
+    update_interest(*path);
+    if (what == wire::PathNotice::kRetire) {
+      link.retire = Retire::kAsked;
+      link.sent_at_ask = link.channel->counters().frames_sent;
+    }
+    return;
+  }
+}
+
+void PeerLinks::retire_idle(Link& link, transports::ReliableChannel::TimePoint now) {
+  if (link.retire != Retire::kOpen || link.opening_until) return;
+  if (!quiet(link, true)) {
+    link.quiet_since.reset();
+    return;
+  }
+  if (!link.quiet_since) link.quiet_since = now;
+  if (retirement_.idle_close.count() != 0 && now - *link.quiet_since >= retirement_.idle_close) {
+    send_retire(link, wire::PathNotice::kRetire);
+  }
+}
+
+void PeerLinks::retire_over_cap() {
+  if (retirement_.max_open == 0 || open_links() <= retirement_.max_open) return;
+  std::vector<std::pair<transports::ReliableChannel::TimePoint, Link*>> quiet_links;
+  size_t leaving = 0;  // already asked, or agreed
+  for (auto& [peer, link] : links_) {
+    if (link->retire == Retire::kAsked || link->retire == Retire::kAgreed) ++leaving;
+    if (link->retire == Retire::kOpen && link->quiet_since) {
+      quiet_links.emplace_back(*link->quiet_since, link.get());
+    }
+  }
+  const size_t over = open_links() - retirement_.max_open;
+  if (leaving >= over) return;
+  const size_t ask = std::min(over - leaving, quiet_links.size());
+  std::partial_sort(quiet_links.begin(), quiet_links.begin() + static_cast<std::ptrdiff_t>(ask),
+                    quiet_links.end(),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < ask; ++i) send_retire(*quiet_links[i].second, wire::PathNotice::kRetire);
+}
+
+std::string PeerLinks::on_retire_notice(Path& path, wire::PathNotice what) {
+  Link& link = *path.link;
+  switch (what) {
+    case wire::PathNotice::kRetire: {
+      if (link.retire == Retire::kAsked) {
+        // Crossed: the lower incarnation's ask goes on (an unknown one's does not).
+        if (link.peer_incarnation != 0 && link.incarnation < link.peer_incarnation) return {};
+        link.retire = Retire::kOpen;  // the peer drops this side's ask: answer its own
+      }
+      if (link.retire != Retire::kOpen || link.opening_until || !quiet(link, false)) {
+        send_retire(link, wire::PathNotice::kRetireRefused);
+        return {};
+      }
+      link.retire = Retire::kAgreed;  // flush() hands the paths nothing new from here
+      for (auto& p : link.paths) {
+        if (p) p->retired = true;
+      }
+      send_retire(link, wire::PathNotice::kRetireAgreed);
+      return {};
+    }
+    case wire::PathNotice::kRetireAgreed: {
+      if (link.retire != Retire::kAsked || !quiet(link, false) ||
+          link.channel->counters().frames_sent != link.sent_at_ask) {
+        link.retire = Retire::kOpen;
+        link.quiet_since.reset();
+        send_retire(link, wire::PathNotice::kRetireRefused);  // the peer sends again
+        return {};
+      }
+      // Closed once no connection is mid-read (this one is): fail_doomed, then close_retired.
+      for (auto& p : link.paths) {
+        if (!p) continue;
+        p->retired = true;
+        doomed_.push_back({link.peer, p->key, "closed while idle"});
+      }
+      return {};
+    }
+    case wire::PathNotice::kRetireRefused:
+      if (link.retire == Retire::kAsked) {
+        link.retire = Retire::kOpen;
+        link.quiet_since = Clock::now();  // idle_close from now before asking again
+      } else if (link.retire == Retire::kAgreed) {
+        link.retire = Retire::kOpen;
+        link.reopen_until.reset();
+        for (auto& p : link.paths) {
+          if (p) p->retired = false;
+        }
+        link.channel->pump();  // what waited meanwhile
+        for (auto& p : link.paths) {
+          if (p) update_interest(*p);
+        }
+      }
+      return {};
+    default:
+      return {};
+  }
+}
+
+void PeerLinks::close_retired(Path& path) {
+  Link& link = *path.link;
+  const uint64_t peer = link.peer;
+  spdlog::debug("path to node {} over {} ({} -> {}) closed while idle", link.name,
+                path.nic.empty() ? "?" : path.nic, path.local, path.remote);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->poll_fd(), nullptr);
+  paths_by_key_.erase(path.key);
+  link.channel->path_closed(path.id);
+  link.paths[path.id].reset();  // closes it; `path` is gone
+  if (std::any_of(link.paths.begin(), link.paths.end(),
+                  [](const auto& p) { return p != nullptr; })) {
+    return;  // others still close, or the peer has opened a new one
+  }
+  spdlog::info("link to node {} closed while idle (dormant until its next use)", link.name);
+  link.retire = Retire::kDormant;
+  ++dormant_;
+  link.quiet_since.reset();
+  hooks_.peer_lost(peer);
+  publish();
+  if (handler_.on_retired) handler_.on_retired(peer);
+  // Wanted while it closed (want() while kAgreed): a connection is opened again now.
+  if (link.reopen_until || link.channel->waiting() != 0) {
+    link.retire = Retire::kOpen;
+    --dormant_;
+    link.opening_until =
+        link.reopen_until.value_or(Clock::now() + channel_settings_.last_path_grace);
+    link.reopen_until.reset();
+    follow(link);
+    if (handler_.on_wanted) handler_.on_wanted(peer, link.addresses);
+  }
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,160 @@
+// Idle links close their paths by agreement (PeerLinks, peer_links_retire.cc): a link quiet
+// for idle_close closes on both sides with nothing lost or failed, stays dormant with its
+// channel, and carries frames again once a path reopens, with acknowledgements on or off; a
+// link with traffic stays; past max_open the least recently busy closes first; what the
+// agreeing side sends while the asker closes goes once a connection opens again.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/links/message_sender.h"
+#include "tests/unit/peer_links_pair.h"
+#include "tests/unit/sender_side.h"
+#include "tests/unit/tcp_pair.h"
+#include "transports/tcp/tcp_path.h"
+
+namespace plexus::daemon {
+namespace {
+
+using Clock = transports::ReliableChannel::Clock;
+using Side = test::SenderSide;
+using std::chrono::milliseconds;
+constexpr LinkRetirement kQuickClose{.idle_close = milliseconds(50), .max_open = 0};
+
+// The text is kept alive until the message is released (it may wait for a path).
+bool send_text(Side& from, uint64_t to, uint32_t step, const std::string& text) {
+  auto kept = std::make_shared<std::string>(text);
+  return from.sender.send_message(
+      to, 7, 1, step, std::span(reinterpret_cast<const std::byte*>(kept->data()), kept->size()),
+      kept, nullptr);
+}
+
+void closes_while_idle_and_reopens_losing_nothing(bool reliable) {
+  Side a(reliable, kQuickClose);
+  Side b(reliable, kQuickClose);
+  test::connect_pair(a, b);
+  ASSERT_TRUE(send_text(a, 2, 1, "before"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  // Quiet for 50 ms past the 20 ms that make a path idle: both sides close, nothing fails.
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return !a.links.has(2) && !b.links.has(1); }));
+  ASSERT_TRUE(
+      test::pump_pair(a, b, [&] { return a.retired.size() == 1 && b.retired.size() == 1; }));
+  EXPECT_EQ(a.retired[0], 2u);
+  EXPECT_EQ(b.retired[0], 1u);
+  EXPECT_TRUE(a.lost.empty()) << a.lost[0];
+  EXPECT_TRUE(b.lost.empty()) << b.lost[0];
+  EXPECT_EQ(a.links.size(), 1u);  // kept, dormant, with its channel
+  EXPECT_EQ(a.links.open_links(), 0u);
+  EXPECT_EQ(b.links.open_links(), 0u);
+
+  // The next use opens a path again (the caller dials), and the channel goes on from where
+  // it was: what is sent meanwhile waits, then arrives once, in order.
+  ASSERT_TRUE(a.links.want(2, "b", Clock::now() + std::chrono::seconds(30), {"198.18.0.2:7355"}));
+  EXPECT_FALSE(a.links.want(2, "b", Clock::now() + std::chrono::seconds(30)));
+  ASSERT_TRUE(send_text(a, 2, 2, "after"));
+  test::connect_pair(a, b);
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 2; }));
+  EXPECT_EQ(b.frames[1].step, 2u);
+  EXPECT_EQ(b.text, "after");
+  ASSERT_TRUE(send_text(b, 1, 3, "back"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return a.frames.size() == 1; }));
+  EXPECT_EQ(a.text, "back");
+  EXPECT_TRUE(a.lost.empty());
+  EXPECT_TRUE(b.lost.empty());
+  EXPECT_TRUE(a.links.has(2));
+  EXPECT_TRUE(b.links.has(1));
+}
+
+TEST(LinkRetireTest, AnIdleLinkClosesByAgreementAndReopensLosingNothing) {
+  closes_while_idle_and_reopens_losing_nothing(true);
+}
+
+TEST(LinkRetireTest, AnIdleLinkClosesAndReopensWithoutAcknowledgements) {
+  closes_while_idle_and_reopens_losing_nothing(false);
+}
+
+TEST(LinkRetireTest, ALinkWithTrafficStaysOpen) {
+  Side a(true, kQuickClose);
+  Side b(true, kQuickClose);
+  test::connect_pair(a, b);
+  // b sends every few ms for 300 ms: a is never quiet, and b is quiet only on a's side.
+  const auto until = Clock::now() + milliseconds(300);
+  uint32_t step = 0;
+  size_t sent = 0;
+  while (Clock::now() < until) {
+    if (step++ % 4 == 0) {
+      ASSERT_TRUE(send_text(b, 1, step, "tick"));
+      ++sent;
+    }
+    ASSERT_TRUE(test::pump_pair(a, b, [&] { return a.frames.size() == sent; }));
+  }
+  EXPECT_TRUE(a.links.has(2));
+  EXPECT_TRUE(b.links.has(1));
+  EXPECT_TRUE(a.retired.empty());
+  EXPECT_TRUE(b.retired.empty());
+  EXPECT_TRUE(a.lost.empty());
+}
+
+TEST(LinkRetireTest, PastTheCapTheLeastRecentlyBusyClosesFirst) {
+  // a links to b (peer 2) and c (peer 3), at most one with paths; idleness alone closes none.
+  Side a(true, LinkRetirement{.idle_close = milliseconds(0), .max_open = 1});
+  Side b(true, Side::kNoRetirement);
+  Side c(true, Side::kNoRetirement);
+  test::connect_pair(a, b);
+  ASSERT_TRUE(send_text(a, 2, 1, "to b"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  auto [fa, fc] = test::tcp_pair();
+  a.links.add(3, "c", transports::tcp_path_opener(fa), "rail0", false, false);
+  c.links.add(1, "a", transports::tcp_path_opener(fc), "rail0", false, false);
+  ASSERT_TRUE(send_text(a, 3, 1, "to c"));
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (c.frames.empty() && Clock::now() < deadline) {
+    for (Side* s : {&a, &b, &c}) {
+      s->links.tick(Clock::now());
+      s->links.poll(1);
+    }
+  }
+  ASSERT_EQ(c.frames.size(), 1u);
+  while (a.links.open_links() > 1 && Clock::now() < deadline) {
+    for (Side* s : {&a, &b, &c}) {
+      s->links.tick(Clock::now());
+      s->links.poll(1);
+    }
+  }
+  EXPECT_EQ(a.links.open_links(), 1u);
+  EXPECT_FALSE(a.links.has(2));  // b was quiet first
+  EXPECT_TRUE(a.links.has(3));
+  EXPECT_FALSE(b.links.has(1));
+  EXPECT_TRUE(a.lost.empty());
+  EXPECT_TRUE(b.lost.empty());
+  EXPECT_TRUE(c.lost.empty());
+}
+
+TEST(LinkRetireTest, WhatTheAgreeingSideSendsWhileThePathsCloseGoesOnceOneReopens) {
+  Side a(true, kQuickClose);
+  Side b(true, Side::kNoRetirement);  // only a asks
+  test::connect_pair(a, b);
+  ASSERT_TRUE(send_text(a, 2, 1, "hello"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  // b agreed (it no longer counts the link as carrying frames) before a closed.
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return !b.links.has(1); }));
+  EXPECT_FALSE(b.links.want(1, "a", Clock::now() + std::chrono::seconds(30), {"198.18.0.1:7355"}));
+  ASSERT_TRUE(send_text(b, 1, 2, "meanwhile"));
+  // a closes; b's paths close after it, and b asks for a connection for what it holds.
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return !b.wanted.empty(); }));
+  ASSERT_EQ(b.wanted.size(), 1u);
+  EXPECT_EQ(b.wanted[0].first, 1u);
+  EXPECT_EQ(b.wanted[0].second, std::vector<std::string>{"198.18.0.1:7355"});
+  EXPECT_TRUE(a.frames.empty());
+  test::connect_pair(a, b);
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return a.frames.size() == 1; }));
+  EXPECT_EQ(a.text, "meanwhile");
+  EXPECT_TRUE(a.lost.empty());
+  EXPECT_TRUE(b.lost.empty());
+}
+
+}  // namespace
+}  // namespace plexus::daemon
