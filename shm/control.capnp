@@ -244,7 +244,8 @@ struct PeerLinkInfo {
   duplicatesDropped @7 :UInt64;
   pathFailures @8 :UInt64;
   failbacks @9 :UInt64;
-  downForMs @10 :Int64;   # no live path for this long; -1 while one is live
+  downForMs @10 :Int64;   # no live path for this long; -1 while one is live (or dormant)
+  dormant @11 :Bool;      # its paths closed while idle; one opens on its next use
 }
 
 struct LinksReply {

@@ -79,6 +79,7 @@ void AdminService::links(uint64_t session, uint32_t request_id) {
     out.setPathFailures(info.counters.path_failures);
     out.setFailbacks(info.counters.failbacks);
     out.setDownForMs(info.down_for_ms);
+    out.setDormant(info.dormant);
     auto paths = out.initPaths(static_cast<unsigned>(info.paths.size()));
     for (unsigned p = 0; p < paths.size(); ++p) {
       const NodeLinks::PathInfo& path = info.paths[p];

@@ -18,8 +18,12 @@ using monitor::MetricLabels;
 void collect_links(monitor::MetricFamilies& m, const std::vector<NodeLinks::PeerInfo>& peers) {
   for (const NodeLinks::PeerInfo& peer : peers) {
     const MetricLabels p = {{"peer", peer.name}};
-    m.gauge("plexus_peer_up", "1 while a path to the peer daemon is live", p,
-            peer.down_for_ms < 0 ? 1 : 0);
+    m.gauge("plexus_peer_up",
+            "1 while a path to the peer daemon is live, or its link is dormant (closed while "
+            "idle, opened again on its next use)",
+            p, peer.down_for_ms < 0 ? 1 : 0);
+    m.gauge("plexus_peer_dormant", "1 while the link to the peer closed its paths while idle", p,
+            peer.dormant ? 1 : 0);
     m.counter("plexus_peer_failovers_total",
               "Paths to the peer that failed (their unacknowledged frames went on the others)", p,
               static_cast<double>(peer.counters.path_failures));

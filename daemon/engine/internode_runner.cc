@@ -154,6 +154,7 @@ void InternodeRunner::add(const std::shared_ptr<Comm>& comm) {
 
 void InternodeRunner::retire(Comm& comm) {
   const uint64_t id = comm.span()->comm_id;
+  speeds_.leave(comm);
   comm_by_id_.erase(id);
   links_.forget_comm(id);
   retired_ids_.push_back(id);

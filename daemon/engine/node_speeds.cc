@@ -27,8 +27,20 @@ void NodeSpeeds::join(Comm& comm) const {
   // not open: it opens them now (the one node that holds a link per member while slow nodes
   // are watched for).
   if (!measures_ || !comm.internode->speeds->leader()) return;
+  // Pinned: an idle link would close, and the reports with it (leave unpins them).
   for (int node = 0; node < static_cast<int>(span.node_ids.size()); ++node) {
-    if (node != span.topology.my_node) hooks_.reach(comm, node);
+    if (node != span.topology.my_node) links_.pin(hooks_.reach(comm, node), true);
+  }
+}
+
+void NodeSpeeds::leave(Comm& comm) const {
+  if (!measures_ || !comm.internode || !comm.internode->speeds ||
+      !comm.internode->speeds->leader()) {
+    return;
+  }
+  const NodeSpan& span = *comm.span();
+  for (int node = 0; node < static_cast<int>(span.node_ids.size()); ++node) {
+    if (node != span.topology.my_node) links_.pin(span.node_ids[static_cast<size_t>(node)], false);
   }
 }
 

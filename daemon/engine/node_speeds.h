@@ -45,6 +45,8 @@ class NodeSpeeds {
   // A communicator spanning nodes joins, every node alike: it follows its leader's changes
   // even where this node measures nothing (with its own picture it would plan otherwise).
   void join(Comm& comm) const;
+  // It retires: a leader's links to its members may close while idle again.
+  void leave(Comm& comm) const;
   // A speed frame from `node`: "" or what is wrong with it.
   [[nodiscard]] std::string on_frame(Comm& comm, int node, uint64_t op_seq, uint32_t step,
                                      uint64_t offset, std::span<const std::byte> payload);

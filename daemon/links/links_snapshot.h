@@ -47,7 +47,8 @@ class LinksSnapshot {
     bool reliable = false;
     std::vector<PathInfo> paths;
     transports::ReliableChannel::Counters counters;
-    int64_t down_for_ms = -1;  // no live path for this long; -1 while one is live
+    int64_t down_for_ms = -1;  // no live path for this long; -1 while one is live, or dormant
+    bool dormant = false;      // its paths closed while idle (PeerLinks); not down
   };
 
   // Windowed telemetry per path and per NIC (monitor/window_ring.h): `windows` of `width`

@@ -91,6 +91,8 @@ class NodeLinks {
     return peers_.want(peer, std::move(name), deadline, std::move(addresses));
   }
   void open_failed(uint64_t peer, const std::string& reason) { peers_.open_failed(peer, reason); }
+  // The link to `peer` stays open while idle while pinned (PeerLinks::pin).
+  void pin(uint64_t peer, bool pinned) { peers_.pin(peer, pinned); }
   // Follows local NICs going down and up (netlink); without it only silence and socket
   // errors fail paths. Returns "" or why it cannot.
   std::string watch_nics() { return nics_.watch(peers_.epoll_fd(), PeerLinks::kNicMonitorKey); }

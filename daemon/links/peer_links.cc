@@ -508,7 +508,7 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
     }
     retire_idle(link, now);
   }
-  retire_over_cap();
+  retire_over_cap(now);
   next_tick_ = transports::ReliableChannel::TimePoint::max();
   busy_ = false;
   for (auto& [peer, link] : links_) {

@@ -101,6 +101,10 @@ class PeerLinks {
   size_t size() const { return links_.size(); }
   // Links with paths, or waiting for their first (not dormant).
   size_t open_links() const { return links_.size() - dormant_; }
+  // The link to `peer` (if any) stays open while idle while pinned more often than unpinned
+  // (a speed-agreement leader hears its members' rates over theirs): it neither asks nor
+  // agrees to close its paths.
+  void pin(uint64_t peer, bool pinned);
   // While frames wait for a path at its queue limit: the settings' held_path_retry.
   std::optional<std::chrono::nanoseconds> look_again_in() const {
     if (!held_) return std::nullopt;
@@ -215,6 +219,9 @@ class PeerLinks {
     // want() while kAgreed: a connection is opened once the paths have closed (on_wanted).
     std::optional<transports::ReliableChannel::TimePoint> reopen_until;
     std::vector<std::string> addresses;  // the peer's, as want() last named them
+    uint32_t pins = 0;                   // pin(): never closed while idle
+    // Refused: not asked again before this (a pinned peer refuses every time).
+    transports::ReliableChannel::TimePoint next_ask{};
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
     uint64_t peer;
@@ -243,7 +250,7 @@ class PeerLinks {
   void retire_idle(Link& link, transports::ReliableChannel::TimePoint now);
   // While more than max_open links have paths, asks the peers of the quiet ones, least
   // recently busy first, to close theirs (a scan of the links, only then).
-  void retire_over_cap();
+  void retire_over_cap(transports::ReliableChannel::TimePoint now);
   void send_retire(Link& link, transports::wire::PathNotice what);
   // A kRetire* notice from the peer over `path`.
   std::string on_retire_notice(Path& path, transports::wire::PathNotice what);

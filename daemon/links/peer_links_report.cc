@@ -41,7 +41,8 @@ void PeerLinks::publish() {
     info.name = link->name;
     info.reliable = channel_settings_.reliable;
     info.counters = link->channel->counters();
-    if (link->channel->live_paths() == 0) {
+    info.dormant = link->retire == Retire::kDormant;
+    if (link->channel->live_paths() == 0 && !info.dormant) {
       info.down_for_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - link->channel->last_heard())
               .count();

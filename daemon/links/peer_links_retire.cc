@@ -47,25 +47,38 @@ void PeerLinks::send_retire(Link& link, wire::PathNotice what) {
   }
 }
 
+void PeerLinks::pin(uint64_t peer, bool pinned) {
+  auto it = links_.find(peer);
+  if (it == links_.end()) return;
+  Link& link = *it->second;
+  if (pinned) {
+    ++link.pins;
+  } else if (link.pins > 0) {
+    --link.pins;
+  }
+}
+
 void PeerLinks::retire_idle(Link& link, transports::ReliableChannel::TimePoint now) {
-  if (link.retire != Retire::kOpen || link.opening_until) return;
+  if (link.retire != Retire::kOpen || link.opening_until || link.pins != 0) return;
   if (!quiet(link, true)) {
     link.quiet_since.reset();
     return;
   }
   if (!link.quiet_since) link.quiet_since = now;
-  if (retirement_.idle_close.count() != 0 && now - *link.quiet_since >= retirement_.idle_close) {
+  if (retirement_.idle_close.count() != 0 && now - *link.quiet_since >= retirement_.idle_close &&
+      now >= link.next_ask) {
     send_retire(link, wire::PathNotice::kRetire);
   }
 }
 
-void PeerLinks::retire_over_cap() {
+void PeerLinks::retire_over_cap(transports::ReliableChannel::TimePoint now) {
   if (retirement_.max_open == 0 || open_links() <= retirement_.max_open) return;
   std::vector<std::pair<transports::ReliableChannel::TimePoint, Link*>> quiet_links;
   size_t leaving = 0;  // already asked, or agreed
   for (auto& [peer, link] : links_) {
     if (link->retire == Retire::kAsked || link->retire == Retire::kAgreed) ++leaving;
-    if (link->retire == Retire::kOpen && link->quiet_since) {
+    if (link->retire == Retire::kOpen && link->quiet_since && link->pins == 0 &&
+        now >= link->next_ask) {
       quiet_links.emplace_back(*link->quiet_since, link.get());
     }
   }
@@ -87,7 +100,8 @@ std::string PeerLinks::on_retire_notice(Path& path, wire::PathNotice what) {
         if (link.peer_incarnation != 0 && link.incarnation < link.peer_incarnation) return {};
         link.retire = Retire::kOpen;  // the peer drops this side's ask: answer its own
       }
-      if (link.retire != Retire::kOpen || link.opening_until || !quiet(link, false)) {
+      if (link.retire != Retire::kOpen || link.opening_until || link.pins != 0 ||
+          !quiet(link, false)) {
         send_retire(link, wire::PathNotice::kRetireRefused);
         return {};
       }
@@ -117,7 +131,10 @@ std::string PeerLinks::on_retire_notice(Path& path, wire::PathNotice what) {
     case wire::PathNotice::kRetireRefused:
       if (link.retire == Retire::kAsked) {
         link.retire = Retire::kOpen;
-        link.quiet_since = Clock::now();  // idle_close from now before asking again
+        // Not asked again for a while: idle_close from now, and at least a second.
+        link.quiet_since = Clock::now();
+        link.next_ask = *link.quiet_since + std::max<std::chrono::milliseconds>(
+                                                retirement_.idle_close, std::chrono::seconds(1));
       } else if (link.retire == Retire::kAgreed) {
         link.retire = Retire::kOpen;
         link.reopen_until.reset();

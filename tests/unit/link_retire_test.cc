@@ -1,8 +1,8 @@
 // Idle links close their paths by agreement (PeerLinks, peer_links_retire.cc): a link quiet
 // for idle_close closes on both sides with nothing lost or failed, stays dormant with its
 // channel, and carries frames again once a path reopens, with acknowledgements on or off; a
-// link with traffic stays; past max_open the least recently busy closes first; what the
-// agreeing side sends while the asker closes goes once a connection opens again.
+// link with traffic stays, and so does a pinned one; past max_open the least recently busy closes
+// first; what the agreeing side sends while the asker closes goes once a connection opens again.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -77,11 +77,12 @@ TEST(LinkRetireTest, AnIdleLinkClosesAndReopensWithoutAcknowledgements) {
 }
 
 TEST(LinkRetireTest, ALinkWithTrafficStaysOpen) {
-  Side a(true, kQuickClose);
-  Side b(true, kQuickClose);
+  // idle_close 500 ms; b sends every few ms for 1.2 s: neither side is ever quiet that long.
+  constexpr LinkRetirement kHalfSecond{.idle_close = milliseconds(500), .max_open = 0};
+  Side a(true, kHalfSecond);
+  Side b(true, kHalfSecond);
   test::connect_pair(a, b);
-  // b sends every few ms for 300 ms: a is never quiet, and b is quiet only on a's side.
-  const auto until = Clock::now() + milliseconds(300);
+  const auto until = Clock::now() + milliseconds(1200);
   uint32_t step = 0;
   size_t sent = 0;
   while (Clock::now() < until) {
@@ -98,6 +99,25 @@ TEST(LinkRetireTest, ALinkWithTrafficStaysOpen) {
   EXPECT_TRUE(a.lost.empty());
 }
 
+TEST(LinkRetireTest, APinnedLinkNeitherAsksNorAgreesToClose) {
+  Side a(true, kQuickClose);
+  Side b(true, kQuickClose);
+  test::connect_pair(a, b);
+  a.links.pin(2, true);  // as a speed-agreement leader pins its members' links
+  ASSERT_TRUE(send_text(a, 2, 1, "hello"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  const auto until = Clock::now() + milliseconds(400);  // 50 ms idle_close, many times over
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return Clock::now() > until; }));
+  EXPECT_TRUE(a.links.has(2));
+  EXPECT_TRUE(b.links.has(1));  // b asked, and was refused
+  EXPECT_TRUE(a.retired.empty());
+  EXPECT_TRUE(b.retired.empty());
+  a.links.pin(2, false);  // unpinned: it closes as any idle link
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return !a.links.has(2) && !b.links.has(1); }));
+  EXPECT_TRUE(a.lost.empty());
+  EXPECT_TRUE(b.lost.empty());
+}
+
 TEST(LinkRetireTest, PastTheCapTheLeastRecentlyBusyClosesFirst) {
   // a links to b (peer 2) and c (peer 3), at most one with paths; idleness alone closes none.
   Side a(true, LinkRetirement{.idle_close = milliseconds(0), .max_open = 1});
@@ -106,6 +126,10 @@ TEST(LinkRetireTest, PastTheCapTheLeastRecentlyBusyClosesFirst) {
   test::connect_pair(a, b);
   ASSERT_TRUE(send_text(a, 2, 1, "to b"));
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  // One link, under the cap: it stays, quiet (idle after 20 ms) well before c's comes.
+  const auto quiet_by = Clock::now() + milliseconds(80);
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return Clock::now() > quiet_by; }));
+  EXPECT_TRUE(a.links.has(2));
   auto [fa, fc] = test::tcp_pair();
   a.links.add(3, "c", transports::tcp_path_opener(fa), "rail0", false, false);
   c.links.add(1, "a", transports::tcp_path_opener(fc), "rail0", false, false);

@@ -6,27 +6,30 @@
 #   job     the whole job: N plexus-bench ranks start, form a communicator and run one 8 B
 #           allreduce (exact); its wall time, and whether it formed;
 #   sweep   a second job on the same daemons: 8 B (median time) and 1 MiB (busbw) allreduce;
-#   idle    each daemon once the jobs are done: VmRSS and the TCP sockets it holds (mean and
-#           max over the nodes), its voluntary context switches per second over 2 s (wake-ups
-#           of an idle daemon, all its threads), and the nodes' listen-queue overflows (nstat);
+#   open    the TCP sockets each daemon holds right after the jobs (mean), links still open;
+#   idle    each daemon once its links closed while idle (--idle-close-ms, then 3 s more):
+#           VmRSS and the TCP sockets it holds (mean and max over the nodes), its voluntary
+#           context switches per second over 2 s (wake-ups of an idle daemon, all its threads),
+#           and the nodes' listen-queue overflows (nstat);
 #   mpi     with --peers mpi: OpenMPI over TCP on the same namespaces, 8 B (median) and
 #           512 KiB (busbw), mpi_yield_when_idle so that idle ranks do not spin; a launch
 #           that fails is tried once more (ORTE's launch tree now and then fails to connect
 #           between namespaces that all have this machine's host name).
 # One row per N; raw outputs are kept. Needs root.
 #   tools/bench/cluster_scale.sh --build-dir DIR [--nodes 4,8,16,32,64] [--peers plexus,mpi]
-#       [--timeout-s 120] [--rate RATE [--burst BYTES]]
+#       [--timeout-s 120] [--rate RATE [--burst BYTES]] [--idle-close-ms 2000]
 # --build-dir may be a whole build tree or a copy holding daemon/plexusd,
 # tools/plexus-bench/plexus-bench and tools/bench/mpi_allreduce_bench (an older build, to
 # measure a "before"). --rate shapes every NIC with tc tbf (--burst: its bucket; a few
-# packets make every byte pay its wire time, as plexus-sim models it). PLEXUS_CLUSTER_DAEMON_ARGS
-# passes extra plexusd options.
+# packets make every byte pay its wire time, as plexus-sim models it). --idle-close-ms is
+# the daemons' --link-idle-close-ms (0: the flag is not passed, for a build from before it,
+# and idle is measured right after the jobs). PLEXUS_CLUSTER_DAEMON_ARGS passes extra plexusd options.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$root/tools/cluster/plexus-cluster.sh
 die() { echo "cluster_scale: $*" >&2; exit 2; }
 
-build="" sizes=4,8,16,32,64 peers=plexus,mpi timeout_s=120 rate="" burst=""
+build="" sizes=4,8,16,32,64 peers=plexus,mpi timeout_s=120 rate="" burst="" idle_close_ms=2000
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
     --timeout-s) timeout_s=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --burst) burst=$2; shift 2 ;;
+    --idle-close-ms) idle_close_ms=$2; shift 2 ;;
     -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -74,13 +78,15 @@ busbw() {  # file, size, world -> GB/s from the out-of-place time
 time_of() { times "$1" | awk -v s="$2" '$1 == s { printf "%.0f", $2 }'; }
 first_error() { grep -h -m1 -i -E 'error|fail' "$@" 2>/dev/null | head -1 | cut -c1-160; }
 
-printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
-  nodes script whole_job form_ok 8B_us 1MiB_GB/s RSS_MiB RSSmax_MiB socks sockmax wakeups/s \
+printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-10s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
+  nodes script whole_job form_ok 8B_us 1MiB_GB/s socks_open RSS_MiB RSSmax_MiB socks sockmax wakeups/s \
   listen_ovf "mpi 8B_us / 512KiB_GB/s" | tee "$raw/table.txt"
 for N in ${sizes//,/ }; do
   tag=scale$$n$N
   dir=/tmp/plexus-cluster-$tag
-  "$cluster" up --name "$tag" --nodes "$N" --nics 1 ${rate:+--rate "$rate"} ${burst:+--burst "$burst"} --daemons "$build" >/dev/null
+  close_arg=""; [ "$idle_close_ms" -gt 0 ] && close_arg="--link-idle-close-ms $idle_close_ms"
+  PLEXUS_CLUSTER_DAEMON_ARGS="$close_arg ${PLEXUS_CLUSTER_DAEMON_ARGS:-}" \
+    "$cluster" up --name "$tag" --nodes "$N" --nics 1 ${rate:+--rate "$rate"} ${burst:+--burst "$burst"} --daemons "$build" >/dev/null
   placement=$(printf "1,%.0s" $(seq "$N")); placement=${placement%,}
 
   t=$(now); on_all "$N" "$raw/true.$N" true || true; script_s=$(elapsed "$t")
@@ -103,12 +109,17 @@ for N in ${sizes//,/ }; do
   fi
   [ "$ok" = yes ] || echo "N=$N: $(first_error "$raw"/job.$N.*.txt "$raw"/sweep.$N.*.txt)" >&2
 
-  # The idle daemons: memory, sockets, wake-ups, listen overflows.
+  # Right after the jobs, links open; then the idle daemons once their links have closed:
+  # memory, sockets, wake-ups, listen overflows.
+  sockets() { ip netns exec "px$tag-n$1" ss -tanpH 2>/dev/null | grep -c "pid=$2," || true; }
+  open_socks=$(for n in $(seq 0 $((N - 1))); do sockets "$n" "$(cat "$dir/n$n/plexusd.pid")"; done |
+    awk '{ s += $1 } END { printf "%.1f", s / NR }')
+  if [ "$idle_close_ms" -gt 0 ]; then sleep "$(awk -v m="$idle_close_ms" 'BEGIN { print m / 1000 + 3 }')"; fi
   : > "$raw/idle.$N.txt"
   for n in $(seq 0 $((N - 1))); do
     pid=$(cat "$dir/n$n/plexusd.pid")
     rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
-    socks=$(ip netns exec "px$tag-n$n" ss -tanpH 2>/dev/null | grep -c "pid=$pid," || true)
+    socks=$(sockets "$n" "$pid")
     ovf=$(ip netns exec "px$tag-n$n" nstat -az TcpExtListenOverflows 2>/dev/null |
       awk '/ListenOverflows/ { print $2 }')
     echo "$n $pid $rss $socks ${ovf:-0}" >> "$raw/idle.$N.txt"
@@ -138,8 +149,8 @@ for N in ${sizes//,/ }; do
     cp "$raw/mpi.$N.stderr.txt" "$raw/mpi.$N.attempt$attempt.stderr.txt"
     done
   fi
-  printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
-    "$N" "$script_s" "$job_s" "$ok" "$lat" "$bw" "$rss" "$rssmax" "$socks" "$sockmax" "$wake" "$ovf" \
+  printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-10s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
+    "$N" "$script_s" "$job_s" "$ok" "$lat" "$bw" "$open_socks" "$rss" "$rssmax" "$socks" "$sockmax" "$wake" "$ovf" \
     "$mpi" | tee -a "$raw/table.txt"
   cp -r "$dir" "$raw/cluster.$N" 2>/dev/null || true
   rm -f "$raw/cluster.$N/secret"

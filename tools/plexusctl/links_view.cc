@@ -79,6 +79,7 @@ json links_to_json(control::LinksReply::Reader links) {
                             {"path_failures", p.getPathFailures()},
                             {"failbacks", p.getFailbacks()},
                             {"down_for_ms", p.getDownForMs()},
+                            {"dormant", p.getDormant()},
                             {"paths", paths}});
   }
   return out;
@@ -148,6 +149,7 @@ void print_paths(const json& links) {
                 human_bytes(p["bytes_resent"].get<uint64_t>()).c_str());
     const int64_t down = p["down_for_ms"].get<int64_t>();
     if (down >= 0) std::printf(", NO PATH for %lld ms", static_cast<long long>(down));
+    if (p.value("dormant", false)) std::printf(", dormant (closed while idle; opens on next use)");
     std::printf("\n%-10s %-9s %-10s %-22s %-22s %10s %10s %12s  %s\n", "NIC", "TRANSPORT", "STATE",
                 "LOCAL", "REMOTE", "SENT", "RECEIVED", "RATE", "CLASS");
     for (const auto& x : p["paths"]) {
