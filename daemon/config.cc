@@ -72,6 +72,7 @@ EngineConfig engine_config(const Config& config, bool channel_acks) {
   e.channel.last_path_grace = std::chrono::milliseconds(config.peer_grace_ms);
   e.retirement.idle_close = std::chrono::milliseconds(config.link_idle_close_ms);
   e.retirement.max_open = config.max_open_links;
+  e.retirement.reopen_within = std::chrono::milliseconds(config.connect_timeout_ms);
   e.channel.path_queue_time = std::chrono::microseconds(config.path_queue_us);
   // A held path is looked at again before a quarter of its queue can drain.
   e.channel.held_path_retry = std::min(e.channel.held_path_retry, e.channel.path_queue_time / 4);

@@ -197,6 +197,9 @@ void Daemon::start() {
           [&d](uint64_t instance, const std::vector<std::string>& addresses) {
             d.control->post(
                 [&d, instance, addresses] { d.control->nodes().path_wanted(instance, addresses); });
+          },
+          [&d](uint64_t instance) {
+            d.control->post([&d, instance] { d.control->nodes().data_link_retired(instance); });
           }},
       d.events);
   ControlConfig control = control_config(c, std::move(peer_nics));

@@ -427,7 +427,8 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
   // silent paths. One merely unreachable for control may still carry data on a path the
   // control connection cannot take (a backup bound to its NIC across rails): its data link
   // keeps its own watch. Joins waiting on it fail either way: they need control messages.
-  if (gone && data_links_.count(instance) != 0) {
+  if (gone && (data_links_.count(instance) != 0 || dormant_links_.count(instance) != 0)) {
+    dormant_links_.erase(instance);
     engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
       e.links().peer_gone(instance, text);
     });
@@ -451,6 +452,7 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
 void NodeJoins::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
                              const std::string& nic, bool backup, bool latency) {
   data_links_.insert(peer.instance_id);
+  dormant_links_.erase(peer.instance_id);
   engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic, backup,
                 latency](Engine& e) { e.links().add(id, name, open, nic, backup, latency); });
 }
@@ -472,6 +474,13 @@ void NodeJoins::path_wanted(uint64_t instance, const std::vector<std::string>& a
 
 void NodeJoins::data_link_lost(uint64_t instance) {
   data_links_.erase(instance);
+  dormant_links_.erase(instance);
+  if (peers_) peers_->forget_data_peer(instance);
+}
+
+void NodeJoins::data_link_retired(uint64_t instance) {
+  data_links_.erase(instance);
+  dormant_links_.insert(instance);
   if (peers_) peers_->forget_data_peer(instance);
 }
 

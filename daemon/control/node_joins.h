@@ -79,6 +79,9 @@ class NodeJoins {
   // From the engine, on the control thread: the data link to `instance` is gone; a path of
   // it over local NIC `nic` failed (the link stays); a local NIC came back.
   void data_link_lost(uint64_t instance);
+  // The engine's link to `instance` closed its paths while idle (dormant): its rails are
+  // forgotten, a later want dials again, and its daemon going away still fails it.
+  void data_link_retired(uint64_t instance);
   // From the engine: a link to `instance` is needed and none is open (paths open on first
   // use): a data connection is opened to one of `addresses`.
   void path_wanted(uint64_t instance, const std::vector<std::string>& addresses);
@@ -122,7 +125,8 @@ class NodeJoins {
     int nranks = 0;
   };
   std::map<CommToken, MultiJoin> multi_joins_;
-  std::set<uint64_t> data_links_;  // peers the engine has a path to (closed at once if gone)
+  std::set<uint64_t> data_links_;     // peers the engine has a path to (closed at once if gone)
+  std::set<uint64_t> dormant_links_;  // peers whose link closed while idle (lost if gone)
 };
 
 }  // namespace plexus::daemon

@@ -62,12 +62,16 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                    jobs_.scheduled(flow, bytes, waited);
                  },
                  [this](uint64_t peer) { on_peer_linked(peer); },
+                 [this](uint64_t peer) { return op_exchanges_with(peer); },
                  // Closed while idle: the control thread forgets its rails (nothing fails).
                  [this](uint64_t peer) {
-                   if (link_events_.lost) link_events_.lost(peer);
+                   if (link_events_.retired) link_events_.retired(peer);
                  },
                  [this](uint64_t peer, const std::vector<std::string>& addresses) {
-                   if (link_events_.wanted) link_events_.wanted(peer, addresses);
+                   if (!link_events_.wanted) return;
+                   // A link the peer opened first was never wanted here: its addresses are
+                   // in the spans of the communicators it is a member of.
+                   link_events_.wanted(peer, addresses.empty() ? addresses_of(peer) : addresses);
                  }},
              NodeLinks::kDefaultChunkBytes, config.channel,
              config.telemetry
@@ -368,6 +372,28 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
     state.told[node] = true;
     links_.send_abort(span.node_ids[node], span.comm_id, state.abort_text);
   }
+}
+
+bool InternodeRunner::op_exchanges_with(uint64_t peer) const {
+  for (const auto& [id, comm] : comm_by_id_) {
+    if (!comm->internode || !comm->internode->active) continue;
+    const int node = node_of(*comm, peer);
+    if (node < 0) continue;
+    const std::vector<int> peers = comm->internode->active->peers();
+    if (std::find(peers.begin(), peers.end(), node) != peers.end()) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> InternodeRunner::addresses_of(uint64_t peer) const {
+  for (const auto& [id, comm] : comm_by_id_) {
+    const int node = node_of(*comm, peer);
+    const NodeSpan& span = *comm->span();
+    if (node >= 0 && static_cast<size_t>(node) < span.node_addresses.size()) {
+      return span.node_addresses[static_cast<size_t>(node)];
+    }
+  }
+  return {};
 }
 
 void InternodeRunner::on_peer_linked(uint64_t peer) {

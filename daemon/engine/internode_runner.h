@@ -33,9 +33,7 @@ class InternodeRunner {
  public:
   // Told on the engine thread about the data links to peer daemons.
   struct LinkEvents {
-    // The link is gone, with its last path, or closed its paths while idle (it reopens on
-    // use): the control thread forgets its rails.
-    std::function<void(uint64_t instance)> lost;
+    std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
     // A path over local NIC `nic` to the peer's `remote` ("ip:port"; the latency class's or
     // not) failed; the link stays (NodeLinks::Handler::on_path_lost).
     std::function<void(uint64_t instance, const std::string& nic, const std::string& remote,
@@ -45,6 +43,9 @@ class InternodeRunner {
     // A link to `instance` is needed and none is open: open a data connection to one of
     // `addresses` (the control thread's peer server); NodeLinks::open_failed if it cannot.
     std::function<void(uint64_t instance, const std::vector<std::string>& addresses)> wanted;
+    // The link closed its paths while idle and stays, dormant: the control thread forgets
+    // its rails (a connection is opened again through `wanted`); nothing failed.
+    std::function<void(uint64_t instance)> retired;
   };
   // What it asks of the engine.
   struct Hooks {
@@ -124,6 +125,10 @@ class InternodeRunner {
   void match_remote_recvs(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
+  // Whether a running op's plan exchanges with node `peer` (its link stays open while idle).
+  bool op_exchanges_with(uint64_t peer) const;
+  // `peer`'s addresses, from a communicator it is a member of (empty: none).
+  std::vector<std::string> addresses_of(uint64_t peer) const;
 
   std::string name_;  // this node's, for messages
   Hooks hooks_;

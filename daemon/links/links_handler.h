@@ -40,6 +40,9 @@ struct LinksHandler {
   std::function<void(uint32_t flow, uint64_t bytes, std::chrono::nanoseconds waited)> on_scheduled;
   // Optional: the link to `peer` has its first path (a new link, or one that waited for it).
   std::function<void(uint64_t peer)> on_linked;
+  // Optional: an op under way exchanges with `peer` now: its link does not close while idle
+  // (however long the op waits), so the notices of a failure reach the peer.
+  std::function<bool(uint64_t peer)> busy;
   // Optional: the link to `peer` closed its paths by agreement while idle and stays, dormant:
   // nothing failed, and a connection is opened again on its next use.
   std::function<void(uint64_t peer)> on_retired;

@@ -96,11 +96,13 @@ bool PeerLinks::want(uint64_t peer, std::string name,
     case Retire::kDormant:  // its channel kept everything: a path is all it needs
       link.retire = Retire::kOpen;
       --dormant_;
+      link.channel->hold(false);
       link.opening_until = deadline;
       link.quiet_since.reset();
       follow(link);
       return true;
-    case Retire::kAgreed:  // its paths are closing: once they have, one is opened
+    case Retire::kAgreed:  // its paths are closing: once they have, one is opened (or the
+                           // peer's new one carries what is held)
       link.reopen_until = deadline;
       return false;
     default:
@@ -121,10 +123,14 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
                      it->second->retire == Retire::kDormant;
   Link& link = it == links_.end() ? make_link(peer, std::move(name)) : *it->second;
   link.opening_until.reset();
-  // The peer opened a path: it has closed the old ones (kAgreed), or wants the link again.
-  if (link.retire == Retire::kDormant) --dormant_;
-  if (link.retire != Retire::kAsked) link.retire = Retire::kOpen;
-  link.reopen_until.reset();
+  // A dormant link is open again. One asking keeps asking (its new path refuses the close);
+  // one agreed stays held until its old paths have closed (close_retired).
+  if (link.retire == Retire::kDormant) {
+    --dormant_;
+    link.retire = Retire::kOpen;
+    link.channel->hold(false);
+  }
+  ++link.paths_added;
   link.quiet_since.reset();
   auto path = std::make_unique<Path>();
   Path* raw = path.get();
@@ -226,7 +232,7 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
   const wire::PathNoticeFrame notice = wire::read_path_notice(h);
   if (notice.what == wire::PathNotice::kRetire || notice.what == wire::PathNotice::kRetireAgreed ||
       notice.what == wire::PathNotice::kRetireRefused) {
-    return on_retire_notice(path, notice.what);
+    return on_retire_notice(path, notice.what, notice.from);  // `from`: the ask's id
   }
   for (auto& other : link.paths) {
     if (!other || other->local_key != notice.to || other->remote_key != notice.from) continue;

@@ -47,8 +47,11 @@ struct LinkRetirement {
   // queued or unacknowledged, asks the peer to close them. 0: never for idleness.
   std::chrono::milliseconds idle_close{30000};
   // Past this many links with paths, the quiet ones close, least recently busy first,
-  // whatever idle_close says. 0: no cap.
+  // whatever idle_close says. 0: no cap. With both 0 this side also refuses its peers' asks.
   size_t max_open = 64;
+  // A link that closed while frames were queued for it waits this long for a new path (the
+  // daemon's --connect-timeout-ms); one wanted through want() gets the caller's deadline.
+  std::chrono::milliseconds reopen_within{10000};
 };
 
 class PeerLinks {
@@ -222,6 +225,11 @@ class PeerLinks {
     uint32_t pins = 0;                   // pin(): never closed while idle
     // Refused: not asked again before this (a pinned peer refuses every time).
     transports::ReliableChannel::TimePoint next_ask{};
+    uint64_t ask_id = 0;       // of this side's latest kRetire (answers carry it)
+    uint64_t agreed_id = 0;    // of the peer's kRetire this side agreed to
+    uint64_t paths_added = 0;  // ever; a path added since the ask refuses the close
+    uint64_t paths_at_ask = 0;
+    transports::ReliableChannel::TimePoint agreed_at{};  // kAgreed since
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
     uint64_t peer;
@@ -245,15 +253,23 @@ class PeerLinks {
   // Idle links (peer_links_retire.cc). Nothing queued, unacknowledged or being written, and,
   // with `idle_paths`, every path idle by its liveness.
   bool quiet(const Link& link, bool idle_paths) const;
+  // Whether the link may close now at all: not pinned, no op under way with its peer, and
+  // with acknowledgements off a single live path (frames written on one path could still be
+  // on their way while the close goes over another).
+  bool may_retire(const Link& link) const;
+  // Back to kOpen from kAgreed (refused, timed out, or the peer opened a new path): the
+  // paths count as paths again and what was held goes (flushes: may lose the link).
+  void unretire(Link& link);
   // After a link's tick: notes since when it has been quiet, and asks its peer to close the
   // paths once that is idle_close ago.
   void retire_idle(Link& link, transports::ReliableChannel::TimePoint now);
   // While more than max_open links have paths, asks the peers of the quiet ones, least
   // recently busy first, to close theirs (a scan of the links, only then).
   void retire_over_cap(transports::ReliableChannel::TimePoint now);
-  void send_retire(Link& link, transports::wire::PathNotice what);
-  // A kRetire* notice from the peer over `path`.
-  std::string on_retire_notice(Path& path, transports::wire::PathNotice what);
+  // kRetire (a new ask id) or an answer to ask `id`.
+  void send_retire(Link& link, transports::wire::PathNotice what, uint64_t id = 0);
+  // A kRetire* notice from the peer over `path`, about ask `id`.
+  std::string on_retire_notice(Path& path, transports::wire::PathNotice what, uint64_t id);
   // Closes a path by agreement (no failure); the link goes dormant with its last.
   void close_retired(Path& path);
   // When `link` wants its next tick: its channel's, or its deadline to have a first path.

@@ -42,7 +42,8 @@ void PeerLinks::publish() {
     info.reliable = channel_settings_.reliable;
     info.counters = link->channel->counters();
     info.dormant = link->retire == Retire::kDormant;
-    if (link->channel->live_paths() == 0 && !info.dormant) {
+    // Not down: dormant, or opening (again) on first use within its deadline.
+    if (link->channel->live_paths() == 0 && !info.dormant && !link->opening_until) {
       info.down_for_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - link->channel->last_heard())
               .count();

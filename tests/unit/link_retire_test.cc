@@ -2,7 +2,9 @@
 // for idle_close closes on both sides with nothing lost or failed, stays dormant with its
 // channel, and carries frames again once a path reopens, with acknowledgements on or off; a
 // link with traffic stays, and so does a pinned one; past max_open the least recently busy closes
-// first; what the agreeing side sends while the asker closes goes once a connection opens again.
+// first; what the agreeing side sends while the asker closes goes once a connection opens
+// again (acks on or off); without acknowledgements a link of two paths never closes; a
+// daemon that never closes links refuses its peers' asks.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,6 +25,8 @@ using Clock = transports::ReliableChannel::Clock;
 using Side = test::SenderSide;
 using std::chrono::milliseconds;
 constexpr LinkRetirement kQuickClose{.idle_close = milliseconds(50), .max_open = 0};
+// Agrees when asked, never asks within a test.
+constexpr LinkRetirement kAgreeOnly{.idle_close = std::chrono::hours(1), .max_open = 0};
 
 // The text is kept alive until the message is released (it may wait for a path).
 bool send_text(Side& from, uint64_t to, uint32_t step, const std::string& text) {
@@ -77,12 +81,13 @@ TEST(LinkRetireTest, AnIdleLinkClosesAndReopensWithoutAcknowledgements) {
 }
 
 TEST(LinkRetireTest, ALinkWithTrafficStaysOpen) {
-  // idle_close 500 ms; b sends every few ms for 1.2 s: neither side is ever quiet that long.
-  constexpr LinkRetirement kHalfSecond{.idle_close = milliseconds(500), .max_open = 0};
-  Side a(true, kHalfSecond);
-  Side b(true, kHalfSecond);
+  // idle_close 2 s; b sends every few ms for 2.5 s: neither side is ever quiet that long
+  // (unless this process stalls for 2 s).
+  constexpr LinkRetirement kTwoSeconds{.idle_close = milliseconds(2000), .max_open = 0};
+  Side a(true, kTwoSeconds);
+  Side b(true, kTwoSeconds);
   test::connect_pair(a, b);
-  const auto until = Clock::now() + milliseconds(1200);
+  const auto until = Clock::now() + milliseconds(2500);
   uint32_t step = 0;
   size_t sent = 0;
   while (Clock::now() < until) {
@@ -121,8 +126,8 @@ TEST(LinkRetireTest, APinnedLinkNeitherAsksNorAgreesToClose) {
 TEST(LinkRetireTest, PastTheCapTheLeastRecentlyBusyClosesFirst) {
   // a links to b (peer 2) and c (peer 3), at most one with paths; idleness alone closes none.
   Side a(true, LinkRetirement{.idle_close = milliseconds(0), .max_open = 1});
-  Side b(true, Side::kNoRetirement);
-  Side c(true, Side::kNoRetirement);
+  Side b(true, kAgreeOnly);
+  Side c(true, kAgreeOnly);
   test::connect_pair(a, b);
   ASSERT_TRUE(send_text(a, 2, 1, "to b"));
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
@@ -157,14 +162,16 @@ TEST(LinkRetireTest, PastTheCapTheLeastRecentlyBusyClosesFirst) {
   EXPECT_TRUE(c.lost.empty());
 }
 
-TEST(LinkRetireTest, WhatTheAgreeingSideSendsWhileThePathsCloseGoesOnceOneReopens) {
-  Side a(true, kQuickClose);
-  Side b(true, Side::kNoRetirement);  // only a asks
+void sent_while_closing_goes_once_one_reopens(bool reliable) {
+  Side a(reliable, kQuickClose);
+  Side b(reliable, kAgreeOnly);  // only a asks
   test::connect_pair(a, b);
   ASSERT_TRUE(send_text(a, 2, 1, "hello"));
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
-  // b agreed (it no longer counts the link as carrying frames) before a closed.
+  // b agreed (it no longer counts the link as carrying frames) before a closed, and its
+  // answer is on the wire: what b sends now must not follow it onto the closing path.
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return !b.links.has(1); }));
+  for (int i = 0; i < 3; ++i) b.links.poll(1);
   EXPECT_FALSE(b.links.want(1, "a", Clock::now() + std::chrono::seconds(30), {"198.18.0.1:7355"}));
   ASSERT_TRUE(send_text(b, 1, 2, "meanwhile"));
   // a closes; b's paths close after it, and b asks for a connection for what it holds.
@@ -178,6 +185,44 @@ TEST(LinkRetireTest, WhatTheAgreeingSideSendsWhileThePathsCloseGoesOnceOneReopen
   EXPECT_EQ(a.text, "meanwhile");
   EXPECT_TRUE(a.lost.empty());
   EXPECT_TRUE(b.lost.empty());
+}
+
+TEST(LinkRetireTest, WhatTheAgreeingSideSendsWhileThePathsCloseGoesOnceOneReopens) {
+  sent_while_closing_goes_once_one_reopens(true);
+}
+
+TEST(LinkRetireTest, WhatTheAgreeingSideSendsWhileClosingGoesLaterWithoutAcknowledgements) {
+  sent_while_closing_goes_once_one_reopens(false);
+}
+
+TEST(LinkRetireTest, WithoutAcknowledgementsALinkOfTwoPathsStaysOpen) {
+  // Frames written on one path could still be on their way while the close went over the
+  // other: such a link never closes while idle.
+  Side a(false, kQuickClose);
+  Side b(false, kQuickClose);
+  test::connect_pair(a, b);
+  test::connect_pair(a, b);  // a second path of the same link
+  ASSERT_TRUE(send_text(a, 2, 1, "hello"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  const auto until = Clock::now() + milliseconds(400);
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return Clock::now() > until; }));
+  EXPECT_TRUE(a.links.has(2));
+  EXPECT_TRUE(b.links.has(1));
+  EXPECT_TRUE(a.retired.empty());
+  EXPECT_TRUE(b.lost.empty());
+}
+
+TEST(LinkRetireTest, ADaemonThatNeverClosesLinksRefusesToo) {
+  Side a(true, kQuickClose);
+  Side b(true, Side::kNoRetirement);  // --link-idle-close-ms 0 --max-open-links 0
+  test::connect_pair(a, b);
+  ASSERT_TRUE(send_text(a, 2, 1, "hello"));
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
+  const auto until = Clock::now() + milliseconds(400);
+  ASSERT_TRUE(test::pump_pair(a, b, [&] { return Clock::now() > until; }));
+  EXPECT_TRUE(a.links.has(2));
+  EXPECT_TRUE(b.links.has(1));
+  EXPECT_TRUE(a.retired.empty());
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ void ChannelDispatcher::send(const wire::DataFrameHeader& header,
 }
 
 bool ChannelDispatcher::pump() {
+  if (held_) return false;
   bool handed = false;
   for (;;) {
     if (settings_.reliable) {

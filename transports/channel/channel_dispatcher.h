@@ -62,6 +62,8 @@ class ChannelDispatcher {
   // Without reliability, frames with no live path are lost, but for a channel that never had
   // one or (`closed`) whose paths were closed by agreement: they wait for the next path.
   void paths_closed(bool closed) { paths_closed_ = closed; }
+  // Held: pump() moves nothing to a path (acknowledgements and heartbeats still go).
+  void hold(bool held) { held_ = held; }
   // Path `path` handed the frame queued with `token` to the network: without reliability,
   // it is done with.
   void written(uint64_t token, uint32_t path);
@@ -96,6 +98,7 @@ class ChannelDispatcher {
   uint32_t last_flow_ = kNoFlowYet;  // of the last frame to leave the scheduler
   TimePoint mixed_at_{};             // when one of another flow than the one before it last left
   bool paths_closed_ = false;        // paths_closed()
+  bool held_ = false;                // hold()
   std::vector<ChannelSender::Released> released_;  // scratch for acknowledge()
 };
 

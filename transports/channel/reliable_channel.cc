@@ -63,10 +63,11 @@ void ReliableChannel::path_failed(uint32_t path, const std::string& reason) {
 }
 
 void ReliableChannel::path_closed(uint32_t path) {
-  if (paths_.state(path) == PathState::kFailed) return;
-  next_tick_ = {};
-  paths_.fail(path, "closed while idle");
-  dispatcher_.path_failed(path);
+  if (paths_.state(path) != PathState::kFailed) {
+    next_tick_ = {};
+    paths_.fail(path, "closed while idle");
+    dispatcher_.path_failed(path);
+  }
   if (paths_.live() == 0) dispatcher_.paths_closed(true);
 }
 

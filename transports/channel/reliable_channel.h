@@ -140,10 +140,13 @@ class ReliableChannel {
   uint32_t add_path(FramePath* path, TimePoint now, bool probation = false, bool backup = false,
                     bool latency = false);
   void path_failed(uint32_t path, const std::string& reason);
-  // The path was closed by agreement while the channel had nothing in flight (an idle link
-  // closing): as path_failed, but not counted as a failure, so the next path is not on
-  // probation. Once none is live, frames wait for the next path even without reliability.
+  // The path was closed by agreement (an idle link closing, its channel held): as
+  // path_failed, but not counted as a failure, so the next path is not on probation. Once
+  // none is live, frames wait for the next path even without reliability.
   void path_closed(uint32_t path);
+  // Held: new and waiting frames stay in the channel, none is handed to a path (pump moves
+  // nothing); acknowledgements and heartbeats still go. Released, they go (the caller pumps).
+  void hold(bool held) { dispatcher_.hold(held); }
   // Drained paths take no new frames; what they have still drains.
   void drain(uint32_t path, bool drained);
 
