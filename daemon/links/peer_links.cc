@@ -75,8 +75,7 @@ PeerLinks::Link& PeerLinks::make_link(uint64_t peer, std::string name) {
 
 bool PeerLinks::has(uint64_t peer) const {
   auto it = links_.find(peer);
-  return it != links_.end() &&
-         (it->second->retire == Retire::kOpen || it->second->retire == Retire::kAsked);
+  return it != links_.end() && it->second->retire.open();
 }
 
 bool PeerLinks::want(uint64_t peer, std::string name,
@@ -92,13 +91,12 @@ bool PeerLinks::want(uint64_t peer, std::string name,
   }
   Link& link = *it->second;
   if (!addresses.empty()) link.addresses = std::move(addresses);
-  switch (link.retire) {
+  switch (link.retire.state()) {
     case Retire::kDormant:  // its channel kept everything: a path is all it needs
-      link.retire = Retire::kOpen;
+      link.retire.reopened();
       --dormant_;
       link.channel->hold(false);
       link.opening_until = deadline;
-      link.quiet_since.reset();
       follow(link);
       return true;
     case Retire::kAgreed:  // its paths are closing: once they have, one is opened (or the
@@ -120,18 +118,18 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
                     bool backup, bool latency) {
   auto it = links_.find(peer);
   const bool first = it == links_.end() || it->second->opening_until.has_value() ||
-                     it->second->retire == Retire::kDormant;
+                     it->second->retire.state() == Retire::kDormant;
   Link& link = it == links_.end() ? make_link(peer, std::move(name)) : *it->second;
   link.opening_until.reset();
   // A dormant link is open again. One asking keeps asking (its new path refuses the close);
   // one agreed stays held until its old paths have closed (close_retired).
-  if (link.retire == Retire::kDormant) {
+  if (link.retire.state() == Retire::kDormant) {
     --dormant_;
-    link.retire = Retire::kOpen;
+    link.retire.reopened();
     link.channel->hold(false);
   }
   ++link.paths_added;
-  link.quiet_since.reset();
+  link.retire.used();
   auto path = std::make_unique<Path>();
   Path* raw = path.get();
   raw->link = &link;
@@ -232,7 +230,17 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
   const wire::PathNoticeFrame notice = wire::read_path_notice(h);
   if (notice.what == wire::PathNotice::kRetire || notice.what == wire::PathNotice::kRetireAgreed ||
       notice.what == wire::PathNotice::kRetireRefused) {
-    return on_retire_notice(path, notice.what, notice.from);  // `from`: the ask's id
+    const auto facts = retire_facts(link);
+    const uint64_t id = notice.from;  // the ask's
+    const bool never = retirement_.idle_close.count() == 0 && retirement_.max_open == 0;
+    retire_step(link,
+                notice.what == wire::PathNotice::kRetire
+                    ? link.retire.peer_asked(facts, id, never, Clock::now())
+                : notice.what == wire::PathNotice::kRetireAgreed
+                    ? link.retire.peer_agreed(facts, id)
+                    : link.retire.peer_refused(id, Clock::now(), retirement_.idle_close),
+                id);
+    return {};
   }
   for (auto& other : link.paths) {
     if (!other || other->local_key != notice.to || other->remote_key != notice.from) continue;
@@ -336,7 +344,7 @@ void PeerLinks::flush(Link& link) {
     if (!write_paths()) return;
     pumped = false;
     // Agreed to close its paths (peer_links_retire.cc): they take nothing new meanwhile.
-    if (link.channel->waiting() == 0 || link.retire == Retire::kAgreed) return;
+    if (link.channel->waiting() == 0 || link.retire.state() == Retire::kAgreed) return;
     if (!link.channel->pump()) break;
     pumped = true;
   }
@@ -360,7 +368,7 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
     close_retired(path);
     return;
   }
-  if (link.retire == Retire::kAsked) link.retire = Retire::kOpen;  // the answer may be lost
+  link.retire.path_failed();  // an ask's answer may be lost with it
   const uint32_t id = path.id;
   const bool peer_closed = path.conn->peer_closed();
   const std::string nic = path.nic;
@@ -427,7 +435,7 @@ void PeerLinks::lose(uint64_t peer, std::string reason) {
   if (it == links_.end()) return;
   std::unique_ptr<Link> link = std::move(it->second);
   links_.erase(it);
-  if (link->retire == Retire::kDormant) --dormant_;
+  if (link->retire.state() == Retire::kDormant) --dormant_;
   for (auto& path : link->paths) {
     if (!path) continue;
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path->conn->poll_fd(), nullptr);
@@ -512,7 +520,8 @@ void PeerLinks::tick(transports::ReliableChannel::TimePoint now) {
       if (path->windows) path->windows->release_if_idle(now);
       path->conn->release_idle_memory();
     }
-    retire_idle(link, now);
+    // Last: kUnretire may lose the link.
+    retire_step(link, link.retire.tick(retire_facts(link), now, retirement_.idle_close), 0);
   }
   retire_over_cap(now);
   next_tick_ = transports::ReliableChannel::TimePoint::max();

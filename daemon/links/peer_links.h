@@ -30,6 +30,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "daemon/links/chunk_tokens.h"
+#include "daemon/links/link_retire.h"
 #include "daemon/links/links_handler.h"
 #include "daemon/links/links_snapshot.h"
 #include "daemon/links/nic_events.h"
@@ -169,13 +170,7 @@ class PeerLinks {
   static constexpr uint64_t kNoticeToken = UINT64_MAX;  // path notices: nothing to release
   static constexpr size_t kReadBiteBytes = 1 << 20;
   struct Link;
-  // Where a link is in closing its paths while idle (peer_links_retire.cc).
-  enum class Retire : uint8_t {
-    kOpen,     // in use, or may be
-    kAsked,    // this side sent kRetire and waits for the answer (it still sends)
-    kAgreed,   // this side agreed: its paths take no new frames until the asker answers
-    kDormant,  // no path; the channel waits for the next frame to open one
-  };
+  using Retire = LinkRetire::State;
   // A path and what the links keep of it; the channel sees `conn` (a FramePath).
   struct Path {
     Link* link = nullptr;
@@ -215,21 +210,12 @@ class PeerLinks {
     // Made by want() and no path has come yet: lost at this time rather than after the grace.
     std::optional<transports::ReliableChannel::TimePoint> opening_until;
     uint64_t incarnation = 0;  // this side's channel's (crossed kRetire: the lower one asks)
-    Retire retire = Retire::kOpen;
-    uint64_t sent_at_ask = 0;  // frames_sent when kRetire went: more since refuses the close
-    // Since when it has been quiet (nothing queued, unacknowledged or moving), as last ticked.
-    std::optional<transports::ReliableChannel::TimePoint> quiet_since;
+    LinkRetire retire;         // closing its paths while idle (link_retire.h)
     // want() while kAgreed: a connection is opened once the paths have closed (on_wanted).
     std::optional<transports::ReliableChannel::TimePoint> reopen_until;
     std::vector<std::string> addresses;  // the peer's, as want() last named them
     uint32_t pins = 0;                   // pin(): never closed while idle
-    // Refused: not asked again before this (a pinned peer refuses every time).
-    transports::ReliableChannel::TimePoint next_ask{};
-    uint64_t ask_id = 0;       // of this side's latest kRetire (answers carry it)
-    uint64_t agreed_id = 0;    // of the peer's kRetire this side agreed to
-    uint64_t paths_added = 0;  // ever; a path added since the ask refuses the close
-    uint64_t paths_at_ask = 0;
-    transports::ReliableChannel::TimePoint agreed_at{};  // kAgreed since
+    uint64_t paths_added = 0;            // ever; one added since an ask refuses the close
   };
   struct DoomedPath {  // a path to fail once no connection is mid-read
     uint64_t peer;
@@ -250,31 +236,25 @@ class PeerLinks {
   void send_path_notice(Link& link, const Path& about, transports::wire::PathNotice what);
   void fail_doomed();
   bool service(Path& path, uint32_t events);
-  // Idle links (peer_links_retire.cc). Nothing queued, unacknowledged or being written, and,
-  // with `idle_paths`, every path idle by its liveness.
-  bool quiet(const Link& link, bool idle_paths) const;
-  // Whether the link may close now at all: not pinned, no op under way with its peer, and
-  // with acknowledgements off a single live path (frames written on one path could still be
-  // on their way while the close goes over another).
-  bool may_retire(const Link& link) const;
-  // Back to kOpen from kAgreed (refused, timed out, or the peer opened a new path): the
-  // paths count as paths again and what was held goes (flushes: may lose the link).
-  void unretire(Link& link);
-  // After a link's tick: notes since when it has been quiet, and asks its peer to close the
-  // paths once that is idle_close ago.
-  void retire_idle(Link& link, transports::ReliableChannel::TimePoint now);
+  // Idle links (peer_links_retire.cc). What LinkRetire decides on: quiet (nothing queued,
+  // unacknowledged or being written; every path idle by its liveness); whether it may close
+  // at all (not pinned or opening, no op under way with the peer, and without
+  // acknowledgements a single live path: frames written on one path could still be on their
+  // way while the close goes over another).
+  RetireFacts retire_facts(const Link& link) const;
+  // Does what LinkRetire decided (`id`: the ask it is about). kUnretire flushes the link
+  // (may lose it, outside a read); nothing else closes a path or loses the link at once.
+  void retire_step(Link& link, LinkRetire::Step step, uint64_t id);
   // While more than max_open links have paths, asks the peers of the quiet ones, least
   // recently busy first, to close theirs (a scan of the links, only then).
   void retire_over_cap(transports::ReliableChannel::TimePoint now);
-  // kRetire (a new ask id) or an answer to ask `id`.
-  void send_retire(Link& link, transports::wire::PathNotice what, uint64_t id = 0);
-  // A kRetire* notice from the peer over `path`, about ask `id`.
-  std::string on_retire_notice(Path& path, transports::wire::PathNotice what, uint64_t id);
   // Closes a path by agreement (no failure); the link goes dormant with its last.
   void close_retired(Path& path);
   // When `link` wants its next tick: its channel's, or its deadline to have a first path.
   static transports::ReliableChannel::TimePoint due(const Link& link) {
-    if (link.retire == Retire::kDormant) return transports::ReliableChannel::TimePoint::max();
+    if (link.retire.state() == Retire::kDormant) {
+      return transports::ReliableChannel::TimePoint::max();
+    }
     return link.opening_until ? std::min(*link.opening_until, link.channel->next_tick())
                               : link.channel->next_tick();
   }

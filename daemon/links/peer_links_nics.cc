@@ -42,7 +42,7 @@ std::vector<NodeBandwidth::ActivePath> PeerLinks::active_paths() const {
 void PeerLinks::send_node_rate(double bytes_per_s, bool all) {
   const wire::DataFrameHeader h = wire::make_node_rate(static_cast<uint64_t>(bytes_per_s));
   for (auto& [peer, link] : links_) {
-    if (link->retire == Retire::kDormant || link->retire == Retire::kAgreed) continue;
+    if (!link->retire.open()) continue;  // dormant, or holding its frames
     const bool traffic = std::any_of(link->paths.begin(), link->paths.end(), [&](const auto& p) {
       return p && !link->channel->idle(p->id);
     });

@@ -41,7 +41,7 @@ void PeerLinks::publish() {
     info.name = link->name;
     info.reliable = channel_settings_.reliable;
     info.counters = link->channel->counters();
-    info.dormant = link->retire == Retire::kDormant;
+    info.dormant = link->retire.state() == Retire::kDormant;
     // Not down: dormant, or opening (again) on first use within its deadline.
     if (link->channel->live_paths() == 0 && !info.dormant && !link->opening_until) {
       info.down_for_ms =

@@ -10,8 +10,10 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "daemon/links/link_retire.h"
 #include "daemon/links/message_sender.h"
 #include "tests/unit/peer_links_pair.h"
 #include "tests/unit/sender_side.h"
@@ -223,6 +225,106 @@ TEST(LinkRetireTest, ADaemonThatNeverClosesLinksRefusesToo) {
   EXPECT_TRUE(a.links.has(2));
   EXPECT_TRUE(b.links.has(1));
   EXPECT_TRUE(a.retired.empty());
+}
+
+}  // namespace
+}  // namespace plexus::daemon
+
+namespace plexus::daemon {
+namespace {
+
+// LinkRetire alone: the protocol's decisions, with no sockets.
+using Step = LinkRetire::Step;
+using State = LinkRetire::State;
+using RClock = LinkRetire::Clock;
+
+RetireFacts quiet_facts() {
+  RetireFacts f;
+  f.quiet = true;
+  f.paths_idle = true;
+  f.may_retire = true;
+  f.own_incarnation = 5;
+  f.peer_incarnation = 9;
+  return f;
+}
+
+TEST(LinkRetireStateTest, AsksOnceQuietForIdleCloseAndOnlyIfItMay) {
+  LinkRetire r;
+  const auto t0 = RClock::now();
+  RetireFacts f = quiet_facts();
+  EXPECT_EQ(r.tick(f, t0, milliseconds(100)), Step::kNone);  // quiet from now
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(99), milliseconds(100)), Step::kNone);
+  f.may_retire = false;  // pinned, or an op under way
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(100), milliseconds(100)), Step::kNone);
+  f.may_retire = true;
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(100), milliseconds(100)), Step::kAsk);
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(100), milliseconds(0)), Step::kNone);  // 0: never
+  f.quiet = false;  // traffic: quiet from scratch
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(150), milliseconds(100)), Step::kNone);
+  f.quiet = true;
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(200), milliseconds(100)), Step::kNone);
+  EXPECT_EQ(r.tick(f, t0 + milliseconds(300), milliseconds(100)), Step::kAsk);
+}
+
+TEST(LinkRetireStateTest, TheAskerClosesOnlyIfNothingWentAndNoPathCameSinceItAsked) {
+  for (int change = 0; change < 4; ++change) {
+    LinkRetire r;
+    RetireFacts f = quiet_facts();
+    r.ask(f);
+    ASSERT_EQ(r.state(), State::kAsked);
+    if (change == 1) f.frames_sent += 1;
+    if (change == 2) f.paths_added += 1;
+    if (change == 3) f.quiet = false;
+    EXPECT_EQ(r.peer_agreed(f, r.ask_id() + 1), Step::kRefuse) << "an answer to another ask";
+    EXPECT_EQ(r.peer_agreed(f, r.ask_id()), change == 0 ? Step::kClose : Step::kRefuse) << change;
+    EXPECT_EQ(r.state(), change == 0 ? State::kAsked : State::kOpen);
+  }
+}
+
+TEST(LinkRetireStateTest, CrossedAsksTheLowerIncarnationGoesOn) {
+  const auto now = RClock::now();
+  LinkRetire low;  // incarnation 5 against 9: its ask goes on, it ignores the peer's
+  low.ask(quiet_facts());
+  EXPECT_EQ(low.peer_asked(quiet_facts(), 1, false, now), Step::kNone);
+  EXPECT_EQ(low.state(), State::kAsked);
+  LinkRetire high;  // incarnation 9 against 5: it drops its own ask and agrees
+  RetireFacts f = quiet_facts();
+  std::swap(f.own_incarnation, f.peer_incarnation);
+  high.ask(f);
+  EXPECT_EQ(high.peer_asked(f, 1, false, now), Step::kAgree);
+  EXPECT_EQ(high.state(), State::kAgreed);
+  EXPECT_EQ(high.peer_asked(f, 1, false, now), Step::kNone);  // a copy of the same ask
+}
+
+TEST(LinkRetireStateTest, TheAgreeingSideRefusesWhenBusyOrNeverAndAnAgreementLapses) {
+  const auto now = RClock::now();
+  RetireFacts busy = quiet_facts();
+  busy.quiet = false;
+  LinkRetire r;
+  EXPECT_EQ(r.peer_asked(busy, 1, false, now), Step::kRefuse);
+  EXPECT_EQ(r.peer_asked(quiet_facts(), 2, true, now), Step::kRefuse);  // both knobs 0
+  EXPECT_EQ(r.peer_asked(quiet_facts(), 3, false, now), Step::kAgree);
+  EXPECT_EQ(r.peer_refused(2, now, milliseconds(50)), Step::kNone);  // not this agreement
+  EXPECT_EQ(
+      r.tick(quiet_facts(), now + LinkRetire::kAgreedLimit - milliseconds(1), milliseconds(50)),
+      Step::kNone);
+  EXPECT_EQ(r.tick(quiet_facts(), now + LinkRetire::kAgreedLimit, milliseconds(50)),
+            Step::kUnretire);
+  LinkRetire s;
+  ASSERT_EQ(s.peer_asked(quiet_facts(), 7, false, now), Step::kAgree);
+  EXPECT_EQ(s.peer_refused(7, now, milliseconds(50)), Step::kUnretire);  // the asker refused
+}
+
+TEST(LinkRetireStateTest, ARefusedAskerWaitsBeforeAskingAgain) {
+  const auto now = RClock::now();
+  LinkRetire r;
+  r.ask(quiet_facts());
+  EXPECT_EQ(r.peer_refused(r.ask_id(), now, milliseconds(50)), Step::kNone);
+  EXPECT_EQ(r.state(), State::kOpen);
+  EXPECT_FALSE(r.askable(now + milliseconds(999)));  // at least a second
+  EXPECT_TRUE(r.askable(now + milliseconds(1000)));
+  EXPECT_EQ(r.tick(quiet_facts(), now + milliseconds(999), milliseconds(50)), Step::kNone);
+  EXPECT_EQ(r.tick(quiet_facts(), now + milliseconds(1000), milliseconds(50)), Step::kAsk);
 }
 
 }  // namespace

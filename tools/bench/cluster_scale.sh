@@ -5,7 +5,8 @@
 #           on every node at once), so that "whole job" can be read net of it;
 #   job     the whole job: N plexus-bench ranks start, form a communicator and run one 8 B
 #           allreduce (exact); its wall time, and whether it formed;
-#   sweep   a second job on the same daemons: 8 B (median time) and 1 MiB (busbw) allreduce;
+#   sweep   a second job on the same daemons: 8 B (median time) and 1 MiB (busbw; --size) allreduce,
+#           and the large size's median time in ms (what plexus-sim predicts);
 #   open    the TCP sockets each daemon holds right after the jobs (mean), links still open;
 #   idle    each daemon once its links closed while idle (--idle-close-ms, then 3 s more):
 #           VmRSS and the TCP sockets it holds (mean and max over the nodes), its voluntary
@@ -17,7 +18,7 @@
 #           between namespaces that all have this machine's host name).
 # One row per N; raw outputs are kept. Needs root.
 #   tools/bench/cluster_scale.sh --build-dir DIR [--nodes 4,8,16,32,64] [--peers plexus,mpi]
-#       [--timeout-s 120] [--rate RATE [--burst BYTES]] [--idle-close-ms 2000]
+#       [--timeout-s 120] [--rate RATE [--burst BYTES]] [--idle-close-ms 2000] [--size BYTES]
 # --build-dir may be a whole build tree or a copy holding daemon/plexusd,
 # tools/plexus-bench/plexus-bench and tools/bench/mpi_allreduce_bench (an older build, to
 # measure a "before"). --rate shapes every NIC with tc tbf (--burst: its bucket; a few
@@ -29,7 +30,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$root/tools/cluster/plexus-cluster.sh
 die() { echo "cluster_scale: $*" >&2; exit 2; }
 
-build="" sizes=4,8,16,32,64 peers=plexus,mpi timeout_s=120 rate="" burst="" idle_close_ms=2000
+build="" sizes=4,8,16,32,64 peers=plexus,mpi timeout_s=120 rate="" burst="" idle_close_ms=2000 size=1048576
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
@@ -39,6 +40,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --burst) burst=$2; shift 2 ;;
     --idle-close-ms) idle_close_ms=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
     -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -78,8 +80,8 @@ busbw() {  # file, size, world -> GB/s from the out-of-place time
 time_of() { times "$1" | awk -v s="$2" '$1 == s { printf "%.0f", $2 }'; }
 first_error() { grep -h -m1 -i -E 'error|fail' "$@" 2>/dev/null | head -1 | cut -c1-160; }
 
-printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-10s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
-  nodes script whole_job form_ok 8B_us 1MiB_GB/s socks_open RSS_MiB RSSmax_MiB socks sockmax wakeups/s \
+printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-9s | %-10s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
+  nodes script whole_job form_ok 8B_us "$((size >> 10))KiB_GB/s" "$((size >> 10))KiB_ms" socks_open RSS_MiB RSSmax_MiB socks sockmax wakeups/s \
   listen_ovf "mpi 8B_us / 512KiB_GB/s" | tee "$raw/table.txt"
 for N in ${sizes//,/ }; do
   tag=scale$$n$N
@@ -97,12 +99,13 @@ for N in ${sizes//,/ }; do
   on_all "$N" "$raw/job.$N" "$bench" --nodes "$placement" --node @N@ --id-file "$dir/id" \
     -C allreduce -b 8 -e 8 -n 1 -w 0 -c 1 --timeout-s "$timeout_s" || ok=no
   job_s=$(elapsed "$t")
-  lat="-" bw="-"
+  lat="-" bw="-" big_ms="-"
   if [ "$ok" = yes ]; then
     rm -f "$dir/id"
     if on_all "$N" "$raw/sweep.$N" "$bench" --nodes "$placement" --node @N@ --id-file "$dir/id" \
-        -C allreduce -b 8 -e 1M -f 131072 -n 20 -w 5 -c 1 --stat median --timeout-s "$timeout_s"; then
-      lat=$(time_of "$raw/sweep.$N.0.txt" 8); bw=$(busbw "$raw/sweep.$N.0.txt" 1048576 "$N")
+        -C allreduce -b 8 -e "$size" -f "$((size / 8))" -n 20 -w 5 -c 1 --stat median --timeout-s "$timeout_s"; then
+      lat=$(time_of "$raw/sweep.$N.0.txt" 8); bw=$(busbw "$raw/sweep.$N.0.txt" "$size" "$N")
+      big_ms=$(times "$raw/sweep.$N.0.txt" | awk -v s="$size" '$1 == s { printf "%.1f", $2 / 1000 }')
     else
       ok="sweep-failed"
     fi
@@ -149,8 +152,8 @@ for N in ${sizes//,/ }; do
     cp "$raw/mpi.$N.stderr.txt" "$raw/mpi.$N.attempt$attempt.stderr.txt"
     done
   fi
-  printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-10s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
-    "$N" "$script_s" "$job_s" "$ok" "$lat" "$bw" "$open_socks" "$rss" "$rssmax" "$socks" "$sockmax" "$wake" "$ovf" \
+  printf '%-5s | %-7s | %-9s | %-6s | %-8s | %-9s | %-9s | %-10s | %-9s | %-9s | %-7s | %-7s | %-8s | %-9s | %s\n' \
+    "$N" "$script_s" "$job_s" "$ok" "$lat" "$bw" "$big_ms" "$open_socks" "$rss" "$rssmax" "$socks" "$sockmax" "$wake" "$ovf" \
     "$mpi" | tee -a "$raw/table.txt"
   cp -r "$dir" "$raw/cluster.$N" 2>/dev/null || true
   rm -f "$raw/cluster.$N/secret"

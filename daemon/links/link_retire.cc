@@ -1,0 +1,91 @@
+// The idle-link close protocol's decisions for one link (link_retire.h).
+#include "daemon/links/link_retire.h"
+
+#include <algorithm>
+
+namespace plexus::daemon {
+
+LinkRetire::Step LinkRetire::tick(const RetireFacts& facts, TimePoint now,
+                                  std::chrono::milliseconds idle_close) {
+  if (state_ == State::kAgreed) {
+    return now - agreed_at_ >= kAgreedLimit ? Step::kUnretire : Step::kNone;
+  }
+  if (state_ != State::kOpen) return Step::kNone;
+  if (!facts.quiet || !facts.paths_idle) {
+    quiet_since_.reset();
+    return Step::kNone;
+  }
+  if (!quiet_since_) quiet_since_ = now;
+  const bool due = idle_close.count() != 0 && now - *quiet_since_ >= idle_close;
+  return due && now >= next_ask_ && facts.may_retire ? Step::kAsk : Step::kNone;
+}
+
+void LinkRetire::ask(const RetireFacts& facts) {
+  state_ = State::kAsked;
+  ++ask_id_;
+  sent_at_ask_ = facts.frames_sent;
+  paths_at_ask_ = facts.paths_added;
+}
+
+LinkRetire::Step LinkRetire::peer_asked(const RetireFacts& facts, uint64_t id, bool never,
+                                        TimePoint now) {
+  if (state_ == State::kAgreed && id == agreed_id_) return Step::kNone;  // a copy
+  if (state_ == State::kAsked) {
+    // Crossed: the lower incarnation's ask goes on (an unknown one's does not).
+    if (facts.peer_incarnation != 0 && facts.own_incarnation < facts.peer_incarnation) {
+      return Step::kNone;
+    }
+    state_ = State::kOpen;  // the peer drops this side's ask: answer its own
+  }
+  if (never || state_ != State::kOpen || !facts.may_retire || !facts.quiet) return Step::kRefuse;
+  state_ = State::kAgreed;
+  agreed_id_ = id;
+  agreed_at_ = now;
+  return Step::kAgree;
+}
+
+LinkRetire::Step LinkRetire::peer_agreed(const RetireFacts& facts, uint64_t id) {
+  const bool this_ask = state_ == State::kAsked && id == ask_id_;
+  if (this_ask && facts.may_retire && facts.quiet && facts.frames_sent == sent_at_ask_ &&
+      facts.paths_added == paths_at_ask_) {
+    return Step::kClose;
+  }
+  if (this_ask) {
+    state_ = State::kOpen;
+    quiet_since_.reset();
+  }
+  return Step::kRefuse;  // the peer lets its held frames go
+}
+
+LinkRetire::Step LinkRetire::peer_refused(uint64_t id, TimePoint now,
+                                          std::chrono::milliseconds idle_close) {
+  if (state_ == State::kAsked && id == ask_id_) {
+    state_ = State::kOpen;
+    // Not asked again for a while: idle_close from now, and at least a second.
+    quiet_since_ = now;
+    next_ask_ = now + std::max<std::chrono::milliseconds>(idle_close, std::chrono::seconds(1));
+    return Step::kNone;
+  }
+  return state_ == State::kAgreed && id == agreed_id_ ? Step::kUnretire : Step::kNone;
+}
+
+void LinkRetire::path_failed() {
+  if (state_ == State::kAsked) state_ = State::kOpen;  // its answer may be lost
+}
+
+void LinkRetire::unretired() {
+  state_ = State::kOpen;
+  quiet_since_.reset();
+}
+
+void LinkRetire::dormant() {
+  state_ = State::kDormant;
+  quiet_since_.reset();
+}
+
+void LinkRetire::reopened() {
+  state_ = State::kOpen;
+  quiet_since_.reset();
+}
+
+}  // namespace plexus::daemon
