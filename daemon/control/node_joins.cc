@@ -427,7 +427,8 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
   // silent paths. One merely unreachable for control may still carry data on a path the
   // control connection cannot take (a backup bound to its NIC across rails): its data link
   // keeps its own watch. Joins waiting on it fail either way: they need control messages.
-  if (gone && (data_links_.count(instance) != 0 || dormant_links_.count(instance) != 0)) {
+  // A dormant link has no path to keep a watch of its own: any loss of control fails it.
+  if ((gone && data_links_.count(instance) != 0) || dormant_links_.count(instance) != 0) {
     dormant_links_.erase(instance);
     engine_.post([instance, text = "its daemon's control connection closed: " + reason](Engine& e) {
       e.links().peer_gone(instance, text);

@@ -346,15 +346,23 @@ uint64_t InternodeRunner::reach(const Comm& comm, int node) {
 // Notices go only to the nodes this one has a link to, never opening one per node: each
 // node that hears relays them to its own links (remote_rank_departed, comm_failed), so they
 // spread along the links the communicator's plans opened (start_op links every node an op
-// exchanges with, receive-only ones too). A node none of them reached hears when it links to
-// a node that failed the communicator or when its data arrives there (on_peer_linked,
-// tell_late_node), or, where every rank of that node left, the reply for a retired id.
+// exchanges with, receive-only ones too); a link closed while idle opens again for them
+// (told()). A node none of them reached hears when it links to a node that failed the
+// communicator or when its data arrives there (on_peer_linked, tell_late_node), or, where
+// every rank of that node left, the reply for a retired id.
+bool InternodeRunner::told(Comm& comm, size_t node) {
+  const NodeSpan& span = *comm.span();
+  if (static_cast<int>(node) == span.topology.my_node || !links_.known(span.node_ids[node])) {
+    return false;
+  }
+  reach(comm, static_cast<int>(node));  // a dormant link opens again
+  return true;
+}
+
 void InternodeRunner::send_departed(Comm& comm, int rank, const std::string& reason) {
   const NodeSpan& span = *comm.span();
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
-    if (static_cast<int>(node) == span.topology.my_node || !links_.has(span.node_ids[node])) {
-      continue;
-    }
+    if (!told(comm, node)) continue;
     links_.send_departed(span.node_ids[node], span.comm_id, rank,
                          comm.next_seq[static_cast<size_t>(rank)], reason);
   }
@@ -366,9 +374,7 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
   state.abort_text = "node " + node_name(comm, span.topology.my_node) + ": " + reason;
   state.told.assign(span.node_ids.size(), false);
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
-    if (static_cast<int>(node) == span.topology.my_node || !links_.has(span.node_ids[node])) {
-      continue;
-    }
+    if (!told(comm, node)) continue;
     state.told[node] = true;
     links_.send_abort(span.node_ids[node], span.comm_id, state.abort_text);
   }
@@ -426,10 +432,7 @@ void InternodeRunner::remote_rank_departed(Comm& comm, int from, int rank, uint6
     member.heard = true;
     for (size_t other = 0; other < span.node_ids.size(); ++other) {
       const auto o = static_cast<int>(other);
-      if (o == span.topology.my_node || o == from || o == node ||
-          !links_.has(span.node_ids[other])) {
-        continue;
-      }
+      if (o == from || o == node || !told(comm, other)) continue;
       links_.send_departed(span.node_ids[other], span.comm_id, rank, collectives, text);
     }
   }

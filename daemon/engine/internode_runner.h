@@ -125,6 +125,9 @@ class InternodeRunner {
   void match_remote_recvs(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
+  // Whether `node` of `comm` gets a notice (not this node, and a link to it, dormant or not:
+  // reached, so a dormant one opens again).
+  bool told(Comm& comm, size_t node);
   // Whether a running op's plan exchanges with node `peer` (its link stays open while idle).
   bool op_exchanges_with(uint64_t peer) const;
   // `peer`'s addresses, from a communicator it is a member of (empty: none).

@@ -10,6 +10,11 @@ LinkRetire::Step LinkRetire::tick(const RetireFacts& facts, TimePoint now,
   if (state_ == State::kAgreed) {
     return now - agreed_at_ >= kAgreedLimit ? Step::kUnretire : Step::kNone;
   }
+  if (state_ == State::kAsked && now - asked_at_ >= kAskLimit) {
+    state_ = State::kOpen;  // no answer: as if refused, and the peer told so
+    quiet_since_.reset();
+    return Step::kCallOff;
+  }
   if (state_ != State::kOpen) return Step::kNone;
   if (!facts.quiet || !facts.paths_idle) {
     quiet_since_.reset();
@@ -20,8 +25,9 @@ LinkRetire::Step LinkRetire::tick(const RetireFacts& facts, TimePoint now,
   return due && now >= next_ask_ && facts.may_retire ? Step::kAsk : Step::kNone;
 }
 
-void LinkRetire::ask(const RetireFacts& facts) {
+void LinkRetire::ask(const RetireFacts& facts, TimePoint now) {
   state_ = State::kAsked;
+  asked_at_ = now;
   ++ask_id_;
   sent_at_ask_ = facts.frames_sent;
   paths_at_ask_ = facts.paths_added;
@@ -54,7 +60,7 @@ LinkRetire::Step LinkRetire::peer_agreed(const RetireFacts& facts, uint64_t id) 
     state_ = State::kOpen;
     quiet_since_.reset();
   }
-  return Step::kRefuse;  // the peer lets its held frames go
+  return Step::kCallOff;  // the peer lets its held frames go
 }
 
 LinkRetire::Step LinkRetire::peer_refused(uint64_t id, TimePoint now,
@@ -66,11 +72,18 @@ LinkRetire::Step LinkRetire::peer_refused(uint64_t id, TimePoint now,
     next_ask_ = now + std::max<std::chrono::milliseconds>(idle_close, std::chrono::seconds(1));
     return Step::kNone;
   }
+  return Step::kNone;
+}
+
+LinkRetire::Step LinkRetire::peer_called_off(uint64_t id) {
   return state_ == State::kAgreed && id == agreed_id_ ? Step::kUnretire : Step::kNone;
 }
 
-void LinkRetire::path_failed() {
-  if (state_ == State::kAsked) state_ = State::kOpen;  // its answer may be lost
+LinkRetire::Step LinkRetire::path_failed() {
+  if (state_ != State::kAsked) return Step::kNone;
+  state_ = State::kOpen;
+  quiet_since_.reset();
+  return Step::kCallOff;
 }
 
 void LinkRetire::unretired() {

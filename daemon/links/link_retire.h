@@ -41,12 +41,19 @@ class LinkRetire {
     kNone,
     kAsk,       // send kRetire with ask_id()
     kAgree,     // hold the channel, mark the paths, send kRetireAgreed
-    kRefuse,    // send kRetireRefused (for the id asked about)
+    kRefuse,    // send kRetireRefused: this side refuses the peer's ask
+    kCallOff,   // send kRetireRefused: this side calls its own ask off (after an agreement)
     kClose,     // hold the channel and close every path
     kUnretire,  // back to open: the paths count as paths again, the held frames go
   };
-  // Far longer than an asker takes to answer (its next poll); only a lost answer waits it out.
+  // Far longer than a side takes to answer (its next poll); only a lost answer waits it out:
+  // an agreement then lapses as if called off, an ask as if refused.
   static constexpr auto kAgreedLimit = std::chrono::seconds(10);
+  static constexpr auto kAskLimit = kAgreedLimit;
+
+  // kRetireRefused's `to` field: which ask a refusal is about.
+  static constexpr uint64_t kRefusesYourAsk = 1;
+  static constexpr uint64_t kCallsOffMyAsk = 2;
 
   State state() const { return state_; }
   bool open() const { return state_ == State::kOpen || state_ == State::kAsked; }
@@ -61,15 +68,18 @@ class LinkRetire {
   // `idle_close` ago (0: never for idleness), kUnretire once an agreement lapsed.
   Step tick(const RetireFacts& facts, TimePoint now, std::chrono::milliseconds idle_close);
   // This side sends kRetire now (tick's kAsk, or the cap): the ask's id is ask_id().
-  void ask(const RetireFacts& facts);
+  void ask(const RetireFacts& facts, TimePoint now);
   // The peer's kRetire `id`. `never`: this daemon closes no link (refuses all).
   Step peer_asked(const RetireFacts& facts, uint64_t id, bool never, TimePoint now);
   // The peer agreed to ask `id`.
   Step peer_agreed(const RetireFacts& facts, uint64_t id);
-  // The peer refused ask `id` (or the answer to its own ask this side agreed to).
+  // The peer refused this side's ask `id`.
   Step peer_refused(uint64_t id, TimePoint now, std::chrono::milliseconds idle_close);
-  // A path failed (not by agreement): an ask's answer may be lost with it.
-  void path_failed();
+  // The peer called off its ask `id`, which this side agreed to.
+  Step peer_called_off(uint64_t id);
+  // A path failed (not by agreement): an ask's answer may be lost with it; kCallOff (for
+  // ask_id()) when this side was asking, so that a peer that agreed lets its frames go.
+  Step path_failed();
   // The link was used, or a path opened: quiet from scratch.
   void used() { quiet_since_.reset(); }
   void unretired();
@@ -85,6 +95,7 @@ class LinkRetire {
   uint64_t sent_at_ask_ = 0;   // more sent since refuses the close
   uint64_t paths_at_ask_ = 0;  // a path added since refuses it
   TimePoint agreed_at_{};
+  TimePoint asked_at_{};
 };
 
 }  // namespace plexus::daemon

@@ -121,6 +121,8 @@ class NodeLinks {
   std::vector<PeerInfo> snapshot() const { return published_.peers(); }
   // A link that carries frames without a connection being opened first (not dormant).
   bool has(uint64_t peer) const { return peers_.has(peer); }
+  // Any link to `peer`, dormant too.
+  bool known(uint64_t peer) const { return peers_.known(peer); }
   // Whether poll() has anything to do (links, or NIC events to read).
   bool active() const { return peers_.size() != 0 || nics_.watching(); }
   size_t size() const { return peers_.size(); }

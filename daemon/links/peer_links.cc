@@ -230,16 +230,19 @@ std::string PeerLinks::on_path_frame(Path& path, const wire::DataFrameHeader& h)
   const wire::PathNoticeFrame notice = wire::read_path_notice(h);
   if (notice.what == wire::PathNotice::kRetire || notice.what == wire::PathNotice::kRetireAgreed ||
       notice.what == wire::PathNotice::kRetireRefused) {
-    const auto facts = retire_facts(link);
     const uint64_t id = notice.from;  // the ask's
     const bool never = retirement_.idle_close.count() == 0 && retirement_.max_open == 0;
-    retire_step(link,
-                notice.what == wire::PathNotice::kRetire
-                    ? link.retire.peer_asked(facts, id, never, Clock::now())
-                : notice.what == wire::PathNotice::kRetireAgreed
-                    ? link.retire.peer_agreed(facts, id)
-                    : link.retire.peer_refused(id, Clock::now(), retirement_.idle_close),
-                id);
+    LinkRetire::Step step = LinkRetire::Step::kNone;
+    if (notice.what == wire::PathNotice::kRetire) {
+      step = link.retire.peer_asked(retire_facts(link), id, never, Clock::now());
+    } else if (notice.what == wire::PathNotice::kRetireAgreed) {
+      step = link.retire.peer_agreed(retire_facts(link), id);
+    } else if (notice.to == LinkRetire::kCallsOffMyAsk) {
+      step = link.retire.peer_called_off(id);
+    } else {
+      step = link.retire.peer_refused(id, Clock::now(), retirement_.idle_close);
+    }
+    retire_step(link, step, id);
     return {};
   }
   for (auto& other : link.paths) {
@@ -368,7 +371,8 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
     close_retired(path);
     return;
   }
-  link.retire.path_failed();  // an ask's answer may be lost with it
+  // An ask's answer may be lost with it: called off (told once the path is gone).
+  const LinkRetire::Step call_off = link.retire.path_failed();
   const uint32_t id = path.id;
   const bool peer_closed = path.conn->peer_closed();
   const std::string nic = path.nic;
@@ -398,6 +402,7 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
     spdlog::warn("no path left to node {}: its frames wait up to {} ms for one to come back",
                  link.name, channel_settings_.last_path_grace.count());
   }
+  retire_step(link, call_off, 0);  // over another path, if one is left
   if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote, latency);
   flush(link.peer);  // and follow: its channel may want a tick now (a path it must resend)
 }

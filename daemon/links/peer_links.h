@@ -100,8 +100,9 @@ class PeerLinks {
   // The link is removed, its chunks let go, and the handler told.
   void lose(uint64_t peer, std::string reason);  // by value: it may be the dying link's own error
   // Whether frames for `peer` go out without a connection being opened: a link that is
-  // neither dormant nor closing its paths.
+  // neither dormant nor holding its frames while it agreed to close.
   bool has(uint64_t peer) const;
+  bool known(uint64_t peer) const { return links_.count(peer) != 0; }  // dormant too
   size_t size() const { return links_.size(); }
   // Links with paths, or waiting for their first (not dormant).
   size_t open_links() const { return links_.size() - dormant_; }

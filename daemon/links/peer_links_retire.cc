@@ -41,11 +41,15 @@ RetireFacts PeerLinks::retire_facts(const Link& link) const {
   for (const auto& path : link.paths) {
     if (!path || link.channel->state(path->id) == transports::PathState::kFailed) continue;
     any = true;
-    if (path->conn->wants_write()) facts.quiet = false;
+    // waiting: what the path has not handed to its transport (an RDMA path's queue is not a
+    // write wanted); what the transport has goes before anything sent after it.
+    if (path->conn->wants_write() || path->conn->waiting_bytes() != 0) facts.quiet = false;
     if (!link.channel->idle(path->id)) facts.paths_idle = false;
   }
   facts.quiet = facts.quiet && any;
-  facts.may_retire = link.pins == 0 && !link.opening_until &&
+  // The op check last, and only for a quiet link (nothing decides on it otherwise): it walks
+  // the communicators.
+  facts.may_retire = link.pins == 0 && !link.opening_until && facts.quiet &&
                      (channel_settings_.reliable || link.channel->live_paths() == 1) &&
                      (!handler_.busy || !handler_.busy(link.peer));
   return facts;
@@ -53,11 +57,12 @@ RetireFacts PeerLinks::retire_facts(const Link& link) const {
 
 void PeerLinks::retire_step(Link& link, Step step, uint64_t id) {
   wire::PathNotice notice = wire::PathNotice::kRetire;
+  uint64_t about = 0;  // a refusal's kind
   switch (step) {
     case Step::kNone:
       return;
     case Step::kAsk:
-      link.retire.ask(retire_facts(link));
+      link.retire.ask(retire_facts(link), Clock::now());
       id = link.retire.ask_id();
       break;
     case Step::kAgree:
@@ -68,7 +73,10 @@ void PeerLinks::retire_step(Link& link, Step step, uint64_t id) {
       notice = wire::PathNotice::kRetireAgreed;
       break;
     case Step::kRefuse:
+    case Step::kCallOff:
       notice = wire::PathNotice::kRetireRefused;
+      about = step == Step::kRefuse ? LinkRetire::kRefusesYourAsk : LinkRetire::kCallsOffMyAsk;
+      if (step == Step::kCallOff && id == 0) id = link.retire.ask_id();
       break;
     case Step::kClose:
       // Closed once no connection is mid-read (the answer came in a read): fail_doomed,
@@ -95,7 +103,7 @@ void PeerLinks::retire_step(Link& link, Step step, uint64_t id) {
   }
   for (auto& path : link.paths) {  // the notice, on one live path
     if (!path || link.channel->state(path->id) == transports::PathState::kFailed) continue;
-    path->conn->queue_urgent(wire::make_path_notice({.what = notice, .from = id, .to = 0}),
+    path->conn->queue_urgent(wire::make_path_notice({.what = notice, .from = id, .to = about}),
                              kNoticeToken);
     update_interest(*path);
     return;
@@ -162,7 +170,9 @@ void PeerLinks::close_retired(Path& path) {
   if (link.reopen_until || link.channel->waiting() != 0) {
     link.retire.reopened();
     --dormant_;
-    link.opening_until = link.reopen_until.value_or(Clock::now() + retirement_.reopen_within);
+    // Not before reopen_within from now: the close may have taken longer than want() allowed.
+    const auto soonest = Clock::now() + retirement_.reopen_within;
+    link.opening_until = std::max(link.reopen_until.value_or(soonest), soonest);
     link.reopen_until.reset();
     follow(link);
     if (handler_.on_wanted) handler_.on_wanted(peer, link.addresses);

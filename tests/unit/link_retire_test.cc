@@ -270,13 +270,13 @@ TEST(LinkRetireStateTest, TheAskerClosesOnlyIfNothingWentAndNoPathCameSinceItAsk
   for (int change = 0; change < 4; ++change) {
     LinkRetire r;
     RetireFacts f = quiet_facts();
-    r.ask(f);
+    r.ask(f, RClock::now());
     ASSERT_EQ(r.state(), State::kAsked);
     if (change == 1) f.frames_sent += 1;
     if (change == 2) f.paths_added += 1;
     if (change == 3) f.quiet = false;
-    EXPECT_EQ(r.peer_agreed(f, r.ask_id() + 1), Step::kRefuse) << "an answer to another ask";
-    EXPECT_EQ(r.peer_agreed(f, r.ask_id()), change == 0 ? Step::kClose : Step::kRefuse) << change;
+    EXPECT_EQ(r.peer_agreed(f, r.ask_id() + 1), Step::kCallOff) << "an answer to another ask";
+    EXPECT_EQ(r.peer_agreed(f, r.ask_id()), change == 0 ? Step::kClose : Step::kCallOff) << change;
     EXPECT_EQ(r.state(), change == 0 ? State::kAsked : State::kOpen);
   }
 }
@@ -284,13 +284,13 @@ TEST(LinkRetireStateTest, TheAskerClosesOnlyIfNothingWentAndNoPathCameSinceItAsk
 TEST(LinkRetireStateTest, CrossedAsksTheLowerIncarnationGoesOn) {
   const auto now = RClock::now();
   LinkRetire low;  // incarnation 5 against 9: its ask goes on, it ignores the peer's
-  low.ask(quiet_facts());
+  low.ask(quiet_facts(), now);
   EXPECT_EQ(low.peer_asked(quiet_facts(), 1, false, now), Step::kNone);
   EXPECT_EQ(low.state(), State::kAsked);
   LinkRetire high;  // incarnation 9 against 5: it drops its own ask and agrees
   RetireFacts f = quiet_facts();
   std::swap(f.own_incarnation, f.peer_incarnation);
-  high.ask(f);
+  high.ask(f, now);
   EXPECT_EQ(high.peer_asked(f, 1, false, now), Step::kAgree);
   EXPECT_EQ(high.state(), State::kAgreed);
   EXPECT_EQ(high.peer_asked(f, 1, false, now), Step::kNone);  // a copy of the same ask
@@ -304,7 +304,7 @@ TEST(LinkRetireStateTest, TheAgreeingSideRefusesWhenBusyOrNeverAndAnAgreementLap
   EXPECT_EQ(r.peer_asked(busy, 1, false, now), Step::kRefuse);
   EXPECT_EQ(r.peer_asked(quiet_facts(), 2, true, now), Step::kRefuse);  // both knobs 0
   EXPECT_EQ(r.peer_asked(quiet_facts(), 3, false, now), Step::kAgree);
-  EXPECT_EQ(r.peer_refused(2, now, milliseconds(50)), Step::kNone);  // not this agreement
+  EXPECT_EQ(r.peer_called_off(2), Step::kNone);  // not this agreement
   EXPECT_EQ(
       r.tick(quiet_facts(), now + LinkRetire::kAgreedLimit - milliseconds(1), milliseconds(50)),
       Step::kNone);
@@ -312,19 +312,34 @@ TEST(LinkRetireStateTest, TheAgreeingSideRefusesWhenBusyOrNeverAndAnAgreementLap
             Step::kUnretire);
   LinkRetire s;
   ASSERT_EQ(s.peer_asked(quiet_facts(), 7, false, now), Step::kAgree);
-  EXPECT_EQ(s.peer_refused(7, now, milliseconds(50)), Step::kUnretire);  // the asker refused
+  EXPECT_EQ(s.peer_refused(7, now, milliseconds(50)), Step::kNone);  // about its own ask: none
+  EXPECT_EQ(s.peer_called_off(7), Step::kUnretire);                  // the asker called its ask off
 }
 
 TEST(LinkRetireStateTest, ARefusedAskerWaitsBeforeAskingAgain) {
   const auto now = RClock::now();
   LinkRetire r;
-  r.ask(quiet_facts());
+  r.ask(quiet_facts(), now);
   EXPECT_EQ(r.peer_refused(r.ask_id(), now, milliseconds(50)), Step::kNone);
   EXPECT_EQ(r.state(), State::kOpen);
   EXPECT_FALSE(r.askable(now + milliseconds(999)));  // at least a second
   EXPECT_TRUE(r.askable(now + milliseconds(1000)));
   EXPECT_EQ(r.tick(quiet_facts(), now + milliseconds(999), milliseconds(50)), Step::kNone);
   EXPECT_EQ(r.tick(quiet_facts(), now + milliseconds(1000), milliseconds(50)), Step::kAsk);
+}
+
+TEST(LinkRetireStateTest, AnUnansweredAskOrAFailedPathCallsTheAskOff) {
+  const auto now = RClock::now();
+  LinkRetire r;
+  r.ask(quiet_facts(), now);
+  EXPECT_EQ(r.tick(quiet_facts(), now + LinkRetire::kAskLimit - milliseconds(1), milliseconds(50)),
+            Step::kNone);
+  EXPECT_EQ(r.tick(quiet_facts(), now + LinkRetire::kAskLimit, milliseconds(50)), Step::kCallOff);
+  EXPECT_EQ(r.state(), State::kOpen);
+  r.ask(quiet_facts(), now);
+  EXPECT_EQ(r.path_failed(), Step::kCallOff);
+  EXPECT_EQ(r.state(), State::kOpen);
+  EXPECT_EQ(r.path_failed(), Step::kNone);  // nothing asked
 }
 
 }  // namespace

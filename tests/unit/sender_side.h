@@ -29,6 +29,7 @@ struct SenderSide {
       s.idle_after = std::chrono::milliseconds(20);
       s.heartbeat_interval = std::chrono::milliseconds(10);
       s.idle_heartbeat_interval = std::chrono::milliseconds(10);
+      s.path_timeout = std::chrono::seconds(2);  // a stalled test process fails no path
     }
     return s;
   }

@@ -141,8 +141,9 @@ class ReliableChannel {
                     bool latency = false);
   void path_failed(uint32_t path, const std::string& reason);
   // The path was closed by agreement (an idle link closing, its channel held): as
-  // path_failed, but not counted as a failure, so the next path is not on probation. Once
-  // none is live, frames wait for the next path even without reliability.
+  // path_failed, but not counted as a failure (unless a tick had already failed it for
+  // silence), so the next path is not on probation. Once none is live, frames wait for the
+  // next path even without reliability.
   void path_closed(uint32_t path);
   // Held: new and waiting frames stay in the channel, none is handed to a path (pump moves
   // nothing); acknowledgements and heartbeats still go. Released, they go (the caller pumps).
