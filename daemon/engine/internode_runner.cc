@@ -62,7 +62,7 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                    jobs_.scheduled(flow, bytes, waited);
                  },
                  [this](uint64_t peer) { on_peer_linked(peer); },
-                 [this](uint64_t peer) { return op_exchanges_with(peer); },
+                 [this](uint64_t peer) { return waits_on(peer); },
                  // Closed while idle: the control thread forgets its rails (nothing fails).
                  [this](uint64_t peer) {
                    if (link_events_.retired) link_events_.retired(peer);
@@ -380,13 +380,27 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
   }
 }
 
-bool InternodeRunner::op_exchanges_with(uint64_t peer) const {
+bool InternodeRunner::waits_on(uint64_t peer) const {
   for (const auto& [id, comm] : comm_by_id_) {
-    if (!comm->internode || !comm->internode->active) continue;
+    if (!comm->internode) continue;
     const int node = node_of(*comm, peer);
     if (node < 0) continue;
-    const std::vector<int> peers = comm->internode->active->peers();
-    if (std::find(peers.begin(), peers.end(), node) != peers.end()) return true;
+    if (comm->internode->active) {
+      const std::vector<int> peers = comm->internode->active->peers();
+      if (std::find(peers.begin(), peers.end(), node) != peers.end()) return true;
+    }
+    // A recv here waiting for one of that node's ranks: its link stays, so that the node's
+    // failure reaches the recv (a dormant link would hear of it only on its next use).
+    const auto n = static_cast<size_t>(comm->nranks());
+    if (comm->recvs.size() != n * n) continue;
+    const NodeTopology& topology = comm->span()->topology;
+    for (int src : topology.node_ranks[static_cast<size_t>(node)]) {
+      for (int dst : topology.local_ranks()) {
+        if (!comm->recvs[static_cast<size_t>(src) * n + static_cast<size_t>(dst)].empty()) {
+          return true;
+        }
+      }
+    }
   }
   return false;
 }

@@ -128,8 +128,9 @@ class InternodeRunner {
   // Whether `node` of `comm` gets a notice (not this node, and a link to it, dormant or not:
   // reached, so a dormant one opens again).
   bool told(Comm& comm, size_t node);
-  // Whether a running op's plan exchanges with node `peer` (its link stays open while idle).
-  bool op_exchanges_with(uint64_t peer) const;
+  // Whether this node waits on node `peer` now: a running op's plan exchanges with it, or a
+  // recv waits for one of its ranks (its link stays open while idle: LinksHandler::busy).
+  bool waits_on(uint64_t peer) const;
   // `peer`'s addresses, from a communicator it is a member of (empty: none).
   std::vector<std::string> addresses_of(uint64_t peer) const;
 
