@@ -127,7 +127,7 @@ TEST(LinkRetireTest, APinnedLinkNeitherAsksNorAgreesToClose) {
   ASSERT_TRUE(send_text(a, 2, 1, "hello"));
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return b.frames.size() == 1; }));
   expect_stays_open(a, b);  // b asked, and was refused
-  a.links.pin(2, false);  // unpinned: it closes as any idle link
+  a.links.pin(2, false);    // unpinned: it closes as any idle link
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return !a.links.has(2) && !b.links.has(1); }));
   EXPECT_TRUE(a.lost.empty());
   EXPECT_TRUE(b.lost.empty());
