@@ -16,6 +16,7 @@ InternodeOp::InternodeOp(const NodeTopology& topology, const CollectiveArgs& arg
       in_flight_(std::max<uint32_t>(slices.in_flight, 1)),
       local_(topology, args, std::move(local_parts), std::move(rank_memory_owner)),
       plans_(topology, args, algorithm, slices.work_bytes, slices.speeds),
+      peers_(algo::peers_of(plans_.plan_of(0))),
       clock_(slices.timed),
       failure_(plans_.failure()) {}
 

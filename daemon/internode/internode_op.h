@@ -103,8 +103,8 @@ class InternodeOp final {
   std::vector<int> waiting_for() const;
   // Whether data from `node` for this op is still to come.
   bool expects_from(int node) const;
-  // The nodes its plans send to or receive from (algo::peers_of).
-  std::vector<int> peers() const { return algo::peers_of(plans_.plan_of(0)); }
+  // The nodes its plans send to or receive from (algo::peers_of, worked out once).
+  const std::vector<int>& peers() const { return peers_; }
 
  private:
   SliceRun* running_slice(uint64_t index);
@@ -121,6 +121,7 @@ class InternodeOp final {
   uint32_t in_flight_;
   LocalPhases local_;
   SlicePlans plans_;
+  std::vector<int> peers_;  // peers()
   StageClock clock_;
   std::vector<std::unique_ptr<SliceRun>> running_;
   HeldPieces held_;  // for slices not started yet

@@ -25,12 +25,12 @@ LinkRetire::Step LinkRetire::tick(const RetireFacts& facts, TimePoint now,
   return due && now >= next_ask_ && facts.may_retire ? Step::kAsk : Step::kNone;
 }
 
-void LinkRetire::ask(const RetireFacts& facts, TimePoint now) {
+void LinkRetire::ask(uint64_t frames_sent, uint64_t paths_added, TimePoint now) {
   state_ = State::kAsked;
   asked_at_ = now;
   ++ask_id_;
-  sent_at_ask_ = facts.frames_sent;
-  paths_at_ask_ = facts.paths_added;
+  sent_at_ask_ = frames_sent;
+  paths_at_ask_ = paths_added;
 }
 
 LinkRetire::Step LinkRetire::peer_asked(const RetireFacts& facts, uint64_t id, bool never,

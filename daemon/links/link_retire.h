@@ -67,8 +67,9 @@ class LinkRetire {
   // After the link's tick: notes since when it has been quiet; kAsk once that is
   // `idle_close` ago (0: never for idleness), kUnretire once an agreement lapsed.
   Step tick(const RetireFacts& facts, TimePoint now, std::chrono::milliseconds idle_close);
-  // This side sends kRetire now (tick's kAsk, or the cap): the ask's id is ask_id().
-  void ask(const RetireFacts& facts, TimePoint now);
+  // This side sends kRetire now (tick's kAsk, or the cap), having sent `frames_sent` and
+  // added `paths_added` paths so far (RetireFacts'): the ask's id is ask_id().
+  void ask(uint64_t frames_sent, uint64_t paths_added, TimePoint now);
   // The peer's kRetire `id`. `never`: this daemon closes no link (refuses all).
   Step peer_asked(const RetireFacts& facts, uint64_t id, bool never, TimePoint now);
   // The peer agreed to ask `id`.

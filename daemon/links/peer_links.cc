@@ -346,8 +346,8 @@ void PeerLinks::flush(Link& link) {
   for (int pass = 0; pass < kPasses; ++pass) {
     if (!write_paths()) return;
     pumped = false;
-    // Agreed to close its paths (peer_links_retire.cc): they take nothing new meanwhile.
-    if (link.channel->waiting() == 0 || link.retire.state() == Retire::kAgreed) return;
+    // Held while its paths close by agreement (peer_links_retire.cc): nothing to pump.
+    if (link.channel->waiting() == 0 || link.channel->held()) return;
     if (!link.channel->pump()) break;
     pumped = true;
   }

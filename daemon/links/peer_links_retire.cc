@@ -16,6 +16,8 @@
 // incarnation is lower goes on; the other answers it. An agreement unanswered for
 // LinkRetire::kAgreedLimit (its answer lost with a path) lapses as if refused. LinkRetire
 // (link_retire.h) decides each step; this file gathers what it decides on and acts.
+#include <sys/epoll.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -62,7 +64,7 @@ void PeerLinks::retire_step(Link& link, Step step, uint64_t id) {
     case Step::kNone:
       return;
     case Step::kAsk:
-      link.retire.ask(retire_facts(link), Clock::now());
+      link.retire.ask(link.channel->counters().frames_sent, link.paths_added, Clock::now());
       id = link.retire.ask_id();
       break;
     case Step::kAgree:

@@ -269,7 +269,7 @@ TEST(LinkRetireStateTest, TheAskerClosesOnlyIfNothingWentAndNoPathCameSinceItAsk
   for (int change = 0; change < 4; ++change) {
     LinkRetire r;
     RetireFacts f = quiet_facts();
-    r.ask(f, RClock::now());
+    r.ask(f.frames_sent, f.paths_added, RClock::now());
     ASSERT_EQ(r.state(), State::kAsked);
     if (change == 1) f.frames_sent += 1;
     if (change == 2) f.paths_added += 1;
@@ -283,13 +283,13 @@ TEST(LinkRetireStateTest, TheAskerClosesOnlyIfNothingWentAndNoPathCameSinceItAsk
 TEST(LinkRetireStateTest, CrossedAsksTheLowerIncarnationGoesOn) {
   const auto now = RClock::now();
   LinkRetire low;  // incarnation 5 against 9: its ask goes on, it ignores the peer's
-  low.ask(quiet_facts(), now);
+  low.ask(0, 0, now);
   EXPECT_EQ(low.peer_asked(quiet_facts(), 1, false, now), Step::kNone);
   EXPECT_EQ(low.state(), State::kAsked);
   LinkRetire high;  // incarnation 9 against 5: it drops its own ask and agrees
   RetireFacts f = quiet_facts();
   std::swap(f.own_incarnation, f.peer_incarnation);
-  high.ask(f, now);
+  high.ask(f.frames_sent, f.paths_added, now);
   EXPECT_EQ(high.peer_asked(f, 1, false, now), Step::kAgree);
   EXPECT_EQ(high.state(), State::kAgreed);
   EXPECT_EQ(high.peer_asked(f, 1, false, now), Step::kNone);  // a copy of the same ask
@@ -318,7 +318,7 @@ TEST(LinkRetireStateTest, TheAgreeingSideRefusesWhenBusyOrNeverAndAnAgreementLap
 TEST(LinkRetireStateTest, ARefusedAskerWaitsBeforeAskingAgain) {
   const auto now = RClock::now();
   LinkRetire r;
-  r.ask(quiet_facts(), now);
+  r.ask(0, 0, now);
   EXPECT_EQ(r.peer_refused(r.ask_id(), now, milliseconds(50)), Step::kNone);
   EXPECT_EQ(r.state(), State::kOpen);
   EXPECT_FALSE(r.askable(now + milliseconds(999)));  // at least a second
@@ -330,12 +330,12 @@ TEST(LinkRetireStateTest, ARefusedAskerWaitsBeforeAskingAgain) {
 TEST(LinkRetireStateTest, AnUnansweredAskOrAFailedPathCallsTheAskOff) {
   const auto now = RClock::now();
   LinkRetire r;
-  r.ask(quiet_facts(), now);
+  r.ask(0, 0, now);
   EXPECT_EQ(r.tick(quiet_facts(), now + LinkRetire::kAskLimit - milliseconds(1), milliseconds(50)),
             Step::kNone);
   EXPECT_EQ(r.tick(quiet_facts(), now + LinkRetire::kAskLimit, milliseconds(50)), Step::kCallOff);
   EXPECT_EQ(r.state(), State::kOpen);
-  r.ask(quiet_facts(), now);
+  r.ask(0, 0, now);
   EXPECT_EQ(r.path_failed(), Step::kCallOff);
   EXPECT_EQ(r.state(), State::kOpen);
   EXPECT_EQ(r.path_failed(), Step::kNone);  // nothing asked

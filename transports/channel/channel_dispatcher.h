@@ -64,6 +64,7 @@ class ChannelDispatcher {
   void paths_closed(bool closed) { paths_closed_ = closed; }
   // Held: pump() moves nothing to a path (acknowledgements and heartbeats still go).
   void hold(bool held) { held_ = held; }
+  bool held() const { return held_; }
   // Path `path` handed the frame queued with `token` to the network: without reliability,
   // it is done with.
   void written(uint64_t token, uint32_t path);

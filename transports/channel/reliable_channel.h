@@ -148,6 +148,7 @@ class ReliableChannel {
   // Held: new and waiting frames stay in the channel, none is handed to a path (pump moves
   // nothing); acknowledgements and heartbeats still go. Released, they go (the caller pumps).
   void hold(bool held) { dispatcher_.hold(held); }
+  bool held() const { return dispatcher_.held(); }
   // Drained paths take no new frames; what they have still drains.
   void drain(uint32_t path, bool drained);
 
