@@ -107,6 +107,7 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peers.control_grace = std::chrono::milliseconds(config.peer_grace_ms);
   c.peers.transport = config.transport;
   c.peers.rdma.zero_copy_min_bytes = config.rdma_zero_copy_min_bytes;
+  c.peers.rdma.pinned_max_bytes = config.rdma_pinned_max_bytes;
   c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
   c.peers.backlog = static_cast<int>(config.peer_backlog);
   // Half the time to form, at least 5 s: a handshake outlasting that is retried within it.

@@ -80,6 +80,10 @@ struct Config {
   // RDMA paths send payloads at least this large straight from the client's pool; smaller
   // ones are copied into the path's registered buffer (0: every one is copied).
   uint64_t rdma_zero_copy_min_bytes = transports::rdma::RdmaSettings{}.zero_copy_min_bytes;
+  // Everything RDMA pins on this node, whatever the number of peers: every path's rings and
+  // the registered pool windows (transports/rdma/pinned_budget.h). A path that would pass it
+  // goes over TCP instead (--transport rdma: the connection is refused, naming it).
+  uint64_t rdma_pinned_max_bytes = transports::rdma::RdmaSettings{}.pinned_max_bytes;
   std::vector<std::string> nics;     // peers are reached over these; empty: every NIC
   uint32_t reconnect_max_ms = 2000;  // longest wait between attempts to reconnect a path
   // The peer listener's queue of connections not yet accepted: a new communicator's members

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -153,6 +154,13 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "smaller ones, and data outside the pools, are copied into the path's "
                  "registered buffer first. 0: copy every payload")
       ->capture_default_str();
+  app.add_option("--rdma-pinned-max-bytes", config.rdma_pinned_max_bytes,
+                 "Memory RDMA may pin on this node, all peers together: each path's rings (32 "
+                 "MiB) and the registered pool windows, which give way to a new path's rings. "
+                 "A data connection whose rings would pass it goes over TCP (with --transport "
+                 "rdma it is refused, naming this bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1} << 20, std::numeric_limits<uint64_t>::max()));
   app.add_option("--path-timeout-ms", config.path_timeout_ms,
                  "A path to a peer daemon that has carried nothing (not even a heartbeat) this "
                  "long (an idle one: this plus what its peer's --idle-heartbeat-ms adds to "

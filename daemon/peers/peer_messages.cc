@@ -121,7 +121,8 @@ void PeerConnections::established(PeerConn& c) {
     transports::PathOpener open;
 #ifdef PLEXUS_HAVE_RDMA
     if (rdma)
-      open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory);
+      open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory,
+                                                rdma_offers_.devices());
 #endif
     if (!open) open = transports::tcp_path_opener(fd);
     if (hooks_.data_link) hooks_.data_link(peer, std::move(open), nic, backup, latency);

@@ -11,10 +11,22 @@
 
 #include "common/socket_address.h"
 #ifdef PLEXUS_HAVE_RDMA
+#include "transports/rdma/path_verbs.h"
+#include "transports/rdma/verbs_devices.h"
 #include "transports/rdma/verbs_port.h"
 #endif
 
 namespace plexus::daemon {
+
+RdmaOffers::RdmaOffers(DataTransport transport, const transports::rdma::RdmaSettings& rdma)
+    : transport_(transport),
+      pinned_bytes_(rdma.ring_bytes + rdma.bounce_bytes + (1u << 20)),
+      budget_(std::make_shared<transports::rdma::PinnedBudget>(rdma.pinned_max_bytes)) {
+#ifdef PLEXUS_HAVE_RDMA
+  pinned_bytes_ = transports::rdma::path_pinned_bytes(rdma);
+  devices_ = std::make_shared<transports::rdma::VerbsDevices>(budget_, rdma.max_registrations);
+#endif
+}
 
 bool RdmaOffers::offers(int fd) {
   if (transport_ == DataTransport::kTcp) return false;
@@ -51,7 +63,21 @@ bool RdmaOffers::offers(int fd) {
     }
 #endif
   }
-  return it->second;
+  if (!it->second) return false;
+  // The paths open now leave room for one more path's rings (windows give way to them).
+  const bool fits = budget_->path_would_fit(pinned_bytes_);
+  if (fits == bound_spent_) {
+    bound_spent_ = !fits;
+    if (bound_spent_) {
+      spdlog::warn(
+          "peers: RDMA paths hold {} of --rdma-pinned-max-bytes {}: new data connections "
+          "offer TCP only until some close (a path pins {})",
+          budget_->held_by_paths(), budget_->max_bytes(), pinned_bytes_);
+    } else {
+      spdlog::info("peers: RDMA's pinned-memory bound has room again: data connections offer RDMA");
+    }
+  }
+  return fits;
 }
 
 }  // namespace plexus::daemon

@@ -29,7 +29,9 @@ bench=$build/tools/plexus-bench/plexus-bench
 s=0
 "$vm" prepare || s=$?
 [ "$s" = 0 ] || exit "$s"
-export PLEXUS_VM_DAEMON_ARGS="--transport rdma --fault-injection"
+# Links must not close while idle here (30 s by default): the steps below wait for paths
+# and backups to come back, and an emulated cluster can idle that long between them.
+export PLEXUS_VM_DAEMON_ARGS="--transport rdma --fault-injection --link-idle-close-ms 600000"
 tag=
 trap '[ -z "$tag" ] || "$vm" down --name "$tag"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "transports/path/sendable_memory.h"
 #include "transports/rdma/frame_transfer.h"
 #include "transports/rdma/path_verbs.h"
+#include "transports/rdma/verbs_device.h"
 #include "transports/wire/little_endian.h"
 
 namespace plexus::transports::rdma {
@@ -50,44 +52,138 @@ RdmaSettings small_settings() {
   return s;
 }
 
-TEST(RdmaPathVerbsTest, EverythingIsFreedQueuePairFirstDeviceLast) {
-  freed().clear();
-  auto sendable = std::make_shared<SendableMemory>();
-  std::vector<std::byte> pool(64 * 1024);
-  auto announced = sendable->announce(pool);
-  ibv_context device{};
-  ibv_pd pd{};
+// A device as a test makes it: fake context and domain that log their freeing, windows
+// "registered" at their own address.
+std::shared_ptr<VerbsDevice> fake_device(ibv_context* context, ibv_pd* pd) {
+  return std::make_shared<VerbsDevice>(
+      "fake0",
+      std::shared_ptr<ibv_context>(context, [](ibv_context*) { freed().push_back("device"); }),
+      VerbsPtr<ibv_pd>(pd, free_pd),
+      MrCache::Calls{[](std::byte* base, size_t) -> common::Result<MrCache::Registration> {
+                       return MrCache::Registration{base, {}};
+                     },
+                     [](void*) { freed().push_back("pool window"); }},
+      4, nullptr);
+}
+
+// One path's own verbs objects, made as open() would on `device` (fakes).
+struct FakePathObjects {
   ibv_mr mrs[4]{};
   ibv_comp_channel channel{};
   ibv_cq cq{};
   ibv_qp qp{};
-  {
-    PathVerbs verbs(small_settings());
-    verbs.port.context =
-        std::shared_ptr<ibv_context>(&device, [](ibv_context*) { freed().push_back("device"); });
-    verbs.pd = VerbsPtr<ibv_pd>(&pd, free_pd);
+  void give(PathVerbs& verbs, const std::shared_ptr<VerbsDevice>& device) {
+    verbs.port.context = device->context();
+    verbs.device = device;
     for (uint32_t i = 0; i < 4; ++i) mrs[i].lkey = i + 1;
     verbs.ring_mr = VerbsPtr<ibv_mr>(&mrs[0], free_mr);
     verbs.bounce_mr = VerbsPtr<ibv_mr>(&mrs[1], free_mr);
     verbs.slots_mr = VerbsPtr<ibv_mr>(&mrs[2], free_mr);
     verbs.credit_mr = VerbsPtr<ibv_mr>(&mrs[3], free_mr);
-    verbs.pool_windows.emplace(
-        sendable,
-        MrCache::Calls{[](std::byte* base, size_t) -> common::Result<MrCache::Registration> {
-                         return MrCache::Registration{base, {}};
-                       },
-                       [](void*) { freed().push_back("pool window"); }},
-        1024, 16384, 4);
-    // A posted frame still holds its window when the path goes.
-    verbs.pool_windows->posted(
-        verbs.pool_windows->pin(std::span<const std::byte>(pool.data(), 4096)));
     verbs.channel = VerbsPtr<ibv_comp_channel>(&channel, free_channel);
     verbs.cq = VerbsPtr<ibv_cq>(&cq, free_cq);
     verbs.qp = VerbsPtr<ibv_qp>(&qp, free_qp);
+    verbs.watcher.qp = &qp;
+    verbs.watcher.cq = &cq;
+    verbs.watch = device->watch(&verbs.watcher);
   }
+};
+
+TEST(RdmaPathVerbsTest, EverythingIsFreedQueuePairFirstDeviceLast) {
+  freed().clear();
+  auto sendable = std::make_shared<SendableMemory>();
+  std::vector<std::byte> pool(64 * 1024);
+  auto announced = sendable->announce(pool);
+  ibv_context context{};
+  ibv_pd pd{};
+  FakePathObjects objects;
+  {
+    PathVerbs verbs(small_settings());
+    objects.give(verbs, fake_device(&context, &pd));
+    verbs.pool_windows.emplace(sendable, verbs.device->windows(), 1024, 16384);
+    // A posted frame still holds its window when the path goes.
+    verbs.pool_windows->posted(
+        verbs.pool_windows->pin(std::span<const std::byte>(pool.data(), 4096)));
+  }
+  // The path's own objects, then (it was the device's last user) the device's: its window
+  // registrations, its domain, its context.
   EXPECT_EQ(freed(),
-            (std::vector<std::string>{"qp", "cq", "channel", "pool window", "ring mr", "bounce mr",
-                                      "slots mr", "credit mr", "pd", "device"}));
+            (std::vector<std::string>{"qp", "cq", "channel", "ring mr", "bounce mr", "slots mr",
+                                      "credit mr", "pool window", "pd", "device"}));
+}
+
+TEST(RdmaPathVerbsTest, PathsShareTheirDeviceWhichGoesWithTheLast) {
+  freed().clear();
+  ibv_context context{};
+  ibv_pd pd{};
+  auto device = fake_device(&context, &pd);
+  FakePathObjects first_objects;
+  FakePathObjects second_objects;
+  auto first = std::make_unique<PathVerbs>(small_settings());
+  auto second = std::make_unique<PathVerbs>(small_settings());
+  first_objects.give(*first, device);
+  second_objects.give(*second, device);
+  EXPECT_EQ(device->watchers(), 2u);
+  device.reset();
+  first.reset();
+  EXPECT_EQ(freed(), (std::vector<std::string>{"qp", "cq", "channel", "ring mr", "bounce mr",
+                                               "slots mr", "credit mr"}))
+      << "the other path still uses the device: its domain and context stay";
+  EXPECT_EQ(second->device->watchers(), 1u) << "the first path's interest went with it";
+  second.reset();
+  EXPECT_EQ(freed().size(), 16u);
+  EXPECT_EQ(freed().back(), "device");
+}
+
+TEST(RdmaPathVerbsTest, AnAsyncEventReachesThePathItConcernsWhoeverReadsIt) {
+  ibv_context context{};
+  ibv_pd pd{};
+  auto device = fake_device(&context, &pd);
+  ibv_qp qps[2]{};
+  ibv_cq cqs[2]{};
+  int wake[2] = {::eventfd(0, EFD_NONBLOCK), ::eventfd(0, EFD_NONBLOCK)};
+  ASSERT_TRUE(wake[0] >= 0 && wake[1] >= 0);
+  VerbsDevice::Watcher watchers[2];
+  std::vector<VerbsDevice::Watch> watches;
+  for (int i = 0; i < 2; ++i) {
+    watchers[i] = {.qp = &qps[i],
+                   .cq = &cqs[i],
+                   .port = static_cast<uint8_t>(i + 1),
+                   .wake_fd = wake[i],
+                   .why = {}};
+    watches.push_back(device->watch(&watchers[i]));
+  }
+  auto woken = [&](int i) {
+    uint64_t n = 0;
+    return ::read(wake[i], &n, sizeof n) == static_cast<ssize_t>(sizeof n) && n > 0;
+  };
+  ibv_async_event event{};
+  event.event_type = IBV_EVENT_QP_FATAL;
+  event.element.qp = &qps[1];
+  device->dispatch(event);
+  EXPECT_TRUE(watchers[0].why.empty()) << "another path's queue pair";
+  EXPECT_FALSE(woken(0));
+  EXPECT_EQ(watchers[1].why, ibv_event_type_str(IBV_EVENT_QP_FATAL));
+  EXPECT_TRUE(woken(1)) << "woken, though another path may have read the event";
+  event.event_type = IBV_EVENT_CQ_ERR;
+  event.element.cq = &cqs[0];
+  device->dispatch(event);
+  EXPECT_NE(watchers[0].why.find("completion queue overran"), std::string::npos);
+  EXPECT_TRUE(woken(0));
+  watchers[0].why.clear();
+  watchers[1].why.clear();
+  event.event_type = IBV_EVENT_PORT_ERR;
+  event.element.port_num = 1;
+  device->dispatch(event);
+  EXPECT_NE(watchers[0].why.find("port went down"), std::string::npos);
+  EXPECT_TRUE(watchers[1].why.empty()) << "on port 2";
+  watchers[0].why.clear();
+  event.event_type = IBV_EVENT_DEVICE_FATAL;
+  device->dispatch(event);
+  for (auto& w : watchers) EXPECT_NE(w.why.find("device fake0 failed"), std::string::npos);
+  watches.clear();
+  EXPECT_EQ(device->watchers(), 0u);
+  for (int fd : wake) ::close(fd);
 }
 
 // A queue pair whose context's calls record what is posted and return queued completions.

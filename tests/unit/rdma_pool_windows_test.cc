@@ -1,8 +1,10 @@
-// The pool windows one RDMA path registers for zero-copy sends (transports/rdma/
-// pool_windows.h), without a device: which window holds a payload (too small, unannounced or
-// straddling payloads are copied), one registration per window, the pins of posted frames
-// held until their writes complete, copying for good after a registration fails, and a
-// withdrawn pool's windows dropped once unpinned.
+// The pool windows RDMA paths register for zero-copy sends (transports/rdma/pool_windows.h,
+// window_cache.h), without a device: which window holds a payload (too small, unannounced or
+// straddling payloads are copied), one registration per window, shared by the paths over one
+// device, the pins of posted frames held until their writes complete, copying for good after
+// a registration fails, a withdrawn pool's windows dropped once unpinned, and windows within
+// the node's pinned-memory bound (pinned_budget.h): one that does not fit is copied for now,
+// not for good, and unused ones give their bytes back when dropped.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "transports/path/sendable_memory.h"
+#include "transports/rdma/pinned_budget.h"
 #include "transports/rdma/pool_windows.h"
+#include "transports/rdma/window_cache.h"
 
 namespace plexus::transports::rdma {
 namespace {
@@ -42,8 +46,10 @@ struct RdmaPoolWindowsTest : ::testing::Test {
   std::vector<std::byte> pool = std::vector<std::byte>(64 * 1024);
   SendableMemory::Announcement announced = sendable->announce(pool);
   FakeDevice device;
-  PoolWindows windows{sendable, device.calls(), /*min_bytes=*/1024, kWindow,
-                      /*max_registrations=*/4};
+  std::shared_ptr<PinnedBudget> budget = std::make_shared<PinnedBudget>(uint64_t{1} << 30);
+  std::shared_ptr<WindowCache> cache =
+      std::make_shared<WindowCache>(device.calls(), /*max_registrations=*/4, budget);
+  PoolWindows windows{sendable, cache, /*min_bytes=*/1024, kWindow};
   std::span<const std::byte> at(size_t offset, size_t bytes) {
     return std::span<const std::byte>(pool.data() + offset, bytes);
   }
@@ -88,6 +94,65 @@ TEST_F(RdmaPoolWindowsTest, AFailedRegistrationMeansCopyingFromThenOn) {
   device.fail = false;
   EXPECT_FALSE(windows.pin(at(0, 4096))) << "no retry of a pin per frame";
   EXPECT_TRUE(device.live.empty());
+  PoolWindows other_path{sendable, cache, 1024, kWindow};
+  EXPECT_FALSE(other_path.pin(at(0, 4096))) << "the device's refusal holds for all its paths";
+  EXPECT_EQ(budget->held_by_windows(), 0u) << "a failed registration holds none of the bound";
+}
+
+TEST_F(RdmaPoolWindowsTest, PathsOverOneDeviceShareItsRegistrations) {
+  PoolWindows other_path{sendable, cache, 1024, kWindow};
+  MrCache::Pin mine = windows.pin(at(0, 4096));
+  MrCache::Pin theirs = other_path.pin(at(100, 4096));
+  ASSERT_TRUE(mine && theirs);
+  EXPECT_EQ(device.sizes.size(), 1u) << "one registration for both paths";
+  EXPECT_EQ(mine.keys().lkey, theirs.keys().lkey);
+  EXPECT_EQ(budget->held_by_windows(), kWindow);
+}
+
+TEST_F(RdmaPoolWindowsTest, AWindowPastTheBoundIsCopiedForNowAndDroppedOnesGiveTheirBytesBack) {
+  auto small = std::make_shared<PinnedBudget>(kWindow + kWindow / 2);  // room for one window
+  auto bounded = std::make_shared<WindowCache>(device.calls(), 4, small);
+  PoolWindows path{sendable, bounded, 1024, kWindow};
+  MrCache::Pin first = path.pin(at(0, 4096));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(small->held_by_windows(), kWindow);
+  EXPECT_FALSE(path.pin(at(24 * 1024, 4096))) << "a second window does not fit: copied";
+  EXPECT_FALSE(bounded->refused()) << "the bound is a failure of the moment";
+  EXPECT_EQ(device.live.size(), 1u);
+  EXPECT_EQ(bounded->drop_unpinned(), 0u) << "a posted frame's window is not dropped";
+  first = MrCache::Pin{};
+  EXPECT_EQ(bounded->drop_unpinned(), kWindow);
+  EXPECT_EQ(small->held_by_windows(), 0u) << "dropped: its bytes are back";
+  EXPECT_TRUE(device.live.empty());
+  EXPECT_TRUE(path.pin(at(24 * 1024, 4096))) << "now it fits";
+}
+
+TEST(RdmaPinnedBudgetTest, HoldsCountUntilTheyGoAndPathsMayTakeWhatWindowsHold) {
+  PinnedBudget budget(100);
+  auto path = budget.take(60, PinnedBudget::Use::kPath);
+  ASSERT_TRUE(path.ok());
+  auto window = budget.take(30, PinnedBudget::Use::kWindow);
+  ASSERT_TRUE(window.ok());
+  auto refused = budget.take(20, PinnedBudget::Use::kPath);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("--rdma-pinned-max-bytes 100"), std::string::npos)
+      << refused.error();
+  EXPECT_NE(refused.error().find("paths hold 60 bytes and registered pool windows 30"),
+            std::string::npos)
+      << refused.error();
+  EXPECT_TRUE(budget.path_would_fit(40)) << "windows give way to a path's rings";
+  EXPECT_FALSE(budget.path_would_fit(41));
+  PinnedBudget::Hold moved = window.take();
+  EXPECT_EQ(budget.held_by_windows(), 30u);
+  moved = PinnedBudget::Hold{};
+  EXPECT_EQ(budget.held_by_windows(), 0u);
+  EXPECT_TRUE(budget.take(40, PinnedBudget::Use::kPath).ok()) << "and released at once";
+  EXPECT_EQ(budget.held_by_paths(), 60u) << "a hold not kept is released";
+  {
+    PinnedBudget::Hold kept = path.take();
+    EXPECT_EQ(budget.held_by_paths(), 60u);
+  }
+  EXPECT_EQ(budget.held_by_paths(), 0u);
 }
 
 }  // namespace

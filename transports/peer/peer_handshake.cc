@@ -222,9 +222,12 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
           return refuse(
               "--transport rdma on node " + me_.node_name + ": this data connection with node " +
               peer_.node_name + " cannot use RDMA (" +
-              (!offer_rdma_ ? std::string("no verbs port holds this node's address for it")
+              (!offer_rdma_ ? std::string("no verbs port holds this node's address for it, "
+                                          "or its RDMA paths hold all of "
+                                          "--rdma-pinned-max-bytes: its log says which")
                             : "node " + peer_.node_name +
-                                  " does not offer it: no verbs port on its NIC, or "
+                                  " does not offer it: no verbs port on its NIC, its RDMA "
+                                  "paths hold all of its --rdma-pinned-max-bytes, or "
                                   "--transport tcp") +
               ")");
         }

@@ -74,6 +74,19 @@ void MrCache::invalidate(uint64_t owner) {
   while (it != entries_.end() && it->first.first == owner) it = entries_.erase(it);
 }
 
+uint64_t MrCache::drop_unpinned() {
+  uint64_t bytes = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.use_count() == 1) {
+      bytes += it->second->bytes;
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return bytes;
+}
+
 std::vector<uint64_t> MrCache::owners() const {
   std::vector<uint64_t> out;
   for (const auto& [key, entry] : entries_) {

@@ -66,6 +66,9 @@ class MrCache {
   void invalidate(uint64_t owner);
   // The owners with entries, for the caller to ask which are gone.
   std::vector<uint64_t> owners() const;
+  // Forgets every region no work request holds (deregistered now): their pins are wanted
+  // elsewhere (a new path's rings). The bytes so freed.
+  uint64_t drop_unpinned();
 
   size_t entries() const { return entries_.size(); }
   uint64_t registrations() const { return registrations_; }

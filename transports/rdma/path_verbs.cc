@@ -1,5 +1,6 @@
 #include "transports/rdma/path_verbs.h"
 
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -28,22 +29,28 @@ PathVerbs::PathVerbs(const RdmaSettings& settings)
       slots(static_cast<size_t>(receive_slots(settings)) * kReceiveSlotBytes),
       credit(4096) {}
 
-std::string PathVerbs::open(VerbsPort found, const RdmaSettings& settings,
+uint64_t path_pinned_bytes(const RdmaSettings& settings) {
+  return settings.ring_bytes + settings.bounce_bytes + receive_slots(settings) * kReceiveSlotBytes +
+         4096;
+}
+
+std::string PathVerbs::open(VerbsDevices::Found found, PinnedBudget::Hold held,
+                            const RdmaSettings& settings,
                             std::shared_ptr<const SendableMemory> sendable) {
-  port = std::move(found);
+  port = std::move(found.port);
+  device = std::move(found.device);
+  pinned = std::move(held);
   ibv_context* ctx = port.context.get();
   if (ring.data() == nullptr || bounce.data() == nullptr || slots.data() == nullptr ||
       credit.data() == nullptr) {
     return "no memory for the path's rings (" + std::to_string(settings.ring_bytes) + " + " +
            std::to_string(settings.bounce_bytes) + " bytes)";
   }
-  pd.reset(ibv_alloc_pd(ctx));
-  if (pd != nullptr) channel.reset(ibv_create_comp_channel(ctx));
+  ibv_pd* pd = device->pd();
+  channel.reset(ibv_create_comp_channel(ctx));
   const int cqe = static_cast<int>(settings.send_depth + receive_slots(settings) + 1);
   if (channel != nullptr) cq.reset(ibv_create_cq(ctx, cqe, nullptr, channel.get(), 0));
-  if (cq == nullptr) {
-    return errno_text("creating the protection domain and completion queue", errno);
-  }
+  if (cq == nullptr) return errno_text("creating the completion queue", errno);
   ibv_qp_init_attr init{};
   init.send_cq = cq.get();
   init.recv_cq = cq.get();
@@ -52,13 +59,18 @@ std::string PathVerbs::open(VerbsPort found, const RdmaSettings& settings,
   init.cap.max_recv_wr = static_cast<uint32_t>(receive_slots(settings));
   init.cap.max_send_sge = 2;  // a frame's header from the bounce ring, its payload in place
   init.cap.max_recv_sge = 1;
-  qp.reset(ibv_create_qp(pd.get(), &init));
+  qp.reset(ibv_create_qp(pd, &init));
   if (qp == nullptr) return errno_text("ibv_create_qp", errno);
+  wake = common::UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) return errno_text("eventfd", errno);
+  watcher = VerbsDevice::Watcher{
+      .qp = qp.get(), .cq = cq.get(), .port = port.port, .wake_fd = wake.get(), .why = {}};
+  watch = device->watch(&watcher);
   const int remote_write = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  ring_mr.reset(ibv_reg_mr(pd.get(), ring.data(), ring.size(), remote_write));
-  bounce_mr.reset(ibv_reg_mr(pd.get(), bounce.data(), bounce.size(), IBV_ACCESS_LOCAL_WRITE));
-  slots_mr.reset(ibv_reg_mr(pd.get(), slots.data(), slots.size(), IBV_ACCESS_LOCAL_WRITE));
-  credit_mr.reset(ibv_reg_mr(pd.get(), credit.data(), credit.size(), IBV_ACCESS_LOCAL_WRITE));
+  ring_mr.reset(ibv_reg_mr(pd, ring.data(), ring.size(), remote_write));
+  bounce_mr.reset(ibv_reg_mr(pd, bounce.data(), bounce.size(), IBV_ACCESS_LOCAL_WRITE));
+  slots_mr.reset(ibv_reg_mr(pd, slots.data(), slots.size(), IBV_ACCESS_LOCAL_WRITE));
+  credit_mr.reset(ibv_reg_mr(pd, credit.data(), credit.size(), IBV_ACCESS_LOCAL_WRITE));
   if (ring_mr == nullptr || bounce_mr == nullptr || slots_mr == nullptr || credit_mr == nullptr) {
     return errno_text("ibv_reg_mr (memlock limit? ulimit -l)", errno);
   }
@@ -69,20 +81,8 @@ std::string PathVerbs::open(VerbsPort found, const RdmaSettings& settings,
   const bool pinning_uncapped = ::geteuid() == 0 || (::getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 &&
                                                      memlock.rlim_cur == RLIM_INFINITY);
   if (sendable != nullptr && settings.zero_copy_min_bytes != 0 && pinning_uncapped) {
-    pool_windows.emplace(
-        std::move(sendable),
-        MrCache::Calls{[domain = pd.get()](std::byte* base,
-                                           size_t bytes) -> common::Result<MrCache::Registration> {
-                         // Read by this side's device only: local read access, nothing remote.
-                         ibv_mr* mr = ibv_reg_mr(domain, base, bytes, 0);
-                         if (mr == nullptr) {
-                           return common::fail(errno_text("ibv_reg_mr of a pool window", errno));
-                         }
-                         return MrCache::Registration{mr, MemoryKeys{mr->lkey, mr->rkey}};
-                       },
-                       [](void* handle) { ibv_dereg_mr(static_cast<ibv_mr*>(handle)); }},
-        settings.zero_copy_min_bytes, settings.registration_window_bytes,
-        settings.max_registrations);
+    pool_windows.emplace(std::move(sendable), device->windows(), settings.zero_copy_min_bytes,
+                         settings.registration_window_bytes);
   }
   QpTransition to_init = init_transition(port.port);
   if (int rc = ibv_modify_qp(qp.get(), &to_init.attr, to_init.mask); rc != 0) {
@@ -116,31 +116,11 @@ std::string PathVerbs::move_to_error() {
 }
 
 std::string PathVerbs::fatal_async_event() {
-  ibv_async_event event{};
-  while (ibv_get_async_event(port.context.get(), &event) == 0) {
-    std::string why;
-    switch (event.event_type) {
-      case IBV_EVENT_QP_FATAL:
-      case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR:
-        if (event.element.qp == qp.get()) why = ibv_event_type_str(event.event_type);
-        break;
-      case IBV_EVENT_PORT_ERR:
-        if (event.element.port_num == port.port) why = "the port went down (IBV_EVENT_PORT_ERR)";
-        break;
-      case IBV_EVENT_DEVICE_FATAL:
-        why = "the device failed (IBV_EVENT_DEVICE_FATAL)";
-        break;
-      case IBV_EVENT_CQ_ERR:
-        if (event.element.cq == cq.get()) why = "the completion queue overran (IBV_EVENT_CQ_ERR)";
-        break;
-      default:
-        break;
-    }
-    ibv_ack_async_event(&event);
-    if (!why.empty()) return why;
+  uint64_t told = 0;
+  while (::read(wake.get(), &told, sizeof told) > 0) {
   }
-  return {};
+  device->take_async_events();
+  return watcher.why;
 }
 
 }  // namespace plexus::transports::rdma

@@ -17,6 +17,7 @@
 #include "transports/rdma/path_socket.h"
 #include "transports/rdma/path_verbs.h"
 #include "transports/rdma/rdma_hello.h"
+#include "transports/rdma/verbs_devices.h"
 
 namespace plexus::transports::rdma {
 namespace {
@@ -33,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 class RdmaPath final : public DataPath {
  public:
   RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
-           const wire::DataFrameLimits& limits, Callbacks callbacks);
+           VerbsDevices& devices, const wire::DataFrameLimits& limits, Callbacks callbacks);
 
   void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
              uint64_t token) override {
@@ -109,7 +110,7 @@ class RdmaPath final : public DataPath {
 };
 
 RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
-                   const wire::DataFrameLimits& limits, Callbacks callbacks)
+                   VerbsDevices& devices, const wire::DataFrameLimits& limits, Callbacks callbacks)
     : socket_(fd),
       settings_(settings),
       limits_(limits),
@@ -133,14 +134,20 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
     fail("the path's socket has no IPv4 address (RDMA paths are RoCE v2 over IPv4)");
     return;
   }
-  auto port = find_verbs_port(*address);
-  if (!port) {
-    fail(port.error());
+  auto found = devices.find(*address);
+  if (!found) {
+    fail(found.error());
     return;
   }
   // The device in the path's name, one word (plexusctl's tables split on spaces).
-  local_.text += "@" + port->device;
-  if (std::string why = verbs_.open(port.take(), settings_, std::move(sendable)); !why.empty()) {
+  local_.text += "@" + found->port.device;
+  auto pinned = devices.hold_path(path_pinned_bytes(settings_));
+  if (!pinned) {
+    fail(pinned.error());
+    return;
+  }
+  if (std::string why = verbs_.open(found.take(), pinned.take(), settings_, std::move(sendable));
+      !why.empty()) {
     fail(why);
     return;
   }
@@ -153,7 +160,8 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
     const int flags = ::fcntl(device_fd, F_GETFL);
     ::fcntl(device_fd, F_SETFL, flags | O_NONBLOCK);
   }
-  for (int watched : {socket_.fd(), verbs_.channel->fd, verbs_.port.context->async_fd}) {
+  for (int watched :
+       {socket_.fd(), verbs_.channel->fd, verbs_.port.context->async_fd, verbs_.wake.get()}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = watched;
@@ -234,11 +242,17 @@ bool RdmaPath::on_readable(size_t max_bytes) {
 }  // namespace
 
 PathOpener rdma_path_opener(int fd, RdmaSettings settings,
-                            std::shared_ptr<const SendableMemory> sendable) {
+                            std::shared_ptr<const SendableMemory> sendable,
+                            std::shared_ptr<VerbsDevices> devices) {
   auto owned = std::make_shared<common::UniqueFd>(fd);
-  return [owned, settings, sendable](const wire::DataFrameLimits& limits,
-                                     DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
-    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, limits,
+  if (devices == nullptr) {
+    devices = std::make_shared<VerbsDevices>(
+        std::make_shared<PinnedBudget>(settings.pinned_max_bytes), settings.max_registrations);
+  }
+  return [owned, settings, sendable, devices](
+             const wire::DataFrameLimits& limits,
+             DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
+    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, *devices, limits,
                                       std::move(callbacks));
   };
 }

@@ -43,9 +43,15 @@ struct RdmaSettings {
   // a payload of up to half a window lies wholly in one (registering whole pools would pin
   // every page of every client's pool).
   uint64_t registration_window_bytes = uint64_t{16} << 20;
-  // Windows kept registered per path (pinned memory): past that the least recently used one
-  // no work request holds goes.
+  // Windows kept registered per device, shared by its paths (pinned memory, within
+  // pinned_max_bytes too): past that the least recently used one no work request holds goes.
   uint32_t max_registrations = 64;
+  // Everything RDMA pins on the node, every device and path: rings and bounce buffers
+  // (32 MiB a path at the sizes above, so 64 paths) and registered pool windows. A path whose
+  // rings do not fit is not opened over RDMA (TCP instead, or with --transport rdma the
+  // connection is refused, naming this bound); windows that do not fit are not registered
+  // (their payloads are copied) and give way to a new path's rings.
+  uint64_t pinned_max_bytes = uint64_t{2} << 30;
   uint32_t receive_depth = 256;  // receive work requests kept posted (frames and credit)
   uint32_t send_depth = 256;     // send queue entries
   // The queue pair's local ACK timeout (4.096 us x 2^timeout: 14 is 67 ms) and retries: a
@@ -56,11 +62,16 @@ struct RdmaSettings {
   std::chrono::milliseconds setup_timeout{10000};
 };
 
+class VerbsDevices;
+
 // The opener of an RDMA path over `fd` (a connected, authenticated stream socket whose local
 // address a verbs device carries), which it owns from now on. The path fails at once, naming
-// why, if no verbs port holds the address or the queue pair cannot be made. Payloads in
-// memory announced in `sendable` go without a copy (null: every payload is copied).
+// why, if no verbs port holds the address, its rings do not fit the node's pinned-memory
+// bound or the queue pair cannot be made. Payloads in memory announced in `sendable` go
+// without a copy (null: every payload is copied). `devices`: the daemon's devices and bound,
+// shared by its paths (null: this path's own, bounded by settings.pinned_max_bytes).
 PathOpener rdma_path_opener(int fd, RdmaSettings settings,
-                            std::shared_ptr<const SendableMemory> sendable = nullptr);
+                            std::shared_ptr<const SendableMemory> sendable = nullptr,
+                            std::shared_ptr<VerbsDevices> devices = nullptr);
 
 }  // namespace plexus::transports::rdma

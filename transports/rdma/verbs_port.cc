@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <utility>
 
 namespace plexus::transports::rdma {
 namespace {
@@ -36,6 +37,29 @@ std::string gid_text(const ibv_gid& gid) {
   return text;
 }
 
+std::optional<VerbsPort> port_holding(const std::shared_ptr<ibv_context>& context,
+                                      const std::string& device, uint32_t ipv4) {
+  std::vector<ibv_gid_entry> entries(256);
+  const ssize_t n = ibv_query_gid_table(context.get(), entries.data(), entries.size(), 0);
+  for (ssize_t i = 0; i < n; ++i) {
+    const ibv_gid_entry& e = entries[static_cast<size_t>(i)];
+    if (e.gid_type != IBV_GID_TYPE_ROCE_V2 || !is_ipv4_gid(e.gid, ipv4)) continue;
+    ibv_port_attr port{};
+    if (ibv_query_port(context.get(), static_cast<uint8_t>(e.port_num), &port) != 0) continue;
+    VerbsPort found;
+    found.context = context;
+    found.device = device;
+    found.port = static_cast<uint8_t>(e.port_num);
+    found.gid_index = e.gid_index;
+    found.gid = e.gid;
+    found.ifindex = e.ndev_ifindex;
+    found.active_mtu = port.active_mtu;
+    found.active = port.state == IBV_PORT_ACTIVE;
+    return found;
+  }
+  return std::nullopt;
+}
+
 common::Result<VerbsPort> find_verbs_port(uint32_t ipv4) {
   DeviceList list;
   if (list.devices == nullptr || list.count == 0) {
@@ -50,24 +74,7 @@ common::Result<VerbsPort> find_verbs_port(uint32_t ipv4) {
       continue;
     }
     std::shared_ptr<ibv_context> context(raw, [](ibv_context* c) { ibv_close_device(c); });
-    std::vector<ibv_gid_entry> entries(256);
-    const ssize_t n = ibv_query_gid_table(raw, entries.data(), entries.size(), 0);
-    for (ssize_t i = 0; i < n; ++i) {
-      const ibv_gid_entry& e = entries[static_cast<size_t>(i)];
-      if (e.gid_type != IBV_GID_TYPE_ROCE_V2 || !is_ipv4_gid(e.gid, ipv4)) continue;
-      ibv_port_attr port{};
-      if (ibv_query_port(raw, static_cast<uint8_t>(e.port_num), &port) != 0) continue;
-      VerbsPort found;
-      found.context = context;
-      found.device = name;
-      found.port = static_cast<uint8_t>(e.port_num);
-      found.gid_index = e.gid_index;
-      found.gid = e.gid;
-      found.ifindex = e.ndev_ifindex;
-      found.active_mtu = port.active_mtu;
-      found.active = port.state == IBV_PORT_ACTIVE;
-      return found;
-    }
+    if (auto found = port_holding(context, name, ipv4)) return std::move(*found);
     looked += std::string(looked.empty() ? "" : ", ") + name;
   }
   return common::fail("no verbs device holds " + address_text(ipv4) +

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,12 @@ struct VerbsPort {
   bool active = false;  // the port is up (IBV_PORT_ACTIVE)
 };
 
-// The port for `ipv4` (network byte order), or why none, saying what was looked at.
+// The port for `ipv4` (network byte order), or why none, saying what was looked at. Opens
+// every device to look (those not holding it are closed again).
 common::Result<VerbsPort> find_verbs_port(uint32_t ipv4);
+// The port of the opened device `context` (named `device`) that holds `ipv4`, if one does.
+std::optional<VerbsPort> port_holding(const std::shared_ptr<ibv_context>& context,
+                                      const std::string& device, uint32_t ipv4);
 
 // The NICs (by interface index) that have a verbs device over them, with its name: which
 // paths --transport auto can put on RDMA.

@@ -1,0 +1,60 @@
+#include "transports/rdma/pinned_budget.h"
+
+#include <utility>
+
+namespace plexus::transports::rdma {
+namespace {
+
+std::atomic<uint64_t>& counter(PinnedBudget::State& state, PinnedBudget::Use use) {
+  return use == PinnedBudget::Use::kPath ? state.paths : state.windows;
+}
+
+}  // namespace
+
+PinnedBudget::Hold& PinnedBudget::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+    use_ = other.use_;
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void PinnedBudget::Hold::release() {
+  if (state_ != nullptr && bytes_ != 0) {
+    counter(*state_, use_).fetch_sub(bytes_, std::memory_order_relaxed);
+  }
+  bytes_ = 0;
+  state_.reset();
+}
+
+common::Result<PinnedBudget::Hold> PinnedBudget::take(uint64_t bytes, Use use) {
+  // One taker (the links' thread): the check and the add need not be one atomic step.
+  if (!fits(bytes)) {
+    return common::fail("the node's RDMA pinned-memory bound (--rdma-pinned-max-bytes " +
+                        std::to_string(state_->max_bytes) + ") is spent: paths hold " +
+                        std::to_string(held_by_paths()) + " bytes and registered pool windows " +
+                        std::to_string(held_by_windows()) + ", and " +
+                        (use == Use::kPath ? "a path's rings need " : "a pool window needs ") +
+                        std::to_string(bytes));
+  }
+  counter(*state_, use).fetch_add(bytes, std::memory_order_relaxed);
+  Hold hold;
+  hold.state_ = state_;
+  hold.use_ = use;
+  hold.bytes_ = bytes;
+  return hold;
+}
+
+bool PinnedBudget::path_would_fit(uint64_t bytes) const {
+  const uint64_t held = held_by_paths();
+  return held <= state_->max_bytes && bytes <= state_->max_bytes - held;
+}
+
+bool PinnedBudget::fits(uint64_t bytes) const {
+  const uint64_t held = held_by_paths() + held_by_windows();
+  return held <= state_->max_bytes && bytes <= state_->max_bytes - held;
+}
+
+}  // namespace plexus::transports::rdma

@@ -1,0 +1,71 @@
+// The memory RDMA pins on this node, every device and path together, held under one bound
+// (plexusd's --rdma-pinned-max-bytes): a path's receive ring and bounce ring are taken from it
+// when the path opens, and a client pool's window when it is registered for a zero-copy send.
+// A path that cannot have its rings does not open over RDMA (the daemon offers TCP, or, with
+// --transport rdma, refuses the connection naming this bound); a window that does not fit is
+// not registered (its payload is copied through the bounce ring: slower, always correct).
+// Windows are a cache: whoever owns them (verbs_devices.h) drops the unused ones to make room
+// for a path's rings. Knows nothing of libibverbs. Holds are taken and released on the links'
+// thread; the counts are atomics because the control thread asks whether a path would fit
+// before it offers RDMA in a handshake.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+
+namespace plexus::transports::rdma {
+
+class PinnedBudget {
+ public:
+  enum class Use { kPath, kWindow };
+
+  // What is held, shared with the holds (which may outlive the budget).
+  struct State {
+    explicit State(uint64_t max) : max_bytes(max) {}
+    const uint64_t max_bytes;
+    std::atomic<uint64_t> paths{0};
+    std::atomic<uint64_t> windows{0};
+  };
+
+  explicit PinnedBudget(uint64_t max_bytes) : state_(std::make_shared<State>(max_bytes)) {}
+
+  // Bytes held until the Hold goes (move-only; an empty Hold holds nothing).
+  class Hold {
+   public:
+    Hold() = default;
+    ~Hold() { release(); }
+    Hold(Hold&& other) noexcept { *this = std::move(other); }
+    Hold& operator=(Hold&& other) noexcept;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    uint64_t bytes() const { return bytes_; }
+
+   private:
+    friend class PinnedBudget;
+    void release();
+    std::shared_ptr<State> state_;
+    Use use_ = Use::kPath;
+    uint64_t bytes_ = 0;
+  };
+
+  // `bytes` for `use`, or why not: the bound, what paths and windows hold, what was wanted.
+  common::Result<Hold> take(uint64_t bytes, Use use);
+  // Whether a path's `bytes` would fit if every window were dropped (what the control thread
+  // asks before it offers RDMA: windows give way to rings).
+  bool path_would_fit(uint64_t bytes) const;
+  // Whether `bytes` fit beside what is held now.
+  bool fits(uint64_t bytes) const;
+
+  uint64_t max_bytes() const { return state_->max_bytes; }
+  uint64_t held_by_paths() const { return state_->paths.load(std::memory_order_relaxed); }
+  uint64_t held_by_windows() const { return state_->windows.load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace plexus::transports::rdma

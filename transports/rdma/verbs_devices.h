@@ -1,0 +1,52 @@
+// The verbs devices this daemon's RDMA paths run on, each opened once and shared by every path
+// over it (verbs_device.h), and the node's bound on the memory RDMA pins (pinned_budget.h).
+// A path opening asks here for the port that holds its address (the devices already open are
+// looked at first, so a path opens no device of its own) and for its rings' bytes of the
+// bound, which registered windows nobody uses give way to. The daemon makes one and hands it
+// to every RDMA path opener; what it holds per device: a context, a protection domain and the
+// window registrations, none per peer. Called only by the thread that runs the paths (the
+// links' event loop); the budget's counts are also read by the control thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "transports/rdma/pinned_budget.h"
+#include "transports/rdma/verbs_device.h"
+#include "transports/rdma/verbs_port.h"
+
+namespace plexus::transports::rdma {
+
+class VerbsDevices {
+ public:
+  // `max_windows`: pool windows registered at once per device.
+  VerbsDevices(std::shared_ptr<PinnedBudget> budget, uint32_t max_windows)
+      : budget_(std::move(budget)), max_windows_(max_windows) {}
+  VerbsDevices(const VerbsDevices&) = delete;
+  VerbsDevices& operator=(const VerbsDevices&) = delete;
+
+  struct Found {
+    VerbsPort port;  // its context is the device's
+    std::shared_ptr<VerbsDevice> device;
+  };
+  // The port holding `ipv4` (network byte order) and its device, opened now if no path has it
+  // open; or why not.
+  common::Result<Found> find(uint32_t ipv4);
+  // `bytes` of a path's rings from the node's bound, dropping registered windows no work
+  // request holds if that makes room; or why not (the bound, what is held).
+  common::Result<PinnedBudget::Hold> hold_path(uint64_t bytes);
+
+  const std::shared_ptr<PinnedBudget>& budget() const { return budget_; }
+  // The devices open now (some path holds them).
+  size_t open_devices() const;
+
+ private:
+  std::shared_ptr<PinnedBudget> budget_;
+  uint32_t max_windows_;
+  std::map<std::string, std::weak_ptr<VerbsDevice>> devices_;  // by name; gone when unused
+};
+
+}  // namespace plexus::transports::rdma
