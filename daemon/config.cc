@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "daemon/links/node_links.h"
+#include "transports/rdma/pinned_budget.h"
+#include "transports/wire/data_frame.h"
+
 namespace plexus::daemon {
 
 std::string effective_node_name(const Config& config) {
@@ -105,9 +109,19 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peers.reconnect_max = std::chrono::milliseconds(config.reconnect_max_ms);
   c.peers.control_ack_timeout = std::chrono::milliseconds(config.control_ack_timeout_ms);
   c.peers.control_grace = std::chrono::milliseconds(config.peer_grace_ms);
+  c.peers.control_idle_close = std::chrono::milliseconds(config.link_idle_close_ms);
   c.peers.transport = config.transport;
   c.peers.rdma.zero_copy_min_bytes = config.rdma_zero_copy_min_bytes;
   c.peers.rdma.pinned_max_bytes = config.rdma_pinned_max_bytes;
+  // Each path's rings from that bound, shared by every path the link cap allows (a path per
+  // NIC): 16 MiB each at the defaults; a smaller bound gives smaller rings before it gives
+  // fewer RDMA paths.
+  const uint64_t paths = uint64_t{config.max_open_links == 0 ? 64u : config.max_open_links} *
+                         std::max<size_t>(c.peers.nics.size(), 1);
+  c.peers.rdma.ring_bytes = c.peers.rdma.bounce_bytes = transports::rdma::ring_bytes_within(
+      config.rdma_pinned_max_bytes, paths,
+      transports::wire::kDataFrameHeaderBytes + NodeLinks::kDefaultChunkBytes,
+      transports::rdma::RdmaSettings{}.ring_bytes);
   c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);
   c.peers.backlog = static_cast<int>(config.peer_backlog);
   // Half the time to form, at least 5 s: a handshake outlasting that is retried within it.

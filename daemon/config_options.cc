@@ -155,10 +155,11 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "registered buffer first. 0: copy every payload")
       ->capture_default_str();
   app.add_option("--rdma-pinned-max-bytes", config.rdma_pinned_max_bytes,
-                 "Memory RDMA may pin on this node, all peers together: each path's rings (32 "
-                 "MiB) and the registered pool windows, which give way to a new path's rings. "
-                 "A data connection whose rings would pass it goes over TCP (with --transport "
-                 "rdma it is refused, naming this bound)")
+                 "Memory RDMA may pin on this node, all peers together: each path's two rings "
+                 "and the registered pool windows, which give way to a new path's rings. The "
+                 "rings are sized so that --max-open-links paths per NIC fit (16 MiB each at "
+                 "most, 1 MiB at least). A data connection whose rings would pass it goes over "
+                 "TCP (with --transport rdma it is refused, naming this bound)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1} << 20, std::numeric_limits<uint64_t>::max()));
   app.add_option("--path-timeout-ms", config.path_timeout_ms,

@@ -79,6 +79,7 @@ void NodeJoins::start(uv_loop_t* loop) {
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
   };
+  callbacks.control_busy = [this](uint64_t id) { return control_busy(id); };
   peers_ = std::make_unique<PeerServer>(loop, std::move(me), secret_.get(), config_.peers,
                                         std::move(callbacks));
   peers_->listen(config_.peer_listen);
@@ -95,6 +96,13 @@ void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic, const 
 
 void NodeJoins::nic_up(const std::string& nic) {
   if (peers_) peers_->nic_up(nic);
+}
+
+bool NodeJoins::control_busy(uint64_t instance) const {
+  for (const auto& [token, join] : multi_joins_) {
+    if (join.root.instance == instance) return true;
+  }
+  return node_rendezvous_.involves(instance);
 }
 
 NodeInfo NodeJoins::my_node_info() const {

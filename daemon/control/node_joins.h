@@ -110,6 +110,9 @@ class NodeJoins {
                     const std::string& nic, bool backup, bool latency);
   void on_data_failed(uint64_t instance, const std::string& reason);
   NodeInfo my_node_info() const;
+  // Whether the control connection to `instance` must stay open however quiet: this node's
+  // ranks wait for it as their root, or a rendezvous here waits with it in.
+  bool control_busy(uint64_t instance) const;
   algo::LinkCost comm_cost(const NodeRendezvous::Formed& formed) const;
 
   ControlConfig config_;

@@ -24,6 +24,15 @@ std::vector<uint64_t> NodeRendezvous::ids(const Pending& p) {
   return out;
 }
 
+bool NodeRendezvous::involves(uint64_t instance_id) const {
+  for (const auto& [token, p] : pending_) {
+    for (const auto& n : p.nodes) {
+      if (n.instance_id == instance_id) return true;
+    }
+  }
+  return false;
+}
+
 std::string NodeRendezvous::describe_missing(const Pending& p) {
   std::vector<int> missing;
   for (int r = 0; r < p.nranks; ++r) {

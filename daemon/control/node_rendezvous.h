@@ -68,6 +68,8 @@ class NodeRendezvous {
                                 const std::string& message);
   std::optional<Clock::time_point> next_deadline() const;
   size_t pending() const { return pending_.size(); }
+  // Whether a rendezvous waiting here has a node of `instance_id` in it.
+  bool involves(uint64_t instance_id) const;
 
  private:
   struct Pending {

@@ -1,6 +1,7 @@
 // Control connections between daemons: what goes on which, and when one fails over.
 #include "daemon/peers/control_channels.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <spdlog/spdlog.h>
@@ -77,6 +78,7 @@ void ControlChannels::established(PeerConn& c) {
   p.taking_over = false;
   p.current = &c;
   p.reach.connected();
+  p.last_io = std::chrono::steady_clock::now();
   const size_t resent = p.sequence.unacknowledged();
   connections_.send(c, p.sequence.resend(std::chrono::steady_clock::now()));
   if (failover) {
@@ -96,6 +98,7 @@ void ControlChannels::send(uint64_t instance, const std::vector<std::string>& ad
   Peer& p = record(instance);
   if (p.addresses.empty()) p.addresses = addresses;
   const auto now = std::chrono::steady_clock::now();
+  p.last_io = now;
   if (p.current == nullptr) p.reach.message_waiting(now, p.sequence.unacknowledged() == 0);
   std::vector<std::byte> frame = p.sequence.push(message, now);
   if (p.current != nullptr) {
@@ -159,9 +162,15 @@ void ControlChannels::read(PeerConn& c) {
       if (!p.identity) p.identity = c.handshake->peer();
       const uint64_t delivered = p.sequence.delivered();
       const size_t unacked = p.sequence.unacknowledged();
-      auto message = p.sequence.receive(words, std::chrono::steady_clock::now());
+      const auto now = std::chrono::steady_clock::now();
+      auto message = p.sequence.receive(words, now);
       if (!message.ok()) {
         connections_.fail(c, "malformed control frame: " + message.error());
+        return;
+      }
+      p.last_io = now;
+      if (p.sequence.bye()) {
+        said_bye(instance, c);
         return;
       }
       if (p.sequence.ack_due()) came = true;
@@ -272,6 +281,44 @@ void ControlChannels::check_acks() {
                               " ms (its NIC, or the peer's, may be down)");
   }
   for (uint64_t instance : unsent) open(instance);
+  close_idle(now);
+}
+
+void ControlChannels::close_idle(std::chrono::steady_clock::time_point now) {
+  if (settings_.idle_close.count() == 0) return;
+  std::vector<std::pair<uint64_t, PeerConn*>> quiet;
+  for (auto& [instance, p] : peers_) {
+    PeerConn* c = p.current;
+    // Only the side that opened it closes a connection, so that both ends never close at
+    // once; unread bytes would turn the close into a reset that could lose the bye.
+    int unread = 0;
+    if (c == nullptr || !c->connector || c->fd < 0 || !c->out.empty() ||
+        p.sequence.unacknowledged() != 0 || p.sequence.ack_due() ||
+        now - p.last_io < settings_.idle_close || (hooks_.busy && hooks_.busy(instance)) ||
+        ::ioctl(c->fd, FIONREAD, &unread) != 0 || unread != 0) {
+      continue;
+    }
+    quiet.emplace_back(instance, c);
+  }
+  for (auto [instance, c] : quiet) {
+    Peer& p = peers_.at(instance);
+    spdlog::debug("control connection with {} ({}) closed: quiet for {} ms", c->name(), c->address,
+                  settings_.idle_close.count());
+    connections_.send(*c, p.sequence.bye_frame());
+    if (c->closing) continue;  // the write failed: failed() took it from here
+    p.current = nullptr;
+    connections_.retire(*c);
+  }
+}
+
+void ControlChannels::said_bye(uint64_t instance, PeerConn& c) {
+  Peer& p = record(instance);
+  spdlog::debug("control connection with {} ({}) closed by the peer: quiet", c.name(), c.address);
+  const bool was_current = p.current == &c;
+  if (was_current) p.current = nullptr;
+  connections_.retire(c);
+  // A message of this side's that crossed the bye goes again on a new connection.
+  if (was_current && p.sequence.unacknowledged() > 0) open(instance);
 }
 
 void ControlChannels::path_lost(uint64_t instance, const std::string& nic,

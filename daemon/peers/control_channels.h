@@ -3,6 +3,11 @@
 // or carries no acknowledgement in time is replaced by another established one or a new one
 // over any of the peer's addresses, and the unacknowledged messages go again on it. A peer
 // is reported lost only when no connection to it can be opened at all (ControlReach).
+// A connection quiet on both ends for Settings::idle_close is closed by the side that
+// opened it, with a bye so that the other side takes it for no failure; the next message
+// either way opens a new one. A daemon that stops meanwhile is found by that next message
+// (the connection is refused), not at once: the control thread's own users say when a peer
+// must stay watched (Hooks::busy).
 // Owns: each peer daemon's record (its sequence, the connection its messages go on, its
 // addresses and identity, how long it has been unreachable), where the streams of peers
 // given up stood, and the acknowledgement timer. The connections are PeerConnections': it
@@ -40,6 +45,9 @@ class ControlChannels {
     // How long a peer may stay unreachable (no connection opens, none refused) before it is
     // reported lost.
     std::chrono::milliseconds grace{0};
+    // A connection this side opened that has carried nothing either way this long, with
+    // nothing unacknowledged, is closed (0: never).
+    std::chrono::milliseconds idle_close{0};
   };
   struct Hooks {
     // A control message from an authenticated peer (PeerServer::Callbacks::on_control).
@@ -50,6 +58,8 @@ class ControlChannels {
     std::function<void(uint64_t instance, const std::string& name, const std::string& reason,
                        bool gone)>
         lost;
+    // Whether `instance` must keep its connection however quiet (a join waits on it).
+    std::function<bool(uint64_t instance)> busy;
   };
 
   ControlChannels(uv_loop_t* loop, PeerConnections& connections, Settings settings, Hooks hooks);
@@ -93,6 +103,7 @@ class ControlChannels {
     int failovers = 0;
     bool taking_over = false;  // the next connection established replaces one that failed
     ControlReach reach;        // with no connection: unreachable for the grace, then lost
+    std::chrono::steady_clock::time_point last_io{};  // a message or frame sent or received
   };
   // The record of `instance`, made (and resumed from given_up_) if it has none.
   Peer& record(uint64_t instance);
@@ -102,6 +113,10 @@ class ControlChannels {
   // Whether a connection to `instance` (other than `except`) is being opened.
   bool opening(uint64_t instance, const PeerConn* except = nullptr) const;
   void check_acks();
+  // Closes the connections this side opened that stayed quiet for Settings::idle_close.
+  void close_idle(std::chrono::steady_clock::time_point now);
+  // The peer said bye on `c`: closed here too, no failure; what still waits goes on a new one.
+  void said_bye(uint64_t instance, PeerConn& c);
 
   uv_loop_t* loop_;
   PeerConnections& connections_;

@@ -52,6 +52,8 @@ std::vector<std::byte> ControlSequence::resend(Clock::time_point now) {
 
 std::vector<std::byte> ControlSequence::ack_frame() { return frame(0, {}); }
 
+std::vector<std::byte> ControlSequence::bye_frame() { return frame(kByeSeq, {}); }
+
 std::optional<ControlSequence::Clock::time_point> ControlSequence::waiting_since() const {
   if (unacked_.empty()) return std::nullopt;
   return waiting_since_;
@@ -59,6 +61,7 @@ std::optional<ControlSequence::Clock::time_point> ControlSequence::waiting_since
 
 common::Result<ControlSequence::Delivery> ControlSequence::receive(
     kj::ArrayPtr<const capnp::word> words, Clock::time_point now) {
+  bye_ = false;
   if (words.size() < kHeaderWords) {
     return common::fail("a control frame of " + std::to_string(words.size() * sizeof(capnp::word)) +
                         " bytes, shorter than its " + std::to_string(kHeaderWords * 8) +
@@ -83,8 +86,9 @@ common::Result<ControlSequence::Delivery> ControlSequence::receive(
   }
   if (took) waiting_since_ = now;  // the peer is answering: the rest wait from here
   const size_t body_words = words.size() - kHeaderWords;
-  if (seq == 0) {
+  if (seq == 0 || seq == kByeSeq) {
     if (body_words != 0) return common::fail("an acknowledgement that carries a message");
+    bye_ = seq == kByeSeq;
     return Delivery{};
   }
   if (body_words == 0) {

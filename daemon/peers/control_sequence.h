@@ -13,7 +13,9 @@
 // prefix: plexusd peers share an architecture, common/frame_codec.h): this side's stream id,
 // the message's number in it (0: an acknowledgement alone), the peer's stream id being
 // acknowledged, and the highest number of it delivered in order; then the message's Cap'n
-// Proto words.
+// Proto words. Number 0 is an acknowledgement alone; kByeSeq says the sender closes the
+// connection because both ends are quiet (ControlChannels' idle close), and carries the
+// acknowledgement too.
 #pragma once
 
 #include <capnp/message.h>
@@ -60,6 +62,13 @@ class ControlSequence {
     return again_ || delivered_ != ack_sent_ || peer_stream_ != ack_sent_stream_;
   }
   std::vector<std::byte> ack_frame();
+  // The frame that says this side closes the connection it goes on, everything it sent
+  // acknowledged and nothing of the peer's unacknowledged: the peer closes its end without
+  // taking it for a failure.
+  std::vector<std::byte> bye_frame();
+  // Whether the last frame received was the peer's bye.
+  bool bye() const { return bye_; }
+  static constexpr uint64_t kByeSeq = ~uint64_t{0};
 
   size_t unacknowledged() const { return unacked_.size(); }
   // Since when the oldest unacknowledged message has waited (sent, resent, or the last
@@ -97,6 +106,7 @@ class ControlSequence {
   uint64_t ack_sent_ = 0;   // the acknowledgement the last written frame carried
   uint64_t ack_sent_stream_ = 0;
   bool again_ = false;  // a message already delivered came again since the last frame
+  bool bye_ = false;    // the last frame received was a bye
   Clock::time_point waiting_since_{};
 };
 

@@ -118,6 +118,8 @@ class PeerConnections {
   void dial(uint64_t instance, const Rail& rail, uint64_t dial);
   // Fails `c` with `reason`: logged, closed, and the hooks told.
   void fail(PeerConn& c, const std::string& reason);
+  // Closes `c` by agreement (a control connection quiet on both ends): no hook is told.
+  void retire(PeerConn& c) { close_conn(c); }
   // Queues `bytes` on `c` and writes what the socket takes (a failure fails `c`).
   void send(PeerConn& c, const std::vector<std::byte>& bytes);
   // The local NIC `c` leaves over ("" when unknown).

@@ -60,9 +60,11 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
               .data_link = std::move(callbacks.on_data_link)}),
       control_(loop, connections_,
                ControlChannels::Settings{.ack_timeout = settings.control_ack_timeout,
-                                         .grace = settings.control_grace},
+                                         .grace = settings.control_grace,
+                                         .idle_close = settings.control_idle_close},
                ControlChannels::Hooks{.delivered = std::move(callbacks.on_control),
-                                      .lost = std::move(callbacks.on_control_lost)}),
+                                      .lost = std::move(callbacks.on_control_lost),
+                                      .busy = std::move(callbacks.control_busy)}),
       rails_(loop,
              RailConnector::Settings{.nics = rails_of(settings.nics),
                                      .latency_connections = settings.latency_connections,
@@ -106,6 +108,14 @@ double PeerServer::control_round_trip_s(uint64_t instance) const {
 
 const transports::PeerIdentity* PeerServer::control_peer(uint64_t instance) const {
   return control_.peer(instance);
+}
+
+size_t PeerServer::open_control_connections() const {
+  size_t n = 0;
+  for (const PeerConn* c : connections_.connections()) {
+    n += c->is_established && !c->closing && c->handshake->role() == PeerRole::kControl ? 1 : 0;
+  }
+  return n;
 }
 
 void PeerServer::close() {

@@ -57,6 +57,9 @@ class PeerServer {
     // No data connection to `instance` could be opened (every rail failed before one was
     // authenticated); rails of a peer already linked are retried instead.
     std::function<void(uint64_t instance, const std::string& reason)> on_data_failed;
+    // Whether the control connection to `instance` must stay open however quiet
+    // (ControlChannels::Hooks::busy).
+    std::function<bool(uint64_t instance)> control_busy;
   };
 
   struct Settings {
@@ -81,6 +84,9 @@ class PeerServer {
     // refused either: its NICs or this node's are down) before it is reported lost: the
     // data links' grace (--peer-grace-ms).
     std::chrono::milliseconds control_grace{0};
+    // A control connection quiet this long is closed by the side that opened it (0: never;
+    // --link-idle-close-ms, as for data links).
+    std::chrono::milliseconds control_idle_close{0};
     // The client pools the sessions announce (ControlServer makes it): RDMA paths send
     // large payloads from them without a copy.
     std::shared_ptr<transports::SendableMemory> sendable_memory;
@@ -135,6 +141,8 @@ class PeerServer {
   double control_round_trip_s(uint64_t instance) const;
   // `instance` as its last control handshake told it; null once it is lost (or never met).
   const transports::PeerIdentity* control_peer(uint64_t instance) const;
+  // Control connections established and open now, either side's.
+  size_t open_control_connections() const;
 
   // Closes every connection and the listener (the loop must run to finish the closes).
   void close();

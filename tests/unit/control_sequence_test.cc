@@ -82,6 +82,22 @@ TEST(ControlSequenceTest, AMessageCarriesTheAcknowledgement) {
   EXPECT_EQ(b.unacknowledged(), 1u);
 }
 
+TEST(ControlSequenceTest, AByeIsReportedAndCarriesTheAcknowledgement) {
+  ControlSequence a(0xa), b(0xb);
+  EXPECT_EQ(deliver(b, push_text(a, "join")), (std::vector<std::string>{"join"}));
+  EXPECT_TRUE(deliver(a, b.bye_frame()).empty()) << "a bye delivers nothing";
+  EXPECT_TRUE(a.bye());
+  EXPECT_EQ(a.unacknowledged(), 0u) << "the bye acknowledged the join";
+  EXPECT_FALSE(b.ack_due());
+  EXPECT_TRUE(deliver(a, push_text(b, "formed")) == std::vector<std::string>{"formed"});
+  EXPECT_FALSE(a.bye()) << "only the last frame's";
+  uint64_t bye_with_body[5] = {0xb, ControlSequence::kByeSeq, 0, 0, 7};
+  auto carrying =
+      a.receive(kj::arrayPtr(reinterpret_cast<const capnp::word*>(bye_with_body), 5), Clock::now());
+  EXPECT_FALSE(carrying);
+  EXPECT_FALSE(a.bye());
+}
+
 TEST(ControlSequenceTest, FailoverSendsAgainAndTheReceiverDropsWhatItHad) {
   ControlSequence a(0xa), b(0xb);
   const std::vector<std::byte> m1 = push_text(a, "m1");

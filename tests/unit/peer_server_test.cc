@@ -2,7 +2,9 @@
 // parts): control messages delivered both ways over one connection, a data connection
 // authenticated and handed off on both sides, a peer where no daemon listens given up
 // as gone, for control and for data (at once, even while a communicator forms with it), a
-// forming peer whose daemon answers only later still linked, and the listener's backlog.
+// forming peer whose daemon answers only later still linked, the listener's backlog, and a
+// quiet control connection closed by its opener with no loss on either side, opened again
+// by the next message either way (delivered once), and kept while a join waits on the peer.
 #include "daemon/peers/peer_server.h"
 
 #include <arpa/inet.h>
@@ -54,6 +56,7 @@ class PeerServerTest : public ::testing::Test {
     settings.control_grace = 500ms;
     settings.backlog = backlog_;
     settings.handshake_timeout = handshake_timeout_;
+    settings.control_idle_close = control_idle_close_;
     PeerServer::Callbacks callbacks;
     callbacks.on_control = [&heard](const transports::PeerIdentity& peer,
                                     kj::Array<capnp::word> words) {
@@ -70,6 +73,7 @@ class PeerServerTest : public ::testing::Test {
     callbacks.on_data_failed = [&heard](uint64_t id, const std::string& reason) {
       heard.data_failed.emplace_back(id, reason);
     };
+    callbacks.control_busy = [this](uint64_t) { return busy_; };
     servers_.push_back(std::make_unique<PeerServer>(&loop_, std::move(me), nullptr,
                                                     std::move(settings), std::move(callbacks)));
     servers_.back()->listen(listen);
@@ -93,6 +97,8 @@ class PeerServerTest : public ::testing::Test {
   std::vector<std::unique_ptr<PeerServer>> servers_;
   int backlog_ = PeerServer::Settings{}.backlog;
   std::chrono::milliseconds handshake_timeout_ = PeerServer::Settings{}.handshake_timeout;
+  std::chrono::milliseconds control_idle_close_{0};
+  bool busy_ = false;
 };
 
 // "127.0.0.1:PORT" where nothing listens (a port bound, then closed).
@@ -210,6 +216,61 @@ TEST_F(PeerServerTest, TheListenersBacklogIsTheSettingAsTheKernelCapsIt) {
   EXPECT_EQ(start(0xA, heard).listen_backlog(), std::min(100, somaxconn));
   backlog_ = PeerServer::Settings{}.backlog;
   EXPECT_EQ(start(0xB, heard).listen_backlog(), std::min(backlog_, somaxconn));
+}
+
+TEST_F(PeerServerTest, AQuietControlConnectionClosesWithNoLossAndTheNextMessageOpensAnother) {
+  control_idle_close_ = 300ms;
+  Heard heard_a;
+  Heard heard_b;
+  PeerServer& a = start(0xA, heard_a);
+  PeerServer& b = start(0xB, heard_b);
+  send_text(a, b, "join");
+  ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 1; }));
+  send_text(b, a, "formed");
+  ASSERT_TRUE(run_until([&] { return heard_a.messages.size() == 1; }));
+  EXPECT_EQ(a.open_control_connections(), 1u);
+  ASSERT_TRUE(run_until([&] {
+    return a.open_control_connections() == 0 && b.open_control_connections() == 0;
+  })) << "the opener closes it once quiet, and the other side with it";
+  EXPECT_TRUE(heard_a.control_lost.empty()) << "a close by agreement is no loss";
+  EXPECT_TRUE(heard_b.control_lost.empty());
+  ASSERT_NE(b.control_peer(0xA), nullptr) << "the peer is still known";
+  // The side that did not open the first one opens the next.
+  send_text(b, a, "again");
+  ASSERT_TRUE(run_until([&] { return heard_a.messages.size() == 2; }));
+  EXPECT_EQ(heard_a.messages[1], std::make_pair(uint64_t{0xB}, std::string("again")));
+  send_text(a, b, "more");
+  ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 2; }));
+  EXPECT_EQ(heard_b.messages[1].second, "more");
+  ASSERT_TRUE(run_until(
+      [&] { return a.open_control_connections() == 0 && b.open_control_connections() == 0; }));
+  EXPECT_EQ(heard_a.messages.size(), 2u) << "nothing delivered twice";
+  EXPECT_EQ(heard_b.messages.size(), 2u);
+  EXPECT_TRUE(heard_a.control_lost.empty());
+  EXPECT_TRUE(heard_b.control_lost.empty());
+}
+
+TEST_F(PeerServerTest, AQuietControlConnectionStaysWhileAJoinWaitsOnThePeer) {
+  control_idle_close_ = 200ms;
+  busy_ = true;
+  Heard heard_a;
+  Heard heard_b;
+  PeerServer& a = start(0xA, heard_a);
+  PeerServer& b = start(0xB, heard_b);
+  send_text(a, b, "join");
+  ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 1; }));
+  // Five times the idle close: it would have closed by now were it not busy.
+  const auto until = std::chrono::steady_clock::now() + 5 * control_idle_close_;
+  EXPECT_FALSE(run_until([&] {
+                 return a.open_control_connections() == 0 ||
+                        std::chrono::steady_clock::now() > until;
+               }) &&
+               a.open_control_connections() == 0);
+  EXPECT_EQ(a.open_control_connections(), 1u);
+  busy_ = false;
+  ASSERT_TRUE(run_until([&] { return a.open_control_connections() == 0; }));
+  EXPECT_TRUE(heard_a.control_lost.empty());
+  EXPECT_TRUE(heard_b.control_lost.empty());
 }
 
 }  // namespace

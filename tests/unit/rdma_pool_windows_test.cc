@@ -155,5 +155,18 @@ TEST(RdmaPinnedBudgetTest, HoldsCountUntilTheyGoAndPathsMayTakeWhatWindowsHold) 
   EXPECT_EQ(budget.held_by_paths(), 0u);
 }
 
+TEST(RdmaPinnedBudgetTest, RingsShareTheBoundAmongThePathsDownToOneLargestFrame) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kFrame = 48 + 512 * 1024;
+  EXPECT_EQ(ring_bytes_within(2048 * kMiB, 64, kFrame, 16 * kMiB), 16 * kMiB) << "the defaults";
+  EXPECT_EQ(ring_bytes_within(8192 * kMiB, 64, kFrame, 16 * kMiB), 16 * kMiB) << "never above";
+  EXPECT_EQ(ring_bytes_within(2048 * kMiB, 64 * 8, kFrame, 16 * kMiB), 2 * kMiB) << "8 NICs";
+  EXPECT_EQ(ring_bytes_within(100 * kMiB, 3, kFrame, 16 * kMiB), 16 * kMiB);
+  EXPECT_EQ(ring_bytes_within(100 * kMiB, 4, kFrame, 16 * kMiB), 8 * kMiB) << "a power of two";
+  EXPECT_EQ(ring_bytes_within(64 * kMiB, 1000, kFrame, 16 * kMiB), kMiB)
+      << "one largest frame at least: the bound then holds fewer paths";
+  EXPECT_EQ(ring_bytes_within(0, 0, kFrame, 16 * kMiB), kMiB);
+}
+
 }  // namespace
 }  // namespace plexus::transports::rdma

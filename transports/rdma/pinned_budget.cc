@@ -1,5 +1,7 @@
 #include "transports/rdma/pinned_budget.h"
 
+#include <algorithm>
+#include <bit>
 #include <utility>
 
 namespace plexus::transports::rdma {
@@ -55,6 +57,13 @@ bool PinnedBudget::path_would_fit(uint64_t bytes) const {
 bool PinnedBudget::fits(uint64_t bytes) const {
   const uint64_t held = held_by_paths() + held_by_windows();
   return held <= state_->max_bytes && bytes <= state_->max_bytes - held;
+}
+
+uint64_t ring_bytes_within(uint64_t max_bytes, uint64_t paths, uint64_t frame, uint64_t largest) {
+  const uint64_t floor = std::bit_ceil(std::max<uint64_t>(frame, 1));
+  const uint64_t share = max_bytes / (2 * std::max<uint64_t>(paths, 1));
+  const uint64_t fitting = share == 0 ? 0 : std::bit_floor(share);
+  return std::max(floor, std::min(fitting, std::bit_floor(std::max<uint64_t>(largest, 1))));
 }
 
 }  // namespace plexus::transports::rdma

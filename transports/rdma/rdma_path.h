@@ -47,7 +47,8 @@ struct RdmaSettings {
   // pinned_max_bytes too): past that the least recently used one no work request holds goes.
   uint32_t max_registrations = 64;
   // Everything RDMA pins on the node, every device and path: rings and bounce buffers
-  // (32 MiB a path at the sizes above, so 64 paths) and registered pool windows. A path whose
+  // (32 MiB a path at the sizes above, so 64 paths; plexusd sizes the rings from this bound,
+  // daemon/config.cc) and registered pool windows. A path whose
   // rings do not fit is not opened over RDMA (TCP instead, or with --transport rdma the
   // connection is refused, naming this bound); windows that do not fit are not registered
   // (their payloads are copied) and give way to a new path's rings.
