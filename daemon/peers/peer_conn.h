@@ -17,6 +17,7 @@
 #include "daemon/peers/peer_connections.h"
 #include "daemon/peers/rail_plan.h"
 #include "transports/peer/peer_handshake.h"
+#include "transports/rdma/pinned_budget.h"
 
 namespace plexus::daemon {
 namespace peer_detail {
@@ -84,6 +85,9 @@ struct PeerConn {
   int tried = 0;
   int refused = 0;
   bool handshake_refused = false;
+  // The rings of the RDMA path this connection would carry, held from its offer until the
+  // path takes them over (released with the connection, or when RDMA was not agreed).
+  transports::rdma::PinnedBudget::Hold rdma_reserved;
   std::string name() const {
     return handshake && !handshake->peer().node_name.empty()
                ? "node " + handshake->peer().node_name + " (" + address + ")"

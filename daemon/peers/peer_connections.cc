@@ -131,7 +131,8 @@ void PeerConnections::on_listen_readable() {
     c->owner = this;
     c->fd = fd;
     c->address = common::address_text(reinterpret_cast<sockaddr*>(&from));
-    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_, rdma_offers_.offers(fd),
+    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_,
+                                                 rdma_offers_.offers(fd, &c->rdma_reserved),
                                                  settings_.transport == DataTransport::kRdma));
     if (hooks_.crossing) c->handshake->refuse_crossing(hooks_.crossing);
     conns_.push_back(c);
@@ -278,7 +279,8 @@ void PeerConnections::on_connected(PeerConn& c) {
       },
       static_cast<uint64_t>(settings_.handshake_timeout.count()), 0);
   c.handshake.emplace(PeerHandshake::connector(
-      me_, c.role, secret_, c.expected, c.role == PeerRole::kData && rdma_offers_.offers(c.fd),
+      me_, c.role, secret_, c.expected,
+      c.role == PeerRole::kData && rdma_offers_.offers(c.fd, &c.rdma_reserved),
       settings_.transport == DataTransport::kRdma, c.latency_rail));
   std::vector<std::byte> hello = c.handshake->take_output();
   c.out.insert(c.out.end(), hello.begin(), hello.end());

@@ -83,6 +83,9 @@ bool PeerConnections::read_handshake(PeerConn& c) {
 
 void PeerConnections::established(PeerConn& c) {
   const transports::PeerIdentity& peer = c.handshake->peer();
+  // What the offer held for an RDMA path: to the path if RDMA was agreed, else released now
+  // (a control connection, or TCP).
+  transports::rdma::PinnedBudget::Hold reserved = std::move(c.rdma_reserved);
   if (c.connector) {
     // The smallest round trip seen: a handshake that met a busy peer measures its load,
     // not the path, and the cost model must not change its choices with every comm.
@@ -122,7 +125,7 @@ void PeerConnections::established(PeerConn& c) {
 #ifdef PLEXUS_HAVE_RDMA
     if (rdma)
       open = transports::rdma::rdma_path_opener(fd, settings_.rdma, settings_.sendable_memory,
-                                                rdma_offers_.devices());
+                                                rdma_offers_.devices(), std::move(reserved));
 #endif
     if (!open) open = transports::tcp_path_opener(fd);
     if (hooks_.data_link) hooks_.data_link(peer, std::move(open), nic, backup, latency);

@@ -28,7 +28,7 @@ RdmaOffers::RdmaOffers(DataTransport transport, const transports::rdma::RdmaSett
 #endif
 }
 
-bool RdmaOffers::offers(int fd) {
+bool RdmaOffers::offers(int fd, transports::rdma::PinnedBudget::Hold* reserved) {
   if (transport_ == DataTransport::kTcp) return false;
   sockaddr_in local{};
   socklen_t len = sizeof local;
@@ -64,8 +64,11 @@ bool RdmaOffers::offers(int fd) {
 #endif
   }
   if (!it->second) return false;
-  // The paths open now leave room for one more path's rings (windows give way to them).
-  const bool fits = budget_->path_would_fit(pinned_bytes_);
+  // The paths open (or offered) now leave room for one more path's rings (windows give way
+  // to them): held from here, so that offers made at once cannot count on the same room.
+  auto held = budget_->take(pinned_bytes_, transports::rdma::PinnedBudget::Use::kPath);
+  const bool fits = held.ok();
+  if (fits) *reserved = held.take();
   if (fits == bound_spent_) {
     bound_spent_ = !fits;
     if (bound_spent_) {

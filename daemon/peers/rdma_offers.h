@@ -22,8 +22,9 @@ class RdmaOffers {
  public:
   RdmaOffers(DataTransport transport, const transports::rdma::RdmaSettings& rdma);
 
-  // Whether a connection over socket `fd` (its local address) can offer RDMA.
-  bool offers(int fd);
+  // Whether a connection over socket `fd` (its local address) can offer RDMA; if so, the
+  // rings of the path it would carry are held in `reserved` (dropped if RDMA is not agreed).
+  bool offers(int fd, transports::rdma::PinnedBudget::Hold* reserved);
   // What every RDMA path's opener is given (null where this build has no RDMA).
   const std::shared_ptr<transports::rdma::VerbsDevices>& devices() const { return devices_; }
 

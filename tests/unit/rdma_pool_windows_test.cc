@@ -133,26 +133,32 @@ TEST(RdmaPinnedBudgetTest, HoldsCountUntilTheyGoAndPathsMayTakeWhatWindowsHold) 
   ASSERT_TRUE(path.ok());
   auto window = budget.take(30, PinnedBudget::Use::kWindow);
   ASSERT_TRUE(window.ok());
-  auto refused = budget.take(20, PinnedBudget::Use::kPath);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().find("--rdma-pinned-max-bytes 100"), std::string::npos)
-      << refused.error();
-  EXPECT_NE(refused.error().find("paths hold 60 bytes and registered pool windows 30"),
+  auto no_window = budget.take(20, PinnedBudget::Use::kWindow);
+  ASSERT_FALSE(no_window.ok()) << "a window fits beside everything held, or not at all";
+  EXPECT_NE(no_window.error().find("--rdma-pinned-max-bytes 100"), std::string::npos)
+      << no_window.error();
+  EXPECT_NE(no_window.error().find("paths hold 60 bytes and registered pool windows 30"),
             std::string::npos)
-      << refused.error();
-  EXPECT_TRUE(budget.path_would_fit(40)) << "windows give way to a path's rings";
-  EXPECT_FALSE(budget.path_would_fit(41));
+      << no_window.error();
+  EXPECT_FALSE(budget.over());
+  auto second = budget.take(40, PinnedBudget::Use::kPath);
+  ASSERT_TRUE(second.ok()) << "windows give way to a path's rings";
+  EXPECT_TRUE(budget.over()) << "until they are dropped";
+  auto third = budget.take(1, PinnedBudget::Use::kPath);
+  ASSERT_FALSE(third.ok()) << "paths never pass the bound";
+  EXPECT_NE(third.error().find("a path's rings need 1"), std::string::npos) << third.error();
   PinnedBudget::Hold moved = window.take();
   EXPECT_EQ(budget.held_by_windows(), 30u);
   moved = PinnedBudget::Hold{};
   EXPECT_EQ(budget.held_by_windows(), 0u);
-  EXPECT_TRUE(budget.take(40, PinnedBudget::Use::kPath).ok()) << "and released at once";
-  EXPECT_EQ(budget.held_by_paths(), 60u) << "a hold not kept is released";
+  EXPECT_FALSE(budget.over());
   {
-    PinnedBudget::Hold kept = path.take();
-    EXPECT_EQ(budget.held_by_paths(), 60u);
+    PinnedBudget::Hold kept = second.take();
+    EXPECT_EQ(budget.held_by_paths(), 100u);
   }
-  EXPECT_EQ(budget.held_by_paths(), 0u);
+  EXPECT_EQ(budget.held_by_paths(), 60u) << "a hold is released when it goes";
+  EXPECT_TRUE(budget.take(40, PinnedBudget::Use::kPath).ok());
+  EXPECT_EQ(budget.held_by_paths(), 60u) << "a hold not kept is released at once";
 }
 
 TEST(RdmaPinnedBudgetTest, RingsShareTheBoundAmongThePathsDownToOneLargestFrame) {

@@ -18,7 +18,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 vm=$root/tools/vm/plexus-vm.sh
-die() { echo "rdma_peers: $*" >&2; exit 2; }
+# On a failure the daemons' logs are kept in /tmp/rdma_peers.TAG.logs (the VMs' state goes).
+die() {
+  if [ -n "${tag:-}" ] && [ -d "/tmp/pxvm-$tag" ]; then
+    mkdir -p "/tmp/rdma_peers.$tag.logs"
+    cp /tmp/pxvm-"$tag"/n*/plexusd.log "/tmp/rdma_peers.$tag.logs/" 2>/dev/null || true
+    for f in /tmp/pxvm-"$tag"/n*/plexusd.log; do cp "$f" "/tmp/rdma_peers.$tag.logs/$(basename "$(dirname "$f")").log"; done 2>/dev/null
+  fi
+  echo "rdma_peers: $*" >&2
+  exit 2
+}
 
 build="" sizes=2,3,5 size=65536 mem=768
 while [ $# -gt 0 ]; do

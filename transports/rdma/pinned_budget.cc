@@ -32,8 +32,15 @@ void PinnedBudget::Hold::release() {
 }
 
 common::Result<PinnedBudget::Hold> PinnedBudget::take(uint64_t bytes, Use use) {
-  // One taker (the links' thread): the check and the add need not be one atomic step.
-  if (!fits(bytes)) {
+  std::atomic<uint64_t>& mine = counter(*state_, use);
+  const uint64_t max = state_->max_bytes;
+  bool taken = false;
+  for (uint64_t held = mine.load(std::memory_order_relaxed); !taken;) {
+    const uint64_t beside = use == Use::kPath ? 0 : held_by_paths();
+    if (held + beside > max || bytes > max - held - beside) break;
+    taken = mine.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed);
+  }
+  if (!taken) {
     return common::fail("the node's RDMA pinned-memory bound (--rdma-pinned-max-bytes " +
                         std::to_string(state_->max_bytes) + ") is spent: paths hold " +
                         std::to_string(held_by_paths()) + " bytes and registered pool windows " +
@@ -41,22 +48,11 @@ common::Result<PinnedBudget::Hold> PinnedBudget::take(uint64_t bytes, Use use) {
                         (use == Use::kPath ? "a path's rings need " : "a pool window needs ") +
                         std::to_string(bytes));
   }
-  counter(*state_, use).fetch_add(bytes, std::memory_order_relaxed);
   Hold hold;
   hold.state_ = state_;
   hold.use_ = use;
   hold.bytes_ = bytes;
   return hold;
-}
-
-bool PinnedBudget::path_would_fit(uint64_t bytes) const {
-  const uint64_t held = held_by_paths();
-  return held <= state_->max_bytes && bytes <= state_->max_bytes - held;
-}
-
-bool PinnedBudget::fits(uint64_t bytes) const {
-  const uint64_t held = held_by_paths() + held_by_windows();
-  return held <= state_->max_bytes && bytes <= state_->max_bytes - held;
 }
 
 uint64_t ring_bytes_within(uint64_t max_bytes, uint64_t paths, uint64_t frame, uint64_t largest) {

@@ -4,10 +4,12 @@
 // A path that cannot have its rings does not open over RDMA (the daemon offers TCP, or, with
 // --transport rdma, refuses the connection naming this bound); a window that does not fit is
 // not registered (its payload is copied through the bounce ring: slower, always correct).
-// Windows are a cache: whoever owns them (verbs_devices.h) drops the unused ones to make room
-// for a path's rings. Knows nothing of libibverbs. Holds are taken and released on the links'
-// thread; the counts are atomics because the control thread asks whether a path would fit
-// before it offers RDMA in a handshake.
+// Windows are a cache: a path's rings are held against what other paths hold only, and whoever
+// owns the windows (verbs_devices.h) drops the unused ones when a new path's rings push the
+// total past the bound (windows a posted write still reads go when it completes). Knows
+// nothing of libibverbs. The control thread holds a path's rings when it offers RDMA in a
+// handshake (so that two offers at once cannot both count on the same room) and the links'
+// thread takes that hold over with the path, or holds windows: the counts are atomics.
 #pragma once
 
 #include <atomic>
@@ -53,12 +55,11 @@ class PinnedBudget {
   };
 
   // `bytes` for `use`, or why not: the bound, what paths and windows hold, what was wanted.
+  // A path's bytes need room beside the other paths only (windows give way); a window's,
+  // beside everything held.
   common::Result<Hold> take(uint64_t bytes, Use use);
-  // Whether a path's `bytes` would fit if every window were dropped (what the control thread
-  // asks before it offers RDMA: windows give way to rings).
-  bool path_would_fit(uint64_t bytes) const;
-  // Whether `bytes` fit beside what is held now.
-  bool fits(uint64_t bytes) const;
+  // Whether everything held passes the bound (windows to drop).
+  bool over() const { return held_by_paths() + held_by_windows() > state_->max_bytes; }
 
   uint64_t max_bytes() const { return state_->max_bytes; }
   uint64_t held_by_paths() const { return state_->paths.load(std::memory_order_relaxed); }

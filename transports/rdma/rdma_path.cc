@@ -34,7 +34,8 @@ using Clock = std::chrono::steady_clock;
 class RdmaPath final : public DataPath {
  public:
   RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
-           VerbsDevices& devices, const wire::DataFrameLimits& limits, Callbacks callbacks);
+           VerbsDevices& devices, PinnedBudget::Hold reserved, const wire::DataFrameLimits& limits,
+           Callbacks callbacks);
 
   void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
              uint64_t token) override {
@@ -110,7 +111,8 @@ class RdmaPath final : public DataPath {
 };
 
 RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
-                   VerbsDevices& devices, const wire::DataFrameLimits& limits, Callbacks callbacks)
+                   VerbsDevices& devices, PinnedBudget::Hold reserved,
+                   const wire::DataFrameLimits& limits, Callbacks callbacks)
     : socket_(fd),
       settings_(settings),
       limits_(limits),
@@ -141,12 +143,18 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
   }
   // The device in the path's name, one word (plexusctl's tables split on spaces).
   local_.text += "@" + found->port.device;
-  auto pinned = devices.hold_path(path_pinned_bytes(settings_));
-  if (!pinned) {
-    fail(pinned.error());
-    return;
+  const uint64_t bytes = path_pinned_bytes(settings_);
+  if (reserved.bytes() != bytes) {
+    auto pinned = devices.budget()->take(bytes, PinnedBudget::Use::kPath);
+    if (!pinned) {
+      fail(pinned.error());
+      return;
+    }
+    reserved = pinned.take();
   }
-  if (std::string why = verbs_.open(found.take(), pinned.take(), settings_, std::move(sendable));
+  devices.make_room();
+  if (std::string why =
+          verbs_.open(found.take(), std::move(reserved), settings_, std::move(sendable));
       !why.empty()) {
     fail(why);
     return;
@@ -243,17 +251,19 @@ bool RdmaPath::on_readable(size_t max_bytes) {
 
 PathOpener rdma_path_opener(int fd, RdmaSettings settings,
                             std::shared_ptr<const SendableMemory> sendable,
-                            std::shared_ptr<VerbsDevices> devices) {
+                            std::shared_ptr<VerbsDevices> devices, PinnedBudget::Hold reserved) {
   auto owned = std::make_shared<common::UniqueFd>(fd);
+  // The opener is a copyable function: the hold goes to the one path it opens.
+  auto held = std::make_shared<PinnedBudget::Hold>(std::move(reserved));
   if (devices == nullptr) {
     devices = std::make_shared<VerbsDevices>(
         std::make_shared<PinnedBudget>(settings.pinned_max_bytes), settings.max_registrations);
   }
-  return [owned, settings, sendable, devices](
+  return [owned, settings, sendable, devices, held](
              const wire::DataFrameLimits& limits,
              DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
-    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, *devices, limits,
-                                      std::move(callbacks));
+    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, *devices,
+                                      std::move(*held), limits, std::move(callbacks));
   };
 }
 

@@ -26,6 +26,7 @@
 
 #include "transports/path/data_path.h"
 #include "transports/path/sendable_memory.h"
+#include "transports/rdma/pinned_budget.h"
 
 namespace plexus::transports::rdma {
 
@@ -71,8 +72,11 @@ class VerbsDevices;
 // bound or the queue pair cannot be made. Payloads in memory announced in `sendable` go
 // without a copy (null: every payload is copied). `devices`: the daemon's devices and bound,
 // shared by its paths (null: this path's own, bounded by settings.pinned_max_bytes).
+// `reserved`: the path's rings, held against the bound when RDMA was offered (empty: held
+// when the path opens).
 PathOpener rdma_path_opener(int fd, RdmaSettings settings,
                             std::shared_ptr<const SendableMemory> sendable = nullptr,
-                            std::shared_ptr<VerbsDevices> devices = nullptr);
+                            std::shared_ptr<VerbsDevices> devices = nullptr,
+                            PinnedBudget::Hold reserved = {});
 
 }  // namespace plexus::transports::rdma

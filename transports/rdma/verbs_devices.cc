@@ -33,13 +33,11 @@ common::Result<VerbsDevices::Found> VerbsDevices::find(uint32_t ipv4) {
   return Found{port.take(), std::move(device)};
 }
 
-common::Result<PinnedBudget::Hold> VerbsDevices::hold_path(uint64_t bytes) {
-  auto held = budget_->take(bytes, PinnedBudget::Use::kPath);
-  if (held.ok() || !budget_->path_would_fit(bytes)) return held;
+void VerbsDevices::make_room() {
+  if (!budget_->over()) return;
   for (auto& [name, weak] : devices_) {
     if (auto device = weak.lock()) device->drop_unused_windows();
   }
-  return budget_->take(bytes, PinnedBudget::Use::kPath);
 }
 
 size_t VerbsDevices::open_devices() const {

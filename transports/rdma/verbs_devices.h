@@ -1,8 +1,8 @@
 // The verbs devices this daemon's RDMA paths run on, each opened once and shared by every path
 // over it (verbs_device.h), and the node's bound on the memory RDMA pins (pinned_budget.h).
 // A path opening asks here for the port that holds its address (the devices already open are
-// looked at first, so a path opens no device of its own) and for its rings' bytes of the
-// bound, which registered windows nobody uses give way to. The daemon makes one and hands it
+// looked at first, so a path opens no device of its own); registered windows nobody uses give
+// way to its rings' bytes of the bound. The daemon makes one and hands it
 // to every RDMA path opener; what it holds per device: a context, a protection domain and the
 // window registrations, none per peer. Called only by the thread that runs the paths (the
 // links' event loop); the budget's counts are also read by the control thread.
@@ -35,9 +35,9 @@ class VerbsDevices {
   // The port holding `ipv4` (network byte order) and its device, opened now if no path has it
   // open; or why not.
   common::Result<Found> find(uint32_t ipv4);
-  // `bytes` of a path's rings from the node's bound, dropping registered windows no work
-  // request holds if that makes room; or why not (the bound, what is held).
-  common::Result<PinnedBudget::Hold> hold_path(uint64_t bytes);
+  // A path's rings were held (the offer's hold, or one taken now): where everything held
+  // passes the bound, the registered windows no work request holds are dropped.
+  void make_room();
 
   const std::shared_ptr<PinnedBudget>& budget() const { return budget_; }
   // The devices open now (some path holds them).
