@@ -114,12 +114,17 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.peers.rdma.zero_copy_min_bytes = config.rdma_zero_copy_min_bytes;
   c.peers.rdma.pinned_max_bytes = config.rdma_pinned_max_bytes;
   // Each path's rings from that bound, shared by every path the link cap allows (a path per
-  // NIC): 16 MiB each at the defaults; a smaller bound gives smaller rings before it gives
-  // fewer RDMA paths.
-  const uint64_t paths = uint64_t{config.max_open_links == 0 ? 64u : config.max_open_links} *
-                         std::max<size_t>(c.peers.nics.size(), 1);
+  // NIC, two with the latency class's connections; backups across rails are not counted):
+  // 16 MiB each at the defaults with one NIC; a smaller bound gives smaller rings before it
+  // gives fewer RDMA paths. No cap (0) is sized as the default cap.
+  const uint32_t links =
+      config.max_open_links == 0 ? PeerLinks::Retirement{}.max_open : config.max_open_links;
+  const uint64_t paths = uint64_t{links} * std::max<size_t>(c.peers.nics.size(), 1) *
+                         (c.peers.latency_connections ? 2 : 1);
+  transports::rdma::RdmaSettings rings_only = c.peers.rdma;
+  rings_only.ring_bytes = rings_only.bounce_bytes = 0;
   c.peers.rdma.ring_bytes = c.peers.rdma.bounce_bytes = transports::rdma::ring_bytes_within(
-      config.rdma_pinned_max_bytes, paths,
+      config.rdma_pinned_max_bytes, paths, transports::rdma::path_pinned_bytes(rings_only),
       transports::wire::kDataFrameHeaderBytes + NodeLinks::kDefaultChunkBytes,
       transports::rdma::RdmaSettings{}.ring_bytes);
   c.connect_timeout = std::chrono::milliseconds(config.connect_timeout_ms);

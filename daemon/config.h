@@ -115,7 +115,8 @@ struct Config {
       channel_default_ms(&transports::ReliableChannel::Settings::last_path_grace);
   // Idle links close their paths by agreement and reopen on their next use (PeerLinks:
   // an idle peer then costs no descriptor or socket buffer): after this long quiet, and,
-  // past this many links with paths, the least recently busy quiet ones at once.
+  // past this many links with paths, the least recently busy quiet ones at once. Control
+  // connections quiet this long close too (ControlChannels).
   uint32_t link_idle_close_ms = static_cast<uint32_t>(PeerLinks::Retirement{}.idle_close.count());
   uint32_t max_open_links = static_cast<uint32_t>(PeerLinks::Retirement{}.max_open);
 

@@ -185,7 +185,8 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "A link to a peer daemon whose paths have carried nothing this long (beyond "
                  "the second after which a path counts as idle), with nothing queued or "
                  "unacknowledged, closes them by agreement with the peer and opens one again "
-                 "on its next use, losing nothing; 0: never for idleness")
+                 "on its next use, losing nothing; a control connection quiet this long "
+                 "closes too (reopened by the next message); 0: never for idleness")
       ->capture_default_str()
       ->check(CLI::Range(0u, 86400000u));
   app.add_option("--max-open-links", config.max_open_links,

@@ -80,7 +80,9 @@ class NodeJoins {
   // it over local NIC `nic` failed (the link stays); a local NIC came back.
   void data_link_lost(uint64_t instance);
   // The engine's link to `instance` closed its paths while idle (dormant): its rails are
-  // forgotten, a later want dials again, and its daemon going away still fails it.
+  // forgotten, a later want dials again, and its daemon found gone (its control connection
+  // refused) still fails it; found, that is, when a control message or the link's next use
+  // meets it (an idle control connection closes too).
   void data_link_retired(uint64_t instance);
   // From the engine: a link to `instance` is needed and none is open (paths open on first
   // use): a data connection is opened to one of `addresses`.

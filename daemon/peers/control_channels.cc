@@ -286,14 +286,22 @@ void ControlChannels::check_acks() {
 
 void ControlChannels::close_idle(std::chrono::steady_clock::time_point now) {
   if (settings_.idle_close.count() == 0) return;
+  // Every established control connection this side opened, to a peer quiet on it for the
+  // idle time: the current one, and one left over from dials that crossed.
   std::vector<std::pair<uint64_t, PeerConn*>> quiet;
-  for (auto& [instance, p] : peers_) {
-    PeerConn* c = p.current;
+  for (PeerConn* c : connections_.connections()) {
+    if (!c->connector || !c->is_established || c->closing || c->fd < 0 || !c->out.empty() ||
+        c->handshake->role() != PeerRole::kControl) {
+      continue;
+    }
+    const uint64_t instance = c->handshake->peer().instance_id;
+    auto it = peers_.find(instance);
+    if (it == peers_.end()) continue;
+    const Peer& p = it->second;
     // Only the side that opened it closes a connection, so that both ends never close at
     // once; unread bytes would turn the close into a reset that could lose the bye.
     int unread = 0;
-    if (c == nullptr || !c->connector || c->fd < 0 || !c->out.empty() ||
-        p.sequence.unacknowledged() != 0 || p.sequence.ack_due() ||
+    if (p.sequence.unacknowledged() != 0 || p.sequence.ack_due() ||
         now - p.last_io < settings_.idle_close || (hooks_.busy && hooks_.busy(instance)) ||
         ::ioctl(c->fd, FIONREAD, &unread) != 0 || unread != 0) {
       continue;
@@ -302,11 +310,11 @@ void ControlChannels::close_idle(std::chrono::steady_clock::time_point now) {
   }
   for (auto [instance, c] : quiet) {
     Peer& p = peers_.at(instance);
-    spdlog::debug("control connection with {} ({}) closed: quiet for {} ms", c->name(), c->address,
+    spdlog::debug("control connection with {} closed: quiet for {} ms", c->name(),
                   settings_.idle_close.count());
     connections_.send(*c, p.sequence.bye_frame());
     if (c->closing) continue;  // the write failed: failed() took it from here
-    p.current = nullptr;
+    if (p.current == c) p.current = nullptr;
     connections_.retire(*c);
   }
 }
@@ -315,16 +323,34 @@ void ControlChannels::said_bye(uint64_t instance, PeerConn& c) {
   Peer& p = record(instance);
   spdlog::debug("control connection with {} ({}) closed by the peer: quiet", c.name(), c.address);
   const bool was_current = p.current == &c;
-  if (was_current) p.current = nullptr;
   connections_.retire(c);
-  // A message of this side's that crossed the bye goes again on a new connection.
-  if (was_current && p.sequence.unacknowledged() > 0) open(instance);
+  if (!was_current) return;
+  p.current = nullptr;
+  // Another established one (dials that crossed) carries the messages from here, or, for a
+  // message of this side's that crossed the bye, a new one.
+  for (PeerConn* other : connections_.connections()) {
+    if (!other->closing && other->is_established &&
+        other->handshake->role() == PeerRole::kControl &&
+        other->handshake->peer().instance_id == instance) {
+      p.current = other;
+      connections_.send(*other, p.sequence.resend(std::chrono::steady_clock::now()));
+      return;
+    }
+  }
+  if (p.sequence.unacknowledged() > 0) open(instance);
 }
 
 void ControlChannels::path_lost(uint64_t instance, const std::string& nic,
                                 const std::string& remote) {
   auto it = peers_.find(instance);
-  if (it == peers_.end() || it->second.current == nullptr) return;
+  if (it == peers_.end()) return;
+  if (it->second.current == nullptr) {
+    // Closed while quiet: a connection opened now finds whether its daemon still answers (a
+    // refusal everywhere reports it gone, as a failed control connection would have at once),
+    // and closes again once quiet if it does.
+    open(instance);
+    return;
+  }
   PeerConn& c = *it->second.current;
   const bool shares = host_of(c.address) == host_of(remote) ||
                       (!nic.empty() && c.fd >= 0 && connections_.local_nic(c) == nic);

@@ -131,9 +131,10 @@ void PeerConnections::on_listen_readable() {
     c->owner = this;
     c->fd = fd;
     c->address = common::address_text(reinterpret_cast<sockaddr*>(&from));
-    c->handshake.emplace(PeerHandshake::acceptor(me_, secret_,
-                                                 rdma_offers_.offers(fd, &c->rdma_reserved),
-                                                 settings_.transport == DataTransport::kRdma));
+    // Offered (and the path's rings held) only once the connector says it carries data.
+    c->handshake.emplace(PeerHandshake::acceptor(
+        me_, secret_, [this, c] { return rdma_offers_.offers(c->fd, &c->rdma_reserved); },
+        settings_.transport == DataTransport::kRdma));
     if (hooks_.crossing) c->handshake->refuse_crossing(hooks_.crossing);
     conns_.push_back(c);
     uv_poll_init(loop_, &c->poll, fd);

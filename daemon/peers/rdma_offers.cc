@@ -66,9 +66,19 @@ bool RdmaOffers::offers(int fd, transports::rdma::PinnedBudget::Hold* reserved) 
   if (!it->second) return false;
   // The paths open (or offered) now leave room for one more path's rings (windows give way
   // to them): held from here, so that offers made at once cannot count on the same room.
+  *reserved = {};  // a retried connection's earlier hold is not counted twice
   auto held = budget_->take(pinned_bytes_, transports::rdma::PinnedBudget::Use::kPath);
   const bool fits = held.ok();
   if (fits) *reserved = held.take();
+  if (!fits) {
+    sockaddr_storage remote{};
+    socklen_t remote_len = sizeof remote;
+    const bool named = ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_len) == 0;
+    spdlog::debug(
+        "peers: the data connection with {} is offered TCP only: {}",
+        named ? common::address_text(reinterpret_cast<const sockaddr*>(&remote)) : std::string("?"),
+        held.error());
+  }
   if (fits == bound_spent_) {
     bound_spent_ = !fits;
     if (bound_spent_) {

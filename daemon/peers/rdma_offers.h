@@ -5,7 +5,8 @@
 // daemon's life (finding a verbs port opens the devices), and the node's RDMA state that the
 // paths share: that bound and the opened devices (transports/rdma/verbs_devices.h), handed to
 // every RDMA path's opener. Control thread only (PeerConnections'); the paths use the devices
-// on the links' thread, the control thread only reads the bound's counts.
+// on the links' thread. The control thread holds each offered path's rings against the bound
+// (so offers made at once cannot count on the same room) and the path takes the hold over.
 #pragma once
 
 #include <cstdint>

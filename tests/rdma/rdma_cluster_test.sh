@@ -34,7 +34,15 @@ s=0
 export PLEXUS_VM_DAEMON_ARGS="--transport rdma --fault-injection --link-idle-close-ms 600000"
 tag=
 trap '[ -z "$tag" ] || "$vm" down --name "$tag"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# A failure shows the end of every node's daemon log (the cluster goes with the exit).
+fail() {
+  echo "FAIL: $*"
+  local f
+  for f in "/tmp/pxvm-$tag"/n*/plexusd.log; do
+    [ -f "$f" ] && { echo "--- $f (last 25 lines)"; tail -25 "$f" | cut -c1-300; }
+  done
+  exit 1
+}
 
 # bench_all PLACEMENT ARGS...: plexus-bench on every node at once; node 0's output shown.
 bench_all() {

@@ -121,10 +121,15 @@ TEST_F(RdmaPoolWindowsTest, AWindowPastTheBoundIsCopiedForNowAndDroppedOnesGiveT
   EXPECT_EQ(device.live.size(), 1u);
   EXPECT_EQ(bounded->drop_unpinned(), 0u) << "a posted frame's window is not dropped";
   first = MrCache::Pin{};
+  MrCache::Pin second = path.pin(at(24 * 1024, 4096));
+  EXPECT_TRUE(second) << "the window no write reads gave way";
+  EXPECT_EQ(device.live.size(), 1u);
+  EXPECT_EQ(device.live.count(pool.data() + 24 * 1024), 1u);
+  EXPECT_EQ(small->held_by_windows(), kWindow);
+  second = MrCache::Pin{};
   EXPECT_EQ(bounded->drop_unpinned(), kWindow);
   EXPECT_EQ(small->held_by_windows(), 0u) << "dropped: its bytes are back";
   EXPECT_TRUE(device.live.empty());
-  EXPECT_TRUE(path.pin(at(24 * 1024, 4096))) << "now it fits";
 }
 
 TEST(RdmaPinnedBudgetTest, HoldsCountUntilTheyGoAndPathsMayTakeWhatWindowsHold) {
@@ -164,14 +169,25 @@ TEST(RdmaPinnedBudgetTest, HoldsCountUntilTheyGoAndPathsMayTakeWhatWindowsHold) 
 TEST(RdmaPinnedBudgetTest, RingsShareTheBoundAmongThePathsDownToOneLargestFrame) {
   constexpr uint64_t kMiB = uint64_t{1} << 20;
   constexpr uint64_t kFrame = 48 + 512 * 1024;
-  EXPECT_EQ(ring_bytes_within(2048 * kMiB, 64, kFrame, 16 * kMiB), 16 * kMiB) << "the defaults";
-  EXPECT_EQ(ring_bytes_within(8192 * kMiB, 64, kFrame, 16 * kMiB), 16 * kMiB) << "never above";
-  EXPECT_EQ(ring_bytes_within(2048 * kMiB, 64 * 8, kFrame, 16 * kMiB), 2 * kMiB) << "8 NICs";
-  EXPECT_EQ(ring_bytes_within(100 * kMiB, 3, kFrame, 16 * kMiB), 16 * kMiB);
-  EXPECT_EQ(ring_bytes_within(100 * kMiB, 4, kFrame, 16 * kMiB), 8 * kMiB) << "a power of two";
-  EXPECT_EQ(ring_bytes_within(64 * kMiB, 1000, kFrame, 16 * kMiB), kMiB)
-      << "one largest frame at least: the bound then holds fewer paths";
-  EXPECT_EQ(ring_bytes_within(0, 0, kFrame, 16 * kMiB), kMiB);
+  constexpr uint64_t kExtra = 288 * 64 + 4096;  // receive slots and the credit buffer
+  auto rings = [&](uint64_t max, uint64_t paths) {
+    return ring_bytes_within(max * kMiB, paths, kExtra, kFrame, 16 * kMiB);
+  };
+  EXPECT_EQ(rings(4096, 64), 16 * kMiB) << "the defaults, one NIC";
+  EXPECT_EQ(rings(8192, 64), 16 * kMiB) << "never above";
+  EXPECT_EQ(rings(2048, 64), 8 * kMiB) << "32 MiB a path, less its slots: 8 MiB rings";
+  EXPECT_EQ(rings(4096, 64 * 8), 2 * kMiB) << "8 NICs";
+  EXPECT_EQ(rings(100, 4), 8 * kMiB) << "a power of two";
+  EXPECT_EQ(rings(64, 1000), kMiB) << "one largest frame at least: the bound then holds fewer";
+  EXPECT_EQ(ring_bytes_within(0, 0, kExtra, kFrame, 16 * kMiB), kMiB);
+  // Where the floor does not bind, the paths asked for fit, slots and all.
+  for (uint64_t max : {512u, 1000u, 2048u, 4096u}) {
+    for (uint64_t paths : {1u, 3u, 64u, 128u}) {
+      const uint64_t ring = rings(max, paths);
+      if (ring == kMiB) continue;
+      EXPECT_LE(paths * (2 * ring + kExtra), max * kMiB) << max << " MiB, " << paths << " paths";
+    }
+  }
 }
 
 }  // namespace

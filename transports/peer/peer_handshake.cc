@@ -72,6 +72,13 @@ PeerHandshake PeerHandshake::acceptor(PeerIdentity me, const ClusterSecret* secr
   return h;
 }
 
+PeerHandshake PeerHandshake::acceptor(PeerIdentity me, const ClusterSecret* secret,
+                                      std::function<bool()> offer_rdma, bool require_rdma) {
+  PeerHandshake h = acceptor(std::move(me), secret, false, require_rdma);
+  h.offer_rdma_for_data_ = std::move(offer_rdma);
+  return h;
+}
+
 std::vector<std::byte> PeerHandshake::take_output() {
   std::vector<std::byte> out;
   out.swap(output_);
@@ -199,6 +206,10 @@ std::string PeerHandshake::on_frame(kj::ArrayPtr<const capnp::word> words) {
           return refuse("the acceptor changed the connection's class");
         }
         role_ = role;
+        if (!is_connector_ && offer_rdma_for_data_) {
+          offer_rdma_ = role_ == PeerRole::kData && offer_rdma_for_data_();
+          offer_rdma_for_data_ = nullptr;
+        }
         latency_class_ = hello.getLatency();
         peer_.instance_id = hello.getInstanceId();
         peer_.node_name = name.cStr();

@@ -61,6 +61,10 @@ class PeerHandshake {
                                  bool require_rdma = false, bool latency_class = false);
   static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret,
                                 bool offer_rdma = false, bool require_rdma = false);
+  // The same, with the offer decided only once the connector's hello says the connection
+  // carries data (a control connection offers nothing): `offer_rdma` is asked then, once.
+  static PeerHandshake acceptor(PeerIdentity me, const ClusterSecret* secret,
+                                std::function<bool()> offer_rdma, bool require_rdma);
 
   // Length-framed bytes to write now (drained by the call).
   std::vector<std::byte> take_output();
@@ -114,6 +118,7 @@ class PeerHandshake {
   PeerIdentity peer_;
   bool peer_authenticated_ = false;
   bool offer_rdma_ = false;
+  std::function<bool()> offer_rdma_for_data_;  // acceptor: asked when the role is known
   bool require_rdma_ = false;
   bool peer_offers_rdma_ = false;
   bool latency_class_ = false;

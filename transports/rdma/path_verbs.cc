@@ -27,12 +27,7 @@ PathVerbs::PathVerbs(const RdmaSettings& settings)
     : ring(settings.ring_bytes),
       bounce(settings.bounce_bytes),
       slots(static_cast<size_t>(receive_slots(settings)) * kReceiveSlotBytes),
-      credit(4096) {}
-
-uint64_t path_pinned_bytes(const RdmaSettings& settings) {
-  return settings.ring_bytes + settings.bounce_bytes + receive_slots(settings) * kReceiveSlotBytes +
-         4096;
-}
+      credit(kCreditBufferBytes) {}
 
 std::string PathVerbs::open(VerbsDevices::Found found, PinnedBudget::Hold held,
                             const RdmaSettings& settings,

@@ -38,17 +38,6 @@
 
 namespace plexus::transports::rdma {
 
-// Receives posted beyond those advertised for frames: a credit SEND completes when the
-// peer's device has it, not when the peer's daemon has reposted the receive it took, so a
-// few credits can land before the peer catches up; these take them without a
-// receiver-not-ready stall (rnr_retry stays the backstop).
-inline constexpr uint32_t kCreditReceives = 32;
-
-// The receive work requests a path keeps posted (frames and credit), one slot each.
-inline uint64_t receive_slots(const RdmaSettings& settings) {
-  return uint64_t{settings.receive_depth} + kCreditReceives;
-}
-
 // Anonymous memory, page aligned, for registration.
 class Pages {
  public:
@@ -63,9 +52,6 @@ class Pages {
   std::byte* base_ = nullptr;
   size_t bytes_;
 };
-
-// What one path pins of its own: its receive ring, bounce ring, receive slots and credit.
-uint64_t path_pinned_bytes(const RdmaSettings& settings);
 
 struct PathVerbs {
   // Maps the memory the settings size (open() says if that failed).

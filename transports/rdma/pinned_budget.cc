@@ -55,9 +55,11 @@ common::Result<PinnedBudget::Hold> PinnedBudget::take(uint64_t bytes, Use use) {
   return hold;
 }
 
-uint64_t ring_bytes_within(uint64_t max_bytes, uint64_t paths, uint64_t frame, uint64_t largest) {
+uint64_t ring_bytes_within(uint64_t max_bytes, uint64_t paths, uint64_t extra, uint64_t frame,
+                           uint64_t largest) {
   const uint64_t floor = std::bit_ceil(std::max<uint64_t>(frame, 1));
-  const uint64_t share = max_bytes / (2 * std::max<uint64_t>(paths, 1));
+  const uint64_t per_path = max_bytes / std::max<uint64_t>(paths, 1);
+  const uint64_t share = per_path > extra ? (per_path - extra) / 2 : 0;
   const uint64_t fitting = share == 0 ? 0 : std::bit_floor(share);
   return std::max(floor, std::min(fitting, std::bit_floor(std::max<uint64_t>(largest, 1))));
 }

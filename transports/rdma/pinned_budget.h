@@ -70,9 +70,11 @@ class PinnedBudget {
 };
 
 // The size of each of a path's two rings (the one the peer writes into, the bounce ring) such
-// that `paths` paths fit in `max_bytes` beside nothing else: a power of two, at most `largest`,
-// and never below the power of two that holds `frame` bytes (one largest frame with its
-// header), whatever the bound (the bound then holds fewer paths; the budget enforces it).
-uint64_t ring_bytes_within(uint64_t max_bytes, uint64_t paths, uint64_t frame, uint64_t largest);
+// that `paths` paths, each pinning `extra` bytes besides, fit in `max_bytes` beside nothing
+// else: a power of two, at most `largest`, and never below the power of two that holds
+// `frame` bytes (one largest frame with its header), whatever the bound (the bound then holds
+// fewer paths; the budget enforces it).
+uint64_t ring_bytes_within(uint64_t max_bytes, uint64_t paths, uint64_t extra, uint64_t frame,
+                           uint64_t largest);
 
 }  // namespace plexus::transports::rdma

@@ -21,8 +21,12 @@ MrCache::Pin PoolWindows::pin(std::span<const std::byte> payload) {
   const uint64_t window_offset = offset / stride_ * stride_;
   const uint64_t window_bytes = std::min<uint64_t>(2 * stride_, region->bytes - window_offset);
   if (offset + payload.size() > window_offset + window_bytes) return {};
-  auto pinned =
-      windows_->lookup(region->id, region->base + window_offset, static_cast<size_t>(window_bytes));
+  std::byte* const window = region->base + window_offset;
+  auto pinned = windows_->lookup(region->id, window, static_cast<size_t>(window_bytes));
+  if (!pinned.ok() && !windows_->refused() && windows_->drop_unpinned() > 0) {
+    // The node's bound (or the cache) was full of windows no write reads now: they give way.
+    pinned = windows_->lookup(region->id, window, static_cast<size_t>(window_bytes));
+  }
   return pinned.ok() ? pinned.take() : MrCache::Pin{};
 }
 

@@ -34,8 +34,8 @@ using Clock = std::chrono::steady_clock;
 class RdmaPath final : public DataPath {
  public:
   RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
-           VerbsDevices& devices, PinnedBudget::Hold reserved, const wire::DataFrameLimits& limits,
-           Callbacks callbacks);
+           std::shared_ptr<VerbsDevices> devices, PinnedBudget::Hold reserved,
+           const wire::DataFrameLimits& limits, Callbacks callbacks);
 
   void queue(const wire::DataFrameHeader& header, std::span<const std::byte> payload,
              uint64_t token) override {
@@ -96,6 +96,7 @@ class RdmaPath final : public DataPath {
   }
   bool connect_queue_pair();
 
+  std::shared_ptr<VerbsDevices> devices_;  // the node's: devices and the pinned bound
   PathSocket socket_;
   common::UniqueFd epoll_;
   RdmaSettings settings_;
@@ -111,9 +112,10 @@ class RdmaPath final : public DataPath {
 };
 
 RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const SendableMemory> sendable,
-                   VerbsDevices& devices, PinnedBudget::Hold reserved,
+                   std::shared_ptr<VerbsDevices> devices, PinnedBudget::Hold reserved,
                    const wire::DataFrameLimits& limits, Callbacks callbacks)
-    : socket_(fd),
+    : devices_(std::move(devices)),
+      socket_(fd),
       settings_(settings),
       limits_(limits),
       local_(socket_endpoint(fd, false)),
@@ -136,7 +138,7 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
     fail("the path's socket has no IPv4 address (RDMA paths are RoCE v2 over IPv4)");
     return;
   }
-  auto found = devices.find(*address);
+  auto found = devices_->find(*address);
   if (!found) {
     fail(found.error());
     return;
@@ -145,14 +147,14 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
   local_.text += "@" + found->port.device;
   const uint64_t bytes = path_pinned_bytes(settings_);
   if (reserved.bytes() != bytes) {
-    auto pinned = devices.budget()->take(bytes, PinnedBudget::Use::kPath);
+    auto pinned = devices_->budget()->take(bytes, PinnedBudget::Use::kPath);
     if (!pinned) {
       fail(pinned.error());
       return;
     }
     reserved = pinned.take();
   }
-  devices.make_room();
+  devices_->make_room();
   if (std::string why =
           verbs_.open(found.take(), std::move(reserved), settings_, std::move(sendable));
       !why.empty()) {
@@ -244,6 +246,9 @@ bool RdmaPath::on_readable(size_t max_bytes) {
   // can find.)
   (void)max_bytes;
   if (!transfer_.take_completions(&last_heard_)) return false;
+  // A new path's rings pushed the node past its bound while windows were in use: those
+  // whose writes completed give their bytes back now.
+  if (devices_->budget()->over()) devices_->make_room();
   return !failed();
 }
 
@@ -262,7 +267,7 @@ PathOpener rdma_path_opener(int fd, RdmaSettings settings,
   return [owned, settings, sendable, devices, held](
              const wire::DataFrameLimits& limits,
              DataPath::Callbacks callbacks) -> std::unique_ptr<DataPath> {
-    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, *devices,
+    return std::make_unique<RdmaPath>(owned->release(), settings, sendable, devices,
                                       std::move(*held), limits, std::move(callbacks));
   };
 }

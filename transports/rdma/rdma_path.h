@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,12 +49,13 @@ struct RdmaSettings {
   // pinned_max_bytes too): past that the least recently used one no work request holds goes.
   uint32_t max_registrations = 64;
   // Everything RDMA pins on the node, every device and path: rings and bounce buffers
-  // (32 MiB a path at the sizes above, so 64 paths; plexusd sizes the rings from this bound,
-  // daemon/config.cc) and registered pool windows. A path whose
+  // (32 MiB a path at the sizes above; plexusd sizes the rings so that its link cap's paths
+  // take at most this, daemon/config.cc: 64 paths over one NIC take half) and registered pool
+  // windows. A path whose
   // rings do not fit is not opened over RDMA (TCP instead, or with --transport rdma the
   // connection is refused, naming this bound); windows that do not fit are not registered
   // (their payloads are copied) and give way to a new path's rings.
-  uint64_t pinned_max_bytes = uint64_t{2} << 30;
+  uint64_t pinned_max_bytes = uint64_t{4} << 30;
   uint32_t receive_depth = 256;  // receive work requests kept posted (frames and credit)
   uint32_t send_depth = 256;     // send queue entries
   // The queue pair's local ACK timeout (4.096 us x 2^timeout: 14 is 67 ms) and retries: a
@@ -63,6 +65,28 @@ struct RdmaSettings {
   // How long the setup exchange on the socket may take before the path fails.
   std::chrono::milliseconds setup_timeout{10000};
 };
+
+// Receives posted beyond those advertised for frames: a credit SEND completes when the
+// peer's device has it, not when the peer's daemon has reposted the receive it took, so a
+// few credits can land before the peer catches up; these take them without a
+// receiver-not-ready stall (rnr_retry stays the backstop).
+inline constexpr uint32_t kCreditReceives = 32;
+
+// The receive work requests a path keeps posted (frames and credit), one slot each.
+inline uint64_t receive_slots(const RdmaSettings& settings) {
+  return uint64_t{settings.receive_depth} + kCreditReceives;
+}
+
+// What a receive work request's buffer holds (a credit, with room to spare).
+inline constexpr size_t kReceiveSlotBytes = 64;
+// The buffer a path's credit messages are sent from (a page).
+inline constexpr uint64_t kCreditBufferBytes = 4096;
+
+// What one path pins of its own: its receive ring, bounce ring, receive slots and credit.
+inline uint64_t path_pinned_bytes(const RdmaSettings& settings) {
+  return settings.ring_bytes + settings.bounce_bytes + receive_slots(settings) * kReceiveSlotBytes +
+         kCreditBufferBytes;
+}
 
 class VerbsDevices;
 

@@ -1,5 +1,6 @@
 #include "transports/rdma/verbs_device.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,9 @@ std::shared_ptr<VerbsDevice> VerbsDevice::open(std::string name,
                                                std::shared_ptr<ibv_context> context,
                                                std::shared_ptr<PinnedBudget> budget,
                                                uint32_t max_windows, std::string* why) {
+  // take_async_events reads until nothing is left.
+  const int flags = ::fcntl(context->async_fd, F_GETFL);
+  ::fcntl(context->async_fd, F_SETFL, flags | O_NONBLOCK);
   VerbsPtr<ibv_pd> pd(ibv_alloc_pd(context.get()), ibv_dealloc_pd);
   if (pd == nullptr) {
     *why = errno_text("creating the protection domain on " + name, errno);
@@ -85,6 +89,7 @@ void VerbsDevice::tell(Watcher& watcher, std::string why) {
 }
 
 void VerbsDevice::dispatch(const ibv_async_event& event) {
+  if (event.event_type == IBV_EVENT_DEVICE_FATAL) failed_ = true;
   // A copy: telling a watcher does not change the list, but keep the walk independent of it.
   const std::vector<Watcher*> watchers = watchers_;
   for (Watcher* w : watchers) {

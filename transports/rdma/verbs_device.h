@@ -84,6 +84,8 @@ class VerbsDevice : public std::enable_shared_from_this<VerbsDevice> {
   // One event, to the watchers it concerns.
   void dispatch(const ibv_async_event& event);
   size_t watchers() const { return watchers_.size(); }
+  // The device reported itself failed (IBV_EVENT_DEVICE_FATAL): no new path goes on it.
+  bool failed() const { return failed_; }
 
  private:
   static void tell(Watcher& watcher, std::string why);
@@ -93,6 +95,7 @@ class VerbsDevice : public std::enable_shared_from_this<VerbsDevice> {
   VerbsPtr<ibv_pd> pd_;
   WindowCache windows_;
   std::vector<Watcher*> watchers_;
+  bool failed_ = false;
 };
 
 }  // namespace plexus::transports::rdma

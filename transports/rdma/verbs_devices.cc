@@ -7,7 +7,8 @@ namespace plexus::transports::rdma {
 common::Result<VerbsDevices::Found> VerbsDevices::find(uint32_t ipv4) {
   for (auto it = devices_.begin(); it != devices_.end();) {
     std::shared_ptr<VerbsDevice> device = it->second.lock();
-    if (device == nullptr) {
+    if (device == nullptr || device->failed()) {
+      // Unused, or failed: its paths let it go as they fail, and a new one opens it again.
       it = devices_.erase(it);
       continue;
     }
@@ -21,7 +22,7 @@ common::Result<VerbsDevices::Found> VerbsDevices::find(uint32_t ipv4) {
   if (auto open = devices_.find(port->device); open != devices_.end()) {
     // Open already, and the address appeared on it since the look above: the port's numbers
     // hold for the device's own context (the one just opened to look is closed).
-    if (auto device = open->second.lock()) {
+    if (auto device = open->second.lock(); device != nullptr && !device->failed()) {
       port->context = device->context();
       return Found{port.take(), std::move(device)};
     }

@@ -5,7 +5,8 @@
 // way to its rings' bytes of the bound. The daemon makes one and hands it
 // to every RDMA path opener; what it holds per device: a context, a protection domain and the
 // window registrations, none per peer. Called only by the thread that runs the paths (the
-// links' event loop); the budget's counts are also read by the control thread.
+// links' event loop); the budget is shared with the control thread, which holds offered
+// paths' rings against it.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "transports/rdma/rdma_path.h"
+
 namespace plexus::transports::rdma {
 
 enum WrKind : uint64_t { kFrameWrite = 1, kCreditSend = 2, kReceive = 3, kProbeWrite = 4 };
@@ -27,8 +29,6 @@ struct Credit {
 };
 inline constexpr size_t kCreditBytes = 16;
 void encode_credit(const Credit& credit, std::byte* out);
-// What a receive work request's buffer holds (a credit, with room to spare).
-inline constexpr size_t kReceiveSlotBytes = 64;
 
 struct Completion {
   enum class Kind {
