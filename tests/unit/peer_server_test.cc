@@ -228,7 +228,6 @@ TEST_F(PeerServerTest, AQuietControlConnectionClosesWithNoLossAndTheNextMessageO
   ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 1; }));
   send_text(b, a, "formed");
   ASSERT_TRUE(run_until([&] { return heard_a.messages.size() == 1; }));
-  EXPECT_EQ(a.open_control_connections(), 1u);
   ASSERT_TRUE(run_until([&] {
     return a.open_control_connections() == 0 && b.open_control_connections() == 0;
   })) << "the opener closes it once quiet, and the other side with it";
@@ -271,6 +270,26 @@ TEST_F(PeerServerTest, AQuietControlConnectionStaysWhileAJoinWaitsOnThePeer) {
   ASSERT_TRUE(run_until([&] { return a.open_control_connections() == 0; }));
   EXPECT_TRUE(heard_a.control_lost.empty());
   EXPECT_TRUE(heard_b.control_lost.empty());
+}
+
+TEST_F(PeerServerTest, ADaemonGoneWhileItsControlConnectionSleptIsFoundByTheNextFailedPath) {
+  control_idle_close_ = 200ms;
+  Heard heard_a;
+  Heard heard_b;
+  PeerServer& a = start(0xA, heard_a);
+  PeerServer& b = start(0xB, heard_b);
+  const std::vector<std::string> b_addresses = b.identity().addresses;
+  send_text(a, b, "join");
+  ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 1; }));
+  ASSERT_TRUE(run_until(
+      [&] { return a.open_control_connections() == 0 && b.open_control_connections() == 0; }));
+  b.close();  // its daemon stops: nothing listens at its address any more
+  ASSERT_TRUE(run_until([&] { return b.open_control_connections() == 0; }));
+  EXPECT_TRUE(heard_a.control_lost.empty()) << "nothing was open to notice it";
+  // The data path to it fails: a control connection is tried, refused, and it is gone.
+  a.rail_lost(0xB, "", b_addresses.at(0), false);
+  ASSERT_TRUE(run_until([&] { return !heard_a.control_lost.empty(); }));
+  EXPECT_EQ(heard_a.control_lost[0], std::make_pair(uint64_t{0xB}, true));
 }
 
 }  // namespace
