@@ -292,5 +292,28 @@ TEST_F(PeerServerTest, ADaemonGoneWhileItsControlConnectionSleptIsFoundByTheNext
   EXPECT_EQ(heard_a.control_lost[0], std::make_pair(uint64_t{0xB}, true));
 }
 
+TEST_F(PeerServerTest, ControlConnectionsFromDialsThatCrossedAllCloseWhenQuiet) {
+  control_idle_close_ = 300ms;
+  Heard heard_a;
+  Heard heard_b;
+  PeerServer& a = start(0xA, heard_a);
+  PeerServer& b = start(0xB, heard_b);
+  // Both dial at once: two connections, each side's own current one or the other's.
+  send_text(a, b, "from a");
+  send_text(b, a, "from b");
+  ASSERT_TRUE(
+      run_until([&] { return heard_a.messages.size() == 1 && heard_b.messages.size() == 1; }));
+  ASSERT_TRUE(run_until([&] {
+    return a.open_control_connections() == 0 && b.open_control_connections() == 0;
+  })) << "a connection left over from the crossing stays open: a "
+      << a.open_control_connections() << ", b " << b.open_control_connections();
+  EXPECT_TRUE(heard_a.control_lost.empty());
+  EXPECT_TRUE(heard_b.control_lost.empty());
+  send_text(a, b, "again");
+  ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 2; }));
+  EXPECT_EQ(heard_a.messages.size(), 1u) << "nothing delivered twice";
+  EXPECT_EQ(heard_b.messages[1].second, "again");
+}
+
 }  // namespace
 }  // namespace plexus::daemon
