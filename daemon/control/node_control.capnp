@@ -1,8 +1,9 @@
 # Messages between the control threads of two daemons, on a control connection opened by
 # the peer handshake (transports/wire/peer.capnp). Multi-node communicators form at the
 # root daemon (the one whose instance id and addresses the unique id carries): every
-# node sends it the ranks it holds as they join; the root answers every node with the
-# topology once all ranks are present, or with the reason it failed.
+# node sends it the ranks it holds as they join; once all ranks are present the topology
+# goes down a tree of the nodes (formed_tree.h: the root sends it to a few, each of them on
+# to a few more), or the root tells every node the reason it failed.
 @0xe6a4c92b1d7f3c58;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -29,6 +30,8 @@ struct Formed {
   alphaS @3 :Float64;          # communicator-wide link cost for the algorithm choice
   betaSPerByte @4 :Float64;
   algorithm @5 :Text;
+  root @6 :UInt64;             # the root daemon's instance id
+  fanout @7 :UInt32;           # each node forwards to this many (formed_tree.h); 0: none
 }
 
 struct JoinFailed {

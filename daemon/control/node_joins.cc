@@ -1,6 +1,8 @@
 // The control thread's side of multi-node communicators (node_joins.h).
 #include "daemon/control/node_joins.h"
 
+#include "daemon/control/formed_tree.h"
+
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -219,30 +221,43 @@ algo::LinkCost NodeJoins::comm_cost(const NodeRendezvous::Formed& formed) const 
 
 void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                                const algo::LinkCost& cost) {
-  for (const auto& node : formed.nodes) {
-    if (node.instance_id == instance_id_) {
-      on_formed(token, formed, cost);
-      continue;
-    }
-    capnp::MallocMessageBuilder message;
-    auto f = message.initRoot<nc::NodeMessage>().initFormed();
-    f.setToken(bytes_of(token));
-    auto nodes = f.initNodes(static_cast<unsigned>(formed.nodes.size()));
-    for (unsigned i = 0; i < nodes.size(); ++i) {
-      nodes[i].setInstanceId(formed.nodes[i].instance_id);
-      nodes[i].setName(formed.nodes[i].name);
-      auto addresses =
-          nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
-      for (unsigned a = 0; a < addresses.size(); ++a)
-        addresses.set(a, formed.nodes[i].addresses[a]);
-    }
-    auto rank_node = f.initRankNode(static_cast<unsigned>(formed.rank_node.size()));
-    for (unsigned r = 0; r < rank_node.size(); ++r) {
-      rank_node.set(r, static_cast<uint32_t>(formed.rank_node[r]));
-    }
-    f.setAlphaS(cost.alpha_s);
-    f.setBetaSPerByte(cost.beta_s_per_byte);
-    f.setAlgorithm(formed.algorithm);
+  forward_formed(token, formed, cost, instance_id_, kFormedFanout);
+  on_formed(token, formed, cost);
+}
+
+void NodeJoins::forward_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
+                               const algo::LinkCost& cost, uint64_t root, uint32_t fanout) {
+  size_t root_index = formed.nodes.size();
+  size_t my_index = formed.nodes.size();
+  for (size_t n = 0; n < formed.nodes.size(); ++n) {
+    if (formed.nodes[n].instance_id == root) root_index = n;
+    if (formed.nodes[n].instance_id == instance_id_) my_index = n;
+  }
+  const std::vector<size_t> children =
+      formed_children(formed.nodes.size(), root_index, my_index, fanout);
+  if (children.empty() || !peers_) return;
+  capnp::MallocMessageBuilder message;
+  auto f = message.initRoot<nc::NodeMessage>().initFormed();
+  f.setToken(bytes_of(token));
+  auto nodes = f.initNodes(static_cast<unsigned>(formed.nodes.size()));
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    nodes[i].setInstanceId(formed.nodes[i].instance_id);
+    nodes[i].setName(formed.nodes[i].name);
+    auto addresses =
+        nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
+    for (unsigned a = 0; a < addresses.size(); ++a) addresses.set(a, formed.nodes[i].addresses[a]);
+  }
+  auto rank_node = f.initRankNode(static_cast<unsigned>(formed.rank_node.size()));
+  for (unsigned r = 0; r < rank_node.size(); ++r) {
+    rank_node.set(r, static_cast<uint32_t>(formed.rank_node[r]));
+  }
+  f.setAlphaS(cost.alpha_s);
+  f.setBetaSPerByte(cost.beta_s_per_byte);
+  f.setAlgorithm(formed.algorithm);
+  f.setRoot(root);
+  f.setFanout(fanout);
+  for (size_t child : children) {
+    const NodeInfo& node = formed.nodes[child];
     peers_->send_control(node.instance_id, node.addresses, message);
   }
 }
@@ -355,21 +370,32 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         if (f.getToken().size() != sizeof(CommToken)) return;
         const CommToken token = token_of(f.getToken());
         auto join = multi_joins_.find(token);
-        if (join != multi_joins_.end() && join->second.root.instance != peer.instance_id) {
-          spdlog::warn("node {} sent a topology for communicator {} it is not the root of",
+        // It comes down the tree from the root (formed_tree.h): the root it names must be the
+        // one this node's ranks joined, and whoever passed it on must be a member.
+        const uint64_t root = f.getRoot();
+        if (join != multi_joins_.end() && join->second.root.instance != root) {
+          spdlog::warn("node {} sent a topology for communicator {} from a root it does not have",
                        peer.node_name, token_prefix(token));
           return;
         }
         NodeRendezvous::Formed formed;
         bool me_in = false;
+        bool root_in = false;
+        bool sender_in = false;
         for (auto node : f.getNodes()) {
           NodeInfo info{node.getInstanceId(), node.getName().cStr(), {}};
           for (auto a : node.getAddresses()) info.addresses.emplace_back(a.cStr());
           me_in |= info.instance_id == instance_id_;
+          root_in |= info.instance_id == root;
+          sender_in |= info.instance_id == peer.instance_id;
           formed.nodes.push_back(std::move(info));
         }
         std::string problem;
         if (!me_in) problem = "it does not list this node";
+        if (!root_in || !sender_in) problem = "it does not list its root and sender";
+        if (f.getFanout() > kMaxFormedFanout) {
+          problem = "a fanout of " + std::to_string(f.getFanout());
+        }
         if (join != multi_joins_.end() &&
             static_cast<int>(f.getRankNode().size()) != join->second.nranks) {
           problem = "it places " + std::to_string(f.getRankNode().size()) + " ranks, not " +
@@ -399,6 +425,8 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
             !(cost.beta_s_per_byte > 0 && cost.beta_s_per_byte < 1)) {
           cost = algo::LinkCost{};
         }
+        // On down the tree first: the nodes below wait on this one, whatever its own ranks do.
+        forward_formed(token, formed, cost, root, f.getFanout());
         on_formed(token, std::move(formed), cost);
         return;
       }

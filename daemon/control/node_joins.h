@@ -94,8 +94,12 @@ class NodeJoins {
  private:
   void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
                  uint32_t timeout_ms, const std::string& algorithm);
+  // At the root: the topology goes down the tree (formed_tree.h) and to this node's ranks.
   void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                       const algo::LinkCost& cost);
+  // Sends the topology to this node's children in the tree of `root` with `fanout`.
+  void forward_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
+                      const algo::LinkCost& cost, uint64_t root, uint32_t fanout);
   void deliver_join_failed(uint64_t node, const CommToken& token, plexus_result_t code,
                            const std::string& message);
   // A JoinFailed to daemon `node`, over a control connection to one of `addresses`.
