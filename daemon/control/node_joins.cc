@@ -1,6 +1,7 @@
 // The control thread's side of multi-node communicators (node_joins.h).
 #include "daemon/control/node_joins.h"
 
+#include "daemon/control/formed_message.h"
 #include "daemon/control/formed_tree.h"
 
 #include <sys/random.h>
@@ -239,23 +240,7 @@ void NodeJoins::forward_formed(const CommToken& token, const NodeRendezvous::For
   capnp::MallocMessageBuilder message;
   auto f = message.initRoot<nc::NodeMessage>().initFormed();
   f.setToken(bytes_of(token));
-  auto nodes = f.initNodes(static_cast<unsigned>(formed.nodes.size()));
-  for (unsigned i = 0; i < nodes.size(); ++i) {
-    nodes[i].setInstanceId(formed.nodes[i].instance_id);
-    nodes[i].setName(formed.nodes[i].name);
-    auto addresses =
-        nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
-    for (unsigned a = 0; a < addresses.size(); ++a) addresses.set(a, formed.nodes[i].addresses[a]);
-  }
-  auto rank_node = f.initRankNode(static_cast<unsigned>(formed.rank_node.size()));
-  for (unsigned r = 0; r < rank_node.size(); ++r) {
-    rank_node.set(r, static_cast<uint32_t>(formed.rank_node[r]));
-  }
-  f.setAlphaS(cost.alpha_s);
-  f.setBetaSPerByte(cost.beta_s_per_byte);
-  f.setAlgorithm(formed.algorithm);
-  f.setRoot(root);
-  f.setFanout(fanout);
+  write_formed(f, TopologyMessage{formed, cost, root, fanout});
   for (size_t child : children) {
     const NodeInfo& node = formed.nodes[child];
     peers_->send_control(node.instance_id, node.addresses, message);
@@ -371,63 +356,25 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         const CommToken token = token_of(f.getToken());
         auto join = multi_joins_.find(token);
         // It comes down the tree from the root (formed_tree.h): the root it names must be the
-        // one this node's ranks joined, and whoever passed it on must be a member.
-        const uint64_t root = f.getRoot();
-        if (join != multi_joins_.end() && join->second.root.instance != root) {
+        // one this node's ranks joined, and whoever passed it on a member.
+        if (join != multi_joins_.end() && join->second.root.instance != f.getRoot()) {
           spdlog::warn("node {} sent a topology for communicator {} from a root it does not have",
                        peer.node_name, token_prefix(token));
           return;
         }
-        NodeRendezvous::Formed formed;
-        bool me_in = false;
-        bool root_in = false;
-        bool sender_in = false;
-        for (auto node : f.getNodes()) {
-          NodeInfo info{node.getInstanceId(), node.getName().cStr(), {}};
-          for (auto a : node.getAddresses()) info.addresses.emplace_back(a.cStr());
-          me_in |= info.instance_id == instance_id_;
-          root_in |= info.instance_id == root;
-          sender_in |= info.instance_id == peer.instance_id;
-          formed.nodes.push_back(std::move(info));
-        }
-        std::string problem;
-        if (!me_in) problem = "it does not list this node";
-        if (!root_in || !sender_in) problem = "it does not list its root and sender";
-        if (f.getFanout() > kMaxFormedFanout) {
-          problem = "a fanout of " + std::to_string(f.getFanout());
-        }
-        if (join != multi_joins_.end() &&
-            static_cast<int>(f.getRankNode().size()) != join->second.nranks) {
-          problem = "it places " + std::to_string(f.getRankNode().size()) + " ranks, not " +
-                    std::to_string(join->second.nranks);
-        }
-        if (f.getRankNode().size() == 0 || f.getRankNode().size() > 65536 ||
-            f.getNodes().size() > f.getRankNode().size()) {
-          problem = "it places " + std::to_string(f.getRankNode().size()) + " ranks on " +
-                    std::to_string(f.getNodes().size()) + " nodes";
-        }
-        for (uint32_t n : f.getRankNode()) {
-          if (n >= formed.nodes.size()) problem = "a rank on a node it does not list";
-          formed.rank_node.push_back(static_cast<int>(n));
-        }
-        formed.algorithm = f.getAlgorithm().cStr();
-        if (!formed.algorithm.empty() && !algo::parse_algorithm(formed.algorithm)) {
-          problem = "an unknown algorithm";
-        }
-        if (!problem.empty()) {
+        auto topology = read_formed(
+            f, instance_id_, peer.instance_id,
+            join != multi_joins_.end() ? std::optional<int>(join->second.nranks) : std::nullopt);
+        if (!topology.ok()) {
           fail_local_join(token, PLEXUS_ERR_PROTOCOL,
-                          "the root daemon on node " + peer.node_name +
-                              " sent a topology that cannot be used: " + problem);
+                          "node " + peer.node_name +
+                              " sent a topology that cannot be used: " + topology.error());
           return;
         }
-        algo::LinkCost cost{f.getAlphaS(), f.getBetaSPerByte()};
-        if (!(cost.alpha_s >= 0 && cost.alpha_s < 10) ||
-            !(cost.beta_s_per_byte > 0 && cost.beta_s_per_byte < 1)) {
-          cost = algo::LinkCost{};
-        }
+        TopologyMessage& t = *topology;
         // On down the tree first: the nodes below wait on this one, whatever its own ranks do.
-        forward_formed(token, formed, cost, root, f.getFanout());
-        on_formed(token, std::move(formed), cost);
+        forward_formed(token, t.formed, t.cost, t.root, t.fanout);
+        on_formed(token, std::move(t.formed), t.cost);
         return;
       }
       case nc::NodeMessage::JOIN_FAILED: {

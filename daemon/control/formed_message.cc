@@ -1,0 +1,80 @@
+#include "daemon/control/formed_message.h"
+
+#include <string>
+#include <utility>
+
+#include "daemon/algorithms/algorithm.h"
+#include "daemon/control/formed_tree.h"
+
+namespace plexus::daemon {
+
+void write_formed(node_control::Formed::Builder out, const TopologyMessage& topology) {
+  const NodeRendezvous::Formed& formed = topology.formed;
+  auto nodes = out.initNodes(static_cast<unsigned>(formed.nodes.size()));
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    nodes[i].setInstanceId(formed.nodes[i].instance_id);
+    nodes[i].setName(formed.nodes[i].name);
+    auto addresses =
+        nodes[i].initAddresses(static_cast<unsigned>(formed.nodes[i].addresses.size()));
+    for (unsigned a = 0; a < addresses.size(); ++a) addresses.set(a, formed.nodes[i].addresses[a]);
+  }
+  auto rank_node = out.initRankNode(static_cast<unsigned>(formed.rank_node.size()));
+  for (unsigned r = 0; r < rank_node.size(); ++r) {
+    rank_node.set(r, static_cast<uint32_t>(formed.rank_node[r]));
+  }
+  out.setAlphaS(topology.cost.alpha_s);
+  out.setBetaSPerByte(topology.cost.beta_s_per_byte);
+  out.setAlgorithm(formed.algorithm);
+  out.setRoot(topology.root);
+  out.setFanout(topology.fanout);
+}
+
+common::Result<TopologyMessage> read_formed(node_control::Formed::Reader in, uint64_t me,
+                                            uint64_t sender, std::optional<int> nranks) {
+  TopologyMessage t;
+  t.root = in.getRoot();
+  t.fanout = in.getFanout();
+  const auto rank_count = in.getRankNode().size();
+  if (rank_count == 0 || rank_count > 65536 || in.getNodes().size() > rank_count) {
+    return common::fail("it places " + std::to_string(rank_count) + " ranks on " +
+                        std::to_string(in.getNodes().size()) + " nodes");
+  }
+  bool me_in = false;
+  bool root_in = false;
+  bool sender_in = false;
+  for (auto node : in.getNodes()) {
+    NodeInfo info{node.getInstanceId(), node.getName().cStr(), {}};
+    for (auto a : node.getAddresses()) info.addresses.emplace_back(a.cStr());
+    me_in |= info.instance_id == me;
+    root_in |= info.instance_id == t.root;
+    sender_in |= info.instance_id == sender;
+    t.formed.nodes.push_back(std::move(info));
+  }
+  if (!me_in) return common::fail("it does not list this node");
+  if (!root_in) return common::fail("it does not list its root");
+  if (!sender_in) return common::fail("it does not list the node that sent it");
+  if (t.fanout > kMaxFormedFanout) {
+    return common::fail("a fanout of " + std::to_string(t.fanout) + " (at most " +
+                        std::to_string(kMaxFormedFanout) + ")");
+  }
+  if (nranks && static_cast<int>(rank_count) != *nranks) {
+    return common::fail("it places " + std::to_string(rank_count) + " ranks, not " +
+                        std::to_string(*nranks));
+  }
+  for (uint32_t n : in.getRankNode()) {
+    if (n >= t.formed.nodes.size()) return common::fail("a rank on a node it does not list");
+    t.formed.rank_node.push_back(static_cast<int>(n));
+  }
+  t.formed.algorithm = in.getAlgorithm().cStr();
+  if (!t.formed.algorithm.empty() && !algo::parse_algorithm(t.formed.algorithm)) {
+    return common::fail("an unknown algorithm");
+  }
+  t.cost = algo::LinkCost{in.getAlphaS(), in.getBetaSPerByte()};
+  if (!(t.cost.alpha_s >= 0 && t.cost.alpha_s < 10) ||
+      !(t.cost.beta_s_per_byte > 0 && t.cost.beta_s_per_byte < 1)) {
+    t.cost = algo::LinkCost{};
+  }
+  return t;
+}
+
+}  // namespace plexus::daemon
