@@ -1,5 +1,6 @@
 #include "daemon/control/formed_message.h"
 
+#include <set>
 #include <string>
 #include <utility>
 
@@ -30,7 +31,7 @@ void write_formed(node_control::Formed::Builder out, const TopologyMessage& topo
 }
 
 common::Result<TopologyMessage> read_formed(node_control::Formed::Reader in, uint64_t me,
-                                            uint64_t sender, std::optional<int> nranks) {
+                                            uint64_t sender) {
   TopologyMessage t;
   t.root = in.getRoot();
   t.fanout = in.getFanout();
@@ -39,42 +40,50 @@ common::Result<TopologyMessage> read_formed(node_control::Formed::Reader in, uin
     return common::fail("it places " + std::to_string(rank_count) + " ranks on " +
                         std::to_string(in.getNodes().size()) + " nodes");
   }
-  bool me_in = false;
-  bool root_in = false;
-  bool sender_in = false;
+  if (t.fanout == 0 || t.fanout > kMaxFormedFanout) {
+    return common::fail("a fanout of " + std::to_string(t.fanout) + " (1 to " +
+                        std::to_string(kMaxFormedFanout) + ")");
+  }
+  std::set<uint64_t> ids;
+  size_t me_at = in.getNodes().size();
+  size_t root_at = in.getNodes().size();  // a root that holds no rank is not listed
   for (auto node : in.getNodes()) {
     NodeInfo info{node.getInstanceId(), node.getName().cStr(), {}};
     for (auto a : node.getAddresses()) info.addresses.emplace_back(a.cStr());
-    me_in |= info.instance_id == me;
-    root_in |= info.instance_id == t.root;
-    sender_in |= info.instance_id == sender;
+    if (!ids.insert(info.instance_id).second) return common::fail("it lists a node twice");
+    if (info.instance_id == me) me_at = t.formed.nodes.size();
+    if (info.instance_id == t.root) root_at = t.formed.nodes.size();
     t.formed.nodes.push_back(std::move(info));
   }
-  if (!me_in) return common::fail("it does not list this node");
-  if (!root_in) return common::fail("it does not list its root");
-  if (!sender_in) return common::fail("it does not list the node that sent it");
-  if (t.fanout > kMaxFormedFanout) {
-    return common::fail("a fanout of " + std::to_string(t.fanout) + " (at most " +
-                        std::to_string(kMaxFormedFanout) + ")");
+  if (me_at == t.formed.nodes.size()) return common::fail("it does not list this node");
+  bool from_above = false;
+  for (size_t above : formed_ancestors(t.formed.nodes.size(), root_at, me_at, t.fanout)) {
+    const uint64_t id = above == t.formed.nodes.size() ? t.root : t.formed.nodes[above].instance_id;
+    from_above |= id == sender;
   }
-  if (nranks && static_cast<int>(rank_count) != *nranks) {
-    return common::fail("it places " + std::to_string(rank_count) + " ranks, not " +
-                        std::to_string(*nranks));
-  }
+  if (!from_above) return common::fail("it came from a node not above this one in its tree");
   for (uint32_t n : in.getRankNode()) {
     if (n >= t.formed.nodes.size()) return common::fail("a rank on a node it does not list");
     t.formed.rank_node.push_back(static_cast<int>(n));
   }
   t.formed.algorithm = in.getAlgorithm().cStr();
-  if (!t.formed.algorithm.empty() && !algo::parse_algorithm(t.formed.algorithm)) {
-    return common::fail("an unknown algorithm");
-  }
   t.cost = algo::LinkCost{in.getAlphaS(), in.getBetaSPerByte()};
   if (!(t.cost.alpha_s >= 0 && t.cost.alpha_s < 10) ||
       !(t.cost.beta_s_per_byte > 0 && t.cost.beta_s_per_byte < 1)) {
     t.cost = algo::LinkCost{};
   }
   return t;
+}
+
+std::string local_problem(const TopologyMessage& topology, std::optional<int> nranks) {
+  const auto placed = topology.formed.rank_node.size();
+  if (nranks && static_cast<int>(placed) != *nranks) {
+    return "it places " + std::to_string(placed) + " ranks, not " + std::to_string(*nranks);
+  }
+  if (!topology.formed.algorithm.empty() && !algo::parse_algorithm(topology.formed.algorithm)) {
+    return "an unknown algorithm (" + topology.formed.algorithm + ")";
+  }
+  return {};
 }
 
 }  // namespace plexus::daemon

@@ -1,14 +1,16 @@
 // A communicator's topology as it travels between daemons (node_control.capnp's Formed,
 // less its token): written by the root and by each node that passes it on down the tree
-// (formed_tree.h), and read, untrusted, by every member. Reading checks everything a member
-// relies on and says what is wrong: this node, the root and the sender must be listed, every
-// rank placed on a listed node, the rank count as this node's ranks expect, the fanout and
-// the algorithm ones this daemon knows; a cost out of range is replaced by the default. Pure:
+// (formed_tree.h), and read, untrusted, by every member. Reading checks what passing it on
+// relies on and says what is wrong: this node listed, once, as every node; the sender a node
+// above this one in the tree; every rank placed on a listed node; a fanout in range. A cost
+// out of range is replaced by the default. What only this node's ranks rely on (the rank
+// count they gave, an algorithm this daemon knows) is checked apart, after it went on. Pure:
 // no I/O, no state.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "common/result.h"
 #include "daemon/algorithms/cost_model.h"
@@ -25,9 +27,11 @@ struct TopologyMessage {
 };
 
 void write_formed(node_control::Formed::Builder out, const TopologyMessage& topology);
-// `me`: this daemon; `sender`: the daemon it came from; `nranks`: the communicator's size as
-// this node's ranks gave it, when they wait for it.
+// `me`: this daemon; `sender`: the daemon it came from.
 common::Result<TopologyMessage> read_formed(node_control::Formed::Reader in, uint64_t me,
-                                            uint64_t sender, std::optional<int> nranks);
+                                            uint64_t sender);
+// Why this node's ranks cannot use `topology` (empty: they can); `nranks`: the communicator's
+// size as they gave it, when they wait for it.
+std::string local_problem(const TopologyMessage& topology, std::optional<int> nranks);
 
 }  // namespace plexus::daemon

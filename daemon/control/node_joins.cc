@@ -1,9 +1,6 @@
 // The control thread's side of multi-node communicators (node_joins.h).
 #include "daemon/control/node_joins.h"
 
-#include "daemon/control/formed_message.h"
-#include "daemon/control/formed_tree.h"
-
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -14,6 +11,8 @@
 #include <cstring>
 
 #include "common/frame_codec.h"
+#include "daemon/control/formed_message.h"
+#include "daemon/control/formed_tree.h"
 #include "daemon/control/join_failure.h"
 #include "daemon/control/node_control.capnp.h"
 
@@ -222,27 +221,40 @@ algo::LinkCost NodeJoins::comm_cost(const NodeRendezvous::Formed& formed) const 
 
 void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                                const algo::LinkCost& cost) {
-  forward_formed(token, formed, cost, instance_id_, kFormedFanout);
-  on_formed(token, formed, cost);
+  relay_.seen_before(token);
+  forward_formed(token, TopologyMessage{formed, cost, instance_id_, kFormedFanout});
+  // A root that holds no rank of it (the unique id was made here) only passes it on.
+  for (const auto& node : formed.nodes) {
+    if (node.instance_id == instance_id_) {
+      on_formed(token, formed, cost);
+      return;
+    }
+  }
 }
 
-void NodeJoins::forward_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
-                               const algo::LinkCost& cost, uint64_t root, uint32_t fanout) {
-  size_t root_index = formed.nodes.size();
-  size_t my_index = formed.nodes.size();
-  for (size_t n = 0; n < formed.nodes.size(); ++n) {
-    if (formed.nodes[n].instance_id == root) root_index = n;
-    if (formed.nodes[n].instance_id == instance_id_) my_index = n;
+void NodeJoins::forward_formed(const CommToken& token, const TopologyMessage& topology) {
+  const auto& nodes = topology.formed.nodes;
+  size_t root_index = nodes.size();  // not listed: it holds no rank
+  size_t my_index = nodes.size();
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (nodes[n].instance_id == topology.root) root_index = n;
+    if (nodes[n].instance_id == instance_id_) my_index = n;
   }
   const std::vector<size_t> children =
-      formed_children(formed.nodes.size(), root_index, my_index, fanout);
-  if (children.empty() || !peers_) return;
+      formed_children(nodes.size(), root_index, my_index, topology.fanout);
+  send_formed(token, topology, children);
+  relay_.passed_on(token, topology, children, Clock::now() + config_.connect_timeout);
+}
+
+void NodeJoins::send_formed(const CommToken& token, const TopologyMessage& topology,
+                            const std::vector<size_t>& to) {
+  if (to.empty() || !peers_) return;
   capnp::MallocMessageBuilder message;
   auto f = message.initRoot<nc::NodeMessage>().initFormed();
   f.setToken(bytes_of(token));
-  write_formed(f, TopologyMessage{formed, cost, root, fanout});
-  for (size_t child : children) {
-    const NodeInfo& node = formed.nodes[child];
+  write_formed(f, topology);
+  for (size_t n : to) {
+    const NodeInfo& node = topology.formed.nodes[n];
     peers_->send_control(node.instance_id, node.addresses, message);
   }
 }
@@ -362,19 +374,27 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
                        peer.node_name, token_prefix(token));
           return;
         }
-        auto topology = read_formed(
-            f, instance_id_, peer.instance_id,
-            join != multi_joins_.end() ? std::optional<int>(join->second.nranks) : std::nullopt);
+        auto topology = read_formed(f, instance_id_, peer.instance_id);
         if (!topology.ok()) {
           fail_local_join(token, PLEXUS_ERR_PROTOCOL,
                           "node " + peer.node_name +
                               " sent a topology that cannot be used: " + topology.error());
           return;
         }
-        TopologyMessage& t = *topology;
+        // Once: it may come again from a node that took a lost parent's place.
+        if (relay_.seen_before(token)) return;
         // On down the tree first: the nodes below wait on this one, whatever its own ranks do.
-        forward_formed(token, t.formed, t.cost, t.root, t.fanout);
-        on_formed(token, std::move(t.formed), t.cost);
+        forward_formed(token, *topology);
+        if (std::string problem = local_problem(
+                *topology, join != multi_joins_.end() ? std::optional<int>(join->second.nranks)
+                                                      : std::nullopt);
+            !problem.empty()) {
+          fail_local_join(token, PLEXUS_ERR_PROTOCOL,
+                          "node " + peer.node_name +
+                              " sent a topology this node's ranks cannot use: " + problem);
+          return;
+        }
+        on_formed(token, std::move(topology->formed), topology->cost);
         return;
       }
       case nc::NodeMessage::JOIN_FAILED: {
@@ -406,6 +426,13 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
 
 void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
                                      const std::string& reason, bool gone) {
+  // A node this one passed a topology on to is lost, perhaps before it passed it on: the
+  // nodes below it get it from here.
+  for (const auto& resend : relay_.lost(instance, Clock::now())) {
+    spdlog::info("communicator {}: {} lost; the topology goes to the {} node(s) below it from here",
+                 token_prefix(resend.token), name, resend.to.size());
+    send_formed(resend.token, *resend.topology, resend.to);
+  }
   // A daemon that refuses connections is gone: its data link need not wait out the grace on
   // silent paths. One merely unreachable for control may still carry data on a path the
   // control connection cannot take (a backup bound to its NIC across rails): its data link

@@ -20,6 +20,7 @@
 #include "daemon/algorithms/cost_model.h"
 #include "daemon/control/comm_rendezvous.h"
 #include "daemon/control/control_config.h"
+#include "daemon/control/formed_relay.h"
 #include "daemon/control/node_rendezvous.h"
 #include "daemon/engine/engine.h"
 #include "daemon/peers/peer_server.h"
@@ -97,9 +98,12 @@ class NodeJoins {
   // At the root: the topology goes down the tree (formed_tree.h) and to this node's ranks.
   void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                       const algo::LinkCost& cost);
-  // Sends the topology to this node's children in the tree of `root` with `fanout`.
-  void forward_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
-                      const algo::LinkCost& cost, uint64_t root, uint32_t fanout);
+  // Sends the topology to this node's children in its tree, and keeps it a while
+  // (FormedRelay: a child lost before it passed it on has its children sent it from here).
+  void forward_formed(const CommToken& token, const TopologyMessage& topology);
+  // Sends the topology to the nodes at `to` (indexes into its nodes).
+  void send_formed(const CommToken& token, const TopologyMessage& topology,
+                   const std::vector<size_t>& to);
   void deliver_join_failed(uint64_t node, const CommToken& token, plexus_result_t code,
                            const std::string& message);
   // A JoinFailed to daemon `node`, over a control connection to one of `addresses`.
@@ -136,6 +140,7 @@ class NodeJoins {
   std::map<CommToken, MultiJoin> multi_joins_;
   std::set<uint64_t> data_links_;     // peers the engine has a path to (closed at once if gone)
   std::set<uint64_t> dormant_links_;  // peers whose link closed while idle (lost if gone)
+  FormedRelay relay_;                 // topologies passed on lately, and tokens formed
 };
 
 }  // namespace plexus::daemon

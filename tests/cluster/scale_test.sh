@@ -6,7 +6,8 @@
 # up to 8 control connections to the nodes it passed the topology on to (the tree of
 # daemon/control/formed_tree.h), and at most 2 log2 N + 2 data connections (recursive
 # doubling's and halving-doubling's partners, the ring's two neighbours: 12 at 32 nodes;
-# 22 sockets in all). Node 0 is the communicator's root
+# 23 sockets in all, with the connection from a parent that is not the root). Node 0 is the
+# communicator's root
 # (a control connection from every member) and its speed leader (a link to every member, which
 # reports its rate over it), so it is reported, not bounded. The daemons close links and
 # control connections idle for 1.5 s (--link-idle-close-ms): within 20 s every daemon, node 0
@@ -61,7 +62,9 @@ step "a communicator across all $nodes forms; allreduce 8 B .. 256 KiB exact"
 job allreduce -C allreduce -b 8 -e 1M -f 32 -n 2 -w 1 || fail "allreduce across $nodes nodes"
 
 log2=0; while [ $((1 << log2)) -lt "$nodes" ]; do log2=$((log2 + 1)); done
-bound=$((2 + 8 + 2 * log2 + 2))  # listener, control to the root and the tree, data
+# Listener, control to the root, to the tree's children (8) and from a parent that is not the
+# root (1), data.
+bound=$((2 + 8 + 1 + 2 * log2 + 2))
 step "TCP sockets per daemon (nodes 1..$((nodes - 1)) at most $bound; never one per node)"
 worst=0
 for n in $(seq 0 $((nodes - 1))); do

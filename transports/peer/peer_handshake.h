@@ -25,8 +25,9 @@ namespace plexus::transports {
 // 2: RDMA offers, in the proof; 3: numbered control messages; 4: the latency class's data
 // connections, in the proof; 5: data connections open on first use, from either side
 // (Refused.crossed); 6: idle links close by agreement (data frame version 4, kRetire*); 7:
-// idle control connections close with a bye (ControlSequence::kByeSeq).
-inline constexpr uint32_t kPeerProtocolVersion = 7;
+// idle control connections close with a bye (ControlSequence::kByeSeq); 8: the topology goes
+// down a tree (Formed.root and Formed.fanout, passed on by members).
+inline constexpr uint32_t kPeerProtocolVersion = 8;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };
