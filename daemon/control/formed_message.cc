@@ -9,6 +9,17 @@
 
 namespace plexus::daemon {
 
+size_t TopologyMessage::index_of(uint64_t instance) const {
+  for (size_t n = 0; n < formed.nodes.size(); ++n) {
+    if (formed.nodes[n].instance_id == instance) return n;
+  }
+  return formed.nodes.size();
+}
+
+std::vector<size_t> TopologyMessage::children_of(uint64_t instance) const {
+  return formed_children(formed.nodes.size(), index_of(root), index_of(instance), fanout);
+}
+
 void write_formed(node_control::Formed::Builder out, const TopologyMessage& topology) {
   const NodeRendezvous::Formed& formed = topology.formed;
   auto nodes = out.initNodes(static_cast<unsigned>(formed.nodes.size()));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "daemon/algorithms/cost_model.h"
@@ -24,6 +25,11 @@ struct TopologyMessage {
   algo::LinkCost cost;
   uint64_t root = 0;    // the root daemon's instance id
   uint32_t fanout = 0;  // formed_tree.h's
+  // Where daemon `instance` is in formed.nodes; formed.nodes.size() when not listed (as a
+  // root that holds no rank is not: formed_tree.h's index for it).
+  size_t index_of(uint64_t instance) const;
+  // The nodes formed_tree.h has `instance` send it on to.
+  std::vector<size_t> children_of(uint64_t instance) const;
 };
 
 void write_formed(node_control::Formed::Builder out, const TopologyMessage& topology);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "daemon/control/formed_tree.h"
-
 namespace plexus::daemon {
 
 bool FormedRelay::seen_before(const CommToken& token) {
@@ -27,16 +25,9 @@ std::vector<FormedRelay::Resend> FormedRelay::lost(uint64_t instance, Clock::tim
   std::erase_if(kept_, [&](const Kept& k) { return k.until <= now; });
   std::vector<Resend> out;
   for (Kept& k : kept_) {
-    const auto& nodes = k.topology.formed.nodes;
-    size_t at = nodes.size();
-    size_t root = nodes.size();
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      if (nodes[n].instance_id == instance) at = n;
-      if (nodes[n].instance_id == k.topology.root) root = n;
-    }
-    if (at == nodes.size() || k.sent_to.count(at) == 0) continue;
+    if (k.sent_to.count(k.topology.index_of(instance)) == 0) continue;  // never went to it
     Resend resend{k.token, &k.topology, {}};
-    for (size_t child : formed_children(nodes.size(), root, at, k.topology.fanout)) {
+    for (size_t child : k.topology.children_of(instance)) {
       if (k.sent_to.insert(child).second) resend.to.push_back(child);
     }
     if (!resend.to.empty()) out.push_back(std::move(resend));

@@ -233,15 +233,7 @@ void NodeJoins::deliver_formed(const CommToken& token, const NodeRendezvous::For
 }
 
 void NodeJoins::forward_formed(const CommToken& token, const TopologyMessage& topology) {
-  const auto& nodes = topology.formed.nodes;
-  size_t root_index = nodes.size();  // not listed: it holds no rank
-  size_t my_index = nodes.size();
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (nodes[n].instance_id == topology.root) root_index = n;
-    if (nodes[n].instance_id == instance_id_) my_index = n;
-  }
-  const std::vector<size_t> children =
-      formed_children(nodes.size(), root_index, my_index, topology.fanout);
+  const std::vector<size_t> children = topology.children_of(instance_id_);
   send_formed(token, topology, children);
   relay_.passed_on(token, topology, children, Clock::now() + config_.connect_timeout);
 }

@@ -205,16 +205,10 @@ void ControlChannels::failed(uint64_t instance, PeerConn& c, const std::string& 
     p.suspect = host_of(c.address);
     p.reach.lost(std::chrono::steady_clock::now());
     // Another established connection (both sides may have opened one) takes over.
-    for (PeerConn* other : connections_.connections()) {
-      if (other != &c && !other->closing && other->is_established &&
-          other->handshake->role() == PeerRole::kControl &&
-          other->handshake->peer().instance_id == instance) {
-        p.current = other;
-        spdlog::info("control messages to {} go on its other control connection ({})", name,
-                     other->address);
-        connections_.send(*other, p.sequence.resend(std::chrono::steady_clock::now()));
-        return;
-      }
+    if (take_over(instance, p)) {
+      spdlog::info("control messages to {} go on its other control connection ({})", name,
+                   p.current->address);
+      return;
     }
     // Only failures with messages waiting count: an idle connection that failed now and
     // then says nothing about whether the peer answers.
@@ -319,6 +313,19 @@ void ControlChannels::close_idle(std::chrono::steady_clock::time_point now) {
   }
 }
 
+bool ControlChannels::take_over(uint64_t instance, Peer& p) {
+  for (PeerConn* other : connections_.connections()) {
+    if (!other->closing && other->is_established &&
+        other->handshake->role() == PeerRole::kControl &&
+        other->handshake->peer().instance_id == instance) {
+      p.current = other;
+      connections_.send(*other, p.sequence.resend(std::chrono::steady_clock::now()));
+      return true;
+    }
+  }
+  return false;
+}
+
 void ControlChannels::said_bye(uint64_t instance, PeerConn& c) {
   Peer& p = record(instance);
   spdlog::debug("control connection with {} ({}) closed by the peer: quiet", c.name(), c.address);
@@ -328,16 +335,7 @@ void ControlChannels::said_bye(uint64_t instance, PeerConn& c) {
   p.current = nullptr;
   // Another established one (dials that crossed) carries the messages from here, or, for a
   // message of this side's that crossed the bye, a new one.
-  for (PeerConn* other : connections_.connections()) {
-    if (!other->closing && other->is_established &&
-        other->handshake->role() == PeerRole::kControl &&
-        other->handshake->peer().instance_id == instance) {
-      p.current = other;
-      connections_.send(*other, p.sequence.resend(std::chrono::steady_clock::now()));
-      return;
-    }
-  }
-  if (p.sequence.unacknowledged() > 0) open(instance);
+  if (!take_over(instance, p) && p.sequence.unacknowledged() > 0) open(instance);
 }
 
 void ControlChannels::path_lost(uint64_t instance, const std::string& nic,

@@ -117,6 +117,9 @@ class ControlChannels {
   void close_idle(std::chrono::steady_clock::time_point now);
   // The peer said bye on `c`: closed here too, no failure; what still waits goes on a new one.
   void said_bye(uint64_t instance, PeerConn& c);
+  // Another established control connection to `instance` (dials that crossed), if any,
+  // becomes the current one and carries the unacknowledged messages again.
+  bool take_over(uint64_t instance, Peer& p);
 
   uv_loop_t* loop_;
   PeerConnections& connections_;

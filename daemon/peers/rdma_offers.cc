@@ -11,7 +11,6 @@
 
 #include "common/socket_address.h"
 #ifdef PLEXUS_HAVE_RDMA
-#include "transports/rdma/path_verbs.h"
 #include "transports/rdma/verbs_devices.h"
 #include "transports/rdma/verbs_port.h"
 #endif
@@ -20,10 +19,9 @@ namespace plexus::daemon {
 
 RdmaOffers::RdmaOffers(DataTransport transport, const transports::rdma::RdmaSettings& rdma)
     : transport_(transport),
-      pinned_bytes_(rdma.ring_bytes + rdma.bounce_bytes + (1u << 20)),
+      pinned_bytes_(transports::rdma::path_pinned_bytes(rdma)),
       budget_(std::make_shared<transports::rdma::PinnedBudget>(rdma.pinned_max_bytes)) {
 #ifdef PLEXUS_HAVE_RDMA
-  pinned_bytes_ = transports::rdma::path_pinned_bytes(rdma);
   devices_ = std::make_shared<transports::rdma::VerbsDevices>(budget_, rdma.max_registrations);
 #endif
 }

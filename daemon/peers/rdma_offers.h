@@ -31,7 +31,7 @@ class RdmaOffers {
 
  private:
   DataTransport transport_;
-  uint64_t pinned_bytes_;              // what one RDMA path pins: its rings, and a margin
+  uint64_t pinned_bytes_;              // what one RDMA path pins (path_pinned_bytes)
   std::map<uint32_t, bool> verdicts_;  // by local IPv4 address (network order)
   std::shared_ptr<transports::rdma::PinnedBudget> budget_;
   std::shared_ptr<transports::rdma::VerbsDevices> devices_;

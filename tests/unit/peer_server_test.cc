@@ -86,6 +86,12 @@ class PeerServerTest : public ::testing::Test {
     from.send_control(to.identity().instance_id, to.identity().addresses, message);
   }
 
+  // Runs the loop until neither server holds a control connection open, or five seconds passed.
+  bool until_both_closed(const PeerServer& a, const PeerServer& b) {
+    return run_until(
+        [&] { return a.open_control_connections() == 0 && b.open_control_connections() == 0; });
+  }
+
   // Runs the loop until `done`, or five seconds passed.
   bool run_until(const std::function<bool()>& done) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;
@@ -228,9 +234,8 @@ TEST_F(PeerServerTest, AQuietControlConnectionClosesWithNoLossAndTheNextMessageO
   ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 1; }));
   send_text(b, a, "formed");
   ASSERT_TRUE(run_until([&] { return heard_a.messages.size() == 1; }));
-  ASSERT_TRUE(run_until([&] {
-    return a.open_control_connections() == 0 && b.open_control_connections() == 0;
-  })) << "the opener closes it once quiet, and the other side with it";
+  ASSERT_TRUE(until_both_closed(a, b))
+      << "the opener closes it once quiet, and the other side with it";
   EXPECT_TRUE(heard_a.control_lost.empty()) << "a close by agreement is no loss";
   EXPECT_TRUE(heard_b.control_lost.empty());
   ASSERT_NE(b.control_peer(0xA), nullptr) << "the peer is still known";
@@ -241,8 +246,7 @@ TEST_F(PeerServerTest, AQuietControlConnectionClosesWithNoLossAndTheNextMessageO
   send_text(a, b, "more");
   ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 2; }));
   EXPECT_EQ(heard_b.messages[1].second, "more");
-  ASSERT_TRUE(run_until(
-      [&] { return a.open_control_connections() == 0 && b.open_control_connections() == 0; }));
+  ASSERT_TRUE(until_both_closed(a, b));
   EXPECT_EQ(heard_a.messages.size(), 2u) << "nothing delivered twice";
   EXPECT_EQ(heard_b.messages.size(), 2u);
   EXPECT_TRUE(heard_a.control_lost.empty());
@@ -281,8 +285,7 @@ TEST_F(PeerServerTest, ADaemonGoneWhileItsControlConnectionSleptIsFoundByTheNext
   const std::vector<std::string> b_addresses = b.identity().addresses;
   send_text(a, b, "join");
   ASSERT_TRUE(run_until([&] { return heard_b.messages.size() == 1; }));
-  ASSERT_TRUE(run_until(
-      [&] { return a.open_control_connections() == 0 && b.open_control_connections() == 0; }));
+  ASSERT_TRUE(until_both_closed(a, b));
   b.close();  // its daemon stops: nothing listens at its address any more
   ASSERT_TRUE(run_until([&] { return b.open_control_connections() == 0; }));
   EXPECT_TRUE(heard_a.control_lost.empty()) << "nothing was open to notice it";
@@ -303,10 +306,9 @@ TEST_F(PeerServerTest, ControlConnectionsFromDialsThatCrossedAllCloseWhenQuiet) 
   send_text(b, a, "from b");
   ASSERT_TRUE(
       run_until([&] { return heard_a.messages.size() == 1 && heard_b.messages.size() == 1; }));
-  ASSERT_TRUE(run_until([&] {
-    return a.open_control_connections() == 0 && b.open_control_connections() == 0;
-  })) << "a connection left over from the crossing stays open: a "
-      << a.open_control_connections() << ", b " << b.open_control_connections();
+  ASSERT_TRUE(until_both_closed(a, b))
+      << "a connection left over from the crossing stays open: a " << a.open_control_connections()
+      << ", b " << b.open_control_connections();
   EXPECT_TRUE(heard_a.control_lost.empty());
   EXPECT_TRUE(heard_b.control_lost.empty());
   send_text(a, b, "again");

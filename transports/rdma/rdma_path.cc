@@ -166,10 +166,9 @@ RdmaPath::RdmaPath(int fd, RdmaSettings settings, std::shared_ptr<const Sendable
     fail("ibv_req_notify_cq failed");
     return;
   }
-  for (int device_fd : {verbs_.channel->fd, verbs_.port.context->async_fd}) {
-    const int flags = ::fcntl(device_fd, F_GETFL);
-    ::fcntl(device_fd, F_SETFL, flags | O_NONBLOCK);
-  }
+  // (The device's async descriptor is made non-blocking once, by VerbsDevice::open.)
+  const int flags = ::fcntl(verbs_.channel->fd, F_GETFL);
+  ::fcntl(verbs_.channel->fd, F_SETFL, flags | O_NONBLOCK);
   for (int watched :
        {socket_.fd(), verbs_.channel->fd, verbs_.port.context->async_fd, verbs_.wake.get()}) {
     epoll_event ev{};

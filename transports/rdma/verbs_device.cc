@@ -90,9 +90,7 @@ void VerbsDevice::tell(Watcher& watcher, std::string why) {
 
 void VerbsDevice::dispatch(const ibv_async_event& event) {
   if (event.event_type == IBV_EVENT_DEVICE_FATAL) failed_ = true;
-  // A copy: telling a watcher does not change the list, but keep the walk independent of it.
-  const std::vector<Watcher*> watchers = watchers_;
-  for (Watcher* w : watchers) {
+  for (Watcher* w : watchers_) {  // telling a watcher changes nothing in the list
     switch (event.event_type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
