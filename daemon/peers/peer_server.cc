@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "daemon/peers/peer_conn.h"
 #include "daemon/peers/route_table.h"
 
 namespace plexus::daemon {
@@ -113,7 +114,7 @@ const transports::PeerIdentity* PeerServer::control_peer(uint64_t instance) cons
 size_t PeerServer::open_control_connections() const {
   size_t n = 0;
   for (const PeerConn* c : connections_.connections()) {
-    n += c->is_established && !c->closing && c->handshake->role() == PeerRole::kControl ? 1 : 0;
+    n += c->is_established && !c->closing && c->handshake->role() == transports::PeerRole::kControl ? 1 : 0;
   }
   return n;
 }
