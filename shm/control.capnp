@@ -35,6 +35,20 @@ struct CommLeave {
   abort @1 :Bool;         # abort: the other ranks' ops fail now
 }
 
+struct CommRevoke {
+  comm @0 :UInt32;        # the session-local handle
+  reason @1 :Text;        # the caller's words, for the other ranks' errors ("" = none)
+}
+
+# A successor of communicator `comm` without a unique id (plexus_comm_shrink): the ranks
+# not excluded, renumbered densely. Answered as a commInit is (commInitReply).
+struct CommShrink {
+  comm @0 :UInt32;
+  exclude @1 :List(UInt32);  # ranks of `comm` left out; every caller gives the same list
+  abort @2 :Bool;            # revoke `comm` first (NCCL_SHRINK_ABORT)
+  timeoutMs @3 :UInt32;
+}
+
 struct NicDrain {
   nic @0 :Text;
   drained @1 :Bool;       # false: undrain
@@ -65,6 +79,8 @@ struct ClientMessage {
     configShow @14 :Void;   # the settings in use
     configReload @15 :Void; # read the config file again (admin)
     nodeDrain @16 :NodeDrain;  # admit no new communicators, or admit them again (admin)
+    commRevoke @17 :CommRevoke;
+    commShrink @18 :CommShrink;
   }
 }
 
@@ -339,6 +355,7 @@ struct DaemonMessage {
     configShowReply @15 :ConfigShowReply;
     configReloadReply @16 :ConfigReloadReply;
     nodeDrainReply @17 :NodeDrainReply;
+    commRevokeReply @18 :Void;       # this node's ops on it have failed
   }
 }
 

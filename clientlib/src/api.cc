@@ -340,6 +340,8 @@ const char* plexus_result_string(plexus_result_t result) {
       return "internal error";
     case PLEXUS_ERR_VERSION:
       return "version mismatch";
+    case PLEXUS_ERR_REVOKED:
+      return "communicator revoked";
   }
   return "unknown result";
 }

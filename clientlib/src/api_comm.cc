@@ -219,9 +219,7 @@ plexus_result_t plexus_get_unique_id(plexus_unique_id_t* id) {
 
 plexus_result_t plexus_comm_init_rank(plexus_comm_t* comm, int nranks, plexus_unique_id_t id,
                                       int rank) {
-  const char* env = std::getenv("PLEXUS_INIT_TIMEOUT_MS");
-  int timeout_ms = env != nullptr ? std::atoi(env) : 60000;
-  return comm_init(comm, nranks, id, rank, timeout_ms > 0 ? timeout_ms : 60000);
+  return comm_init(comm, nranks, id, rank, init_timeout_ms());
 }
 
 plexus_result_t plexus_comm_init_rank_timeout(plexus_comm_t* comm, int nranks,

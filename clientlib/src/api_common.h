@@ -3,6 +3,7 @@
 // result codes and the thread's last error.
 #pragma once
 
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <new>
@@ -33,6 +34,13 @@ plexus_result_t guarded(Fn&& fn) {
   } catch (const std::exception& e) {
     return fail(PLEXUS_ERR_SYSTEM, e.what());
   }
+}
+
+// How long a call that forms a communicator waits: PLEXUS_INIT_TIMEOUT_MS, else 60 s.
+inline int init_timeout_ms() {
+  const char* env = std::getenv("PLEXUS_INIT_TIMEOUT_MS");
+  const int ms = env != nullptr ? std::atoi(env) : 0;
+  return ms > 0 ? ms : 60000;
 }
 
 }  // namespace plexus::client

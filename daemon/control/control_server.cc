@@ -60,7 +60,10 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
                                          std::optional<NodeSpan> span) {
                                     form_comm(token, nranks, joiners, std::move(span));
                                   },
-                              .arm_timer = [this] { arm_rendezvous_timer(); }}),
+                              .arm_timer = [this] { arm_rendezvous_timer(); },
+                              .comms = [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
+                                return comms_;
+                              }}),
       admin_service_(
           config, engine,
           AdminService::Hooks{
@@ -323,6 +326,12 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         break;
       case control::ClientMessage::COMM_LEAVE:
         handle_comm_leave(connection, request_id, message.getCommLeave());
+        break;
+      case control::ClientMessage::COMM_REVOKE:
+        handle_comm_revoke(connection, request_id, message.getCommRevoke());
+        break;
+      case control::ClientMessage::COMM_SHRINK:
+        handle_comm_shrink(connection, request_id, message.getCommShrink());
         break;
       case control::ClientMessage::STATUS:
         admin_service_.status(connection.id, request_id);

@@ -65,6 +65,14 @@ class ControlServer {
   void handle_hello(Connection& connection, uint32_t request_id, shm::control::Hello::Reader hello);
   void handle_comm_init(Connection& connection, uint32_t request_id,
                         shm::control::CommInit::Reader init);
+  void handle_comm_revoke(Connection& connection, uint32_t request_id,
+                          shm::control::CommRevoke::Reader revoke);
+  void handle_comm_shrink(Connection& connection, uint32_t request_id,
+                          shm::control::CommShrink::Reader shrink);
+  // The communicator session `session_id` holds as `handle`, and its rank there (null, -1:
+  // none).
+  std::pair<std::shared_ptr<const Comm>, int> membership(uint64_t session_id,
+                                                         uint32_t handle) const;
   void handle_comm_leave(Connection& connection, uint32_t request_id,
                          shm::control::CommLeave::Reader leave);
   // control_server_gpu.cc
@@ -85,6 +93,13 @@ class ControlServer {
   Connection* find_connection(uint64_t session_id);
   // The session of every connected client whose hello was accepted.
   std::vector<std::shared_ptr<const Session>> sessions() const;
+  // A rank joins a communicator of this node alone.
+  void join_here(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
+                 int rank, uint32_t timeout_ms);
+  // Fails `comm`'s ops here with PLEXUS_ERR_REVOKED and `text`, tells its other nodes, and
+  // then runs `then` on this thread.
+  void revoke(const std::shared_ptr<const Comm>& comm, uint64_t session_id, uint32_t handle,
+              const std::string& text, std::function<void()> then);
   // Replies to every joiner and hands the communicator to the engine.
   void form_comm(const CommToken& token, int nranks,
                  const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);

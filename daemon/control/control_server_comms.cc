@@ -72,26 +72,32 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
   // A unique id made by this daemon while it serves no peers, or made where no daemon was
   // reachable, names a communicator of this node alone.
   if (local_only) {
-    CommRendezvous::Joiner joiner{
-        id,
-        session.creds().pid,
-        request_id,
-        static_cast<int>(rank),
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms),
-        0};
-    auto result = rendezvous_.join(token, static_cast<int>(nranks), joiner);
-    if (result.outcome == CommRendezvous::JoinResult::kRejected) {
-      send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
-      return;
-    }
-    if (result.outcome == CommRendezvous::JoinResult::kFormed) {
-      form_comm(token, static_cast<int>(nranks), result.members, std::nullopt);
-    }
-    arm_rendezvous_timer();
+    join_here(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
+              timeout_ms);
     return;
   }
   nodes_.join(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
               timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
+}
+
+void ControlServer::join_here(const Session& session, uint32_t request_id, const CommToken& token,
+                              int nranks, int rank, uint32_t timeout_ms) {
+  CommRendezvous::Joiner joiner{
+      session.id(),
+      session.creds().pid,
+      request_id,
+      rank,
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms),
+      0};
+  auto result = rendezvous_.join(token, nranks, joiner);
+  if (result.outcome == CommRendezvous::JoinResult::kRejected) {
+    send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
+    return;
+  }
+  if (result.outcome == CommRendezvous::JoinResult::kFormed) {
+    form_comm(token, nranks, result.members, std::nullopt);
+  }
+  arm_rendezvous_timer();
 }
 
 void ControlServer::form_comm(const CommToken& token, int nranks,

@@ -15,6 +15,11 @@ struct Join {
   ranks @2 :List(UInt32);  # ranks of the sending node that joined now
   timeoutMs @3 :UInt32;
   algorithm @4 :Text;      # PLEXUS_ALGO of the joining ranks ("" = choose)
+  # A shrink (plexus_comm_shrink): the communicator it succeeds (16 bytes; empty: a unique
+  # id's) and the ranks of it left out, ascending. Its root checks the token derives from
+  # them (comm_successor.h) and waits for every node holding a kept rank.
+  parent @5 :Data;
+  excluded @6 :List(UInt32);
 }
 
 struct FormedNode {
@@ -42,10 +47,24 @@ struct JoinFailed {
   code @2 :UInt32;
 }
 
+# A communicator revoked (plexus_comm_revoke, or a daemon that lost one of its nodes): it
+# goes down a tree of the communicator's nodes rooted at the daemon that revoked it
+# (formed_tree.h), so that every node hears, linked to the revoker or not.
+struct Revoke {
+  token @0 :Data;
+  text @1 :Text;           # what the ranks fail with: who revoked it and why
+  origin @2 :UInt64;       # the revoking daemon's instance id: the tree's root
+  fanout @3 :UInt32;
+  code @4 :UInt32;         # plexus_result_t: REVOKED, or PEER_LOST for a node lost
+}
+
 struct NodeMessage {
   union {
     join @0 :Join;
     formed @1 :Formed;
     joinFailed @2 :JoinFailed;
+    revoke @3 :Revoke;
+    probe @4 :Void;        # nothing to do: opens a control connection (a shrink's root
+                           # finds a node it waits for that is gone, at once)
   }
 }

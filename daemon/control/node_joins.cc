@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/frame_codec.h"
+#include "daemon/control/comm_successor.h"
 #include "daemon/control/formed_message.h"
 #include "daemon/control/formed_tree.h"
 #include "daemon/control/join_failure.h"
@@ -85,6 +86,31 @@ void NodeJoins::start(uv_loop_t* loop) {
   peers_ = std::make_unique<PeerServer>(loop, std::move(me), secret_.get(), config_.peers,
                                         std::move(callbacks));
   peers_->listen(config_.peer_listen);
+  revokes_ = std::make_unique<CommRevokes>(
+      instance_id_,
+      CommRevokes::Hooks{
+          .send =
+              [this](uint64_t instance, const std::vector<std::string>& addresses,
+                     capnp::MessageBuilder& message) {
+                peers_->send_control(instance, addresses, message);
+              },
+          .revoked =
+              [this](uint64_t comm_id, const std::string& text, plexus_result_t code) {
+                engine_.post(
+                    [comm_id, text, code](Engine& e) { e.revoke_remote(comm_id, text, code); });
+              }},
+      config_.connect_timeout);
+}
+
+std::shared_ptr<const Comm> NodeJoins::find_comm(const CommToken& token) const {
+  for (const auto& comm : hooks_.comms()) {
+    if (comm->token() == token && !comm->finished.load()) return comm;
+  }
+  return nullptr;
+}
+
+void NodeJoins::revoke(std::shared_ptr<const Comm> comm, const std::string& text) {
+  if (revokes_) revokes_->revoke(std::move(comm), text, PLEXUS_ERR_REVOKED);
 }
 
 void NodeJoins::close() {
@@ -114,7 +140,7 @@ NodeInfo NodeJoins::my_node_info() const {
 
 void NodeJoins::join(const Session& session, uint32_t request_id, const CommToken& token,
                      int nranks, int rank, uint32_t timeout_ms, const RootRef& root,
-                     const std::string& algorithm) {
+                     const std::string& algorithm, const ShrinkOf* shrink) {
   const uint64_t id = session.id();
   if (peers_ == nullptr) {
     hooks_.send_error(
@@ -152,7 +178,7 @@ void NodeJoins::join(const Session& session, uint32_t request_id, const CommToke
   }
   multi_joins_.try_emplace(token, MultiJoin{root, nranks});
   if (root.instance == instance_id_) {
-    root_join(my_node_info(), token, nranks, {rank}, timeout_ms, algorithm);
+    root_join(my_node_info(), token, nranks, {rank}, timeout_ms, algorithm, shrink);
   } else {
     capnp::MallocMessageBuilder message;
     auto join = message.initRoot<nc::NodeMessage>().initJoin();
@@ -161,17 +187,72 @@ void NodeJoins::join(const Session& session, uint32_t request_id, const CommToke
     join.initRanks(1).set(0, static_cast<uint32_t>(rank));
     join.setTimeoutMs(timeout_ms);
     join.setAlgorithm(algorithm);
+    if (shrink != nullptr) {
+      join.setParent(bytes_of(shrink->parent));
+      auto excluded = join.initExcluded(static_cast<unsigned>(shrink->excluded.size()));
+      for (unsigned i = 0; i < excluded.size(); ++i) {
+        excluded.set(i, static_cast<uint32_t>(shrink->excluded[i]));
+      }
+    }
     peers_->send_control(root.instance, root.addresses, message);
   }
   hooks_.arm_timer();
 }
 
+common::Result<NodeRendezvous::Successor> NodeJoins::successor_here(const CommToken& token,
+                                                                    int nranks,
+                                                                    const ShrinkOf& shrink) {
+  std::shared_ptr<const Comm> parent = find_comm(shrink.parent);
+  const std::string of = "the shrink of communicator " + token_prefix(shrink.parent);
+  if (!parent || !parent->span()) {
+    return common::fail("node " + config_.node_name + " holds no communicator " +
+                        token_prefix(shrink.parent) + " (the root of " + of +
+                        " is the node of its lowest kept rank)");
+  }
+  if (std::string problem = exclude_problem(shrink.excluded, parent->nranks(), -1);
+      !problem.empty()) {
+    return common::fail(of + ": " + problem);
+  }
+  if (successor_token(shrink.parent, shrink.excluded) != token ||
+      nranks != parent->nranks() - static_cast<int>(shrink.excluded.size())) {
+    return common::fail(of + ": its token or size does not follow from the ranks excluded");
+  }
+  return successor_of(*parent, shrink.excluded);
+}
+
 void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nranks,
-                          std::vector<int> ranks, uint32_t timeout_ms,
-                          const std::string& algorithm) {
+                          std::vector<int> ranks, uint32_t timeout_ms, const std::string& algorithm,
+                          const ShrinkOf* shrink) {
+  std::optional<NodeRendezvous::Successor> successor;
+  // One refused already is refused again, whatever became of its parent here meanwhile.
+  if (shrink != nullptr && !node_rendezvous_.refused(token)) {
+    auto here = successor_here(token, nranks, *shrink);
+    if (!here.ok()) {
+      deliver_join_failed(node.instance_id, token, PLEXUS_ERR_INVALID_ARGUMENT, here.error());
+      return;
+    }
+    successor = std::move(*here);
+    // A node it waits for that is gone already is found now, not at the timeout: a control
+    // connection to it is refused (on_peer_control_lost); one to a live node stays open
+    // while the rendezvous waits (control_busy).
+    if (!node_rendezvous_.waiting(token)) {
+      capnp::MallocMessageBuilder probe;
+      probe.initRoot<nc::NodeMessage>().setProbe();
+      std::shared_ptr<const Comm> parent = find_comm(shrink->parent);
+      const NodeSpan& span = *parent->span();
+      for (size_t n = 0; n < span.node_ids.size(); ++n) {
+        const uint64_t id = span.node_ids[n];
+        if (id == instance_id_ || successor->expected.count(id) == 0 ||
+            peers_->control_peer(id) != nullptr) {
+          continue;
+        }
+        peers_->send_control(id, span.node_addresses[n], probe);
+      }
+    }
+  }
   NodeRendezvous::Join join{node, std::move(ranks),
                             Clock::now() + std::chrono::milliseconds(timeout_ms), algorithm};
-  auto result = node_rendezvous_.join(token, nranks, join);
+  auto result = node_rendezvous_.join(token, nranks, join, successor ? &*successor : nullptr);
   switch (result.outcome) {
     case NodeRendezvous::Result::kWaiting:
       hooks_.arm_timer();
@@ -179,6 +260,10 @@ void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nran
     case NodeRendezvous::Result::kRejected:
       spdlog::warn("communicator {}: {}", token_prefix(token), result.error);
       for (uint64_t n : result.notify) deliver_join_failed(n, token, result.code, result.error);
+      if (const auto& other = result.other) {
+        for (uint64_t n : other->notify)
+          deliver_join_failed(n, other->token, other->code, other->message);
+      }
       return;
     case NodeRendezvous::Result::kFormed: {
       const algo::LinkCost cost = comm_cost(result.formed);
@@ -348,10 +433,22 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         }
         std::vector<int> ranks;
         for (uint32_t r : join.getRanks()) ranks.push_back(static_cast<int>(r));
+        std::optional<ShrinkOf> shrink;
+        if (join.hasParent()) {
+          if (join.getParent().size() != sizeof(CommToken) || join.getExcluded().size() > nranks) {
+            spdlog::warn("node {}: malformed shrink join ignored", peer.node_name);
+            return;
+          }
+          shrink.emplace();
+          shrink->parent = token_of(join.getParent());
+          // Checked against the parent at the root (successor_here); a rank past INT_MAX
+          // wraps negative and is refused there.
+          for (uint32_t r : join.getExcluded()) shrink->excluded.push_back(static_cast<int>(r));
+        }
         root_join(NodeInfo{peer.instance_id, peer.node_name, peer.addresses},
                   token_of(join.getToken()), static_cast<int>(nranks), std::move(ranks),
                   std::min<uint32_t>(join.getTimeoutMs(), 24u * 3600 * 1000),
-                  join.getAlgorithm().cStr());
+                  join.getAlgorithm().cStr(), shrink ? &*shrink : nullptr);
         return;
       }
       case nc::NodeMessage::FORMED: {
@@ -389,6 +486,14 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         on_formed(token, std::move(topology->formed), topology->cost);
         return;
       }
+      case nc::NodeMessage::PROBE:
+        return;
+      case nc::NodeMessage::REVOKE: {
+        auto revoke = message.getRevoke();
+        if (revoke.getToken().size() != sizeof(CommToken) || !revokes_) return;
+        revokes_->on_revoke(peer, revoke, find_comm(token_of(revoke.getToken())));
+        return;
+      }
       case nc::NodeMessage::JOIN_FAILED: {
         auto failed = message.getJoinFailed();
         if (failed.getToken().size() != sizeof(CommToken)) return;
@@ -423,8 +528,9 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
   for (const auto& resend : relay_.lost(instance, Clock::now())) {
     spdlog::info("communicator {}: {} lost; the topology goes to the {} node(s) below it from here",
                  token_prefix(resend.token), name, resend.to.size());
-    send_formed(resend.token, *resend.topology, resend.to);
+    send_formed(resend.token, *resend.message, resend.to);
   }
+  if (revokes_) revokes_->lost(instance);
   // A daemon that refuses connections is gone: its data link need not wait out the grace on
   // silent paths. One merely unreachable for control may still carry data on a path the
   // control connection cannot take (a backup bound to its NIC across rails): its data link
@@ -436,11 +542,7 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
       e.links().peer_gone(instance, text);
     });
   }
-  for (const auto& failure : node_rendezvous_.drop_node(instance)) {
-    for (uint64_t n : failure.notify) {
-      deliver_join_failed(n, failure.token, failure.code, failure.message);
-    }
-  }
+  drop_from_rendezvous(instance);
   std::vector<CommToken> waiting;
   for (const auto& [token, join] : multi_joins_) {
     if (join.root.instance == instance) waiting.push_back(token);
@@ -475,10 +577,39 @@ void NodeJoins::path_wanted(uint64_t instance, const std::vector<std::string>& a
   }
 }
 
+void NodeJoins::drop_from_rendezvous(uint64_t instance) {
+  for (const auto& failure : node_rendezvous_.drop_node(instance)) {
+    spdlog::warn("communicator {}: {}", token_prefix(failure.token), failure.message);
+    for (uint64_t n : failure.notify) {
+      deliver_join_failed(n, failure.token, failure.code, failure.message);
+    }
+  }
+}
+
 void NodeJoins::data_link_lost(uint64_t instance) {
   data_links_.erase(instance);
   dormant_links_.erase(instance);
   if (peers_) peers_->forget_data_peer(instance);
+  // A shrink waiting here for that node cannot form with it.
+  drop_from_rendezvous(instance);
+  // The engine failed every communicator with that node; the nodes of each that are not
+  // linked to this one hear it from here rather than at their next op (or never, for one
+  // waiting on a recv from a live node).
+  if (!revokes_) return;
+  for (const auto& comm : hooks_.comms()) {
+    if (!comm->span() || comm->finished.load()) continue;
+    const NodeSpan& span = *comm->span();
+    for (size_t n = 0; n < span.node_ids.size(); ++n) {
+      if (span.node_ids[n] != instance) continue;
+      revokes_->revoke(comm,
+                       "communicator " + token_prefix(comm->token()) + " was revoked by node " +
+                           config_.node_name + "'s daemon: it lost node " +
+                           span.topology.node_names[n] +
+                           " (its daemon stopped, or the network to it failed)",
+                       PLEXUS_ERR_PEER_LOST, instance);
+      break;
+    }
+  }
 }
 
 void NodeJoins::data_link_retired(uint64_t instance) {

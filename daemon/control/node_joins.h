@@ -17,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/algorithms/cost_model.h"
 #include "daemon/control/comm_rendezvous.h"
+#include "daemon/control/comm_revokes.h"
 #include "daemon/control/control_config.h"
 #include "daemon/control/formed_relay.h"
 #include "daemon/control/node_rendezvous.h"
@@ -40,6 +42,8 @@ class NodeJoins {
         form_comm;
     // A deadline was added: the rendezvous timer is set again.
     std::function<void()> arm_timer;
+    // The communicators formed here and not yet finished (ControlServer's const views).
+    std::function<const std::vector<std::shared_ptr<const Comm>>&()> comms;
   };
   // The daemon that made a communicator's unique id: its root.
   struct RootRef {
@@ -64,9 +68,16 @@ class NodeJoins {
     return peers_ ? &peers_->identity() : nullptr;
   }
 
-  // A rank joins a communicator whose unique id names root `root` (this daemon or another).
+  // What a shrink's join carries (plexus_comm_shrink): the parent and whom it leaves out.
+  struct ShrinkOf {
+    CommToken parent{};
+    std::vector<int> excluded;  // ascending
+  };
+  // A rank joins a communicator whose unique id names root `root` (this daemon or another),
+  // or, with `shrink`, the successor whose root the parent's span names.
   void join(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
-            int rank, uint32_t timeout_ms, const RootRef& root, const std::string& algorithm);
+            int rank, uint32_t timeout_ms, const RootRef& root, const std::string& algorithm,
+            const ShrinkOf* shrink = nullptr);
   // Fails joins whose time ran out; the joiners CommRendezvous expired are forgotten.
   void expire(std::chrono::steady_clock::time_point now);
   void forget_abandoned();
@@ -77,8 +88,13 @@ class NodeJoins {
   // than their ranks waiting out their timeout.
   void refuse_join(const CommToken& token, const RootRef& root, plexus_result_t code,
                    const std::string& message);
-  // From the engine, on the control thread: the data link to `instance` is gone; a path of
-  // it over local NIC `nic` failed (the link stays); a local NIC came back.
+  // A rank here revoked multi-node communicator `comm` (the engine failed its ops here): the
+  // other nodes are told down a tree (CommRevokes).
+  void revoke(std::shared_ptr<const Comm> comm, const std::string& text);
+  // From the engine, on the control thread: the data link to `instance` is gone (the engine
+  // failed every communicator with that node, and this daemon revokes each for the nodes
+  // not linked to it); a path of it over local NIC `nic` failed (the link stays); a local
+  // NIC came back.
   void data_link_lost(uint64_t instance);
   // The engine's link to `instance` closed its paths while idle (dormant): its rails are
   // forgotten, a later want dials again, and its daemon found gone (its control connection
@@ -94,7 +110,10 @@ class NodeJoins {
 
  private:
   void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
-                 uint32_t timeout_ms, const std::string& algorithm);
+                 uint32_t timeout_ms, const std::string& algorithm, const ShrinkOf* shrink);
+  // At a shrink's root: who must join, or why `node`'s join cannot be taken.
+  common::Result<NodeRendezvous::Successor> successor_here(const CommToken& token, int nranks,
+                                                           const ShrinkOf& shrink);
   // At the root: the topology goes down the tree (formed_tree.h) and to this node's ranks.
   void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                       const algo::LinkCost& cost);
@@ -119,6 +138,9 @@ class NodeJoins {
   void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
                     const std::string& nic, bool backup, bool latency);
   void on_data_failed(uint64_t instance, const std::string& reason);
+  // Node `instance` is gone: rendezvous here with it in, or waiting for it, fail.
+  void drop_from_rendezvous(uint64_t instance);
+  std::shared_ptr<const Comm> find_comm(const CommToken& token) const;
   NodeInfo my_node_info() const;
   // Whether the control connection to `instance` must stay open however quiet: this node's
   // ranks wait for it as their root, or a rendezvous here waits with it in.
@@ -138,9 +160,10 @@ class NodeJoins {
     int nranks = 0;
   };
   std::map<CommToken, MultiJoin> multi_joins_;
-  std::set<uint64_t> data_links_;     // peers the engine has a path to (closed at once if gone)
-  std::set<uint64_t> dormant_links_;  // peers whose link closed while idle (lost if gone)
-  FormedRelay relay_;                 // topologies passed on lately, and tokens formed
+  std::set<uint64_t> data_links_;         // peers the engine has a path to (closed at once if gone)
+  std::set<uint64_t> dormant_links_;      // peers whose link closed while idle (lost if gone)
+  FormedRelay relay_;                     // topologies passed on lately, and tokens formed
+  std::unique_ptr<CommRevokes> revokes_;  // with peers_
 };
 
 }  // namespace plexus::daemon

@@ -29,8 +29,18 @@ bool NodeRendezvous::involves(uint64_t instance_id) const {
     for (const auto& n : p.nodes) {
       if (n.instance_id == instance_id) return true;
     }
+    if (p.successor && p.successor->expected.count(instance_id) != 0) return true;
   }
   return false;
+}
+
+NodeRendezvous::Failure NodeRendezvous::fail_successor(std::map<CommToken, Pending>::iterator it,
+                                                       std::string message, plexus_result_t code) {
+  const CommToken token = it->first;
+  Failure failure{token, ids(it->second), std::move(message), code};
+  pending_.erase(it);
+  refuse(token, failure.code, failure.message);
+  return failure;
 }
 
 std::string NodeRendezvous::describe_missing(const Pending& p) {
@@ -54,7 +64,8 @@ std::string NodeRendezvous::describe_missing(const Pending& p) {
   return out;
 }
 
-NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, const Join& join) {
+NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, const Join& join,
+                                            const Successor* successor) {
   Result result;
   if (auto refused = refused_.find(token); refused != refused_.end()) {
     result.outcome = Result::kRejected;
@@ -71,6 +82,7 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
     p.deadline = join.deadline;
     p.algorithm = join.algorithm;
     p.algorithm_from = join.node.name;
+    if (successor != nullptr) p.successor = *successor;
   }
   auto reject = [&](std::string error) {
     result.outcome = Result::kRejected;
@@ -84,6 +96,39 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
     pending_.erase(it);
     return result;
   };
+  if (p.successor.has_value() != (successor != nullptr)) {
+    return reject("node " + join.node.name + " joined communicator " + token_prefix(token) +
+                  (successor != nullptr ? " as a shrink of another" : " with a unique id") +
+                  ", but an earlier node did not");
+  }
+  if (p.successor) {
+    if (p.successor->expected.count(join.node.instance_id) == 0) {
+      return reject("node " + join.node.name + " holds no rank the shrink of communicator " +
+                    token_prefix(p.successor->parent) + " keeps");
+    }
+    // Two successors of one parent at once: the ranks disagree on whom to exclude.
+    for (auto other = pending_.begin(); other != pending_.end(); ++other) {
+      if (other == it || !other->second.successor ||
+          other->second.successor->parent != p.successor->parent) {
+        continue;
+      }
+      auto list = [](const Successor& s) { return "[" + list_ranks(s.excluded) + "]"; };
+      const std::string why = "the ranks disagree on whom to exclude from communicator " +
+                              token_prefix(p.successor->parent) + ": node " + join.node.name +
+                              "'s ranks exclude " + list(*p.successor) + ", node " +
+                              other->second.nodes.front().name + "'s exclude " +
+                              list(*other->second.successor);
+      // Both fail, and a node that joins either later hears the same.
+      result.other = fail_successor(other, why, PLEXUS_ERR_MISMATCH);
+      Failure mine = fail_successor(it, why, PLEXUS_ERR_MISMATCH);
+      result.outcome = Result::kRejected;
+      result.error = why;
+      result.code = PLEXUS_ERR_MISMATCH;
+      result.notify = std::move(mine.notify);
+      result.notify.push_back(join.node.instance_id);
+      return result;
+    }
+  }
   if (nranks != p.nranks) {
     return reject("node " + join.node.name + " says the communicator has " +
                   std::to_string(nranks) + " ranks, but an earlier node said " +
@@ -156,6 +201,24 @@ std::vector<NodeRendezvous::Failure> NodeRendezvous::drop_node(uint64_t instance
   std::vector<Failure> out;
   for (auto it = pending_.begin(); it != pending_.end();) {
     const Pending& p = it->second;
+    if (p.successor) {
+      auto expected = p.successor->expected.find(instance_id);
+      if (expected == p.successor->expected.end()) {
+        ++it;
+        continue;
+      }
+      const auto& [name, ranks] = expected->second;
+      auto next = std::next(it);
+      out.push_back(fail_successor(it,
+                                   "node " + name + " was lost during the shrink of communicator " +
+                                       token_prefix(p.successor->parent) +
+                                       ": exclude its rank(s) " + list_ranks(ranks) +
+                                       " as well and shrink again",
+                                   PLEXUS_ERR_PEER_LOST));
+      std::erase(out.back().notify, instance_id);
+      it = next;
+      continue;
+    }
     auto node = std::find_if(p.nodes.begin(), p.nodes.end(),
                              [&](const NodeInfo& n) { return n.instance_id == instance_id; });
     if (node == p.nodes.end()) {

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,14 +40,6 @@ class NodeRendezvous {
     std::string algorithm;
   };
 
-  struct Result {
-    enum Outcome { kWaiting, kFormed, kRejected } outcome = kWaiting;
-    std::string error;                           // kRejected: sent to every node in `notify`
-    plexus_result_t code = PLEXUS_ERR_INTERNAL;  // kRejected: what the ranks get
-    Formed formed;                               // kFormed
-    std::vector<uint64_t> notify;                // instance ids of the nodes involved
-  };
-
   struct Failure {
     CommToken token;
     std::vector<uint64_t> notify;
@@ -54,12 +47,37 @@ class NodeRendezvous {
     plexus_result_t code = PLEXUS_ERR_INTERNAL;  // what the ranks get
   };
 
-  Result join(const CommToken& token, int nranks, const Join& join);
+  struct Result {
+    enum Outcome { kWaiting, kFormed, kRejected } outcome = kWaiting;
+    std::string error;                           // kRejected: sent to every node in `notify`
+    plexus_result_t code = PLEXUS_ERR_INTERNAL;  // kRejected: what the ranks get
+    Formed formed;                               // kFormed
+    std::vector<uint64_t> notify;                // instance ids of the nodes involved
+    // kRejected for ranks that disagree on whom to exclude: the other successor, failed too.
+    std::optional<Failure> other;
+  };
+
+  // A successor of communicator `parent` (plexus_comm_shrink), which every node holding a
+  // rank of it kept must join: one such node lost fails it at once, naming the node, as do
+  // ranks that disagree on whom to exclude (two successors of one parent waiting at once).
+  struct Successor {
+    CommToken parent{};
+    std::vector<int> excluded;  // ranks of the parent left out, ascending
+    struct Node {
+      std::string name;
+      std::vector<int> parent_ranks;  // its ranks of the parent that are kept
+    };
+    std::map<uint64_t, Node> expected;  // by instance id: the nodes that must join
+  };
+
+  Result join(const CommToken& token, int nranks, const Join& join,
+              const Successor* successor = nullptr);
   // Rendezvous whose earliest deadline passed, with a sentence naming the missing ranks
   // and the nodes that did join (PLEXUS_ERR_TIMEOUT); they are dropped.
   std::vector<Failure> expire(Clock::time_point now);
   // A node's daemon went away: every rendezvous it was part of fails, naming it
-  // (PLEXUS_ERR_PEER_LOST).
+  // (PLEXUS_ERR_PEER_LOST), and so does every successor it was expected in (a node that
+  // joins that one later is refused the same way).
   std::vector<Failure> drop_node(uint64_t instance_id);
   // A node refused its ranks' part (it is draining): the rendezvous fails at once for the
   // nodes that joined (nothing if none has), and a node that joins it later is refused
@@ -68,7 +86,10 @@ class NodeRendezvous {
                                 const std::string& message);
   std::optional<Clock::time_point> next_deadline() const;
   size_t pending() const { return pending_.size(); }
-  // Whether a rendezvous waiting here has a node of `instance_id` in it.
+  bool waiting(const CommToken& token) const { return pending_.count(token) != 0; }
+  // Whether `token` failed here lately: a join of it is refused at once (join()).
+  bool refused(const CommToken& token) const { return refused_.count(token) != 0; }
+  // Whether a rendezvous waiting here has a node of `instance_id` in it, or expects it.
   bool involves(uint64_t instance_id) const;
 
  private:
@@ -80,7 +101,11 @@ class NodeRendezvous {
     Clock::time_point deadline;
     std::string algorithm;
     std::string algorithm_from;  // the node that set it
+    std::optional<Successor> successor;
   };
+  // A successor's failure: `message` for the nodes that joined, and for any that joins later.
+  Failure fail_successor(std::map<CommToken, Pending>::iterator it, std::string message,
+                         plexus_result_t code);
   static std::vector<uint64_t> ids(const Pending& p);
   static std::string describe_missing(const Pending& p);
 

@@ -75,6 +75,13 @@ class Engine {
   void add_comm(const std::shared_ptr<Comm>& comm);
   // The rank behind (session, handle) leaves; abort fails pending ops now.
   void leave_comm(uint64_t session_id, uint32_t handle, bool abort);
+  // Revokes the communicator the session holds as `handle` (plexus_comm_revoke): its ops
+  // here fail with PLEXUS_ERR_REVOKED and `text`, later ones at intake, and the nodes it is
+  // linked to hear at once (kAbort); the control thread tells the rest down a tree.
+  void revoke_comm(uint64_t session_id, uint32_t handle, const std::string& text);
+  // Another node revoked multi-node communicator `comm_id` (nothing if it is not here):
+  // `code` REVOKED, or PEER_LOST where that node's daemon lost one of its nodes.
+  void revoke_remote(uint64_t comm_id, const std::string& text, plexus_result_t code);
   // A GPU allocation of the session, mapped by `device` already: its new region id, or why
   // not (GpuStaging::register_memory).
   common::Result<uint32_t> register_gpu_memory(uint64_t session_id,

@@ -68,4 +68,23 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
   matcher_.member_gone(*comm, rank);
 }
 
+void Engine::revoke_comm(uint64_t session_id, uint32_t handle, const std::string& text) {
+  Session* session = sessions_.find(session_id);
+  if (session == nullptr) return;
+  auto it = session->comms.find(handle);
+  if (it == session->comms.end()) return;
+  Comm& comm = *it->second.comm;
+  if (comm.broken()) return;  // the first reason stays
+  events_->emit("comm_revoked", "warning", text,
+                {{"comm", token_prefix(comm.token())}, {"rank", it->second.rank}});
+  matcher_.fail(comm, PLEXUS_ERR_REVOKED, text, nullptr);
+}
+
+void Engine::revoke_remote(uint64_t comm_id, const std::string& text, plexus_result_t code) {
+  Comm* comm = internode_.find(comm_id);
+  if (comm == nullptr || comm->broken()) return;
+  events_->emit("comm_revoked", "warning", text, {{"comm", token_prefix(comm->token())}});
+  matcher_.fail(*comm, code, text, nullptr);
+}
+
 }  // namespace plexus::daemon

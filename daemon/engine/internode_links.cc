@@ -43,7 +43,8 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
   for (size_t node = 0; node < span.node_ids.size(); ++node) {
     if (!told(comm, node)) continue;
     state.told[node] = true;
-    links_.send_abort(span.node_ids[node], span.comm_id, state.abort_text);
+    links_.send_abort(span.node_ids[node], span.comm_id, state.abort_text,
+                      static_cast<uint32_t>(comm.broken_status()));
   }
 }
 
@@ -98,7 +99,8 @@ void InternodeRunner::tell_late_node(Comm& comm, int node) {
   const auto n = static_cast<size_t>(node);
   if (state.abort_text.empty() || n >= state.told.size() || state.told[n]) return;
   state.told[n] = true;
-  links_.send_abort(comm.span()->node_ids[n], comm.span()->comm_id, state.abort_text);
+  links_.send_abort(comm.span()->node_ids[n], comm.span()->comm_id, state.abort_text,
+                    static_cast<uint32_t>(comm.broken_status()));
 }
 
 void InternodeRunner::remote_rank_departed(Comm& comm, int from, int rank, uint64_t collectives,

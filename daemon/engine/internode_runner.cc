@@ -299,7 +299,7 @@ void InternodeRunner::run_progress() {
     if (!state.failure.empty()) {
       std::string reason = std::move(state.failure);
       state.failure.clear();
-      hooks_.fail_comm(*comm, PLEXUS_ERR_PEER_LOST, reason);
+      hooks_.fail_comm(*comm, state.failure_status, reason);
       continue;
     }
     if (comm->broken()) continue;
@@ -310,11 +310,19 @@ void InternodeRunner::run_progress() {
   }
 }
 
-void InternodeRunner::defer_failure(Comm& comm, const std::string& reason) {
+void InternodeRunner::defer_failure(Comm& comm, const std::string& reason, plexus_result_t status) {
   if (!comm.internode || comm.broken()) return;
-  if (comm.internode->failure.empty()) comm.internode->failure = reason;
+  if (comm.internode->failure.empty()) {
+    comm.internode->failure = reason;
+    comm.internode->failure_status = status;
+  }
   auto it = comm_by_id_.find(comm.span()->comm_id);
   if (it != comm_by_id_.end()) progress_.push_back(it->second);
+}
+
+Comm* InternodeRunner::find(uint64_t comm_id) const {
+  auto it = comm_by_id_.find(comm_id);
+  return it == comm_by_id_.end() ? nullptr : it->second.get();
 }
 
 void InternodeRunner::comm_failed(Comm& comm, bool first, const std::string& reason) {
@@ -385,7 +393,9 @@ std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameH
   };
   switch (h.type) {
     case wire::FrameType::kAbort:
-      defer_failure(comm, text());
+      // A peer's field: only a revoke is taken from it; anything else is a lost peer.
+      defer_failure(comm, text(),
+                    h.step == PLEXUS_ERR_REVOKED ? PLEXUS_ERR_REVOKED : PLEXUS_ERR_PEER_LOST);
       return {};
     case wire::FrameType::kDeparted: {
       const wire::Departed departed = wire::read_departed(h);

@@ -81,7 +81,10 @@ class InternodeRunner {
   // sends in flight fail, and (the first time) the other nodes are told why.
   void comm_failed(Comm& comm, bool first, const std::string& reason);
   // Fails `comm` from the engine loop (not inside a transport callback).
-  void defer_failure(Comm& comm, const std::string& reason);
+  void defer_failure(Comm& comm, const std::string& reason,
+                     plexus_result_t status = PLEXUS_ERR_PEER_LOST);
+  // The multi-node communicator comm_id, if this node is in it and has not retired it.
+  Comm* find(uint64_t comm_id) const;
   // The daemon of node `node` of `comm`, with a link to it wanted now: paths open on first
   // use, so everything sent to a node goes through here (NodeLinks::want).
   uint64_t reach(const Comm& comm, int node);

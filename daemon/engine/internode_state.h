@@ -46,6 +46,7 @@ struct InternodeState {
   std::deque<HeldFrame> early;          // frames for later ops
   size_t early_bytes = 0;
   std::string failure;  // set inside a transport callback; acted on by the engine loop
+  plexus_result_t failure_status = PLEXUS_ERR_PEER_LOST;  // what the ranks get for it
   // Once it failed: why (sent to a node that did not hear it yet, when its data comes), and
   // by node index whether that node was told.
   std::string abort_text;

@@ -167,9 +167,10 @@ class NodeLinks {
     return sender_.send_marker(peer, comm_id, op_seq, step, offset, chunk, std::move(done));
   }
 
-  // Tells `peer` that communicator comm_id failed here, and why (best effort).
-  void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason) {
-    sender_.send_notice(peer, transports::wire::make_abort(comm_id), reason);
+  // Tells `peer` that communicator comm_id failed here, and why (best effort); `code`: the
+  // plexus_result_t its ranks fail with there (0: a lost peer).
+  void send_abort(uint64_t peer, uint64_t comm_id, const std::string& reason, uint32_t code = 0) {
+    sender_.send_notice(peer, transports::wire::make_abort(comm_id, code), reason);
   }
   // Tells `peer` that `rank` of this node left communicator comm_id.
   // `collectives`: how many collectives the rank had submitted.

@@ -22,6 +22,7 @@
 #include "tests/integration/collective_cases.h"
 #include "tests/integration/command_output.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/loopback_nodes.h"
 #include "tests/integration/rank_processes.h"
 
 namespace plexus::test {
@@ -29,45 +30,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::unique_ptr<DaemonProcess>> start_nodes(int n,
-                                                        std::vector<std::string> extra = {}) {
-  std::vector<std::unique_ptr<DaemonProcess>> nodes;
-  for (int i = 0; i < n; ++i) {
-    std::vector<std::string> args = {"--peer-listen", "127.0.0.1:0", "--node-name",
-                                     std::string(1, static_cast<char>('a' + i))};
-    args.insert(args.end(), extra.begin(), extra.end());
-    nodes.push_back(std::make_unique<DaemonProcess>(args));
-  }
-  return nodes;
-}
-
-// rank_node[r] = index of the daemon rank r uses.
-std::vector<std::string> sockets_for(const std::vector<std::unique_ptr<DaemonProcess>>& nodes,
-                                     const std::vector<int>& rank_node) {
-  std::vector<std::string> sockets;
-  for (int n : rank_node) sockets.push_back(nodes[static_cast<size_t>(n)]->socket_path());
-  return sockets;
-}
-
-std::string logs(const std::vector<std::unique_ptr<DaemonProcess>>& nodes) {
-  std::string text;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    text += "---- node " + std::string(1, static_cast<char>('a' + i)) + " ----\n" + nodes[i]->log();
-  }
-  return text;
-}
-
-// Waits (up to 10 s) until every one of `ranks` rank processes has written
-// `prefix`<rank>, its sign that it reached the point the test waits for.
-void wait_for_rank_files(const std::string& prefix, size_t ranks) {
-  for (int i = 0; i < 500; ++i) {
-    bool all = true;
-    for (size_t r = 0; r < ranks; ++r) all &= std::ifstream(prefix + std::to_string(r)).good();
-    if (all) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
 
 // "" when an init returned `want` with an error naming `text`; else what it did instead.
 std::string init_failed_as(plexus_result_t r, plexus_result_t want, const std::string& text) {

@@ -70,7 +70,7 @@ TEST(FrameViewsTest, AnAcknowledgementCarriesIncarnationCumulativePointAndRun) {
   EXPECT_EQ(got.run_first, 104u);
   EXPECT_EQ(got.run_last, 110u);
   EXPECT_TRUE(is_channel_control(make_channel_control(FrameType::kHeartbeat, {})));
-  EXPECT_FALSE(is_channel_control(make_abort(1)));
+  EXPECT_FALSE(is_channel_control(make_abort(1, 0)));
 }
 
 TEST(FrameViewsTest, DepartedAbortPathNoticeAndNodeRateKeepTheirFields) {
@@ -78,9 +78,10 @@ TEST(FrameViewsTest, DepartedAbortPathNoticeAndNodeRateKeepTheirFields) {
   EXPECT_EQ(d.comm_id, 9u);
   EXPECT_EQ(d.rank, 5u);
   EXPECT_EQ(d.collectives, 1234u);
-  const DataFrameHeader abort = over_the_wire(make_abort(77));
+  const DataFrameHeader abort = over_the_wire(make_abort(77, 13));
   EXPECT_EQ(abort.type, FrameType::kAbort);
   EXPECT_EQ(abort.comm_id, 77u);
+  EXPECT_EQ(abort.step, 13u);  // the code its ranks fail with
 
   const PathNoticeFrame n =
       read_path_notice(over_the_wire(make_path_notice({PathNotice::kDrained, 0x1111, 0x2222})));

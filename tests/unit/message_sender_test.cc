@@ -77,7 +77,7 @@ TEST(MessageSenderTest, WithNoLinkNothingIsSentOrCalled) {
   std::vector<std::byte> data(10);
   EXPECT_FALSE(a.sender.send_message(2, 7, 0, 0, data, nullptr, [&done] { done = true; }));
   EXPECT_FALSE(a.sender.send_marker(2, 7, 0, 0, 0, 0, [&done] { done = true; }));
-  a.sender.send_notice(2, wire::make_abort(7), "why");
+  a.sender.send_notice(2, wire::make_abort(7, 0), "why");
   EXPECT_FALSE(done);
 }
 

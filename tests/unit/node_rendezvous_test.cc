@@ -135,5 +135,68 @@ TEST(JoinFailureCodeTest, APeersCodeIsTakenOnlyWhenAFailedJoinCanMeanIt) {
   EXPECT_EQ(join_failure_code(0, "rank 1 joined twice"), PLEXUS_ERR_INVALID_ARGUMENT);
 }
 
+// A shrink's successor: nodes a (10), b (20), c (30) hold the kept ranks 0, 1, 2..3.
+NodeRendezvous::Successor successor(std::vector<int> excluded) {
+  NodeRendezvous::Successor s;
+  s.parent = CommToken{7, 7};
+  s.excluded = std::move(excluded);
+  s.expected[10] = {"a", {0}};
+  s.expected[20] = {"b", {1}};
+  s.expected[30] = {"c", {2, 3}};
+  return s;
+}
+
+TEST(NodeRendezvousTest, ASuccessorFailsAtOnceWhenANodeItWaitsForIsLostEvenBeforeItJoined) {
+  NodeRendezvous r;
+  const auto s = successor({4});
+  EXPECT_FALSE(r.involves(30));
+  EXPECT_EQ(r.join(kToken, 4, join(10, "a", {0}), &s).outcome, NodeRendezvous::Result::kWaiting);
+  EXPECT_TRUE(r.involves(30)) << "expected, so its control connection stays open";
+  auto failures = r.drop_node(30);  // c never joined
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].code, PLEXUS_ERR_PEER_LOST);
+  EXPECT_THAT(failures[0].message, HasSubstr("node c was lost during the shrink"));
+  EXPECT_THAT(failures[0].message, HasSubstr("rank(s) 2,3"));
+  EXPECT_THAT(failures[0].notify, ElementsAre(10u));
+  // A node that joins it later hears the same at once, not at its timeout.
+  auto late = r.join(kToken, 4, join(20, "b", {1}), &s);
+  EXPECT_EQ(late.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_EQ(late.code, PLEXUS_ERR_PEER_LOST);
+  EXPECT_THAT(late.error, HasSubstr("node c was lost"));
+}
+
+TEST(NodeRendezvousTest, TwoSuccessorsOfOneParentAtOnceFailBothAsAMismatchNamingTheLists) {
+  NodeRendezvous r;
+  const auto first = successor({4});
+  const auto second = successor({1, 4});
+  const CommToken other{5, 5};
+  EXPECT_EQ(r.join(kToken, 4, join(20, "b", {1}), &first).outcome,
+            NodeRendezvous::Result::kWaiting);
+  auto result = r.join(other, 3, join(30, "c", {1, 2}), &second);
+  ASSERT_EQ(result.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_EQ(result.code, PLEXUS_ERR_MISMATCH);
+  EXPECT_THAT(result.error, HasSubstr("disagree on whom to exclude"));
+  EXPECT_THAT(result.error, HasSubstr("[1,4]"));
+  EXPECT_THAT(result.notify, ElementsAre(30u));
+  ASSERT_TRUE(result.other.has_value());
+  EXPECT_EQ(result.other->token, kToken);
+  EXPECT_THAT(result.other->notify, ElementsAre(20u));
+  EXPECT_EQ(r.pending(), 0u);
+  EXPECT_TRUE(r.refused(kToken));
+  EXPECT_TRUE(r.refused(other));
+}
+
+TEST(NodeRendezvousTest, ANodeWithNoKeptRankOrAUniqueIdJoinInASuccessorIsRefused) {
+  NodeRendezvous r;
+  const auto s = successor({4});
+  auto stranger = r.join(kToken, 4, join(40, "d", {0}), &s);
+  EXPECT_EQ(stranger.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_THAT(stranger.error, HasSubstr("holds no rank the shrink"));
+  EXPECT_EQ(r.join(kToken, 4, join(10, "a", {0}), &s).outcome, NodeRendezvous::Result::kWaiting);
+  auto plain = r.join(kToken, 4, join(20, "b", {1}));
+  EXPECT_EQ(plain.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_THAT(plain.error, HasSubstr("with a unique id"));
+}
+
 }  // namespace
 }  // namespace plexus::daemon

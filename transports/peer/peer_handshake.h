@@ -26,8 +26,9 @@ namespace plexus::transports {
 // connections, in the proof; 5: data connections open on first use, from either side
 // (Refused.crossed); 6: idle links close by agreement (data frame version 4, kRetire*); 7:
 // idle control connections close with a bye (ControlSequence::kByeSeq); 8: the topology goes
-// down a tree (Formed.root and Formed.fanout, passed on by members).
-inline constexpr uint32_t kPeerProtocolVersion = 8;
+// down a tree (Formed.root and Formed.fanout, passed on by members); 9: revokes down a tree,
+// shrinks (Join.parent, Join.excluded), probes, the code in a kAbort.
+inline constexpr uint32_t kPeerProtocolVersion = 9;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };

@@ -110,7 +110,8 @@ inline ChannelControl read_channel_control(const DataFrameHeader& h) {
 
 // ---- kDeparted: a rank of the sender left communicator comm_id; step: the rank; op_seq:
 // how many collectives it had submitted; payload: how it left. kAbort: comm_id failed on
-// the sender; payload: why.
+// the sender; step: the plexus_result_t its ranks fail with (0 from a sender before it:
+// PEER_LOST); payload: why.
 struct Departed {
   uint64_t comm_id = 0;
   uint32_t rank = 0;
@@ -125,10 +126,11 @@ inline DataFrameHeader make_departed(const Departed& d) {
   return h;
 }
 inline Departed read_departed(const DataFrameHeader& h) { return {h.comm_id, h.step, h.op_seq}; }
-inline DataFrameHeader make_abort(uint64_t comm_id) {
+inline DataFrameHeader make_abort(uint64_t comm_id, uint32_t code) {
   DataFrameHeader h;
   h.type = FrameType::kAbort;
   h.comm_id = comm_id;
+  h.step = code;
   return h;
 }
 

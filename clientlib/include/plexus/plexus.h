@@ -61,6 +61,26 @@ plexus_result_t plexus_comm_destroy(plexus_comm_t comm);
 /* Leaves at once: outstanding requests complete with PLEXUS_ERR_COMM_ABORTED, and the
  * other ranks' pending ops fail with PLEXUS_ERR_PEER_LOST naming this rank. */
 plexus_result_t plexus_comm_abort(plexus_comm_t comm);
+/* Revokes the communicator on every rank of every node: each op pending on it, and each
+ * later one, completes with PLEXUS_ERR_REVOKED naming this rank, its node and `reason`
+ * (NULL: none). Not collective: one rank calls it; a daemon that loses a member's node
+ * revokes for it. The handle stays valid for plexus_comm_shrink and must still be
+ * destroyed. Returns once this node's ops on it have failed; other nodes hear within
+ * about one control round trip per level of a fanout-8 tree. */
+plexus_result_t plexus_comm_revoke(plexus_comm_t comm, const char* reason);
+
+/* plexus_comm_shrink's flags (NCCL's values). */
+#define PLEXUS_SHRINK_DEFAULT 0x00 /* this rank's ops on comm must have completed */
+#define PLEXUS_SHRINK_ABORT 0x01   /* revoke comm first: ops in flight end PLEXUS_ERR_REVOKED */
+/* A new communicator of comm's ranks less the `exclude_count` ranks in `exclude`, without a
+ * unique id: every rank not excluded calls it with the same list (excluded ranks do not
+ * call it); ranks keep their order and are numbered 0.. densely, as ncclCommShrink does.
+ * The daemons agree on the members; a node holding a kept rank that is lost meanwhile
+ * fails the call on every rank with PLEXUS_ERR_PEER_LOST naming it (exclude its ranks
+ * too and call again). Connections between the nodes are reused. comm stays valid (it
+ * must still be destroyed). Waits at most PLEXUS_INIT_TIMEOUT_MS (default 60000). */
+plexus_result_t plexus_comm_shrink(plexus_comm_t comm, const int* exclude, int exclude_count,
+                                   int flags, plexus_comm_t* newcomm);
 plexus_result_t plexus_comm_count(plexus_comm_t comm, int* count);
 plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
 

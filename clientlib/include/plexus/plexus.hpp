@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "plexus/plexus.h"
 
@@ -74,6 +75,14 @@ class Communicator {
     if (comm_ != nullptr) plexus_comm_destroy(comm_);
   }
   void abort() { check(plexus_comm_abort(std::exchange(comm_, nullptr))); }
+  void revoke(const char* reason = nullptr) { check(plexus_comm_revoke(comm_, reason)); }
+  // The ranks not in `exclude`, renumbered densely (plexus_comm_shrink).
+  Communicator shrink(const std::vector<int>& exclude, int flags = PLEXUS_SHRINK_DEFAULT) {
+    plexus_comm_t next = nullptr;
+    check(
+        plexus_comm_shrink(comm_, exclude.data(), static_cast<int>(exclude.size()), flags, &next));
+    return Communicator(next);
+  }
 
   int size() const {
     int n = 0;
@@ -87,6 +96,10 @@ class Communicator {
   }
   plexus_comm_t get() const { return comm_; }
 
+ private:
+  explicit Communicator(plexus_comm_t comm) : comm_(comm) {}
+
+ public:
   Request allreduce(const void* send, void* recv, size_t count, plexus_dtype_t dtype,
                     plexus_redop_t op) {
     plexus_request_t r = nullptr;

@@ -18,8 +18,11 @@
  *  - ncclMemAlloc gives device memory when the calling thread has a current CUDA context,
  *    otherwise memory from Plexus's shared pool (zero copy for host-ordered calls).
  *  - ncclRedOpCreatePreMulSum ops work on host buffers with a host scalar.
- *  - fp8 types, ncclCommShrink, ncclCommRevoke, ncclCommWindowRegister and
- *    ncclGroupSimulateEnd are refused.
+ *  - ncclCommRevoke fails every rank's pending and later operations on the communicator
+ *    (ncclInvalidUsage, the message naming who revoked it); ncclCommShrink's daemons agree
+ *    on the members without a unique id, and it returns with the successor ready whatever
+ *    the config's blocking field says.
+ *  - fp8 types, ncclCommWindowRegister and ncclGroupSimulateEnd are refused.
  */
 #ifndef PLEXUS_NCCL_H_
 #define PLEXUS_NCCL_H_

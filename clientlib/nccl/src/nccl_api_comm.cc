@@ -291,6 +291,58 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
   return made;
 }
 
+// The communicator of a revoke or a shrink: one that failed is what they are for, so its
+// sticky error does not refuse them (usable() would).
+std::shared_ptr<CommCore> failed_or_not(ncclComm_t comm, const char* call, ncclResult_t* result) {
+  if (comm == nullptr || comm->core == nullptr) {
+    *result = fail(ncclInvalidArgument, std::string(call) + ": comm is NULL");
+    return nullptr;
+  }
+  return comm->core;
+}
+
+// ncclCommShrink: plexus_comm_shrink, whose daemons agree on the members (no unique id and
+// no gather over the parent, which may have lost a rank). Blocking whatever the config says:
+// the successor is ready when it returns.
+ncclResult_t shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* newcomm,
+                    const ncclConfig_t* config, int flags) {
+  const char* call = "ncclCommShrink";
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  *newcomm = nullptr;
+  if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT) {
+    return fail(ncclInvalidArgument, "ncclCommShrink: shrinkFlags " + std::to_string(flags) +
+                                         " is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT");
+  }
+  ncclResult_t result = ncclSuccess;
+  std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
+  if (core == nullptr) return result;
+  if (core->ready(&result, call) == nullptr) return result;
+  Settings settings;
+  settings.blocking = core->blocking;
+  if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
+  // Default: this rank's operations finish first (they may fail: the parent lost a rank).
+  if (flags == NCCL_SHRINK_DEFAULT) (void)core->drain(call);
+  plexus_comm_t made = nullptr;
+  {
+    std::shared_lock use(core->use_mutex);
+    plexus_comm_t parent = core->ready(&result, call);
+    if (parent == nullptr) return result;
+    const plexus_result_t r = plexus_comm_shrink(
+        parent, exclude, count,
+        flags == NCCL_SHRINK_ABORT ? PLEXUS_SHRINK_ABORT : PLEXUS_SHRINK_DEFAULT, &made);
+    if (r != PLEXUS_SUCCESS) return fail_plexus(r, call);
+  }
+  int nranks = 0;
+  int rank = 0;
+  plexus_comm_count(made, &nranks);
+  plexus_comm_user_rank(made, &rank);
+  std::shared_ptr<CommCore> next = make_core(nranks, rank, settings);
+  next->plexus = made;
+  next->device = core->device;
+  *newcomm = new ncclComm{std::move(next)};
+  return ncclSuccess;
+}
+
 }  // namespace
 }  // namespace plexus::nccl
 
@@ -369,19 +421,29 @@ NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
   return guarded("ncclCommSplit", [&] { return split(comm, color, key, newcomm, config); });
 }
 
-NCCL_API ncclResult_t ncclCommShrink(ncclComm_t /*comm*/, int* /*excludeRanksList*/,
-                                     int /*excludeRanksCount*/, ncclComm_t* newcomm,
-                                     ncclConfig_t* /*config*/, int /*shrinkFlags*/) {
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return fail(ncclInvalidUsage,
-              "ncclCommShrink is not supported by Plexus: make the smaller communicator with "
-              "ncclCommSplit (excluded ranks passing NCCL_SPLIT_NOCOLOR) or a new unique id");
+NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                     ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return guarded("ncclCommShrink", [&] {
+    return shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  });
 }
 
-NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t /*comm*/, int /*revokeFlags*/) {
-  return fail(ncclInvalidUsage,
-              "ncclCommRevoke is not supported by Plexus: use ncclCommAbort, which fails the "
-              "other ranks' pending operations naming this rank");
+NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  const char* call = "ncclCommRevoke";
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags " + std::to_string(revokeFlags) +
+                                         " is not NCCL_REVOKE_DEFAULT");
+  }
+  return guarded(call, [&] {
+    ncclResult_t result = ncclSuccess;
+    std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
+    if (core == nullptr) return result;
+    std::shared_lock use(core->use_mutex);
+    plexus_comm_t plexus = core->ready(&result, call);
+    if (plexus == nullptr) return result;
+    const plexus_result_t r = plexus_comm_revoke(plexus, "ncclCommRevoke");
+    return r == PLEXUS_SUCCESS ? ncclSuccess : fail_plexus(r, call);
+  });
 }
 
 NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {

@@ -41,6 +41,8 @@ ncclResult_t to_nccl(plexus_result_t result) {
       return ncclInternalError;
     case PLEXUS_ERR_VERSION:
       return ncclSystemError;
+    case PLEXUS_ERR_REVOKED:
+      return ncclInvalidUsage;
   }
   return ncclInternalError;
 }

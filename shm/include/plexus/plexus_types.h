@@ -22,7 +22,8 @@ typedef enum plexus_result {
   PLEXUS_ERR_PROTOCOL = 9,           /* the daemon refused a malformed request */
   PLEXUS_ERR_NO_MEMORY = 10,         /* the pool, the GPU staging budget or a job cap is full */
   PLEXUS_ERR_INTERNAL = 11,
-  PLEXUS_ERR_VERSION = 12 /* client and daemon speak different protocol versions */
+  PLEXUS_ERR_VERSION = 12, /* client and daemon speak different protocol versions */
+  PLEXUS_ERR_REVOKED = 13  /* a rank or a daemon revoked the communicator (who and why named) */
 } plexus_result_t;
 
 typedef enum plexus_dtype {

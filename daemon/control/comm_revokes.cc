@@ -1,0 +1,103 @@
+#include "daemon/control/comm_revokes.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "daemon/control/formed_tree.h"
+
+namespace plexus::daemon {
+namespace {
+
+namespace nc = node_control;
+
+size_t index_in(const NodeSpan& span, uint64_t instance) {
+  for (size_t n = 0; n < span.node_ids.size(); ++n) {
+    if (span.node_ids[n] == instance) return n;
+  }
+  return span.node_ids.size();
+}
+
+}  // namespace
+
+size_t RevokeNotice::index_of(uint64_t instance) const { return index_in(*comm->span(), instance); }
+
+std::vector<size_t> RevokeNotice::children_of(uint64_t instance) const {
+  return formed_children(comm->span()->node_ids.size(), origin, index_of(instance), fanout);
+}
+
+CommRevokes::CommRevokes(uint64_t me, Hooks hooks, std::chrono::milliseconds keep)
+    : me_(me), hooks_(std::move(hooks)), keep_(keep) {}
+
+void CommRevokes::revoke(std::shared_ptr<const Comm> comm, const std::string& text,
+                         plexus_result_t code, uint64_t lost) {
+  if (!comm || !comm->span()) return;
+  if (relay_.seen_before(comm->token())) return;  // told already, by this node or another
+  RevokeNotice notice{comm, text, code, index_in(*comm->span(), me_), kFormedFanout};
+  pass_on(notice, lost);
+}
+
+void CommRevokes::on_revoke(const transports::PeerIdentity& peer, nc::Revoke::Reader revoke,
+                            std::shared_ptr<const Comm> comm) {
+  // A peer's message: only a member may revoke a communicator, from a node of it.
+  if (!comm || !comm->span()) return;  // not here (left, or not formed yet): nothing to fail
+  const NodeSpan& span = *comm->span();
+  const size_t origin = index_in(span, revoke.getOrigin());
+  const uint32_t fanout = revoke.getFanout();
+  if (origin == span.node_ids.size() || index_in(span, peer.instance_id) == span.node_ids.size() ||
+      fanout == 0 || fanout > kMaxFormedFanout) {
+    spdlog::warn("node {}: a revoke of communicator {} that names no node of it ignored",
+                 peer.node_name, token_prefix(comm->token()));
+    return;
+  }
+  if (relay_.seen_before(comm->token())) return;
+  std::string text = revoke.getText().cStr();
+  if (text.size() > 1024) text.resize(1024);
+  const plexus_result_t code =
+      revoke.getCode() == PLEXUS_ERR_PEER_LOST ? PLEXUS_ERR_PEER_LOST : PLEXUS_ERR_REVOKED;
+  // On down the tree first: the nodes below wait on this one, whatever its engine does.
+  pass_on(RevokeNotice{comm, text, code, origin, fanout}, 0);
+  hooks_.revoked(span.comm_id, text, code);
+}
+
+void CommRevokes::pass_on(const RevokeNotice& notice, uint64_t lost) {
+  const std::vector<size_t> sent = send_down(notice, notice.children_of(me_), lost);
+  relay_.passed_on(notice.comm->token(), notice, sent, std::chrono::steady_clock::now() + keep_);
+}
+
+std::vector<size_t> CommRevokes::send_down(const RevokeNotice& notice, std::vector<size_t> to,
+                                           uint64_t lost) {
+  const NodeSpan& span = *notice.comm->span();
+  capnp::MallocMessageBuilder message;
+  auto r = message.initRoot<nc::NodeMessage>().initRevoke();
+  r.setToken(kj::arrayPtr(notice.comm->token().data(), notice.comm->token().size()));
+  r.setText(notice.text);
+  r.setOrigin(span.node_ids[notice.origin]);
+  r.setFanout(notice.fanout);
+  r.setCode(static_cast<uint32_t>(notice.code));
+  // Bounded by the span: each index is visited once, and a lost node's place is taken by
+  // its children.
+  std::vector<size_t> sent;
+  for (size_t i = 0; i < to.size() && i < span.node_ids.size(); ++i) {
+    const uint64_t node = span.node_ids[to[i]];
+    if (node == lost) {
+      for (size_t child : notice.children_of(node)) to.push_back(child);
+      continue;
+    }
+    hooks_.send(node, span.node_addresses[to[i]], message);
+    sent.push_back(to[i]);
+  }
+  return sent;
+}
+
+void CommRevokes::lost(uint64_t instance) {
+  for (const auto& resend : relay_.lost(instance, std::chrono::steady_clock::now())) {
+    spdlog::info(
+        "communicator {}: a node it was revoked to was lost; its {} node(s) below are "
+        "told from here",
+        token_prefix(resend.token), resend.to.size());
+    send_down(*resend.message, resend.to, 0);
+  }
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,73 @@
+// Revokes of multi-node communicators between daemons. The daemon where a rank revoked one
+// (plexus_comm_revoke), or that lost one of its nodes, sends a Revoke down a tree of the
+// communicator's nodes rooted at itself (formed_tree.h); each node passes it on before it
+// fails its own ranks' ops, so every member hears within one control hop per level, linked
+// to the revoker or not (a kAbort on the data links reaches only linked nodes). A node
+// known lost is stepped over (its children are sent it directly), and one lost after it was
+// sent it has its children sent it from here (TreeRelay). Control thread only; it owns the
+// relay, sends through Hooks::send and fails this node's ops through Hooks::revoked.
+#pragma once
+
+#include <capnp/message.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/control/node_control.capnp.h"
+#include "daemon/control/tree_relay.h"
+#include "daemon/engine/comm.h"
+#include "transports/peer/peer_handshake.h"
+
+namespace plexus::daemon {
+
+// A revoke as it goes down its tree: the communicator (its span lists the tree's nodes).
+struct RevokeNotice {
+  std::shared_ptr<const Comm> comm;
+  std::string text;
+  plexus_result_t code = PLEXUS_ERR_REVOKED;
+  size_t origin = 0;  // index of the revoking node in the span
+  uint32_t fanout = 0;
+  size_t index_of(uint64_t instance) const;
+  std::vector<size_t> children_of(uint64_t instance) const;
+};
+
+class CommRevokes {
+ public:
+  struct Hooks {
+    // A control message to daemon `instance` at one of `addresses` (PeerServer::send_control).
+    std::function<void(uint64_t instance, const std::vector<std::string>& addresses,
+                       capnp::MessageBuilder& message)>
+        send;
+    // Another node revoked communicator `comm_id`: its ops here fail (Engine::revoke_remote).
+    std::function<void(uint64_t comm_id, const std::string& text, plexus_result_t code)> revoked;
+  };
+  // `keep`: how long a revoke sent on is kept for a lost node's children.
+  CommRevokes(uint64_t me, Hooks hooks, std::chrono::milliseconds keep);
+
+  // This node revoked `comm` (its own ops already failed): the other nodes are told, with
+  // node `lost` (0: none) stepped over.
+  void revoke(std::shared_ptr<const Comm> comm, const std::string& text, plexus_result_t code,
+              uint64_t lost = 0);
+  // A Revoke from `peer`; `comm`: the communicator its token names here (null: none).
+  void on_revoke(const transports::PeerIdentity& peer, node_control::Revoke::Reader revoke,
+                 std::shared_ptr<const Comm> comm);
+  // Node `instance` is lost: what went to it goes to its children.
+  void lost(uint64_t instance);
+
+ private:
+  // Sends `notice` to `to` (indexes into its span), stepping over node `lost`; returns the
+  // indexes it went to.
+  std::vector<size_t> send_down(const RevokeNotice& notice, std::vector<size_t> to, uint64_t lost);
+  void pass_on(const RevokeNotice& notice, uint64_t lost);
+
+  uint64_t me_;
+  Hooks hooks_;
+  std::chrono::milliseconds keep_;
+  TreeRelay<RevokeNotice> relay_;
+};
+
+}  // namespace plexus::daemon

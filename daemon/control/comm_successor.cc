@@ -1,0 +1,82 @@
+#include "daemon/control/comm_successor.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace plexus::daemon {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool kept(const std::vector<int>& excluded, int rank) {
+  return !std::binary_search(excluded.begin(), excluded.end(), rank);
+}
+
+}  // namespace
+
+CommToken successor_token(const CommToken& parent, const std::vector<int>& excluded) {
+  uint64_t words[2];
+  std::memcpy(words, parent.data(), sizeof(words));
+  // Two lanes, each over the parent's both words, a tag and every excluded rank.
+  uint64_t lanes[2] = {mix(words[0] ^ 0x736872696e6b0001ull),
+                       mix(words[1] ^ 0x736872696e6b0002ull)};
+  for (uint64_t& lane : lanes) {
+    lane = mix(lane ^ words[0]);
+    lane = mix(lane ^ words[1]);
+    lane = mix(lane ^ excluded.size());
+    for (int r : excluded) lane = mix(lane ^ static_cast<uint64_t>(static_cast<uint32_t>(r)));
+  }
+  CommToken out;
+  std::memcpy(out.data(), lanes, sizeof(lanes));
+  return out;
+}
+
+std::string exclude_problem(const std::vector<int>& excluded, int nranks, int caller) {
+  if (static_cast<int>(excluded.size()) >= nranks) {
+    return std::to_string(excluded.size()) + " ranks excluded of " + std::to_string(nranks) +
+           ": none would be left";
+  }
+  for (size_t i = 0; i < excluded.size(); ++i) {
+    const int r = excluded[i];
+    if (r < 0 || r >= nranks) {
+      return "rank " + std::to_string(r) + " to exclude is outside 0.." +
+             std::to_string(nranks - 1);
+    }
+    if (i > 0 && excluded[i - 1] >= r) return "the ranks to exclude are not ascending and distinct";
+    if (r == caller) return "rank " + std::to_string(r) + " excludes itself";
+  }
+  return {};
+}
+
+int successor_rank(const std::vector<int>& excluded, int rank) {
+  return rank - static_cast<int>(std::lower_bound(excluded.begin(), excluded.end(), rank) -
+                                 excluded.begin());
+}
+
+NodeRendezvous::Successor successor_of(const Comm& parent, const std::vector<int>& excluded) {
+  NodeRendezvous::Successor out;
+  out.parent = parent.token();
+  out.excluded = excluded;
+  const NodeSpan& span = *parent.span();
+  for (int r = 0; r < parent.nranks(); ++r) {
+    if (!kept(excluded, r)) continue;
+    const auto node = static_cast<size_t>(span.topology.rank_node[static_cast<size_t>(r)]);
+    auto& entry = out.expected[span.node_ids[node]];
+    entry.name = span.topology.node_names[node];
+    entry.parent_ranks.push_back(r);
+  }
+  return out;
+}
+
+size_t successor_root(const Comm& parent, const std::vector<int>& excluded) {
+  int first = 0;
+  while (!kept(excluded, first)) ++first;  // exclude_problem: one is kept
+  return static_cast<size_t>(parent.span()->topology.rank_node[static_cast<size_t>(first)]);
+}
+
+}  // namespace plexus::daemon

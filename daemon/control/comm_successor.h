@@ -1,0 +1,30 @@
+// A communicator's successor without a unique id (plexus_comm_shrink): every daemon of it
+// derives the same token from the parent's and the excluded ranks, so the ranks need no id
+// passed around, a retry with another exclude list is another communicator, and ranks that
+// disagree meet at the same root under different tokens (NodeRendezvous fails both). The
+// root is the node of the lowest kept rank, so it holds the parent and a rank of the
+// successor. Pure: no state.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "daemon/control/node_rendezvous.h"
+#include "daemon/engine/comm.h"
+
+namespace plexus::daemon {
+
+// The successor's token: a 128-bit mix of the parent's and the excluded ranks (ascending).
+CommToken successor_token(const CommToken& parent, const std::vector<int>& excluded);
+// Why `excluded` cannot be excluded from a communicator of `nranks` by rank `caller` (empty:
+// it can): ascending, in range, not all, not the caller itself.
+std::string exclude_problem(const std::vector<int>& excluded, int nranks, int caller);
+// A rank's place in the successor: the kept ranks below it.
+int successor_rank(const std::vector<int>& excluded, int rank);
+// The nodes of multi-node communicator `parent` that hold a kept rank (who must join).
+NodeRendezvous::Successor successor_of(const Comm& parent, const std::vector<int>& excluded);
+// Index in `parent`'s span of the successor's root: the node of the lowest kept rank.
+size_t successor_root(const Comm& parent, const std::vector<int>& excluded);
+
+}  // namespace plexus::daemon

@@ -1,0 +1,389 @@
+// A communicator that lost a member goes on: a rank revokes it (every rank's pending and
+// later ops fail naming who and why, on nodes linked to the revoker or not), and the
+// survivors shrink it to a successor without a unique id, with a second node lost during
+// the shrink, ranks that disagree on whom to exclude, and ops in flight ended first.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/collective_cases.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/loopback_nodes.h"
+#include "tests/integration/rank_processes.h"
+#include "tests/integration/test_data.h"
+
+namespace plexus::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "" when `r` is `want` and the error names every one of `words`; else what happened.
+std::string failed_as(const char* call, plexus_result_t r, plexus_result_t want,
+                      std::vector<std::string> words) {
+  const std::string error = r == PLEXUS_SUCCESS ? "" : plexus_get_last_error();
+  bool named = r == want;
+  for (const auto& w : words) named = named && error.find(w) != std::string::npos;
+  if (named) return {};
+  return std::string(call) + ": expected " + plexus_result_string(want) + " naming " +
+         (words.empty() ? "" : words.front()) + ", got " + describe(call, r);
+}
+
+// One float allreduce of 4097 elements on `comm`, checked exactly.
+std::string exact_allreduce(plexus_comm_t comm) {
+  int rank = 0;
+  int n = 0;
+  plexus_comm_user_rank(comm, &rank);
+  plexus_comm_count(comm, &n);
+  constexpr size_t kCount = 4097;
+  std::vector<float> buf(kCount);
+  fill_input(buf.data(), PLEXUS_FLOAT32, PLEXUS_SUM, rank, kCount);
+  if (auto r = plexus_allreduce(buf.data(), buf.data(), kCount, PLEXUS_FLOAT32, PLEXUS_SUM, comm,
+                                nullptr)) {
+    return describe("allreduce", r);
+  }
+  return compare(buf.data(), PLEXUS_FLOAT32, kCount,
+                 [&](size_t j) { return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j); });
+}
+
+// Shrinks `comm` without `exclude`, checks its size and this rank's new place, and runs an
+// exact allreduce on it; destroys both.
+std::string shrink_and_run(plexus_comm_t comm, int rank, std::vector<int> exclude, int flags,
+                           int want_rank) {
+  plexus_comm_t next = nullptr;
+  if (auto r = plexus_comm_shrink(comm, exclude.data(), static_cast<int>(exclude.size()), flags,
+                                  &next)) {
+    return describe("shrink", r);
+  }
+  int n = 0;
+  int me = -1;
+  plexus_comm_count(next, &n);
+  plexus_comm_user_rank(next, &me);
+  int parent_n = 0;
+  plexus_comm_count(comm, &parent_n);
+  if (n != parent_n - static_cast<int>(exclude.size()) || me != want_rank) {
+    return "rank " + std::to_string(rank) + " got place " + std::to_string(me) + " of " +
+           std::to_string(n) + ", expected " + std::to_string(want_rank);
+  }
+  for (int round = 0; round < 3; ++round) {
+    if (std::string error = exact_allreduce(next); !error.empty()) return "successor: " + error;
+  }
+  plexus_comm_destroy(next);
+  plexus_comm_destroy(comm);
+  return {};
+}
+
+std::string temp_prefix(const char* what) {
+  return ::testing::TempDir() + "plexus-" + what + "-" + std::to_string(::getpid()) + "-";
+}
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void TearDown() override {
+    ASSERT_TRUE(daemon_->alive()) << "plexusd died; its log:\n" << daemon_->log();
+  }
+  const std::string& socket() { return daemon_->socket_path(); }
+  static DaemonProcess* daemon_;
+};
+DaemonProcess* RecoveryTest::daemon_ = nullptr;
+
+TEST_F(RecoveryTest, ARevokeFailsEveryRanksPendingAndLaterOpsNamingWhoAndWhy) {
+  auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm = nullptr;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    if (std::string error = exact_allreduce(comm); !error.empty()) return error;
+    std::vector<float> buf(1024, 1.0f);
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (auto r = plexus_comm_revoke(comm, "checkpoint restore")) return describe("revoke", r);
+    } else {
+      // Waits for rank 0, which revokes instead of joining.
+      const plexus_result_t r = plexus_allreduce(buf.data(), buf.data(), buf.size(), PLEXUS_FLOAT32,
+                                                 PLEXUS_SUM, comm, nullptr);
+      if (std::string e = failed_as("pending allreduce", r, PLEXUS_ERR_REVOKED,
+                                    {"revoked by rank 0", "checkpoint restore"});
+          !e.empty()) {
+        return e;
+      }
+    }
+    // Later ops fail at once, on every rank, the revoker's own included.
+    const auto before = Clock::now();
+    const plexus_result_t r =
+        plexus_broadcast(buf.data(), buf.data(), buf.size(), PLEXUS_FLOAT32, 0, comm, nullptr);
+    if (std::string e = failed_as("later broadcast", r, PLEXUS_ERR_REVOKED, {"revoked by rank 0"});
+        !e.empty()) {
+      return e;
+    }
+    if (Clock::now() - before > std::chrono::seconds(5)) return "a later op waited to fail";
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+TEST_F(RecoveryTest, SurvivorsOfAKilledRankShrinkToAnExactCommunicatorNumberedDensely) {
+  auto results = run_ranks(socket(), 4, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm = nullptr;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    if (std::string error = exact_allreduce(comm); !error.empty()) return error;
+    if (rank == 1) ::raise(SIGKILL);
+    std::vector<float> buf(1024, 1.0f);
+    const plexus_result_t r = plexus_allreduce(buf.data(), buf.data(), buf.size(), PLEXUS_FLOAT32,
+                                               PLEXUS_SUM, comm, nullptr);
+    if (std::string e = failed_as("allreduce", r, PLEXUS_ERR_PEER_LOST, {"rank 1"}); !e.empty()) {
+      return e;
+    }
+    return shrink_and_run(comm, rank, {1}, PLEXUS_SHRINK_DEFAULT, rank == 0 ? 0 : rank - 1);
+  });
+  for (int r : {0, 2, 3}) EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message;
+}
+
+TEST_F(RecoveryTest, AShrinkWithAbortEndsTheParentsOpsInFlightFirst) {
+  auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm = nullptr;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    if (rank == 2) {
+      // Alive, but left out: it neither joins the allreduce nor calls shrink.
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      plexus_comm_destroy(comm);
+      return {};
+    }
+    std::vector<float> buf(1024, 1.0f);
+    plexus_request_t request = nullptr;
+    if (auto r = plexus_allreduce(buf.data(), buf.data(), buf.size(), PLEXUS_FLOAT32, PLEXUS_SUM,
+                                  comm, &request)) {
+      return describe("allreduce", r);
+    }
+    plexus_comm_t next = nullptr;
+    int excluded = 2;
+    if (auto r = plexus_comm_shrink(comm, &excluded, 1, PLEXUS_SHRINK_ABORT, &next)) {
+      return describe("shrink", r);
+    }
+    if (std::string e = failed_as("the allreduce in flight", plexus_wait(&request),
+                                  PLEXUS_ERR_REVOKED, {"to shrink it"});
+        !e.empty()) {
+      return e;
+    }
+    if (std::string error = exact_allreduce(next); !error.empty()) return "successor: " + error;
+    plexus_comm_destroy(next);
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+TEST_F(RecoveryTest, ExcludeListsThatCannotBeAreRefusedSayingWhy) {
+  auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm = nullptr;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    plexus_comm_t next = nullptr;
+    struct Bad {
+      std::vector<int> exclude;
+      int flags;
+      const char* says;
+    };
+    const int other = (rank + 1) % n;
+    for (const Bad& bad :
+         {Bad{{rank}, 0, "excludes itself"}, Bad{{7}, 0, "outside 0..2"},
+          Bad{{other, other}, 0, "distinct"}, Bad{{0, 1, 2}, 0, "of 3"}, Bad{{}, 4, "flags 4"}}) {
+      const plexus_result_t r = plexus_comm_shrink(
+          comm, bad.exclude.data(), static_cast<int>(bad.exclude.size()), bad.flags, &next);
+      if (std::string e = failed_as("shrink", r, PLEXUS_ERR_INVALID_ARGUMENT, {bad.says});
+          !e.empty()) {
+        return e;
+      }
+      if (next != nullptr) return "a refused shrink gave a communicator";
+    }
+    // The parent is untouched.
+    if (std::string error = exact_allreduce(comm); !error.empty()) return error;
+    plexus_comm_destroy(comm);
+    return {};
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
+// Across nodes: a revoke reaches a node that has no data link to the revoker (down the
+// control tree), and one that has (its kAbort carries the code).
+TEST(RecoveryAcrossNodesTest, ARevokeReachesEveryNodeLinkedToTheRevokerOrNot) {
+  auto nodes = start_nodes(3);
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1, 2}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t comm = nullptr;
+        if (auto r = plexus_comm_init_rank(&comm, nranks, id, rank)) return describe("init", r);
+        std::vector<float> buf(4096, 1.0f);
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          if (auto r = plexus_comm_revoke(comm, "round 0")) return describe("revoke", r);
+        } else {
+          // Nothing ran on it yet: nodes a and c have no data link to b.
+          const auto before = Clock::now();
+          const plexus_result_t r =
+              plexus_recv(buf.data(), buf.size(), PLEXUS_FLOAT32, 1, comm, nullptr);
+          if (std::string e = failed_as("recv from rank 1", r, PLEXUS_ERR_REVOKED,
+                                        {"revoked by rank 1", "on node b", "round 0"});
+              !e.empty()) {
+            return e;
+          }
+          if (Clock::now() - before > std::chrono::seconds(5)) return "the revoke took > 5 s";
+        }
+        // Its successor with every rank (none excluded), linked from its first allreduce on.
+        plexus_comm_t next = nullptr;
+        if (auto r = plexus_comm_shrink(comm, nullptr, 0, PLEXUS_SHRINK_DEFAULT, &next)) {
+          return describe("shrink", r);
+        }
+        if (std::string error = exact_allreduce(next); !error.empty()) return error;
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          if (auto r = plexus_comm_revoke(next, "round 1")) return describe("revoke", r);
+        } else {
+          const plexus_result_t r = plexus_allreduce(buf.data(), buf.data(), buf.size(),
+                                                     PLEXUS_FLOAT32, PLEXUS_SUM, next, nullptr);
+          if (std::string e =
+                  failed_as("allreduce", r, PLEXUS_ERR_REVOKED, {"revoked by rank 1", "round 1"});
+              !e.empty()) {
+            return e;
+          }
+        }
+        plexus_comm_destroy(next);
+        plexus_comm_destroy(comm);
+        return {};
+      });
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+}
+
+// Kills node `victim` (and rank `victim_rank` on it) once every other rank wrote its ready
+// file, while they run allreduces.
+void kill_node_when_ready(Nodes& nodes, size_t victim, const std::string& ready,
+                          const std::vector<pid_t>& pids, int victim_rank) {
+  wait_for_rank_files(ready, pids.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  nodes[victim]->kill_now();
+  ::kill(pids[static_cast<size_t>(victim_rank)], SIGKILL);
+}
+
+// Allreduces until one fails; "" when it failed PEER_LOST naming node `node`.
+std::string until_node_lost(plexus_comm_t comm, const std::string& node) {
+  std::vector<float> data(1 << 18, 1.0f);
+  for (int i = 0; i < 100000; ++i) {
+    const plexus_result_t r = plexus_allreduce(data.data(), data.data(), data.size(),
+                                               PLEXUS_FLOAT32, PLEXUS_SUM, comm, nullptr);
+    if (r == PLEXUS_SUCCESS) continue;
+    return failed_as("allreduce", r, PLEXUS_ERR_PEER_LOST, {"node " + node});
+  }
+  return "never failed";
+}
+
+TEST(RecoveryAcrossNodesTest, SurvivorsOfAKilledNodeShrinkAndRunExact) {
+  auto nodes = start_nodes(3);
+  const std::string ready = temp_prefix("shrink-ready");
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 0, 1, 2}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t comm = nullptr;
+        if (auto r = plexus_comm_init_rank(&comm, nranks, id, rank)) return describe("init", r);
+        std::ofstream(ready + std::to_string(rank)) << "ready";
+        if (rank == 3) ::pause();  // killed with its node
+        if (std::string e = until_node_lost(comm, "c"); !e.empty()) return e;
+        const auto lost = Clock::now();
+        std::string error = shrink_and_run(comm, rank, {3}, PLEXUS_SHRINK_DEFAULT, rank);
+        std::printf("rank %d: shrunk and ran 3 exact allreduces %.0f ms after the failure\n", rank,
+                    std::chrono::duration<double, std::milli>(Clock::now() - lost).count());
+        return error;
+      },
+      std::chrono::seconds(60),
+      [&](const std::vector<pid_t>& pids) { kill_node_when_ready(nodes, 2, ready, pids, 3); });
+  for (int r = 0; r < 4; ++r) std::remove((ready + std::to_string(r)).c_str());
+  for (int r : {0, 1, 2}) {
+    EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
+  }
+}
+
+TEST(RecoveryAcrossNodesTest,
+     ASecondNodeLostDuringTheShrinkFailsItNamingThatNodeThenItShrinksAgain) {
+  auto nodes = start_nodes(4);
+  const std::string ready = temp_prefix("second-ready");
+  const std::string shrinking = temp_prefix("second-shrinking");
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1, 2, 3}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t comm = nullptr;
+        if (auto r = plexus_comm_init_rank(&comm, nranks, id, rank)) return describe("init", r);
+        std::ofstream(ready + std::to_string(rank)) << "ready";
+        if (rank == 3) ::pause();  // killed with node d
+        if (std::string e = until_node_lost(comm, "d"); !e.empty()) return e;
+        std::ofstream(shrinking + std::to_string(rank)) << "shrinking";
+        if (rank == 2) ::pause();  // killed with node c while the others shrink
+        std::vector<int> exclude = {3};
+        plexus_comm_t next = nullptr;
+        const plexus_result_t r = plexus_comm_shrink(comm, exclude.data(), 1, 0, &next);
+        if (std::string e = failed_as("shrink", r, PLEXUS_ERR_PEER_LOST,
+                                      {"node c", "during the shrink", "rank(s) 2"});
+            !e.empty()) {
+          return e;
+        }
+        return shrink_and_run(comm, rank, {2, 3}, PLEXUS_SHRINK_DEFAULT, rank);
+      },
+      std::chrono::seconds(90),
+      [&](const std::vector<pid_t>& pids) {
+        kill_node_when_ready(nodes, 3, ready, pids, 3);
+        wait_for_rank_files(shrinking, 3);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ranks 0, 1 in the shrink
+        nodes[2]->kill_now();
+        ::kill(pids[2], SIGKILL);
+      });
+  for (int r = 0; r < 4; ++r) {
+    std::remove((ready + std::to_string(r)).c_str());
+    std::remove((shrinking + std::to_string(r)).c_str());
+  }
+  for (int r : {0, 1}) {
+    EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
+  }
+}
+
+TEST(RecoveryAcrossNodesTest, RanksThatDisagreeOnWhomToExcludeFailWithMismatchNotATimeout) {
+  auto nodes = start_nodes(4);
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1, 2, 3}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t comm = nullptr;
+        if (auto r = plexus_comm_init_rank(&comm, nranks, id, rank)) return describe("init", r);
+        if (std::string error = exact_allreduce(comm); !error.empty()) return error;
+        if (rank == 3) {
+          std::this_thread::sleep_for(std::chrono::seconds(3));
+          plexus_comm_destroy(comm);
+          return {};
+        }
+        // Ranks 0 and 1 leave out rank 3; rank 2 leaves out 1 and 3. Both keep rank 0, so
+        // both meet at node a.
+        std::vector<int> exclude = rank == 2 ? std::vector<int>{1, 3} : std::vector<int>{3};
+        plexus_comm_t next = nullptr;
+        const auto before = Clock::now();
+        const plexus_result_t r =
+            plexus_comm_shrink(comm, exclude.data(), static_cast<int>(exclude.size()), 0, &next);
+        if (std::string e = failed_as("shrink", r, PLEXUS_ERR_MISMATCH, {"disagree", "[1,3]"});
+            !e.empty()) {
+          return e;
+        }
+        if (Clock::now() - before > std::chrono::seconds(10)) return "took more than 10 s";
+        plexus_comm_destroy(comm);
+        return {};
+      });
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+}
+
+}  // namespace
+}  // namespace plexus::test
