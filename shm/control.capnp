@@ -135,11 +135,13 @@ struct CommInfo {
   tokenPrefix @0 :Text;   # first 8 hex digits: enough to tell comms apart, useless to join
   nranks @1 :UInt32;
   joined @2 :UInt32;
-  state @3 :Text;         # joining, ready, broken
+  state @3 :Text;         # joining, ready, broken, revoked
   opsCompleted @4 :UInt64;
   bytesMoved @5 :UInt64;
   ranks @6 :List(RankInfo);
   brokenReason @7 :Text;
+  origin @8 :Text;        # what it succeeds ("shrink of 1a2b3c4d without rank(s) 3"; "": none)
+  successor @9 :Text;     # a communicator here that succeeds it ("": none)
 }
 
 struct SessionInfo {

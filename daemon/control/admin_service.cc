@@ -92,7 +92,15 @@ void AdminService::status(uint64_t session, uint32_t request_id) {
     info.setTokenPrefix(token_prefix(comm.token()));
     info.setNranks(static_cast<uint32_t>(comm.nranks()));
     info.setJoined(static_cast<uint32_t>(comm.nranks()));
-    info.setState(comm.broken() ? "broken" : "ready");
+    info.setState(!comm.broken()                               ? "ready"
+                  : comm.broken_status() == PLEXUS_ERR_REVOKED ? "revoked"
+                                                               : "broken");
+    if (comm.origin()) info.setOrigin(comm.origin()->how);
+    for (const auto& other : served) {
+      if (other->origin() && other->origin()->predecessor == comm.token()) {
+        info.setSuccessor(token_prefix(other->token()));
+      }
+    }
     info.setBrokenReason(comm.broken() ? comm.broken_reason() : "");
     info.setOpsCompleted(comm.ops_completed.load());
     info.setBytesMoved(comm.bytes_moved.load());

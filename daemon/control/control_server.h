@@ -135,6 +135,10 @@ class ControlServer {
 
   NodeJoins nodes_;                                 // after rendezvous_, which it shares
   std::vector<std::shared_ptr<const Comm>> comms_;  // const: the engine owns their state
+  // Successors asked for here and not formed yet (a shrink's token: what it succeeds);
+  // bounded: the oldest go past kPendingSuccessors.
+  std::map<CommToken, Comm::Origin> pending_successors_;
+  static constexpr size_t kPendingSuccessors = 256;
   uint64_t bad_messages_ = 0;
   // plexusctl's and Prometheus's view, and the admin commands (after what its hooks read).
   AdminService admin_service_;

@@ -120,8 +120,21 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
   }
   const bool multi = span.has_value();
   const size_t nodes = multi ? span->node_ids.size() : 1;
-  auto comm = std::make_shared<Comm>(token, members, std::move(span));
+  std::optional<Comm::Origin> origin;
+  if (auto it = pending_successors_.find(token); it != pending_successors_.end()) {
+    origin = std::move(it->second);
+    pending_successors_.erase(it);
+  }
+  auto comm = std::make_shared<Comm>(token, members, std::move(span), origin);
   comms_.push_back(comm);
+  if (origin) {
+    engine_.events().emit("comm_shrunk", "info",
+                          "communicator " + token_prefix(token) + " formed as the " + origin->how +
+                              " (" + std::to_string(nranks) + " ranks)",
+                          {{"comm", token_prefix(token)},
+                           {"predecessor", token_prefix(origin->predecessor)},
+                           {"nranks", nranks}});
+  }
   if (multi) {
     spdlog::info("communicator {} ready: {} ranks on {} nodes, {} here", token_prefix(token),
                  nranks, nodes, comm->local_ranks());

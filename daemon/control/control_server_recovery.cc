@@ -104,6 +104,15 @@ void ControlServer::handle_comm_shrink(Connection& connection, uint32_t request_
   const uint32_t timeout_ms = std::clamp<uint32_t>(shrink.getTimeoutMs(), 1, 24u * 3600 * 1000);
   spdlog::info("rank {} of communicator {} shrinks it to {} rank(s) (communicator {})", rank,
                token_prefix(parent->token()), nranks, token_prefix(token));
+  std::string without;
+  for (int r : excluded) without += (without.empty() ? "" : ",") + std::to_string(r);
+  pending_successors_[token] = Comm::Origin{
+      parent->token(),
+      "shrink of " + token_prefix(parent->token()) +
+          (without.empty() ? std::string(" with every rank") : " without rank(s) " + without)};
+  while (pending_successors_.size() > kPendingSuccessors) {
+    pending_successors_.erase(pending_successors_.begin());
+  }
   auto join = [this, parent, id, request_id, token, nranks, new_rank, timeout_ms, excluded] {
     Connection* c = find_connection(id);
     if (c == nullptr) return;

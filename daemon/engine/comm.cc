@@ -12,11 +12,13 @@ std::string token_prefix(const CommToken& token) {
   return text;
 }
 
-Comm::Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span)
+Comm::Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span,
+           std::optional<Origin> origin)
     : presence(members.size()),
       token_(token),
       members_(std::move(members)),
-      span_(std::move(span)) {
+      span_(std::move(span)),
+      origin_(std::move(origin)) {
   for (const auto& m : members_) local_ranks_ += m.remote ? 0 : 1;
 }
 

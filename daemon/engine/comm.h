@@ -73,13 +73,21 @@ class Comm {
     std::string departure;  // why it left, for ops that need it
   };
 
-  Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span = {});
+  // What it succeeds: a shrink or a growth of another communicator (plexusctl comms).
+  struct Origin {
+    CommToken predecessor{};
+    std::string how;  // "shrink of 1a2b3c4d without rank(s) 3"
+  };
+
+  Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span = {},
+       std::optional<Origin> origin = {});
   ~Comm();
 
   const CommToken& token() const { return token_; }
   int nranks() const { return static_cast<int>(members_.size()); }
   const std::vector<Member>& members() const { return members_; }
   const std::optional<NodeSpan>& span() const { return span_; }
+  const std::optional<Origin>& origin() const { return origin_; }
   // Ranks on this node: each collective waits for this many parts.
   int local_ranks() const { return local_ranks_; }
 
@@ -123,6 +131,7 @@ class Comm {
   CommToken token_;
   std::vector<Member> members_;
   std::optional<NodeSpan> span_;
+  std::optional<Origin> origin_;
   int local_ranks_ = 0;
   std::atomic<bool> broken_{false};
   plexus_result_t broken_status_ = PLEXUS_SUCCESS;

@@ -11,11 +11,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/integration/collective_cases.h"
+#include "tests/integration/command_output.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/loopback_nodes.h"
 #include "tests/integration/rank_processes.h"
@@ -54,10 +56,10 @@ std::string exact_allreduce(plexus_comm_t comm) {
                  [&](size_t j) { return reduced_bits(PLEXUS_FLOAT32, PLEXUS_SUM, n, j); });
 }
 
-// Shrinks `comm` without `exclude`, checks its size and this rank's new place, and runs an
-// exact allreduce on it; destroys both.
+// Shrinks `comm` without `exclude`, checks its size and this rank's new place, runs exact
+// allreduces on it and `then` (while both exist); destroys both.
 std::string shrink_and_run(plexus_comm_t comm, int rank, std::vector<int> exclude, int flags,
-                           int want_rank) {
+                           int want_rank, const std::function<std::string()>& then = {}) {
   plexus_comm_t next = nullptr;
   if (auto r = plexus_comm_shrink(comm, exclude.data(), static_cast<int>(exclude.size()), flags,
                                   &next)) {
@@ -75,6 +77,9 @@ std::string shrink_and_run(plexus_comm_t comm, int rank, std::vector<int> exclud
   }
   for (int round = 0; round < 3; ++round) {
     if (std::string error = exact_allreduce(next); !error.empty()) return "successor: " + error;
+  }
+  if (then) {
+    if (std::string error = then(); !error.empty()) return error;
   }
   plexus_comm_destroy(next);
   plexus_comm_destroy(comm);
@@ -135,7 +140,8 @@ TEST_F(RecoveryTest, ARevokeFailsEveryRanksPendingAndLaterOpsNamingWhoAndWhy) {
 }
 
 TEST_F(RecoveryTest, SurvivorsOfAKilledRankShrinkToAnExactCommunicatorNumberedDensely) {
-  auto results = run_ranks(socket(), 4, [](int rank, int n, const auto& id) -> std::string {
+  const std::string sock = socket();
+  auto results = run_ranks(sock, 4, [&](int rank, int n, const auto& id) -> std::string {
     plexus_comm_t comm = nullptr;
     if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
     if (std::string error = exact_allreduce(comm); !error.empty()) return error;
@@ -146,7 +152,18 @@ TEST_F(RecoveryTest, SurvivorsOfAKilledRankShrinkToAnExactCommunicatorNumberedDe
     if (std::string e = failed_as("allreduce", r, PLEXUS_ERR_PEER_LOST, {"rank 1"}); !e.empty()) {
       return e;
     }
-    return shrink_and_run(comm, rank, {1}, PLEXUS_SHRINK_DEFAULT, rank == 0 ? 0 : rank - 1);
+    // plexusctl shows the parent's successor and where the successor came from.
+    auto shown = [&]() -> std::string {
+      if (rank != 0) return {};
+      const CommandOutput out = run_command({PLEXUSCTL_PATH, "--socket", sock, "comms"});
+      for (const char* want :
+           {"successor: ", "from: the shrink of ", "without rank(s) 1", "broken"}) {
+        if (out.out.find(want) == std::string::npos)
+          return "plexusctl comms lacks '" + std::string(want) + "':\n" + out.out;
+      }
+      return {};
+    };
+    return shrink_and_run(comm, rank, {1}, PLEXUS_SHRINK_DEFAULT, rank == 0 ? 0 : rank - 1, shown);
   });
   for (int r : {0, 2, 3}) EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message;
 }

@@ -68,6 +68,8 @@ json status_to_json(control::StatusReply::Reader status) {
                             {"nranks", c.getNranks()},
                             {"state", c.getState().cStr()},
                             {"broken_reason", c.getBrokenReason().cStr()},
+                            {"origin", c.getOrigin().cStr()},
+                            {"successor", c.getSuccessor().cStr()},
                             {"ops_completed", c.getOpsCompleted()},
                             {"bytes_moved", c.getBytesMoved()},
                             {"ranks", ranks}});
@@ -166,8 +168,14 @@ void print_comms(const json& s) {
                 c["nranks"].get<unsigned>(), c["state"].get<std::string>().c_str(),
                 static_cast<unsigned long long>(c["ops_completed"].get<uint64_t>()),
                 human_bytes(c["bytes_moved"].get<uint64_t>()).c_str(), members.c_str());
-    if (c["state"] == "broken") {
+    if (c["state"] == "broken" || c["state"] == "revoked") {
       std::printf("           reason: %s\n", c["broken_reason"].get<std::string>().c_str());
+    }
+    if (!c["origin"].get<std::string>().empty()) {
+      std::printf("           from: the %s\n", c["origin"].get<std::string>().c_str());
+    }
+    if (!c["successor"].get<std::string>().empty()) {
+      std::printf("           successor: %s\n", c["successor"].get<std::string>().c_str());
     }
   }
 }

@@ -19,7 +19,7 @@ enum class FrameType : uint8_t {
   kData = 1,        // bytes of a collective's, a send's or the speed agreement's message
   kAck = 2,         // a reliable channel's acknowledgement (cumulative, and a selective run)
   kHeartbeat = 3,   // keeps an idle path's liveness known
-  kAbort = 4,       // communicator comm_id failed on the sender; payload: why (UTF-8, short)
+  kAbort = 4,       // communicator comm_id failed on the sender; step: the code; payload: why
   kDeparted = 5,    // a rank of the sender left communicator comm_id; payload: how
   kPathNotice = 6,  // about one of the sender's connections, sent on another path
   kNodeRate = 7,    // the sender's bandwidth as its links measured it, every 100 ms
