@@ -57,7 +57,7 @@ for N in ${sizes//,/ }; do
       sleep 0.5  # allreduces running
       date +%s%N > "$dir/killed_at.tmp" && mv "$dir/killed_at.tmp" "$dir/killed_at"
       kill -9 "$(cat "$dir/n$((N - 1))/plexusd.pid")" 2>/dev/null || true
-      pkill -9 -f -- "--dir $dir --rank $((N - 1)) " || true
+      pkill -9 -f -- "^$bench --dir $dir --rank $((N - 1)) " || true
       ok=yes
       for i in $(seq 0 $((N - 2))); do wait "${pids[$i]}" || ok=no; done
       wait "${pids[$((N - 1))]}" 2>/dev/null || true
@@ -75,7 +75,13 @@ for N in ${sizes//,/ }; do
   done
 done
 echo "medians of the total (ms), from the kill to the first exact allreduce on the survivors:"
-awk -F'|' 'NR > 1 && $8 ~ /yes/ { gsub(/ /, "", $1); gsub(/ /, "", $2); v[$1 " " $2] = v[$1 " " $2] " " $7 }
-  END { for (k in v) { n = split(v[k], a, " "); asort(a); printf "  %s: %s (of %d)\n", k, a[int((n + 1) / 2)], n } }' \
-  "$raw/table.txt" | sort -n
+for N in ${sizes//,/ }; do
+  for mode in shrink recreate; do
+    totals=$(awk -F'|' -v n="$N" -v m="$mode" 'NR > 1 && $8 ~ /yes/ { gsub(/ /, "", $1); gsub(/ /, "", $2);
+      if ($1 == n && $2 == m) print $7 + 0 }' "$raw/table.txt" | sort -n)
+    count=$(echo "$totals" | grep -c . || true)
+    [ "$count" -gt 0 ] || { echo "  $N nodes, $mode: no run succeeded"; continue; }
+    echo "  $N nodes, $mode: $(echo "$totals" | sed -n "$(((count + 1) / 2))p") ms (of $count)"
+  done
+done
 echo "raw outputs kept in $raw"
