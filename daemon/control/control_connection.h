@@ -24,8 +24,7 @@ struct ControlServer::Connection {
   // Made by an accepted hello: the control thread's const view (Session's engine state
   // is the engine thread's alone).
   std::shared_ptr<const Session> session;
-  std::string process_name;       // from its hello, for log lines before `session` exists
-  uint32_t next_comm_handle = 1;  // handle numbers for the session's new memberships
+  std::string process_name;  // from its hello, for log lines before `session` exists
   common::FrameDecoder decoder{shm::kMaxClientFrameBytes};
   std::vector<common::UniqueFd> received_fds;
   bool greeted = false;     // a hello was accepted: `session` is set

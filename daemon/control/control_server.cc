@@ -48,22 +48,23 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
     : config_(with_sendable_memory(config)),
       engine_(engine),
       device_memory_(std::move(device_memory)),
-      nodes_(config_, engine, rendezvous_,
-             NodeJoins::Hooks{.send_error =
-                                  [this](uint64_t id, uint32_t request_id, plexus_result_t code,
-                                         const std::string& message) {
-                                    send_error(id, request_id, code, message);
-                                  },
-                              .form_comm =
-                                  [this](const CommToken& token, int nranks,
-                                         const std::vector<CommRendezvous::Joiner>& joiners,
-                                         std::optional<NodeSpan> span) {
-                                    form_comm(token, nranks, joiners, std::move(span));
-                                  },
-                              .arm_timer = [this] { arm_rendezvous_timer(); },
-                              .comms = [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
-                                return comms_;
-                              }}),
+      comms_(config_, engine,
+             CommService::Hooks{.reply =
+                                    [this](uint64_t id, capnp::MessageBuilder& reply) {
+                                      Connection* c = find_connection(id);
+                                      return c != nullptr && send_message(*c, reply);
+                                    },
+                                .send_error =
+                                    [this](uint64_t id, uint32_t request_id, plexus_result_t code,
+                                           const std::string& message) {
+                                      send_error(id, request_id, code, message);
+                                    },
+                                .post = [this](std::function<void()> fn) { post(std::move(fn)); },
+                                .draining = [this] { return admin_service_.draining(); },
+                                .session = [this](uint64_t id) -> std::shared_ptr<const Session> {
+                                  Connection* c = find_connection(id);
+                                  return c != nullptr ? c->session : nullptr;
+                                }}),
       admin_service_(
           config, engine,
           AdminService::Hooks{
@@ -78,15 +79,11 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
               .post = [this](std::function<void()> fn) { post(std::move(fn)); },
               .sessions = [this] { return sessions(); },
               .comms = [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
-                prune_finished_comms();
-                return comms_;
+                return comms_.comms();
               },
-              .peer_identity = [this] { return nodes_.identity(); },
+              .peer_identity = [this] { return comms_.nodes().identity(); },
               .bad_messages = [this] { return bad_messages_; },
-              .joins_pending =
-                  [this] {
-                    return rendezvous_.pending_comms() > 0 || nodes_.next_deadline().has_value();
-                  }}) {}
+              .joins_pending = [this] { return comms_.forming(); }}) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -124,9 +121,9 @@ void ControlServer::start() {
   uv_loop_init(&loop_);
   loop_.data = this;
   try {
-    nodes_.start(&loop_);
+    comms_.start(&loop_);
   } catch (...) {
-    nodes_.stop();
+    comms_.stop();
     uv_loop_close(&loop_);
     ::close(listen_fd_);
     listen_fd_ = -1;
@@ -135,9 +132,8 @@ void ControlServer::start() {
   }
   uv_async_init(&loop_, &wakeup_,
                 [](uv_async_t* h) { static_cast<ControlServer*>(h->loop->data)->run_posted(); });
-  uv_timer_init(&loop_, &rendezvous_timer_);
   uv_timer_init(&loop_, &path_watch_timer_);
-  if (nodes_.identity() != nullptr && config_.telemetry) {
+  if (comms_.nodes().identity() != nullptr && config_.telemetry) {
     uv_timer_start(
         &path_watch_timer_,
         [](uv_timer_t* h) {
@@ -178,7 +174,7 @@ void ControlServer::stop() {
   uv_async_send(&wakeup_);
   thread_.join();
   running_ = false;
-  nodes_.stop();
+  comms_.stop();
   uv_loop_close(&loop_);
   // After an idle exit the path may already be a newer daemon's socket.
   if (!socket_released_) ::unlink(config_.socket_path.c_str());
@@ -224,11 +220,10 @@ void ControlServer::run_posted() {
   std::vector<Connection*> all;
   for (auto& [id, c] : connections_) all.push_back(c);
   for (Connection* c : all) close_connection(c, "the daemon is shutting down");
-  nodes_.close();
+  comms_.close();
   uv_poll_stop(&listen_poll_);
   uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&rendezvous_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&path_watch_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&idle_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&status_timer_), nullptr);
@@ -322,16 +317,16 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         handle_hello(connection, request_id, message.getHello());
         break;
       case control::ClientMessage::COMM_INIT:
-        handle_comm_init(connection, request_id, message.getCommInit());
+        comms_.init(*connection.session, request_id, message.getCommInit());
         break;
       case control::ClientMessage::COMM_LEAVE:
-        handle_comm_leave(connection, request_id, message.getCommLeave());
+        comms_.leave(connection.id, request_id, message.getCommLeave());
         break;
       case control::ClientMessage::COMM_REVOKE:
-        handle_comm_revoke(connection, request_id, message.getCommRevoke());
+        comms_.revoke(*connection.session, request_id, message.getCommRevoke());
         break;
       case control::ClientMessage::COMM_SHRINK:
-        handle_comm_shrink(connection, request_id, message.getCommShrink());
+        comms_.shrink(*connection.session, request_id, message.getCommShrink());
         break;
       case control::ClientMessage::STATUS:
         admin_service_.status(connection.id, request_id);
@@ -428,8 +423,8 @@ void ControlServer::handle_hello(Connection& connection, uint32_t request_id,
   hello_reply.setProtocolVersion(shm::kProtocolVersion);
   hello_reply.setSessionId(id);
   hello_reply.setDaemonPid(static_cast<uint32_t>(::getpid()));
-  hello_reply.setInstanceId(nodes_.instance_id());
-  if (const transports::PeerIdentity* me = nodes_.identity()) {
+  hello_reply.setInstanceId(comms_.nodes().instance_id());
+  if (const transports::PeerIdentity* me = comms_.nodes().identity()) {
     const auto& addresses = me->addresses;
     auto list = hello_reply.initPeerAddresses(static_cast<unsigned>(addresses.size()));
     for (unsigned i = 0; i < list.size(); ++i) list.set(i, addresses[i]);
@@ -549,7 +544,7 @@ void ControlServer::close_connection(Connection* connection, const std::string& 
     spdlog::debug("session {} ({}): {}", id, who, reason);
   }
   connections_.erase(id);
-  rendezvous_.drop_session(id);
+  comms_.session_closed(id);
   engine_.post([id, reason](Engine& e) { e.remove_session(id, reason); });
   uv_poll_stop(&connection->poll);
   uv_close(reinterpret_cast<uv_handle_t*>(&connection->poll),

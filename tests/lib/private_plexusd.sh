@@ -8,7 +8,8 @@ start_private_plexusd() {
   daemon_pid=
   trap 'stop_private_plexusd' EXIT
   export PLEXUS_SOCKET=$dir/plexusd.sock PLEXUS_AUTOSTART=0
-  "$plexusd" --socket "$PLEXUS_SOCKET" >"$dir/plexusd.log" 2>&1 &
+  # Metrics on a port of its own: test scripts run side by side (ctest -j).
+  "$plexusd" --socket "$PLEXUS_SOCKET" --metrics-listen 127.0.0.1:0 >"$dir/plexusd.log" 2>&1 &
   daemon_pid=$!
   for _ in $(seq 100); do [ -S "$PLEXUS_SOCKET" ] && return 0; sleep 0.05; done
   echo "FAIL: plexusd did not start"

@@ -1,50 +1,89 @@
-// Communicators within the node: ranks joining one unique id (comm_rendezvous), the
-// communicator formed and handed to the engine before any rank hears its handle, ranks
-// leaving, and the rendezvous timer that times joins out naming the missing ranks.
+#include "daemon/control/comm_service.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <string>
 
-#include "daemon/control/control_connection.h"
 #include "daemon/control/daemon_reply.h"
 
 namespace plexus::daemon {
 
 namespace control = shm::control;
 
-void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id,
-                                     control::CommInit::Reader init) {
-  const Session& session = *connection.session;
+CommService::CommService(const ControlConfig& config, Engine& engine, Hooks hooks)
+    : config_(config),
+      engine_(engine),
+      hooks_(std::move(hooks)),
+      nodes_(config_, engine, rendezvous_,
+             NodeJoins::Hooks{.send_error = hooks_.send_error,
+                              .form_comm =
+                                  [this](const CommToken& token, int nranks,
+                                         const std::vector<CommRendezvous::Joiner>& joiners,
+                                         std::optional<NodeSpan> span) {
+                                    form_comm(token, nranks, joiners, std::move(span));
+                                  },
+                              .arm_timer = [this] { arm_timer(); },
+                              .comms = [this]() -> const std::vector<std::shared_ptr<const Comm>>& {
+                                return comms_;
+                              }}) {}
+
+void CommService::start(uv_loop_t* loop) {
+  uv_timer_init(loop, &timer_);
+  timer_.data = this;
+  nodes_.start(loop);
+}
+
+void CommService::close() {
+  nodes_.close();
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+}
+
+const std::vector<std::shared_ptr<const Comm>>& CommService::comms() {
+  std::erase_if(comms_, [](const auto& comm) { return comm->finished.load(); });
+  return comms_;
+}
+
+bool CommService::forming() const {
+  return rendezvous_.pending_comms() > 0 || nodes_.next_deadline().has_value();
+}
+
+void CommService::session_closed(uint64_t session_id) {
+  rendezvous_.drop_session(session_id);
+  next_handle_.erase(session_id);
+}
+
+void CommService::init(const Session& session, uint32_t request_id,
+                       control::CommInit::Reader init) {
   const uint64_t id = session.id();
   if (session.role() != SessionRole::kRank) {
-    send_error(id, request_id, PLEXUS_ERR_PROTOCOL, "an admin session cannot join communicators");
+    hooks_.send_error(id, request_id, PLEXUS_ERR_PROTOCOL,
+                      "an admin session cannot join communicators");
     return;
   }
   auto token_data = init.getToken();
   const uint32_t nranks = init.getNranks();
   const uint32_t rank = init.getRank();
   if (token_data.size() != sizeof(CommToken)) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "the unique id's token has " + std::to_string(token_data.size()) +
-                   " bytes, expected 16 (was it made by plexus_get_unique_id?)");
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "the unique id's token has " + std::to_string(token_data.size()) +
+                          " bytes, expected 16 (was it made by plexus_get_unique_id?)");
     return;
   }
   if (nranks == 0 || nranks > 65536 || rank >= nranks) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
-                   " is not a valid position (need 0 <= rank < nranks <= 65536)");
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                          " is not a valid position (need 0 <= rank < nranks <= 65536)");
     return;
   }
   CommToken token;
   std::memcpy(token.data(), token_data.begin(), token.size());
-  prune_finished_comms();
-  for (const auto& comm : comms_) {
+  for (const auto& comm : comms()) {
     if (comm->token() == token) {
-      send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 "communicator " + token_prefix(token) + " already formed with all " +
-                     std::to_string(comm->nranks()) + " ranks; rank " + std::to_string(rank) +
-                     " cannot join it again");
+      hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                        "communicator " + token_prefix(token) + " already formed with all " +
+                            std::to_string(comm->nranks()) + " ranks; rank " +
+                            std::to_string(rank) + " cannot join it again");
       return;
     }
   }
@@ -60,12 +99,12 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
   // elsewhere; this node is being taken out of service.
   const bool local_only =
       root.instance == 0 || (nodes_.identity() == nullptr && root.instance == nodes_.instance_id());
-  if (admin_service_.draining() && !rendezvous_.has(token)) {
+  if (hooks_.draining() && !rendezvous_.has(token)) {
     const std::string why = "node " + config_.node_name +
                             " is draining (plexusctl node drain): it admits no new "
                             "communicator; rank " +
                             std::to_string(rank) + " of " + std::to_string(nranks) + " was refused";
-    send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
+    hooks_.send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
     if (!local_only) nodes_.refuse_join(token, root, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
     return;
   }
@@ -80,8 +119,8 @@ void ControlServer::handle_comm_init(Connection& connection, uint32_t request_id
               timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
 }
 
-void ControlServer::join_here(const Session& session, uint32_t request_id, const CommToken& token,
-                              int nranks, int rank, uint32_t timeout_ms) {
+void CommService::join_here(const Session& session, uint32_t request_id, const CommToken& token,
+                            int nranks, int rank, uint32_t timeout_ms) {
   CommRendezvous::Joiner joiner{
       session.id(),
       session.creds().pid,
@@ -91,18 +130,18 @@ void ControlServer::join_here(const Session& session, uint32_t request_id, const
       0};
   auto result = rendezvous_.join(token, nranks, joiner);
   if (result.outcome == CommRendezvous::JoinResult::kRejected) {
-    send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
+    hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT, result.error);
     return;
   }
   if (result.outcome == CommRendezvous::JoinResult::kFormed) {
     form_comm(token, nranks, result.members, std::nullopt);
   }
-  arm_rendezvous_timer();
+  arm_timer();
 }
 
-void ControlServer::form_comm(const CommToken& token, int nranks,
-                              const std::vector<CommRendezvous::Joiner>& joiners,
-                              std::optional<NodeSpan> span) {
+void CommService::form_comm(const CommToken& token, int nranks,
+                            const std::vector<CommRendezvous::Joiner>& joiners,
+                            std::optional<NodeSpan> span) {
   std::vector<Comm::Member> members(static_cast<size_t>(nranks));
   if (span) {
     for (int r = 0; r < nranks; ++r) {
@@ -114,9 +153,8 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
     Comm::Member& member = members[static_cast<size_t>(joiner.rank)];
     member.session_id = joiner.session_id;
     member.pid = joiner.pid;
-    if (Connection* c = find_connection(joiner.session_id)) {
-      member.handle = c->next_comm_handle++;
-    }
+    uint32_t& next = next_handle_.try_emplace(joiner.session_id, 1).first->second;
+    member.handle = next++;
   }
   const bool multi = span.has_value();
   const size_t nodes = multi ? span->node_ids.size() : 1;
@@ -155,70 +193,58 @@ void ControlServer::form_comm(const CommToken& token, int nranks,
   }
   engine_.post([this, comm, replies = std::move(replies)](Engine& e) {
     e.add_comm(comm);
-    post([this, replies] {
+    hooks_.post([this, replies] {
       for (const Reply& r : replies) {
-        Connection* c = find_connection(r.session_id);
-        if (c == nullptr) continue;
         capnp::MallocMessageBuilder reply;
         auto root = daemon_reply(reply, r.request_id);
         root.initCommInitReply().setComm(r.handle);
-        send_message(*c, reply);
+        hooks_.reply(r.session_id, reply);
       }
     });
   });
-  arm_rendezvous_timer();
+  arm_timer();
 }
 
-void ControlServer::handle_comm_leave(Connection& connection, uint32_t request_id,
-                                      control::CommLeave::Reader leave) {
-  const uint64_t id = connection.id;
+void CommService::leave(uint64_t id, uint32_t request_id, control::CommLeave::Reader leave) {
   const uint32_t handle = leave.getComm();
   const bool abort = leave.getAbort();
   // Reply once the engine has failed what was pending, so the client sees those
   // completions before the reply.
   engine_.post([this, id, handle, abort, request_id](Engine& e) {
     e.leave_comm(id, handle, abort);
-    post([this, id, request_id] {
-      Connection* c = find_connection(id);
-      if (c == nullptr) return;
+    hooks_.post([this, id, request_id] {
       capnp::MallocMessageBuilder reply;
-      auto root = daemon_reply(reply, request_id);
-      root.setCommLeaveReply();
-      send_message(*c, reply);
+      daemon_reply(reply, request_id).setCommLeaveReply();
+      hooks_.reply(id, reply);
     });
   });
 }
 
-void ControlServer::prune_finished_comms() {
-  std::erase_if(comms_, [](const auto& comm) { return comm->finished.load(); });
-}
-
-void ControlServer::arm_rendezvous_timer() {
+void CommService::arm_timer() {
   auto next = rendezvous_.next_deadline();
   if (auto multi = nodes_.next_deadline(); multi && (!next || *multi < *next)) next = multi;
   if (!next) {
-    uv_timer_stop(&rendezvous_timer_);
+    uv_timer_stop(&timer_);
     return;
   }
   auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
       *next - std::chrono::steady_clock::now());
   uv_timer_start(
-      &rendezvous_timer_,
-      [](uv_timer_t* h) { static_cast<ControlServer*>(h->loop->data)->on_rendezvous_timer(); },
+      &timer_, [](uv_timer_t* h) { static_cast<CommService*>(h->data)->on_timer(); },
       static_cast<uint64_t>(std::max<int64_t>(0, wait.count()) + 1), 0);
 }
 
-void ControlServer::on_rendezvous_timer() {
+void CommService::on_timer() {
   const auto now = std::chrono::steady_clock::now();
   nodes_.expire(now);
   for (const auto& expired : rendezvous_.expire(now)) {
     spdlog::warn("{} (rank {} pid {} gave up)", expired.message, expired.joiner.rank,
                  expired.joiner.pid);
-    send_error(expired.joiner.session_id, expired.joiner.request_id, PLEXUS_ERR_TIMEOUT,
-               expired.message);
+    hooks_.send_error(expired.joiner.session_id, expired.joiner.request_id, PLEXUS_ERR_TIMEOUT,
+                      expired.message);
   }
   nodes_.forget_abandoned();
-  arm_rendezvous_timer();
+  arm_timer();
 }
 
 }  // namespace plexus::daemon

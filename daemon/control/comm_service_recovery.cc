@@ -6,16 +6,16 @@
 #include <string>
 
 #include "daemon/algorithms/algorithm.h"
+#include "daemon/control/comm_service.h"
 #include "daemon/control/comm_successor.h"
-#include "daemon/control/control_connection.h"
 #include "daemon/control/daemon_reply.h"
 
 namespace plexus::daemon {
 
 namespace control = shm::control;
 
-std::pair<std::shared_ptr<const Comm>, int> ControlServer::membership(uint64_t session_id,
-                                                                      uint32_t handle) const {
+std::pair<std::shared_ptr<const Comm>, int> CommService::membership(uint64_t session_id,
+                                                                    uint32_t handle) const {
   for (const auto& comm : comms_) {
     if (comm->finished.load()) continue;
     for (int r = 0; r < comm->nranks(); ++r) {
@@ -26,76 +26,73 @@ std::pair<std::shared_ptr<const Comm>, int> ControlServer::membership(uint64_t s
   return {nullptr, -1};
 }
 
-void ControlServer::revoke(const std::shared_ptr<const Comm>& comm, uint64_t session_id,
-                           uint32_t handle, const std::string& text, std::function<void()> then) {
+void CommService::revoke_comm(const std::shared_ptr<const Comm>& comm, uint64_t session_id,
+                              uint32_t handle, const std::string& text,
+                              std::function<void()> then) {
   spdlog::warn("{}", text);
   // The other nodes first: they need not wait for this node's engine.
   if (comm->span()) nodes_.revoke(comm, text);
   engine_.post([this, session_id, handle, text, then = std::move(then)](Engine& e) {
     e.revoke_comm(session_id, handle, text);
-    post(then);
+    hooks_.post(then);
   });
 }
 
-void ControlServer::handle_comm_revoke(Connection& connection, uint32_t request_id,
-                                       control::CommRevoke::Reader revoke_request) {
-  const uint64_t id = connection.id;
+void CommService::revoke(const Session& session, uint32_t request_id,
+                         control::CommRevoke::Reader revoke_request) {
+  const uint64_t id = session.id();
   const uint32_t handle = revoke_request.getComm();
   auto [comm, rank] = membership(id, handle);
   if (!comm) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "this process holds no communicator with handle " + std::to_string(handle) +
-                   " (destroyed already?)");
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "this process holds no communicator with handle " + std::to_string(handle) +
+                          " (destroyed already?)");
     return;
   }
   std::string reason = revoke_request.getReason().cStr();
   if (reason.size() > 256) reason.resize(256);
   const std::string text = "communicator " + token_prefix(comm->token()) + " was revoked by rank " +
-                           std::to_string(rank) + " (" + connection.session->describe() +
-                           ") on node " + config_.node_name +
-                           (reason.empty() ? std::string() : ": " + reason);
+                           std::to_string(rank) + " (" + session.describe() + ") on node " +
+                           config_.node_name + (reason.empty() ? std::string() : ": " + reason);
   // Answered once the engine failed this node's ops, so the client sees their completions
   // before the reply.
-  revoke(comm, id, handle, text, [this, id, request_id] {
-    Connection* c = find_connection(id);
-    if (c == nullptr) return;
+  revoke_comm(comm, id, handle, text, [this, id, request_id] {
     capnp::MallocMessageBuilder reply;
     daemon_reply(reply, request_id).setCommRevokeReply();
-    send_message(*c, reply);
+    hooks_.reply(id, reply);
   });
 }
 
-void ControlServer::handle_comm_shrink(Connection& connection, uint32_t request_id,
-                                       control::CommShrink::Reader shrink) {
-  const Session& session = *connection.session;
-  const uint64_t id = connection.id;
+void CommService::shrink(const Session& session, uint32_t request_id,
+                         control::CommShrink::Reader shrink) {
+  const uint64_t id = session.id();
   const uint32_t handle = shrink.getComm();
   auto [parent, rank] = membership(id, handle);
   if (!parent) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               "this process holds no communicator with handle " + std::to_string(handle) +
-                   " to shrink (destroyed already?)");
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "this process holds no communicator with handle " + std::to_string(handle) +
+                          " to shrink (destroyed already?)");
     return;
   }
   const std::string of = "the shrink of communicator " + token_prefix(parent->token());
   std::vector<int> excluded;
   if (shrink.getExclude().size() > static_cast<unsigned>(parent->nranks())) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               of + ": more ranks to exclude than it has");
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      of + ": more ranks to exclude than it has");
     return;
   }
   for (uint32_t r : shrink.getExclude()) excluded.push_back(static_cast<int>(r));
   if (std::string problem = exclude_problem(excluded, parent->nranks(), rank); !problem.empty()) {
-    send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-               of + " (rank " + std::to_string(rank) + "): " + problem);
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      of + " (rank " + std::to_string(rank) + "): " + problem);
     return;
   }
   const CommToken token = successor_token(parent->token(), excluded);
   for (const auto& comm : comms_) {
     if (comm->token() == token) {
-      send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                 of + ": its successor without these ranks formed already (communicator " +
-                     token_prefix(token) + ")");
+      hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                        of + ": its successor without these ranks formed already (communicator " +
+                            token_prefix(token) + ")");
       return;
     }
   }
@@ -114,16 +111,16 @@ void ControlServer::handle_comm_shrink(Connection& connection, uint32_t request_
     pending_successors_.erase(pending_successors_.begin());
   }
   auto join = [this, parent, id, request_id, token, nranks, new_rank, timeout_ms, excluded] {
-    Connection* c = find_connection(id);
-    if (c == nullptr) return;
+    std::shared_ptr<const Session> held = hooks_.session(id);
+    if (!held) return;  // its connection closed meanwhile
     if (!parent->span()) {
-      join_here(*c->session, request_id, token, nranks, new_rank, timeout_ms);
+      join_here(*held, request_id, token, nranks, new_rank, timeout_ms);
       return;
     }
     const NodeSpan& span = *parent->span();
     const size_t root = successor_root(*parent, excluded);
     const NodeJoins::ShrinkOf shrink_of{parent->token(), excluded};
-    nodes_.join(*c->session, request_id, token, nranks, new_rank, timeout_ms,
+    nodes_.join(*held, request_id, token, nranks, new_rank, timeout_ms,
                 NodeJoins::RootRef{span.node_ids[root], span.node_addresses[root]},
                 span.forced ? algo::algorithm_name(*span.forced) : "", &shrink_of);
   };
@@ -132,11 +129,11 @@ void ControlServer::handle_comm_shrink(Connection& connection, uint32_t request_
     return;
   }
   // NCCL_SHRINK_ABORT: the parent's ops in flight end first, on every node.
-  revoke(parent, id, handle,
-         "communicator " + token_prefix(parent->token()) + " was revoked by rank " +
-             std::to_string(rank) + " (" + session.describe() + ") on node " + config_.node_name +
-             " to shrink it",
-         join);
+  revoke_comm(parent, id, handle,
+              "communicator " + token_prefix(parent->token()) + " was revoked by rank " +
+                  std::to_string(rank) + " (" + session.describe() + ") on node " +
+                  config_.node_name + " to shrink it",
+              join);
 }
 
 }  // namespace plexus::daemon

@@ -1,0 +1,104 @@
+// The control thread's communicators: ranks joining one (within the node through
+// CommRendezvous, across nodes through NodeJoins), the communicator formed and handed to the
+// engine before any rank hears its handle, ranks leaving, a rank revoking one, survivors
+// shrinking one to a successor without a unique id, and the rendezvous timer that times
+// joins out naming the missing ranks. Control thread only: it owns the rendezvous, the
+// multi-node joins, the handle numbers and the const views of the communicators formed
+// (the engine owns their state), and answers ranks through Hooks.
+#pragma once
+
+#include <uv.h>
+
+#include <capnp/message.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "daemon/control/comm_rendezvous.h"
+#include "daemon/control/control_config.h"
+#include "daemon/control/node_joins.h"
+#include "daemon/engine/engine.h"
+#include "shm/control.capnp.h"
+
+namespace plexus::daemon {
+
+class CommService {
+ public:
+  struct Hooks {
+    // Sends `message` to session `session_id` (false: its connection is gone).
+    std::function<bool(uint64_t session_id, capnp::MessageBuilder& message)> reply;
+    std::function<void(uint64_t session_id, uint32_t request_id, plexus_result_t,
+                       const std::string& message)>
+        send_error;
+    // Runs `fn` on the control thread later (after what the engine runs before it).
+    std::function<void(std::function<void()> fn)> post;
+    // Whether this node admits no new communicator (plexusctl node drain).
+    std::function<bool()> draining;
+    // Session `session_id` while its connection is open (null once it closed).
+    std::function<std::shared_ptr<const Session>(uint64_t session_id)> session;
+  };
+
+  CommService(const ControlConfig& config, Engine& engine, Hooks hooks);
+  CommService(const CommService&) = delete;
+  CommService& operator=(const CommService&) = delete;
+
+  // On the control thread's loop: the timer, and the peer listener (NodeJoins::start,
+  // which throws when it cannot listen). close(), as the loop ends; stop(), after it.
+  void start(uv_loop_t* loop);
+  void close();
+  void stop() { nodes_.stop(); }
+
+  NodeJoins& nodes() { return nodes_; }
+  // The communicators formed here that still have a member (the finished ones dropped).
+  const std::vector<std::shared_ptr<const Comm>>& comms();
+  // Whether a communicator is still forming here (a node drain waits for none).
+  bool forming() const;
+  // Its connection closed: its joins are dropped.
+  void session_closed(uint64_t session_id);
+
+  void init(const Session& session, uint32_t request_id, shm::control::CommInit::Reader init);
+  void leave(uint64_t session_id, uint32_t request_id, shm::control::CommLeave::Reader leave);
+  // comm_service_recovery.cc
+  void revoke(const Session& session, uint32_t request_id, shm::control::CommRevoke::Reader revoke);
+  void shrink(const Session& session, uint32_t request_id, shm::control::CommShrink::Reader shrink);
+
+ private:
+  // A rank joins a communicator of this node alone.
+  void join_here(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
+                 int rank, uint32_t timeout_ms);
+  // Replies to every joiner and hands the communicator to the engine.
+  void form_comm(const CommToken& token, int nranks,
+                 const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);
+  // The communicator session `session_id` holds as `handle`, and its rank there (null, -1:
+  // none).
+  std::pair<std::shared_ptr<const Comm>, int> membership(uint64_t session_id,
+                                                         uint32_t handle) const;
+  // Fails `comm`'s ops here with PLEXUS_ERR_REVOKED and `text`, tells its other nodes, and
+  // then runs `then` on this thread.
+  void revoke_comm(const std::shared_ptr<const Comm>& comm, uint64_t session_id, uint32_t handle,
+                   const std::string& text, std::function<void()> then);
+  void arm_timer();
+  void on_timer();
+
+  ControlConfig config_;
+  Engine& engine_;
+  Hooks hooks_;
+  CommRendezvous rendezvous_;
+  NodeJoins nodes_;  // after rendezvous_, which it shares
+  std::vector<std::shared_ptr<const Comm>> comms_;
+  std::unordered_map<uint64_t, uint32_t> next_handle_;  // by session: its next handle number
+  // Successors asked for here and not formed yet (a shrink's token: what it succeeds);
+  // bounded: the oldest go past kPendingSuccessors.
+  std::map<CommToken, Comm::Origin> pending_successors_;
+  static constexpr size_t kPendingSuccessors = 256;
+  uv_timer_t timer_{};
+};
+
+}  // namespace plexus::daemon
