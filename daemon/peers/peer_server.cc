@@ -114,7 +114,9 @@ const transports::PeerIdentity* PeerServer::control_peer(uint64_t instance) cons
 size_t PeerServer::open_control_connections() const {
   size_t n = 0;
   for (const PeerConn* c : connections_.connections()) {
-    n += c->is_established && !c->closing && c->handshake->role() == transports::PeerRole::kControl ? 1 : 0;
+    n += c->is_established && !c->closing && c->handshake->role() == transports::PeerRole::kControl
+             ? 1
+             : 0;
   }
   return n;
 }
