@@ -49,6 +49,23 @@ struct CommShrink {
   timeoutMs @3 :UInt32;
 }
 
+# A growth of communicator `comm` (plexus_comm_grow, _grow_id): its members keep their ranks
+# and new ranks join with the unique id a member made. `sequence`: how many growths of `comm`
+# this rank made before (every member counts alike, so all name the same one).
+struct CommGrow {
+  comm @0 :UInt32;
+  nranks @1 :UInt32;      # the grown size (commGrow; commGrowId ignores it)
+  sequence @2 :UInt32;
+  timeoutMs @3 :UInt32;
+}
+
+# The unique id of a growth: its token and root, as plexus_get_unique_id would put them.
+struct GrowId {
+  token @0 :Data;
+  rootInstance @1 :UInt64;       # 0: a communicator of this node alone
+  rootAddresses @2 :List(Text);
+}
+
 struct NicDrain {
   nic @0 :Text;
   drained @1 :Bool;       # false: undrain
@@ -81,6 +98,8 @@ struct ClientMessage {
     nodeDrain @16 :NodeDrain;  # admit no new communicators, or admit them again (admin)
     commRevoke @17 :CommRevoke;
     commShrink @18 :CommShrink;
+    commGrow @19 :CommGrow;     # answered with commInitReply
+    commGrowId @20 :CommGrow;
   }
 }
 
@@ -358,6 +377,7 @@ struct DaemonMessage {
     configReloadReply @16 :ConfigReloadReply;
     nodeDrainReply @17 :NodeDrainReply;
     commRevokeReply @18 :Void;       # this node's ops on it have failed
+    growIdReply @19 :GrowId;
   }
 }
 

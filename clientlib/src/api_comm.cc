@@ -231,6 +231,44 @@ plexus_result_t plexus_comm_init_rank_timeout(plexus_comm_t* comm, int nranks,
   return comm_init(comm, nranks, id, rank, timeout_ms);
 }
 
+plexus_result_t plexus_comm_grow_id(plexus_comm_t comm, plexus_unique_id_t* id) {
+  if (comm == nullptr || id == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_grow_id: NULL argument");
+  }
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    capnp::MallocMessageBuilder message;
+    auto ask = message.initRoot<control::ClientMessage>().initCommGrowId();
+    ask.setComm(comm->state->handle);
+    ask.setSequence(comm->state->growths.load());
+    Reply reply = ctx.control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (root.isError()) {
+      return fail(static_cast<plexus_result_t>(root.getError().getCode()),
+                  std::string("plexus_comm_grow_id: ") + root.getError().getMessage().cStr());
+    }
+    if (!root.isGrowIdReply() || root.getGrowIdReply().getToken().size() != 16) {
+      return fail(PLEXUS_ERR_PROTOCOL, "plexus_comm_grow_id: unexpected reply from plexusd");
+    }
+    auto grown = root.getGrowIdReply();
+    UniqueIdLayout layout{};
+    layout.magic = kUniqueIdMagic;
+    layout.version = kUniqueIdVersion;
+    std::memcpy(layout.token, grown.getToken().begin(), sizeof(layout.token));
+    layout.root_instance = grown.getRootInstance();
+    for (auto address : grown.getRootAddresses()) {
+      if (layout.address_count == kUniqueIdAddresses) break;
+      if (pack_address(address.cStr(), &layout.addresses[layout.address_count])) {
+        ++layout.address_count;
+      }
+    }
+    std::memset(id->internal, 0, sizeof(id->internal));
+    std::memcpy(id->internal, &layout, sizeof(layout));
+    return PLEXUS_SUCCESS;
+  });
+}
+
 plexus_result_t plexus_comm_destroy(plexus_comm_t comm) { return comm_leave(comm, false); }
 plexus_result_t plexus_comm_abort(plexus_comm_t comm) { return comm_leave(comm, true); }
 

@@ -1,5 +1,5 @@
-// The C API's recovery of communicators: revoking one on every rank, and shrinking one to a
-// successor without a unique id (the daemons agree on its members).
+// The C API's recovery of communicators: revoking one on every rank, shrinking one to a
+// successor without a unique id (the daemons agree on its members), and growing one again.
 #include <capnp/serialize.h>
 
 #include <algorithm>
@@ -99,6 +99,40 @@ plexus_result_t plexus_comm_shrink(plexus_comm_t comm, const int* exclude, int e
     state->handle = root.getCommInitReply().getComm();
     state->nranks = nranks;
     state->rank = rank;
+    *newcomm = new plexus_comm{std::move(state)};
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t plexus_comm_grow(plexus_comm_t comm, int nranks, plexus_comm_t* newcomm) {
+  if (newcomm == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_grow: newcomm is NULL");
+  }
+  *newcomm = nullptr;
+  if (comm == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_grow: comm is NULL");
+  CommState& parent = *comm->state;
+  if (nranks <= parent.nranks) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                "plexus_comm_grow: " + std::to_string(nranks) + " ranks is no growth of " +
+                    std::to_string(parent.nranks) + " (new ranks join with plexus_comm_init_rank)");
+  }
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    capnp::MallocMessageBuilder message;
+    auto grow = message.initRoot<control::ClientMessage>().initCommGrow();
+    grow.setComm(parent.handle);
+    grow.setNranks(static_cast<uint32_t>(nranks));
+    grow.setSequence(parent.growths.load());
+    grow.setTimeoutMs(static_cast<uint32_t>(init_timeout_ms()));
+    Reply reply = ctx.control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (!root.isCommInitReply()) return refused("plexus_comm_grow", root);
+    parent.growths.fetch_add(1);
+    auto state = std::make_shared<CommState>();
+    state->handle = root.getCommInitReply().getComm();
+    state->nranks = nranks;
+    state->rank = parent.rank;
     *newcomm = new plexus_comm{std::move(state)};
     return PLEXUS_SUCCESS;
   });

@@ -28,6 +28,9 @@ struct CommState {
   int rank = 0;
   std::atomic<int> outstanding{0};
   std::atomic<bool> closed{false};
+  // Growths this rank took part in (plexus_comm_grow): the members number them alike, and
+  // plexus_comm_grow_id names the next one.
+  std::atomic<uint32_t> growths{0};
   void* stream = nullptr;  // plexus_comm_set_stream: calls are ordered on this CUDA stream
   // The failure of a stream-ordered call made without a request, reported by the next
   // call on the communicator.

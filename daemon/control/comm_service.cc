@@ -97,26 +97,42 @@ void CommService::init(const Session& session, uint32_t request_id,
   // was admitted before the drain); it refuses only new ones, and tells a multi-node one's
   // root, which fails it for the other nodes at once. DAEMON_UNAVAILABLE: the job may go
   // elsewhere; this node is being taken out of service.
-  const bool local_only =
-      root.instance == 0 || (nodes_.identity() == nullptr && root.instance == nodes_.instance_id());
   if (hooks_.draining() && !rendezvous_.has(token)) {
     const std::string why = "node " + config_.node_name +
                             " is draining (plexusctl node drain): it admits no new "
                             "communicator; rank " +
                             std::to_string(rank) + " of " + std::to_string(nranks) + " was refused";
     hooks_.send_error(id, request_id, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
-    if (!local_only) nodes_.refuse_join(token, root, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
+    if (!local_only(root)) nodes_.refuse_join(token, root, PLEXUS_ERR_DAEMON_UNAVAILABLE, why);
     return;
   }
+  route_join(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
+             timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
+}
+
+bool CommService::local_only(const NodeJoins::RootRef& root) const {
   // A unique id made by this daemon while it serves no peers, or made where no daemon was
   // reachable, names a communicator of this node alone.
-  if (local_only) {
-    join_here(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
-              timeout_ms);
+  return root.instance == 0 ||
+         (nodes_.identity() == nullptr && root.instance == nodes_.instance_id());
+}
+
+void CommService::route_join(const Session& session, uint32_t request_id, const CommToken& token,
+                             int nranks, int rank, uint32_t timeout_ms,
+                             const NodeJoins::RootRef& root, const std::string& algorithm,
+                             const NodeJoins::ShrinkOf* shrink) {
+  if (local_only(root)) {
+    join_here(session, request_id, token, nranks, rank, timeout_ms);
     return;
   }
-  nodes_.join(session, request_id, token, static_cast<int>(nranks), static_cast<int>(rank),
-              timeout_ms, root, std::string(init.getAlgorithm()).substr(0, 33));
+  nodes_.join(session, request_id, token, nranks, rank, timeout_ms, root, algorithm, shrink);
+}
+
+void CommService::expect_successor(const CommToken& token, Comm::Origin origin) {
+  pending_successors_[token] = std::move(origin);
+  while (pending_successors_.size() > kPendingSuccessors) {
+    pending_successors_.erase(pending_successors_.begin());
+  }
 }
 
 void CommService::join_here(const Session& session, uint32_t request_id, const CommToken& token,
@@ -166,7 +182,7 @@ void CommService::form_comm(const CommToken& token, int nranks,
   auto comm = std::make_shared<Comm>(token, members, std::move(span), origin);
   comms_.push_back(comm);
   if (origin) {
-    engine_.events().emit("comm_shrunk", "info",
+    engine_.events().emit(origin->event, "info",
                           "communicator " + token_prefix(token) + " formed as the " + origin->how +
                               " (" + std::to_string(nranks) + " ranks)",
                           {{"comm", token_prefix(token)},

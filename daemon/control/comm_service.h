@@ -68,11 +68,25 @@ class CommService {
   // comm_service_recovery.cc
   void revoke(const Session& session, uint32_t request_id, shm::control::CommRevoke::Reader revoke);
   void shrink(const Session& session, uint32_t request_id, shm::control::CommShrink::Reader shrink);
+  // A member joins the communicator's growth (plexus_comm_grow), or asks for its unique id.
+  void grow(const Session& session, uint32_t request_id, shm::control::CommGrow::Reader grow);
+  void grow_id(const Session& session, uint32_t request_id, shm::control::CommGrow::Reader grow);
 
  private:
   // A rank joins a communicator of this node alone.
   void join_here(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
                  int rank, uint32_t timeout_ms);
+  // A rank joins `token` where `root` says: this node alone (no root, or this daemon serving
+  // no peers), else through the root across nodes (`shrink`: as a shrink's).
+  void route_join(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
+                  int rank, uint32_t timeout_ms, const NodeJoins::RootRef& root,
+                  const std::string& algorithm, const NodeJoins::ShrinkOf* shrink = nullptr);
+  bool local_only(const NodeJoins::RootRef& root) const;
+  // Where the members of `parent` and its new ranks meet to grow it: the node of its rank 0,
+  // or this daemon for a communicator of this node alone.
+  NodeJoins::RootRef growth_root(const Comm& parent) const;
+  // `token`, asked for here, succeeds another communicator: said when it forms.
+  void expect_successor(const CommToken& token, Comm::Origin origin);
   // Replies to every joiner and hands the communicator to the engine.
   void form_comm(const CommToken& token, int nranks,
                  const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);

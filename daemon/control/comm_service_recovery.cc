@@ -1,5 +1,7 @@
 // Recovering from a lost member: a rank revokes a communicator (its ops fail on every node),
-// and the survivors shrink it to a successor the daemons agree on, without a unique id.
+// the survivors shrink it to a successor the daemons agree on, without a unique id, and the
+// members grow it again with new ranks (a replacement node) that join with an id a member
+// made.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,13 +105,11 @@ void CommService::shrink(const Session& session, uint32_t request_id,
                token_prefix(parent->token()), nranks, token_prefix(token));
   std::string without;
   for (int r : excluded) without += (without.empty() ? "" : ",") + std::to_string(r);
-  pending_successors_[token] = Comm::Origin{
-      parent->token(),
-      "shrink of " + token_prefix(parent->token()) +
-          (without.empty() ? std::string(" with every rank") : " without rank(s) " + without)};
-  while (pending_successors_.size() > kPendingSuccessors) {
-    pending_successors_.erase(pending_successors_.begin());
-  }
+  expect_successor(token, Comm::Origin{parent->token(),
+                                       "shrink of " + token_prefix(parent->token()) +
+                                           (without.empty() ? std::string(" with every rank")
+                                                            : " without rank(s) " + without),
+                                       "comm_shrunk"});
   auto join = [this, parent, id, request_id, token, nranks, new_rank, timeout_ms, excluded] {
     std::shared_ptr<const Session> held = hooks_.session(id);
     if (!held) return;  // its connection closed meanwhile
@@ -134,6 +134,69 @@ void CommService::shrink(const Session& session, uint32_t request_id,
                   std::to_string(rank) + " (" + session.describe() + ") on node " +
                   config_.node_name + " to shrink it",
               join);
+}
+
+NodeJoins::RootRef CommService::growth_root(const Comm& parent) const {
+  if (parent.span()) {
+    const NodeSpan& span = *parent.span();
+    const auto node = static_cast<size_t>(span.topology.rank_node[0]);
+    return {span.node_ids[node], span.node_addresses[node]};
+  }
+  // A communicator of this node alone grows across nodes where this daemon serves peers.
+  const transports::PeerIdentity* me = nodes_.identity();
+  if (me == nullptr) return {};
+  return {nodes_.instance_id(), me->addresses};
+}
+
+void CommService::grow_id(const Session& session, uint32_t request_id,
+                          control::CommGrow::Reader grow) {
+  auto [parent, rank] = membership(session.id(), grow.getComm());
+  if (!parent) {
+    hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "this process holds no communicator with handle " +
+                          std::to_string(grow.getComm()) + " to grow (destroyed already?)");
+    return;
+  }
+  const CommToken token = growth_token(parent->token(), grow.getSequence());
+  const NodeJoins::RootRef root = growth_root(*parent);
+  capnp::MallocMessageBuilder reply;
+  auto id = daemon_reply(reply, request_id).initGrowIdReply();
+  id.setToken(kj::arrayPtr(token.data(), token.size()));
+  id.setRootInstance(root.instance);
+  auto addresses = id.initRootAddresses(static_cast<unsigned>(root.addresses.size()));
+  for (unsigned i = 0; i < addresses.size(); ++i) addresses.set(i, root.addresses[i]);
+  hooks_.reply(session.id(), reply);
+}
+
+void CommService::grow(const Session& session, uint32_t request_id,
+                       control::CommGrow::Reader grow) {
+  const uint64_t id = session.id();
+  auto [parent, rank] = membership(id, grow.getComm());
+  if (!parent) {
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "this process holds no communicator with handle " +
+                          std::to_string(grow.getComm()) + " to grow (destroyed already?)");
+    return;
+  }
+  const uint32_t nranks = grow.getNranks();
+  if (nranks <= static_cast<uint32_t>(parent->nranks()) || nranks > 65536) {
+    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "communicator " + token_prefix(parent->token()) + " has " +
+                          std::to_string(parent->nranks()) + " ranks: it cannot grow to " +
+                          std::to_string(nranks) + " (need more, at most 65536)");
+    return;
+  }
+  const CommToken token = growth_token(parent->token(), grow.getSequence());
+  spdlog::info("rank {} of communicator {} grows it to {} rank(s) (communicator {})", rank,
+               token_prefix(parent->token()), nranks, token_prefix(token));
+  expect_successor(token, Comm::Origin{parent->token(),
+                                       "growth of " + token_prefix(parent->token()) + " to " +
+                                           std::to_string(nranks) + " ranks",
+                                       "comm_grown"});
+  const auto& forced = parent->span() ? parent->span()->forced : std::nullopt;
+  route_join(session, request_id, token, static_cast<int>(nranks), rank,
+             std::clamp<uint32_t>(grow.getTimeoutMs(), 1, 24u * 3600 * 1000), growth_root(*parent),
+             forced ? algo::algorithm_name(*forced) : "");
 }
 
 }  // namespace plexus::daemon

@@ -17,23 +17,32 @@ bool kept(const std::vector<int>& excluded, int rank) {
   return !std::binary_search(excluded.begin(), excluded.end(), rank);
 }
 
-}  // namespace
-
-CommToken successor_token(const CommToken& parent, const std::vector<int>& excluded) {
+// Two lanes, each over the parent's both words, a tag and every value.
+CommToken derive(const CommToken& parent, uint64_t tag, const std::vector<uint64_t>& values) {
   uint64_t words[2];
   std::memcpy(words, parent.data(), sizeof(words));
-  // Two lanes, each over the parent's both words, a tag and every excluded rank.
-  uint64_t lanes[2] = {mix(words[0] ^ 0x736872696e6b0001ull),
-                       mix(words[1] ^ 0x736872696e6b0002ull)};
+  uint64_t lanes[2] = {mix(words[0] ^ tag ^ 1), mix(words[1] ^ tag ^ 2)};
   for (uint64_t& lane : lanes) {
     lane = mix(lane ^ words[0]);
     lane = mix(lane ^ words[1]);
-    lane = mix(lane ^ excluded.size());
-    for (int r : excluded) lane = mix(lane ^ static_cast<uint64_t>(static_cast<uint32_t>(r)));
+    lane = mix(lane ^ values.size());
+    for (uint64_t v : values) lane = mix(lane ^ v);
   }
   CommToken out;
   std::memcpy(out.data(), lanes, sizeof(lanes));
   return out;
+}
+
+}  // namespace
+
+CommToken successor_token(const CommToken& parent, const std::vector<int>& excluded) {
+  std::vector<uint64_t> values;
+  for (int r : excluded) values.push_back(static_cast<uint32_t>(r));
+  return derive(parent, 0x736872696e6b0000ull /* "shrink" */, values);
+}
+
+CommToken growth_token(const CommToken& parent, uint32_t sequence) {
+  return derive(parent, 0x67726f7774680000ull /* "growth" */, {sequence});
 }
 
 std::string exclude_problem(const std::vector<int>& excluded, int nranks, int caller) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace plexus::daemon {
 
 // The successor's token: a 128-bit mix of the parent's and the excluded ranks (ascending).
 CommToken successor_token(const CommToken& parent, const std::vector<int>& excluded);
+// The token of the parent's growth number `sequence` (plexus_comm_grow): another tag, so no
+// shrink's.
+CommToken growth_token(const CommToken& parent, uint32_t sequence);
 // Why `excluded` cannot be excluded from a communicator of `nranks` by rank `caller` (empty:
 // it can): ascending, in range, not all, not the caller itself.
 std::string exclude_problem(const std::vector<int>& excluded, int nranks, int caller);

@@ -328,6 +328,12 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::COMM_SHRINK:
         comms_.shrink(*connection.session, request_id, message.getCommShrink());
         break;
+      case control::ClientMessage::COMM_GROW:
+        comms_.grow(*connection.session, request_id, message.getCommGrow());
+        break;
+      case control::ClientMessage::COMM_GROW_ID:
+        comms_.grow_id(*connection.session, request_id, message.getCommGrowId());
+        break;
       case control::ClientMessage::STATUS:
         admin_service_.status(connection.id, request_id);
         break;

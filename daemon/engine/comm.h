@@ -76,7 +76,8 @@ class Comm {
   // What it succeeds: a shrink or a growth of another communicator (plexusctl comms).
   struct Origin {
     CommToken predecessor{};
-    std::string how;  // "shrink of 1a2b3c4d without rank(s) 3"
+    std::string how;    // "shrink of 1a2b3c4d without rank(s) 3"
+    std::string event;  // the event its formation is: comm_shrunk, comm_grown
   };
 
   Comm(CommToken token, std::vector<Member> members, std::optional<NodeSpan> span = {},

@@ -86,6 +86,28 @@ std::string shrink_and_run(plexus_comm_t comm, int rank, std::vector<int> exclud
   return {};
 }
 
+// A member writes the growth's id to `path`; a new rank waits (up to 30 s) for it and joins.
+std::string hand_out_grow_id(plexus_comm_t comm, const std::string& path) {
+  plexus_unique_id_t id;
+  if (auto r = plexus_comm_grow_id(comm, &id)) return describe("grow_id", r);
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp, std::ios::binary).write(reinterpret_cast<const char*>(&id), sizeof(id));
+  return std::rename(tmp.c_str(), path.c_str()) == 0 ? "" : "cannot write " + path;
+}
+
+std::string join_growth(const std::string& path, int nranks, int rank, plexus_comm_t* comm) {
+  plexus_unique_id_t id;
+  for (int i = 0; i < 3000; ++i) {
+    std::ifstream in(path, std::ios::binary);
+    if (in.read(reinterpret_cast<char*>(&id), sizeof(id))) {
+      if (auto r = plexus_comm_init_rank(comm, nranks, id, rank)) return describe("init", r);
+      return {};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "no growth id in " + path;
+}
+
 std::string temp_prefix(const char* what) {
   return ::testing::TempDir() + "plexus-" + what + "-" + std::to_string(::getpid()) + "-";
 }
@@ -199,6 +221,42 @@ TEST_F(RecoveryTest, AShrinkWithAbortEndsTheParentsOpsInFlightFirst) {
     plexus_comm_destroy(comm);
     return {};
   });
+  EXPECT_EQ(failures(results), "");
+}
+
+TEST_F(RecoveryTest, AGrowthKeepsTheMembersRanksAndTakesANewRankWithTheIdAMemberMade) {
+  const std::string path = temp_prefix("grow-id") + "id";
+  std::remove(path.c_str());
+  auto results = run_ranks(socket(), 3, [&](int rank, int, const auto& id) -> std::string {
+    plexus_comm_t grown = nullptr;
+    if (rank == 2) {
+      if (std::string e = join_growth(path, 3, 2, &grown); !e.empty()) return e;
+    } else {
+      plexus_comm_t comm = nullptr;
+      if (auto r = plexus_comm_init_rank(&comm, 2, id, rank)) return describe("init", r);
+      if (std::string error = exact_allreduce(comm); !error.empty()) return error;
+      plexus_comm_t none = nullptr;
+      if (std::string e = failed_as("grow to 2", plexus_comm_grow(comm, 2, &none),
+                                    PLEXUS_ERR_INVALID_ARGUMENT, {"no growth of 2"});
+          !e.empty()) {
+        return e;
+      }
+      if (rank == 0) {
+        if (std::string e = hand_out_grow_id(comm, path); !e.empty()) return e;
+      }
+      if (auto r = plexus_comm_grow(comm, 3, &grown)) return describe("grow", r);
+      // The parent goes on beside its growth.
+      if (std::string error = exact_allreduce(comm); !error.empty()) return "parent: " + error;
+      plexus_comm_destroy(comm);
+    }
+    int me = -1;
+    plexus_comm_user_rank(grown, &me);
+    if (me != rank) return "rank " + std::to_string(rank) + " became " + std::to_string(me);
+    if (std::string error = exact_allreduce(grown); !error.empty()) return "grown: " + error;
+    plexus_comm_destroy(grown);
+    return {};
+  });
+  std::remove(path.c_str());
   EXPECT_EQ(failures(results), "");
 }
 
@@ -325,6 +383,53 @@ TEST(RecoveryAcrossNodesTest, SurvivorsOfAKilledNodeShrinkAndRunExact) {
       [&](const std::vector<pid_t>& pids) { kill_node_when_ready(nodes, 2, ready, pids, 3); });
   for (int r = 0; r < 4; ++r) std::remove((ready + std::to_string(r)).c_str());
   for (int r : {0, 1, 2}) {
+    EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
+  }
+}
+
+// The survivors of node c shrink, then grow back with a rank on a replacement node d.
+TEST(RecoveryAcrossNodesTest, AReplacementNodeJoinsTheGrowthOfTheShrunkCommunicator) {
+  auto nodes = start_nodes(4);
+  const std::string ready = temp_prefix("replace-ready");
+  const std::string path = temp_prefix("replace-id") + "id";
+  std::remove(path.c_str());
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1, 2, 3}),
+      [&](int rank, int, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t grown = nullptr;
+        if (rank == 3) {  // the replacement, on node d
+          std::ofstream(ready + std::to_string(rank)) << "ready";
+          if (std::string e = join_growth(path, 3, 2, &grown); !e.empty()) return e;
+        } else {
+          plexus_comm_t comm = nullptr;
+          if (auto r = plexus_comm_init_rank(&comm, 3, id, rank)) return describe("init", r);
+          std::ofstream(ready + std::to_string(rank)) << "ready";
+          if (rank == 2) ::pause();  // killed with node c
+          if (std::string e = until_node_lost(comm, "c"); !e.empty()) return e;
+          int lost = 2;
+          plexus_comm_t shrunk = nullptr;
+          if (auto r = plexus_comm_shrink(comm, &lost, 1, PLEXUS_SHRINK_DEFAULT, &shrunk)) {
+            return describe("shrink", r);
+          }
+          if (std::string error = exact_allreduce(shrunk); !error.empty()) return error;
+          if (rank == 0) {
+            if (std::string e = hand_out_grow_id(shrunk, path); !e.empty()) return e;
+          }
+          if (auto r = plexus_comm_grow(shrunk, 3, &grown)) return describe("grow", r);
+          plexus_comm_destroy(shrunk);
+          plexus_comm_destroy(comm);
+        }
+        for (int round = 0; round < 3; ++round) {
+          if (std::string error = exact_allreduce(grown); !error.empty()) return "grown: " + error;
+        }
+        plexus_comm_destroy(grown);
+        return {};
+      },
+      std::chrono::seconds(90),
+      [&](const std::vector<pid_t>& pids) { kill_node_when_ready(nodes, 2, ready, pids, 2); });
+  for (int r = 0; r < 4; ++r) std::remove((ready + std::to_string(r)).c_str());
+  std::remove(path.c_str());
+  for (int r : {0, 1, 3}) {
     EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
   }
 }

@@ -31,14 +31,14 @@ static void failf(const char* name, const char* fmt, ...) {
   ++failures;
 }
 
-#define CHECK(name, call)                                                                        \
-  do {                                                                                           \
-    ncclResult_t check_r_ = (call);                                                              \
-    if (check_r_ != ncclSuccess) {                                                               \
-      failf(name, "%s returned %d (%s): %s", #call, (int)check_r_, ncclGetErrorString(check_r_), \
-            ncclGetLastError(NULL));                                                             \
-      return;                                                                                    \
-    }                                                                                            \
+#define CHECK(name, call)                                                                  \
+  do {                                                                                     \
+    ncclResult_t check_r_ = (call);                                                        \
+    if (check_r_ != ncclSuccess) {                                                         \
+      failf(name, "%s returned %d (%s): %s", #call, (int)check_r_,                         \
+            ncclGetErrorString(check_r_), ncclGetLastError(NULL));                         \
+      return;                                                                              \
+    }                                                                                      \
   } while (0)
 
 static double now_s(void) {
@@ -50,18 +50,10 @@ static double now_s(void) {
 /* Element access for every NCCL type as double (all values used are exact in each). */
 static size_t type_size(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    default:
-      return 8;
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
   }
 }
 
@@ -84,117 +76,34 @@ static double from_half(uint16_t h) {
 static void put(void* buf, size_t i, ncclDataType_t t, double v) {
   char* p = (char*)buf + i * type_size(t);
   switch (t) {
-    case ncclInt8: {
-      int8_t x = (int8_t)(int64_t)v;
-      memcpy(p, &x, 1);
-      break;
-    }
-    case ncclUint8: {
-      uint8_t x = (uint8_t)(int64_t)v;
-      memcpy(p, &x, 1);
-      break;
-    }
-    case ncclInt32: {
-      int32_t x = (int32_t)(int64_t)v;
-      memcpy(p, &x, 4);
-      break;
-    }
-    case ncclUint32: {
-      uint32_t x = (uint32_t)(int64_t)v;
-      memcpy(p, &x, 4);
-      break;
-    }
-    case ncclInt64: {
-      int64_t x = (int64_t)v;
-      memcpy(p, &x, 8);
-      break;
-    }
-    case ncclUint64: {
-      uint64_t x = (uint64_t)(int64_t)v;
-      memcpy(p, &x, 8);
-      break;
-    }
-    case ncclFloat16: {
-      uint16_t x = to_half(v);
-      memcpy(p, &x, 2);
-      break;
-    }
-    case ncclBfloat16: {
-      float f = (float)v;
-      uint32_t b;
-      memcpy(&b, &f, 4);
-      uint16_t x = (uint16_t)(b >> 16);
-      memcpy(p, &x, 2);
-      break;
-    }
-    case ncclFloat32: {
-      float x = (float)v;
-      memcpy(p, &x, 4);
-      break;
-    }
-    default: {
-      memcpy(p, &v, 8);
-      break;
-    }
+    case ncclInt8: { int8_t x = (int8_t)(int64_t)v; memcpy(p, &x, 1); break; }
+    case ncclUint8: { uint8_t x = (uint8_t)(int64_t)v; memcpy(p, &x, 1); break; }
+    case ncclInt32: { int32_t x = (int32_t)(int64_t)v; memcpy(p, &x, 4); break; }
+    case ncclUint32: { uint32_t x = (uint32_t)(int64_t)v; memcpy(p, &x, 4); break; }
+    case ncclInt64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+    case ncclUint64: { uint64_t x = (uint64_t)(int64_t)v; memcpy(p, &x, 8); break; }
+    case ncclFloat16: { uint16_t x = to_half(v); memcpy(p, &x, 2); break; }
+    case ncclBfloat16: { float f = (float)v; uint32_t b; memcpy(&b, &f, 4);
+                         uint16_t x = (uint16_t)(b >> 16); memcpy(p, &x, 2); break; }
+    case ncclFloat32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    default: { memcpy(p, &v, 8); break; }
   }
 }
 
 static double get(const void* buf, size_t i, ncclDataType_t t) {
   const char* p = (const char*)buf + i * type_size(t);
   switch (t) {
-    case ncclInt8: {
-      int8_t x;
-      memcpy(&x, p, 1);
-      return x;
-    }
-    case ncclUint8: {
-      uint8_t x;
-      memcpy(&x, p, 1);
-      return x;
-    }
-    case ncclInt32: {
-      int32_t x;
-      memcpy(&x, p, 4);
-      return x;
-    }
-    case ncclUint32: {
-      uint32_t x;
-      memcpy(&x, p, 4);
-      return x;
-    }
-    case ncclInt64: {
-      int64_t x;
-      memcpy(&x, p, 8);
-      return (double)x;
-    }
-    case ncclUint64: {
-      uint64_t x;
-      memcpy(&x, p, 8);
-      return (double)x;
-    }
-    case ncclFloat16: {
-      uint16_t x;
-      memcpy(&x, p, 2);
-      return from_half(x);
-    }
-    case ncclBfloat16: {
-      uint16_t x;
-      memcpy(&x, p, 2);
-      uint32_t b = (uint32_t)x << 16;
-      float f;
-      memcpy(&f, &b, 4);
-      return f;
-    }
-    case ncclFloat32: {
-      float x;
-      memcpy(&x, p, 4);
-      return x;
-    }
-    default: {
-      double x;
-      memcpy(&x, p, 8);
-      return x;
-    }
+    case ncclInt8: { int8_t x; memcpy(&x, p, 1); return x; }
+    case ncclUint8: { uint8_t x; memcpy(&x, p, 1); return x; }
+    case ncclInt32: { int32_t x; memcpy(&x, p, 4); return x; }
+    case ncclUint32: { uint32_t x; memcpy(&x, p, 4); return x; }
+    case ncclInt64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+    case ncclUint64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
+    case ncclFloat16: { uint16_t x; memcpy(&x, p, 2); return from_half(x); }
+    case ncclBfloat16: { uint16_t x; memcpy(&x, p, 2); uint32_t b = (uint32_t)x << 16;
+                         float f; memcpy(&f, &b, 4); return f; }
+    case ncclFloat32: { float x; memcpy(&x, p, 4); return x; }
+    default: { double x; memcpy(&x, p, 8); return x; }
   }
 }
 
@@ -207,14 +116,10 @@ static double expected(ncclRedOp_t op, int n, size_t i, ncclDataType_t t) {
   double acc = input(0, i);
   for (int r = 1; r < n; ++r) {
     double v = input(r, i);
-    if (op == ncclSum || op == ncclAvg)
-      acc += v;
-    else if (op == ncclProd)
-      acc *= v;
-    else if (op == ncclMax)
-      acc = v > acc ? v : acc;
-    else
-      acc = v < acc ? v : acc;
+    if (op == ncclSum || op == ncclAvg) acc += v;
+    else if (op == ncclProd) acc *= v;
+    else if (op == ncclMax) acc = v > acc ? v : acc;
+    else acc = v < acc ? v : acc;
   }
   if (op == ncclAvg) acc = is_integer(t) ? (double)((int64_t)acc / n) : acc / n;
   /* What the element type holds: integers wrap. */
@@ -223,9 +128,9 @@ static double expected(ncclRedOp_t op, int n, size_t i, ncclDataType_t t) {
   return get(tmp, 0, t);
 }
 
-static const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
-                                        ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
-                                        ncclFloat64, ncclBfloat16};
+static const ncclDataType_t kTypes[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64,
+                                        ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64,
+                                        ncclBfloat16};
 static const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 
 /* ---- the cases, run by every rank of a communicator ---- */
@@ -279,27 +184,18 @@ static void case_movement(ncclComm_t comm, int rank, int n) {
 
   CHECK("broadcast", ncclBroadcast(send, recv, count, ncclFloat, 2 % n, comm, NULL));
   for (size_t i = 0; i < count; ++i) {
-    if (recv[i] != (float)((2 % n) * 100000 + (int)i)) {
-      failf("broadcast", "element %zu", i);
-      return;
-    }
+    if (recv[i] != (float)((2 % n) * 100000 + (int)i)) { failf("broadcast", "element %zu", i); return; }
   }
   memcpy(recv, send, count * sizeof(float));
   CHECK("bcast", ncclBcast(recv, count, ncclFloat, 0, comm, NULL));
   for (size_t i = 0; i < count; ++i) {
-    if (recv[i] != (float)i) {
-      failf("bcast", "element %zu: %g", i, recv[i]);
-      return;
-    }
+    if (recv[i] != (float)i) { failf("bcast", "element %zu: %g", i, recv[i]); return; }
   }
   memset(recv, 0, count * sizeof(float));
   CHECK("reduce", ncclReduce(send, recv, count, ncclFloat, ncclMax, 1 % n, comm, NULL));
   if (rank == 1 % n) {
     for (size_t i = 0; i < count; ++i) {
-      if (recv[i] != (float)((n - 1) * 100000 + (int)i)) {
-        failf("reduce", "element %zu", i);
-        return;
-      }
+      if (recv[i] != (float)((n - 1) * 100000 + (int)i)) { failf("reduce", "element %zu", i); return; }
     }
   }
   CHECK("allgather", ncclAllGather(send, recv, count, ncclFloat, comm, NULL));
@@ -315,10 +211,7 @@ static void case_movement(ncclComm_t comm, int rank, int n) {
   for (size_t i = 0; i < count; ++i) {
     double want = 0;
     for (int r = 0; r < n; ++r) want += r * 100000 + (double)(rank * count + i);
-    if (recv[i] != (float)want) {
-      failf("reducescatter", "element %zu: %g wanted %g", i, recv[i], want);
-      return;
-    }
+    if (recv[i] != (float)want) { failf("reducescatter", "element %zu: %g wanted %g", i, recv[i], want); return; }
   }
   CHECK("alltoall", ncclAlltoAll(send, recv, count, ncclFloat, comm, NULL));
   for (int r = 0; r < n; ++r) {
@@ -334,24 +227,17 @@ static void case_movement(ncclComm_t comm, int rank, int n) {
   if (rank == n - 1) {
     for (int r = 0; r < n; ++r) {
       for (size_t i = 0; i < count; ++i) {
-        if (recv[r * count + i] != (float)(r * 100000 + (int)i)) {
-          failf("gather", "block %d", r);
-          return;
-        }
+        if (recv[r * count + i] != (float)(r * 100000 + (int)i)) { failf("gather", "block %d", r); return; }
       }
     }
   }
   CHECK("scatter", ncclScatter(send, recv, count, ncclFloat, 0, comm, NULL));
   for (size_t i = 0; i < count; ++i) {
-    if (recv[i] != (float)(rank * count + i)) {
-      failf("scatter", "element %zu", i);
-      return;
-    }
+    if (recv[i] != (float)(rank * count + i)) { failf("scatter", "element %zu", i); return; }
   }
   free(send);
   free(recv);
-  if (rank == 0)
-    printf("ok broadcast bcast reduce allgather reducescatter alltoall gather scatter\n");
+  if (rank == 0) printf("ok broadcast bcast reduce allgather reducescatter alltoall gather scatter\n");
 }
 
 /* Sends and receives in groups: a ring both ways at once (which deadlocks unless the group
@@ -371,8 +257,7 @@ static void case_p2p(ncclComm_t comm, int rank, int n) {
   CHECK("p2p", ncclRecv(right, count, ncclInt64, next, comm, NULL));
   CHECK("p2p", ncclGroupEnd());
   for (size_t i = 0; i < count; ++i) {
-    if (left[i] != prev * 1000000007LL + (int64_t)i ||
-        right[i] != next * 1000000007LL + (int64_t)i) {
+    if (left[i] != prev * 1000000007LL + (int64_t)i || right[i] != next * 1000000007LL + (int64_t)i) {
       failf("p2p", "element %zu", i);
       return;
     }
@@ -386,28 +271,20 @@ static void case_p2p(ncclComm_t comm, int rank, int n) {
 static void case_premulsum(ncclComm_t comm, int rank, int n) {
   ncclRedOp_t op;
   double scalar = 0.25;
-  CHECK("premulsum",
-        ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat64, ncclScalarHostImmediate, comm));
-  scalar = 100; /* host immediate: read at creation, not later */
+  CHECK("premulsum", ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat64, ncclScalarHostImmediate, comm));
+  scalar = 100;  /* host immediate: read at creation, not later */
   double in[5], out[5];
   for (int i = 0; i < 5; ++i) in[i] = rank + i;
   CHECK("premulsum", ncclAllReduce(in, out, 5, ncclFloat64, op, comm, NULL));
   for (int i = 0; i < 5; ++i) {
     double want = 0;
     for (int r = 0; r < n; ++r) want += (r + i) * 0.25;
-    if (out[i] != want) {
-      failf("premulsum", "element %d: %g wanted %g", i, out[i], want);
-      return;
-    }
+    if (out[i] != want) { failf("premulsum", "element %d: %g wanted %g", i, out[i], want); return; }
   }
   CHECK("premulsum", ncclRedOpDestroy(op, comm));
   ncclResult_t r = ncclAllReduce(in, out, 5, ncclFloat64, op, comm, NULL);
-  if (r != ncclInvalidArgument) {
-    failf("premulsum", "a destroyed op gave %d", (int)r);
-    return;
-  }
-  if (rank == 0)
-    printf("ok pre-multiplied sum; a destroyed op refused: %s\n", ncclGetLastError(comm));
+  if (r != ncclInvalidArgument) { failf("premulsum", "a destroyed op gave %d", (int)r); return; }
+  if (rank == 0) printf("ok pre-multiplied sum; a destroyed op refused: %s\n", ncclGetLastError(comm));
 }
 
 static void case_errors(ncclComm_t comm, int rank, int n) {
@@ -423,20 +300,11 @@ static void case_errors(ncclComm_t comm, int rank, int n) {
     return;
   }
   r = ncclGroupEnd();
-  if (r != ncclInvalidUsage) {
-    failf("errors", "ncclGroupEnd without a group gave %d", (int)r);
-    return;
-  }
+  if (r != ncclInvalidUsage) { failf("errors", "ncclGroupEnd without a group gave %d", (int)r); return; }
   r = ncclAllReduce(x, x, 4, ncclFloat, ncclSum, NULL, NULL);
-  if (r != ncclInvalidArgument) {
-    failf("errors", "a NULL comm gave %d", (int)r);
-    return;
-  }
+  if (r != ncclInvalidArgument) { failf("errors", "a NULL comm gave %d", (int)r); return; }
   for (int i = 0; i < ncclNumResults; ++i) {
-    if (ncclGetErrorString((ncclResult_t)i) == NULL) {
-      failf("errors", "no string for %d", i);
-      return;
-    }
+    if (ncclGetErrorString((ncclResult_t)i) == NULL) { failf("errors", "no string for %d", i); return; }
   }
   if (rank == 0) printf("ok errors: fp8, bad root, unopened group, NULL comm, strings\n");
 }
@@ -465,10 +333,7 @@ static void case_split(ncclComm_t comm, int rank, int n) {
   CHECK("split", ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, sub, NULL));
   int64_t want = 0;
   for (int r = 0; r < n - 1; ++r) want += r % 2 == color ? r : 0;
-  if (sum != want) {
-    failf("split", "sum %lld wanted %lld", (long long)sum, (long long)want);
-    return;
-  }
+  if (sum != want) { failf("split", "sum %lld wanted %lld", (long long)sum, (long long)want); return; }
   CHECK("split", ncclCommDestroy(sub));
   if (rank == 0) printf("ok split by color and key, NOCOLOR\n");
 }
@@ -479,10 +344,7 @@ static void case_nonblocking(ncclUniqueId id, int rank, int n) {
   config.blocking = 0;
   ncclComm_t comm = NULL;
   ncclResult_t r = ncclCommInitRankConfig(&comm, n, id, rank, &config);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    failf("nonblocking", "init gave %d", (int)r);
-    return;
-  }
+  if (r != ncclSuccess && r != ncclInProgress) { failf("nonblocking", "init gave %d", (int)r); return; }
   ncclResult_t state = ncclInProgress;
   const double deadline = now_s() + 60;
   int polls = 0;
@@ -491,18 +353,12 @@ static void case_nonblocking(ncclUniqueId id, int rank, int n) {
     ++polls;
     if (state == ncclInProgress) usleep(1000);
   } while (state == ncclInProgress && now_s() < deadline);
-  if (state != ncclSuccess) {
-    failf("nonblocking", "init ended with %d: %s", (int)state, ncclGetLastError(comm));
-    return;
-  }
+  if (state != ncclSuccess) { failf("nonblocking", "init ended with %d: %s", (int)state, ncclGetLastError(comm)); return; }
   const size_t count = 1 << 20;
   float* buf = malloc(count * sizeof(float));
   for (size_t i = 0; i < count; ++i) buf[i] = 1.0f;
   r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    failf("nonblocking", "allreduce gave %d", (int)r);
-    return;
-  }
+  if (r != ncclSuccess && r != ncclInProgress) { failf("nonblocking", "allreduce gave %d", (int)r); return; }
   do {
     CHECK("nonblocking", ncclCommGetAsyncError(comm, &state));
     if (state == ncclInProgress) usleep(100);
@@ -542,10 +398,7 @@ static void case_abort(ncclUniqueId id, int rank) {
     pthread_create(&thread, NULL, abort_later, &a);
     ncclResult_t r = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, comm, NULL);
     pthread_join(thread, NULL);
-    if (r == ncclSuccess) {
-      failf("abort", "the aborted allreduce succeeded");
-      return;
-    }
+    if (r == ncclSuccess) { failf("abort", "the aborted allreduce succeeded"); return; }
     printf("ok abort mid-collective: rank 0's allreduce returned %d after %.2f s: %s\n", (int)r,
            now_s() - start, ncclGetLastError(NULL));
   } else {
@@ -568,29 +421,71 @@ static void case_abort_init(ncclUniqueId id) {
   config.blocking = 0;
   ncclComm_t comm = NULL;
   ncclResult_t r = ncclCommInitRankConfig(&comm, 2, id, 0, &config);
-  if (r != ncclInProgress) {
-    failf("abort_init", "init gave %d", (int)r);
-    return;
-  }
+  if (r != ncclInProgress) { failf("abort_init", "init gave %d", (int)r); return; }
   usleep(100 * 1000);
   ncclResult_t state = ncclSuccess;
   CHECK("abort_init", ncclCommGetAsyncError(comm, &state));
-  if (state != ncclInProgress) {
-    failf("abort_init", "state %d while the peer is missing", (int)state);
-    return;
-  }
+  if (state != ncclInProgress) { failf("abort_init", "state %d while the peer is missing", (int)state); return; }
   const double start = now_s();
   CHECK("abort_init", ncclCommAbort(comm));
-  if (now_s() - start > 1.0) {
-    failf("abort_init", "abort took %.2f s", now_s() - start);
+  if (now_s() - start > 1.0) { failf("abort_init", "abort took %.2f s", now_s() - start); return; }
+  printf("ok non-blocking init aborted while waiting for its peer\n");
+}
+
+/* NCCL 2.29's ncclCommGetUniqueId and ncclCommGrow, looked up at run time so that this source
+ * builds against NVIDIA's 2.28 header too: rank 0 of the shrunk communicator makes the id and
+ * forks the replacement rank (it inherits the id), the members grow back to n ranks. */
+typedef ncclResult_t (*GetIdFn)(ncclComm_t, ncclUniqueId*);
+typedef ncclResult_t (*GrowFn)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*,
+                               ncclConfig_t*);
+
+static int grown_sum_ok(ncclComm_t grown, int n) {
+  int64_t v = 1, sum = 0;
+  if (ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, grown, NULL) != ncclSuccess) return 0;
+  return sum == n;
+}
+
+static void case_grow(ncclComm_t sub, int rank, int n) {
+  GetIdFn get_id = (GetIdFn)dlsym(RTLD_DEFAULT, "ncclCommGetUniqueId");
+  GrowFn grow = (GrowFn)dlsym(RTLD_DEFAULT, "ncclCommGrow");
+  if (get_id == NULL || grow == NULL) {
+    if (rank == 0) printf("skip grow: this libnccl has no ncclCommGrow (NCCL 2.29's)\n");
     return;
   }
-  printf("ok non-blocking init aborted while waiting for its peer\n");
+  pid_t replacement = -1;
+  if (rank == 0) {
+    ncclUniqueId id;
+    CHECK("grow", get_id(sub, &id));
+    replacement = fork();
+    if (replacement == 0) {
+      ncclComm_t grown = NULL;
+      const int ok = grow(NULL, n, &id, n - 1, &grown, NULL) == ncclSuccess && grown_sum_ok(grown, n);
+      if (!ok) fprintf(stderr, "FAIL grow: the new rank: %s\n", ncclGetLastError(NULL));
+      _exit(ok ? 0 : 1);
+    }
+  }
+  ncclComm_t grown = NULL;
+  CHECK("grow", grow(sub, n, NULL, -1, &grown, NULL));
+  int count = 0, me = -1;
+  CHECK("grow", ncclCommCount(grown, &count));
+  CHECK("grow", ncclCommUserRank(grown, &me));
+  if (count != n || me != rank) { failf("grow", "size %d rank %d", count, me); return; }
+  if (!grown_sum_ok(grown, n)) { failf("grow", "the grown allreduce is wrong"); return; }
+  CHECK("grow", ncclCommDestroy(grown));
+  if (rank == 0) {
+    int status = 0;
+    waitpid(replacement, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failf("grow", "the replacement rank exited with 0x%x", status);
+      return;
+    }
+    printf("ok grow back to %d ranks with a replacement rank (ncclCommGrow)\n", n);
+  }
 }
 
 /* The last rank's process is killed after init; the survivors' allreduce fails, they revoke
  * the communicator and shrink it without the lost rank (no unique id), and the successor's
- * allreduce is exact. Bad flags are refused. */
+ * allreduce is exact; then it grows back with a replacement rank. Bad flags are refused. */
 static void case_revoke_shrink(ncclUniqueId id, int rank, int n) {
   if (rank == n - 1) {
     pid_t member = fork(); /* the member that dies: this process must exit cleanly */
@@ -608,17 +503,11 @@ static void case_revoke_shrink(ncclUniqueId id, int rank, int n) {
   CHECK("shrink", ncclCommInitRank(&comm, n, id, rank));
   int64_t v = rank + 1, sum = 0;
   ncclResult_t r = ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, NULL);
-  if (r == ncclSuccess) {
-    failf("shrink", "an allreduce without the lost rank succeeded");
-    return;
-  }
+  if (r == ncclSuccess) { failf("shrink", "an allreduce without the lost rank succeeded"); return; }
   if (ncclCommRevoke(comm, 5) != ncclInvalidArgument) failf("shrink", "revoke flags 5 accepted");
   CHECK("shrink", ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
   r = ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, NULL);
-  if (r == ncclSuccess) {
-    failf("shrink", "an allreduce on a revoked communicator succeeded");
-    return;
-  }
+  if (r == ncclSuccess) { failf("shrink", "an allreduce on a revoked communicator succeeded"); return; }
   int lost = n - 1;
   ncclComm_t sub = NULL;
   if (ncclCommShrink(comm, &lost, 1, &sub, NULL, 7) != ncclInvalidArgument || sub != NULL) {
@@ -631,18 +520,13 @@ static void case_revoke_shrink(ncclUniqueId id, int rank, int n) {
   int count = 0, me = -1;
   CHECK("shrink", ncclCommCount(sub, &count));
   CHECK("shrink", ncclCommUserRank(sub, &me));
-  if (count != n - 1 || me != rank) {
-    failf("shrink", "size %d rank %d", count, me);
-    return;
-  }
+  if (count != n - 1 || me != rank) { failf("shrink", "size %d rank %d", count, me); return; }
   CHECK("shrink", ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, sub, NULL));
-  if (sum != (int64_t)(n - 1) * n / 2) {
-    failf("shrink", "sum %lld", (long long)sum);
-    return;
-  }
+  if (sum != (int64_t)(n - 1) * n / 2) { failf("shrink", "sum %lld", (long long)sum); return; }
+  if (rank == 0) printf("ok revoke, then shrink without the lost rank in %.3f s, exact\n", took);
+  case_grow(sub, rank, n);
   CHECK("shrink", ncclCommDestroy(sub));
   CHECK("shrink", ncclCommDestroy(comm));
-  if (rank == 0) printf("ok revoke, then shrink without the lost rank in %.3f s, exact\n", took);
 }
 
 /* ncclCommInitAll: two ranks in this process, driven from one thread through a group. */
@@ -654,15 +538,11 @@ static void case_init_all(void) {
   for (int c = 0; c < 2; ++c)
     for (int i = 0; i < 8; ++i) in[c][i] = c * 10 + i;
   CHECK("init_all", ncclGroupStart());
-  for (int c = 0; c < 2; ++c)
-    CHECK("init_all", ncclAllReduce(in[c], out[c], 8, ncclInt32, ncclSum, comms[c], NULL));
+  for (int c = 0; c < 2; ++c) CHECK("init_all", ncclAllReduce(in[c], out[c], 8, ncclInt32, ncclSum, comms[c], NULL));
   CHECK("init_all", ncclGroupEnd());
   for (int c = 0; c < 2; ++c)
     for (int i = 0; i < 8; ++i)
-      if (out[c][i] != 10 + 2 * i) {
-        failf("init_all", "comm %d element %d: %d", c, i, out[c][i]);
-        return;
-      }
+      if (out[c][i] != 10 + 2 * i) { failf("init_all", "comm %d element %d: %d", c, i, out[c][i]); return; }
   for (int c = 0; c < 2; ++c) CHECK("init_all", ncclCommDestroy(comms[c]));
   /* The same by hand: ncclCommInitRank for both ranks inside one group (blocking each alone
    * would wait for the other forever). */
@@ -672,14 +552,10 @@ static void case_init_all(void) {
   for (int c = 0; c < 2; ++c) CHECK("init_all", ncclCommInitRank(&comms[c], 2, id, c));
   CHECK("init_all", ncclGroupEnd());
   CHECK("init_all", ncclGroupStart());
-  for (int c = 0; c < 2; ++c)
-    CHECK("init_all", ncclAllReduce(in[c], out[c], 8, ncclInt32, ncclMax, comms[c], NULL));
+  for (int c = 0; c < 2; ++c) CHECK("init_all", ncclAllReduce(in[c], out[c], 8, ncclInt32, ncclMax, comms[c], NULL));
   CHECK("init_all", ncclGroupEnd());
   for (int i = 0; i < 8; ++i)
-    if (out[0][i] != 10 + i || out[1][i] != 10 + i) {
-      failf("init_all", "grouped init: element %d", i);
-      return;
-    }
+    if (out[0][i] != 10 + i || out[1][i] != 10 + i) { failf("init_all", "grouped init: element %d", i); return; }
   for (int c = 0; c < 2; ++c) CHECK("init_all", ncclCommDestroy(comms[c]));
   printf("ok ncclCommInitAll, and ncclCommInitRank x 2 in one group, each driven by one thread\n");
 }
@@ -688,32 +564,19 @@ static void case_init_all(void) {
  * every entry point NVIDIA's library exports is there, so a program linked against them
  * (PyTorch 2.11) loads; a device communicator is refused, saying why; the teams are those
  * of ranks that share no memory. */
-struct team {
-  int nRanks, rank, stride;
-};
+struct team { int nRanks, rank, stride; };
 static void case_device_api(ncclComm_t comm, int rank, int n) {
-  static const char* names[] = {"ncclDevCommCreate",
-                                "ncclDevCommDestroy",
-                                "ncclGinBarrierCreateRequirement",
-                                "ncclLLA2ACalcSlots",
-                                "ncclLLA2ACreateRequirement",
-                                "ncclLsaBarrierCreateRequirement",
-                                "ncclTeamLsa",
-                                "ncclTeamRail",
-                                "ncclTeamRankToLsa",
-                                "ncclTeamRankToWorld",
-                                "ncclTeamWorld",
-                                "ncclResetDebugInitInternal"};
+  static const char* names[] = {
+      "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGinBarrierCreateRequirement",
+      "ncclLLA2ACalcSlots", "ncclLLA2ACreateRequirement", "ncclLsaBarrierCreateRequirement",
+      "ncclTeamLsa", "ncclTeamRail", "ncclTeamRankToLsa", "ncclTeamRankToWorld", "ncclTeamWorld",
+      "ncclResetDebugInitInternal"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-    if (dlsym(RTLD_DEFAULT, names[i]) == NULL) {
-      failf("device_api", "%s is not exported", names[i]);
-      return;
-    }
+    if (dlsym(RTLD_DEFAULT, names[i]) == NULL) { failf("device_api", "%s is not exported", names[i]); return; }
   }
   ncclResult_t (*create)(ncclComm_t, const void*, void*) =
       (ncclResult_t(*)(ncclComm_t, const void*, void*))dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
-  struct team (*world)(ncclComm_t) =
-      (struct team(*)(ncclComm_t))dlsym(RTLD_DEFAULT, "ncclTeamWorld");
+  struct team (*world)(ncclComm_t) = (struct team(*)(ncclComm_t))dlsym(RTLD_DEFAULT, "ncclTeamWorld");
   struct team (*lsa)(ncclComm_t) = (struct team(*)(ncclComm_t))dlsym(RTLD_DEFAULT, "ncclTeamLsa");
   int (*to_world)(ncclComm_t, struct team, int) =
       (int (*)(ncclComm_t, struct team, int))dlsym(RTLD_DEFAULT, "ncclTeamRankToWorld");
@@ -726,13 +589,11 @@ static void case_device_api(ncclComm_t comm, int rank, int n) {
   struct team w = world(comm), l = lsa(comm);
   if (w.nRanks != n || w.rank != rank || w.stride != 1 || l.nRanks != 1 || l.rank != 0 ||
       to_world(comm, w, n - 1) != n - 1) {
-    failf("device_api", "teams: world {%d, %d, %d}, lsa {%d, %d, %d}", w.nRanks, w.rank, w.stride,
-          l.nRanks, l.rank, l.stride);
+    failf("device_api", "teams: world {%d, %d, %d}, lsa {%d, %d, %d}", w.nRanks, w.rank,
+          w.stride, l.nRanks, l.rank, l.stride);
     return;
   }
-  if (rank == 0)
-    printf("ok NCCL's device API: exported, a device communicator refused: %s\n",
-           ncclGetLastError(comm));
+  if (rank == 0) printf("ok NCCL's device API: exported, a device communicator refused: %s\n", ncclGetLastError(comm));
 }
 
 static int run_rank(const ncclUniqueId* ids, int rank, int n) {

@@ -34,6 +34,14 @@ TEST(CommSuccessorTest, TheTokenFollowsFromTheParentAndTheExcludedRanksAlone) {
   EXPECT_NE(successor_token(successor_token(parent, {}), {}), successor_token(parent, {}));
 }
 
+TEST(CommSuccessorTest, EachGrowthHasATokenOfItsOwnThatNoShrinkHas) {
+  const CommToken parent{1, 2, 3};
+  EXPECT_EQ(growth_token(parent, 0), growth_token(parent, 0));
+  EXPECT_NE(growth_token(parent, 0), growth_token(parent, 1));
+  EXPECT_NE(growth_token(parent, 0), successor_token(parent, {}));
+  EXPECT_NE(growth_token(parent, 0), growth_token(CommToken{1, 2, 4}, 0));
+}
+
 TEST(CommSuccessorTest, RanksAreRenumberedDenselyInTheirOrder) {
   const std::vector<int> excluded = {1, 3};
   EXPECT_EQ(successor_rank(excluded, 0), 0);

@@ -81,6 +81,14 @@ plexus_result_t plexus_comm_revoke(plexus_comm_t comm, const char* reason);
  * must still be destroyed). Waits at most PLEXUS_INIT_TIMEOUT_MS (default 60000). */
 plexus_result_t plexus_comm_shrink(plexus_comm_t comm, const int* exclude, int exclude_count,
                                    int flags, plexus_comm_t* newcomm);
+/* Growing a communicator (a replacement node after a shrink): every member calls
+ * plexus_comm_grow(comm, nranks, &newcomm) and keeps its rank; each new rank r (comm's size
+ * <= r < nranks) calls plexus_comm_init_rank(&newcomm, nranks, id, r) with the id that
+ * plexus_comm_grow_id(comm, &id) made on any member (every member makes the same one for
+ * the same growth; hand it out as a unique id). comm stays valid. Waits at most
+ * PLEXUS_INIT_TIMEOUT_MS. */
+plexus_result_t plexus_comm_grow_id(plexus_comm_t comm, plexus_unique_id_t* id);
+plexus_result_t plexus_comm_grow(plexus_comm_t comm, int nranks, plexus_comm_t* newcomm);
 plexus_result_t plexus_comm_count(plexus_comm_t comm, int* count);
 plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
 

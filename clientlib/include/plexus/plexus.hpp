@@ -83,6 +83,17 @@ class Communicator {
         plexus_comm_shrink(comm_, exclude.data(), static_cast<int>(exclude.size()), flags, &next));
     return Communicator(next);
   }
+  // This communicator grown to `nranks` (plexus_comm_grow); new ranks join with grow_id().
+  Communicator grow(int nranks) {
+    plexus_comm_t next = nullptr;
+    check(plexus_comm_grow(comm_, nranks, &next));
+    return Communicator(next);
+  }
+  plexus_unique_id_t grow_id() const {
+    plexus_unique_id_t id;
+    check(plexus_comm_grow_id(comm_, &id));
+    return id;
+  }
 
   int size() const {
     int n = 0;

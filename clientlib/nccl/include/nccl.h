@@ -21,7 +21,7 @@
  *  - ncclCommRevoke fails every rank's pending and later operations on the communicator
  *    (ncclInvalidUsage, the message naming who revoked it); ncclCommShrink's daemons agree
  *    on the members without a unique id, and it returns with the successor ready whatever
- *    the config's blocking field says.
+ *    the config's blocking field says; ncclCommGrow (NCCL 2.29's) likewise for its members.
  *  - fp8 types, ncclCommWindowRegister and ncclGroupSimulateEnd are refused.
  */
 #ifndef PLEXUS_NCCL_H_
@@ -201,6 +201,14 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
                            ncclConfig_t* config);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+/* NCCL 2.29's growth, here while NCCL_MINOR says 28 (PLEXUS_NCCL_HAS_GROW): a member makes
+ * the id with ncclCommGetUniqueId(comm, &id); members call ncclCommGrow(comm, nRanks, NULL or
+ * &id, -1, &newcomm, config) and keep their ranks; a new rank calls ncclCommGrow(NULL,
+ * nRanks, &id, rank, &newcomm, config). */
+#define PLEXUS_NCCL_HAS_GROW 1
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);

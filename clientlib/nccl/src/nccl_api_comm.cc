@@ -343,6 +343,41 @@ ncclResult_t shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* 
   return ncclSuccess;
 }
 
+// ncclCommGrow for a member: plexus_comm_grow, which keeps its rank. A new rank (comm NULL)
+// joins with the id as ncclCommInitRankConfig does.
+ncclResult_t grow(ncclComm_t comm, int nranks, const ncclUniqueId* id, int rank,
+                  ncclComm_t* newcomm, const ncclConfig_t* config) {
+  const char* call = "ncclCommGrow";
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommGrow: newcomm is NULL");
+  *newcomm = nullptr;
+  if (comm == nullptr) {
+    if (id == nullptr) {
+      return fail(ncclInvalidArgument, "ncclCommGrow: a new rank (comm NULL) needs the uniqueId");
+    }
+    return init_rank(newcomm, nranks, *id, rank, config, call);
+  }
+  ncclResult_t result = ncclSuccess;
+  std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
+  if (core == nullptr) return result;
+  Settings settings;
+  settings.blocking = core->blocking;
+  if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
+  plexus_comm_t made = nullptr;
+  {
+    std::shared_lock use(core->use_mutex);
+    plexus_comm_t parent = core->ready(&result, call);
+    if (parent == nullptr) return result;
+    if (plexus_result_t r = plexus_comm_grow(parent, nranks, &made); r != PLEXUS_SUCCESS) {
+      return fail_plexus(r, call);
+    }
+  }
+  std::shared_ptr<CommCore> next = make_core(nranks, core->rank, settings);
+  next->plexus = made;
+  next->device = core->device;
+  *newcomm = new ncclComm{std::move(next)};
+  return ncclSuccess;
+}
+
 }  // namespace
 }  // namespace plexus::nccl
 
@@ -426,6 +461,32 @@ NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int
   return guarded("ncclCommShrink", [&] {
     return shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   });
+}
+
+NCCL_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  const char* call = "ncclCommGetUniqueId";
+  if (uniqueId == nullptr)
+    return fail(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
+  return guarded(call, [&] {
+    ncclResult_t result = ncclSuccess;
+    std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
+    if (core == nullptr) return result;
+    std::shared_lock use(core->use_mutex);
+    plexus_comm_t plexus = core->ready(&result, call);
+    if (plexus == nullptr) return result;
+    plexus_unique_id_t id;
+    if (plexus_result_t r = plexus_comm_grow_id(plexus, &id); r != PLEXUS_SUCCESS) {
+      return fail_plexus(r, call);
+    }
+    std::memcpy(uniqueId, &id, sizeof(id));
+    return ncclSuccess;
+  });
+}
+
+NCCL_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+                                   int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded("ncclCommGrow",
+                 [&] { return grow(comm, nRanks, uniqueId, rank, newcomm, config); });
 }
 
 NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
