@@ -48,6 +48,18 @@ c10::intrusive_ptr<ProcessGroupPlexus> create(const c10::intrusive_ptr<c10d::Sto
   return group;
 }
 
+// The plexus backend of `group`: the group itself (torch 1.13's process groups are backends),
+// or its CPU backend (torch 2.x's ProcessGroup holds one per device type).
+ProcessGroupPlexus& plexus_of(const py::object& group) {
+  if (py::isinstance<ProcessGroupPlexus>(group)) return group.cast<ProcessGroupPlexus&>();
+  if (py::hasattr(group, "_get_backend")) {
+    py::object cpu = py::module_::import("torch").attr("device")("cpu");
+    py::object backend = group.attr("_get_backend")(cpu);
+    if (py::isinstance<ProcessGroupPlexus>(backend)) return backend.cast<ProcessGroupPlexus&>();
+  }
+  throw std::invalid_argument("plexus_torch: the group is not a plexus process group");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(plexus_torch, m) {
@@ -75,6 +87,52 @@ PYBIND11_MODULE(plexus_torch, m) {
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"),
         "What torch.distributed calls for backend 'plexus' (registered on import).");
+  // After a lost rank or node. Each call that forms a group waits for the others (up to
+  // PLEXUS_INIT_TIMEOUT_MS): the GIL is let go meanwhile.
+  m.def(
+      "revoke",
+      [](const py::object& group, const std::string& reason) {
+        ProcessGroupPlexus& pg = plexus_of(group);
+        py::gil_scoped_release release;
+        pg.revoke(reason);
+      },
+      py::arg("group"), py::arg("reason") = "",
+      "Revokes the group: every rank's pending and later work on it fails, naming this rank "
+      "and the reason (no rank has to call it but this one).");
+  m.def(
+      "shrink_group",
+      [](const py::object& group, const std::vector<int64_t>& exclude_ranks, bool abort) {
+        ProcessGroupPlexus& pg = plexus_of(group);
+        py::gil_scoped_release release;
+        return pg.shrink(exclude_ranks, abort);
+      },
+      py::arg("group"), py::arg("exclude_ranks"), py::arg("abort") = false,
+      "A new group of the ranks not in exclude_ranks (group ranks), renumbered densely in "
+      "their order, with no Store and no new rendezvous: every rank not excluded calls it with "
+      "the same list. abort=True ends the group's work in flight first (NCCL_SHRINK_ABORT). "
+      "Pass the result to DistributedDataParallel(process_group=...).");
+  m.def(
+      "grow_group",
+      [](const py::object& group, int size) {
+        ProcessGroupPlexus& pg = plexus_of(group);
+        py::gil_scoped_release release;
+        return pg.grow(size);
+      },
+      py::arg("group"), py::arg("size"),
+      "The group grown to `size` ranks; its members keep their ranks and the new ones join with "
+      "join_grown_group(grow_id(group), rank, size).");
+  m.def(
+      "grow_id", [](const py::object& group) { return py::bytes(plexus_of(group).grow_id()); },
+      py::arg("group"), "The id the new ranks of the group's next growth join with (bytes).");
+  m.def(
+      "join_grown_group",
+      [](const std::string& id, int rank, int size, std::chrono::milliseconds timeout) {
+        py::gil_scoped_release release;
+        return ProcessGroupPlexus::join_growth(id, rank, size, timeout);
+      },
+      py::arg("grow_id"), py::arg("rank"), py::arg("size"),
+      py::arg("timeout") = std::chrono::milliseconds(60000),
+      "A new rank joins a growth with the id a member made (grow_id).");
   // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import, so that even the
   // model built before init_process_group lives in the pool.
   if (pool_allocator_setting() == PoolAllocatorSetting::kFromImport) {

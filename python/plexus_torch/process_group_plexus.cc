@@ -57,6 +57,16 @@ ProcessGroupPlexus::ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& st
       plexus_comm_init_rank_timeout(&comm_, size, id, rank, static_cast<int>(timeout_ms));
   TORCH_CHECK(r == PLEXUS_SUCCESS, "ProcessGroupPlexus: rank ", rank, " of ", size,
               " could not join the communicator: ", plexus_get_last_error());
+  start_progress();
+}
+
+ProcessGroupPlexus::ProcessGroupPlexus(plexus_comm_t comm, int rank, int size,
+                                       std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), timeout_(timeout), comm_(comm) {
+  start_progress();
+}
+
+void ProcessGroupPlexus::start_progress() {
   progress_ = std::make_unique<Progress>([this](const PlexusWork& work) {
     std::lock_guard lock(comm_mutex_);
     if (comm_ == nullptr) return;
@@ -251,6 +261,53 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
                          &req),
         req);
   });
+}
+
+// One allgather per input, all in one libplexus group: outputs[r][i] gets rank r's inputs[i].
+// Complex tensors go as their real and imaginary parts.
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  auto real = [](const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; };
+  TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(),
+              "ProcessGroupPlexus: allgather_coalesced needs an output list per rank (", getSize(),
+              "), got ", outputs.size());
+  std::vector<at::Tensor> all;
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    TORCH_CHECK(outputs[r].size() == inputs.size(), "ProcessGroupPlexus: allgather_coalesced ",
+                "needs an output per input in each list (", inputs.size(), " inputs, list ", r,
+                " has ", outputs[r].size(), ")");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& o = outputs[r][i];
+      TORCH_CHECK(o.numel() == inputs[i].numel() && o.scalar_type() == inputs[i].scalar_type(),
+                  "ProcessGroupPlexus: allgather_coalesced outputs must match their input's ",
+                  "size and type (input ", i, ")");
+      check_cpu(real(o), "allgather_coalesced");
+      all.push_back(o);
+    }
+  }
+  return run("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, all,
+             [&](PlexusWork& w, plexus_comm_t c) {
+               for (size_t i = 0; i < inputs.size(); ++i) {
+                 at::Tensor src = readable(w, real(inputs[i]));
+                 const int64_t n = src.numel();
+                 at::Tensor flat = at::empty({static_cast<int64_t>(getSize()) * n}, src.options());
+                 w.keep.push_back(flat);
+                 std::vector<at::Tensor> column;
+                 for (const auto& list : outputs) column.push_back(list[i]);
+                 w.on_success.push_back([column, flat, n, real]() mutable {
+                   for (size_t r = 0; r < column.size(); ++r) {
+                     at::Tensor out = real(column[r]);
+                     out.copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(out.sizes()));
+                   }
+                 });
+                 plexus_request_t req = nullptr;
+                 add(w,
+                     plexus_allgather(src.data_ptr(), flat.data_ptr(), elements(src),
+                                      plexus_dtype(src), c, &req),
+                     req);
+               }
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(

@@ -23,7 +23,24 @@ class ProcessGroupPlexus : public BackendBase {
  public:
   ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      std::chrono::milliseconds timeout);
+  // A group over a communicator made already (a shrink's or a growth's): no Store, no
+  // rendezvous; it owns `comm`.
+  ProcessGroupPlexus(plexus_comm_t comm, int rank, int size, std::chrono::milliseconds timeout);
   ~ProcessGroupPlexus() override;
+
+  // process_group_recovery.cc. plexus_comm_revoke: every rank's pending and later work on this
+  // group fails, naming this rank and `reason`.
+  void revoke(const std::string& reason);
+  // The group of the ranks not in `exclude`, renumbered densely (plexus_comm_shrink): every
+  // rank not excluded calls it alike. `abort`: this group's work in flight ends first.
+  c10::intrusive_ptr<ProcessGroupPlexus> shrink(const std::vector<int64_t>& exclude, bool abort);
+  // This group grown to `size` ranks (plexus_comm_grow); the new ranks join with grow_id()'s
+  // bytes through join_growth().
+  c10::intrusive_ptr<ProcessGroupPlexus> grow(int size);
+  std::string grow_id();
+  static c10::intrusive_ptr<ProcessGroupPlexus> join_growth(const std::string& id, int rank,
+                                                            int size,
+                                                            std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "plexus"; }
 
@@ -38,6 +55,9 @@ class ProcessGroupPlexus : public BackendBase {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -75,6 +95,10 @@ class ProcessGroupPlexus : public BackendBase {
   // A contiguous tensor with t's values for the daemon to read.
   static at::Tensor readable(PlexusWork& work, const at::Tensor& t);
   void check_rank(int rank, const char* what) const;
+  // The progress thread, whose watchdog aborts the communicator when a work times out.
+  void start_progress();
+  // The communicator, or an error naming `what` once the watchdog aborted it.
+  plexus_comm_t live_comm(const char* what);
 
   std::chrono::milliseconds timeout_;
   std::mutex comm_mutex_;

@@ -2,8 +2,7 @@
 distributed_test.py, shipped in python3-torch) run with backend "plexus".
 
 The backend opts into the suite's feature-gated tests as a plugin with DDP and subgroup
-support; it declares the two things it does not do (recv from any source, and
-allgather_coalesced). Run by torch_distributed_suite.sh with a private plexusd; extra
+support; it declares the one thing it does not do yet (recv from any source). Run by torch_distributed_suite.sh with a private plexusd; extra
 arguments go to unittest (-k NAME selects tests).
 """
 import os
@@ -27,7 +26,6 @@ DistTestCases.backend_feature["plugin"].add("plexus")
 DistTestCases.backend_feature["ddp"].add("plexus")
 DistTestCases.backend_feature["subgroup"].add("plexus")
 DistTestCases.skip_collective["sendrecv anysource"].add("plexus")
-DistTestCases.skip_collective["allgather_coalesced"].add("plexus")
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402

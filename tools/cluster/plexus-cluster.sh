@@ -17,6 +17,8 @@
 #   plexus-cluster.sh shape --name TAG --node I --nic R --rate RATE|off  tbf on that NIC alone
 #   plexus-cluster.sh daemons --name TAG --daemons BUILD_DIR  stop every node's plexusd and
 #       start BUILD_DIR's instead (e.g. an older build, to compare the two)
+#   plexus-cluster.sh daemon --name TAG --node I kill|start  SIGKILL node I's plexusd (a node
+#       that dies: the time goes to $PLEXUS_CLUSTER_DIR/killed_at, ns), or start it again
 #   plexus-cluster.sh down --name TAG
 #
 # --spine routes between the rails as a spine would: the switch namespace forwards, with
@@ -39,7 +41,7 @@
 # n's NIC r. Needs root (ip netns, tc).
 set -euo pipefail
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "plexus-cluster: $*" >&2; exit 2; }
 
 state_root=${PLEXUS_CLUSTER_STATE:-/tmp}
@@ -92,7 +94,7 @@ cluster_up() {
   [ -z "$spine" ] || [ "$nics" -ge 2 ] || die "--spine needs --nics 2 or more"
   fit_neighbour_table "$nodes" "$nics"
   mkdir -p "$dir"
-  printf 'nodes=%s\nnics=%s\nspine=%s\n' "$nodes" "$nics" "$spine" > "$dir/state"
+  printf 'nodes=%s\nnics=%s\nspine=%s\ndaemons=%q\n' "$nodes" "$nics" "$spine" "$build" > "$dir/state"
   local sw; sw=$(ns_name "$tag" sw)
   ip netns add "$sw"
   ip -n "$sw" link set lo up
@@ -187,6 +189,26 @@ cluster_daemons() {  # tag: BUILD_DIR's plexusd in place of the running ones, on
   wait_daemons "$1" "$2"
 }
 
+cluster_daemon() {  # tag, node, kill|start: one node's plexusd dies, or starts again
+  local dir=$state_root/plexus-cluster-$1 n=$2 daemons=""
+  load_cluster "$1" "$n"  # sets daemons: the build the cluster was made with
+  build=${build:-$daemons}
+  case "$3" in
+    kill)
+      [ -f "$dir/n$n/plexusd.pid" ] || die "node $n runs no plexusd"
+      date +%s%N > "$dir/killed_at"
+      kill -9 "$(cat "$dir/n$n/plexusd.pid")" 2>/dev/null || true
+      rm -f "$dir/n$n/plexusd.pid" "$dir/n$n/plexusd.sock" ;;
+    start)
+      [ -n "$build" ] || die "the cluster was made without --daemons"
+      rm -f "$dir/n$n/plexusd.sock"
+      start_daemon "$1" "$n"
+      for _ in $(seq 200); do [ -S "$dir/n$n/plexusd.sock" ] && break; sleep 0.025; done
+      [ -S "$dir/n$n/plexusd.sock" ] || die "plexusd of node $n did not start again" ;;
+    *) die "daemon needs kill or start, not '$3'" ;;
+  esac
+}
+
 cluster_down() {
   local tag=$1
   local dir=$state_root/plexus-cluster-$tag
@@ -210,7 +232,7 @@ cluster_down() {
 load_cluster() {  # tag, node
   dir=$state_root/plexus-cluster-$1
   [ -f "$dir/state" ] || die "no cluster '$1'"
-  spine=""
+  spine="" daemons=""
   # shellcheck disable=SC1091
   . "$dir/state"
   [ "$2" -ge 0 ] && [ "$2" -lt "$nodes" ] || die "node $2 is not in 0..$((nodes - 1))"
@@ -288,6 +310,7 @@ while [ $# -gt 0 ]; do
     --spine) spine=1; shift ;;
     --nic) nic=$2; shift 2 ;;
     up|down) to=$1; shift ;;  # nic, cable
+    kill|start) to=$1; shift ;;  # daemon
     --daemons) build=$(cd "$2" && pwd); shift 2 ;;
     --node) node=$2; shift 2 ;;
     --on) on=$2; shift 2 ;;
@@ -298,7 +321,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || die "needs root (ip netns, tc)"
-[ -z "$to" ] || [ "$cmd" = nic ] || [ "$cmd" = cable ] || die "'$to' is only for nic and cable"
+[ -z "$to" ] || [ "$cmd" = nic ] || [ "$cmd" = cable ] || [ "$cmd" = daemon ] ||
+  die "'$to' is only for nic, cable and daemon"
 case "$tag" in *[!a-z0-9]*) die "--name must be lowercase letters and digits" ;; esac
 
 case "$cmd" in
@@ -313,6 +337,8 @@ case "$cmd" in
   down) [ -n "$tag" ] || die "down needs --name"; cluster_down "$tag" ;;
   daemons) [ -n "$tag" ] && [ -n "$build" ] || die "daemons needs --name and --daemons"
            cluster_daemons "$tag" ;;
+  daemon) [ -n "$tag" ] && [ -n "$node" ] || die "daemon needs --name, --node and kill or start"
+          cluster_daemon "$tag" "$node" "$to" ;;
   run) [ -n "$tag" ] && [ -n "$node" ] && [ $# -gt 0 ] || die "run needs --name, --node and a command"
        cluster_run "$tag" "$node" "$@" ;;
   exec)

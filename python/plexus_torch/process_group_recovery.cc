@@ -1,0 +1,80 @@
+// ProcessGroupPlexus after a lost rank or node: revoke, shrink to the survivors' group and
+// grow it again (plexus_comm_revoke, _shrink, _grow). Each new group owns a communicator the
+// daemons made without a Store or a rendezvous of torch's.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "python/plexus_torch/process_group_plexus.h"
+
+namespace plexus::torch_backend {
+
+plexus_comm_t ProcessGroupPlexus::live_comm(const char* what) {
+  std::lock_guard lock(comm_mutex_);
+  TORCH_CHECK(comm_ != nullptr, "ProcessGroupPlexus: ", what,
+              ": the group was aborted after a work timed out");
+  return comm_;
+}
+
+void ProcessGroupPlexus::revoke(const std::string& reason) {
+  plexus_comm_t comm = live_comm("revoke");
+  TORCH_CHECK(plexus_comm_revoke(comm, reason.c_str()) == PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: revoke: ", plexus_get_last_error());
+}
+
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::shrink(
+    const std::vector<int64_t>& exclude, bool abort) {
+  std::vector<int> ranks;
+  for (int64_t r : exclude) {
+    TORCH_CHECK(r >= 0 && r < getSize(), "ProcessGroupPlexus: shrink: rank ", r,
+                " is not in this group of ", getSize());
+    ranks.push_back(static_cast<int>(r));
+  }
+  plexus_comm_t comm = live_comm("shrink");
+  plexus_comm_t next = nullptr;
+  TORCH_CHECK(plexus_comm_shrink(comm, ranks.data(), static_cast<int>(ranks.size()),
+                                 abort ? PLEXUS_SHRINK_ABORT : PLEXUS_SHRINK_DEFAULT,
+                                 &next) == PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: shrink (rank ", getRank(), "): ", plexus_get_last_error());
+  int rank = 0;
+  int size = 0;
+  plexus_comm_user_rank(next, &rank);
+  plexus_comm_count(next, &size);
+  return c10::make_intrusive<ProcessGroupPlexus>(next, rank, size, timeout_);
+}
+
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::grow(int size) {
+  plexus_comm_t comm = live_comm("grow");
+  plexus_comm_t next = nullptr;
+  TORCH_CHECK(plexus_comm_grow(comm, size, &next) == PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: grow (rank ", getRank(), "): ", plexus_get_last_error());
+  return c10::make_intrusive<ProcessGroupPlexus>(next, getRank(), size, timeout_);
+}
+
+std::string ProcessGroupPlexus::grow_id() {
+  plexus_unique_id_t id;
+  TORCH_CHECK(plexus_comm_grow_id(live_comm("grow_id"), &id) == PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: grow_id: ", plexus_get_last_error());
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+}
+
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::join_growth(
+    const std::string& id, int rank, int size, std::chrono::milliseconds timeout) {
+  plexus_unique_id_t unique;
+  TORCH_CHECK(id.size() == sizeof(unique), "ProcessGroupPlexus: a growth's id has ", sizeof(unique),
+              " bytes, got ", id.size(), " (from grow_id?)");
+  std::memcpy(&unique, id.data(), sizeof(unique));
+  plexus_comm_t comm = nullptr;
+  const auto timeout_ms = std::min<int64_t>(timeout.count(), std::numeric_limits<int>::max());
+  TORCH_CHECK(plexus_comm_init_rank_timeout(&comm, size, unique, rank,
+                                            static_cast<int>(timeout_ms)) == PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: rank ", rank, " of ", size,
+              " could not join the growth: ", plexus_get_last_error());
+  return c10::make_intrusive<ProcessGroupPlexus>(comm, rank, size, timeout);
+}
+
+}  // namespace plexus::torch_backend
