@@ -61,12 +61,28 @@ void CommRevokes::on_revoke(const transports::PeerIdentity& peer, nc::Revoke::Re
 }
 
 void CommRevokes::pass_on(const RevokeNotice& notice, uint64_t lost) {
-  const std::vector<size_t> sent = send_down(notice, notice.children_of(me_), lost);
-  relay_.passed_on(notice.comm->token(), notice, sent, std::chrono::steady_clock::now() + keep_);
+  const std::vector<size_t> to = targets(notice, notice.children_of(me_), lost);
+  relay_.passed_on(notice.comm->token(), notice, to, std::chrono::steady_clock::now() + keep_);
+  send(notice, to);
 }
 
-std::vector<size_t> CommRevokes::send_down(const RevokeNotice& notice, std::vector<size_t> to,
-                                           uint64_t lost) {
+std::vector<size_t> CommRevokes::targets(const RevokeNotice& notice, std::vector<size_t> to,
+                                         uint64_t lost) const {
+  const NodeSpan& span = *notice.comm->span();
+  // Bounded by the span: each index is visited once, and a lost node's place is taken by
+  // its children.
+  std::vector<size_t> out;
+  for (size_t i = 0; i < to.size() && i < span.node_ids.size(); ++i) {
+    if (span.node_ids[to[i]] == lost) {
+      for (size_t child : notice.children_of(lost)) to.push_back(child);
+      continue;
+    }
+    out.push_back(to[i]);
+  }
+  return out;
+}
+
+void CommRevokes::send(const RevokeNotice& notice, const std::vector<size_t>& to) {
   const NodeSpan& span = *notice.comm->span();
   capnp::MallocMessageBuilder message;
   auto r = message.initRoot<nc::NodeMessage>().initRevoke();
@@ -75,19 +91,7 @@ std::vector<size_t> CommRevokes::send_down(const RevokeNotice& notice, std::vect
   r.setOrigin(span.node_ids[notice.origin]);
   r.setFanout(notice.fanout);
   r.setCode(static_cast<uint32_t>(notice.code));
-  // Bounded by the span: each index is visited once, and a lost node's place is taken by
-  // its children.
-  std::vector<size_t> sent;
-  for (size_t i = 0; i < to.size() && i < span.node_ids.size(); ++i) {
-    const uint64_t node = span.node_ids[to[i]];
-    if (node == lost) {
-      for (size_t child : notice.children_of(node)) to.push_back(child);
-      continue;
-    }
-    hooks_.send(node, span.node_addresses[to[i]], message);
-    sent.push_back(to[i]);
-  }
-  return sent;
+  for (size_t n : to) hooks_.send(span.node_ids[n], span.node_addresses[n], message);
 }
 
 void CommRevokes::lost(uint64_t instance) {
@@ -96,7 +100,25 @@ void CommRevokes::lost(uint64_t instance) {
         "communicator {}: a node it was revoked to was lost; its {} node(s) below are "
         "told from here",
         token_prefix(resend.token), resend.to.size());
-    send_down(*resend.message, resend.to, 0);
+    send(resend.message, resend.to);
+  }
+}
+
+void CommRevokes::node_lost(uint64_t instance,
+                            const std::vector<std::shared_ptr<const Comm>>& comms,
+                            const std::string& me) {
+  // A copy: revoking sends, and a send may come back here (a node found lost at once).
+  const std::vector<std::shared_ptr<const Comm>> all = comms;
+  for (const auto& comm : all) {
+    if (!comm->span()) continue;
+    const NodeSpan& span = *comm->span();
+    const size_t n = index_in(span, instance);
+    if (n == span.node_ids.size()) continue;
+    revoke(comm,
+           "communicator " + token_prefix(comm->token()) + " was revoked by node " + me +
+               "'s daemon: it lost node " + span.topology.node_names[n] +
+               " (its daemon stopped, or the network to it failed)",
+           PLEXUS_ERR_PEER_LOST, instance);
   }
 }
 

@@ -2,10 +2,12 @@
 // (plexus_comm_revoke), or that lost one of its nodes, sends a Revoke down a tree of the
 // communicator's nodes rooted at itself (formed_tree.h); each node passes it on before it
 // fails its own ranks' ops, so every member hears within one control hop per level, linked
-// to the revoker or not (a kAbort on the data links reaches only linked nodes). A node
-// known lost is stepped over (its children are sent it directly), and one lost after it was
-// sent it has its children sent it from here (TreeRelay). Control thread only; it owns the
-// relay, sends through Hooks::send and fails this node's ops through Hooks::revoked.
+// to the revoker or not (a kAbort on the data links reaches only linked nodes). The node
+// whose loss made this one revoke is stepped over (its children are sent it directly), and
+// one lost after it was sent it has its children sent it from here (TreeRelay). A node whose
+// ranks all left the communicator still passes it on (its span is kept until it is pruned). Control
+// thread only; it owns the relay, sends through Hooks::send and fails this node's ops through
+// Hooks::revoked.
 #pragma once
 
 #include <capnp/message.h>
@@ -55,13 +57,22 @@ class CommRevokes {
   // A Revoke from `peer`; `comm`: the communicator its token names here (null: none).
   void on_revoke(const transports::PeerIdentity& peer, node_control::Revoke::Reader revoke,
                  std::shared_ptr<const Comm> comm);
-  // Node `instance` is lost: what went to it goes to its children.
+  // Node `instance`'s control connection is lost: what went to it goes to its children.
   void lost(uint64_t instance);
+  // This node's data link to node `instance` is lost: the engine failed every communicator
+  // with that node here, and each of `comms` with it in is revoked for the nodes not linked
+  // to this one (which would otherwise hear at their next op, or never, for one waiting on
+  // a recv from a live node). `me`: this node's name, for the sentence.
+  void node_lost(uint64_t instance, const std::vector<std::shared_ptr<const Comm>>& comms,
+                 const std::string& me);
 
  private:
-  // Sends `notice` to `to` (indexes into its span), stepping over node `lost`; returns the
-  // indexes it went to.
-  std::vector<size_t> send_down(const RevokeNotice& notice, std::vector<size_t> to, uint64_t lost);
+  // The nodes `notice` goes to from here: `to` (indexes into its span), with node `lost`
+  // stepped over (its children take its place).
+  std::vector<size_t> targets(const RevokeNotice& notice, std::vector<size_t> to,
+                              uint64_t lost) const;
+  void send(const RevokeNotice& notice, const std::vector<size_t>& to);
+  // Recorded before it is sent: a send that finds a node lost at once relays from the record.
   void pass_on(const RevokeNotice& notice, uint64_t lost);
 
   uint64_t me_;

@@ -70,7 +70,7 @@ void CommService::init(const Session& session, uint32_t request_id,
                           " bytes, expected 16 (was it made by plexus_get_unique_id?)");
     return;
   }
-  if (nranks == 0 || nranks > 65536 || rank >= nranks) {
+  if (nranks == 0 || nranks > kMaxRanks || rank >= nranks) {
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                       "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
                           " is not a valid position (need 0 <= rank < nranks <= 65536)");
@@ -129,9 +129,12 @@ void CommService::route_join(const Session& session, uint32_t request_id, const 
 }
 
 void CommService::expect_successor(const CommToken& token, Comm::Origin origin) {
-  pending_successors_[token] = std::move(origin);
-  while (pending_successors_.size() > kPendingSuccessors) {
-    pending_successors_.erase(pending_successors_.begin());
+  if (pending_successors_.insert_or_assign(token, std::move(origin)).second) {
+    pending_order_.push_back(token);
+  }
+  while (pending_order_.size() > kSuccessorsKept) {
+    pending_successors_.erase(pending_order_.front());
+    pending_order_.pop_front();
   }
 }
 
@@ -178,6 +181,9 @@ void CommService::form_comm(const CommToken& token, int nranks,
   if (auto it = pending_successors_.find(token); it != pending_successors_.end()) {
     origin = std::move(it->second);
     pending_successors_.erase(it);
+    std::erase(pending_order_, token);
+    formed_successors_.push_back(token);
+    if (formed_successors_.size() > kSuccessorsKept) formed_successors_.pop_front();
   }
   auto comm = std::make_shared<Comm>(token, members, std::move(span), origin);
   comms_.push_back(comm);

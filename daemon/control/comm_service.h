@@ -12,6 +12,7 @@
 #include <capnp/message.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -90,10 +91,21 @@ class CommService {
   // Replies to every joiner and hands the communicator to the engine.
   void form_comm(const CommToken& token, int nranks,
                  const std::vector<CommRendezvous::Joiner>& joiners, std::optional<NodeSpan> span);
-  // The communicator session `session_id` holds as `handle`, and its rank there (null, -1:
-  // none).
-  std::pair<std::shared_ptr<const Comm>, int> membership(uint64_t session_id,
-                                                         uint32_t handle) const;
+  // The communicator `session` holds as `handle`, and its rank there; when none, the
+  // request is answered with an error saying it cannot `to` it.
+  struct Member {
+    std::shared_ptr<const Comm> comm;
+    int rank = -1;
+  };
+  std::optional<Member> member(const Session& session, uint32_t request_id, uint32_t handle,
+                               const char* to);
+  // "communicator X was revoked by rank r (pid p ...) on node n" and `why`.
+  std::string revoked_by(const Member& m, const Session& session, const std::string& why) const;
+  // Whether the successor `token` (`what`) formed here already: answered with an error then.
+  bool made_already(const Session& session, uint32_t request_id, const CommToken& token,
+                    const std::string& what);
+  // A request's timeout, within 1 ms .. a day.
+  static uint32_t timeout_of(uint32_t ms);
   // Fails `comm`'s ops here with PLEXUS_ERR_REVOKED and `text`, tells its other nodes, and
   // then runs `then` on this thread.
   void revoke_comm(const std::shared_ptr<const Comm>& comm, uint64_t session_id, uint32_t handle,
@@ -108,10 +120,13 @@ class CommService {
   NodeJoins nodes_;  // after rendezvous_, which it shares
   std::vector<std::shared_ptr<const Comm>> comms_;
   std::unordered_map<uint64_t, uint32_t> next_handle_;  // by session: its next handle number
-  // Successors asked for here and not formed yet (a shrink's token: what it succeeds);
-  // bounded: the oldest go past kPendingSuccessors.
+  // Successors asked for here and not formed yet (a shrink's token: what it succeeds), and
+  // the order they were asked for in; bounded: the oldest go past kSuccessorsKept. And the
+  // successors formed here lately, which a shrink or a growth may not make again.
   std::map<CommToken, Comm::Origin> pending_successors_;
-  static constexpr size_t kPendingSuccessors = 256;
+  std::deque<CommToken> pending_order_;
+  std::deque<CommToken> formed_successors_;
+  static constexpr size_t kSuccessorsKept = 256;
   uv_timer_t timer_{};
 };
 

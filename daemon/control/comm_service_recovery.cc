@@ -16,16 +16,48 @@ namespace plexus::daemon {
 
 namespace control = shm::control;
 
-std::pair<std::shared_ptr<const Comm>, int> CommService::membership(uint64_t session_id,
-                                                                    uint32_t handle) const {
+std::optional<CommService::Member> CommService::member(const Session& session, uint32_t request_id,
+                                                       uint32_t handle, const char* to) {
   for (const auto& comm : comms_) {
     if (comm->finished.load()) continue;
     for (int r = 0; r < comm->nranks(); ++r) {
       const Comm::Member& m = comm->members()[static_cast<size_t>(r)];
-      if (!m.remote && m.session_id == session_id && m.handle == handle) return {comm, r};
+      if (!m.remote && m.session_id == session.id() && m.handle == handle) {
+        return Member{comm, r};
+      }
     }
   }
-  return {nullptr, -1};
+  hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                    "this process holds no communicator with handle " + std::to_string(handle) +
+                        " to " + to + " (destroyed already?)");
+  return std::nullopt;
+}
+
+std::string CommService::revoked_by(const Member& m, const Session& session,
+                                    const std::string& why) const {
+  return "communicator " + token_prefix(m.comm->token()) + " was revoked by rank " +
+         std::to_string(m.rank) + " (" + session.describe() + ") on node " + config_.node_name +
+         why;
+}
+
+bool CommService::made_already(const Session& session, uint32_t request_id, const CommToken& token,
+                               const std::string& what) {
+  const bool here = std::any_of(comms_.begin(), comms_.end(),
+                                [&](const auto& comm) { return comm->token() == token; });
+  if (!here && std::find(formed_successors_.begin(), formed_successors_.end(), token) ==
+                   formed_successors_.end()) {
+    return false;
+  }
+  // Its token follows from what it succeeds: made twice, the nodes would take the second
+  // for the first (and drop its topology).
+  hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                    what + " was made already (communicator " + token_prefix(token) +
+                        "); destroying it does not undo that: shrink or grow that one instead");
+  return true;
+}
+
+uint32_t CommService::timeout_of(uint32_t ms) {
+  return std::clamp<uint32_t>(ms, 1, 24u * 3600 * 1000);
 }
 
 void CommService::revoke_comm(const std::shared_ptr<const Comm>& comm, uint64_t session_id,
@@ -42,74 +74,55 @@ void CommService::revoke_comm(const std::shared_ptr<const Comm>& comm, uint64_t 
 
 void CommService::revoke(const Session& session, uint32_t request_id,
                          control::CommRevoke::Reader revoke_request) {
-  const uint64_t id = session.id();
   const uint32_t handle = revoke_request.getComm();
-  auto [comm, rank] = membership(id, handle);
-  if (!comm) {
-    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                      "this process holds no communicator with handle " + std::to_string(handle) +
-                          " (destroyed already?)");
-    return;
-  }
+  auto m = member(session, request_id, handle, "revoke");
+  if (!m) return;
   std::string reason = revoke_request.getReason().cStr();
   if (reason.size() > 256) reason.resize(256);
-  const std::string text = "communicator " + token_prefix(comm->token()) + " was revoked by rank " +
-                           std::to_string(rank) + " (" + session.describe() + ") on node " +
-                           config_.node_name + (reason.empty() ? std::string() : ": " + reason);
+  const uint64_t id = session.id();
   // Answered once the engine failed this node's ops, so the client sees their completions
   // before the reply.
-  revoke_comm(comm, id, handle, text, [this, id, request_id] {
-    capnp::MallocMessageBuilder reply;
-    daemon_reply(reply, request_id).setCommRevokeReply();
-    hooks_.reply(id, reply);
-  });
+  revoke_comm(m->comm, id, handle, revoked_by(*m, session, reason.empty() ? "" : ": " + reason),
+              [this, id, request_id] {
+                capnp::MallocMessageBuilder reply;
+                daemon_reply(reply, request_id).setCommRevokeReply();
+                hooks_.reply(id, reply);
+              });
 }
 
 void CommService::shrink(const Session& session, uint32_t request_id,
                          control::CommShrink::Reader shrink) {
   const uint64_t id = session.id();
   const uint32_t handle = shrink.getComm();
-  auto [parent, rank] = membership(id, handle);
-  if (!parent) {
-    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                      "this process holds no communicator with handle " + std::to_string(handle) +
-                          " to shrink (destroyed already?)");
-    return;
-  }
+  auto m = member(session, request_id, handle, "shrink");
+  if (!m) return;
+  const std::shared_ptr<const Comm> parent = m->comm;
   const std::string of = "the shrink of communicator " + token_prefix(parent->token());
-  std::vector<int> excluded;
   if (shrink.getExclude().size() > static_cast<unsigned>(parent->nranks())) {
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                       of + ": more ranks to exclude than it has");
     return;
   }
+  std::vector<int> excluded;
   for (uint32_t r : shrink.getExclude()) excluded.push_back(static_cast<int>(r));
-  if (std::string problem = exclude_problem(excluded, parent->nranks(), rank); !problem.empty()) {
+  if (std::string problem = exclude_problem(excluded, parent->nranks(), m->rank);
+      !problem.empty()) {
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                      of + " (rank " + std::to_string(rank) + "): " + problem);
+                      of + " (rank " + std::to_string(m->rank) + "): " + problem);
     return;
   }
-  const CommToken token = successor_token(parent->token(), excluded);
-  for (const auto& comm : comms_) {
-    if (comm->token() == token) {
-      hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                        of + ": its successor without these ranks formed already (communicator " +
-                            token_prefix(token) + ")");
-      return;
-    }
-  }
-  const int nranks = parent->nranks() - static_cast<int>(excluded.size());
-  const int new_rank = successor_rank(excluded, rank);
-  const uint32_t timeout_ms = std::clamp<uint32_t>(shrink.getTimeoutMs(), 1, 24u * 3600 * 1000);
-  spdlog::info("rank {} of communicator {} shrinks it to {} rank(s) (communicator {})", rank,
-               token_prefix(parent->token()), nranks, token_prefix(token));
   std::string without;
   for (int r : excluded) without += (without.empty() ? "" : ",") + std::to_string(r);
-  expect_successor(token, Comm::Origin{parent->token(),
-                                       "shrink of " + token_prefix(parent->token()) +
-                                           (without.empty() ? std::string(" with every rank")
-                                                            : " without rank(s) " + without),
-                                       "comm_shrunk"});
+  const std::string what =
+      of + (without.empty() ? std::string(" with every rank") : " without rank(s) " + without);
+  const CommToken token = successor_token(parent->token(), excluded);
+  if (made_already(session, request_id, token, what)) return;
+  const int nranks = parent->nranks() - static_cast<int>(excluded.size());
+  const int new_rank = successor_rank(excluded, m->rank);
+  const uint32_t timeout_ms = timeout_of(shrink.getTimeoutMs());
+  spdlog::info("rank {} of communicator {} shrinks it to {} rank(s) (communicator {})", m->rank,
+               token_prefix(parent->token()), nranks, token_prefix(token));
+  expect_successor(token, Comm::Origin{parent->token(), what.substr(4), "comm_shrunk"});
   auto join = [this, parent, id, request_id, token, nranks, new_rank, timeout_ms, excluded] {
     std::shared_ptr<const Session> held = hooks_.session(id);
     if (!held) return;  // its connection closed meanwhile
@@ -129,11 +142,7 @@ void CommService::shrink(const Session& session, uint32_t request_id,
     return;
   }
   // NCCL_SHRINK_ABORT: the parent's ops in flight end first, on every node.
-  revoke_comm(parent, id, handle,
-              "communicator " + token_prefix(parent->token()) + " was revoked by rank " +
-                  std::to_string(rank) + " (" + session.describe() + ") on node " +
-                  config_.node_name + " to shrink it",
-              join);
+  revoke_comm(parent, id, handle, revoked_by(*m, session, " to shrink it"), join);
 }
 
 NodeJoins::RootRef CommService::growth_root(const Comm& parent) const {
@@ -150,15 +159,10 @@ NodeJoins::RootRef CommService::growth_root(const Comm& parent) const {
 
 void CommService::grow_id(const Session& session, uint32_t request_id,
                           control::CommGrow::Reader grow) {
-  auto [parent, rank] = membership(session.id(), grow.getComm());
-  if (!parent) {
-    hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                      "this process holds no communicator with handle " +
-                          std::to_string(grow.getComm()) + " to grow (destroyed already?)");
-    return;
-  }
-  const CommToken token = growth_token(parent->token(), grow.getSequence());
-  const NodeJoins::RootRef root = growth_root(*parent);
+  auto m = member(session, request_id, grow.getComm(), "grow");
+  if (!m) return;
+  const CommToken token = growth_token(m->comm->token(), grow.getSequence());
+  const NodeJoins::RootRef root = growth_root(*m->comm);
   capnp::MallocMessageBuilder reply;
   auto id = daemon_reply(reply, request_id).initGrowIdReply();
   id.setToken(kj::arrayPtr(token.data(), token.size()));
@@ -171,22 +175,23 @@ void CommService::grow_id(const Session& session, uint32_t request_id,
 void CommService::grow(const Session& session, uint32_t request_id,
                        control::CommGrow::Reader grow) {
   const uint64_t id = session.id();
-  auto [parent, rank] = membership(id, grow.getComm());
-  if (!parent) {
-    hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
-                      "this process holds no communicator with handle " +
-                          std::to_string(grow.getComm()) + " to grow (destroyed already?)");
-    return;
-  }
+  auto m = member(session, request_id, grow.getComm(), "grow");
+  if (!m) return;
+  const std::shared_ptr<const Comm> parent = m->comm;
+  const int rank = m->rank;
   const uint32_t nranks = grow.getNranks();
-  if (nranks <= static_cast<uint32_t>(parent->nranks()) || nranks > 65536) {
+  if (nranks <= static_cast<uint32_t>(parent->nranks()) || nranks > kMaxRanks) {
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                       "communicator " + token_prefix(parent->token()) + " has " +
                           std::to_string(parent->nranks()) + " ranks: it cannot grow to " +
-                          std::to_string(nranks) + " (need more, at most 65536)");
+                          std::to_string(nranks) + " (need more, at most " +
+                          std::to_string(kMaxRanks) + ")");
     return;
   }
   const CommToken token = growth_token(parent->token(), grow.getSequence());
+  const std::string what = "the growth number " + std::to_string(grow.getSequence()) +
+                           " of communicator " + token_prefix(parent->token());
+  if (made_already(session, request_id, token, what)) return;
   spdlog::info("rank {} of communicator {} grows it to {} rank(s) (communicator {})", rank,
                token_prefix(parent->token()), nranks, token_prefix(token));
   expect_successor(token, Comm::Origin{parent->token(),
@@ -195,7 +200,7 @@ void CommService::grow(const Session& session, uint32_t request_id,
                                        "comm_grown"});
   const auto& forced = parent->span() ? parent->span()->forced : std::nullopt;
   route_join(session, request_id, token, static_cast<int>(nranks), rank,
-             std::clamp<uint32_t>(grow.getTimeoutMs(), 1, 24u * 3600 * 1000), growth_root(*parent),
+             timeout_of(grow.getTimeoutMs()), growth_root(*parent),
              forced ? algo::algorithm_name(*forced) : "");
 }
 

@@ -78,8 +78,29 @@ NodeRendezvous::Successor successor_of(const Comm& parent, const std::vector<int
     auto& entry = out.expected[span.node_ids[node]];
     entry.name = span.topology.node_names[node];
     entry.parent_ranks.push_back(r);
+    entry.ranks.push_back(successor_rank(excluded, r));
   }
   return out;
+}
+
+common::Result<NodeRendezvous::Successor> successor_for(const Comm* parent,
+                                                        const CommToken& parent_token,
+                                                        const std::vector<int>& excluded,
+                                                        const CommToken& token, int nranks,
+                                                        const std::string& here) {
+  const std::string of = "the shrink of communicator " + token_prefix(parent_token);
+  if (parent == nullptr || !parent->span()) {
+    return common::fail("node " + here + " holds no communicator " + token_prefix(parent_token) +
+                        " (the root of " + of + " is the node of its lowest kept rank)");
+  }
+  if (std::string problem = exclude_problem(excluded, parent->nranks(), -1); !problem.empty()) {
+    return common::fail(of + ": " + problem);
+  }
+  if (successor_token(parent_token, excluded) != token ||
+      nranks != parent->nranks() - static_cast<int>(excluded.size())) {
+    return common::fail(of + ": its token or size does not follow from the ranks excluded");
+  }
+  return successor_of(*parent, excluded);
 }
 
 size_t successor_root(const Comm& parent, const std::vector<int>& excluded) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/control/node_rendezvous.h"
 #include "daemon/engine/comm.h"
 
@@ -28,6 +29,14 @@ std::string exclude_problem(const std::vector<int>& excluded, int nranks, int ca
 int successor_rank(const std::vector<int>& excluded, int rank);
 // The nodes of multi-node communicator `parent` that hold a kept rank (who must join).
 NodeRendezvous::Successor successor_of(const Comm& parent, const std::vector<int>& excluded);
+// At the root: who must join the shrink of `parent_token` without `excluded`, or why a join
+// of `token` with `nranks` cannot be taken there (`parent`: that communicator here, if any;
+// `here`: this node's name).
+common::Result<NodeRendezvous::Successor> successor_for(const Comm* parent,
+                                                        const CommToken& parent_token,
+                                                        const std::vector<int>& excluded,
+                                                        const CommToken& token, int nranks,
+                                                        const std::string& here);
 // Index in `parent`'s span of the successor's root: the node of the lowest kept rank.
 size_t successor_root(const Comm& parent, const std::vector<int>& excluded);
 

@@ -47,7 +47,7 @@ common::Result<TopologyMessage> read_formed(node_control::Formed::Reader in, uin
   t.root = in.getRoot();
   t.fanout = in.getFanout();
   const auto rank_count = in.getRankNode().size();
-  if (rank_count == 0 || rank_count > 65536 || in.getNodes().size() > rank_count) {
+  if (rank_count == 0 || rank_count > kMaxRanks || in.getNodes().size() > rank_count) {
     return common::fail("it places " + std::to_string(rank_count) + " ranks on " +
                         std::to_string(in.getNodes().size()) + " nodes");
   }

@@ -102,9 +102,9 @@ void NodeJoins::start(uv_loop_t* loop) {
       config_.connect_timeout);
 }
 
-std::shared_ptr<const Comm> NodeJoins::find_comm(const CommToken& token) const {
+std::shared_ptr<const Comm> NodeJoins::find_comm(const CommToken& token, bool finished_too) const {
   for (const auto& comm : hooks_.comms()) {
-    if (comm->token() == token && !comm->finished.load()) return comm;
+    if (comm->token() == token && (finished_too || !comm->finished.load())) return comm;
   }
   return nullptr;
 }
@@ -199,62 +199,29 @@ void NodeJoins::join(const Session& session, uint32_t request_id, const CommToke
   hooks_.arm_timer();
 }
 
-common::Result<NodeRendezvous::Successor> NodeJoins::successor_here(const CommToken& token,
-                                                                    int nranks,
-                                                                    const ShrinkOf& shrink) {
-  std::shared_ptr<const Comm> parent = find_comm(shrink.parent);
-  const std::string of = "the shrink of communicator " + token_prefix(shrink.parent);
-  if (!parent || !parent->span()) {
-    return common::fail("node " + config_.node_name + " holds no communicator " +
-                        token_prefix(shrink.parent) + " (the root of " + of +
-                        " is the node of its lowest kept rank)");
-  }
-  if (std::string problem = exclude_problem(shrink.excluded, parent->nranks(), -1);
-      !problem.empty()) {
-    return common::fail(of + ": " + problem);
-  }
-  if (successor_token(shrink.parent, shrink.excluded) != token ||
-      nranks != parent->nranks() - static_cast<int>(shrink.excluded.size())) {
-    return common::fail(of + ": its token or size does not follow from the ranks excluded");
-  }
-  return successor_of(*parent, shrink.excluded);
-}
-
 void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nranks,
                           std::vector<int> ranks, uint32_t timeout_ms, const std::string& algorithm,
                           const ShrinkOf* shrink) {
   std::optional<NodeRendezvous::Successor> successor;
+  std::shared_ptr<const Comm> parent;
   // One refused already is refused again, whatever became of its parent here meanwhile.
   if (shrink != nullptr && !node_rendezvous_.refused(token)) {
-    auto here = successor_here(token, nranks, *shrink);
+    parent = find_comm(shrink->parent);
+    auto here = successor_for(parent.get(), shrink->parent, shrink->excluded, token, nranks,
+                              config_.node_name);
     if (!here.ok()) {
       deliver_join_failed(node.instance_id, token, PLEXUS_ERR_INVALID_ARGUMENT, here.error());
       return;
     }
-    successor = std::move(*here);
-    // A node it waits for that is gone already is found now, not at the timeout: a control
-    // connection to it is refused (on_peer_control_lost); one to a live node stays open
-    // while the rendezvous waits (control_busy).
-    if (!node_rendezvous_.waiting(token)) {
-      capnp::MallocMessageBuilder probe;
-      probe.initRoot<nc::NodeMessage>().setProbe();
-      std::shared_ptr<const Comm> parent = find_comm(shrink->parent);
-      const NodeSpan& span = *parent->span();
-      for (size_t n = 0; n < span.node_ids.size(); ++n) {
-        const uint64_t id = span.node_ids[n];
-        if (id == instance_id_ || successor->expected.count(id) == 0 ||
-            peers_->control_peer(id) != nullptr) {
-          continue;
-        }
-        peers_->send_control(id, span.node_addresses[n], probe);
-      }
-    }
+    successor = here.take();
   }
+  const bool first = !node_rendezvous_.waiting(token);
   NodeRendezvous::Join join{node, std::move(ranks),
                             Clock::now() + std::chrono::milliseconds(timeout_ms), algorithm};
   auto result = node_rendezvous_.join(token, nranks, join, successor ? &*successor : nullptr);
   switch (result.outcome) {
     case NodeRendezvous::Result::kWaiting:
+      if (successor && first) probe(*successor, *parent->span());
       hooks_.arm_timer();
       return;
     case NodeRendezvous::Result::kRejected:
@@ -276,6 +243,23 @@ void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nran
       deliver_formed(token, result.formed, cost);
       return;
     }
+  }
+}
+
+void NodeJoins::probe(const NodeRendezvous::Successor& successor, const NodeSpan& span) {
+  // A node the shrink waits for that is gone already is found now, not at the timeout: a
+  // control connection to it is refused (on_peer_control_lost); one to a live node stays
+  // open while the rendezvous waits (control_busy). After the rendezvous exists, so that a
+  // refusal found at once has something to fail.
+  capnp::MallocMessageBuilder message;
+  message.initRoot<nc::NodeMessage>().setProbe();
+  for (size_t n = 0; n < span.node_ids.size(); ++n) {
+    const uint64_t id = span.node_ids[n];
+    if (id == instance_id_ || successor.expected.count(id) == 0 ||
+        peers_->control_peer(id) != nullptr) {
+      continue;
+    }
+    peers_->send_control(id, span.node_addresses[n], message);
   }
 }
 
@@ -425,7 +409,7 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
       case nc::NodeMessage::JOIN: {
         auto join = message.getJoin();
         const uint32_t nranks = join.getNranks();
-        if (join.getToken().size() != sizeof(CommToken) || nranks == 0 || nranks > 65536 ||
+        if (join.getToken().size() != sizeof(CommToken) || nranks == 0 || nranks > kMaxRanks ||
             join.getRanks().size() == 0 || join.getRanks().size() > nranks ||
             join.getAlgorithm().size() > 32) {
           spdlog::warn("node {}: malformed join ignored", peer.node_name);
@@ -435,14 +419,15 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         for (uint32_t r : join.getRanks()) ranks.push_back(static_cast<int>(r));
         std::optional<ShrinkOf> shrink;
         if (join.hasParent()) {
-          if (join.getParent().size() != sizeof(CommToken) || join.getExcluded().size() > nranks) {
+          // Checked against the parent at the root (successor_for); bounded here only.
+          if (join.getParent().size() != sizeof(CommToken) ||
+              join.getExcluded().size() > kMaxRanks) {
             spdlog::warn("node {}: malformed shrink join ignored", peer.node_name);
             return;
           }
           shrink.emplace();
           shrink->parent = token_of(join.getParent());
-          // Checked against the parent at the root (successor_here); a rank past INT_MAX
-          // wraps negative and is refused there.
+          // A rank past INT_MAX wraps negative and is refused there.
           for (uint32_t r : join.getExcluded()) shrink->excluded.push_back(static_cast<int>(r));
         }
         root_join(NodeInfo{peer.instance_id, peer.node_name, peer.addresses},
@@ -491,7 +476,7 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
       case nc::NodeMessage::REVOKE: {
         auto revoke = message.getRevoke();
         if (revoke.getToken().size() != sizeof(CommToken) || !revokes_) return;
-        revokes_->on_revoke(peer, revoke, find_comm(token_of(revoke.getToken())));
+        revokes_->on_revoke(peer, revoke, find_comm(token_of(revoke.getToken()), true));
         return;
       }
       case nc::NodeMessage::JOIN_FAILED: {
@@ -528,7 +513,7 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
   for (const auto& resend : relay_.lost(instance, Clock::now())) {
     spdlog::info("communicator {}: {} lost; the topology goes to the {} node(s) below it from here",
                  token_prefix(resend.token), name, resend.to.size());
-    send_formed(resend.token, *resend.message, resend.to);
+    send_formed(resend.token, resend.message, resend.to);
   }
   if (revokes_) revokes_->lost(instance);
   // A daemon that refuses connections is gone: its data link need not wait out the grace on
@@ -543,15 +528,16 @@ void NodeJoins::on_peer_control_lost(uint64_t instance, const std::string& name,
     });
   }
   drop_from_rendezvous(instance);
+  drop_root(instance,
+            "lost the root daemon (" + name + ") before the communicator formed: " + reason);
+}
+
+void NodeJoins::drop_root(uint64_t instance, const std::string& why) {
   std::vector<CommToken> waiting;
   for (const auto& [token, join] : multi_joins_) {
     if (join.root.instance == instance) waiting.push_back(token);
   }
-  for (const auto& token : waiting) {
-    fail_local_join(
-        token, PLEXUS_ERR_PEER_LOST,
-        "lost the root daemon (" + name + ") before the communicator formed: " + reason);
-  }
+  for (const auto& token : waiting) fail_local_join(token, PLEXUS_ERR_PEER_LOST, why);
 }
 
 void NodeJoins::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
@@ -590,25 +576,16 @@ void NodeJoins::data_link_lost(uint64_t instance) {
   data_links_.erase(instance);
   dormant_links_.erase(instance);
   if (peers_) peers_->forget_data_peer(instance);
-  // A shrink waiting here for that node cannot form with it.
+  // A shrink waiting here for that node cannot form with it, nor one that waits for it as
+  // its root (the idle control connection to it may not notice for a while).
   drop_from_rendezvous(instance);
-  // The engine failed every communicator with that node; the nodes of each that are not
-  // linked to this one hear it from here rather than at their next op (or never, for one
-  // waiting on a recv from a live node).
-  if (!revokes_) return;
-  for (const auto& comm : hooks_.comms()) {
-    if (!comm->span() || comm->finished.load()) continue;
-    const NodeSpan& span = *comm->span();
-    for (size_t n = 0; n < span.node_ids.size(); ++n) {
-      if (span.node_ids[n] != instance) continue;
-      revokes_->revoke(comm,
-                       "communicator " + token_prefix(comm->token()) + " was revoked by node " +
-                           config_.node_name + "'s daemon: it lost node " +
-                           span.topology.node_names[n] +
-                           " (its daemon stopped, or the network to it failed)",
-                       PLEXUS_ERR_PEER_LOST, instance);
-      break;
-    }
+  const transports::PeerIdentity* peer = peers_ ? peers_->control_peer(instance) : nullptr;
+  drop_root(instance, "lost the data connection to the root daemon" +
+                          (peer != nullptr ? " (node " + peer->node_name + ")" : std::string()) +
+                          " before the communicator formed");
+  if (revokes_) {
+    revokes_->lost(instance);
+    revokes_->node_lost(instance, hooks_.comms(), config_.node_name);
   }
 }
 

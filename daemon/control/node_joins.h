@@ -42,7 +42,8 @@ class NodeJoins {
         form_comm;
     // A deadline was added: the rendezvous timer is set again.
     std::function<void()> arm_timer;
-    // The communicators formed here and not yet finished (ControlServer's const views).
+    // The communicators formed here (CommService's const views; a finished one until it is
+    // pruned).
     std::function<const std::vector<std::shared_ptr<const Comm>>&()> comms;
   };
   // The daemon that made a communicator's unique id: its root.
@@ -111,9 +112,9 @@ class NodeJoins {
  private:
   void root_join(const NodeInfo& node, const CommToken& token, int nranks, std::vector<int> ranks,
                  uint32_t timeout_ms, const std::string& algorithm, const ShrinkOf* shrink);
-  // At a shrink's root: who must join, or why `node`'s join cannot be taken.
-  common::Result<NodeRendezvous::Successor> successor_here(const CommToken& token, int nranks,
-                                                           const ShrinkOf& shrink);
+  // At a shrink's root, once it waits: a control connection to each node it waits for
+  // that has none.
+  void probe(const NodeRendezvous::Successor& successor, const NodeSpan& span);
   // At the root: the topology goes down the tree (formed_tree.h) and to this node's ranks.
   void deliver_formed(const CommToken& token, const NodeRendezvous::Formed& formed,
                       const algo::LinkCost& cost);
@@ -138,9 +139,12 @@ class NodeJoins {
   void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
                     const std::string& nic, bool backup, bool latency);
   void on_data_failed(uint64_t instance, const std::string& reason);
-  // Node `instance` is gone: rendezvous here with it in, or waiting for it, fail.
+  // Node `instance` is gone: rendezvous here with it in, or waiting for it, fail; and this
+  // node's joins that wait for it as their root, with `why`.
   void drop_from_rendezvous(uint64_t instance);
-  std::shared_ptr<const Comm> find_comm(const CommToken& token) const;
+  void drop_root(uint64_t instance, const std::string& why);
+  // The communicator `token` here (`finished_too`: also one whose ranks here all left).
+  std::shared_ptr<const Comm> find_comm(const CommToken& token, bool finished_too = false) const;
   NodeInfo my_node_info() const;
   // Whether the control connection to `instance` must stay open however quiet: this node's
   // ranks wait for it as their root, or a rendezvous here waits with it in.

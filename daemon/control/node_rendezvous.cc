@@ -35,11 +35,12 @@ bool NodeRendezvous::involves(uint64_t instance_id) const {
 }
 
 NodeRendezvous::Failure NodeRendezvous::fail_successor(std::map<CommToken, Pending>::iterator it,
-                                                       std::string message, plexus_result_t code) {
+                                                       std::string message, plexus_result_t code,
+                                                       bool refuse_later) {
   const CommToken token = it->first;
   Failure failure{token, ids(it->second), std::move(message), code};
   pending_.erase(it);
-  refuse(token, failure.code, failure.message);
+  if (refuse_later) refuse(token, failure.code, failure.message);
   return failure;
 }
 
@@ -102,9 +103,18 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
                   ", but an earlier node did not");
   }
   if (p.successor) {
-    if (p.successor->expected.count(join.node.instance_id) == 0) {
+    auto expected = p.successor->expected.find(join.node.instance_id);
+    if (expected == p.successor->expected.end()) {
       return reject("node " + join.node.name + " holds no rank the shrink of communicator " +
                     token_prefix(p.successor->parent) + " keeps");
+    }
+    for (int rank : join.ranks) {
+      const std::vector<int>& its = expected->second.ranks;
+      if (std::find(its.begin(), its.end(), rank) == its.end()) {
+        return reject("node " + join.node.name + " joined the shrink of communicator " +
+                      token_prefix(p.successor->parent) + " as rank " + std::to_string(rank) +
+                      ", which is another node's");
+      }
     }
     // Two successors of one parent at once: the ranks disagree on whom to exclude.
     for (auto other = pending_.begin(); other != pending_.end(); ++other) {
@@ -113,14 +123,18 @@ NodeRendezvous::Result NodeRendezvous::join(const CommToken& token, int nranks, 
         continue;
       }
       auto list = [](const Successor& s) { return "[" + list_ranks(s.excluded) + "]"; };
-      const std::string why = "the ranks disagree on whom to exclude from communicator " +
-                              token_prefix(p.successor->parent) + ": node " + join.node.name +
-                              "'s ranks exclude " + list(*p.successor) + ", node " +
-                              other->second.nodes.front().name + "'s exclude " +
-                              list(*other->second.successor);
+      const std::string why =
+          "the ranks disagree on whom to exclude from communicator " +
+          token_prefix(p.successor->parent) + ": node " + join.node.name + "'s ranks exclude " +
+          list(*p.successor) + ", node " + other->second.nodes.front().name + "'s exclude " +
+          list(*other->second.successor) +
+          " (both lists are refused for it from now on: a rank still on its way with either "
+          "hears this too)";
       // Both fail, and a node that joins either later hears the same.
-      result.other = fail_successor(other, why, PLEXUS_ERR_MISMATCH);
-      Failure mine = fail_successor(it, why, PLEXUS_ERR_MISMATCH);
+      // Refused from now on, both: a rank still on its way with either list must not wait
+      // for ranks that have heard (the retry needs a list of its own; see the message).
+      result.other = fail_successor(other, why, PLEXUS_ERR_MISMATCH, true);
+      Failure mine = fail_successor(it, why, PLEXUS_ERR_MISMATCH, true);
       result.outcome = Result::kRejected;
       result.error = why;
       result.code = PLEXUS_ERR_MISMATCH;
@@ -186,10 +200,17 @@ std::vector<NodeRendezvous::Failure> NodeRendezvous::expire(Clock::time_point no
   std::vector<Failure> out;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.deadline <= now) {
-      out.push_back({it->first, ids(it->second),
-                     "communicator init timed out: " + describe_missing(it->second),
-                     PLEXUS_ERR_TIMEOUT});
-      it = pending_.erase(it);
+      std::string why = "communicator init timed out: " + describe_missing(it->second);
+      auto next = std::next(it);
+      if (it->second.successor) {
+        // A join of it that comes late is refused, rather than waiting anew (and meeting
+        // the survivors' retry with another list as a mismatch).
+        out.push_back(fail_successor(it, std::move(why), PLEXUS_ERR_TIMEOUT, true));
+      } else {
+        out.push_back({it->first, ids(it->second), std::move(why), PLEXUS_ERR_TIMEOUT});
+        pending_.erase(it);
+      }
+      it = next;
     } else {
       ++it;
     }
@@ -207,14 +228,14 @@ std::vector<NodeRendezvous::Failure> NodeRendezvous::drop_node(uint64_t instance
         ++it;
         continue;
       }
-      const auto& [name, ranks] = expected->second;
+      const Successor::Node& node = expected->second;
       auto next = std::next(it);
-      out.push_back(fail_successor(it,
-                                   "node " + name + " was lost during the shrink of communicator " +
-                                       token_prefix(p.successor->parent) +
-                                       ": exclude its rank(s) " + list_ranks(ranks) +
-                                       " as well and shrink again",
-                                   PLEXUS_ERR_PEER_LOST));
+      out.push_back(
+          fail_successor(it,
+                         "node " + node.name + " was lost during the shrink of communicator " +
+                             token_prefix(p.successor->parent) + ": exclude its rank(s) " +
+                             list_ranks(node.parent_ranks) + " as well and shrink again",
+                         PLEXUS_ERR_PEER_LOST, true));
       std::erase(out.back().notify, instance_id);
       it = next;
       continue;

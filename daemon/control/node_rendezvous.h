@@ -17,6 +17,10 @@
 
 namespace plexus::daemon {
 
+// The most ranks a communicator may have: a bound on what a rank or a peer can make a daemon
+// hold.
+inline constexpr uint32_t kMaxRanks = 65536;
+
 struct NodeInfo {
   uint64_t instance_id = 0;            // a daemon's random id for this run
   std::string name;                    // host name, for messages
@@ -66,6 +70,7 @@ class NodeRendezvous {
     struct Node {
       std::string name;
       std::vector<int> parent_ranks;  // its ranks of the parent that are kept
+      std::vector<int> ranks;         // the same in the successor: all it may join with
     };
     std::map<uint64_t, Node> expected;  // by instance id: the nodes that must join
   };
@@ -103,9 +108,10 @@ class NodeRendezvous {
     std::string algorithm_from;  // the node that set it
     std::optional<Successor> successor;
   };
-  // A successor's failure: `message` for the nodes that joined, and for any that joins later.
+  // A successor's failure: `message` for the nodes that joined and, when `refuse_later`, for
+  // any that joins it later (a straggler of the failed attempt must not wait anew).
   Failure fail_successor(std::map<CommToken, Pending>::iterator it, std::string message,
-                         plexus_result_t code);
+                         plexus_result_t code, bool refuse_later);
   static std::vector<uint64_t> ids(const Pending& p);
   static std::string describe_missing(const Pending& p);
 

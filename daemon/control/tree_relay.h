@@ -48,10 +48,11 @@ class TreeRelay {
     if (kept_.size() > kKept) kept_.pop_front();
   }
   // Node `instance` is lost. For each message kept that went to it: the nodes to send it to
-  // now (the lost node's children), recorded as sent to.
+  // now (the lost node's children), recorded as sent to. A copy of the message: sending it
+  // may find another node lost and call this again, which drops kept messages.
   struct Resend {
     CommToken token;
-    const Message* message;  // valid until the next call
+    Message message;
     std::vector<size_t> to;
   };
   std::vector<Resend> lost(uint64_t instance, Clock::time_point now) {
@@ -59,7 +60,7 @@ class TreeRelay {
     std::vector<Resend> out;
     for (Kept& k : kept_) {
       if (k.sent_to.count(k.message.index_of(instance)) == 0) continue;  // never went to it
-      Resend resend{k.token, &k.message, {}};
+      Resend resend{k.token, k.message, {}};
       for (size_t child : k.message.children_of(instance)) {
         if (k.sent_to.insert(child).second) resend.to.push_back(child);
       }

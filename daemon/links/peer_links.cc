@@ -386,8 +386,13 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, path.conn->poll_fd(), nullptr);
   path.conn->close_abortively();
   paths_by_key_.erase(path.key);
+  // Out of the link before its channel moves the frames: writing them to the link's other
+  // paths may fail those too, and the last one loses the link (lose() destroys it).
+  std::unique_ptr<Path> gone = std::move(link.paths[id]);
+  const uint64_t peer = link.peer;
   link.channel->path_failed(id, reason);  // its unacknowledged frames wait for another path
-  link.paths[id].reset();                 // closes the path; `path` is gone
+  gone.reset();                           // closes the path; `path` is gone
+  if (links_.count(peer) == 0) return;    // lost meanwhile, `link` with it
   link.last_failure = reason;
   if (!channel_settings_.reliable) {
     // Whatever the path had taken is lost for good: the peer's ops cannot complete.

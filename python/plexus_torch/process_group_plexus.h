@@ -97,8 +97,9 @@ class ProcessGroupPlexus : public BackendBase {
   void check_rank(int rank, const char* what) const;
   // The progress thread, whose watchdog aborts the communicator when a work times out.
   void start_progress();
-  // The communicator, or an error naming `what` once the watchdog aborted it.
-  plexus_comm_t live_comm(const char* what);
+  // The communicator while `held` (a lock of comm_mutex_) is, or an error naming `what` once
+  // the watchdog aborted it.
+  plexus_comm_t live_comm(const std::unique_lock<std::mutex>& held, const char* what) const;
 
   std::chrono::milliseconds timeout_;
   std::mutex comm_mutex_;

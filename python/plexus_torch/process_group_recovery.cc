@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,16 +14,18 @@
 
 namespace plexus::torch_backend {
 
-plexus_comm_t ProcessGroupPlexus::live_comm(const char* what) {
-  std::lock_guard lock(comm_mutex_);
-  TORCH_CHECK(comm_ != nullptr, "ProcessGroupPlexus: ", what,
+// Held through the call: the watchdog aborts (and frees) the communicator under the same
+// lock, so it waits for a shrink or a growth rather than freeing what they use.
+plexus_comm_t ProcessGroupPlexus::live_comm(const std::unique_lock<std::mutex>& held,
+                                            const char* what) const {
+  TORCH_CHECK(held.owns_lock() && comm_ != nullptr, "ProcessGroupPlexus: ", what,
               ": the group was aborted after a work timed out");
   return comm_;
 }
 
 void ProcessGroupPlexus::revoke(const std::string& reason) {
-  plexus_comm_t comm = live_comm("revoke");
-  TORCH_CHECK(plexus_comm_revoke(comm, reason.c_str()) == PLEXUS_SUCCESS,
+  std::unique_lock lock(comm_mutex_);
+  TORCH_CHECK(plexus_comm_revoke(live_comm(lock, "revoke"), reason.c_str()) == PLEXUS_SUCCESS,
               "ProcessGroupPlexus: revoke: ", plexus_get_last_error());
 }
 
@@ -34,7 +37,8 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::shrink(
                 " is not in this group of ", getSize());
     ranks.push_back(static_cast<int>(r));
   }
-  plexus_comm_t comm = live_comm("shrink");
+  std::unique_lock lock(comm_mutex_);
+  plexus_comm_t comm = live_comm(lock, "shrink");
   plexus_comm_t next = nullptr;
   TORCH_CHECK(plexus_comm_shrink(comm, ranks.data(), static_cast<int>(ranks.size()),
                                  abort ? PLEXUS_SHRINK_ABORT : PLEXUS_SHRINK_DEFAULT,
@@ -48,7 +52,8 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::shrink(
 }
 
 c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::grow(int size) {
-  plexus_comm_t comm = live_comm("grow");
+  std::unique_lock lock(comm_mutex_);
+  plexus_comm_t comm = live_comm(lock, "grow");
   plexus_comm_t next = nullptr;
   TORCH_CHECK(plexus_comm_grow(comm, size, &next) == PLEXUS_SUCCESS,
               "ProcessGroupPlexus: grow (rank ", getRank(), "): ", plexus_get_last_error());
@@ -57,7 +62,8 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::grow(int size) {
 
 std::string ProcessGroupPlexus::grow_id() {
   plexus_unique_id_t id;
-  TORCH_CHECK(plexus_comm_grow_id(live_comm("grow_id"), &id) == PLEXUS_SUCCESS,
+  std::unique_lock lock(comm_mutex_);
+  TORCH_CHECK(plexus_comm_grow_id(live_comm(lock, "grow_id"), &id) == PLEXUS_SUCCESS,
               "ProcessGroupPlexus: grow_id: ", plexus_get_last_error());
   return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
 }

@@ -191,12 +191,14 @@ TEST_F(RecoveryTest, SurvivorsOfAKilledRankShrinkToAnExactCommunicatorNumberedDe
 }
 
 TEST_F(RecoveryTest, AShrinkWithAbortEndsTheParentsOpsInFlightFirst) {
-  auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {
+  const std::string done = temp_prefix("abort-done");
+  auto results = run_ranks(socket(), 3, [&](int rank, int n, const auto& id) -> std::string {
     plexus_comm_t comm = nullptr;
     if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
     if (rank == 2) {
-      // Alive, but left out: it neither joins the allreduce nor calls shrink.
-      std::this_thread::sleep_for(std::chrono::seconds(2));
+      // Alive, but left out: it neither joins the allreduce nor calls shrink, and stays a
+      // member until the others are done with the parent.
+      wait_for_rank_files(done, 2);
       plexus_comm_destroy(comm);
       return {};
     }
@@ -208,19 +210,20 @@ TEST_F(RecoveryTest, AShrinkWithAbortEndsTheParentsOpsInFlightFirst) {
     }
     plexus_comm_t next = nullptr;
     int excluded = 2;
+    std::string error;
     if (auto r = plexus_comm_shrink(comm, &excluded, 1, PLEXUS_SHRINK_ABORT, &next)) {
-      return describe("shrink", r);
+      error = describe("shrink", r);
+    } else {
+      error = failed_as("the allreduce in flight", plexus_wait(&request), PLEXUS_ERR_REVOKED,
+                        {"to shrink it"});
+      if (error.empty()) error = exact_allreduce(next);
+      plexus_comm_destroy(next);
     }
-    if (std::string e = failed_as("the allreduce in flight", plexus_wait(&request),
-                                  PLEXUS_ERR_REVOKED, {"to shrink it"});
-        !e.empty()) {
-      return e;
-    }
-    if (std::string error = exact_allreduce(next); !error.empty()) return "successor: " + error;
-    plexus_comm_destroy(next);
     plexus_comm_destroy(comm);
-    return {};
+    std::ofstream(done + std::to_string(rank)) << "done";
+    return error;
   });
+  for (int r = 0; r < 2; ++r) std::remove((done + std::to_string(r)).c_str());
   EXPECT_EQ(failures(results), "");
 }
 

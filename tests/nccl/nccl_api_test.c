@@ -465,21 +465,24 @@ static void case_grow(ncclComm_t sub, int rank, int n) {
     }
   }
   ncclComm_t grown = NULL;
-  CHECK("grow", grow(sub, n, NULL, -1, &grown, NULL));
   int count = 0, me = -1;
-  CHECK("grow", ncclCommCount(grown, &count));
-  CHECK("grow", ncclCommUserRank(grown, &me));
-  if (count != n || me != rank) { failf("grow", "size %d rank %d", count, me); return; }
-  if (!grown_sum_ok(grown, n)) { failf("grow", "the grown allreduce is wrong"); return; }
-  CHECK("grow", ncclCommDestroy(grown));
-  if (rank == 0) {
+  if (grow(sub, n, NULL, -1, &grown, NULL) != ncclSuccess) {
+    failf("grow", "rank %d: %s", rank, ncclGetLastError(NULL));
+  } else if (ncclCommCount(grown, &count) != ncclSuccess ||
+             ncclCommUserRank(grown, &me) != ncclSuccess || count != n || me != rank) {
+    failf("grow", "size %d rank %d", count, me);
+  } else if (!grown_sum_ok(grown, n)) {
+    failf("grow", "the grown allreduce is wrong");
+  }
+  if (grown != NULL) ncclCommDestroy(grown);
+  if (rank == 0) { /* always reaped: the replacement exits once its part failed or passed */
     int status = 0;
     waitpid(replacement, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       failf("grow", "the replacement rank exited with 0x%x", status);
-      return;
+    } else {
+      printf("ok grow back to %d ranks with a replacement rank (ncclCommGrow)\n", n);
     }
-    printf("ok grow back to %d ranks with a replacement rank (ncclCommGrow)\n", n);
   }
 }
 
@@ -524,6 +527,18 @@ static void case_revoke_shrink(ncclUniqueId id, int rank, int n) {
   CHECK("shrink", ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, sub, NULL));
   if (sum != (int64_t)(n - 1) * n / 2) { failf("shrink", "sum %lld", (long long)sum); return; }
   if (rank == 0) printf("ok revoke, then shrink without the lost rank in %.3f s, exact\n", took);
+  /* A revoke of a live communicator: the others' allreduce, waiting for rank 0, fails. */
+  if (rank == 0) {
+    usleep(200 * 1000);
+    CHECK("revoke", ncclCommRevoke(sub, NCCL_REVOKE_DEFAULT));
+  } else {
+    r = ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, sub, NULL);
+    if (r != ncclInvalidUsage || strstr(ncclGetLastError(NULL), "revoked by rank 0") == NULL) {
+      failf("revoke", "the allreduce rank 0 revoked gave %d: %s", (int)r, ncclGetLastError(NULL));
+      return;
+    }
+  }
+  if (rank == 0) printf("ok a revoke fails the others' pending allreduce naming rank 0\n");
   case_grow(sub, rank, n);
   CHECK("shrink", ncclCommDestroy(sub));
   CHECK("shrink", ncclCommDestroy(comm));

@@ -36,7 +36,7 @@ TEST(FormedRelayTest, ALostChildsChildrenAreSentItFromHereOnce) {
   auto deeper = relay.lost(0xA3, now);
   ASSERT_EQ(deeper.size(), 1u) << "3 was sent it from here: its children too";
   EXPECT_EQ(deeper[0].to, (std::vector<size_t>{7, 8}));
-  EXPECT_EQ(deeper[0].message->formed.nodes.size(), 20u);
+  EXPECT_EQ(deeper[0].message.formed.nodes.size(), 20u);
 }
 
 TEST(FormedRelayTest, AKeptTopologyGoesAtItsDeadlineAndATokenComesThroughOnce) {

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "daemon/control/join_failure.h"
 
 namespace plexus::daemon {
@@ -135,14 +137,26 @@ TEST(JoinFailureCodeTest, APeersCodeIsTakenOnlyWhenAFailedJoinCanMeanIt) {
   EXPECT_EQ(join_failure_code(0, "rank 1 joined twice"), PLEXUS_ERR_INVALID_ARGUMENT);
 }
 
-// A shrink's successor: nodes a (10), b (20), c (30) hold the kept ranks 0, 1, 2..3.
+// A shrink's successor: of a parent with ranks 0 on node a (10), 1 on b (20), 2..3 on c (30)
+// and 4 elsewhere, without `excluded`.
 NodeRendezvous::Successor successor(std::vector<int> excluded) {
   NodeRendezvous::Successor s;
   s.parent = CommToken{7, 7};
   s.excluded = std::move(excluded);
-  s.expected[10] = {"a", {0}};
-  s.expected[20] = {"b", {1}};
-  s.expected[30] = {"c", {2, 3}};
+  const std::vector<std::pair<uint64_t, int>> placed = {{10, 0}, {20, 1}, {30, 2}, {30, 3}};
+  int next = 0;
+  for (int r = 0; r < 5; ++r) {
+    const bool kept = std::find(s.excluded.begin(), s.excluded.end(), r) == s.excluded.end();
+    if (!kept) continue;
+    for (const auto& [node, rank] : placed) {
+      if (rank != r) continue;
+      auto& entry = s.expected[node];
+      entry.name = node == 10 ? "a" : node == 20 ? "b" : "c";
+      entry.parent_ranks.push_back(r);
+      entry.ranks.push_back(next);
+    }
+    ++next;
+  }
   return s;
 }
 
@@ -182,8 +196,30 @@ TEST(NodeRendezvousTest, TwoSuccessorsOfOneParentAtOnceFailBothAsAMismatchNaming
   EXPECT_EQ(result.other->token, kToken);
   EXPECT_THAT(result.other->notify, ElementsAre(20u));
   EXPECT_EQ(r.pending(), 0u);
+  // A rank still on its way with either list is refused at once, not left waiting for ranks
+  // that heard.
   EXPECT_TRUE(r.refused(kToken));
   EXPECT_TRUE(r.refused(other));
+  EXPECT_EQ(r.join(kToken, 4, join(10, "a", {0}), &first).code, PLEXUS_ERR_MISMATCH);
+}
+
+TEST(NodeRendezvousTest, ASuccessorThatTimedOutRefusesALateJoinAndANodeJoinsOnlyAsItsOwnRanks) {
+  NodeRendezvous r;
+  const auto s = successor({4});
+  const auto soon = Clock::now() + std::chrono::milliseconds(10);
+  EXPECT_EQ(r.join(kToken, 4, join(10, "a", {0}, soon), &s).outcome,
+            NodeRendezvous::Result::kWaiting);
+  auto wrong = r.join(kToken, 4, join(20, "b", {2}), &s);  // rank 2 is node c's
+  EXPECT_EQ(wrong.outcome, NodeRendezvous::Result::kRejected);
+  EXPECT_THAT(wrong.error, HasSubstr("another node's"));
+  EXPECT_EQ(r.join(kToken, 4, join(10, "a", {0}, soon), &s).outcome,
+            NodeRendezvous::Result::kWaiting);
+  auto expired = r.expire(soon + std::chrono::seconds(1));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].code, PLEXUS_ERR_TIMEOUT);
+  auto late = r.join(kToken, 4, join(30, "c", {2, 3}), &s);
+  EXPECT_EQ(late.outcome, NodeRendezvous::Result::kRejected) << "a straggler waits no more";
+  EXPECT_EQ(late.code, PLEXUS_ERR_TIMEOUT);
 }
 
 TEST(NodeRendezvousTest, ANodeWithNoKeptRankOrAUniqueIdJoinInASuccessorIsRefused) {
