@@ -27,12 +27,6 @@ using Clock = std::chrono::steady_clock;
 // root itself would have timed the communicator out, so its sentence arrives first.
 constexpr auto kRootGrace = std::chrono::seconds(2);
 
-CommToken token_of(capnp::Data::Reader data) {
-  CommToken token{};
-  std::memcpy(token.data(), data.begin(), std::min(data.size(), token.size()));
-  return token;
-}
-
 kj::ArrayPtr<const kj::byte> bytes_of(const CommToken& token) {
   return kj::arrayPtr(token.data(), token.size());
 }
@@ -181,19 +175,13 @@ void NodeJoins::join(const Session& session, uint32_t request_id, const CommToke
     root_join(my_node_info(), token, nranks, {rank}, timeout_ms, algorithm, shrink);
   } else {
     capnp::MallocMessageBuilder message;
-    auto join = message.initRoot<nc::NodeMessage>().initJoin();
-    join.setToken(bytes_of(token));
-    join.setNranks(static_cast<uint32_t>(nranks));
-    join.initRanks(1).set(0, static_cast<uint32_t>(rank));
-    join.setTimeoutMs(timeout_ms);
-    join.setAlgorithm(algorithm);
-    if (shrink != nullptr) {
-      join.setParent(bytes_of(shrink->parent));
-      auto excluded = join.initExcluded(static_cast<unsigned>(shrink->excluded.size()));
-      for (unsigned i = 0; i < excluded.size(); ++i) {
-        excluded.set(i, static_cast<uint32_t>(shrink->excluded[i]));
-      }
-    }
+    write_join(message.initRoot<nc::NodeMessage>().initJoin(),
+               JoinMessage{token,
+                           nranks,
+                           {rank},
+                           timeout_ms,
+                           algorithm,
+                           shrink != nullptr ? std::optional<ShrinkOf>(*shrink) : std::nullopt});
     peers_->send_control(root.instance, root.addresses, message);
   }
   hooks_.arm_timer();
@@ -407,33 +395,14 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
     auto message = reader.getRoot<nc::NodeMessage>();
     switch (message.which()) {
       case nc::NodeMessage::JOIN: {
-        auto join = message.getJoin();
-        const uint32_t nranks = join.getNranks();
-        if (join.getToken().size() != sizeof(CommToken) || nranks == 0 || nranks > kMaxRanks ||
-            join.getRanks().size() == 0 || join.getRanks().size() > nranks ||
-            join.getAlgorithm().size() > 32) {
-          spdlog::warn("node {}: malformed join ignored", peer.node_name);
+        auto join = read_join(message.getJoin());
+        if (!join.ok()) {
+          spdlog::warn("node {}: {} ignored", peer.node_name, join.error());
           return;
         }
-        std::vector<int> ranks;
-        for (uint32_t r : join.getRanks()) ranks.push_back(static_cast<int>(r));
-        std::optional<ShrinkOf> shrink;
-        if (join.hasParent()) {
-          // Checked against the parent at the root (successor_for); bounded here only.
-          if (join.getParent().size() != sizeof(CommToken) ||
-              join.getExcluded().size() > kMaxRanks) {
-            spdlog::warn("node {}: malformed shrink join ignored", peer.node_name);
-            return;
-          }
-          shrink.emplace();
-          shrink->parent = token_of(join.getParent());
-          // A rank past INT_MAX wraps negative and is refused there.
-          for (uint32_t r : join.getExcluded()) shrink->excluded.push_back(static_cast<int>(r));
-        }
-        root_join(NodeInfo{peer.instance_id, peer.node_name, peer.addresses},
-                  token_of(join.getToken()), static_cast<int>(nranks), std::move(ranks),
-                  std::min<uint32_t>(join.getTimeoutMs(), 24u * 3600 * 1000),
-                  join.getAlgorithm().cStr(), shrink ? &*shrink : nullptr);
+        root_join(NodeInfo{peer.instance_id, peer.node_name, peer.addresses}, join->token,
+                  join->nranks, join->ranks, join->timeout_ms, join->algorithm,
+                  join->shrink ? &*join->shrink : nullptr);
         return;
       }
       case nc::NodeMessage::FORMED: {

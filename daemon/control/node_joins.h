@@ -23,6 +23,7 @@
 #include "daemon/control/comm_revokes.h"
 #include "daemon/control/control_config.h"
 #include "daemon/control/formed_relay.h"
+#include "daemon/control/join_message.h"
 #include "daemon/control/node_rendezvous.h"
 #include "daemon/engine/engine.h"
 #include "daemon/peers/peer_server.h"
@@ -69,11 +70,7 @@ class NodeJoins {
     return peers_ ? &peers_->identity() : nullptr;
   }
 
-  // What a shrink's join carries (plexus_comm_shrink): the parent and whom it leaves out.
-  struct ShrinkOf {
-    CommToken parent{};
-    std::vector<int> excluded;  // ascending
-  };
+  using ShrinkOf = daemon::ShrinkOf;  // join_message.h
   // A rank joins a communicator whose unique id names root `root` (this daemon or another),
   // or, with `shrink`, the successor whose root the parent's span names.
   void join(const Session& session, uint32_t request_id, const CommToken& token, int nranks,
