@@ -301,36 +301,37 @@ std::shared_ptr<CommCore> failed_or_not(ncclComm_t comm, const char* call, ncclR
   return comm->core;
 }
 
-// ncclCommShrink: plexus_comm_shrink, whose daemons agree on the members (no unique id and
-// no gather over the parent, which may have lost a rank). Blocking whatever the config says:
-// the successor is ready when it returns.
-ncclResult_t shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* newcomm,
-                    const ncclConfig_t* config, int flags) {
-  const char* call = "ncclCommShrink";
-  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
-  *newcomm = nullptr;
-  if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT) {
-    return fail(ncclInvalidArgument, "ncclCommShrink: shrinkFlags " + std::to_string(flags) +
-                                         " is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT");
-  }
+// Runs `use` on `comm`'s libplexus communicator (one that failed too) under the use lock, so
+// that an abort from another thread waits for it.
+template <typename Use>
+ncclResult_t with_plexus(ncclComm_t comm, const char* call, Use&& use) {
   ncclResult_t result = ncclSuccess;
   std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
   if (core == nullptr) return result;
-  if (core->ready(&result, call) == nullptr) return result;
+  std::shared_lock lock(core->use_mutex);
+  plexus_comm_t plexus = core->ready(&result, call);
+  if (plexus == nullptr) return result;
+  const plexus_result_t r = use(plexus);
+  return r == PLEXUS_SUCCESS ? ncclSuccess : fail_plexus(r, call);
+}
+
+// A communicator made from `comm` by `make` (a shrink or a growth on the daemon side), as a
+// new ncclComm with the parent's device and `config`'s settings (the parent's otherwise).
+// Blocking whatever the config says: it is ready when this returns.
+template <typename Make>
+ncclResult_t successor(ncclComm_t comm, const ncclConfig_t* config, ncclComm_t* newcomm,
+                       const char* call, Make&& make) {
+  ncclResult_t result = ncclSuccess;
+  std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
+  if (core == nullptr) return result;
   Settings settings;
   settings.blocking = core->blocking;
   if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
-  // Default: this rank's operations finish first (they may fail: the parent lost a rank).
-  if (flags == NCCL_SHRINK_DEFAULT) (void)core->drain(call);
   plexus_comm_t made = nullptr;
-  {
-    std::shared_lock use(core->use_mutex);
-    plexus_comm_t parent = core->ready(&result, call);
-    if (parent == nullptr) return result;
-    const plexus_result_t r = plexus_comm_shrink(
-        parent, exclude, count,
-        flags == NCCL_SHRINK_ABORT ? PLEXUS_SHRINK_ABORT : PLEXUS_SHRINK_DEFAULT, &made);
-    if (r != PLEXUS_SUCCESS) return fail_plexus(r, call);
+  if (ncclResult_t r =
+          with_plexus(comm, call, [&](plexus_comm_t parent) { return make(parent, &made); });
+      r != ncclSuccess) {
+    return r;
   }
   int nranks = 0;
   int rank = 0;
@@ -341,6 +342,28 @@ ncclResult_t shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* 
   next->device = core->device;
   *newcomm = new ncclComm{std::move(next)};
   return ncclSuccess;
+}
+
+// ncclCommShrink: plexus_comm_shrink, whose daemons agree on the members (no unique id and
+// no gather over the parent, which may have lost a rank).
+ncclResult_t shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* newcomm,
+                    const ncclConfig_t* config, int flags) {
+  const char* call = "ncclCommShrink";
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  *newcomm = nullptr;
+  if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT) {
+    return fail(ncclInvalidArgument, "ncclCommShrink: shrinkFlags " + std::to_string(flags) +
+                                         " is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT");
+  }
+  // Default: this rank's operations finish first (they may fail: the parent lost a rank).
+  if (flags == NCCL_SHRINK_DEFAULT && comm != nullptr && comm->core != nullptr) {
+    (void)comm->core->drain(call);
+  }
+  return successor(comm, config, newcomm, call, [&](plexus_comm_t parent, plexus_comm_t* made) {
+    return plexus_comm_shrink(
+        parent, exclude, count,
+        flags == NCCL_SHRINK_ABORT ? PLEXUS_SHRINK_ABORT : PLEXUS_SHRINK_DEFAULT, made);
+  });
 }
 
 // ncclCommGrow for a member: plexus_comm_grow, which keeps its rank. A new rank (comm NULL)
@@ -356,26 +379,9 @@ ncclResult_t grow(ncclComm_t comm, int nranks, const ncclUniqueId* id, int rank,
     }
     return init_rank(newcomm, nranks, *id, rank, config, call);
   }
-  ncclResult_t result = ncclSuccess;
-  std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
-  if (core == nullptr) return result;
-  Settings settings;
-  settings.blocking = core->blocking;
-  if (ncclResult_t r = read_config(config, call, &settings); r != ncclSuccess) return r;
-  plexus_comm_t made = nullptr;
-  {
-    std::shared_lock use(core->use_mutex);
-    plexus_comm_t parent = core->ready(&result, call);
-    if (parent == nullptr) return result;
-    if (plexus_result_t r = plexus_comm_grow(parent, nranks, &made); r != PLEXUS_SUCCESS) {
-      return fail_plexus(r, call);
-    }
-  }
-  std::shared_ptr<CommCore> next = make_core(nranks, core->rank, settings);
-  next->plexus = made;
-  next->device = core->device;
-  *newcomm = new ncclComm{std::move(next)};
-  return ncclSuccess;
+  return successor(comm, config, newcomm, call, [&](plexus_comm_t parent, plexus_comm_t* made) {
+    return plexus_comm_grow(parent, nranks, made);
+  });
 }
 
 }  // namespace
@@ -468,18 +474,12 @@ NCCL_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueI
   if (uniqueId == nullptr)
     return fail(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
   return guarded(call, [&] {
-    ncclResult_t result = ncclSuccess;
-    std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
-    if (core == nullptr) return result;
-    std::shared_lock use(core->use_mutex);
-    plexus_comm_t plexus = core->ready(&result, call);
-    if (plexus == nullptr) return result;
-    plexus_unique_id_t id;
-    if (plexus_result_t r = plexus_comm_grow_id(plexus, &id); r != PLEXUS_SUCCESS) {
-      return fail_plexus(r, call);
-    }
-    std::memcpy(uniqueId, &id, sizeof(id));
-    return ncclSuccess;
+    return with_plexus(comm, call, [&](plexus_comm_t plexus) {
+      plexus_unique_id_t id;
+      const plexus_result_t r = plexus_comm_grow_id(plexus, &id);
+      if (r == PLEXUS_SUCCESS) std::memcpy(uniqueId, &id, sizeof(id));
+      return r;
+    });
   });
 }
 
@@ -496,14 +496,9 @@ NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
                                          " is not NCCL_REVOKE_DEFAULT");
   }
   return guarded(call, [&] {
-    ncclResult_t result = ncclSuccess;
-    std::shared_ptr<CommCore> core = failed_or_not(comm, call, &result);
-    if (core == nullptr) return result;
-    std::shared_lock use(core->use_mutex);
-    plexus_comm_t plexus = core->ready(&result, call);
-    if (plexus == nullptr) return result;
-    const plexus_result_t r = plexus_comm_revoke(plexus, "ncclCommRevoke");
-    return r == PLEXUS_SUCCESS ? ncclSuccess : fail_plexus(r, call);
+    return with_plexus(comm, call, [](plexus_comm_t plexus) {
+      return plexus_comm_revoke(plexus, "ncclCommRevoke");
+    });
   });
 }
 
