@@ -2,8 +2,10 @@
 #include "daemon/internode/local_phases.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "daemon/internode/plan_shape.h"
 #include "daemon/local/reduce.h"
@@ -35,6 +37,22 @@ uint64_t LocalPhases::node_order_offset(int rank, uint64_t piece) const {
 }
 
 void LocalPhases::reduce(std::byte* inout, const std::byte* in, size_t bytes) const {
+  // A frame's payload lies where the transport read it, not always on an element boundary,
+  // and the kernels load whole elements: such a span is reduced from an aligned copy (one
+  // buffer per thread, kept: a reduce may run on any worker).
+  auto misaligned = [this](const std::byte* p) {
+    return reinterpret_cast<uintptr_t>(p) % elem_ != 0;
+  };
+  if (misaligned(inout) || misaligned(in)) {
+    thread_local std::vector<std::byte> copies;
+    copies.resize(2 * bytes);
+    std::memcpy(copies.data(), inout, bytes);
+    std::memcpy(copies.data() + bytes, in, bytes);
+    const void* both[2] = {copies.data(), copies.data() + bytes};
+    reduce_arrays(args_.dtype, network_op_, both, 2, copies.data(), bytes / elem_, 1);
+    std::memcpy(inout, copies.data(), bytes);
+    return;
+  }
   const void* both[2] = {inout, in};
   reduce_arrays(args_.dtype, network_op_, both, 2, inout, bytes / elem_, 1);
 }

@@ -71,6 +71,13 @@ TEST(LocalPhasesTest, AnAllreduceSliceIsReducedIntoScratchAndCopiedOutToEveryRan
                sizeof(in));
   EXPECT_EQ(inout[0], 6) << "the rounds reduce an average as a sum";
   EXPECT_EQ(inout[1], 9);
+  // A frame's payload need not start on an element boundary (UBSan flagged the kernels'
+  // loads from one): it is reduced from an aligned copy, exactly.
+  alignas(8) std::byte frame[1 + sizeof(in)];
+  std::memcpy(frame + 1, in, sizeof(in));
+  local.reduce(reinterpret_cast<std::byte*>(inout), frame + 1, sizeof(in));
+  EXPECT_EQ(inout[0], 11);
+  EXPECT_EQ(inout[1], 16);
 }
 
 TEST(LocalPhasesTest, AnAllgatherSliceIsLaidOutInNodeOrder) {
