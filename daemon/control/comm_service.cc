@@ -87,7 +87,7 @@ void CommService::init(const Session& session, uint32_t request_id,
       return;
     }
   }
-  const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), 24u * 3600 * 1000);
+  const uint32_t timeout_ms = std::min<uint32_t>(init.getTimeoutMs(), kMaxJoinTimeoutMs);
   NodeJoins::RootRef root{init.getRootInstance(), {}};
   for (auto address : init.getRootAddresses()) {
     if (root.addresses.size() < 8 && address.size() <= 64)

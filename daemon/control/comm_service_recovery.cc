@@ -57,7 +57,7 @@ bool CommService::made_already(const Session& session, uint32_t request_id, cons
 }
 
 uint32_t CommService::timeout_of(uint32_t ms) {
-  return std::clamp<uint32_t>(ms, 1, 24u * 3600 * 1000);
+  return std::clamp<uint32_t>(ms, 1, kMaxJoinTimeoutMs);
 }
 
 void CommService::revoke_comm(const std::shared_ptr<const Comm>& comm, uint64_t session_id,

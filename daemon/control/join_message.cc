@@ -39,7 +39,7 @@ common::Result<JoinMessage> read_join(node_control::Join::Reader in) {
   join.token = token_of(in.getToken());
   join.nranks = static_cast<int>(nranks);
   for (uint32_t r : in.getRanks()) join.ranks.push_back(static_cast<int>(r));
-  join.timeout_ms = std::min<uint32_t>(in.getTimeoutMs(), 24u * 3600 * 1000);
+  join.timeout_ms = std::min<uint32_t>(in.getTimeoutMs(), kMaxJoinTimeoutMs);
   join.algorithm = in.getAlgorithm().cStr();
   if (in.hasParent()) {
     // Bounded here only: checked against the parent at the root (successor_for).

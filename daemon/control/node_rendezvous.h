@@ -20,6 +20,8 @@ namespace plexus::daemon {
 // The most ranks a communicator may have: a bound on what a rank or a peer can make a daemon
 // hold.
 inline constexpr uint32_t kMaxRanks = 65536;
+// The longest a join may wait (a rank's or a peer's timeout is cut to it): a day.
+inline constexpr uint32_t kMaxJoinTimeoutMs = 24u * 3600 * 1000;
 
 struct NodeInfo {
   uint64_t instance_id = 0;            // a daemon's random id for this run

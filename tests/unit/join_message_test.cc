@@ -48,7 +48,7 @@ TEST(JoinMessageTest, WhatAPeerSendsOutOfBoundsIsRefused) {
   out.setParent(kj::arrayPtr(CommToken{9}.data(), 8));  // a parent token cut short
   EXPECT_FALSE(read_join(out.asReader()).ok());
   EXPECT_EQ(round_trip(JoinMessage{CommToken{1}, 2, {0}, 1u << 31, "", std::nullopt})->timeout_ms,
-            24u * 3600 * 1000)
+            kMaxJoinTimeoutMs)
       << "a day at most";
 }
 
