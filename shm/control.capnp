@@ -49,6 +49,14 @@ struct CommShrink {
   timeoutMs @3 :UInt32;
 }
 
+# Parks communicator `comm` on this rank (plexus_comm_suspend), or takes it up again: once
+# every rank of it on the node has suspended it, the daemon releases the memory it keeps for
+# it. Answered with commSuspendReply.
+struct CommSuspend {
+  comm @0 :UInt32;
+  suspend @1 :Bool;       # false: resume
+}
+
 # A growth of communicator `comm` (plexus_comm_grow, _grow_id): its members keep their ranks
 # and new ranks join with the unique id a member made. `sequence`: how many growths of `comm`
 # this rank made before (every member counts alike, so all name the same one).
@@ -100,6 +108,7 @@ struct ClientMessage {
     commShrink @18 :CommShrink;
     commGrow @19 :CommGrow;     # answered with commInitReply
     commGrowId @20 :CommGrow;
+    commSuspend @21 :CommSuspend;
   }
 }
 
@@ -154,7 +163,7 @@ struct CommInfo {
   tokenPrefix @0 :Text;   # first 8 hex digits: enough to tell comms apart, useless to join
   nranks @1 :UInt32;
   joined @2 :UInt32;
-  state @3 :Text;         # joining, ready, broken, revoked
+  state @3 :Text;         # joining, ready, suspended, broken, revoked
   opsCompleted @4 :UInt64;
   bytesMoved @5 :UInt64;
   ranks @6 :List(RankInfo);
@@ -378,6 +387,7 @@ struct DaemonMessage {
     nodeDrainReply @17 :NodeDrainReply;
     commRevokeReply @18 :Void;       # this node's ops on it have failed
     growIdReply @19 :GrowId;
+    commSuspendReply @20 :UInt64;    # bytes the daemon released for the communicator just now
   }
 }
 

@@ -63,10 +63,17 @@ ValidationResult validate_entry_fields(const SubmissionEntry& entry, ValidatedEn
     return invalid("redop " + std::to_string(entry.redop) + " is not a known reduction");
   }
   out->redop = uses_redop(out->opcode) ? static_cast<plexus_redop_t>(entry.redop) : PLEXUS_SUM;
-  if ((entry.flags & ~kEntryStreamOrdered) != 0) {
+  if ((entry.flags & ~(kEntryStreamOrdered | kEntryAnySource)) != 0) {
     return invalid("flags 0x" + hex_byte(entry.flags) + " has unknown bits");
   }
   out->stream_ordered = (entry.flags & kEntryStreamOrdered) != 0;
+  out->any_source = (entry.flags & kEntryAnySource) != 0;
+  if (out->any_source && (out->opcode != Opcode::kRecv || entry.peer != kAnySource)) {
+    return invalid("the any-source flag is for a recv whose peer is " + std::to_string(kAnySource) +
+                   ", not " + opcode_name(entry.opcode) + " with peer " +
+                   std::to_string(entry.peer));
+  }
+  if (is_point_to_point(out->opcode)) out->tag = p2p_tag(entry);
   if (!out->stream_ordered && (entry.stream_ticket != 0 || entry.stream_flags != 0)) {
     return invalid("stream_ticket and stream_flags must be zero without the stream-ordered flag");
   }
@@ -94,7 +101,7 @@ ValidationResult validate_stream_flags(uint64_t offset, uint64_t pool_bytes) {
 ValidationResult compute_buffer_spans(const SubmissionEntry& entry, int nranks, int rank,
                                       ValidatedEntry* out) {
   const Opcode op = out->opcode;
-  if (is_rooted(op) || is_point_to_point(op)) {
+  if ((is_rooted(op) || is_point_to_point(op)) && !out->any_source) {
     if (entry.peer < 0 || entry.peer >= nranks) {
       return invalid(std::string(is_point_to_point(op) ? "peer " : "root ") +
                      std::to_string(entry.peer) + " is outside the communicator's ranks 0.." +
@@ -142,6 +149,9 @@ ValidationResult compute_buffer_spans(const SubmissionEntry& entry, int nranks, 
       recv.bytes = block_bytes;
       break;
   }
+  // A send's or recv's other side carries its tag, not a buffer.
+  if (op == Opcode::kSend) recv = BufferSpan{};
+  if (op == Opcode::kRecv) send = BufferSpan{};
   out->send = send;
   out->recv = recv;
   return {};

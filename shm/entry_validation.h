@@ -24,7 +24,9 @@ struct ValidatedEntry {
   plexus_redop_t redop{};
   uint32_t comm = 0;
   uint64_t count = 0;
-  int32_t peer = 0;  // root or peer; 0 where unused
+  int32_t peer = 0;  // root or peer (kAnySource: a recv from any source); 0 where unused
+  int32_t tag = 0;   // send and recv: the tag they match by
+  bool any_source = false;
   BufferSpan send;
   BufferSpan recv;
   bool in_place = false;

@@ -14,7 +14,8 @@
 namespace plexus::shm {
 
 inline constexpr uint32_t kRingMagic = 0x504c5852;  // "PLXR"
-inline constexpr uint32_t kRingLayoutVersion = 1;
+// 2: a recv from any source, tags on send and recv, the source in the completion.
+inline constexpr uint32_t kRingLayoutVersion = 2;
 inline constexpr size_t kCacheLine = 64;
 
 enum class Opcode : uint8_t {
@@ -46,6 +47,9 @@ inline constexpr uint32_t kHostPoolRegion = 0;
 
 // SubmissionEntry::flags bits.
 inline constexpr uint8_t kEntryStreamOrdered = 1;
+// A recv from whichever rank sends first (its peer is kAnySource): its completion says who.
+inline constexpr uint8_t kEntryAnySource = 2;
+inline constexpr int32_t kAnySource = -1;
 
 // A stream-ordered op's flags in the session's pool, shared by the client's GPU stream and
 // the daemon: the stream writes the entry's ticket to `ready` once the work queued before
@@ -69,6 +73,8 @@ struct SubmissionEntry {
   uint64_t count;      // elements, meaning per opcode as in plexus.h
   uint64_t send_offset;
   uint64_t recv_offset;
+  // A send or recv names one buffer; the other side's region field carries the message's
+  // tag (p2p_tag below).
   uint32_t send_region;
   uint32_t recv_region;
   int32_t peer;            // root (broadcast, reduce) or peer (send, recv); else 0
@@ -77,7 +83,17 @@ struct SubmissionEntry {
 };
 static_assert(sizeof(SubmissionEntry) == 64);
 
-inline constexpr size_t kCompletionMessageBytes = 240;
+// A send's or recv's tag: messages and recvs match only with equal tags (0 by default).
+inline int32_t p2p_tag(const SubmissionEntry& e) {
+  return static_cast<int32_t>(static_cast<Opcode>(e.opcode) == Opcode::kSend ? e.recv_region
+                                                                             : e.send_region);
+}
+inline void set_p2p_tag(SubmissionEntry& e, int32_t tag) {
+  (static_cast<Opcode>(e.opcode) == Opcode::kSend ? e.recv_region : e.send_region) =
+      static_cast<uint32_t>(tag);
+}
+
+inline constexpr size_t kCompletionMessageBytes = 236;
 
 // One completion, 256 bytes, so an error carries its sentence inline (only the used
 // part is copied).
@@ -85,6 +101,7 @@ struct CompletionEntry {
   uint64_t user_data;
   int32_t status;        // plexus_result_t
   uint32_t message_len;  // bytes of message used (0 on success)
+  int32_t source;        // a recv from any source: the rank it received from; else -1
   char message[kCompletionMessageBytes];
 };
 static_assert(sizeof(CompletionEntry) == 256);

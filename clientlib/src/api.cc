@@ -234,10 +234,23 @@ plexus_result_t finish(plexus_request* req) {
   return PLEXUS_SUCCESS;
 }
 
+static_assert(PLEXUS_ANY_SOURCE == shm::kAnySource);
+
+// A send's or recv's tag, and for a recv from any source where its sender's rank goes.
+struct P2pOptions {
+  int tag = 0;
+  int* source = nullptr;
+};
+
 plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count,
                         plexus_dtype_t dtype, plexus_redop_t op, int peer, plexus_comm_t comm,
-                        plexus_request_t* request, const char* call) {
+                        plexus_request_t* request, const char* call, P2pOptions p2p = {}) {
   if (plexus_result_t r = check_comm(comm, call); r != PLEXUS_SUCCESS) return r;
+  if (comm->state->suspended.load()) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                std::string(call) + ": rank " + std::to_string(comm->state->rank) +
+                    " suspended the communicator: plexus_comm_resume first");
+  }
   if (!shm::is_valid_dtype(dtype)) {
     return fail(
         PLEXUS_ERR_INVALID_ARGUMENT,
@@ -265,6 +278,11 @@ plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count
         delete req;
         return r;
       }
+    }
+    if (shm::is_point_to_point(opcode)) {
+      shm::set_p2p_tag(entry, p2p.tag);
+      if (peer == PLEXUS_ANY_SOURCE) entry.flags |= shm::kEntryAnySource;
+      req->source_out = p2p.source;
     }
     if (void* stream = comm->state->stream; stream != nullptr) {
       ctx.progress();  // completions of earlier stream-ordered calls nobody waits for
@@ -481,18 +499,41 @@ plexus_result_t plexus_alltoall(const void* sendbuff, void* recvbuff, size_t cou
 
 plexus_result_t plexus_send(const void* sendbuff, size_t count, plexus_dtype_t dtype, int peer,
                             plexus_comm_t comm, plexus_request_t* request) {
-  const size_t bytes = bytes_of(count, dtype);
-  if (auto r = check_bytes(bytes, count, "plexus_send"); r != PLEXUS_SUCCESS) return r;
-  BufferPlan plan{sendbuff, bytes, nullptr, 0, false};
-  return enqueue(Opcode::kSend, plan, count, dtype, PLEXUS_SUM, peer, comm, request, "plexus_send");
+  return plexus_send_tagged(sendbuff, count, dtype, peer, 0, comm, request);
 }
 
 plexus_result_t plexus_recv(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
                             plexus_comm_t comm, plexus_request_t* request) {
+  if (peer == PLEXUS_ANY_SOURCE) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                "plexus_recv: PLEXUS_ANY_SOURCE needs plexus_recv_tagged, which says the source");
+  }
+  return plexus_recv_tagged(recvbuff, count, dtype, peer, 0, nullptr, comm, request);
+}
+
+plexus_result_t plexus_send_tagged(const void* sendbuff, size_t count, plexus_dtype_t dtype,
+                                   int peer, int tag, plexus_comm_t comm,
+                                   plexus_request_t* request) {
+  const size_t bytes = bytes_of(count, dtype);
+  if (auto r = check_bytes(bytes, count, "plexus_send"); r != PLEXUS_SUCCESS) return r;
+  BufferPlan plan{sendbuff, bytes, nullptr, 0, false};
+  return enqueue(Opcode::kSend, plan, count, dtype, PLEXUS_SUM, peer, comm, request, "plexus_send",
+                 {tag, nullptr});
+}
+
+plexus_result_t plexus_recv_tagged(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
+                                   int tag, int* source, plexus_comm_t comm,
+                                   plexus_request_t* request) {
   const size_t bytes = bytes_of(count, dtype);
   if (auto r = check_bytes(bytes, count, "plexus_recv"); r != PLEXUS_SUCCESS) return r;
+  if (peer == PLEXUS_ANY_SOURCE && source == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                "plexus_recv_tagged: a recv from PLEXUS_ANY_SOURCE needs `source` to say who sent");
+  }
+  if (source != nullptr) *source = peer;
   BufferPlan plan{nullptr, 0, recvbuff, bytes, false};
-  return enqueue(Opcode::kRecv, plan, count, dtype, PLEXUS_SUM, peer, comm, request, "plexus_recv");
+  return enqueue(Opcode::kRecv, plan, count, dtype, PLEXUS_SUM, peer, comm, request, "plexus_recv",
+                 {tag, peer == PLEXUS_ANY_SOURCE ? source : nullptr});
 }
 
 plexus_result_t plexus_group_start(void) {

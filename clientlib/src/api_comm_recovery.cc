@@ -25,6 +25,24 @@ plexus_result_t refused(const char* call, control::DaemonMessage::Reader root) {
   return fail(PLEXUS_ERR_PROTOCOL, std::string(call) + ": unexpected reply from plexusd");
 }
 
+// Tells the daemon that this rank parks the communicator (or takes it up again).
+plexus_result_t suspend_or_resume(CommState& state, bool suspend, uint64_t* released) {
+  const char* call = suspend ? "plexus_comm_suspend" : "plexus_comm_resume";
+  return guarded([&]() -> plexus_result_t {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<control::ClientMessage>().initCommSuspend();
+    request.setComm(state.handle);
+    request.setSuspend(suspend);
+    Reply reply = ClientContext::get().control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (!root.isCommSuspendReply()) return refused(call, root);
+    state.suspended.store(suspend);
+    if (released != nullptr) *released = root.getCommSuspendReply();
+    return PLEXUS_SUCCESS;
+  });
+}
+
 }  // namespace
 }  // namespace plexus::client
 
@@ -136,6 +154,28 @@ plexus_result_t plexus_comm_grow(plexus_comm_t comm, int nranks, plexus_comm_t* 
     *newcomm = new plexus_comm{std::move(state)};
     return PLEXUS_SUCCESS;
   });
+}
+
+plexus_result_t plexus_comm_suspend(plexus_comm_t comm, int flags, uint64_t* released) {
+  if (released != nullptr) *released = 0;
+  if (comm == nullptr)
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_suspend: comm is NULL");
+  if (flags != PLEXUS_SUSPEND_MEM) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_suspend: flags " + std::to_string(flags) +
+                                                 " is not PLEXUS_SUSPEND_MEM");
+  }
+  const int outstanding = comm->state->outstanding.load();
+  if (outstanding > 0) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                "plexus_comm_suspend: rank " + std::to_string(comm->state->rank) + " has " +
+                    std::to_string(outstanding) + " op(s) on the communicator still in flight");
+  }
+  return suspend_or_resume(*comm->state, true, released);
+}
+
+plexus_result_t plexus_comm_resume(plexus_comm_t comm) {
+  if (comm == nullptr) return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_comm_resume: comm is NULL");
+  return suspend_or_resume(*comm->state, false, nullptr);
 }
 
 }  // extern "C"

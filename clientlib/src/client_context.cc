@@ -195,7 +195,8 @@ void ClientContext::submit_batch(
   }
 }
 
-void ClientContext::complete(uint64_t id, plexus_result_t status, std::string message) {
+void ClientContext::complete(uint64_t id, plexus_result_t status, std::string message,
+                             int32_t source) {
   plexus_request* req = nullptr;
   {
     std::lock_guard lock(requests_mutex_);
@@ -206,6 +207,7 @@ void ClientContext::complete(uint64_t id, plexus_result_t status, std::string me
   }
   req->status = status;
   req->message = std::move(message);
+  if (status == PLEXUS_SUCCESS && req->source_out != nullptr) *req->source_out = source;
   if (req->stream_slot >= 0) {
     // The daemon wrote `done` before completing; if it died first, the stream goes on now.
     stream_flags_->release(req->stream_slot, req->stream_ticket);
@@ -235,7 +237,7 @@ bool ClientContext::progress() {
   while (ring_end_->poll_completion(&entry)) {
     any = true;
     complete(entry.user_data, static_cast<plexus_result_t>(entry.status),
-             std::string(entry.message, entry.message_len));
+             std::string(entry.message, entry.message_len), entry.source);
   }
   // Freed completion slots may be what a parked daemon waits for.
   if (any && ring_end_->daemon_parked_with_backlog()) {

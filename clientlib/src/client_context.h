@@ -31,6 +31,7 @@ struct CommState {
   // Growths this rank took part in (plexus_comm_grow): the members number them alike, and
   // plexus_comm_grow_id names the next one.
   std::atomic<uint32_t> growths{0};
+  std::atomic<bool> suspended{false};  // plexus_comm_suspend until plexus_comm_resume
   void* stream = nullptr;  // plexus_comm_set_stream: calls are ordered on this CUDA stream
   // The failure of a stream-ordered call made without a request, reported by the next
   // call on the communicator.
@@ -56,8 +57,9 @@ struct plexus_request {
   bool owned_by_group = false;  // NULL request inside a group: waited at group end
   int stream_slot = -1;         // stream-ordered: its StreamFlagSlots slot until completion
   uint32_t stream_ticket = 0;
-  bool detached = false;  // stream-ordered with no request: freed at completion
-  size_t bytes = 0;       // data the op moves for this rank; large ops park at once
+  bool detached = false;      // stream-ordered with no request: freed at completion
+  size_t bytes = 0;           // data the op moves for this rank; large ops park at once
+  int* source_out = nullptr;  // a recv from any source: where the sender's rank goes
 };
 
 namespace plexus::client {
@@ -98,7 +100,7 @@ class ClientContext {
   ClientContext();
   // pthread_atfork's child handler: drops the parent's session in the child.
   static void forget_parent_in_child() noexcept;
-  void complete(uint64_t id, plexus_result_t status, std::string message);
+  void complete(uint64_t id, plexus_result_t status, std::string message, int32_t source = -1);
   void fail_all(const std::string& reason);
   bool daemon_gone();
   template <typename Done>

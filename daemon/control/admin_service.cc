@@ -92,9 +92,10 @@ void AdminService::status(uint64_t session, uint32_t request_id) {
     info.setTokenPrefix(token_prefix(comm.token()));
     info.setNranks(static_cast<uint32_t>(comm.nranks()));
     info.setJoined(static_cast<uint32_t>(comm.nranks()));
-    info.setState(!comm.broken()                               ? "ready"
-                  : comm.broken_status() == PLEXUS_ERR_REVOKED ? "revoked"
-                                                               : "broken");
+    info.setState(comm.broken()
+                      ? (comm.broken_status() == PLEXUS_ERR_REVOKED ? "revoked" : "broken")
+                  : comm.suspended.load() ? "suspended"
+                                          : "ready");
     if (comm.origin()) info.setOrigin(comm.origin()->how);
     for (const auto& other : served) {
       if (other->origin() && other->origin()->predecessor == comm.token()) {

@@ -72,6 +72,9 @@ class CommService {
   // A member joins the communicator's growth (plexus_comm_grow), or asks for its unique id.
   void grow(const Session& session, uint32_t request_id, shm::control::CommGrow::Reader grow);
   void grow_id(const Session& session, uint32_t request_id, shm::control::CommGrow::Reader grow);
+  // A member parks the communicator or takes it up again (plexus_comm_suspend, _resume).
+  void suspend(const Session& session, uint32_t request_id,
+               shm::control::CommSuspend::Reader suspend);
 
  private:
   // A rank joins a communicator of this node alone.

@@ -90,6 +90,23 @@ void CommService::revoke(const Session& session, uint32_t request_id,
               });
 }
 
+void CommService::suspend(const Session& session, uint32_t request_id,
+                          control::CommSuspend::Reader suspend) {
+  const uint32_t handle = suspend.getComm();
+  const bool parks = suspend.getSuspend();
+  auto m = member(session, request_id, handle, parks ? "suspend" : "resume");
+  if (!m) return;
+  const uint64_t id = session.id();
+  engine_.post([this, id, request_id, handle, parks](Engine& e) {
+    const uint64_t released = e.suspend_comm(id, handle, parks);
+    hooks_.post([this, id, request_id, released] {
+      capnp::MallocMessageBuilder reply;
+      daemon_reply(reply, request_id).setCommSuspendReply(released);
+      hooks_.reply(id, reply);
+    });
+  });
+}
+
 void CommService::shrink(const Session& session, uint32_t request_id,
                          control::CommShrink::Reader shrink) {
   const uint64_t id = session.id();

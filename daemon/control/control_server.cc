@@ -334,6 +334,9 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
       case control::ClientMessage::COMM_GROW_ID:
         comms_.grow_id(*connection.session, request_id, message.getCommGrowId());
         break;
+      case control::ClientMessage::COMM_SUSPEND:
+        comms_.suspend(*connection.session, request_id, message.getCommSuspend());
+        break;
       case control::ClientMessage::STATUS:
         admin_service_.status(connection.id, request_id);
         break;

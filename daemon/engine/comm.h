@@ -18,6 +18,7 @@
 
 #include "daemon/algorithms/cost_model.h"
 #include "daemon/engine/job_metrics.h"
+#include "daemon/engine/p2p_mailboxes.h"
 #include "daemon/internode/node_topology.h"
 #include "daemon/local/contribution.h"
 #include "monitor/rank_skew.h"
@@ -68,9 +69,10 @@ class Comm {
   };
   // Whether a rank is still a member (engine thread only).
   struct Presence {
-    bool present = true;    // false once it left or was lost
-    bool heard = false;     // a notice of its departure came (from its node or relayed)
-    std::string departure;  // why it left, for ops that need it
+    bool present = true;     // false once it left or was lost
+    bool heard = false;      // a notice of its departure came (from its node or relayed)
+    std::string departure;   // why it left, for ops that need it
+    bool suspended = false;  // a rank of this node parked it (plexus_comm_suspend)
   };
 
   // What it succeeds: a shrink or a growth of another communicator (plexusctl comms).
@@ -102,11 +104,10 @@ class Comm {
   }
   std::deque<PendingCollective> collectives;  // collectives[i] is op number first_seq + i
   uint64_t first_seq = 0;
-  std::vector<uint64_t> next_seq;               // per rank
-  std::vector<std::deque<Contribution>> sends;  // [src * n + dst]
-  std::vector<std::deque<Contribution>> recvs;  // [src * n + dst]
-  int members_present = 0;                      // of the local ranks
-  std::unique_ptr<InternodeState> internode;    // multi-node: ops between daemons
+  std::vector<uint64_t> next_seq;             // per rank
+  P2pMailboxes p2p;                           // sends and recvs waiting for each other
+  int members_present = 0;                    // of the local ranks
+  std::unique_ptr<InternodeState> internode;  // multi-node: ops between daemons
   std::string first_departure;  // why the first rank to go went: collectives fail with it
   // A rank of another node left after submitting remote_limit collectives: those before
   // it may still finish (its node sent their data first), later ones fail.
@@ -120,7 +121,8 @@ class Comm {
   // Any thread.
   std::atomic<uint64_t> ops_completed{0};
   std::atomic<uint64_t> bytes_moved{0};
-  std::atomic<bool> finished{false};  // every member left: the control thread may drop it
+  std::atomic<bool> finished{false};   // every member left: the control thread may drop it
+  std::atomic<bool> suspended{false};  // every local rank parked it (plexusctl comms)
 
   bool broken() const { return broken_.load(std::memory_order_acquire); }
   std::string broken_reason() const;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -36,11 +37,10 @@ bool CommMatcher::joins_a_waiting_op(const Comm& comm, const Contribution& part)
     const uint64_t index = comm.next_seq[rank] - comm.first_seq;
     return index < comm.collectives.size() && comm.collectives[index].arrived > 0;
   }
-  const auto n = static_cast<size_t>(comm.nranks());
+  if (part.entry.opcode == shm::Opcode::kRecv) return comm.p2p.message_waits(part);
   const auto peer = static_cast<size_t>(part.entry.peer);
-  if (peer >= n || comm.members()[peer].remote || comm.sends.size() != n * n) return false;
-  return part.entry.opcode == shm::Opcode::kSend ? !comm.recvs[rank * n + peer].empty()
-                                                 : !comm.sends[peer * n + rank].empty();
+  if (peer >= comm.members().size() || comm.members()[peer].remote) return false;
+  return comm.p2p.recv_waits(part.entry.peer, part.rank, part.entry.tag);
 }
 
 void CommMatcher::submit_collective(Comm& comm, Contribution part) {
@@ -146,52 +146,97 @@ void CommMatcher::execute_collective(Comm& comm, PendingCollective& op, uint64_t
 }
 
 void CommMatcher::submit_p2p(Comm& comm, Contribution part) {
-  const auto n = static_cast<size_t>(comm.nranks());
-  if (comm.sends.size() != n * n) {
-    comm.sends.resize(n * n);
-    comm.recvs.resize(n * n);
-  }
-  const bool is_send = part.entry.opcode == shm::Opcode::kSend;
-  const auto self = static_cast<size_t>(part.rank);
-  const auto peer = static_cast<size_t>(part.entry.peer);
-  if (comm.members()[peer].remote) {
-    internode_.submit_p2p(comm, std::move(part));
+  const int peer = part.entry.peer;
+  if (part.entry.opcode == shm::Opcode::kSend) {
+    if (comm.members()[static_cast<size_t>(peer)].remote) {
+      internode_.submit_p2p(comm, std::move(part));
+      return;
+    }
+    if (const std::string* departure = comm.departure(peer)) {
+      complete_(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+      return;
+    }
+    const int source = part.rank;
+    const int32_t tag = part.entry.tag;
+    if (auto match = comm.p2p.deliver(peer, P2pMessage{source, tag, std::move(part), {}})) {
+      finish(comm, std::move(*match));
+    }
     return;
   }
-  if (const std::string* departure = comm.departure(part.entry.peer)) {
-    complete_(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
+  // A recv: what its sources sent before they left can still be taken. Whether it waits for
+  // nobody is looked into only when somebody left (any source: every other rank must have).
+  const bool maybe_orphan = part.entry.any_source
+                                ? !comm.first_departure.empty() || !comm.remote_departure.empty()
+                                : comm.departure(peer) != nullptr;
+  if (auto match = comm.p2p.post(std::move(part))) {
+    finish(comm, std::move(*match));
     return;
   }
-  const size_t key = is_send ? self * n + peer : peer * n + self;
-  auto& sends = comm.sends[key];
-  auto& recvs = comm.recvs[key];
-  (is_send ? sends : recvs).push_back(std::move(part));
-  while (!sends.empty() && !recvs.empty()) {
-    Contribution send = std::move(sends.front());
-    Contribution recv = std::move(recvs.front());
-    sends.pop_front();
-    recvs.pop_front();
-    if (send.entry.count != recv.entry.count || send.entry.dtype != recv.entry.dtype) {
-      const std::string message =
-          "send from rank " + std::to_string(send.rank) + " to rank " + std::to_string(recv.rank) +
-          " carries " + std::to_string(send.entry.count) + " " +
-          std::string(shm::dtype_name(send.entry.dtype)) + " but the matching recv expects " +
-          std::to_string(recv.entry.count) + " " + std::string(shm::dtype_name(recv.entry.dtype));
-      complete_(send.session, send.entry.user_data, PLEXUS_ERR_MISMATCH, message);
-      complete_(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, message);
-      continue;
+  if (maybe_orphan) fail_orphaned_recvs(comm);
+}
+
+void CommMatcher::deliver_remote(Comm& comm, int destination, P2pMessage message) {
+  if (auto match = comm.p2p.deliver(destination, std::move(message))) {
+    finish(comm, std::move(*match));
+  }
+}
+
+void CommMatcher::fail_orphaned_recvs(Comm& comm, int leaving, const std::string& why) {
+  auto gone = [&](int rank) { return rank == leaving || comm.departure(rank) != nullptr; };
+  for (const Contribution& recv : comm.p2p.take_orphans(comm.nranks(), gone)) {
+    std::string text;
+    if (recv.entry.any_source) {
+      text = "rank " + std::to_string(recv.rank) + " waits to receive from any rank, but every " +
+             "other rank of communicator " + token_prefix(comm.token()) + " has left" +
+             (why.empty() ? "" : " (the last: " + why + ")");
+    } else {
+      text = recv.entry.peer == leaving ? why : *comm.departure(recv.entry.peer);
     }
-    watch_.count_completed(comm, recv.entry.recv.bytes, send.entry, &recv.entry);
-    if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
-      if (gpu_.direct_op(send) || gpu_.direct_op(recv)) {
-        gpu_.start_direct_copy(std::move(send), std::move(recv));
-        continue;
-      }
-    }
-    executor_.copy(recv.recv, send.send, recv.entry.recv.bytes);
-    complete_(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
+    complete_(recv.session, recv.entry.user_data, PLEXUS_ERR_PEER_LOST, text);
+  }
+}
+
+void CommMatcher::finish(Comm& comm, P2pMatch match) {
+  Contribution& recv = match.recv;
+  P2pMessage& message = match.message;
+  const uint64_t want = recv.entry.recv.bytes;
+  const uint64_t sent = message.send ? message.send->entry.send.bytes : message.data.size();
+  if (sent != want || (message.send && message.send->entry.dtype != recv.entry.dtype)) {
+    const std::string text =
+        message.send ? "send from rank " + std::to_string(message.source) + " to rank " +
+                           std::to_string(recv.rank) + " carries " +
+                           std::to_string(message.send->entry.count) + " " +
+                           std::string(shm::dtype_name(message.send->entry.dtype)) +
+                           " but the matching recv expects " + std::to_string(recv.entry.count) +
+                           " " + std::string(shm::dtype_name(recv.entry.dtype))
+                     : "recv on rank " + std::to_string(recv.rank) + " from rank " +
+                           std::to_string(message.source) + " expects " + std::to_string(want) +
+                           " bytes but the send carried " + std::to_string(sent);
+    if (message.send)
+      complete_(message.send->session, message.send->entry.user_data, PLEXUS_ERR_MISMATCH, text);
+    complete_(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, text);
+    return;
+  }
+  if (recv.entry.any_source) {
+    recv.session->any_source_matches[recv.entry.user_data] = message.source;
+  }
+  if (!message.send) {  // from another node: its bytes are here
+    if (want > 0) std::memcpy(recv.recv, message.data.data(), want);
+    watch_.count_completed(comm, want, recv.entry);
     complete_(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+    return;
   }
+  Contribution& send = *message.send;
+  watch_.count_completed(comm, want, send.entry, &recv.entry);
+  if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
+    if (gpu_.direct_op(send) || gpu_.direct_op(recv)) {
+      gpu_.start_direct_copy(std::move(send), std::move(recv));
+      return;
+    }
+  }
+  executor_.copy(recv.recv, send.send, want);
+  complete_(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
+  complete_(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
 }
 
 void CommMatcher::rank_departed(Comm& comm, int rank, const std::string& reason) {
@@ -206,15 +251,15 @@ void CommMatcher::rank_departed(Comm& comm, int rank, const std::string& reason)
     for (auto& part : op.parts) fail_part(part);
   }
   comm.collectives.clear();
-  const auto n = static_cast<size_t>(comm.nranks());
-  const auto gone = static_cast<size_t>(rank);
-  for (size_t key = 0; key < comm.sends.size(); ++key) {
-    if (key / n != gone && key % n != gone) continue;
-    for (auto& part : comm.sends[key]) fail_part(part);
-    for (auto& part : comm.recvs[key]) fail_part(part);
-    comm.sends[key].clear();
-    comm.recvs[key].clear();
-  }
+  // Its recvs, and its sends and those to it that wait; recvs that only it could satisfy
+  // follow (fail_orphaned_recvs).
+  P2pTaken taken = comm.p2p.take([&](const Contribution& r) { return r.rank == rank; },
+                                 [&](const P2pMessage& m, int destination) {
+                                   return destination == rank || (m.send && m.source == rank);
+                                 });
+  for (auto& part : taken.recvs) fail_part(part);
+  for (auto& part : taken.sends) fail_part(part);
+  fail_orphaned_recvs(comm, rank, reason);
 }
 
 void CommMatcher::member_gone(Comm& comm, int rank) {
@@ -255,14 +300,10 @@ void CommMatcher::fail(Comm& comm, plexus_result_t status, const std::string& re
     for (auto& part : op.parts) fail_part(part);
   }
   comm.collectives.clear();
-  for (auto& queue : comm.sends) {
-    for (auto& part : queue) fail_part(part);
-    queue.clear();
-  }
-  for (auto& queue : comm.recvs) {
-    for (auto& part : queue) fail_part(part);
-    queue.clear();
-  }
+  auto all = [](const auto&...) { return true; };
+  P2pTaken taken = comm.p2p.take(all, all);
+  for (auto& part : taken.recvs) fail_part(part);
+  for (auto& part : taken.sends) fail_part(part);
 }
 
 }  // namespace plexus::daemon

@@ -48,10 +48,18 @@ class CommMatcher {
   // A local rank is no longer a member (left or lost); the last one retires the
   // communicator.
   void member_gone(Comm& comm, int rank);
+  // A whole message from another node for `destination`, in its rank pair's order
+  // (InternodeRunner).
+  void deliver_remote(Comm& comm, int destination, P2pMessage message);
+  // Fails the recvs no message can come for any more: their source (every other rank, for
+  // one from any source) is gone, or is `leaving` (for `why`).
+  void fail_orphaned_recvs(Comm& comm, int leaving = -1, const std::string& why = {});
 
  private:
   void submit_collective(Comm& comm, Contribution part);
   void submit_p2p(Comm& comm, Contribution part);
+  // A recv took a message: the bytes move (or the sizes disagree) and both ends complete.
+  void finish(Comm& comm, P2pMatch match);
   void execute_collective(Comm& comm, PendingCollective& op, uint64_t seq);
   // Why the ranks' calls of collective `seq` disagree, or empty when they agree.
   static std::string find_mismatch(const Comm& comm, const PendingCollective& op, uint64_t seq);

@@ -39,6 +39,12 @@ void Completions::post(Session* session, uint64_t user_data, plexus_result_t sta
   entry.user_data = user_data;
   entry.status = status;
   entry.message_len = static_cast<uint32_t>(std::min(message.size(), shm::kCompletionMessageBytes));
+  entry.source = -1;
+  if (auto it = session->any_source_matches.find(user_data);
+      it != session->any_source_matches.end()) {
+    if (status == PLEXUS_SUCCESS) entry.source = it->second;
+    session->any_source_matches.erase(it);
+  }
   std::memcpy(entry.message, message.data(), entry.message_len);
   session->ring_end->post(entry);
   if (session->inflight > 0) --session->inflight;

@@ -72,7 +72,12 @@ Engine::Engine(const EngineConfig& config, SessionCloser close_session, LinkEven
                          },
                      .run_ready = [this](Comm& comm) { matcher_.run_ready(comm); },
                      .shared_session =
-                         [this](const Session* session) { return sessions_.shared(session); }},
+                         [this](const Session* session) { return sessions_.shared(session); },
+                     .deliver_p2p =
+                         [this](Comm& comm, int destination, P2pMessage message) {
+                           matcher_.deliver_remote(comm, destination, std::move(message));
+                         },
+                     .p2p_source_gone = [this](Comm& comm) { matcher_.fail_orphaned_recvs(comm); }},
                  std::move(link_events), watch_, gpu_, *events_) {
   if (!epoll_fd_) {
     throw std::system_error(errno, std::generic_category(), "engine epoll");

@@ -82,6 +82,10 @@ class Engine {
   // Another node revoked multi-node communicator `comm_id` (nothing if it is not here):
   // `code` REVOKED, or PEER_LOST where that node's daemon lost one of its nodes.
   void revoke_remote(uint64_t comm_id, const std::string& text, plexus_result_t code);
+  // The session's rank parks the communicator it holds as `handle`, or takes it up again
+  // (plexus_comm_suspend, _resume): once every local rank has parked it, the memory kept for
+  // it is released. Returns the bytes released by this call.
+  uint64_t suspend_comm(uint64_t session_id, uint32_t handle, bool suspend);
   // A GPU allocation of the session, mapped by `device` already: its new region id, or why
   // not (GpuStaging::register_memory).
   common::Result<uint32_t> register_gpu_memory(uint64_t session_id,

@@ -80,6 +80,40 @@ void Engine::revoke_comm(uint64_t session_id, uint32_t handle, const std::string
   matcher_.fail(comm, PLEXUS_ERR_REVOKED, text, nullptr);
 }
 
+uint64_t Engine::suspend_comm(uint64_t session_id, uint32_t handle, bool suspend) {
+  Session* session = sessions_.find(session_id);
+  if (session == nullptr) return 0;
+  auto it = session->comms.find(handle);
+  if (it == session->comms.end()) return 0;
+  Comm& comm = *it->second.comm;
+  const int rank = it->second.rank;
+  comm.presence[static_cast<size_t>(rank)].suspended = suspend;
+  bool all = true;
+  for (size_t r = 0; r < comm.presence.size(); ++r) {
+    const Comm::Presence& p = comm.presence[r];
+    if (!comm.members()[r].remote && p.present && !p.suspended) all = false;
+  }
+  const bool was = comm.suspended.exchange(all);
+  if (!all) {
+    if (was) {
+      events_->emit(
+          "comm_resumed", "info",
+          "rank " + std::to_string(rank) + " resumed communicator " + token_prefix(comm.token()),
+          {{"comm", token_prefix(comm.token())}, {"rank", rank}});
+    }
+    return 0;
+  }
+  if (was) return 0;
+  // Scratch a slice still holds (an op that failed, its sends not yet released) stays.
+  const uint64_t released = comm.internode ? comm.internode->scratch->release_idle() : 0;
+  events_->emit("comm_suspended", "info",
+                "communicator " + token_prefix(comm.token()) + " suspended by its " +
+                    std::to_string(comm.local_ranks()) +
+                    " rank(s) on this node: " + std::to_string(released) + " bytes released",
+                {{"comm", token_prefix(comm.token())}, {"bytes", released}});
+  return released;
+}
+
 void Engine::revoke_remote(uint64_t comm_id, const std::string& text, plexus_result_t code) {
   Comm* comm = internode_.find(comm_id);
   if (comm == nullptr || comm->broken()) return;

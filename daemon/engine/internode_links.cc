@@ -57,17 +57,13 @@ bool InternodeRunner::waits_on(uint64_t peer) const {
       const std::vector<int>& peers = comm->internode->active->peers();
       if (std::find(peers.begin(), peers.end(), node) != peers.end()) return true;
     }
-    // A recv here waiting for one of that node's ranks: its link stays, so that the node's
-    // failure reaches the recv (a dormant link would hear of it only on its next use).
-    const auto n = static_cast<size_t>(comm->nranks());
-    if (comm->recvs.size() != n * n) continue;
+    // A recv here waiting for one of that node's ranks (or any rank): its link stays, so
+    // that the node's failure reaches the recv (a dormant link would hear of it only on its
+    // next use).
     const NodeTopology& topology = comm->span()->topology;
-    for (int src : topology.node_ranks[static_cast<size_t>(node)]) {
-      for (int dst : topology.local_ranks()) {
-        if (!comm->recvs[static_cast<size_t>(src) * n + static_cast<size_t>(dst)].empty()) {
-          return true;
-        }
-      }
+    if (comm->p2p.recv_waits_on(
+            [&](int source) { return topology.rank_node[static_cast<size_t>(source)] == node; })) {
+      return true;
     }
   }
   return false;
@@ -137,10 +133,9 @@ void InternodeRunner::remote_rank_departed(Comm& comm, int from, int rank, uint6
   }
   member.present = false;
   member.departure = reason;
-  const auto n = static_cast<uint64_t>(comm.nranks());
-  for (uint64_t destination = 0; destination < n; ++destination) {
-    match_remote_recvs(comm, static_cast<uint64_t>(rank) * n + destination);
-  }
+  // Everything it sent came before this notice and was delivered; recvs only it could
+  // satisfy never will be.
+  hooks_.p2p_source_gone(comm);
   if (state.active && state.active->expects_from(node)) {
     // Its node sent everything it will ever send for this op: the rest never comes.
     defer_failure(comm, reason + " while collective #" + std::to_string(state.active_seq) +

@@ -2,9 +2,10 @@
 // buffer, kept mapped until the links release every chunk (the peer acknowledged it; with
 // --channel-acks off, once it is in its transport's hands), and completes when the end marker
 // behind them is released likewise; the receiving daemon gathers the message and hands it to
-// the matching recv, in the pair's order, checking that the sizes agree.
+// matching (CommMatcher::deliver_remote) whole and in the pair's order, with its tag.
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cstring>
 
 #include "daemon/engine/internode_runner.h"
@@ -17,27 +18,14 @@ namespace wire = transports::wire;
 
 void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
   const auto n = static_cast<uint64_t>(comm.nranks());
-  const bool is_send = part.entry.opcode == shm::Opcode::kSend;
   const auto self = static_cast<uint64_t>(part.rank);
   const auto peer = static_cast<uint64_t>(part.entry.peer);
-  const std::string* departure = comm.departure(part.entry.peer);
-  if (departure != nullptr && is_send) {
+  if (const std::string* departure = comm.departure(part.entry.peer)) {
     hooks_.complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
     return;
   }
   InternodeState& state = *comm.internode;
   const NodeSpan& span = *comm.span();
-  if (!is_send) {
-    const uint64_t key = peer * n + self;
-    if (comm.recvs.size() != n * n) {
-      comm.sends.resize(n * n);
-      comm.recvs.resize(n * n);
-    }
-    comm.recvs[key].push_back(std::move(part));
-    // What a rank that left had sent before it left can still be received.
-    match_remote_recvs(comm, key);
-    return;
-  }
   const uint64_t key = self * n + peer;
   const uint64_t message = state.p2p_sent[key]++;
   const int node = span.topology.rank_node[peer];
@@ -47,6 +35,8 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
       wire::point_to_point_step(static_cast<uint32_t>(self), static_cast<uint32_t>(peer));
   const uint64_t bytes = part.entry.send.bytes;
   const std::span<const std::byte> data(part.send, bytes);
+  const std::array<std::byte, wire::kPointToPointEndBytes> end =
+      wire::encode_point_to_point_end(part.entry.tag);
   const uint64_t id = state.next_send_id++;
   const Session* session = part.session;
   const uint64_t user_data = part.entry.user_data;
@@ -74,9 +64,9 @@ void InternodeRunner::submit_p2p(Comm& comm, Contribution part) {
   bool queued =
       links_.send_message(instance, span.comm_id, op_seq, step, data, keep_alive, nullptr);
   if (queued) {
-    // The end marker: a frame with no payload whose offset is the message's size.
+    // The end marker: a frame whose offset is the message's size and whose payload is its tag.
     queued = links_.send_marker(instance, span.comm_id, op_seq, step, bytes,
-                                wire::kPointToPointEndChunk, std::move(done));
+                                wire::kPointToPointEndChunk, std::move(done), end);
   }
   if (!queued) {
     defer_failure(comm, "no data connection to node " + node_name(comm, node) + " (it was lost)");
@@ -98,7 +88,12 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
   }
   const uint64_t key = source * n + destination;
   const uint64_t message = tag.message;
-  if (message < state.p2p_taken[key]) return "a send/recv frame for a message already received";
+  if (message < state.p2p_delivered[key]) return "a send/recv frame for a message already received";
+  if (h.chunk == wire::kPointToPointEndChunk && payload.size() != wire::kPointToPointEndBytes) {
+    return "a send/recv end marker with " + std::to_string(payload.size()) +
+           " bytes of payload, not its " + std::to_string(wire::kPointToPointEndBytes) +
+           "-byte tag";
+  }
   InboundMessage& in = state.inbound[key][message];
   if (in.complete) return "a send/recv frame after its message ended";
   if (h.chunk == wire::kPointToPointEndChunk) {
@@ -109,11 +104,12 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
       return {};
     }
     in.data.resize(h.offset);
+    in.tag = wire::decode_point_to_point_end(payload.first<wire::kPointToPointEndBytes>());
     in.complete = true;
-    match_remote_recvs(comm, key);
+    deliver_inbound(comm, key);
     return {};
   }
-  if (state.inbound_bytes + payload.size() > kMaxEarlyBytesPerComm) {
+  if (state.inbound_bytes + comm.p2p.held_bytes() + payload.size() > kMaxEarlyBytesPerComm) {
     defer_failure(comm, "more than 1 GiB of sends from other nodes wait for their recvs");
     return {};
   }
@@ -125,41 +121,24 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
   return {};
 }
 
-void InternodeRunner::match_remote_recvs(Comm& comm, uint64_t key) {
+void InternodeRunner::deliver_inbound(Comm& comm, uint64_t key) {
   InternodeState& state = *comm.internode;
-  if (comm.recvs.size() <= key) return;
-  auto& recvs = comm.recvs[key];
-  auto& messages = state.inbound[key];
-  while (!recvs.empty()) {
-    auto it = messages.find(state.p2p_taken[key]);
-    if (it == messages.end() || !it->second.complete) break;
-    Contribution recv = std::move(recvs.front());
-    recvs.pop_front();
-    InboundMessage message = std::move(it->second);
+  const auto n = static_cast<uint64_t>(comm.nranks());
+  auto pair = state.inbound.find(key);
+  if (pair == state.inbound.end()) return;
+  auto& messages = pair->second;
+  for (auto it = messages.find(state.p2p_delivered[key]);
+       it != messages.end() && it->second.complete; it = messages.find(state.p2p_delivered[key])) {
+    InboundMessage in = std::move(it->second);
     messages.erase(it);
-    ++state.p2p_taken[key];
-    state.inbound_bytes -= message.data.size();
-    const uint64_t want = recv.entry.recv.bytes;
-    if (message.data.size() != want) {
-      const std::string text = "recv on rank " + std::to_string(recv.rank) + " from rank " +
-                               std::to_string(recv.entry.peer) + " expects " +
-                               std::to_string(want) + " bytes but the send carried " +
-                               std::to_string(message.data.size());
-      hooks_.complete(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, text);
-      continue;
-    }
-    if (want > 0) std::memcpy(recv.recv, message.data.data(), want);
-    watch_.count_completed(comm, want, recv.entry);
-    hooks_.complete(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
+    ++state.p2p_delivered[key];
+    state.inbound_bytes -= in.received;
+    hooks_.deliver_p2p(
+        comm, static_cast<int>(key % n),
+        P2pMessage{static_cast<int>(key / n), in.tag, std::nullopt, std::move(in.data)});
+    if (comm.broken()) return;
   }
-  // A source that left sent everything before its departure notice: what is still
-  // unmatched now never will be.
-  if (const std::string* departure = comm.departure(static_cast<int>(key / comm.nranks()))) {
-    for (auto& part : recvs) {
-      hooks_.complete(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
-    }
-    recvs.clear();
-  }
+  if (messages.empty()) state.inbound.erase(pair);
 }
 
 void InternodeRunner::fail_remote_p2p(Comm& comm) {

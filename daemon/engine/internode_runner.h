@@ -57,6 +57,11 @@ class InternodeRunner {
     std::function<void(Comm&)> run_ready;
     // The engine's owning pointer to a session it serves, or null.
     std::function<std::shared_ptr<Session>(const Session*)> shared_session;
+    // A whole message from another node for a rank here (CommMatcher::deliver_remote).
+    std::function<void(Comm&, int destination, P2pMessage)> deliver_p2p;
+    // A rank of another node left: recvs only it could satisfy fail
+    // (CommMatcher::fail_orphaned_recvs).
+    std::function<void(Comm&)> p2p_source_gone;
   };
 
   InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEvents link_events, OpWatch& watch,
@@ -73,7 +78,7 @@ class InternodeRunner {
   // Starts `op`, the communicator's oldest collective, whose local parts have all arrived
   // and agree (one op between daemons at a time, in op order).
   void start_op(Comm& comm, PendingCollective& op);
-  // A send or recv whose peer rank lives on another node.
+  // A send to a rank of another node (recvs wait in Comm::p2p, whoever the source).
   void submit_p2p(Comm& comm, Contribution part);
   // Rank `rank` of this node left `comm` without breaking it: the other nodes are told.
   void send_departed(Comm& comm, int rank, const std::string& reason);
@@ -125,7 +130,8 @@ class InternodeRunner {
   // Send/recv between ranks on different nodes (internode_p2p.cc).
   std::string on_p2p_frame(Comm& comm, int node, const transports::wire::DataFrameHeader& h,
                            std::span<const std::byte> payload);
-  void match_remote_recvs(Comm& comm, uint64_t key);
+  // Hands the pair's messages that came whole, in order, to matching.
+  void deliver_inbound(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);
   // Whether `node` of `comm` gets a notice (not this node, and a link to it, dormant or not:

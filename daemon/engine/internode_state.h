@@ -35,6 +35,7 @@ struct InboundMessage {
   std::vector<std::byte> data;
   uint64_t received = 0;
   bool complete = false;  // the end marker came: data.size() is the message's size
+  int32_t tag = 0;        // from the end marker
 };
 
 struct InternodeState {
@@ -55,8 +56,8 @@ struct InternodeState {
   std::chrono::steady_clock::time_point held_since{};  // holding for a change since
 
   // Send/recv with ranks on other nodes, by pair key source * nranks + destination.
-  std::unordered_map<uint64_t, uint64_t> p2p_sent;   // messages sent
-  std::unordered_map<uint64_t, uint64_t> p2p_taken;  // messages handed to recvs
+  std::unordered_map<uint64_t, uint64_t> p2p_sent;       // messages sent
+  std::unordered_map<uint64_t, uint64_t> p2p_delivered;  // messages handed to matching
   std::unordered_map<uint64_t, std::map<uint64_t, InboundMessage>> inbound;
   size_t inbound_bytes = 0;
   uint64_t next_send_id = 0;

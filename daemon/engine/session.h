@@ -134,6 +134,9 @@ class Session {
     uint64_t bytes = 0;
   };
   std::unordered_map<uint64_t, OpsInFlight> ops_in_flight;
+  // Recvs from any source that took a message, by user_data: the rank it came from, for
+  // their completion (CompletionEntry::source).
+  std::unordered_map<uint64_t, int32_t> any_source_matches;
   uint64_t inflight_bytes() const {
     uint64_t total = 0;
     for (const auto& [user_data, ops] : ops_in_flight) total += ops.bytes;

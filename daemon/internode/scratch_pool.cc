@@ -10,4 +10,14 @@ std::shared_ptr<OpScratch> ScratchPool::take() {
   return buffers_.back();
 }
 
+uint64_t ScratchPool::release_idle() {
+  uint64_t bytes = 0;
+  std::erase_if(buffers_, [&](const std::shared_ptr<OpScratch>& buffer) {
+    if (buffer.use_count() != 1) return false;
+    bytes += buffer->work.capacity() + buffer->send.capacity();
+    return true;
+  });
+  return bytes;
+}
+
 }  // namespace plexus::daemon

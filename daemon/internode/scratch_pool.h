@@ -21,6 +21,8 @@ class ScratchPool {
  public:
   std::shared_ptr<OpScratch> take();
   size_t size() const { return buffers_.size(); }
+  // Frees the buffers no slice holds (a parked communicator's); returns their bytes.
+  uint64_t release_idle();
 
  private:
   std::vector<std::shared_ptr<OpScratch>> buffers_;

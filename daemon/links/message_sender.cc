@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "transports/wire/frame_views.h"
 
@@ -56,14 +57,20 @@ bool MessageSender::send_message(uint64_t peer, uint64_t comm_id, uint64_t op_se
 }
 
 bool MessageSender::send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step,
-                                uint64_t offset, uint32_t chunk, std::function<void()> done) {
+                                uint64_t offset, uint32_t chunk, std::function<void()> done,
+                                std::span<const std::byte> payload) {
   transports::ReliableChannel* channel = links_.channel(peer);
   if (channel == nullptr) return false;
   wire::DataFrameHeader h = wire::make_data(comm_id, op_seq, step);
   h.chunk = chunk;
   h.offset = offset;
-  h.length = 0;
-  channel->send(h, {}, links_.take_token(peer, nullptr, std::move(done), Clock::now()),
+  h.length = static_cast<uint32_t>(payload.size());
+  // A marker's few bytes are copied: the link holds them until the peer has the frame.
+  std::shared_ptr<std::vector<std::byte>> copy;
+  if (!payload.empty())
+    copy = std::make_shared<std::vector<std::byte>>(payload.begin(), payload.end());
+  const std::span<const std::byte> held = copy ? std::span<const std::byte>(*copy) : payload;
+  channel->send(h, held, links_.take_token(peer, copy, std::move(done), Clock::now()),
                 flow_of(h.comm_id));
   links_.flush(peer);
   return true;

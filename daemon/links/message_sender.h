@@ -34,7 +34,8 @@ class MessageSender {
                     std::span<const std::byte> data, std::shared_ptr<void> keep_alive,
                     std::function<void()> done);
   bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step, uint64_t offset,
-                   uint32_t chunk, std::function<void()> done);
+                   uint32_t chunk, std::function<void()> done,
+                   std::span<const std::byte> payload = {});
   // `header` (an abort or departed frame: transports/wire/frame_views.h) carrying `reason`
   // (cut to kMaxAbortReasonBytes), best effort.
   void send_notice(uint64_t peer, transports::wire::DataFrameHeader header,

@@ -160,11 +160,14 @@ class NodeLinks {
                                 std::move(done));
   }
 
-  // A data frame with no payload, its chunk and offset chosen by the caller (e.g. the end
-  // of a message whose size only the sender knows); `done` runs once it is released, as above.
+  // A data frame of a few bytes (`payload`, copied) or none, its chunk and offset chosen by the
+  // caller (e.g. the end of a message whose size only the sender knows); `done` runs once it
+  // is released, as above.
   bool send_marker(uint64_t peer, uint64_t comm_id, uint64_t op_seq, uint32_t step, uint64_t offset,
-                   uint32_t chunk, std::function<void()> done) {
-    return sender_.send_marker(peer, comm_id, op_seq, step, offset, chunk, std::move(done));
+                   uint32_t chunk, std::function<void()> done,
+                   std::span<const std::byte> payload = {}) {
+    return sender_.send_marker(peer, comm_id, op_seq, step, offset, chunk, std::move(done),
+                               payload);
   }
 
   // Tells `peer` that communicator comm_id failed here, and why (best effort); `code`: the

@@ -40,6 +40,12 @@ void PlexusWork::complete(const std::string& error) {
   future_->setError(exception);
 }
 
+int PlexusWork::sourceRank() const {
+  TORCH_CHECK(source_rank >= 0, "ProcessGroupPlexus: ", what_,
+              ": the source rank is known only for a recv that completed");
+  return source_rank;
+}
+
 bool PlexusWork::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   // Without a timeout of its own the call waits for the process group's: the watchdog

@@ -27,12 +27,15 @@ class PlexusWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
+  // The rank a completed recv received from (torch's recvAnysource).
+  int sourceRank() const override;
 
   // Built by the process group before the work is queued:
   std::vector<plexus_request_t> requests;         // all must complete
   std::vector<std::function<void()>> on_success;  // results into the caller's tensors
   std::vector<at::Tensor> keep;                   // buffers the daemon reads or writes
   std::string submit_error;                       // a call libplexus refused at submission
+  int source_rank = -1;  // a recv's sender, written by libplexus when it completes
 
   const std::string& what() const { return what_; }
   Clock::time_point deadline() const { return deadline_; }

@@ -25,6 +25,15 @@ void check_cpu(const at::Tensor& t, const char* what) {
   plexus_dtype(t);
 }
 
+// The tag of the sends and recvs that make up gather, scatter and alltoall: apart from every
+// tag a torch caller may pass.
+constexpr int kCollectiveTag = std::numeric_limits<int>::min();
+
+void check_tag(int tag, const char* what) {
+  TORCH_CHECK(tag != kCollectiveTag, "ProcessGroupPlexus: ", what, " with tag ", tag,
+              ", which plexus keeps for its own collectives");
+}
+
 void check_single(const std::vector<at::Tensor>& tensors, const char* what) {
   TORCH_CHECK(tensors.size() == 1, "ProcessGroupPlexus: ", what,
               " takes one tensor per process, got ", tensors.size());
@@ -355,10 +364,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
   return run("gather", c10d::OpType::GATHER, list, [&](PlexusWork& w, plexus_comm_t c) {
     at::Tensor src = readable(w, in);
     plexus_request_t req = nullptr;
-    add(w, plexus_send(src.data_ptr(), elements(src), plexus_dtype(src), root, c, &req), req);
+    add(w,
+        plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), root, kCollectiveTag,
+                           c, &req),
+        req);
     for (int r = 0; is_root && r < getSize(); ++r) {
       at::Tensor dst = writable(w, list[static_cast<size_t>(r)]);
-      add(w, plexus_recv(dst.data_ptr(), elements(dst), plexus_dtype(dst), r, c, &req), req);
+      add(w,
+          plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), r, kCollectiveTag,
+                             nullptr, c, &req),
+          req);
     }
   });
 }
@@ -386,10 +401,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
     plexus_request_t req = nullptr;
     for (int r = 0; is_root && r < getSize(); ++r) {
       at::Tensor src = readable(w, list[static_cast<size_t>(r)]);
-      add(w, plexus_send(src.data_ptr(), elements(src), plexus_dtype(src), r, c, &req), req);
+      add(w,
+          plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), r, kCollectiveTag, c,
+                             &req),
+          req);
     }
     at::Tensor dst = writable(w, out);
-    add(w, plexus_recv(dst.data_ptr(), elements(dst), plexus_dtype(dst), root, c, &req), req);
+    add(w,
+        plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), root, kCollectiveTag,
+                           nullptr, c, &req),
+        req);
   });
 }
 
@@ -498,15 +519,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
         for (int r = 0; r < n; ++r) {
           const auto count = static_cast<size_t>(input_splits[r] * row);
           add(w,
-              plexus_send(in + static_cast<size_t>(in_start[r] * row) * element, count, dtype, r, c,
-                          &req),
+              plexus_send_tagged(in + static_cast<size_t>(in_start[r] * row) * element, count,
+                                 dtype, r, kCollectiveTag, c, &req),
               req);
         }
         for (int r = 0; r < n; ++r) {
           const auto count = static_cast<size_t>(output_splits[r] * row);
           add(w,
-              plexus_recv(out + static_cast<size_t>(out_start[r] * row) * element, count, dtype, r,
-                          c, &req),
+              plexus_recv_tagged(out + static_cast<size_t>(out_start[r] * row) * element, count,
+                                 dtype, r, kCollectiveTag, nullptr, c, &req),
               req);
         }
       });
@@ -526,38 +547,61 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
     plexus_request_t req = nullptr;
     for (int r = 0; r < n; ++r) {
       at::Tensor src = readable(w, inputs[r]);
-      add(w, plexus_send(src.data_ptr(), elements(src), plexus_dtype(src), r, c, &req), req);
+      add(w,
+          plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), r, kCollectiveTag, c,
+                             &req),
+          req);
     }
     for (int r = 0; r < n; ++r) {
       at::Tensor dst = writable(w, outputs[r]);
-      add(w, plexus_recv(dst.data_ptr(), elements(dst), plexus_dtype(dst), r, c, &req), req);
+      add(w,
+          plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), r, kCollectiveTag,
+                             nullptr, c, &req),
+          req);
     }
   });
 }
 
-// Tags: Plexus matches a pair's sends and receives in the order they are made, so a tag
-// must be received in the order it was sent (as with one MPI tag).
+// Tags are matched as gloo and MPI match them: a recv takes the oldest message from its
+// source with its tag. The collectives built of sends and recvs here (gather, scatter,
+// alltoall with splits) use kCollectiveTag, which no torch caller passes.
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>& tensors, int dst,
-                                                        int /*tag*/) {
+                                                        int tag) {
   check_single(tensors, "send");
   check_rank(dst, "send destination");
+  check_tag(tag, "send");
   const at::Tensor t = tensors[0];
   return run("send", c10d::OpType::SEND, tensors, [&](PlexusWork& w, plexus_comm_t c) {
     at::Tensor src = readable(w, t);
     plexus_request_t req = nullptr;
-    add(w, plexus_send(src.data_ptr(), elements(src), plexus_dtype(src), dst, c, &req), req);
+    add(w, plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), dst, tag, c, &req),
+        req);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>& tensors, int src,
-                                                        int /*tag*/) {
-  check_single(tensors, "recv");
+                                                        int tag) {
   check_rank(src, "recv source");
+  return receive(tensors, src, tag, "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int tag) {
+  return receive(tensors, PLEXUS_ANY_SOURCE, tag, "recvAnysource");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::receive(std::vector<at::Tensor>& tensors,
+                                                           int src, int tag, const char* call) {
+  check_single(tensors, call);
+  check_tag(tag, call);
   const at::Tensor t = tensors[0];
-  return run("recv", c10d::OpType::RECV, tensors, [&](PlexusWork& w, plexus_comm_t c) {
+  return run(call, c10d::OpType::RECV, tensors, [&](PlexusWork& w, plexus_comm_t c) {
     at::Tensor dst = writable(w, t);
     plexus_request_t req = nullptr;
-    add(w, plexus_recv(dst.data_ptr(), elements(dst), plexus_dtype(dst), src, c, &req), req);
+    add(w,
+        plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), src, tag,
+                           &w.source_rank, c, &req),
+        req);
   });
 }
 

@@ -80,6 +80,7 @@ class ProcessGroupPlexus : public BackendBase {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
@@ -95,6 +96,9 @@ class ProcessGroupPlexus : public BackendBase {
   // A contiguous tensor with t's values for the daemon to read.
   static at::Tensor readable(PlexusWork& work, const at::Tensor& t);
   void check_rank(int rank, const char* what) const;
+  // recv and recvAnysource (src PLEXUS_ANY_SOURCE): the work's sourceRank is the sender.
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int src, int tag,
+                                         const char* call);
   // The progress thread, whose watchdog aborts the communicator when a work times out.
   void start_progress();
   // The communicator while `held` (a lock of comm_mutex_) is, or an error naming `what` once

@@ -486,6 +486,32 @@ static void case_grow(ncclComm_t sub, int rank, int n) {
   }
 }
 
+/* NCCL 2.29's ncclCommSuspend and ncclCommResume (looked up at run time, as above): a
+ * suspended communicator refuses operations, takes them again once resumed, and bad flags
+ * are refused. */
+typedef ncclResult_t (*SuspendFn)(ncclComm_t, int);
+typedef ncclResult_t (*ResumeFn)(ncclComm_t);
+
+static void case_suspend(ncclComm_t comm, int rank, int n) {
+  SuspendFn suspend = (SuspendFn)dlsym(RTLD_DEFAULT, "ncclCommSuspend");
+  ResumeFn resume = (ResumeFn)dlsym(RTLD_DEFAULT, "ncclCommResume");
+  if (suspend == NULL || resume == NULL) {
+    if (rank == 0) printf("skip suspend: this libnccl has no ncclCommSuspend (NCCL 2.29's)\n");
+    return;
+  }
+  if (suspend(comm, 0x02) != ncclInvalidArgument) { failf("suspend", "flags 0x02 accepted"); return; }
+  CHECK("suspend", suspend(comm, 0x01 /* NCCL_SUSPEND_MEM */));
+  int64_t v = 1, sum = 0;
+  if (ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, NULL) == ncclSuccess) {
+    failf("suspend", "an allreduce on a suspended communicator succeeded");
+    return;
+  }
+  CHECK("suspend", resume(comm));
+  CHECK("suspend", ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, NULL));
+  if (sum != n) { failf("suspend", "the allreduce after resume gave %lld", (long long)sum); return; }
+  if (rank == 0) printf("ok suspend refuses operations until resume (ncclCommSuspend)\n");
+}
+
 /* The last rank's process is killed after init; the survivors' allreduce fails, they revoke
  * the communicator and shrink it without the lost rank (no unique id), and the successor's
  * allreduce is exact; then it grows back with a replacement rank. Bad flags are refused. */
@@ -625,6 +651,7 @@ static int run_rank(const ncclUniqueId* ids, int rank, int n) {
   case_premulsum(comm, rank, n);
   case_errors(comm, rank, n);
   case_split(comm, rank, n);
+  case_suspend(comm, rank, n);
   case_device_api(comm, rank, n);
   r = ncclCommFinalize(comm);
   if (r != ncclSuccess) failf("finalize", "%d", (int)r);

@@ -168,11 +168,19 @@ def case_collectives(rank, world):
     dist.all_reduce_coalesced(ts)
     assert float(ts[0][0]) == sum(range(world)) and float(ts[1][2]) == sum(range(world))
     if rank == 0:
-        dist.send(torch.arange(10.), dst=1, tag=7)
+        # Tag 7 first, then tag 3: rank 1 receives tag 3 first, then takes tag 7. (A send
+        # within a node completes when its recv takes it, so both are posted at once.)
+        first = dist.isend(torch.arange(10.), dst=1, tag=7)
+        second = dist.isend(torch.arange(10.) + 30, dst=1, tag=3)
+        first.wait()
+        second.wait()
     elif rank == 1:
         got = torch.zeros(10)
-        dist.recv(got, src=0, tag=7)
-        check("send/recv", got, torch.arange(10.))
+        dist.recv(got, src=0, tag=3)
+        check("send/recv by tag", got, torch.arange(10.) + 30)
+        # From any source: the sender's rank comes back.
+        assert dist.recv(got, tag=7) == 0, "recv from any source named the wrong sender"
+        check("recv from any source", got, torch.arange(10.))
     dist.barrier()
 
     # Work and future: async, is_completed, the future's value is the output list.

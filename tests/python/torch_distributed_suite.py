@@ -2,8 +2,8 @@
 distributed_test.py, shipped in python3-torch) run with backend "plexus".
 
 The backend opts into the suite's feature-gated tests as a plugin with DDP and subgroup
-support; it declares the one thing it does not do yet (recv from any source). Run by torch_distributed_suite.sh with a private plexusd; extra
-arguments go to unittest (-k NAME selects tests).
+support and declares nothing unsupported. Run by torch_distributed_suite.sh with a private
+plexusd; extra arguments go to unittest (-k NAME selects tests).
 """
 import os
 import sys
@@ -25,7 +25,6 @@ from torch.testing._internal.common_distributed import DistTestCases  # noqa: E4
 DistTestCases.backend_feature["plugin"].add("plexus")
 DistTestCases.backend_feature["ddp"].add("plexus")
 DistTestCases.backend_feature["subgroup"].add("plexus")
-DistTestCases.skip_collective["sendrecv anysource"].add("plexus")
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402

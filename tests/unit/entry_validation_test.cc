@@ -176,7 +176,7 @@ TEST(EntryFieldsTest, RejectsUnknownFlagsAndStreamFieldsWithoutTheStreamFlag) {
     SCOPED_TRACE(what);
     expect_invalid(r, message);
   };
-  check([](SubmissionEntry& e) { e.flags = 2; }, "flags 2", "flags 0x02 has unknown bits");
+  check([](SubmissionEntry& e) { e.flags = 4; }, "flags 4", "flags 0x04 has unknown bits");
   check([](SubmissionEntry& e) { e.flags = 0x81; }, "flags 0x81", "flags 0x81 has unknown bits");
   const char* zero = "must be zero without the stream-ordered flag";
   check([](SubmissionEntry& e) { e.stream_ticket = 1; }, "ticket 1", zero);
@@ -519,10 +519,13 @@ TEST(EntrySizesTest, EachOpcodeTouchesTheDocumentedBytes) {
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(out.send.bytes, c.send_bytes);
     EXPECT_EQ(out.recv.bytes, c.recv_bytes);
+    // A send's or recv's other side is no buffer (its region field is the tag): empty.
+    const bool no_send = c.op == Opcode::kRecv;
+    const bool no_recv = c.op == Opcode::kSend;
     EXPECT_EQ(out.send.region, 0u);
-    EXPECT_EQ(out.send.offset, 1000u);
-    EXPECT_EQ(out.recv.region, 1u);
-    EXPECT_EQ(out.recv.offset, 8u);
+    EXPECT_EQ(out.send.offset, no_send ? 0u : 1000u);
+    EXPECT_EQ(out.recv.region, no_recv ? 0u : 1u);
+    EXPECT_EQ(out.recv.offset, no_recv ? 0u : 8u);
     EXPECT_FALSE(out.in_place);
   }
 }
@@ -608,6 +611,56 @@ TEST(EntrySizesTest, StatusIsSuccessAndErrorEmptyForAValidEntry) {
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(out.send.bytes, 200u);
   EXPECT_EQ(out.recv.bytes, 800u);
+}
+
+}  // namespace
+}  // namespace plexus::shm
+
+namespace plexus::shm {
+namespace {
+
+TEST(EntryPointToPointTest, ATagTravelsInTheRegionFieldOfTheSideTheOpDoesNotUse) {
+  for (Opcode op : {Opcode::kSend, Opcode::kRecv}) {
+    SubmissionEntry e = make_entry(op, PLEXUS_FLOAT32, 16);
+    e.peer = 1;
+    set_p2p_tag(e, -77);
+    EXPECT_EQ(op == Opcode::kSend ? e.recv_region : e.send_region, static_cast<uint32_t>(-77));
+    ValidatedEntry out;
+    ValidationResult r = validate(e, 2, 0, &out);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(out.tag, -77);
+    EXPECT_FALSE(out.any_source);
+    // The buffer the op uses is still region 0.
+    EXPECT_EQ(op == Opcode::kSend ? out.send.region : out.recv.region, kHostPoolRegion);
+  }
+}
+
+TEST(EntryPointToPointTest, ARecvFromAnySourceNamesNoPeerAndIsTheOnlyOpWithTheFlag) {
+  SubmissionEntry e = make_entry(Opcode::kRecv, PLEXUS_FLOAT32, 16);
+  e.flags = kEntryAnySource;
+  e.peer = kAnySource;
+  set_p2p_tag(e, 9);
+  ValidatedEntry out;
+  ValidationResult r = validate(e, 4, 2, &out);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(out.any_source);
+  EXPECT_EQ(out.tag, 9);
+  EXPECT_EQ(out.recv.bytes, 64u);
+
+  e.peer = 1;  // a named peer beside the flag
+  expect_invalid(validate(e, 4, 2, &out), "any-source flag");
+  SubmissionEntry send = make_entry(Opcode::kSend, PLEXUS_FLOAT32, 16);
+  send.flags = kEntryAnySource;
+  send.peer = kAnySource;
+  expect_invalid(validate(send, 4, 2, &out), "not send");
+  SubmissionEntry all = make_entry(Opcode::kAllReduce, PLEXUS_FLOAT32, 16);
+  all.flags = kEntryAnySource;
+  all.peer = kAnySource;
+  expect_invalid(validate(all, 4, 2, &out), "not allreduce");
+  // Without the flag, -1 is a peer outside the communicator.
+  SubmissionEntry plain = make_entry(Opcode::kRecv, PLEXUS_FLOAT32, 16);
+  plain.peer = kAnySource;
+  expect_invalid(validate(plain, 4, 2, &out), "peer -1");
 }
 
 }  // namespace

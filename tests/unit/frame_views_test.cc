@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <limits>
 
 namespace plexus::transports::wire {
 namespace {
@@ -57,6 +58,16 @@ TEST(FrameViewsTest, APointToPointFrameNamesItsMessageSourceAndDestination) {
   EXPECT_EQ(tag.message, 41u);
   EXPECT_EQ(tag.source, 65535u);
   EXPECT_EQ(tag.destination, 3u);
+}
+
+TEST(FrameViewsTest, APointToPointEndMarkerCarriesTheTagLittleEndian) {
+  for (int32_t tag : {0, 1, -1, 0x12345678, std::numeric_limits<int32_t>::min()}) {
+    const auto bytes = encode_point_to_point_end(tag);
+    EXPECT_EQ(decode_point_to_point_end(bytes), tag) << tag;
+  }
+  const auto bytes = encode_point_to_point_end(0x01020304);
+  EXPECT_EQ(bytes[0], std::byte{4});
+  EXPECT_EQ(bytes[3], std::byte{1});
 }
 
 TEST(FrameViewsTest, AnAcknowledgementCarriesIncarnationCumulativePointAndRun) {

@@ -94,6 +94,7 @@ CompletionEntry make_completion(uint64_t seq, uint32_t message_len) {
   e.user_data = seq;
   e.status = static_cast<int32_t>(seq % 13);
   e.message_len = message_len;
+  e.source = static_cast<int32_t>(seq % 7) - 1;
   for (size_t i = 0; i < message_len && i < kCompletionMessageBytes; ++i) {
     e.message[i] = message_byte(seq, i);
   }
@@ -108,6 +109,9 @@ std::string check_completion(const CompletionEntry& got, uint64_t seq, uint32_t 
   }
   if (got.status != static_cast<int32_t>(seq % 13)) {
     return "status " + std::to_string(got.status) + " for seq " + std::to_string(seq);
+  }
+  if (got.source != static_cast<int32_t>(seq % 7) - 1) {
+    return "source " + std::to_string(got.source) + " for seq " + std::to_string(seq);
   }
   if (got.message_len != len) {
     return "message_len " + std::to_string(got.message_len) + " for seq " + std::to_string(seq) +
@@ -240,7 +244,8 @@ TEST(RingMemoryTest, AttachAcceptsAHandWrittenValidHeader) {
 TEST(RingMemoryTest, AttachRejectsWrongMagic) {
   HeaderFields h = valid_header_fields(8, 8);
   h.magic = 0xdeadbeef;
-  expect_attach_fails(memfd_with_header(ring_bytes(8, 8), h), "magic/version 3735928559/1");
+  expect_attach_fails(memfd_with_header(ring_bytes(8, 8), h),
+                      "magic/version 3735928559/" + std::to_string(kRingLayoutVersion));
 }
 
 TEST(RingMemoryTest, AttachRejectsWrongVersion) {
@@ -470,13 +475,16 @@ TEST(RingTest, CompletionsWrapAroundManyTimes) {
     ASSERT_EQ(space, kEntries - (produced - consumed));
     uint32_t batch = std::uniform_int_distribution<uint32_t>(0, space)(rng);
     for (uint32_t i = 0; i < batch && produced < total; ++i, ++produced) {
-      daemon.post(make_completion(produced, static_cast<uint32_t>(produced % 241)));
+      daemon.post(make_completion(produced,
+                                  static_cast<uint32_t>(produced % (kCompletionMessageBytes + 1))));
     }
     daemon.publish();
     uint32_t take = std::uniform_int_distribution<uint32_t>(0, kEntries)(rng);
     CompletionEntry out{};
     for (uint32_t i = 0; i < take && client.poll_completion(&out); ++i, ++consumed) {
-      ASSERT_EQ(check_completion(out, consumed, static_cast<uint32_t>(consumed % 241)), "");
+      ASSERT_EQ(check_completion(out, consumed,
+                                 static_cast<uint32_t>(consumed % (kCompletionMessageBytes + 1))),
+                "");
     }
     ASSERT_FALSE(daemon.corrupt()) << daemon.corruption();
   }

@@ -27,8 +27,9 @@ namespace plexus::transports {
 // (Refused.crossed); 6: idle links close by agreement (data frame version 4, kRetire*); 7:
 // idle control connections close with a bye (ControlSequence::kByeSeq); 8: the topology goes
 // down a tree (Formed.root and Formed.fanout, passed on by members); 9: revokes down a tree,
-// shrinks (Join.parent, Join.excluded), probes, the code in a kAbort.
-inline constexpr uint32_t kPeerProtocolVersion = 9;
+// shrinks (Join.parent, Join.excluded), probes, the code in a kAbort; 10: a send's tag in its
+// end marker.
+inline constexpr uint32_t kPeerProtocolVersion = 10;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };

@@ -5,7 +5,10 @@
 // Plain functions over the header, any thread.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "transports/wire/data_frame.h"
 
@@ -56,9 +59,22 @@ inline CollectiveStep decode_collective_step(uint32_t step) {
 }
 
 // A point-to-point message's frames: step is source << 16 | destination (ranks below
-// 65,536); the message ends with a frame of chunk kPointToPointEndChunk and no payload whose
-// offset is the message's size.
+// 65,536); the message ends with a frame of chunk kPointToPointEndChunk whose offset is the
+// message's size and whose payload is its tag (4 bytes, little-endian): the receiver matches
+// by tag only once the message is whole.
 inline constexpr uint32_t kPointToPointEndChunk = 0xffffffffu;
+inline constexpr size_t kPointToPointEndBytes = 4;
+inline std::array<std::byte, kPointToPointEndBytes> encode_point_to_point_end(int32_t tag) {
+  const auto v = static_cast<uint32_t>(tag);
+  return {std::byte(v & 0xff), std::byte(v >> 8 & 0xff), std::byte(v >> 16 & 0xff),
+          std::byte(v >> 24)};
+}
+inline int32_t decode_point_to_point_end(std::span<const std::byte, kPointToPointEndBytes> in) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < kPointToPointEndBytes; ++i)
+    v |= std::to_integer<uint32_t>(in[i]) << (8 * i);
+  return static_cast<int32_t>(v);
+}
 
 struct PointToPointTag {
   uint64_t message = 0;  // its number among the messages from source to destination

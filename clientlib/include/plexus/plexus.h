@@ -89,6 +89,17 @@ plexus_result_t plexus_comm_shrink(plexus_comm_t comm, const int* exclude, int e
  * PLEXUS_INIT_TIMEOUT_MS. */
 plexus_result_t plexus_comm_grow_id(plexus_comm_t comm, plexus_unique_id_t* id);
 plexus_result_t plexus_comm_grow(plexus_comm_t comm, int nranks, plexus_comm_t* newcomm);
+/* plexus_comm_suspend's flags (NCCL's value). */
+#define PLEXUS_SUSPEND_MEM 0x01 /* release what plexusd keeps for the communicator */
+/* Parks a communicator that will sit idle for a while (an RL job's, between phases): once
+ * every rank of it on this node has suspended it, plexusd releases the memory it keeps for
+ * the communicator (its scratch between nodes), and `released` (may be NULL) says how many
+ * bytes that call released; it is taken again on the first op after plexus_comm_resume.
+ * This rank's ops on comm must have completed; until it resumes, its ops on comm are
+ * refused with PLEXUS_ERR_INVALID_ARGUMENT (destroy and abort still work). Neither call
+ * waits for other ranks. */
+plexus_result_t plexus_comm_suspend(plexus_comm_t comm, int flags, uint64_t* released);
+plexus_result_t plexus_comm_resume(plexus_comm_t comm);
 plexus_result_t plexus_comm_count(plexus_comm_t comm, int* count);
 plexus_result_t plexus_comm_user_rank(plexus_comm_t comm, int* rank);
 
@@ -149,11 +160,24 @@ plexus_result_t plexus_reducescatter(const void* sendbuff, void* recvbuff, size_
 plexus_result_t plexus_alltoall(const void* sendbuff, void* recvbuff, size_t count,
                                 plexus_dtype_t dtype, plexus_comm_t comm,
                                 plexus_request_t* request);
-/* Point-to-point; matched in order per (sender, receiver) pair. */
+/* Point-to-point, as MPI matches: a recv takes the oldest message from its peer with its tag;
+ * messages from one sender with one tag arrive in the order they were sent. plexus_send and
+ * plexus_recv use tag 0. */
 plexus_result_t plexus_send(const void* sendbuff, size_t count, plexus_dtype_t dtype, int peer,
                             plexus_comm_t comm, plexus_request_t* request);
 plexus_result_t plexus_recv(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
                             plexus_comm_t comm, plexus_request_t* request);
+plexus_result_t plexus_send_tagged(const void* sendbuff, size_t count, plexus_dtype_t dtype,
+                                   int peer, int tag, plexus_comm_t comm,
+                                   plexus_request_t* request);
+/* peer PLEXUS_ANY_SOURCE takes the oldest message with the tag from whichever rank. *source
+ * (may be NULL for a named peer) is set to peer at once and, for any source, to the sender's
+ * rank when the recv succeeds (before the wait on it returns): it must stay valid until then.
+ * A recv from any source fails with PLEXUS_ERR_PEER_LOST once every other rank has left. */
+#define PLEXUS_ANY_SOURCE (-1)
+plexus_result_t plexus_recv_tagged(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
+                                   int tag, int* source, plexus_comm_t comm,
+                                   plexus_request_t* request);
 
 /* Batches the calls between start and end into one submission (nestable). Requests
  * are returned as usual; the ops are submitted at the outermost plexus_group_end. */

@@ -502,6 +502,32 @@ NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   });
 }
 
+// NCCL 2.29's memory offload: this rank's operations finish first, then plexusd releases the
+// communicator's memory once every rank of it on the node has suspended it.
+NCCL_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  const char* call = "ncclCommSuspend";
+  if (flags != NCCL_SUSPEND_MEM) {
+    return fail(ncclInvalidArgument,
+                "ncclCommSuspend: flags " + std::to_string(flags) + " is not NCCL_SUSPEND_MEM");
+  }
+  return guarded(call, [&] {
+    ncclResult_t result = ncclSuccess;
+    std::shared_ptr<CommCore> core = usable(comm, call, &result);
+    if (core == nullptr) return result;
+    if (ncclResult_t r = core->drain(call); r != ncclSuccess) return r;
+    return with_plexus(comm, call, [](plexus_comm_t plexus) {
+      return plexus_comm_suspend(plexus, PLEXUS_SUSPEND_MEM, nullptr);
+    });
+  });
+}
+
+NCCL_API ncclResult_t ncclCommResume(ncclComm_t comm) {
+  const char* call = "ncclCommResume";
+  return guarded(call, [&] {
+    return with_plexus(comm, call, [](plexus_comm_t plexus) { return plexus_comm_resume(plexus); });
+  });
+}
+
 NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclResult_t result = ncclSuccess;
   std::shared_ptr<CommCore> core = usable(comm, "ncclCommFinalize", &result);
