@@ -17,6 +17,12 @@ status=0
 # Debian does not ship.
 env -u CI "$python" -W ignore "$here/torch_distributed_suite.py" -v >"$dir/suite.log" 2>&1 || status=$?
 grep -E " \.\.\. |^(ERROR|FAIL):|^Ran |^OK|^FAILED" "$dir/suite.log" || true
-echo "passed: $(grep -c ' \.\.\. ok$' "$dir/suite.log" || true)"
+# The verdicts interleave with the rank processes' output, so the count comes from the
+# summary: passed = ran - skipped - errors - failures.
+count() { grep -aoE "^(OK|FAILED) .*$1=[0-9]+" "$dir/suite.log" | grep -oE "$1=[0-9]+" | cut -d= -f2 || true; }
+ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$dir/suite.log")
+skipped=$(count skipped) errors=$(count errors) failures=$(count failures)
+echo "passed: $((${ran:-0} - ${skipped:-0} - ${errors:-0} - ${failures:-0})) of ${ran:-0}" \
+  "(skipped ${skipped:-0}, errors ${errors:-0}, failures ${failures:-0})"
 [ "$status" -eq 0 ] || tail -60 "$dir/suite.log"
 exit "$status"
