@@ -281,7 +281,8 @@ plexus_result_t enqueue(shm::Opcode opcode, const BufferPlan& plan, size_t count
     }
     if (shm::is_point_to_point(opcode)) {
       shm::set_p2p_tag(entry, p2p.tag);
-      if (peer == PLEXUS_ANY_SOURCE) entry.flags |= shm::kEntryAnySource;
+      if (opcode == shm::Opcode::kRecv && peer == PLEXUS_ANY_SOURCE)
+        entry.flags |= shm::kEntryAnySource;
       req->source_out = p2p.source;
     }
     if (void* stream = comm->state->stream; stream != nullptr) {
@@ -529,6 +530,14 @@ plexus_result_t plexus_recv_tagged(void* recvbuff, size_t count, plexus_dtype_t 
   if (peer == PLEXUS_ANY_SOURCE && source == nullptr) {
     return fail(PLEXUS_ERR_INVALID_ARGUMENT,
                 "plexus_recv_tagged: a recv from PLEXUS_ANY_SOURCE needs `source` to say who sent");
+  }
+  // Stream-ordered without a request, nobody waits for it: `source` would be written after
+  // the caller may have let it go.
+  if (peer == PLEXUS_ANY_SOURCE && request == nullptr && comm != nullptr && comm->state &&
+      comm->state->stream != nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                "plexus_recv_tagged: a stream-ordered recv from PLEXUS_ANY_SOURCE needs a request "
+                "(its source is written when it completes)");
   }
   if (source != nullptr) *source = peer;
   BufferPlan plan{nullptr, 0, recvbuff, bytes, false};

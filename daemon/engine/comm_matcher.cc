@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -143,100 +142,6 @@ void CommMatcher::execute_collective(Comm& comm, PendingCollective& op, uint64_t
   watch_.count_completed(comm, bytes, first);
   if (watch_.timing()) watch_.record_finished(comm, op, seq, "local", PLEXUS_SUCCESS);
   for (auto& part : op.parts) complete_(part.session, part.entry.user_data, PLEXUS_SUCCESS, {});
-}
-
-void CommMatcher::submit_p2p(Comm& comm, Contribution part) {
-  const int peer = part.entry.peer;
-  if (part.entry.opcode == shm::Opcode::kSend) {
-    if (comm.members()[static_cast<size_t>(peer)].remote) {
-      internode_.submit_p2p(comm, std::move(part));
-      return;
-    }
-    if (const std::string* departure = comm.departure(peer)) {
-      complete_(part.session, part.entry.user_data, PLEXUS_ERR_PEER_LOST, *departure);
-      return;
-    }
-    const int source = part.rank;
-    const int32_t tag = part.entry.tag;
-    if (auto match = comm.p2p.deliver(peer, P2pMessage{source, tag, std::move(part), {}})) {
-      finish(comm, std::move(*match));
-    }
-    return;
-  }
-  // A recv: what its sources sent before they left can still be taken. Whether it waits for
-  // nobody is looked into only when somebody left (any source: every other rank must have).
-  const bool maybe_orphan = part.entry.any_source
-                                ? !comm.first_departure.empty() || !comm.remote_departure.empty()
-                                : comm.departure(peer) != nullptr;
-  if (auto match = comm.p2p.post(std::move(part))) {
-    finish(comm, std::move(*match));
-    return;
-  }
-  if (maybe_orphan) fail_orphaned_recvs(comm);
-}
-
-void CommMatcher::deliver_remote(Comm& comm, int destination, P2pMessage message) {
-  if (auto match = comm.p2p.deliver(destination, std::move(message))) {
-    finish(comm, std::move(*match));
-  }
-}
-
-void CommMatcher::fail_orphaned_recvs(Comm& comm, int leaving, const std::string& why) {
-  auto gone = [&](int rank) { return rank == leaving || comm.departure(rank) != nullptr; };
-  for (const Contribution& recv : comm.p2p.take_orphans(comm.nranks(), gone)) {
-    std::string text;
-    if (recv.entry.any_source) {
-      text = "rank " + std::to_string(recv.rank) + " waits to receive from any rank, but every " +
-             "other rank of communicator " + token_prefix(comm.token()) + " has left" +
-             (why.empty() ? "" : " (the last: " + why + ")");
-    } else {
-      text = recv.entry.peer == leaving ? why : *comm.departure(recv.entry.peer);
-    }
-    complete_(recv.session, recv.entry.user_data, PLEXUS_ERR_PEER_LOST, text);
-  }
-}
-
-void CommMatcher::finish(Comm& comm, P2pMatch match) {
-  Contribution& recv = match.recv;
-  P2pMessage& message = match.message;
-  const uint64_t want = recv.entry.recv.bytes;
-  const uint64_t sent = message.send ? message.send->entry.send.bytes : message.data.size();
-  if (sent != want || (message.send && message.send->entry.dtype != recv.entry.dtype)) {
-    const std::string text =
-        message.send ? "send from rank " + std::to_string(message.source) + " to rank " +
-                           std::to_string(recv.rank) + " carries " +
-                           std::to_string(message.send->entry.count) + " " +
-                           std::string(shm::dtype_name(message.send->entry.dtype)) +
-                           " but the matching recv expects " + std::to_string(recv.entry.count) +
-                           " " + std::string(shm::dtype_name(recv.entry.dtype))
-                     : "recv on rank " + std::to_string(recv.rank) + " from rank " +
-                           std::to_string(message.source) + " expects " + std::to_string(want) +
-                           " bytes but the send carried " + std::to_string(sent);
-    if (message.send)
-      complete_(message.send->session, message.send->entry.user_data, PLEXUS_ERR_MISMATCH, text);
-    complete_(recv.session, recv.entry.user_data, PLEXUS_ERR_MISMATCH, text);
-    return;
-  }
-  if (recv.entry.any_source) {
-    recv.session->any_source_matches[recv.entry.user_data] = message.source;
-  }
-  if (!message.send) {  // from another node: its bytes are here
-    if (want > 0) std::memcpy(recv.recv, message.data.data(), want);
-    watch_.count_completed(comm, want, recv.entry);
-    complete_(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
-    return;
-  }
-  Contribution& send = *message.send;
-  watch_.count_completed(comm, want, send.entry, &recv.entry);
-  if (!send.session->staged_ops.empty() || !recv.session->staged_ops.empty()) {
-    if (gpu_.direct_op(send) || gpu_.direct_op(recv)) {
-      gpu_.start_direct_copy(std::move(send), std::move(recv));
-      return;
-    }
-  }
-  executor_.copy(recv.recv, send.send, want);
-  complete_(send.session, send.entry.user_data, PLEXUS_SUCCESS, {});
-  complete_(recv.session, recv.entry.user_data, PLEXUS_SUCCESS, {});
 }
 
 void CommMatcher::rank_departed(Comm& comm, int rank, const std::string& reason) {

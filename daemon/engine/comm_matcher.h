@@ -58,8 +58,11 @@ class CommMatcher {
  private:
   void submit_collective(Comm& comm, Contribution part);
   void submit_p2p(Comm& comm, Contribution part);
-  // A recv took a message: the bytes move (or the sizes disagree) and both ends complete.
+  // comm_matcher_p2p.cc. A recv took a message: the bytes move (or the sizes disagree) and
+  // both ends complete.
   void finish(Comm& comm, P2pMatch match);
+  // A send and a recv of this node: one copy (or the copy engines) moves the bytes.
+  void copy_local(Comm& comm, Contribution send, Contribution recv);
   void execute_collective(Comm& comm, PendingCollective& op, uint64_t seq);
   // Why the ranks' calls of collective `seq` disagree, or empty when they agree.
   static std::string find_mismatch(const Comm& comm, const PendingCollective& op, uint64_t seq);

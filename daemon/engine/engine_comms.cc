@@ -6,6 +6,41 @@
 #include "daemon/engine/engine.h"
 
 namespace plexus::daemon {
+namespace {
+
+// Whether every rank of this node still in `comm` has parked it (plexus_comm_suspend): when
+// that becomes true the memory kept for it goes, and the event says so; when it stops being
+// true (`rank` resumed), the event says that. Returns the bytes released.
+uint64_t settle_suspension(Comm& comm, monitor::EventLog& events, int rank) {
+  int parked = 0;
+  bool all = true;
+  for (size_t r = 0; r < comm.presence.size(); ++r) {
+    const Comm::Presence& p = comm.presence[r];
+    if (comm.members()[r].remote || !p.present) continue;
+    if (p.suspended) {
+      ++parked;
+    } else {
+      all = false;
+    }
+  }
+  all = all && parked > 0;
+  const bool was = comm.suspended.exchange(all);
+  const std::string name = token_prefix(comm.token());
+  if (was && !all) {
+    events.emit("comm_resumed", "info",
+                "rank " + std::to_string(rank) + " resumed communicator " + name,
+                {{"comm", name}, {"rank", rank}});
+  }
+  if (was || !all) return 0;
+  const uint64_t released = comm.internode ? comm.internode->scratch->release() : 0;
+  events.emit("comm_suspended", "info",
+              "communicator " + name + " suspended by its " + std::to_string(parked) +
+                  " rank(s) on this node: " + std::to_string(released) + " bytes released",
+              {{"comm", name}, {"bytes", released}});
+  return released;
+}
+
+}  // namespace
 
 void Engine::add_comm(const std::shared_ptr<Comm>& comm) {
   const int n = comm->nranks();
@@ -66,6 +101,8 @@ void Engine::leave_comm(uint64_t session_id, uint32_t handle, bool abort) {
     if (comm->span() && !comm->broken()) internode_.send_departed(*comm, rank, reason);
   }
   matcher_.member_gone(*comm, rank);
+  // The one rank here that had not parked it left: the others' suspension takes effect.
+  if (!comm->finished.load()) settle_suspension(*comm, *events_, rank);
 }
 
 void Engine::revoke_comm(uint64_t session_id, uint32_t handle, const std::string& text) {
@@ -86,32 +123,8 @@ uint64_t Engine::suspend_comm(uint64_t session_id, uint32_t handle, bool suspend
   auto it = session->comms.find(handle);
   if (it == session->comms.end()) return 0;
   Comm& comm = *it->second.comm;
-  const int rank = it->second.rank;
-  comm.presence[static_cast<size_t>(rank)].suspended = suspend;
-  bool all = true;
-  for (size_t r = 0; r < comm.presence.size(); ++r) {
-    const Comm::Presence& p = comm.presence[r];
-    if (!comm.members()[r].remote && p.present && !p.suspended) all = false;
-  }
-  const bool was = comm.suspended.exchange(all);
-  if (!all) {
-    if (was) {
-      events_->emit(
-          "comm_resumed", "info",
-          "rank " + std::to_string(rank) + " resumed communicator " + token_prefix(comm.token()),
-          {{"comm", token_prefix(comm.token())}, {"rank", rank}});
-    }
-    return 0;
-  }
-  if (was) return 0;
-  // Scratch a slice still holds (an op that failed, its sends not yet released) stays.
-  const uint64_t released = comm.internode ? comm.internode->scratch->release_idle() : 0;
-  events_->emit("comm_suspended", "info",
-                "communicator " + token_prefix(comm.token()) + " suspended by its " +
-                    std::to_string(comm.local_ranks()) +
-                    " rank(s) on this node: " + std::to_string(released) + " bytes released",
-                {{"comm", token_prefix(comm.token())}, {"bytes", released}});
-  return released;
+  comm.presence[static_cast<size_t>(it->second.rank)].suspended = suspend;
+  return settle_suspension(comm, *events_, it->second.rank);
 }
 
 void Engine::revoke_remote(uint64_t comm_id, const std::string& text, plexus_result_t code) {

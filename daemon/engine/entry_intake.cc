@@ -138,9 +138,11 @@ void EntryIntake::handle(Session& session, const shm::SubmissionEntry& raw) {
     // A send or receive within the node needs no host copy: one copy moves it when matched.
     // Nor do a copy collective within the node (its blocks moved by the copy engines) and
     // a collective the daemon's kernel reduces on the GPU, where the spans lie.
+    // A recv from any source on a communicator of this node alone matches a send here too.
     const bool direct = (shm::is_point_to_point(part.entry.opcode) && part.entry.peer >= 0 &&
                          part.entry.peer < comm.nranks() &&
                          !comm.members()[static_cast<size_t>(part.entry.peer)].remote) ||
+                        (part.entry.any_source && !comm.span()) ||
                         gpu_.moves_directly(comm, part.entry);
     GpuStaging::Staged staging = gpu_.stage(session, part, direct, !joins);
     if (staging.status != PLEXUS_SUCCESS) {

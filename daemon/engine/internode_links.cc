@@ -57,9 +57,9 @@ bool InternodeRunner::waits_on(uint64_t peer) const {
       const std::vector<int>& peers = comm->internode->active->peers();
       if (std::find(peers.begin(), peers.end(), node) != peers.end()) return true;
     }
-    // A recv here waiting for one of that node's ranks (or any rank): its link stays, so
-    // that the node's failure reaches the recv (a dormant link would hear of it only on its
-    // next use).
+    // A recv here naming one of that node's ranks: its link stays, so that the node's failure
+    // reaches the recv (a dormant link would hear of it only on its next use). A recv from
+    // any source keeps no link: it hears of a lost node from the communicator's revoke.
     const NodeTopology& topology = comm->span()->topology;
     if (comm->p2p.recv_waits_on(
             [&](int source) { return topology.rank_node[static_cast<size_t>(source)] == node; })) {

@@ -109,6 +109,10 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
     deliver_inbound(comm, key);
     return {};
   }
+  // Bounded before anything is sized by it: a hostile offset must not allocate.
+  if (h.offset > kMaxEarlyBytesPerComm || payload.size() > kMaxEarlyBytesPerComm - h.offset) {
+    return "a send/recv frame at offset " + std::to_string(h.offset) + " beyond 1 GiB";
+  }
   if (state.inbound_bytes + comm.p2p.held_bytes() + payload.size() > kMaxEarlyBytesPerComm) {
     defer_failure(comm, "more than 1 GiB of sends from other nodes wait for their recvs");
     return {};

@@ -10,13 +10,10 @@ std::shared_ptr<OpScratch> ScratchPool::take() {
   return buffers_.back();
 }
 
-uint64_t ScratchPool::release_idle() {
+uint64_t ScratchPool::release() {
   uint64_t bytes = 0;
-  std::erase_if(buffers_, [&](const std::shared_ptr<OpScratch>& buffer) {
-    if (buffer.use_count() != 1) return false;
-    bytes += buffer->work.capacity() + buffer->send.capacity();
-    return true;
-  });
+  for (const auto& buffer : buffers_) bytes += buffer->work.capacity() + buffer->send.capacity();
+  buffers_.clear();
   return bytes;
 }
 

@@ -21,8 +21,9 @@ class ScratchPool {
  public:
   std::shared_ptr<OpScratch> take();
   size_t size() const { return buffers_.size(); }
-  // Frees the buffers no slice holds (a parked communicator's); returns their bytes.
-  uint64_t release_idle();
+  // Lets every buffer go (a parked communicator's): the idle ones are freed now, one a link
+  // still reads once it lets go. Returns their bytes. take() makes new ones as needed.
+  uint64_t release();
 
  private:
   std::vector<std::shared_ptr<OpScratch>> buffers_;

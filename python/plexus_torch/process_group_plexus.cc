@@ -42,6 +42,16 @@ void check_single(const std::vector<at::Tensor>& tensors, const char* what) {
 
 size_t elements(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
+// A piece of gather, scatter or alltoall: `t` to or from `peer`, under kCollectiveTag.
+plexus_result_t send_part(const at::Tensor& t, int peer, plexus_comm_t c, plexus_request_t* req) {
+  return plexus_send_tagged(t.data_ptr(), elements(t), plexus_dtype(t), peer, kCollectiveTag, c,
+                            req);
+}
+plexus_result_t recv_part(const at::Tensor& t, int peer, plexus_comm_t c, plexus_request_t* req) {
+  return plexus_recv_tagged(t.data_ptr(), elements(t), plexus_dtype(t), peer, kCollectiveTag,
+                            nullptr, c, req);
+}
+
 }  // namespace
 
 ProcessGroupPlexus::ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -364,16 +374,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
   return run("gather", c10d::OpType::GATHER, list, [&](PlexusWork& w, plexus_comm_t c) {
     at::Tensor src = readable(w, in);
     plexus_request_t req = nullptr;
-    add(w,
-        plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), root, kCollectiveTag,
-                           c, &req),
-        req);
+    add(w, send_part(src, root, c, &req), req);
     for (int r = 0; is_root && r < getSize(); ++r) {
       at::Tensor dst = writable(w, list[static_cast<size_t>(r)]);
-      add(w,
-          plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), r, kCollectiveTag,
-                             nullptr, c, &req),
-          req);
+      add(w, recv_part(dst, r, c, &req), req);
     }
   });
 }
@@ -401,16 +405,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
     plexus_request_t req = nullptr;
     for (int r = 0; is_root && r < getSize(); ++r) {
       at::Tensor src = readable(w, list[static_cast<size_t>(r)]);
-      add(w,
-          plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), r, kCollectiveTag, c,
-                             &req),
-          req);
+      add(w, send_part(src, r, c, &req), req);
     }
     at::Tensor dst = writable(w, out);
-    add(w,
-        plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), root, kCollectiveTag,
-                           nullptr, c, &req),
-        req);
+    add(w, recv_part(dst, root, c, &req), req);
   });
 }
 
@@ -547,17 +545,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
     plexus_request_t req = nullptr;
     for (int r = 0; r < n; ++r) {
       at::Tensor src = readable(w, inputs[r]);
-      add(w,
-          plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), r, kCollectiveTag, c,
-                             &req),
-          req);
+      add(w, send_part(src, r, c, &req), req);
     }
     for (int r = 0; r < n; ++r) {
       at::Tensor dst = writable(w, outputs[r]);
-      add(w,
-          plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), r, kCollectiveTag,
-                             nullptr, c, &req),
-          req);
+      add(w, recv_part(dst, r, c, &req), req);
     }
   });
 }

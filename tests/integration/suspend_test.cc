@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/integration/collective_cases.h"
+#include "tests/integration/command_output.h"
 #include "tests/integration/loopback_nodes.h"
 #include "tests/integration/rank_processes.h"
 
@@ -51,10 +52,18 @@ std::string exact_allgather(plexus_comm_t comm, int rank, int nranks, size_t cou
   return "";
 }
 
+// "" when `plexusctl comms` on the daemon at `socket` shows a communicator in `state`.
+std::string comms_show(const std::string& socket, const std::string& state) {
+  const CommandOutput out = run_command({PLEXUSCTL_PATH, "--socket", socket, "comms"});
+  if (out.out.find(" " + state + " ") != std::string::npos) return "";
+  return "plexusctl comms does not show '" + state + "':\n" + out.out + out.err;
+}
+
 TEST(SuspendTest, ASuspendedCommunicatorReleasesItsScratchRefusesOpsAndWorksAfterResume) {
   auto nodes = start_nodes(2);
+  const std::vector<std::string> sockets = sockets_for(nodes, {0, 1});
   auto results = run_ranks_across(
-      sockets_for(nodes, {0, 1}),
+      sockets,
       [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
         plexus_comm_t comm = nullptr;
         if (plexus_result_t r = plexus_comm_init_rank(&comm, nranks, id, rank);
@@ -75,6 +84,8 @@ TEST(SuspendTest, ASuspendedCommunicatorReleasesItsScratchRefusesOpsAndWorksAfte
         }
         // This node's only rank of the communicator: its scratch goes now.
         if (released == 0) return "suspending released no memory";
+        const std::string& socket = sockets[static_cast<size_t>(rank)];
+        if (std::string e = comms_show(socket, "suspended"); !e.empty()) return e;
         float one = 1;
         plexus_request_t req = nullptr;
         plexus_result_t r = plexus_allreduce(&one, &one, 1, PLEXUS_FLOAT32, PLEXUS_SUM, comm, &req);
@@ -85,6 +96,7 @@ TEST(SuspendTest, ASuspendedCommunicatorReleasesItsScratchRefusesOpsAndWorksAfte
         if (r = plexus_comm_resume(comm); r != PLEXUS_SUCCESS) {
           return call_failed("plexus_comm_resume", r);
         }
+        if (std::string e = comms_show(socket, "ready"); !e.empty()) return "after resume: " + e;
         if (std::string e = exact_allgather(comm, rank, nranks, kCount); !e.empty()) {
           return "after resume: " + e;
         }

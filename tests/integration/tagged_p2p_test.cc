@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -72,11 +73,10 @@ std::string receive(plexus_comm_t comm, int source, int tag, float value, int wa
   return check(got, value, what);
 }
 
-class TaggedP2pTest : public ::testing::TestWithParam<std::vector<int>> {};
-
-// Ranks 1 and 2 send to rank 0 in one order; rank 0 receives in another, by tag.
-TEST_P(TaggedP2pTest, RecvsTakeMessagesByTagAndSourceInEachSendersOrder) {
-  const std::vector<int>& rank_node = GetParam();
+// Starts a node per index in `rank_node` and runs `body` on each rank with its communicator
+// (which the body destroys); every rank must return "".
+void run_placed(const std::vector<int>& rank_node,
+                const std::function<std::string(int rank, plexus_comm_t comm)>& body) {
   auto nodes = start_nodes(*std::max_element(rank_node.begin(), rank_node.end()) + 1);
   auto results = run_ranks_across(
       sockets_for(nodes, rank_node),
@@ -86,117 +86,173 @@ TEST_P(TaggedP2pTest, RecvsTakeMessagesByTagAndSourceInEachSendersOrder) {
             r != PLEXUS_SUCCESS) {
           return call_failed("init", r);
         }
-        std::string error;
-        if (rank == 1) {
-          error = send_all(rank, comm, {{107, 7}, {105, 5}, {131, 3}, {132, 3}, {191, 9}});
-        } else if (rank == 2) {
-          error = send_all(rank, comm, {{205, 5}, {207, 7}, {231, 3}, {232, 3}, {292, 9}});
-        } else {
-          struct Want {
-            int source, tag;
-            float value;
-            int from;
-          };
-          for (const Want& w : std::vector<Want>{{1, 5, 105, 1},
-                                                 {2, 7, 207, 2},
-                                                 {1, 3, 131, 1},
-                                                 {2, 3, 231, 2},
-                                                 {1, 3, 132, 1},
-                                                 {2, 3, 232, 2},
-                                                 {PLEXUS_ANY_SOURCE, 7, 107, 1},
-                                                 {PLEXUS_ANY_SOURCE, 5, 205, 2}}) {
-            error = receive(comm, w.source, w.tag, w.value, w.from);
-            if (!error.empty()) break;
-          }
-          // Tag 9 from both: in whichever order they came, each says who sent it.
-          std::set<int> senders;
-          for (int i = 0; i < 2 && error.empty(); ++i) {
-            std::vector<float> got(kCount);
-            int from = -2;
-            plexus_request_t req = nullptr;
-            error = wait_for(plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32,
-                                                PLEXUS_ANY_SOURCE, 9, &from, comm, &req),
-                             &req, "recv from any source, tag 9");
-            if (error.empty() && (from < 1 || from > 2)) {
-              error = "a recv from any source says rank " + std::to_string(from) + " sent it";
-            }
-            if (error.empty()) error = check(got, from == 1 ? 191 : 292, "tag 9");
-            senders.insert(from);
-          }
-          if (error.empty() && senders.size() != 2) error = "both tag 9 recvs named one sender";
-        }
-        if (!error.empty()) return error;
-        return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
+        return body(rank, comm);
       },
       std::chrono::seconds(60));
   EXPECT_EQ(failures(results), "") << logs(nodes);
 }
 
-// Ranks 0 and 1 on one node, rank 2 on another; and the three ranks on three nodes.
-INSTANTIATE_TEST_SUITE_P(Placements, TaggedP2pTest,
-                         ::testing::Values(std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 2}),
-                         [](const ::testing::TestParamInfo<std::vector<int>>& param) {
-                           std::string name;
-                           for (int n : param.param) name += static_cast<char>('a' + n);
-                           return name;
-                         });
+// "aab": ranks 0 and 1 on node a, rank 2 on node b.
+std::string placement_name(const ::testing::TestParamInfo<std::vector<int>>& param) {
+  std::string name;
+  for (int n : param.param) name += static_cast<char>('a' + n);
+  return name;
+}
 
-class AnySourceOrphanTest : public ::testing::TestWithParam<std::vector<int>> {};
+class TaggedP2pTest : public ::testing::TestWithParam<std::vector<int>> {};
 
-// Rank 1 leaves (destroys its communicator): rank 0's recv from any source can never
-// complete and fails with PEER_LOST saying so, whether it was posted before or after.
-TEST_P(AnySourceOrphanTest, ARecvFromAnySourceFailsOnceEveryOtherRankLeft) {
-  const std::vector<int>& rank_node = GetParam();
-  auto nodes = start_nodes(*std::max_element(rank_node.begin(), rank_node.end()) + 1);
-  auto results = run_ranks_across(
-      sockets_for(nodes, rank_node),
-      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
-        plexus_comm_t comm = nullptr;
-        if (plexus_result_t r = plexus_comm_init_rank(&comm, nranks, id, rank);
-            r != PLEXUS_SUCCESS) {
-          return call_failed("init", r);
-        }
-        if (rank == 1) {
-          // One message first, so that rank 0 knows it is up; then it leaves.
-          std::vector<float> one = message(1);
-          plexus_request_t req = nullptr;
-          if (std::string e =
-                  wait_for(plexus_send_tagged(one.data(), kCount, PLEXUS_FLOAT32, 0, 4, comm, &req),
-                           &req, "send");
-              !e.empty()) {
-            return e;
-          }
-          return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
-        }
-        if (std::string e = receive(comm, PLEXUS_ANY_SOURCE, 4, 1, 1); !e.empty()) return e;
+// Ranks 1 and 2 send to rank 0 in one order; rank 0 receives in another, by tag.
+TEST_P(TaggedP2pTest, RecvsTakeMessagesByTagAndSourceInEachSendersOrder) {
+  run_placed(GetParam(), [&](int rank, plexus_comm_t comm) -> std::string {
+    std::string error;
+    if (rank == 1) {
+      error = send_all(rank, comm, {{107, 7}, {105, 5}, {131, 3}, {132, 3}, {191, 9}});
+    } else if (rank == 2) {
+      error = send_all(rank, comm, {{205, 5}, {207, 7}, {231, 3}, {232, 3}, {292, 9}});
+    } else {
+      struct Want {
+        int source, tag;
+        float value;
+        int from;
+      };
+      for (const Want& w : std::vector<Want>{{1, 5, 105, 1},
+                                             {2, 7, 207, 2},
+                                             {1, 3, 131, 1},
+                                             {2, 3, 231, 2},
+                                             {1, 3, 132, 1},
+                                             {2, 3, 232, 2},
+                                             {PLEXUS_ANY_SOURCE, 7, 107, 1},
+                                             {PLEXUS_ANY_SOURCE, 5, 205, 2}}) {
+        error = receive(comm, w.source, w.tag, w.value, w.from);
+        if (!error.empty()) break;
+      }
+      // Tag 9 from both: in whichever order they came, each says who sent it.
+      std::set<int> senders;
+      for (int i = 0; i < 2 && error.empty(); ++i) {
         std::vector<float> got(kCount);
         int from = -2;
         plexus_request_t req = nullptr;
-        plexus_result_t r = plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32,
-                                               PLEXUS_ANY_SOURCE, 4, &from, comm, &req);
-        if (r == PLEXUS_SUCCESS) r = plexus_wait(&req);
-        if (r != PLEXUS_ERR_PEER_LOST) {
-          return "a recv from any source after every other rank left: " + describe("recv", r);
+        error = wait_for(plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32, PLEXUS_ANY_SOURCE,
+                                            9, &from, comm, &req),
+                         &req, "recv from any source, tag 9");
+        if (error.empty() && (from < 1 || from > 2)) {
+          error = "a recv from any source says rank " + std::to_string(from) + " sent it";
         }
-        const std::string e = plexus_get_last_error();
-        if (e.find("every other rank") == std::string::npos) return "the error says: " + e;
-        if (from != PLEXUS_ANY_SOURCE) {
-          return "a failed recv set its source to " + std::to_string(from);
-        }
-        plexus_comm_destroy(comm);
-        return "";
-      },
-      std::chrono::seconds(30));
-  EXPECT_EQ(failures(results), "") << logs(nodes);
+        if (error.empty()) error = check(got, from == 1 ? 191 : 292, "tag 9");
+        senders.insert(from);
+      }
+      if (error.empty() && senders.size() != 2) error = "both tag 9 recvs named one sender";
+    }
+    if (!error.empty()) return error;
+    return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
+  });
+}
+
+// Ranks 0 and 1 on one node, rank 2 on another; and the three ranks on three nodes.
+INSTANTIATE_TEST_SUITE_P(Placements, TaggedP2pTest,
+                         ::testing::Values(std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 2}),
+                         placement_name);
+
+class AnySourceOrphanTest : public ::testing::TestWithParam<std::vector<int>> {};
+
+// Sends `value` tagged `tag` to `peer` and waits; "" or why not.
+std::string send_one(plexus_comm_t comm, int peer, int tag, float value) {
+  std::vector<float> data = message(value);
+  plexus_request_t req = nullptr;
+  return wait_for(plexus_send_tagged(data.data(), kCount, PLEXUS_FLOAT32, peer, tag, comm, &req),
+                  &req, "send");
+}
+
+// Receives one message from `peer` tagged `tag`; "" or why not.
+std::string recv_one(plexus_comm_t comm, int peer, int tag) {
+  std::vector<float> got(kCount);
+  plexus_request_t req = nullptr;
+  return wait_for(
+      plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32, peer, tag, nullptr, comm, &req), &req,
+      "recv");
+}
+
+// "" when the request failed with PEER_LOST and an error containing `text`.
+std::string failed_peer_lost(plexus_request_t* req, const std::string& text) {
+  const plexus_result_t r = plexus_wait(req);
+  if (r != PLEXUS_ERR_PEER_LOST) return describe("recv", r);
+  const std::string e = plexus_get_last_error();
+  return e.find(text) != std::string::npos ? "" : "the error says: " + e;
+}
+
+// Rank 0 waits to receive from any rank. Rank 2 leaves: the recv goes on waiting and takes
+// rank 1's message. Then rank 0 waits again and rank 1 leaves too: with nobody left to send,
+// that recv fails naming the reason, and one posted afterwards fails at once. Each departure
+// comes after the recv was posted (the leaver first receives a message rank 0 sends after
+// posting it).
+TEST_P(AnySourceOrphanTest, ARecvFromAnySourceWaitsWhileAnyRankMayStillSendAndFailsAfter) {
+  run_placed(GetParam(), [&](int rank, plexus_comm_t comm) -> std::string {
+    auto leave = [&] {
+      return plexus_comm_destroy(comm) == PLEXUS_SUCCESS ? "" : "destroy failed";
+    };
+    if (rank == 2) {
+      if (std::string e = recv_one(comm, 0, 5); !e.empty()) return e;
+      return leave();
+    }
+    if (rank == 1) {
+      if (std::string e = recv_one(comm, 0, 6); !e.empty()) return e;
+      if (std::string e = send_one(comm, 0, 4, 1); !e.empty()) return e;
+      if (std::string e = recv_one(comm, 0, 7); !e.empty()) return e;
+      return leave();
+    }
+    std::vector<float> got(kCount);
+    int from = -2;
+    plexus_request_t first = nullptr;
+    if (plexus_result_t r = plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32,
+                                               PLEXUS_ANY_SOURCE, 4, &from, comm, &first);
+        r != PLEXUS_SUCCESS) {
+      return call_failed("recv from any source", r);
+    }
+    if (std::string e = send_one(comm, 2, 5, 0); !e.empty()) return "to rank 2: " + e;
+    // A recv naming rank 2 fails once it has left: it has then.
+    plexus_request_t named = nullptr;
+    if (plexus_result_t r =
+            plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32, 2, 9, nullptr, comm, &named);
+        r != PLEXUS_SUCCESS) {
+      return call_failed("recv from rank 2", r);
+    }
+    if (std::string e = failed_peer_lost(&named, "rank 2"); !e.empty()) {
+      return "a recv from rank 2 after it left: " + e;
+    }
+    if (std::string e = send_one(comm, 1, 6, 0); !e.empty()) return "to rank 1: " + e;
+    if (std::string e = wait_for(PLEXUS_SUCCESS, &first, "recv from any source"); !e.empty()) {
+      return e + " (rank 1 was still there)";
+    }
+    if (from != 1) return "the recv from any source says rank " + std::to_string(from);
+    if (std::string e = check(got, 1, "recv from any source"); !e.empty()) return e;
+    plexus_request_t second = nullptr;
+    if (plexus_result_t r = plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32,
+                                               PLEXUS_ANY_SOURCE, 4, &from, comm, &second);
+        r != PLEXUS_SUCCESS) {
+      return call_failed("recv from any source", r);
+    }
+    if (std::string e = send_one(comm, 1, 7, 0); !e.empty()) return "to rank 1: " + e;
+    if (std::string e = failed_peer_lost(&second, "every other rank"); !e.empty()) {
+      return "a waiting recv from any source after every other rank left: " + e;
+    }
+    plexus_request_t third = nullptr;
+    plexus_result_t r = plexus_recv_tagged(got.data(), kCount, PLEXUS_FLOAT32, PLEXUS_ANY_SOURCE, 4,
+                                           &from, comm, &third);
+    if (r == PLEXUS_SUCCESS) {
+      if (std::string e = failed_peer_lost(&third, "every other rank"); !e.empty()) {
+        return "a recv from any source posted after every other rank left: " + e;
+      }
+    } else if (r != PLEXUS_ERR_PEER_LOST) {
+      return describe("recv", r);
+    }
+    plexus_comm_destroy(comm);
+    return "";
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, AnySourceOrphanTest,
-                         ::testing::Values(std::vector<int>{0, 0}, std::vector<int>{0, 1}),
-                         [](const ::testing::TestParamInfo<std::vector<int>>& param) {
-                           std::string name;
-                           for (int n : param.param) name += static_cast<char>('a' + n);
-                           return name;
-                         });
+                         ::testing::Values(std::vector<int>{0, 0, 0}, std::vector<int>{0, 1, 2}),
+                         placement_name);
 
 }  // namespace
 }  // namespace plexus::test

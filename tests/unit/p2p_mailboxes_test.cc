@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace plexus::daemon {
 namespace {
@@ -97,21 +98,30 @@ TEST(P2pMailboxesTest, AMessageCompletesTheOldestWaitingRecvThatAcceptsIt) {
   EXPECT_FALSE(boxes.message_waits(recv_of(0, 2, 2, 9)));
 }
 
-TEST(P2pMailboxesTest, OrphansAreRecvsWhoseSourceIsGoneOrEveryOtherRankForAnySource) {
+TEST(P2pMailboxesTest, OrphansComeBackInTheOrderChosenAndOnlyNamedRecvsWaitOnASource) {
   P2pMailboxes boxes;
   boxes.post(recv_of(0, 1, 0, 1));
   boxes.post(recv_of(0, 2, 0, 2));
   boxes.post(recv_of(0, shm::kAnySource, 0, 3));
-  auto gone_1 = [](int rank) { return rank == 1; };
-  auto orphans = boxes.take_orphans(3, gone_1);
-  ASSERT_EQ(orphans.size(), 1u);
-  EXPECT_EQ(orphans[0].entry.user_data, 1u);
+  boxes.post(recv_of(1, 1, 0, 4));
   EXPECT_TRUE(boxes.recv_waits_on([](int source) { return source == 2; }));
-  auto all_but_0 = [](int rank) { return rank != 0; };
-  orphans = boxes.take_orphans(3, all_but_0);
-  ASSERT_EQ(orphans.size(), 2u);  // rank 2's, and the any-source one: nobody can send
+  EXPECT_FALSE(boxes.recv_waits_on([](int source) { return source == 3; }));  // not the any
+  std::vector<uint64_t> chosen;
+  auto orphans = boxes.take_orphans([&](const Contribution& r) {
+    if (r.entry.any_source || r.entry.peer != 1) return false;
+    chosen.push_back(r.entry.user_data);
+    return true;
+  });
+  ASSERT_EQ(orphans.size(), 2u);
+  for (size_t i = 0; i < orphans.size(); ++i) EXPECT_EQ(orphans[i].entry.user_data, chosen[i]);
+  // What stays still matches: rank 2's named recv is older than the any-source one.
+  auto m = boxes.deliver(0, message_of(2, 0, 50));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->recv.entry.user_data, 2u);
+  m = boxes.deliver(0, message_of(2, 0, 51));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->recv.entry.user_data, 3u);
   EXPECT_TRUE(boxes.empty());
-  EXPECT_FALSE(boxes.recv_waits_on([](int) { return true; }));
 }
 
 TEST(P2pMailboxesTest, TakeRemovesWhatThePredicatesChooseAndReturnsOnlyLocalSends) {
