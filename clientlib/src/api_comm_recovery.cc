@@ -96,7 +96,14 @@ plexus_result_t plexus_comm_shrink(plexus_comm_t comm, const int* exclude, int e
     ClientContext& ctx = ClientContext::get();
     // Default: this rank's ops are done first, so the daemon sees them all before the shrink
     // (the ring and the socket are two channels). Abort: the daemon revokes the parent.
-    if ((flags & PLEXUS_SHRINK_ABORT) == 0) ctx.quiesce(*comm->state);
+    if ((flags & PLEXUS_SHRINK_ABORT) == 0 &&
+        !ctx.quiesce(*comm->state, std::chrono::milliseconds(init_timeout_ms()))) {
+      return fail(PLEXUS_ERR_TIMEOUT,
+                  "plexus_comm_shrink: rank " + std::to_string(parent.rank) + " still has " +
+                      std::to_string(comm->state->outstanding.load()) +
+                      " op(s) on the communicator after " + std::to_string(init_timeout_ms()) +
+                      " ms (PLEXUS_SHRINK_ABORT ends them)");
+    }
     capnp::MallocMessageBuilder message;
     auto shrink = message.initRoot<control::ClientMessage>().initCommShrink();
     shrink.setComm(parent.handle);

@@ -323,8 +323,16 @@ void ClientContext::wait(plexus_request* req) {
   wait_until([req] { return req->done.load(std::memory_order_acquire); }, settings);
 }
 
-void ClientContext::quiesce(CommState& comm) {
-  wait_until([&comm] { return comm.outstanding.load(std::memory_order_acquire) == 0; }, idle_);
+bool ClientContext::quiesce(CommState& comm, std::chrono::milliseconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  auto idle = [&comm] { return comm.outstanding.load(std::memory_order_acquire) == 0; };
+  // (A parked wait looks again at least every 100 ms: wait_until.)
+  auto elapsed = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  };
+  wait_until([&] { return idle() || elapsed() >= limit; }, idle_);
+  return idle();
 }
 
 }  // namespace plexus::client

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -88,8 +89,8 @@ class ClientContext {
   void wait(plexus_request* req);
   // Takes completions that have arrived; returns true if any.
   bool progress();
-  // Waits until comm has no outstanding requests.
-  void quiesce(CommState& comm);
+  // Waits until comm has no outstanding requests, or at most `limit`: false if some still are.
+  bool quiesce(CommState& comm, std::chrono::milliseconds limit = std::chrono::milliseconds::max());
   // Before the first stream-ordered call: starts a thread that watches the daemon's
   // socket, so that if plexusd dies the done flags of stream-ordered calls are written
   // here and no GPU stream waits forever (the host may be blocked on that stream, making

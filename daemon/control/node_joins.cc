@@ -190,26 +190,34 @@ void NodeJoins::join(const Session& session, uint32_t request_id, const CommToke
 void NodeJoins::root_join(const NodeInfo& node, const CommToken& token, int nranks,
                           std::vector<int> ranks, uint32_t timeout_ms, const std::string& algorithm,
                           const ShrinkOf* shrink) {
-  std::optional<NodeRendezvous::Successor> successor;
+  std::optional<NodeRendezvous::Successor> made;
+  const NodeRendezvous::Successor* successor = nullptr;
   std::shared_ptr<const Comm> parent;
   // One refused already is refused again, whatever became of its parent here meanwhile.
   if (shrink != nullptr && !node_rendezvous_.refused(token)) {
-    parent = find_comm(shrink->parent);
-    auto here = successor_for(parent.get(), shrink->parent, shrink->excluded, token, nranks,
-                              config_.node_name);
-    if (!here.ok()) {
-      deliver_join_failed(node.instance_id, token, PLEXUS_ERR_INVALID_ARGUMENT, here.error());
-      return;
+    // The first join works the successor out from the parent; later ones of the same list
+    // (which the token follows from) find it waiting.
+    successor = node_rendezvous_.pending_successor(token);
+    if (successor == nullptr || successor->parent != shrink->parent ||
+        successor->excluded != shrink->excluded) {
+      parent = find_comm(shrink->parent);
+      auto here = successor_for(parent.get(), shrink->parent, shrink->excluded, token, nranks,
+                                config_.node_name);
+      if (!here.ok()) {
+        deliver_join_failed(node.instance_id, token, PLEXUS_ERR_INVALID_ARGUMENT, here.error());
+        return;
+      }
+      made = here.take();
+      successor = &*made;
     }
-    successor = here.take();
   }
   const bool first = !node_rendezvous_.waiting(token);
   NodeRendezvous::Join join{node, std::move(ranks),
                             Clock::now() + std::chrono::milliseconds(timeout_ms), algorithm};
-  auto result = node_rendezvous_.join(token, nranks, join, successor ? &*successor : nullptr);
+  auto result = node_rendezvous_.join(token, nranks, join, successor);
   switch (result.outcome) {
     case NodeRendezvous::Result::kWaiting:
-      if (successor && first) probe(*successor, *parent->span());
+      if (made && first) probe(*made, *parent->span());
       hooks_.arm_timer();
       return;
     case NodeRendezvous::Result::kRejected:

@@ -94,6 +94,12 @@ class NodeRendezvous {
   std::optional<Clock::time_point> next_deadline() const;
   size_t pending() const { return pending_.size(); }
   bool waiting(const CommToken& token) const { return pending_.count(token) != 0; }
+  // The successor a shrink waiting here as `token` expects, or null: later joins of it use
+  // this one rather than work it out again from the parent (O(ranks) each).
+  const Successor* pending_successor(const CommToken& token) const {
+    auto it = pending_.find(token);
+    return it == pending_.end() || !it->second.successor ? nullptr : &*it->second.successor;
+  }
   // Whether `token` failed here lately: a join of it is refused at once (join()).
   bool refused(const CommToken& token) const { return refused_.count(token) != 0; }
   // Whether a rendezvous waiting here has a node of `instance_id` in it, or expects it.

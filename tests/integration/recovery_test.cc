@@ -227,6 +227,39 @@ TEST_F(RecoveryTest, AShrinkWithAbortEndsTheParentsOpsInFlightFirst) {
   EXPECT_EQ(failures(results), "");
 }
 
+// NCCL calls a default-mode shrink with operations outstanding invalid usage; here it waits
+// for them, but no longer than PLEXUS_INIT_TIMEOUT_MS, and then says what is left.
+TEST_F(RecoveryTest, ADefaultShrinkWaitsForThisRanksOpsOnlyAsLongAsTheInitTimeout) {
+  const std::string done = temp_prefix("quiesce-done");
+  auto results = run_ranks(socket(), 2, [&](int rank, int n, const auto& id) -> std::string {
+    plexus_comm_t comm = nullptr;
+    if (auto r = plexus_comm_init_rank(&comm, n, id, rank)) return describe("init", r);
+    if (rank == 1) {  // never sends
+      wait_for_rank_files(done, 1);
+      plexus_comm_destroy(comm);
+      return {};
+    }
+    ::setenv("PLEXUS_INIT_TIMEOUT_MS", "300", 1);
+    std::vector<float> buf(16);
+    plexus_request_t request = nullptr;
+    if (auto r = plexus_recv(buf.data(), buf.size(), PLEXUS_FLOAT32, 1, comm, &request)) {
+      return describe("recv", r);
+    }
+    plexus_comm_t next = nullptr;
+    int excluded = 1;
+    std::string error =
+        failed_as("a default shrink with a recv outstanding",
+                  plexus_comm_shrink(comm, &excluded, 1, PLEXUS_SHRINK_DEFAULT, &next),
+                  PLEXUS_ERR_TIMEOUT, {"rank 0 still has 1 op(s)", "PLEXUS_SHRINK_ABORT"});
+    plexus_comm_abort(comm);  // the recv ends aborted
+    (void)plexus_wait(&request);
+    std::ofstream(done + "0") << "done";
+    return error;
+  });
+  std::remove((done + "0").c_str());
+  EXPECT_EQ(failures(results), "");
+}
+
 TEST_F(RecoveryTest, AGrowthKeepsTheMembersRanksAndTakesANewRankWithTheIdAMemberMade) {
   const std::string path = temp_prefix("grow-id") + "id";
   std::remove(path.c_str());
