@@ -69,10 +69,11 @@ plexus_result_t plexus_comm_abort(plexus_comm_t comm);
  * about one control round trip per level of a fanout-8 tree. */
 plexus_result_t plexus_comm_revoke(plexus_comm_t comm, const char* reason);
 
-/* plexus_comm_shrink's flags (NCCL's values). */
-#define PLEXUS_SHRINK_DEFAULT 0x00 /* this rank's ops on comm complete first (waited for up to
-                                      PLEXUS_INIT_TIMEOUT_MS, else PLEXUS_ERR_TIMEOUT) */
-#define PLEXUS_SHRINK_ABORT 0x01   /* revoke comm first: ops in flight end PLEXUS_ERR_REVOKED */
+/* plexus_comm_shrink's flags (NCCL's values). DEFAULT: this rank's ops on comm complete first
+ * (waited for up to PLEXUS_INIT_TIMEOUT_MS, else PLEXUS_ERR_TIMEOUT). ABORT: comm is revoked
+ * first, so ops in flight end PLEXUS_ERR_REVOKED. */
+#define PLEXUS_SHRINK_DEFAULT 0x00
+#define PLEXUS_SHRINK_ABORT 0x01
 /* A new communicator of comm's ranks less the `exclude_count` ranks in `exclude`, without a
  * unique id: every rank not excluded calls it with the same list (excluded ranks do not
  * call it); ranks keep their order and are numbered 0.. densely, as ncclCommShrink does.
