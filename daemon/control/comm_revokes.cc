@@ -39,25 +39,56 @@ void CommRevokes::revoke(std::shared_ptr<const Comm> comm, const std::string& te
 
 void CommRevokes::on_revoke(const transports::PeerIdentity& peer, nc::Revoke::Reader revoke,
                             std::shared_ptr<const Comm> comm) {
-  // A peer's message: only a member may revoke a communicator, from a node of it.
-  if (!comm || !comm->span()) return;  // not here (left, or not formed yet): nothing to fail
-  const NodeSpan& span = *comm->span();
-  const size_t origin = index_in(span, revoke.getOrigin());
-  const uint32_t fanout = revoke.getFanout();
-  if (origin == span.node_ids.size() || index_in(span, peer.instance_id) == span.node_ids.size() ||
-      fanout == 0 || fanout > kMaxFormedFanout) {
-    spdlog::warn("node {}: a revoke of communicator {} that names no node of it ignored",
-                 peer.node_name, token_prefix(comm->token()));
+  Received r;
+  r.from = peer.instance_id;
+  r.from_name = peer.node_name;
+  r.origin = revoke.getOrigin();
+  r.fanout = revoke.getFanout();
+  r.text = revoke.getText().cStr();
+  if (r.text.size() > 1024) r.text.resize(1024);
+  r.code = revoke.getCode() == PLEXUS_ERR_PEER_LOST ? PLEXUS_ERR_PEER_LOST : PLEXUS_ERR_REVOKED;
+  if (comm) {
+    accept(comm, r);
     return;
   }
-  if (relay_.seen_before(comm->token())) return;
-  std::string text = revoke.getText().cStr();
-  if (text.size() > 1024) text.resize(1024);
-  const plexus_result_t code =
-      revoke.getCode() == PLEXUS_ERR_PEER_LOST ? PLEXUS_ERR_PEER_LOST : PLEXUS_ERR_REVOKED;
+  // Not formed here yet (or left long ago): kept a while for formed().
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(early_, [&](const auto& e) { return e.second.until <= now; });
+  if (early_.size() >= kMaxEarlyRevokes || revoke.getToken().size() != sizeof(CommToken)) return;
+  CommToken token{};
+  std::memcpy(token.data(), revoke.getToken().begin(), token.size());
+  r.until = now + keep_;
+  early_.emplace(token, std::move(r));
+}
+
+void CommRevokes::formed(const std::shared_ptr<const Comm>& comm) {
+  // Each kept for it in turn (a stranger's first does not hide a member's), until one holds.
+  auto [first, last] = early_.equal_range(comm->token());
+  std::vector<Received> kept;
+  for (auto it = first; it != last; ++it) kept.push_back(std::move(it->second));
+  early_.erase(first, last);
+  const auto now = std::chrono::steady_clock::now();
+  for (const Received& r : kept) {
+    if (r.until > now && accept(comm, r)) return;
+  }
+}
+
+bool CommRevokes::accept(const std::shared_ptr<const Comm>& comm, const Received& r) {
+  // A peer's message: only a member may revoke a communicator, from a node of it.
+  if (!comm->span()) return false;
+  const NodeSpan& span = *comm->span();
+  const size_t origin = index_in(span, r.origin);
+  if (origin == span.node_ids.size() || index_in(span, r.from) == span.node_ids.size() ||
+      r.fanout == 0 || r.fanout > kMaxFormedFanout) {
+    spdlog::warn("node {}: a revoke of communicator {} that names no node of it ignored",
+                 r.from_name, token_prefix(comm->token()));
+    return false;
+  }
+  if (relay_.seen_before(comm->token())) return true;
   // On down the tree first: the nodes below wait on this one, whatever its engine does.
-  pass_on(RevokeNotice{comm, text, code, origin, fanout}, 0);
-  hooks_.revoked(span.comm_id, text, code);
+  pass_on(RevokeNotice{comm, r.text, r.code, origin, r.fanout}, 0);
+  hooks_.revoked(span.comm_id, r.text, r.code);
+  return true;
 }
 
 void CommRevokes::pass_on(const RevokeNotice& notice, uint64_t lost) {

@@ -5,9 +5,10 @@
 // to the revoker or not (a kAbort on the data links reaches only linked nodes). The node
 // whose loss made this one revoke is stepped over (its children are sent it directly), and
 // one lost after it was sent it has its children sent it from here (TreeRelay). A node whose
-// ranks all left the communicator still passes it on (its span is kept until it is pruned). Control
-// thread only; it owns the relay, sends through Hooks::send and fails this node's ops through
-// Hooks::revoked.
+// ranks all left the communicator still passes it on (its span is kept until it is pruned).
+// One that has not formed it yet (its Formed still on the way) keeps the revoke a while and
+// acts on it when it forms (formed()), so its subtree hears too. Control thread only; it owns
+// the relay, sends through Hooks::send and fails this node's ops through Hooks::revoked.
 #pragma once
 
 #include <capnp/message.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,9 +56,11 @@ class CommRevokes {
   // node `lost` (0: none) stepped over.
   void revoke(std::shared_ptr<const Comm> comm, const std::string& text, plexus_result_t code,
               uint64_t lost = 0);
-  // A Revoke from `peer`; `comm`: the communicator its token names here (null: none).
+  // A Revoke from `peer`; `comm`: the communicator its token names here (null: none yet).
   void on_revoke(const transports::PeerIdentity& peer, node_control::Revoke::Reader revoke,
                  std::shared_ptr<const Comm> comm);
+  // Multi-node communicator `comm` formed here: a revoke that came before it is acted on now.
+  void formed(const std::shared_ptr<const Comm>& comm);
   // Node `instance`'s control connection is lost: what went to it goes to its children.
   void lost(uint64_t instance);
   // This node's data link to node `instance` is lost: the engine failed every communicator
@@ -75,10 +79,28 @@ class CommRevokes {
   // Recorded before it is sent: a send that finds a node lost at once relays from the record.
   void pass_on(const RevokeNotice& notice, uint64_t lost);
 
+  // A revoke as it came from a peer, before it is checked against the communicator's span.
+  struct Received {
+    uint64_t from = 0;  // the peer that sent it
+    std::string from_name;
+    uint64_t origin = 0;
+    uint32_t fanout = 0;
+    std::string text;
+    plexus_result_t code = PLEXUS_ERR_REVOKED;
+    std::chrono::steady_clock::time_point until{};  // kept for a communicator not formed yet
+  };
+  // Checks `r` against `comm`'s nodes, then passes it on and fails this node's ops; false if
+  // it names no node of it.
+  bool accept(const std::shared_ptr<const Comm>& comm, const Received& r);
+
   uint64_t me_;
   Hooks hooks_;
   std::chrono::milliseconds keep_;
   TreeRelay<RevokeNotice> relay_;
+  // Revokes of communicators not formed here (yet), each kept for keep_; at most
+  // kMaxEarlyRevokes, so that a peer naming made-up tokens holds little.
+  std::multimap<CommToken, Received> early_;
+  static constexpr size_t kMaxEarlyRevokes = 64;
 };
 
 }  // namespace plexus::daemon

@@ -394,6 +394,11 @@ void NodeJoins::on_formed(const CommToken& token, NodeRendezvous::Formed formed,
   span.forced = formed.algorithm.empty() ? std::nullopt : algo::parse_algorithm(formed.algorithm);
   span.open_timeout = config_.connect_timeout;
   hooks_.form_comm(token, nranks, rendezvous_.take(token), std::move(span));
+  // A revoke that overtook the Formed (it came down another route) takes effect now: the
+  // engine holds the communicator before it hears (its queue is in order).
+  if (revokes_) {
+    if (auto comm = find_comm(token)) revokes_->formed(comm);
+  }
 }
 
 void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,

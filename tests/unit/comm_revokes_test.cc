@@ -1,7 +1,8 @@
 // Revokes between daemons (daemon/control/comm_revokes.h): the revoker sends down a tree
 // rooted at itself, a node passes it on before failing its own ops, once; a node known lost
 // is stepped over, one lost later has its children sent it; a revoke from a stranger, or for
-// a communicator not here, goes no further; only the codes a revoke can mean are taken.
+// a communicator not here goes no further until it forms here (then it takes effect); only the
+// codes a revoke can mean are taken.
 #include "daemon/control/comm_revokes.h"
 
 #include <capnp/serialize.h>
@@ -132,6 +133,20 @@ TEST(CommRevokesTest, AStrangersRevokeOrOneForACommunicatorNotHereGoesNoFurther)
   // A code a revoke cannot mean is taken as a revoke.
   h.receive(0xA0, 0xA0, PLEXUS_ERR_NO_MEMORY, h.comm);
   EXPECT_THAT(h.failed, ElementsAre("77 why 13"));
+}
+
+TEST(CommRevokesTest, ARevokeThatOvertookTheFormedTakesEffectWhenTheCommunicatorForms) {
+  Harness h(1);
+  h.receive(0xEE, 0xA0, PLEXUS_ERR_REVOKED, nullptr);  // a stranger's first: kept, refused
+  h.receive(0xA0, 0xA0, PLEXUS_ERR_REVOKED, nullptr);  // a member's, not formed here yet
+  EXPECT_THAT(h.sent, IsEmpty());
+  EXPECT_THAT(h.failed, IsEmpty());
+  h.revokes.formed(h.comm);
+  EXPECT_THAT(h.sent_to(), ElementsAre(0xA9, 0xAA, 0xAB, 0xAC, 0xAD, 0xAE, 0xAF, 0xB0));
+  EXPECT_THAT(h.failed, ElementsAre("77 why 13"));
+  h.revokes.formed(h.comm);  // once
+  EXPECT_EQ(h.sent.size(), 8u);
+  EXPECT_EQ(h.failed.size(), 1u);
 }
 
 }  // namespace
