@@ -21,6 +21,7 @@
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/loopback_nodes.h"
 #include "tests/integration/rank_processes.h"
+#include "tests/integration/shared_daemon_test.h"
 #include "tests/integration/test_data.h"
 
 namespace plexus::test {
@@ -112,20 +113,7 @@ std::string temp_prefix(const char* what) {
   return ::testing::TempDir() + "plexus-" + what + "-" + std::to_string(::getpid()) + "-";
 }
 
-class RecoveryTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void TearDown() override {
-    ASSERT_TRUE(daemon_->alive()) << "plexusd died; its log:\n" << daemon_->log();
-  }
-  const std::string& socket() { return daemon_->socket_path(); }
-  static DaemonProcess* daemon_;
-};
-DaemonProcess* RecoveryTest::daemon_ = nullptr;
+class RecoveryTest : public SharedDaemonTest {};
 
 TEST_F(RecoveryTest, ARevokeFailsEveryRanksPendingAndLaterOpsNamingWhoAndWhy) {
   auto results = run_ranks(socket(), 3, [](int rank, int n, const auto& id) -> std::string {

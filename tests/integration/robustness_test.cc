@@ -25,6 +25,7 @@
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/rank_processes.h"
 #include "tests/integration/raw_client.h"
+#include "tests/integration/shared_daemon_test.h"
 #include "tests/integration/test_data.h"
 
 namespace plexus::test {
@@ -58,21 +59,14 @@ std::string healthy_job(const std::string& socket_path, int nranks) {
   return failures(results);
 }
 
-class RobustnessTest : public ::testing::Test {
+// After each test the daemon still serves a new job.
+class RobustnessTest : public SharedDaemonTest {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
   void TearDown() override {
-    ASSERT_TRUE(daemon_->alive()) << "plexusd died; its log:\n" << daemon_->log();
-    EXPECT_EQ(healthy_job(daemon_->socket_path(), 2), "") << "the next job was not served";
+    SharedDaemonTest::TearDown();
+    EXPECT_EQ(healthy_job(socket(), 2), "") << "the next job was not served";
   }
-  const std::string& socket() { return daemon_->socket_path(); }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* RobustnessTest::daemon_ = nullptr;
 
 TEST_F(RobustnessTest, TwoJobsRunAtOnceWithoutSeeingEachOther) {
   // Ranks 0-1 are job A and ranks 2-3 job B: two communicators from two unique ids.
@@ -526,7 +520,7 @@ size_t open_fds(pid_t pid) {
 TEST_F(HostileRingTest, ForgedVmmRegistrationsAreRefusedAndTheirDescriptorsClosed) {
   const std::vector<uint8_t> uuid(16, 0x17);
   const std::vector<uint8_t> ipc(64, 0x5a);
-  const size_t fds_before = open_fds(daemon_->pid());
+  const size_t fds_before = open_fds(daemon().pid());
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(null_fd, 0);
   const int two[] = {null_fd, null_fd};
@@ -546,10 +540,10 @@ TEST_F(HostileRingTest, ForgedVmmRegistrationsAreRefusedAndTheirDescriptorsClose
       << forged;
   ::close(null_fd);
   // The engine drops its copy of the last one just after the reply: give it a moment.
-  size_t fds_after = open_fds(daemon_->pid());
+  size_t fds_after = open_fds(daemon().pid());
   for (int i = 0; i < 200 && fds_after != fds_before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    fds_after = open_fds(daemon_->pid());
+    fds_after = open_fds(daemon().pid());
   }
   EXPECT_EQ(fds_after, fds_before) << "a descriptor sent with a registration stayed open";
   raw_->submit(valid_allreduce(1));
@@ -692,9 +686,9 @@ TEST_F(HostileRingTest, ClientThatNeverReadsCompletionsIsHeldBackNotServedForeve
   EXPECT_LT(submitted, 2000);
   // Held back, the session is no work: the daemon sleeps rather than spin on it. A spin
   // would cost about a second of CPU per second; allow a tenth of that.
-  const double cpu_before = cpu_seconds(daemon_->pid());
+  const double cpu_before = cpu_seconds(daemon().pid());
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  EXPECT_LT(cpu_seconds(daemon_->pid()) - cpu_before, 0.1) << "plexusd spins on a stuck client";
+  EXPECT_LT(cpu_seconds(daemon().pid()) - cpu_before, 0.1) << "plexusd spins on a stuck client";
   EXPECT_EQ(healthy_job(socket(), 2), "");
   // Reading completions releases the rest.
   int completed = 0;
