@@ -57,6 +57,15 @@ void CommRevokes::on_revoke(const transports::PeerIdentity& peer, nc::Revoke::Re
   if (early_.size() >= kMaxEarlyRevokes || revoke.getToken().size() != sizeof(CommToken)) return;
   CommToken token{};
   std::memcpy(token.data(), revoke.getToken().begin(), token.size());
+  // Each peer holds a few places at most (one naming made-up tokens cannot crowd the members'
+  // out), and the same revoke from it again holds none more.
+  size_t from_peer = 0;
+  for (const auto& [t, kept] : early_) {
+    if (kept.from != r.from) continue;
+    if (t == token && kept.origin == r.origin) return;
+    ++from_peer;
+  }
+  if (from_peer >= kMaxEarlyRevokesPerPeer) return;
   r.until = now + keep_;
   early_.emplace(token, std::move(r));
 }

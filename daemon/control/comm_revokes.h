@@ -98,9 +98,11 @@ class CommRevokes {
   std::chrono::milliseconds keep_;
   TreeRelay<RevokeNotice> relay_;
   // Revokes of communicators not formed here (yet), each kept for keep_; at most
-  // kMaxEarlyRevokes, so that a peer naming made-up tokens holds little.
+  // kMaxEarlyRevokes, and kMaxEarlyRevokesPerPeer from one peer, so that a peer naming
+  // made-up tokens holds little and crowds out nobody.
   std::multimap<CommToken, Received> early_;
   static constexpr size_t kMaxEarlyRevokes = 64;
+  static constexpr size_t kMaxEarlyRevokesPerPeer = 4;
 };
 
 }  // namespace plexus::daemon

@@ -94,34 +94,50 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
            " bytes of payload, not its " + std::to_string(wire::kPointToPointEndBytes) +
            "-byte tag";
   }
-  InboundMessage& in = state.inbound[key][message];
+  auto& messages = state.inbound[key];
+  auto found = messages.find(message);
+  if (found == messages.end()) {
+    if (state.inbound_messages >= kMaxInboundMessagesPerComm) {
+      defer_failure(comm, "more than " + std::to_string(kMaxInboundMessagesPerComm) +
+                              " sends from other nodes arrive at once");
+      return {};
+    }
+    found = messages.emplace(message, InboundMessage{}).first;
+    ++state.inbound_messages;
+  }
+  InboundMessage& in = found->second;
   if (in.complete) return "a send/recv frame after its message ended";
   if (h.chunk == wire::kPointToPointEndChunk) {
-    if (h.offset != in.received) {
+    // A message's chunks cover [0, size) once each: what arrived is the size it ends at.
+    if (h.offset != in.received || h.offset != in.data.size()) {
       defer_failure(comm, "node " + node_name(comm, node) + " ended a message from rank " +
                               std::to_string(source) + " at " + std::to_string(h.offset) +
                               " bytes, but " + std::to_string(in.received) + " arrived");
       return {};
     }
-    in.data.resize(h.offset);
     in.tag = wire::decode_point_to_point_end(payload.first<wire::kPointToPointEndBytes>());
     in.complete = true;
     deliver_inbound(comm, key);
     return {};
   }
-  // Bounded before anything is sized by it: a hostile offset must not allocate.
+  // What the message's buffer grows by is what is counted: a hostile offset must not make it
+  // allocate more than the bound.
   if (h.offset > kMaxEarlyBytesPerComm || payload.size() > kMaxEarlyBytesPerComm - h.offset) {
     return "a send/recv frame at offset " + std::to_string(h.offset) + " beyond 1 GiB";
   }
-  if (state.inbound_bytes + comm.p2p.held_bytes() + payload.size() > kMaxEarlyBytesPerComm) {
+  const uint64_t end = h.offset + payload.size();
+  const uint64_t grows = end > in.data.size() ? end - in.data.size() : 0;
+  if (state.inbound_bytes + comm.p2p.held_bytes() + grows > kMaxEarlyBytesPerComm) {
     defer_failure(comm, "more than 1 GiB of sends from other nodes wait for their recvs");
     return {};
   }
   if (payload.empty()) return {};  // a zero-byte message is one empty frame
-  if (h.offset + payload.size() > in.data.size()) in.data.resize(h.offset + payload.size());
+  if (grows > 0) {
+    in.data.resize(end);
+    state.inbound_bytes += grows;
+  }
   std::memcpy(in.data.data() + h.offset, payload.data(), payload.size());
   in.received += payload.size();
-  state.inbound_bytes += payload.size();
   return {};
 }
 
@@ -136,7 +152,8 @@ void InternodeRunner::deliver_inbound(Comm& comm, uint64_t key) {
     InboundMessage in = std::move(it->second);
     messages.erase(it);
     ++state.p2p_delivered[key];
-    state.inbound_bytes -= in.received;
+    --state.inbound_messages;
+    state.inbound_bytes -= in.data.size();
     hooks_.deliver_p2p(
         comm, static_cast<int>(key % n),
         P2pMessage{static_cast<int>(key / n), in.tag, std::nullopt, std::move(in.data)});
@@ -153,6 +170,7 @@ void InternodeRunner::fail_remote_p2p(Comm& comm) {
   state.sends_in_flight.clear();
   state.inbound.clear();
   state.inbound_bytes = 0;
+  state.inbound_messages = 0;
 }
 
 }  // namespace plexus::daemon

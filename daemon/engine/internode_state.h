@@ -59,7 +59,8 @@ struct InternodeState {
   std::unordered_map<uint64_t, uint64_t> p2p_sent;       // messages sent
   std::unordered_map<uint64_t, uint64_t> p2p_delivered;  // messages handed to matching
   std::unordered_map<uint64_t, std::map<uint64_t, InboundMessage>> inbound;
-  size_t inbound_bytes = 0;
+  size_t inbound_bytes = 0;     // the inbound messages' buffers
+  size_t inbound_messages = 0;  // of them, at most kMaxInboundMessagesPerComm
   uint64_t next_send_id = 0;
   // Until the links release the send's end marker: the peer acknowledged it (with
   // --channel-acks off: it is in its transport's hands).
@@ -74,6 +75,9 @@ uint64_t first_unstarted(const Comm& comm);
 // sender named (a peer that runs this far ahead is broken, or a broadcast root outran
 // its receivers by more than this).
 inline constexpr size_t kMaxEarlyBytesPerComm = size_t{1} << 30;
+// Sends from other nodes arriving at once (not yet whole, or behind one that is not): what a
+// peer that numbers its messages wildly can make this node hold.
+inline constexpr size_t kMaxInboundMessagesPerComm = size_t{1} << 16;
 // Frames for communicators this node has not formed yet (it is still connecting).
 inline constexpr size_t kMaxUnknownCommBytes = size_t{256} << 20;
 

@@ -104,14 +104,19 @@ P2pTaken P2pMailboxes::take(
     const std::function<bool(const Contribution& recv)>& recv,
     const std::function<bool(const P2pMessage&, int destination)>& message) {
   P2pTaken taken;
+  // Each queue is rebuilt from what stays; what goes is moved out on the way.
   auto take_recvs = [&](auto& queues, Mailbox& box) {
     for (auto q = queues.begin(); q != queues.end();) {
-      std::erase_if(q->second, [&](Stamped<Contribution>& r) {
-        if (!recv(r.item)) return false;
+      std::deque<Stamped<Contribution>> stays;
+      for (auto& r : q->second) {
+        if (!recv(r.item)) {
+          stays.push_back(std::move(r));
+          continue;
+        }
         taken.recvs.push_back(std::move(r.item));
         --box.waiting;
-        return true;
-      });
+      }
+      q->second.swap(stays);
       q = q->second.empty() ? queues.erase(q) : std::next(q);
     }
   };
@@ -119,16 +124,20 @@ P2pTaken P2pMailboxes::take(
     take_recvs(box.named_recvs, box);
     take_recvs(box.any_recvs, box);
     for (auto q = box.messages.begin(); q != box.messages.end();) {
-      std::erase_if(q->second, [&](Stamped<P2pMessage>& m) {
-        if (!message(m.item, destination)) return false;
+      std::deque<Stamped<P2pMessage>> stays;
+      for (auto& m : q->second) {
+        if (!message(m.item, destination)) {
+          stays.push_back(std::move(m));
+          continue;
+        }
         auto order = box.message_order.find(m.item.tag);
         order->second.erase(m.stamp);
         if (order->second.empty()) box.message_order.erase(order);
         held_bytes_ -= m.item.data.size();
         if (m.item.send) taken.sends.push_back(std::move(*m.item.send));
         --box.waiting;
-        return true;
-      });
+      }
+      q->second.swap(stays);
       q = q->second.empty() ? box.messages.erase(q) : std::next(q);
     }
   }

@@ -138,9 +138,11 @@ TEST(P2pMailboxesTest, TakeRemovesWhatThePredicatesChooseAndReturnsOnlyLocalSend
   ASSERT_EQ(taken.sends.size(), 1u);  // 42; 41 came from another node: no send to fail
   EXPECT_EQ(taken.sends[0].entry.user_data, 42u);
   EXPECT_EQ(boxes.held_bytes(), 0u);
-  auto m = boxes.post(recv_of(0, 1, 0, 44));
+  // From any source: 41 (older than 40? no: 40 came first) went with take; 40 is the one left.
+  auto m = boxes.post(recv_of(0, shm::kAnySource, 0, 44));
   ASSERT_TRUE(m);
   EXPECT_EQ(message_id(m->message), 40u);
+  EXPECT_EQ(m->message.source, 1);
   EXPECT_TRUE(boxes.empty());
 }
 

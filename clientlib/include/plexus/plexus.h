@@ -174,8 +174,9 @@ plexus_result_t plexus_send_tagged(const void* sendbuff, size_t count, plexus_dt
                                    plexus_request_t* request);
 /* peer PLEXUS_ANY_SOURCE takes the oldest message with the tag from whichever rank. *source
  * (may be NULL for a named peer) is set to peer at once and, for any source, to the sender's
- * rank when the recv succeeds (before the wait on it returns): it must stay valid until then.
- * A recv from any source fails with PLEXUS_ERR_PEER_LOST once every other rank has left. */
+ * rank when the recv succeeds (before the wait on it returns): it must stay valid until then,
+ * so a stream-ordered recv from any source needs a request. A recv from any source fails with
+ * PLEXUS_ERR_PEER_LOST once every other rank has left. */
 #define PLEXUS_ANY_SOURCE (-1)
 plexus_result_t plexus_recv_tagged(void* recvbuff, size_t count, plexus_dtype_t dtype, int peer,
                                    int tag, int* source, plexus_comm_t comm,

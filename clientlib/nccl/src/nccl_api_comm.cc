@@ -355,10 +355,8 @@ ncclResult_t shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* 
     return fail(ncclInvalidArgument, "ncclCommShrink: shrinkFlags " + std::to_string(flags) +
                                          " is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT");
   }
-  // Default: this rank's operations finish first (they may fail: the parent lost a rank).
-  if (flags == NCCL_SHRINK_DEFAULT && comm != nullptr && comm->core != nullptr) {
-    (void)comm->core->drain(call);
-  }
+  // Default: plexus_comm_shrink waits for this rank's operations (they may fail: the parent
+  // lost a rank), at most PLEXUS_INIT_TIMEOUT_MS; the parent's destroy reaps them.
   return successor(comm, config, newcomm, call, [&](plexus_comm_t parent, plexus_comm_t* made) {
     return plexus_comm_shrink(
         parent, exclude, count,
