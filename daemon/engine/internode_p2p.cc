@@ -1,10 +1,13 @@
 // Send/recv between ranks on different nodes. A send goes out at once from the sender's
 // buffer, kept mapped until the links release every chunk (the peer acknowledged it; with
 // --channel-acks off, once it is in its transport's hands), and completes when the end marker
-// behind them is released likewise; the receiving daemon gathers the message and hands it to
-// matching (CommMatcher::deliver_remote) whole and in the pair's order, with its tag.
+// behind them is released likewise (acknowledgements are cumulative). The end marker carries
+// the tag, so it is not fenced as an empty frame is and may overtake the chunks on another
+// path: the receiving daemon gathers the message until both its end and all its bytes came,
+// and hands it to matching (CommMatcher::deliver_remote) whole and in the pair's order.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -86,6 +89,9 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
     return "a send/recv frame between ranks " + std::to_string(source) + " and " +
            std::to_string(destination) + " that do not live on its node and this one";
   }
+  // A zero-byte message's one empty frame carries nothing its end marker does not say (and it
+  // is fenced, so it may come after the marker, once the message is gone).
+  if (h.chunk != wire::kPointToPointEndChunk && payload.empty()) return {};
   const uint64_t key = source * n + destination;
   const uint64_t message = tag.message;
   if (message < state.p2p_delivered[key]) return "a send/recv frame for a message already received";
@@ -107,17 +113,23 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
   }
   InboundMessage& in = found->second;
   if (in.complete) return "a send/recv frame after its message ended";
+  // A message's chunks cover [0, size) once each. The end marker, which carries a payload (the
+  // tag), is not fenced behind them as an empty frame is: on several paths it may come first.
+  auto beyond_end = [&](uint64_t bytes_at) {
+    defer_failure(comm, "node " + node_name(comm, node) + " ended a message from rank " +
+                            std::to_string(source) + " at " + std::to_string(in.size) +
+                            " bytes, but it carries " + std::to_string(bytes_at));
+  };
   if (h.chunk == wire::kPointToPointEndChunk) {
-    // A message's chunks cover [0, size) once each: what arrived is the size it ends at.
-    if (h.offset != in.received || h.offset != in.data.size()) {
-      defer_failure(comm, "node " + node_name(comm, node) + " ended a message from rank " +
-                              std::to_string(source) + " at " + std::to_string(h.offset) +
-                              " bytes, but " + std::to_string(in.received) + " arrived");
+    if (in.ended) return "a second end marker for one send/recv message";
+    in.ended = true;
+    in.size = h.offset;
+    in.tag = wire::decode_point_to_point_end(payload.first<wire::kPointToPointEndBytes>());
+    if (in.received > in.size || in.data.size() > in.size) {
+      beyond_end(std::max<uint64_t>(in.received, in.data.size()));
       return {};
     }
-    in.tag = wire::decode_point_to_point_end(payload.first<wire::kPointToPointEndBytes>());
-    in.complete = true;
-    deliver_inbound(comm, key);
+    if (in.received == in.size) complete_inbound(comm, key, in);
     return {};
   }
   // What the message's buffer grows by is what is counted: a hostile offset must not make it
@@ -126,19 +138,34 @@ std::string InternodeRunner::on_p2p_frame(Comm& comm, int node, const wire::Data
     return "a send/recv frame at offset " + std::to_string(h.offset) + " beyond 1 GiB";
   }
   const uint64_t end = h.offset + payload.size();
+  if (in.ended && end > in.size) {
+    beyond_end(end);
+    return {};
+  }
   const uint64_t grows = end > in.data.size() ? end - in.data.size() : 0;
   if (state.inbound_bytes + comm.p2p.held_bytes() + grows > kMaxEarlyBytesPerComm) {
     defer_failure(comm, "more than 1 GiB of sends from other nodes wait for their recvs");
     return {};
   }
-  if (payload.empty()) return {};  // a zero-byte message is one empty frame
   if (grows > 0) {
     in.data.resize(end);
     state.inbound_bytes += grows;
   }
   std::memcpy(in.data.data() + h.offset, payload.data(), payload.size());
   in.received += payload.size();
+  if (in.ended && in.received == in.size) complete_inbound(comm, key, in);
   return {};
+}
+
+void InternodeRunner::complete_inbound(Comm& comm, uint64_t key, InboundMessage& in) {
+  // Every byte came once (the channel drops copies) and none past the end: [0, size) is whole.
+  // Only a peer that sent overlapping chunks leaves it shorter: the rest reads as zeros.
+  if (in.data.size() != in.size) {
+    comm.internode->inbound_bytes += in.size - in.data.size();
+    in.data.resize(in.size);
+  }
+  in.complete = true;
+  deliver_inbound(comm, key);
 }
 
 void InternodeRunner::deliver_inbound(Comm& comm, uint64_t key) {

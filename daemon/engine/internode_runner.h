@@ -130,7 +130,9 @@ class InternodeRunner {
   // Send/recv between ranks on different nodes (internode_p2p.cc).
   std::string on_p2p_frame(Comm& comm, int node, const transports::wire::DataFrameHeader& h,
                            std::span<const std::byte> payload);
-  // Hands the pair's messages that came whole, in order, to matching.
+  // A message of the pair `key` is whole; then the pair's whole messages go, in order, to
+  // matching.
+  void complete_inbound(Comm& comm, uint64_t key, InboundMessage& in);
   void deliver_inbound(Comm& comm, uint64_t key);
   void fail_remote_p2p(Comm& comm);
   static int node_of(const Comm& comm, uint64_t instance);

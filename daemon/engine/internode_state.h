@@ -34,8 +34,10 @@ struct HeldFrame {
 struct InboundMessage {
   std::vector<std::byte> data;
   uint64_t received = 0;
-  bool complete = false;  // the end marker came: data.size() is the message's size
-  int32_t tag = 0;        // from the end marker
+  bool ended = false;  // its end marker came: `size` and `tag` are known
+  uint64_t size = 0;
+  int32_t tag = 0;
+  bool complete = false;  // ended and every byte arrived: data.size() is its size
 };
 
 struct InternodeState {
