@@ -10,47 +10,13 @@
 #include <string>
 #include <utility>
 
+#include "python/plexus_torch/collective_tag.h"
 #include "python/plexus_torch/tensor_types.h"
 
 namespace plexus::torch_backend {
 namespace {
 
 constexpr const char* kUniqueIdKey = "plexus_unique_id";
-
-// Every tensor a call names is checked here, before anything is submitted: a CPU tensor of
-// a type Plexus has (plexus_dtype throws naming it otherwise).
-void check_cpu(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.device().is_cpu(), "ProcessGroupPlexus: ", what, " got a tensor on ", t.device(),
-              "; plexus_torch takes CPU tensors only so far");
-  plexus_dtype(t);
-}
-
-// The tag of the sends and recvs that make up gather, scatter and alltoall: apart from every
-// tag a torch caller may pass.
-constexpr int kCollectiveTag = std::numeric_limits<int>::min();
-
-void check_tag(int tag, const char* what) {
-  TORCH_CHECK(tag != kCollectiveTag, "ProcessGroupPlexus: ", what, " with tag ", tag,
-              ", which plexus keeps for its own collectives");
-}
-
-void check_single(const std::vector<at::Tensor>& tensors, const char* what) {
-  TORCH_CHECK(tensors.size() == 1, "ProcessGroupPlexus: ", what,
-              " takes one tensor per process, got ", tensors.size());
-  check_cpu(tensors[0], what);
-}
-
-size_t elements(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
-
-// A piece of gather, scatter or alltoall: `t` to or from `peer`, under kCollectiveTag.
-plexus_result_t send_part(const at::Tensor& t, int peer, plexus_comm_t c, plexus_request_t* req) {
-  return plexus_send_tagged(t.data_ptr(), elements(t), plexus_dtype(t), peer, kCollectiveTag, c,
-                            req);
-}
-plexus_result_t recv_part(const at::Tensor& t, int peer, plexus_comm_t c, plexus_request_t* req) {
-  return plexus_recv_tagged(t.data_ptr(), elements(t), plexus_dtype(t), peer, kCollectiveTag,
-                            nullptr, c, req);
-}
 
 }  // namespace
 
@@ -551,49 +517,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
       at::Tensor dst = writable(w, outputs[r]);
       add(w, recv_part(dst, r, c, &req), req);
     }
-  });
-}
-
-// Tags are matched as gloo and MPI match them: a recv takes the oldest message from its
-// source with its tag. The collectives built of sends and recvs here (gather, scatter,
-// alltoall with splits) use kCollectiveTag, which no torch caller passes.
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>& tensors, int dst,
-                                                        int tag) {
-  check_single(tensors, "send");
-  check_rank(dst, "send destination");
-  check_tag(tag, "send");
-  const at::Tensor t = tensors[0];
-  return run("send", c10d::OpType::SEND, tensors, [&](PlexusWork& w, plexus_comm_t c) {
-    at::Tensor src = readable(w, t);
-    plexus_request_t req = nullptr;
-    add(w, plexus_send_tagged(src.data_ptr(), elements(src), plexus_dtype(src), dst, tag, c, &req),
-        req);
-  });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>& tensors, int src,
-                                                        int tag) {
-  check_rank(src, "recv source");
-  return receive(tensors, src, tag, "recv");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(std::vector<at::Tensor>& tensors,
-                                                                 int tag) {
-  return receive(tensors, PLEXUS_ANY_SOURCE, tag, "recvAnysource");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::receive(std::vector<at::Tensor>& tensors,
-                                                           int src, int tag, const char* call) {
-  check_single(tensors, call);
-  check_tag(tag, call);
-  const at::Tensor t = tensors[0];
-  return run(call, c10d::OpType::RECV, tensors, [&](PlexusWork& w, plexus_comm_t c) {
-    at::Tensor dst = writable(w, t);
-    plexus_request_t req = nullptr;
-    add(w,
-        plexus_recv_tagged(dst.data_ptr(), elements(dst), plexus_dtype(dst), src, tag,
-                           &w.source_rank, c, &req),
-        req);
   });
 }
 

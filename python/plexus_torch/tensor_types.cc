@@ -57,4 +57,16 @@ plexus_redop_t plexus_redop(const c10d::ReduceOp& op, at::ScalarType type) {
   }
 }
 
+void check_cpu(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.device().is_cpu(), "ProcessGroupPlexus: ", what, " got a tensor on ", t.device(),
+              "; plexus_torch takes CPU tensors only so far");
+  plexus_dtype(t);
+}
+
+void check_single(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK(tensors.size() == 1, "ProcessGroupPlexus: ", what,
+              " takes one tensor per process, got ", tensors.size());
+  check_cpu(tensors[0], what);
+}
+
 }  // namespace plexus::torch_backend
