@@ -112,8 +112,8 @@ void NodeJoins::close() {
 }
 
 void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                               bool latency) {
-  if (peers_) peers_->rail_lost(instance, nic, remote, latency);
+                               bool backup, bool latency) {
+  if (peers_) peers_->rail_lost(instance, nic, remote, backup, latency);
 }
 
 void NodeJoins::nic_up(const std::string& nic) {

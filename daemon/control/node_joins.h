@@ -103,7 +103,7 @@ class NodeJoins {
   // use): a data connection is opened to one of `addresses`.
   void path_wanted(uint64_t instance, const std::vector<std::string>& addresses);
   void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                      bool latency);
+                      bool backup, bool latency);
   void nic_up(const std::string& nic);
 
  private:

@@ -52,8 +52,10 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                    on_peer_lost(peer, name, reason);
                  },
                  [this](uint64_t peer, const std::string& nic, const std::string& remote,
-                        bool latency) {
-                   if (link_events_.path_lost) link_events_.path_lost(peer, nic, remote, latency);
+                        bool backup, bool latency) {
+                   if (link_events_.path_lost) {
+                     link_events_.path_lost(peer, nic, remote, backup, latency);
+                   }
                  },
                  [this](const std::string& nic) {
                    if (link_events_.nic_up) link_events_.nic_up(nic);

@@ -27,10 +27,11 @@ struct LinksHandler {
   std::function<std::string(uint64_t peer, const transports::wire::DataFrameHeader&)> on_placed;
   // The link to `peer` failed (reason says how); it has been removed.
   std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
-  // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote`
-  // (the latency class's or not), failed while the peer is kept (other paths, or the grace
-  // period); the side that opened it connects it again.
-  std::function<void(uint64_t peer, const std::string& nic, const std::string& remote,
+  // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote` ("?"
+  // when its socket was reset before the path learnt it), a backup across rails or not, the
+  // latency class's or not, failed while the peer is kept (other paths, or the grace period);
+  // the side that opened it connects it again.
+  std::function<void(uint64_t peer, const std::string& nic, const std::string& remote, bool backup,
                      bool latency)>
       on_path_lost;
   // Optional: local NIC `nic` is up again (netlink).

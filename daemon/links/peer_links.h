@@ -187,6 +187,7 @@ class PeerLinks {
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
     bool latency = false;       // the latency class's connection
+    bool backup = false;        // a backup across rails (one per NIC: it names the rail)
     bool retired = false;       // closing by agreement: its end is no failure
     // Its transport's counters as last read (read_counters: while it has traffic).
     std::optional<transports::PathDelivery> delivery;

@@ -128,9 +128,9 @@ class PeerServer {
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
   // failed: reconnect it (with exponential backoff) if this side opened it. A control
   // connection to `instance` over the same NIC or to the same peer address is failed over
-  // now rather than after its acknowledgement timeout. `latency`: the rail's latency-class
-  // twin (Settings::latency_connections).
-  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
+  // now rather than after its acknowledgement timeout. `backup`: the NIC's backup across
+  // rails; `latency`: the rail's latency-class twin (Settings::latency_connections).
+  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote, bool backup,
                  bool latency);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);

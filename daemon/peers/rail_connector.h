@@ -79,10 +79,10 @@ class RailConnector {
   // communicator needs the peer (see Forming); a later deadline extends an earlier one.
   void connect(uint64_t instance, const std::vector<std::string>& addresses,
                std::optional<Forming> forming = std::nullopt);
-  // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
-  // failed: its rail is dialled again (with backoff) if this side keeps it. `latency`: the
-  // rail's latency-class twin.
-  void lost(uint64_t instance, const std::string& nic, const std::string& remote, bool latency);
+  // The engine's path to `instance` over local NIC `nic` failed: its rail (the NIC's backup
+  // across rails, or its own rail; `latency`: that rail's latency-class twin) is dialled
+  // again (with backoff) if this side keeps it.
+  void lost(uint64_t instance, const std::string& nic, bool backup, bool latency);
   // Local NIC `nic` is up again: its rails waiting for a retry are dialled now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: its rails are no longer kept.

@@ -43,14 +43,10 @@ std::vector<Rail> plan_rails(const std::vector<LocalNic>& nics,
   return rails;
 }
 
-std::string rail_key_of(const std::vector<Rail>& rails, const std::string& nic,
-                        const std::string& remote) {
+std::string rail_key_of(const std::vector<Rail>& rails, const std::string& nic, bool backup) {
   for (const Rail& rail : rails) {
     if (rail.nic.empty()) return rail.key;
-    if (rail.nic == nic && std::find(rail.peer_addresses.begin(), rail.peer_addresses.end(),
-                                     remote) != rail.peer_addresses.end()) {
-      return rail.key;
-    }
+    if (rail.nic == nic && rail.backup == backup) return rail.key;  // one of each per NIC
   }
   return nic;
 }
