@@ -100,6 +100,10 @@ ControlConfig control_config(const Config& config, std::vector<PeerNic> peer_nic
   c.sq_entries = config.sq_entries;
   c.cq_entries = config.cq_entries;
   c.max_pool_bytes = config.max_pool_bytes;
+  c.weight_store_bytes = config.weight_store_bytes;
+  c.weight_versions = config.weight_versions;
+  // A copy in or out of the store is bound by memory bandwidth, which a few threads fill.
+  c.weight_copy_workers = std::min(engine_config(config, false).workers, 3u);
   c.peer_listen = config.peer_listen;
   c.cluster_secret_file = config.cluster_secret_file;
   c.peers.tcp_congestion = config.tcp_congestion;

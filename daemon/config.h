@@ -50,6 +50,12 @@ struct Config {
   // many bytes per rank, is reduced by the daemon's own kernel on the GPU (it uses SMs of
   // that GPU, none of the clients' processes) instead of through host memory. 0: never.
   uint64_t gpu_reduce_kernel_bytes = 0;
+  // The weight store (plexus_weights_*): host memory every model's versions may hold together
+  // (a publish past it is refused, naming what to change), and the complete versions kept per
+  // model (two: a pull copying out of one while the next is published). Memory is taken only
+  // as versions are published.
+  uint64_t weight_store_bytes = 8ull << 30;
+  uint32_t weight_versions = 2;
   IdleConfig engine_idle;
   std::string log_level = "info";
 

@@ -104,6 +104,15 @@ void define(CLI::App& app, Config& config, Words& w) {
                  "Host memory the copies of one process's GPU buffers may take while its ops "
                  "are in flight; an op past it is refused with PLEXUS_ERR_NO_MEMORY")
       ->capture_default_str();
+  app.add_option("--weight-store-bytes", config.weight_store_bytes,
+                 "Host memory the weight store's versions may hold together (all models); a "
+                 "publish past it is refused with PLEXUS_ERR_NO_MEMORY")
+      ->capture_default_str();
+  app.add_option("--weight-versions", config.weight_versions,
+                 "Complete versions the weight store keeps per model (the oldest goes as a "
+                 "newer one completes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--gpu-reduce-kernel-bytes", config.gpu_reduce_kernel_bytes,
                  "Reduce an allreduce within the node whose ranks' buffers are all on GPUs, of "
                  "at least this many bytes per rank, with plexusd's own kernel on the GPU "

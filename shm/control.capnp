@@ -109,7 +109,63 @@ struct ClientMessage {
     commGrow @19 :CommGrow;     # answered with commInitReply
     commGrowId @20 :CommGrow;
     commSuspend @21 :CommSuspend;
+    weightsPublish @22 :WeightsPublish;
+    weightsPull @23 :WeightsPull;
+    weightsLatest @24 :Text;    # a model's name: its newest complete version (0: none)
+    weightsList @25 :Void;      # the store's models, versions and pullers (plexusctl models)
   }
+}
+
+# One tensor of a weights request: its name and where it is in the client's pool.
+struct WeightTensor {
+  name @0 :Text;
+  offset @1 :UInt64;      # in the pool (region 0)
+  bytes @2 :UInt64;
+}
+
+# A version of a model, or one shard of it, handed to the daemon: answered once the daemon
+# holds a copy (the pool's bytes may then be reused).
+struct WeightsPublish {
+  model @0 :Text;
+  version @1 :UInt64;     # from 1, each newer than the model's newest complete one
+  shard @2 :UInt32;       # this publisher's part, 0 .. shards-1
+  shards @3 :UInt32;      # the version is complete once every shard is in (1: unsharded)
+  tensors @4 :List(WeightTensor);
+}
+
+# A version copied into the client's pool: by name, each tensor's bytes exactly as published.
+struct WeightsPull {
+  model @0 :Text;
+  version @1 :UInt64;     # 0: the newest complete version newer than newerThan
+  newerThan @2 :UInt64;
+  timeoutMs @3 :UInt32;   # how long to wait for such a version (0: not at all)
+  tensors @4 :List(WeightTensor);
+}
+
+struct WeightVersionInfo {
+  number @0 :UInt64;
+  bytes @1 :UInt64;
+  shards @2 :UInt32;
+  shardsIn @3 :UInt32;
+  complete @4 :Bool;
+  ageS @5 :Float64;        # since it completed
+}
+
+struct WeightModelInfo {
+  name @0 :Text;
+  ownerUid @1 :UInt32;
+  versions @2 :List(WeightVersionInfo);   # oldest first
+  publishes @3 :UInt64;    # shards copied in
+  pulls @4 :UInt64;
+  pulledBytes @5 :UInt64;
+  waiting @6 :UInt32;      # pulls waiting for a version now
+}
+
+struct WeightsListReply {
+  models @0 :List(WeightModelInfo);
+  heldBytes @1 :UInt64;
+  capBytes @2 :UInt64;
+  versionsKept @3 :UInt32;
 }
 
 struct NodeDrain {
@@ -388,6 +444,10 @@ struct DaemonMessage {
     commRevokeReply @18 :Void;       # this node's ops on it have failed
     growIdReply @19 :GrowId;
     commSuspendReply @20 :UInt64;    # bytes the daemon released for the communicator just now
+    weightsPublishReply @21 :UInt64; # the version the daemon holds now (complete or not)
+    weightsPullReply @22 :UInt64;    # the version copied
+    weightsLatestReply @23 :UInt64;  # 0: none complete
+    weightsListReply @24 :WeightsListReply;
   }
 }
 

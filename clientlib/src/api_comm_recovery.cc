@@ -16,15 +16,6 @@ namespace {
 
 namespace control = shm::control;
 
-// The daemon's answer to `call`: its error, or a reply that is not `expected`, as a result.
-plexus_result_t refused(const char* call, control::DaemonMessage::Reader root) {
-  if (root.isError()) {
-    return fail(static_cast<plexus_result_t>(root.getError().getCode()),
-                std::string(call) + ": " + root.getError().getMessage().cStr());
-  }
-  return fail(PLEXUS_ERR_PROTOCOL, std::string(call) + ": unexpected reply from plexusd");
-}
-
 // Tells the daemon that this rank parks the communicator (or takes it up again).
 plexus_result_t suspend_or_resume(CommState& state, bool suspend, uint64_t* released) {
   const char* call = suspend ? "plexus_comm_suspend" : "plexus_comm_resume";

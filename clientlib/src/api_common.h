@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <string>
 
 #include "clientlib/control/control_channel.h"
 #include "clientlib/src/client_context.h"
@@ -34,6 +35,16 @@ plexus_result_t guarded(Fn&& fn) {
   } catch (const std::exception& e) {
     return fail(PLEXUS_ERR_SYSTEM, e.what());
   }
+}
+
+// The daemon's answer to `call` when it is not the reply expected: its error, or a protocol
+// error, as a result (and the thread's last error).
+inline plexus_result_t refused(const char* call, shm::control::DaemonMessage::Reader root) {
+  if (root.isError()) {
+    return fail(static_cast<plexus_result_t>(root.getError().getCode()),
+                std::string(call) + ": " + root.getError().getMessage().cStr());
+  }
+  return fail(PLEXUS_ERR_PROTOCOL, std::string(call) + ": unexpected reply from plexusd");
 }
 
 // How long a call that forms a communicator waits: PLEXUS_INIT_TIMEOUT_MS, else 60 s.

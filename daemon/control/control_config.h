@@ -33,7 +33,10 @@ struct ControlConfig {
   std::string node_name;    // resolved: --node-name, else the host name
   uint32_t sq_entries = 0;
   uint32_t cq_entries = 0;
-  uint64_t max_pool_bytes = 0;  // largest client pool mapped
+  uint64_t max_pool_bytes = 0;       // largest client pool mapped
+  uint64_t weight_store_bytes = 0;   // the weight store's cap
+  uint32_t weight_versions = 0;      // complete versions kept per model
+  unsigned weight_copy_workers = 0;  // threads besides the copier's own for large copies
   // Multi-node: peer daemons connect here ("ip:port"); empty: single node only.
   std::string peer_listen;
   std::string cluster_secret_file;  // empty: peers need no proof

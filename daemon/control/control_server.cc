@@ -61,10 +61,7 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
                                     },
                                 .post = [this](std::function<void()> fn) { post(std::move(fn)); },
                                 .draining = [this] { return admin_service_.draining(); },
-                                .session = [this](uint64_t id) -> std::shared_ptr<const Session> {
-                                  Connection* c = find_connection(id);
-                                  return c != nullptr ? c->session : nullptr;
-                                }}),
+                                .session = [this](uint64_t id) { return session_of(id); }}),
       admin_service_(
           config, engine,
           AdminService::Hooks{
@@ -83,7 +80,22 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
               },
               .peer_identity = [this] { return comms_.nodes().identity(); },
               .bad_messages = [this] { return bad_messages_; },
-              .joins_pending = [this] { return comms_.forming(); }}) {}
+              .joins_pending = [this] { return comms_.forming(); }}),
+      weights_(
+          WeightService::Settings{.max_bytes = config.weight_store_bytes,
+                                  .versions_kept = config.weight_versions,
+                                  .copy_workers = config.weight_copy_workers},
+          WeightService::Hooks{
+              .reply =
+                  [this](uint64_t id, capnp::MessageBuilder& reply) {
+                    Connection* c = find_connection(id);
+                    return c != nullptr && send_message(*c, reply);
+                  },
+              .send_error =
+                  [this](uint64_t id, uint32_t request_id, plexus_result_t code,
+                         const std::string& message) { send_error(id, request_id, code, message); },
+              .post = [this](std::function<void()> fn) { post(std::move(fn)); },
+              .session = [this](uint64_t id) { return session_of(id); }}) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -122,6 +134,7 @@ void ControlServer::start() {
   loop_.data = this;
   try {
     comms_.start(&loop_);
+    weights_.start(&loop_);
   } catch (...) {
     comms_.stop();
     uv_loop_close(&loop_);
@@ -221,6 +234,7 @@ void ControlServer::run_posted() {
   for (auto& [id, c] : connections_) all.push_back(c);
   for (Connection* c : all) close_connection(c, "the daemon is shutting down");
   comms_.close();
+  weights_.close();
   uv_poll_stop(&listen_poll_);
   uv_close(reinterpret_cast<uv_handle_t*>(&listen_poll_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
@@ -336,6 +350,18 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         break;
       case control::ClientMessage::COMM_SUSPEND:
         comms_.suspend(*connection.session, request_id, message.getCommSuspend());
+        break;
+      case control::ClientMessage::WEIGHTS_PUBLISH:
+        weights_.publish(*connection.session, request_id, message.getWeightsPublish());
+        break;
+      case control::ClientMessage::WEIGHTS_PULL:
+        weights_.pull(*connection.session, request_id, message.getWeightsPull());
+        break;
+      case control::ClientMessage::WEIGHTS_LATEST:
+        weights_.latest(*connection.session, request_id, message.getWeightsLatest());
+        break;
+      case control::ClientMessage::WEIGHTS_LIST:
+        weights_.list(connection.id, request_id);
         break;
       case control::ClientMessage::STATUS:
         admin_service_.status(connection.id, request_id);
@@ -538,6 +564,11 @@ ControlServer::Connection* ControlServer::find_connection(uint64_t session_id) {
   return it == connections_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<const Session> ControlServer::session_of(uint64_t session_id) {
+  Connection* c = find_connection(session_id);
+  return c != nullptr ? c->session : nullptr;
+}
+
 void ControlServer::close_session(uint64_t session_id, const std::string& reason) {
   if (Connection* c = find_connection(session_id)) close_connection(c, reason);
 }
@@ -554,6 +585,7 @@ void ControlServer::close_connection(Connection* connection, const std::string& 
   }
   connections_.erase(id);
   comms_.session_closed(id);
+  weights_.session_closed(id);
   engine_.post([id, reason](Engine& e) { e.remove_session(id, reason); });
   uv_poll_stop(&connection->poll);
   uv_close(reinterpret_cast<uv_handle_t*>(&connection->poll),

@@ -20,6 +20,7 @@
 #include "daemon/control/admin_service.h"
 #include "daemon/control/comm_service.h"
 #include "daemon/control/control_config.h"
+#include "daemon/control/weight_service.h"
 #include "daemon/engine/engine.h"
 #include "monitor/metric_families.h"
 #include "shm/control.capnp.h"
@@ -46,9 +47,10 @@ class ControlServer {
   void close_session(uint64_t session_id, const std::string& reason);
   // Control thread: multi-node communicators, the peer daemons and their data links.
   NodeJoins& nodes() { return comms_.nodes(); }
-  // Control thread: every metric of a Prometheus scrape (AdminService).
+  // Control thread: every metric of a Prometheus scrape (AdminService, WeightService).
   void collect_metrics(monitor::MetricFamilies& metrics) {
     admin_service_.collect_metrics(metrics);
+    weights_.collect_metrics(metrics);
   }
   // Control thread: a config reload's settings; takes what may change while it runs (the
   // slow-path ratio, the stall time reported) and ignores the rest.
@@ -75,6 +77,8 @@ class ControlServer {
   void close_connection(Connection* connection, const std::string& reason);
   void run_posted();
   Connection* find_connection(uint64_t session_id);
+  // Its session while the connection is open (null once it closed).
+  std::shared_ptr<const Session> session_of(uint64_t session_id);
   // The session of every connected client whose hello was accepted.
   std::vector<std::shared_ptr<const Session>> sessions() const;
   ControlConfig config_;
@@ -107,6 +111,9 @@ class ControlServer {
   uint64_t bad_messages_ = 0;
   // plexusctl's and Prometheus's view, and the admin commands (after what its hooks read).
   AdminService admin_service_;
+  // The weight store: destroyed first, so that its copier thread has ended before the post
+  // its copies end with goes away.
+  WeightService weights_;
 };
 
 }  // namespace plexus::daemon

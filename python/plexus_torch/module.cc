@@ -11,6 +11,7 @@
 
 #include "python/plexus_torch/pool_tensors.h"
 #include "python/plexus_torch/process_group_plexus.h"
+#include "python/plexus_torch/weights.h"
 
 namespace py = pybind11;
 using plexus::torch_backend::BackendBase;
@@ -133,6 +134,7 @@ PYBIND11_MODULE(plexus_torch, m) {
       py::arg("grow_id"), py::arg("rank"), py::arg("size"),
       py::arg("timeout") = std::chrono::milliseconds(60000),
       "A new rank joins a growth with the id a member made (grow_id).");
+  plexus::torch_backend::register_weights(m);
   // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import, so that even the
   // model built before init_process_group lives in the pool.
   if (pool_allocator_setting() == PoolAllocatorSetting::kFromImport) {

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <string>
 
+#include "common/human_bytes.h"
+
 namespace plexus::ctl {
 
 // "512 B", "1.5 MiB"
-std::string human_bytes(uint64_t bytes);
+using common::human_bytes;
 // "120 us", "3.4 ms", "1.20 s"
 std::string human_us(double us);
 

@@ -12,6 +12,7 @@
 #include "tools/plexusctl/admin_client.h"
 #include "tools/plexusctl/events_view.h"
 #include "tools/plexusctl/links_view.h"
+#include "tools/plexusctl/models_view.h"
 #include "tools/plexusctl/node_view.h"
 #include "tools/plexusctl/ops_view.h"
 #include "tools/plexusctl/status_view.h"
@@ -245,9 +246,14 @@ int main(int argc, char** argv) {
   auto* node_undrain_cmd = node_cmd->add_subcommand("undrain", "Admit new communicators again");
   auto* node_status_cmd =
       node_cmd->add_subcommand("status", "Whether the node is draining, and what still runs");
-  for (auto* sub : {status_cmd, comms_cmd, jobs_cmd, top_cmd, paths_cmd, nics_cmd, ops_cmd,
-                    events_cmd, nic_cmd, drain_cmd, undrain_cmd, fault_cmd, job_set_cmd, hold_cmd,
-                    config_cmd, reload_cmd, node_drain_cmd, node_undrain_cmd, node_status_cmd}) {
+  auto* models_cmd = app.add_subcommand(
+      "models",
+      "The weight store: each model's versions (complete or still building), their bytes and "
+      "age, pulls served and pulls waiting for a newer version; the memory held and its cap");
+  for (auto* sub : {status_cmd,  comms_cmd,      jobs_cmd,         top_cmd,         paths_cmd,
+                    nics_cmd,    ops_cmd,        events_cmd,       nic_cmd,         drain_cmd,
+                    undrain_cmd, fault_cmd,      job_set_cmd,      hold_cmd,        config_cmd,
+                    reload_cmd,  node_drain_cmd, node_undrain_cmd, node_status_cmd, models_cmd}) {
     sub->add_flag("--json", as_json, "Print JSON instead of a table");
   }
   CLI11_PARSE(app, argc, argv);
@@ -266,6 +272,7 @@ int main(int argc, char** argv) {
     }
     if (config_cmd->parsed())
       return plexus::ctl::show_config(client, reload_cmd->parsed(), as_json);
+    if (models_cmd->parsed()) return plexus::ctl::show_models(client, as_json);
     if (node_cmd->parsed()) {
       using plexus::ctl::DrainAction;
       return plexus::ctl::node_drain(client,

@@ -194,6 +194,40 @@ plexus_result_t plexus_wait(plexus_request_t* request);
  * and the op's result is returned), else *done = 0 and PLEXUS_SUCCESS. */
 plexus_result_t plexus_test(plexus_request_t* request, int* done);
 
+/* The weight store: named models, each a series of versions, held by the node's plexusd in
+ * its own memory (RL's trainer-to-rollout weights). No communicator is needed. A tensor is a
+ * name and a buffer; buffers from plexus_alloc are copied by the daemon directly, others are
+ * staged through the pool (one more copy). Versions count from 1 and only go forward; plexusd
+ * keeps each model's newest complete versions (--weight-versions, default 2) under a cap on
+ * memory (--weight-store-bytes). A model belongs to the user that first published it. */
+typedef struct plexus_weight_tensor {
+  const char* name; /* unique within a version; at most 1024 bytes */
+  void* buf;
+  size_t bytes;
+} plexus_weight_tensor_t;
+/* Hands a version to this node's plexusd and returns once it holds a copy: the buffers may be
+ * reused at once. Refused (nothing kept) with PLEXUS_ERR_INVALID_ARGUMENT for a version not
+ * newer than the model's newest, a repeated tensor name or another user's model, and with
+ * PLEXUS_ERR_NO_MEMORY past the store's cap; the message says what to change. */
+plexus_result_t plexus_weights_publish(const char* model, uint64_t version,
+                                       const plexus_weight_tensor_t* tensors, size_t count);
+/* One shard of a version that `shards` publishers (every trainer rank its own part) hand in:
+ * the version is complete, and pulls see it, once every shard is in. Tensor names are unique
+ * across the shards. */
+plexus_result_t plexus_weights_publish_shard(const char* model, uint64_t version, uint32_t shard,
+                                             uint32_t shards, const plexus_weight_tensor_t* tensors,
+                                             size_t count);
+/* Copies a complete version into the buffers, by tensor name (any subset of the version's
+ * tensors, each buffer exactly its size): `version` itself, or with version 0 the newest
+ * complete one newer than `newer_than`. Never a mix of two versions. Waits up to timeout_ms
+ * for such a version (0: not at all; -1: without limit), then fails with PLEXUS_ERR_TIMEOUT.
+ * *pulled (may be NULL) is the version copied. */
+plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_t newer_than,
+                                    int64_t timeout_ms, const plexus_weight_tensor_t* tensors,
+                                    size_t count, uint64_t* pulled);
+/* The model's newest complete version on this node; 0 if it has none (or no such model). */
+plexus_result_t plexus_weights_latest(const char* model, uint64_t* version);
+
 /* Size of one element of dtype in bytes, 0 for an unknown dtype. */
 size_t plexus_dtype_size(plexus_dtype_t dtype);
 

@@ -1,0 +1,206 @@
+// The C API's weight store calls: a publish or pull names each tensor by its offset in this
+// process's pool; a tensor outside the pool is staged through one pool block for the call
+// (copied in before a publish, out after a pull).
+#include <capnp/serialize.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "clientlib/src/api_common.h"
+#include "common/frame_codec.h"
+#include "shm/control.capnp.h"
+
+namespace plexus::client {
+namespace {
+
+namespace control = shm::control;
+
+// The pool block foreign tensors go through, freed with the call.
+class Staging {
+ public:
+  explicit Staging(shm::ClientPool& pool) : pool_(pool) {}
+  ~Staging() {
+    if (block_ != nullptr) pool_.deallocate(block_);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  // Each tensor's offset in the pool: its own, or its place in the staging block (made here).
+  // "" when they all have one; otherwise why not.
+  std::string place(const plexus_weight_tensor_t* tensors, size_t count) {
+    offsets_.resize(count);
+    staged_.assign(count, false);
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (tensors[i].bytes == 0 || pool_.contains(tensors[i].buf, tensors[i].bytes)) continue;
+      staged_[i] = true;
+      offsets_[i] = total;
+      total += (tensors[i].bytes + 63) / 64 * 64;
+    }
+    if (total > 0) {
+      block_ = static_cast<std::byte*>(pool_.allocate(total));
+      if (block_ == nullptr) {
+        return "staging " + std::to_string(total) +
+               " bytes of buffers outside the pool: the pool has no room (" +
+               std::to_string(pool_.free_bytes()) +
+               " bytes free); allocate the tensors with plexus_alloc, or raise PLEXUS_POOL_SIZE";
+      }
+    }
+    const uint64_t base = block_ != nullptr ? pool_.offset_of(block_) : 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (staged_[i]) {
+        offsets_[i] += base;
+      } else {
+        offsets_[i] = tensors[i].bytes == 0 ? 0 : pool_.offset_of(tensors[i].buf);
+      }
+    }
+    return {};
+  }
+  uint64_t offset(size_t i) const { return offsets_[i]; }
+  bool staged(size_t i) const { return staged_[i]; }
+  std::byte* at(size_t i) const { return const_cast<std::byte*>(pool_.base()) + offsets_[i]; }
+
+ private:
+  shm::ClientPool& pool_;
+  std::byte* block_ = nullptr;
+  std::vector<uint64_t> offsets_;
+  std::vector<bool> staged_;
+};
+
+// The arguments every call checks alike; "" when they are fine.
+std::string check_tensors(const plexus_weight_tensor_t* tensors, size_t count) {
+  if (count > 0 && tensors == nullptr) return "tensors is NULL";
+  for (size_t i = 0; i < count; ++i) {
+    if (tensors[i].name == nullptr || tensors[i].name[0] == '\0') {
+      return "tensor " + std::to_string(i) + " has no name";
+    }
+    if (tensors[i].buf == nullptr && tensors[i].bytes > 0) {
+      return "tensor '" + std::string(tensors[i].name) + "' has no buffer";
+    }
+  }
+  return {};
+}
+
+template <typename Request>
+void fill_tensors(Request request, const plexus_weight_tensor_t* tensors, size_t count,
+                  const Staging& staging) {
+  auto list = request.initTensors(static_cast<unsigned>(count));
+  for (size_t i = 0; i < count; ++i) {
+    list[static_cast<unsigned>(i)].setName(tensors[i].name);
+    list[static_cast<unsigned>(i)].setOffset(staging.offset(i));
+    list[static_cast<unsigned>(i)].setBytes(tensors[i].bytes);
+  }
+}
+
+plexus_result_t publish(const char* call, const char* model, uint64_t version, uint32_t shard,
+                        uint32_t shards, const plexus_weight_tensor_t* tensors, size_t count) {
+  if (model == nullptr)
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": model is NULL");
+  if (std::string why = check_tensors(tensors, count); !why.empty()) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": " + why);
+  }
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    Staging staging(ctx.pool());
+    if (std::string why = staging.place(tensors, count); !why.empty()) {
+      return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (staging.staged(i)) std::memcpy(staging.at(i), tensors[i].buf, tensors[i].bytes);
+    }
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<control::ClientMessage>().initWeightsPublish();
+    request.setModel(model);
+    request.setVersion(version);
+    request.setShard(shard);
+    request.setShards(shards);
+    fill_tensors(request, tensors, count, staging);
+    Reply reply = ctx.control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (!root.isWeightsPublishReply()) return refused(call, root);
+    return PLEXUS_SUCCESS;
+  });
+}
+
+}  // namespace
+}  // namespace plexus::client
+
+using namespace plexus::client;
+
+extern "C" {
+
+plexus_result_t plexus_weights_publish(const char* model, uint64_t version,
+                                       const plexus_weight_tensor_t* tensors, size_t count) {
+  return publish("plexus_weights_publish", model, version, 0, 1, tensors, count);
+}
+
+plexus_result_t plexus_weights_publish_shard(const char* model, uint64_t version, uint32_t shard,
+                                             uint32_t shards, const plexus_weight_tensor_t* tensors,
+                                             size_t count) {
+  return publish("plexus_weights_publish_shard", model, version, shard, shards, tensors, count);
+}
+
+plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_t newer_than,
+                                    int64_t timeout_ms, const plexus_weight_tensor_t* tensors,
+                                    size_t count, uint64_t* pulled) {
+  const char* call = "plexus_weights_pull";
+  if (pulled != nullptr) *pulled = 0;
+  if (model == nullptr)
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_weights_pull: model is NULL");
+  if (timeout_ms < -1) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_weights_pull: timeout_ms " +
+                                                 std::to_string(timeout_ms) +
+                                                 " (0: no wait, -1: no limit, else milliseconds)");
+  }
+  if (std::string why = check_tensors(tensors, count); !why.empty()) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": " + why);
+  }
+  return guarded([&]() -> plexus_result_t {
+    ClientContext& ctx = ClientContext::get();
+    Staging staging(ctx.pool());
+    if (std::string why = staging.place(tensors, count); !why.empty()) {
+      return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
+    }
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<control::ClientMessage>().initWeightsPull();
+    request.setModel(model);
+    request.setVersion(version);
+    request.setNewerThan(newer_than);
+    constexpr uint32_t kNoLimit = std::numeric_limits<uint32_t>::max();
+    request.setTimeoutMs(
+        timeout_ms < 0 || timeout_ms > kNoLimit ? kNoLimit : static_cast<uint32_t>(timeout_ms));
+    fill_tensors(request, tensors, count, staging);
+    Reply reply = ctx.control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (!root.isWeightsPullReply()) return refused(call, root);
+    for (size_t i = 0; i < count; ++i) {
+      if (staging.staged(i)) std::memcpy(tensors[i].buf, staging.at(i), tensors[i].bytes);
+    }
+    if (pulled != nullptr) *pulled = root.getWeightsPullReply();
+    return PLEXUS_SUCCESS;
+  });
+}
+
+plexus_result_t plexus_weights_latest(const char* model, uint64_t* version) {
+  if (version != nullptr) *version = 0;
+  if (model == nullptr || version == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_weights_latest: model or version is NULL");
+  }
+  return guarded([&]() -> plexus_result_t {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<control::ClientMessage>().setWeightsLatest(model);
+    Reply reply = ClientContext::get().control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (!root.isWeightsLatestReply()) return refused("plexus_weights_latest", root);
+    *version = root.getWeightsLatestReply();
+    return PLEXUS_SUCCESS;
+  });
+}
+
+}  // extern "C"

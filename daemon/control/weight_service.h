@@ -1,0 +1,105 @@
+// The weight store's requests (plexus_weights_*): a publish copied in from the publisher's
+// pool, a pull copied out into the puller's, pulls that wait for a version (each until its
+// own deadline), a model's newest version, and the store as plexusctl models and the metrics
+// show it. Every field a client sends is checked here before the store or a copy sees it:
+// names and counts within bounds, every tensor inside the client's pool.
+//
+// Control thread only; the copies run on the store's copier thread, which posts back here.
+#pragma once
+
+#include <uv.h>
+
+#include <capnp/message.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/engine/session.h"
+#include "daemon/peers/loop_timer.h"
+#include "daemon/weights/weight_copier.h"
+#include "daemon/weights/weight_store.h"
+#include "monitor/metric_families.h"
+#include "shm/control.capnp.h"
+
+namespace plexus::daemon {
+
+class WeightService {
+ public:
+  struct Settings {
+    uint64_t max_bytes = 0;      // the store's cap on host memory
+    uint32_t versions_kept = 0;  // complete versions kept per model
+    unsigned copy_workers = 0;   // threads besides the copier's own for large copies
+  };
+  struct Hooks {
+    std::function<bool(uint64_t session_id, capnp::MessageBuilder& message)> reply;
+    std::function<void(uint64_t session_id, uint32_t request_id, plexus_result_t,
+                       const std::string& message)>
+        send_error;
+    // Runs `fn` on the control thread later (from the copier thread).
+    std::function<void(std::function<void()> fn)> post;
+    // Session `session_id` while its connection is open (null once it closed).
+    std::function<std::shared_ptr<const Session>(uint64_t session_id)> session;
+  };
+
+  WeightService(Settings settings, Hooks hooks);
+  ~WeightService();
+  WeightService(const WeightService&) = delete;
+  WeightService& operator=(const WeightService&) = delete;
+
+  void start(uv_loop_t* loop);
+  // As the loop ends: the copies still queued finish (their replies are dropped), the timer
+  // closes.
+  void close();
+
+  void publish(const Session& session, uint32_t request_id,
+               shm::control::WeightsPublish::Reader publish);
+  void pull(const Session& session, uint32_t request_id, shm::control::WeightsPull::Reader pull);
+  void latest(const Session& session, uint32_t request_id, const std::string& model);
+  void list(uint64_t session_id, uint32_t request_id);
+  // Its connection closed: its waiting pulls are dropped.
+  void session_closed(uint64_t session_id);
+  void collect_metrics(monitor::MetricFamilies& metrics) const;
+
+ private:
+  struct Destination {
+    std::string name;
+    uint64_t offset = 0;  // in the puller's pool
+    uint64_t bytes = 0;
+  };
+  struct Waiter {
+    uint64_t session_id = 0;
+    uint32_t request_id = 0;
+    uint32_t uid = 0;
+    uint64_t version = 0;  // 0: any newer than newer_than
+    uint64_t newer_than = 0;
+    weights::Clock::time_point deadline;
+    std::vector<Destination> tensors;
+  };
+
+  // Checks the request's tensors against the session's pool; "" when they are fine.
+  template <typename List>
+  std::string read_tensors(const Session& session, List tensors,
+                           std::vector<Destination>& out) const;
+  // Serves `waiter` from the store now if it can (true), or says it never can (fails it).
+  bool try_serve(Waiter& waiter, const std::string& model);
+  void copy_out(const Waiter& waiter, const std::string& model,
+                std::shared_ptr<const weights::Version> version);
+  void published(const std::shared_ptr<weights::PendingShard>& pending, uint64_t session_id,
+                 uint32_t request_id);
+  void serve_waiters(const std::string& model);
+  void expire_waiters();
+  void arm_timer();
+
+  weights::WeightStore store_;
+  weights::WeightCopier copier_;
+  Hooks hooks_;
+  LoopTimer timer_;
+  std::multimap<std::string, Waiter, std::less<>> waiters_;  // by model
+  uint64_t refused_publishes_ = 0;
+};
+
+}  // namespace plexus::daemon

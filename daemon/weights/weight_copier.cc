@@ -1,0 +1,75 @@
+#include "daemon/weights/weight_copier.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace plexus::daemon::weights {
+
+namespace {
+
+// Pieces a copy is cut into for the workers: large enough that a piece costs far more than
+// handing it out, small enough that uneven workers balance.
+constexpr size_t kPieceBytes = 8 << 20;
+
+}  // namespace
+
+WeightCopier::~WeightCopier() { stop(); }
+
+void WeightCopier::copy(CopyJob job) {
+  std::lock_guard lock(mutex_);
+  jobs_.push_back(std::move(job));
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  ready_.notify_one();
+}
+
+void WeightCopier::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    ready_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void WeightCopier::loop() {
+  for (;;) {
+    CopyJob job;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) break;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    run(job);
+    if (job.done) job.done();
+  }
+  pool_.reset();
+}
+
+void WeightCopier::run(const CopyJob& job) {
+  // Every span cut into pieces; the pieces shared out.
+  struct Piece {
+    const CopySpan* span;
+    size_t offset;
+  };
+  std::vector<Piece> pieces;
+  for (const CopySpan& span : job.spans) {
+    for (size_t offset = 0; offset < span.bytes; offset += kPieceBytes) {
+      pieces.push_back({&span, offset});
+    }
+  }
+  auto copy_piece = [&pieces](size_t i) {
+    const Piece& p = pieces[i];
+    const size_t n = std::min(kPieceBytes, p.span->bytes - p.offset);
+    std::memcpy(p.span->to + p.offset, p.span->from + p.offset, n);
+  };
+  if (workers_ == 0 || pieces.size() < 2) {
+    for (size_t i = 0; i < pieces.size(); ++i) copy_piece(i);
+    return;
+  }
+  if (!pool_) pool_ = std::make_unique<WorkerPool>(workers_);
+  pool_->parallel_for(pieces.size(), copy_piece);
+}
+
+}  // namespace plexus::daemon::weights

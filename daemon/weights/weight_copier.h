@@ -1,0 +1,62 @@
+// The thread that copies weights in and out of the store: a publish from the publisher's
+// pool into the store's buffer, a pull from a version into the puller's pool. Neither runs
+// on the control or the engine thread, so a 1 GiB copy holds up no request and no
+// collective. Large copies are cut into pieces shared with the copier's own workers.
+//
+// Any thread calls copy(); `done` runs on the copier thread (it posts to its owner). The
+// thread starts with the first copy, so a daemon that never stores weights has none.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "daemon/local/worker_pool.h"
+
+namespace plexus::daemon::weights {
+
+struct CopySpan {
+  std::byte* to = nullptr;
+  const std::byte* from = nullptr;
+  size_t bytes = 0;
+};
+
+struct CopyJob {
+  std::vector<CopySpan> spans;
+  // Holds the memory both sides of every span point into until the copy is over.
+  std::vector<std::shared_ptr<const void>> holds;
+  std::function<void()> done;
+};
+
+class WeightCopier {
+ public:
+  // `workers`: threads besides the copier's own that share a large copy (0: none).
+  explicit WeightCopier(unsigned workers) : workers_(workers) {}
+  ~WeightCopier();
+  WeightCopier(const WeightCopier&) = delete;
+  WeightCopier& operator=(const WeightCopier&) = delete;
+
+  // Queues the job behind those already queued.
+  void copy(CopyJob job);
+  // Finishes the queued jobs and ends the thread.
+  void stop();
+
+ private:
+  void loop();
+  void run(const CopyJob& job);
+
+  const unsigned workers_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<CopyJob> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::unique_ptr<WorkerPool> pool_;  // made by the copier thread on its first large copy
+};
+
+}  // namespace plexus::daemon::weights

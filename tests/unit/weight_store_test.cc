@@ -1,0 +1,188 @@
+// The weight store's rules, without a daemon: versions only go forward, the newest K
+// complete ones are kept, a version held by a pull keeps its memory until the pull lets go,
+// the cap refuses with a sentence that says what to change, shards complete a version only
+// together, and a model belongs to the user that first published it.
+#include "daemon/weights/weight_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "daemon/weights/weight_copier.h"
+
+namespace plexus::daemon::weights {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint32_t kUid = 1000;
+
+class WeightStoreTest : public ::testing::Test {
+ protected:
+  void make(uint64_t cap, uint32_t kept) {
+    store_ = std::make_unique<WeightStore>(WeightStore::Settings{cap, kept});
+  }
+  // Begins a shard of tensors "a", "b" (bytes each) and fills them with `fill`.
+  common::Result<std::shared_ptr<PendingShard>> begin(uint64_t version, uint64_t bytes,
+                                                      uint32_t shard = 0, uint32_t shards = 1,
+                                                      uint32_t uid = kUid,
+                                                      std::vector<std::string> names = {"a", "b"}) {
+    std::vector<TensorSpec> specs;
+    for (auto& n : names) specs.push_back({n, bytes});
+    bool for_memory = false;
+    auto pending = store_->publish_begin("m", version, shard, shards, uid, specs, for_memory);
+    last_for_memory_ = for_memory;
+    if (pending) {
+      for (const Shard::Tensor& t : (*pending)->data->tensors) {
+        std::memset((*pending)->data->buffer->data() + t.offset, static_cast<int>(version),
+                    t.bytes);
+      }
+    }
+    return pending;
+  }
+  // Publishes a whole version; "" or why not.
+  std::string publish(uint64_t version, uint64_t bytes) {
+    auto pending = begin(version, bytes);
+    if (!pending) return pending.error();
+    auto done = store_->publish_done(*pending);
+    return done ? "" : done.error();
+  }
+  std::unique_ptr<WeightStore> store_;
+  bool last_for_memory_ = false;
+};
+
+TEST_F(WeightStoreTest, AVersionIsSeenWholeOnceCompleteAndVersionsOnlyGoForward) {
+  make(1 << 20, 2);
+  EXPECT_EQ(store_->latest("m"), 0u);
+  auto pending = begin(1, 100);
+  ASSERT_TRUE(pending) << pending.error();
+  EXPECT_EQ(store_->find("m", 0), nullptr) << "not complete before its bytes are in";
+  auto done = store_->publish_done(*pending);
+  ASSERT_TRUE(done) << done.error();
+  EXPECT_EQ(*done, 1u);
+  auto v = store_->find("m", 0);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->number, 1u);
+  EXPECT_EQ(v->bytes, 200u);
+  ASSERT_EQ(v->index.count("b"), 1u);
+  const auto [shard, tensor] = v->index.find("b")->second;
+  const Shard::Tensor& t = v->parts[shard]->tensors[tensor];
+  EXPECT_EQ(t.offset % 64, 0u);
+  EXPECT_EQ(static_cast<int>(v->parts[shard]->buffer->data()[t.offset]), 1);
+
+  EXPECT_THAT(publish(1, 100), HasSubstr("not newer than the model's newest complete version, 1"));
+  EXPECT_THAT(publish(0, 100), HasSubstr("versions count from 1"));
+  EXPECT_EQ(publish(5, 100), "");
+  EXPECT_EQ(store_->latest("m"), 5u);
+}
+
+TEST_F(WeightStoreTest, TheNewestKVersionsAreKeptAndAPulledOneKeepsItsMemoryUntilLetGo) {
+  make(1 << 20, 2);
+  ASSERT_EQ(publish(1, 1000), "");
+  std::shared_ptr<const Version> pulling = store_->find("m", 1);  // a pull copying out of it
+  ASSERT_EQ(publish(2, 1000), "");
+  ASSERT_EQ(publish(3, 1000), "");
+  EXPECT_EQ(store_->find("m", 1), nullptr);
+  EXPECT_TRUE(store_->dropped("m", 1));
+  EXPECT_FALSE(store_->dropped("m", 2));
+  EXPECT_EQ(store_->kept("m"), "2, 3");
+  EXPECT_EQ(pulling->number, 1u) << "the pull's version is still whole";
+  const uint64_t per_version = 2 * 1024;  // two tensors of 1000 bytes, each 64-byte aligned
+  EXPECT_EQ(store_->held_bytes(), 3 * per_version);
+  pulling.reset();
+  EXPECT_EQ(store_->held_bytes(), 2 * per_version);
+}
+
+TEST_F(WeightStoreTest,
+       APublishPastTheCapIsRefusedSayingWhatToChangeAndAnOldVersionMakesRoomWhenDue) {
+  make(5000, 2);
+  ASSERT_EQ(publish(1, 1000), "");  // 2 KiB
+  ASSERT_EQ(publish(2, 1000), "");  // 4 KiB held
+  // Two versions are kept, so the third may take the oldest's place as it comes.
+  ASSERT_EQ(publish(3, 1000), "");
+  EXPECT_EQ(store_->kept("m"), "2, 3");
+  // One too large for the cap whatever is dropped.
+  auto refused = begin(4, 4000);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(last_for_memory_);
+  EXPECT_THAT(refused.error(), HasSubstr("version 4 of model 'm' refused"));
+  EXPECT_THAT(refused.error(), HasSubstr("of its cap of"));
+  EXPECT_THAT(refused.error(), HasSubstr("--weight-store-bytes"));
+  EXPECT_EQ(store_->kept("m"), "2, 3") << "a refused publish drops nothing";
+  // While a pull holds the oldest, dropping it frees nothing: refused too.
+  make(5000, 2);
+  ASSERT_EQ(publish(1, 1000), "");
+  ASSERT_EQ(publish(2, 1000), "");
+  auto held = store_->find("m", 1);
+  auto blocked = begin(3, 1000);
+  ASSERT_FALSE(blocked);
+  EXPECT_THAT(blocked.error(), HasSubstr("let pulls of old versions finish"));
+  EXPECT_EQ(store_->latest("m"), 2u) << "the newest is never dropped for room";
+}
+
+TEST_F(WeightStoreTest, ShardsCompleteAVersionOnlyTogetherAndMustAgree) {
+  make(1 << 20, 2);
+  auto s0 = begin(1, 64, 0, 2, kUid, {"layer0"});
+  ASSERT_TRUE(s0) << s0.error();
+  EXPECT_THAT(begin(1, 64, 1, 3, kUid, {"layer1"}).error(), HasSubstr("an earlier shard said 2"));
+  EXPECT_THAT(begin(1, 64, 0, 2, kUid, {"other"}).error(), HasSubstr("published already"));
+  EXPECT_THAT(begin(1, 64, 1, 2, kUid, {"layer0"}).error(), HasSubstr("is in shard 0 already"));
+  EXPECT_THAT(begin(1, 64, 2, 2, kUid, {"x"}).error(), HasSubstr("numbered from 0"));
+  ASSERT_EQ(*store_->publish_done(*s0), 0u) << "half a version is not complete";
+  EXPECT_EQ(store_->latest("m"), 0u);
+  auto s1 = begin(1, 64, 1, 2, kUid, {"layer1"});
+  ASSERT_TRUE(s1) << s1.error();
+  ASSERT_EQ(*store_->publish_done(*s1), 1u);
+  auto v = store_->find("m", 1);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->index.size(), 2u);
+  EXPECT_EQ(v->bytes, 128u);
+}
+
+TEST_F(WeightStoreTest, AModelBelongsToItsFirstPublishersUserAndAFailedCopyIsForgotten) {
+  make(1 << 20, 2);
+  ASSERT_EQ(publish(1, 10), "");
+  EXPECT_THAT(begin(2, 10, 0, 1, 1001).error(), HasSubstr("belongs to uid 1000"));
+  EXPECT_THAT(store_->refuse_reader("m", 1001), HasSubstr("belongs to uid 1000"));
+  EXPECT_EQ(store_->refuse_reader("m", kUid), "");
+  EXPECT_EQ(store_->refuse_reader("m", 0), "") << "root reads any";
+  auto pending = begin(2, 10);
+  ASSERT_TRUE(pending);
+  store_->publish_failed(*pending);
+  EXPECT_EQ(store_->latest("m"), 1u);
+  EXPECT_EQ(publish(2, 10), "") << "the version can be published again";
+}
+
+TEST(WeightCopierTest, EveryJobIsCopiedWholeInOrderAcrossPiecesAndWorkers) {
+  WeightCopier copier(2);
+  const size_t bytes = (20 << 20) + 12345;  // several pieces and a tail
+  std::vector<std::byte> from(bytes), to(bytes);
+  for (size_t i = 0; i < bytes; ++i) from[i] = static_cast<std::byte>(i * 7 + 3);
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<int> done;
+  for (int j = 0; j < 2; ++j) {
+    CopyJob job;
+    job.spans.push_back({to.data(), from.data(), bytes});
+    job.done = [&, j] {
+      std::lock_guard lock(mutex);
+      done.push_back(j);
+      cv.notify_one();
+    };
+    copier.copy(std::move(job));
+  }
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done.size() == 2; }));
+  EXPECT_EQ(done, (std::vector<int>{0, 1}));
+  EXPECT_EQ(std::memcmp(to.data(), from.data(), bytes), 0);
+}
+
+}  // namespace
+}  // namespace plexus::daemon::weights
