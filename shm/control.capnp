@@ -166,6 +166,7 @@ struct WeightsListReply {
   heldBytes @1 :UInt64;
   capBytes @2 :UInt64;
   versionsKept @3 :UInt32;
+  spareBytes @4 :UInt64;   # buffers of dropped versions kept for the next of their size
 }
 
 struct NodeDrain {

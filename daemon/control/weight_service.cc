@@ -301,6 +301,7 @@ void WeightService::list(uint64_t session_id, uint32_t request_id) {
   list.setHeldBytes(store_.held_bytes());
   list.setCapBytes(store_.settings().max_bytes);
   list.setVersionsKept(store_.settings().versions_kept);
+  list.setSpareBytes(store_.spare_bytes());
   auto out = list.initModels(static_cast<unsigned>(models.size()));
   for (unsigned i = 0; i < models.size(); ++i) {
     const weights::ModelSummary& m = models[i];
@@ -327,6 +328,10 @@ void WeightService::list(uint64_t session_id, uint32_t request_id) {
 void WeightService::collect_metrics(monitor::MetricFamilies& m) const {
   m.gauge("plexus_weights_held_bytes", "Host memory the weight store holds (all models)", {},
           static_cast<double>(store_.held_bytes()));
+  m.gauge("plexus_weights_spare_bytes",
+          "Buffers of dropped versions the weight store keeps for the next of their size "
+          "(under the cap)",
+          {}, static_cast<double>(store_.spare_bytes()));
   m.gauge("plexus_weights_cap_bytes", "The weight store's cap (--weight-store-bytes)", {},
           static_cast<double>(store_.settings().max_bytes));
   m.counter("plexus_weights_refused_publishes_total",

@@ -122,6 +122,7 @@ class WeightStore {
 
   std::vector<ModelSummary> summary() const;
   uint64_t held_bytes() const { return memory_.held(); }
+  uint64_t spare_bytes() const { return memory_.spare(); }
   const Settings& settings() const { return settings_; }
 
  private:

@@ -208,7 +208,7 @@ TEST(WeightsCapTest, APublishPastTheCapIsRefusedWithPlexusErrNoMemoryAndASentenc
   const std::string models =
       run_command({PLEXUSCTL_PATH, "--socket", daemon.socket_path(), "models"}).out;
   EXPECT_THAT(models, HasSubstr("capped"));
-  EXPECT_THAT(models, HasSubstr("2.0 MiB held of a 3.0 MiB cap"));
+  EXPECT_THAT(models, HasSubstr("2.0 MiB held (0 B spare) of a 3.0 MiB cap"));
   EXPECT_THAT(models, HasSubstr("complete"));
   EXPECT_TRUE(daemon.alive());
 }

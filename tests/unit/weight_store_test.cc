@@ -98,6 +98,23 @@ TEST_F(WeightStoreTest, TheNewestKVersionsAreKeptAndAPulledOneKeepsItsMemoryUnti
   EXPECT_EQ(store_->held_bytes(), 3 * per_version);
   pulling.reset();
   EXPECT_EQ(store_->held_bytes(), 2 * per_version);
+  // Its buffer is kept for the next version of its size, which takes it (no new mapping).
+  EXPECT_EQ(store_->spare_bytes(), per_version);
+  const std::byte* spare_base = nullptr;
+  {
+    auto v2 = store_->find("m", 2);
+    ASSERT_NE(v2, nullptr);
+  }
+  auto pending = begin(4, 1000);
+  ASSERT_TRUE(pending);
+  spare_base = (*pending)->data->buffer->data();
+  EXPECT_EQ(store_->spare_bytes(), 0u);
+  ASSERT_TRUE(store_->publish_done(*pending));
+  EXPECT_EQ(store_->spare_bytes(), per_version) << "version 2 dropped into the spares";
+  auto v4 = store_->find("m", 4);
+  const auto [shard, tensor] = v4->index.find("a")->second;
+  EXPECT_EQ(v4->parts[shard]->buffer->data(), spare_base);
+  EXPECT_EQ(static_cast<int>(spare_base[v4->parts[shard]->tensors[tensor].offset]), 4);
 }
 
 TEST_F(WeightStoreTest,

@@ -35,16 +35,20 @@ json models_to_json(control::WeightsListReply::Reader reply) {
                       {"waiting_pulls", m.getWaiting()}});
   }
   return {{"held_bytes", reply.getHeldBytes()},
+          {"spare_bytes", reply.getSpareBytes()},
           {"cap_bytes", reply.getCapBytes()},
           {"versions_kept", reply.getVersionsKept()},
           {"models", models}};
 }
 
 void print_models(const json& store) {
-  std::printf("weight store: %s held of a %s cap, %u complete version(s) kept per model\n",
-              human_bytes(store["held_bytes"].get<uint64_t>()).c_str(),
-              human_bytes(store["cap_bytes"].get<uint64_t>()).c_str(),
-              store["versions_kept"].get<unsigned>());
+  std::printf(
+      "weight store: %s held (%s spare) of a %s cap, %u complete version(s) kept per "
+      "model\n",
+      human_bytes(store["held_bytes"].get<uint64_t>()).c_str(),
+      human_bytes(store["spare_bytes"].get<uint64_t>()).c_str(),
+      human_bytes(store["cap_bytes"].get<uint64_t>()).c_str(),
+      store["versions_kept"].get<unsigned>());
   if (store["models"].empty()) {
     std::printf("no models\n");
     return;
