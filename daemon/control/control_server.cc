@@ -352,7 +352,7 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         comms_.suspend(*connection.session, request_id, message.getCommSuspend());
         break;
       case control::ClientMessage::WEIGHTS_PUBLISH:
-        weights_.publish(*connection.session, request_id, message.getWeightsPublish());
+        weights_.publish(connection.session, request_id, message.getWeightsPublish());
         break;
       case control::ClientMessage::WEIGHTS_PULL:
         weights_.pull(*connection.session, request_id, message.getWeightsPull());

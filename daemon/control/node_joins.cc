@@ -70,8 +70,9 @@ void NodeJoins::start(uv_loop_t* loop) {
                                      const std::string& reason,
                                      bool gone) { on_peer_control_lost(id, name, reason, gone); };
   callbacks.on_data_link = [this](const transports::PeerIdentity& peer, transports::PathOpener open,
-                                  const std::string& nic, bool backup, bool latency) {
-    on_data_link(peer, std::move(open), nic, backup, latency);
+                                  const std::string& nic, bool backup, bool latency,
+                                  const std::string& rail_key) {
+    on_data_link(peer, std::move(open), nic, backup, latency, rail_key);
   };
   callbacks.on_data_failed = [this](uint64_t id, const std::string& reason) {
     on_data_failed(id, reason);
@@ -112,8 +113,8 @@ void NodeJoins::close() {
 }
 
 void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                               bool backup, bool latency) {
-  if (peers_) peers_->rail_lost(instance, nic, remote, backup, latency);
+                               const std::string& rail_key) {
+  if (peers_) peers_->rail_lost(instance, nic, remote, rail_key);
 }
 
 void NodeJoins::nic_up(const std::string& nic) {
@@ -523,11 +524,13 @@ void NodeJoins::drop_root(uint64_t instance, const std::string& why) {
 }
 
 void NodeJoins::on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
-                             const std::string& nic, bool backup, bool latency) {
+                             const std::string& nic, bool backup, bool latency,
+                             const std::string& rail_key) {
   data_links_.insert(peer.instance_id);
   dormant_links_.erase(peer.instance_id);
-  engine_.post([id = peer.instance_id, name = peer.node_name, open = std::move(open), nic, backup,
-                latency](Engine& e) { e.links().add(id, name, open, nic, backup, latency); });
+  engine_.post(
+      [id = peer.instance_id, name = peer.node_name, open = std::move(open), nic, backup, latency,
+       rail_key](Engine& e) { e.links().add(id, name, open, nic, backup, latency, rail_key); });
 }
 
 void NodeJoins::on_data_failed(uint64_t instance, const std::string& reason) {

@@ -102,8 +102,9 @@ class NodeJoins {
   // From the engine: a link to `instance` is needed and none is open (paths open on first
   // use): a data connection is opened to one of `addresses`.
   void path_wanted(uint64_t instance, const std::vector<std::string>& addresses);
+  // `rail_key`: the rail this side dialled the path for ("" when the peer dialled it).
   void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                      bool backup, bool latency);
+                      const std::string& rail_key);
   void nic_up(const std::string& nic);
 
  private:
@@ -134,7 +135,7 @@ class NodeJoins {
   void on_peer_control_lost(uint64_t instance, const std::string& name, const std::string& reason,
                             bool gone);
   void on_data_link(const transports::PeerIdentity& peer, transports::PathOpener open,
-                    const std::string& nic, bool backup, bool latency);
+                    const std::string& nic, bool backup, bool latency, const std::string& rail_key);
   void on_data_failed(uint64_t instance, const std::string& reason);
   // Node `instance` is gone: rendezvous here with it in, or waiting for it, fail; and this
   // node's joins that wait for it as their root, with `why`.

@@ -15,13 +15,29 @@ using weights::Clock;
 
 namespace {
 
+// Pulls one session may have waiting at once: a rollout waits for one version at a time.
+constexpr size_t kMaxWaitingPullsPerSession = 64;
+
+// A model's name goes into logs, plexusctl's table and metric labels: printable ASCII only.
 std::string check_model_name(const std::string& model) {
   if (model.empty()) return "a model needs a name";
   if (model.size() > weights::kMaxModelNameBytes) {
     return "a model's name has at most " + std::to_string(weights::kMaxModelNameBytes) +
            " bytes (this one has " + std::to_string(model.size()) + ")";
   }
+  for (char c : model) {
+    if (c <= ' ' || c > '~') {
+      return "a model's name is printable ASCII without spaces (byte " +
+             std::to_string(static_cast<unsigned char>(c)) + " is not)";
+    }
+  }
   return {};
+}
+
+// "version 4 of model 'm'", or "of model 'm' newer than 3".
+std::string wanted_version(const std::string& model, uint64_t version, uint64_t newer_than) {
+  return version != 0 ? std::to_string(version) + " of model '" + model + "'"
+                      : "of model '" + model + "' newer than " + std::to_string(newer_than);
 }
 
 }  // namespace
@@ -70,13 +86,14 @@ std::string WeightService::read_tensors(const Session& session, List tensors,
   return {};
 }
 
-void WeightService::publish(const Session& session, uint32_t request_id,
+void WeightService::publish(const std::shared_ptr<const Session>& session, uint32_t request_id,
                             control::WeightsPublish::Reader publish) {
-  const uint64_t id = session.id();
+  const uint64_t id = session->id();
   const std::string model = publish.getModel();
   std::vector<Destination> sources;
   std::string why = check_model_name(model);
-  if (why.empty()) why = read_tensors(session, publish.getTensors(), sources);
+  if (why.empty()) why = read_tensors(*session, publish.getTensors(), sources);
+  if (!why.empty() && !model.empty()) why = "model '" + model + "': " + why;
   if (!why.empty()) {
     ++refused_publishes_;
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, why);
@@ -87,7 +104,7 @@ void WeightService::publish(const Session& session, uint32_t request_id,
   for (const Destination& s : sources) specs.push_back({.name = s.name, .bytes = s.bytes});
   bool for_memory = false;
   auto pending = store_.publish_begin(model, publish.getVersion(), publish.getShard(),
-                                      publish.getShards(), session.creds().uid, specs, for_memory);
+                                      publish.getShards(), session->creds().uid, specs, for_memory);
   if (!pending) {
     ++refused_publishes_;
     const bool memory = for_memory;
@@ -95,22 +112,24 @@ void WeightService::publish(const Session& session, uint32_t request_id,
                       pending.error());
     return;
   }
-  std::shared_ptr<const Session> held = hooks_.session(id);
-  if (!held) {
-    store_.publish_failed(*pending);
-    return;
-  }
   std::shared_ptr<weights::PendingShard> shard = pending.take();
   weights::CopyJob job;
   std::byte* to = shard->data->buffer->data();
   for (size_t i = 0; i < sources.size(); ++i) {
     job.spans.push_back({.to = to + shard->data->tensors[i].offset,
-                         .from = held->pool().data() + sources[i].offset,
+                         .from = session->pool().data() + sources[i].offset,
                          .bytes = sources[i].bytes});
   }
-  job.holds = {held, shard->data->buffer};
-  job.done = [this, shard, id, request_id] {
-    hooks_.post([this, shard, id, request_id] { published(shard, id, request_id); });
+  job.client = session;
+  job.holds = {shard->data->buffer};
+  job.done = [this, shard, id, request_id](bool copied) {
+    hooks_.post([this, shard, id, request_id, copied] {
+      if (copied) {
+        published(shard, id, request_id);
+      } else {  // the publisher went away first: nothing of it is kept
+        store_.publish_failed(shard);
+      }
+    });
   };
   copier_.copy(std::move(job));
 }
@@ -119,6 +138,7 @@ void WeightService::published(const std::shared_ptr<weights::PendingShard>& pend
                               uint64_t session_id, uint32_t request_id) {
   auto done = store_.publish_done(pending);
   if (!done) {
+    ++refused_publishes_;
     hooks_.send_error(session_id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, done.error());
     return;
   }
@@ -134,6 +154,8 @@ void WeightService::published(const std::shared_ptr<weights::PendingShard>& pend
 void WeightService::pull(const Session& session, uint32_t request_id,
                          control::WeightsPull::Reader pull) {
   const uint64_t id = session.id();
+  const size_t waiting = static_cast<size_t>(std::count_if(
+      waiters_.begin(), waiters_.end(), [id](const auto& w) { return w.second.session_id == id; }));
   const std::string model = pull.getModel();
   Waiter waiter{.session_id = id,
                 .request_id = request_id,
@@ -143,21 +165,24 @@ void WeightService::pull(const Session& session, uint32_t request_id,
                 .deadline = Clock::now() + std::chrono::milliseconds(pull.getTimeoutMs()),
                 .tensors = {}};
   std::string why = check_model_name(model);
-  if (why.empty()) why = read_tensors(session, pull.getTensors(), waiter.tensors);
+  if (why.empty()) {
+    why = read_tensors(session, pull.getTensors(), waiter.tensors);
+    if (!why.empty()) why = "model '" + model + "': " + why;
+  }
   if (why.empty()) why = store_.refuse_reader(model, waiter.uid);
   if (!why.empty()) {
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, why);
     return;
   }
   if (try_serve(waiter, model)) return;
-  if (pull.getTimeoutMs() == 0) {
+  if (pull.getTimeoutMs() == 0 || waiting >= kMaxWaitingPullsPerSession) {
     hooks_.send_error(
         id, request_id, PLEXUS_ERR_TIMEOUT,
-        "model '" + model + "' has no complete version " +
-            (waiter.version != 0 ? std::to_string(waiter.version)
-                                 : "newer than " + std::to_string(waiter.newer_than)) +
-            " (newest: " + std::to_string(store_.latest(model)) +
-            "), and the pull asked not to wait");
+        "no complete version " + wanted_version(model, waiter.version, waiter.newer_than) +
+            " (newest: " + std::to_string(store_.latest(model)) + "), and " +
+            (pull.getTimeoutMs() == 0
+                 ? std::string("the pull asked not to wait")
+                 : "this process has " + std::to_string(waiting) + " pulls waiting already"));
     return;
   }
   waiters_.emplace(model, std::move(waiter));
@@ -173,7 +198,7 @@ bool WeightService::try_serve(Waiter& waiter, const std::string& model) {
   if (waiter.version != 0 && store_.dropped(model, waiter.version)) {
     hooks_.send_error(waiter.session_id, waiter.request_id, PLEXUS_ERR_INVALID_ARGUMENT,
                       "version " + std::to_string(waiter.version) + " of model '" + model +
-                          "' is no longer kept (kept now: " + store_.kept(model) + ")");
+                          "' is not kept (kept now: " + store_.kept(model) + ")");
     return true;
   }
   std::shared_ptr<const weights::Version> version = store_.find(model, waiter.version);
@@ -218,10 +243,12 @@ void WeightService::copy_out(const Waiter& waiter, const std::string& model,
     bytes += d.bytes;
   }
   const uint64_t number = version->number;
-  job.holds = {session, version};
+  job.client = session;
+  job.holds = {version};
   const uint64_t id = waiter.session_id;
   const uint32_t request_id = waiter.request_id;
-  job.done = [this, model, number, bytes, id, request_id] {
+  job.done = [this, model, number, bytes, id, request_id](bool copied) {
+    if (!copied) return;  // the puller went away first
     hooks_.post([this, model, number, bytes, id, request_id] {
       store_.count_pull(model, bytes);
       capnp::MallocMessageBuilder reply;
@@ -232,34 +259,35 @@ void WeightService::copy_out(const Waiter& waiter, const std::string& model,
   copier_.copy(std::move(job));
 }
 
+// Both take the waiters out of the map before answering them: an answer that cannot be
+// written closes its connection, and that (session_closed) erases from the map.
 void WeightService::serve_waiters(const std::string& model) {
   auto [begin, end] = waiters_.equal_range(model);
-  for (auto it = begin; it != end;) {
-    if (try_serve(it->second, model)) {
-      it = waiters_.erase(it);
-    } else {
-      ++it;
-    }
+  std::vector<Waiter> waiting;
+  for (auto it = begin; it != end; ++it) waiting.push_back(std::move(it->second));
+  waiters_.erase(begin, end);
+  for (Waiter& w : waiting) {
+    if (try_serve(w, model) || !hooks_.session(w.session_id)) continue;
+    waiters_.emplace(model, std::move(w));  // still waiting for a newer one
   }
   arm_timer();
 }
 
 void WeightService::expire_waiters() {
   const Clock::time_point now = Clock::now();
+  std::vector<std::pair<std::string, Waiter>> expired;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    const Waiter& w = it->second;
-    if (w.deadline > now) {
+    if (it->second.deadline > now) {
       ++it;
       continue;
     }
-    const std::string& model = it->first;
-    hooks_.send_error(w.session_id, w.request_id, PLEXUS_ERR_TIMEOUT,
-                      "no complete version " +
-                          (w.version != 0 ? std::to_string(w.version) + " of model '" + model + "'"
-                                          : "of model '" + model + "' newer than " +
-                                                std::to_string(w.newer_than)) +
-                          " came in time (newest: " + std::to_string(store_.latest(model)) + ")");
+    expired.emplace_back(it->first, std::move(it->second));
     it = waiters_.erase(it);
+  }
+  for (const auto& [model, w] : expired) {
+    hooks_.send_error(w.session_id, w.request_id, PLEXUS_ERR_TIMEOUT,
+                      "no complete version " + wanted_version(model, w.version, w.newer_than) +
+                          " came in time (newest: " + std::to_string(store_.latest(model)) + ")");
   }
   arm_timer();
 }

@@ -55,7 +55,8 @@ class WeightService {
   // closes.
   void close();
 
-  void publish(const Session& session, uint32_t request_id,
+  // The copy holds `session` only weakly: a publisher gone before it starts is dropped.
+  void publish(const std::shared_ptr<const Session>& session, uint32_t request_id,
                shm::control::WeightsPublish::Reader publish);
   void pull(const Session& session, uint32_t request_id, shm::control::WeightsPull::Reader pull);
   void latest(const Session& session, uint32_t request_id, const std::string& model);

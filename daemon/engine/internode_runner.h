@@ -34,10 +34,11 @@ class InternodeRunner {
   // Told on the engine thread about the data links to peer daemons.
   struct LinkEvents {
     std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
-    // A path over local NIC `nic` to the peer's `remote` ("ip:port"; a backup or not, the
-    // latency class's or not) failed; the link stays (NodeLinks::Handler::on_path_lost).
+    // A path over local NIC `nic` to the peer's `remote` ("ip:port"; dialled for rail
+    // `rail_key` or accepted, the latency class's or not) failed; the link stays
+    // (NodeLinks::Handler::on_path_lost).
     std::function<void(uint64_t instance, const std::string& nic, const std::string& remote,
-                       bool backup, bool latency)>
+                       const std::string& rail_key, bool latency)>
         path_lost;
     std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
     // A link to `instance` is needed and none is open: open a data connection to one of

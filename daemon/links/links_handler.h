@@ -28,11 +28,12 @@ struct LinksHandler {
   // The link to `peer` failed (reason says how); it has been removed.
   std::function<void(uint64_t peer, const std::string& name, const std::string& reason)> on_lost;
   // Optional: a path to `peer` over local NIC `nic`, to the peer's "ip:port" `remote` ("?"
-  // when its socket was reset before the path learnt it), a backup across rails or not, the
-  // latency class's or not, failed while the peer is kept (other paths, or the grace period);
-  // the side that opened it connects it again.
-  std::function<void(uint64_t peer, const std::string& nic, const std::string& remote, bool backup,
-                     bool latency)>
+  // when its socket was reset before the path learnt it), the latency class's or not, failed
+  // while the peer is kept (other paths, or the grace period); the side that dialled it
+  // (`rail_key`: the rail it dialled it for, "" on the side that accepted it) connects it
+  // again.
+  std::function<void(uint64_t peer, const std::string& nic, const std::string& remote,
+                     const std::string& rail_key, bool latency)>
       on_path_lost;
   // Optional: local NIC `nic` is up again (netlink).
   std::function<void(const std::string& nic)> on_nic_up;

@@ -74,9 +74,12 @@ class NodeLinks {
   // first one opens the channel). `backup`: a pre-connected path across rails, on standby
   // while the channel has an active path. `latency`: the latency class's connection
   // (ReliableChannel::add_path).
+  // `rail_key`: the rail the control thread dialled it for ("" when the peer dialled it),
+  // handed back when the path fails (Handler::on_path_lost).
   void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic = "",
-           bool backup = false, bool latency = false) {
-    peers_.add(peer, std::move(name), std::move(open), std::move(nic), backup, latency);
+           bool backup = false, bool latency = false, std::string rail_key = "") {
+    peers_.add(peer, std::move(name), std::move(open), std::move(nic), backup, latency,
+               std::move(rail_key));
   }
   // Paths open on first use: a link to peer node `peer` (`name`, for messages) is needed now.
   // With none, one is made with no path: what is sent to it waits on its channel until the

@@ -115,7 +115,7 @@ void PeerLinks::open_failed(uint64_t peer, const std::string& reason) {
 }
 
 void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
-                    bool backup, bool latency) {
+                    bool backup, bool latency, std::string rail_key) {
   auto it = links_.find(peer);
   const bool first = it == links_.end() || it->second->opening_until.has_value() ||
                      it->second->retire.state() == Retire::kDormant;
@@ -136,7 +136,7 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
   raw->key = next_key_++;
   raw->nic = std::move(nic);
   raw->latency = latency;
-  raw->backup = backup;
+  raw->rail_key = std::move(rail_key);
   std::tie(raw->windows, raw->nic_windows) = parts_.published->windows_for_path(raw->nic);
   transports::DataPath::Callbacks callbacks;
   callbacks.on_frame = [this, raw](const wire::DataFrameHeader& h,
@@ -379,7 +379,7 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
   const std::string nic = path.nic;
   const std::string remote = path.remote;
   const bool latency = path.latency;
-  const bool backup = path.backup;
+  const std::string rail_key = path.rail_key;
   spdlog::warn("path to node {} over {} ({} -> {}) failed: {}", link.name, nic.empty() ? "?" : nic,
                path.local, path.remote, reason);
   if (notify) send_path_notice(link, path, wire::PathNotice::kDown);
@@ -410,7 +410,7 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
                  link.name, channel_settings_.last_path_grace.count());
   }
   retire_step(link, call_off, 0);  // over another path, if one is left
-  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote, backup, latency);
+  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote, rail_key, latency);
   flush(link.peer);  // and follow: its channel may want a tick now (a path it must resend)
 }
 

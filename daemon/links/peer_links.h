@@ -86,7 +86,7 @@ class PeerLinks {
 
   // Opens a path to `peer` (NodeLinks::add). A link waiting for its first path gets it.
   void add(uint64_t peer, std::string name, transports::PathOpener open, std::string nic,
-           bool backup, bool latency);
+           bool backup, bool latency, std::string rail_key);
   // A link to `peer` is needed (NodeLinks::want): with none, one is made that has no path yet
   // (frames queue on its channel) until `deadline`, when it is lost unless a path came; a
   // dormant one waits for a path the same way. Returns true when it did: the caller has a
@@ -187,7 +187,7 @@ class PeerLinks {
     uint64_t remote_key = 0;
     bool peer_drained = false;  // the peer drained its end (a kPathNotice)
     bool latency = false;       // the latency class's connection
-    bool backup = false;        // a backup across rails (one per NIC: it names the rail)
+    std::string rail_key;       // the rail it was dialled for ("": the peer dialled it)
     bool retired = false;       // closing by agreement: its end is no failure
     // Its transport's counters as last read (read_counters: while it has traffic).
     std::optional<transports::PathDelivery> delivery;

@@ -86,7 +86,8 @@ class PeerConnections {
     // An authenticated data connection, opened by either side
     // (PeerServer::Callbacks::on_data_link).
     std::function<void(const transports::PeerIdentity& peer, transports::PathOpener open,
-                       const std::string& nic, bool backup, bool latency)>
+                       const std::string& nic, bool backup, bool latency,
+                       const std::string& rail_key)>
         data_link;
   };
 

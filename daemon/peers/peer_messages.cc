@@ -128,7 +128,10 @@ void PeerConnections::established(PeerConn& c) {
                                                 rdma_offers_.devices(), std::move(reserved));
 #endif
     if (!open) open = transports::tcp_path_opener(fd);
-    if (hooks_.data_link) hooks_.data_link(peer, std::move(open), nic, backup, latency);
+    if (hooks_.data_link) {
+      hooks_.data_link(peer, std::move(open), nic, backup, latency,
+                       c.connector ? c.rail_key : std::string());
+    }
     return;
   }
   hooks_.control_established(c);

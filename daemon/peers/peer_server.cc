@@ -94,9 +94,9 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
 }
 
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                           bool backup, bool latency) {
+                           const std::string& rail_key) {
   control_.path_lost(instance, nic, remote);
-  rails_.lost(instance, nic, backup, latency);
+  if (!rail_key.empty()) rails_.lost(instance, rail_key);
 }
 
 void PeerServer::nic_up(const std::string& nic) { rails_.nic_up(nic); }

@@ -51,8 +51,11 @@ class PeerServer {
     // An authenticated data connection over local NIC `nic` ("" when no NIC has its
     // address); `backup`: it crosses rails (its remote end is in another local NIC's
     // subnet). `open` opens the path over it (it owns the connection until then).
+    // `rail_key`: the rail this side dialled it for (RailConnector's key; "" when accepted):
+    // what rail_lost is given back if its path fails.
     std::function<void(const transports::PeerIdentity& peer, transports::PathOpener open,
-                       const std::string& nic, bool backup, bool latency)>
+                       const std::string& nic, bool backup, bool latency,
+                       const std::string& rail_key)>
         on_data_link;
     // No data connection to `instance` could be opened (every rail failed before one was
     // authenticated); rails of a peer already linked are retried instead.
@@ -128,10 +131,10 @@ class PeerServer {
   // The engine's path to `instance` over local NIC `nic` to the peer's `remote` ("ip:port")
   // failed: reconnect it (with exponential backoff) if this side opened it. A control
   // connection to `instance` over the same NIC or to the same peer address is failed over
-  // now rather than after its acknowledgement timeout. `backup`: the NIC's backup across
-  // rails; `latency`: the rail's latency-class twin (Settings::latency_connections).
-  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote, bool backup,
-                 bool latency);
+  // now rather than after its acknowledgement timeout. `rail_key`: the rail the path was
+  // dialled for (Callbacks::on_data_link; "" when the peer dialled it: nothing to redial).
+  void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
+                 const std::string& rail_key);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.

@@ -180,16 +180,11 @@ bool RailConnector::redialing(uint64_t instance, const std::string& key) const {
   return retry != peer->second.retries.end() && retry->second.attempts > 1;
 }
 
-void RailConnector::lost(uint64_t instance, const std::string& nic, bool backup, bool latency) {
+void RailConnector::lost(uint64_t instance, const std::string& rail_key) {
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
-  // By the NIC and whether it is its backup, not by the peer's address: a path whose socket
-  // was reset before it was set up has none ("?"), and its rail must still be dialled again.
-  // The twins share their NIC: the first match is the rail itself.
-  const std::string rail = rail_key_of(rails_to(it->second.addresses), nic, backup) +
-                           (latency ? kLatencyRailSuffix : "");
-  if (it->second.dials.count(rail) != 0) return;
-  schedule_retry(instance, rail);
+  if (it->second.dials.count(rail_key) != 0) return;
+  schedule_retry(instance, rail_key);
 }
 
 void RailConnector::nic_up(const std::string& nic) {

@@ -79,10 +79,11 @@ class RailConnector {
   // communicator needs the peer (see Forming); a later deadline extends an earlier one.
   void connect(uint64_t instance, const std::vector<std::string>& addresses,
                std::optional<Forming> forming = std::nullopt);
-  // The engine's path to `instance` over local NIC `nic` failed: its rail (the NIC's backup
-  // across rails, or its own rail; `latency`: that rail's latency-class twin) is dialled
-  // again (with backoff) if this side keeps it.
-  void lost(uint64_t instance, const std::string& nic, bool backup, bool latency);
+  // The engine's path to `instance` dialled for rail `rail_key` failed: the rail is dialled
+  // again (with backoff) if this side keeps it. By the key the dial had, never worked out
+  // again from the path's ends: a path whose socket was reset before it learnt the peer's
+  // address has none, and a NIC with two addresses has two rails of each kind.
+  void lost(uint64_t instance, const std::string& rail_key);
   // Local NIC `nic` is up again: its rails waiting for a retry are dialled now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: its rails are no longer kept.

@@ -43,14 +43,6 @@ std::vector<Rail> plan_rails(const std::vector<LocalNic>& nics,
   return rails;
 }
 
-std::string rail_key_of(const std::vector<Rail>& rails, const std::string& nic, bool backup) {
-  for (const Rail& rail : rails) {
-    if (rail.nic.empty()) return rail.key;
-    if (rail.nic == nic && rail.backup == backup) return rail.key;  // one of each per NIC
-  }
-  return nic;
-}
-
 bool crosses_rails(const std::vector<LocalNic>& nics, uint32_t local, uint32_t remote) {
   const auto own = std::find_if(nics.begin(), nics.end(),
                                 [local](const LocalNic& nic) { return nic.address == local; });

@@ -32,11 +32,6 @@ struct Rail {
 std::vector<Rail> plan_rails(const std::vector<LocalNic>& nics,
                              const std::vector<std::string>& peer_addresses);
 
-// The key of the rail that a connection over local NIC `nic` came from: the NIC's backup
-// across rails, or its own rail (a NIC has at most one of each); the fallback's ("") when
-// that is the only rail; `nic` when no rail matches.
-std::string rail_key_of(const std::vector<Rail>& rails, const std::string& nic, bool backup);
-
 // Whether a connection from local address `local` to `remote` (IPv4, host order) crosses
 // rails: `remote` lies in the subnet of a local NIC other than the one holding `local`. How
 // the side that accepted a backup knows it is one.

@@ -23,9 +23,11 @@ void WeightCopier::copy(CopyJob job) {
 }
 
 void WeightCopier::stop() {
+  std::deque<CopyJob> dropped;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    dropped.swap(jobs_);
     ready_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
@@ -37,17 +39,23 @@ void WeightCopier::loop() {
     {
       std::unique_lock lock(mutex_);
       ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) break;
+      if (stopping_ || jobs_.empty()) break;
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    run(job);
-    if (job.done) job.done();
+    const bool copied = run(job);
+    std::function<void(bool)> done = std::move(job.done);
+    job =
+        CopyJob{};  // the memory is let go before its owner hears (a version dropped then frees it)
+    if (done) done(copied);
   }
   pool_.reset();
 }
 
-void WeightCopier::run(const CopyJob& job) {
+bool WeightCopier::run(const CopyJob& job) {
+  // Held while copying: a pool stays mapped until the copy is over.
+  const std::shared_ptr<const void> client = job.client.lock();
+  if (!client) return false;
   // Every span cut into pieces; the pieces shared out.
   struct Piece {
     const CopySpan* span;
@@ -66,10 +74,11 @@ void WeightCopier::run(const CopyJob& job) {
   };
   if (workers_ == 0 || pieces.size() < 2) {
     for (size_t i = 0; i < pieces.size(); ++i) copy_piece(i);
-    return;
+    return true;
   }
   if (!pool_) pool_ = std::make_unique<WorkerPool>(workers_);
   pool_->parallel_for(pieces.size(), copy_piece);
+  return true;
 }
 
 }  // namespace plexus::daemon::weights

@@ -28,9 +28,15 @@ struct CopySpan {
 
 struct CopyJob {
   std::vector<CopySpan> spans;
-  // Holds the memory both sides of every span point into until the copy is over.
+  // The client whose pool one side of the spans lies in: if it is gone by the time the job
+  // runs (its connection closed), nothing is copied (its mapping is held only while copying,
+  // so a client killed mid-publish leaves nothing half-copied behind, and a pull for a client
+  // gone costs nothing).
+  std::weak_ptr<const void> client;
+  // Holds the store's memory the other side points into until the copy is over.
   std::vector<std::shared_ptr<const void>> holds;
-  std::function<void()> done;
+  // Runs after the holds are let go: whether the bytes were copied.
+  std::function<void(bool copied)> done;
 };
 
 class WeightCopier {
@@ -43,12 +49,14 @@ class WeightCopier {
 
   // Queues the job behind those already queued.
   void copy(CopyJob job);
-  // Finishes the queued jobs and ends the thread.
+  // Ends the thread after the job it is running; queued jobs are dropped (their `done` never
+  // runs: the daemon is stopping).
   void stop();
 
  private:
   void loop();
-  void run(const CopyJob& job);
+  // Copies the job's spans; false when its client was gone.
+  bool run(const CopyJob& job);
 
   const unsigned workers_;
   std::mutex mutex_;

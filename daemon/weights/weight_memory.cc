@@ -22,7 +22,11 @@ std::shared_ptr<shm::Mapping> WeightMemory::hand_out(const std::shared_ptr<State
   });
 }
 
-common::Result<std::shared_ptr<shm::Mapping>> WeightMemory::allocate(uint64_t bytes) {
+common::Result<std::shared_ptr<shm::Mapping>> WeightMemory::allocate(uint64_t wanted) {
+  if (wanted > (uint64_t{1} << 52)) {
+    return common::fail("it asks for " + std::to_string(wanted) + " bytes");
+  }
+  const uint64_t bytes = counted(wanted);
   std::vector<std::unique_ptr<shm::Mapping>> let_go;  // unmapped after the lock
   {
     std::lock_guard lock(state_->mutex);
@@ -49,7 +53,7 @@ common::Result<std::shared_ptr<shm::Mapping>> WeightMemory::allocate(uint64_t by
     s.held += bytes;  // counted before the mapping is made: a racing allocation sees it
   }
   let_go.clear();
-  const size_t size = bytes == 0 ? 1 : static_cast<size_t>(bytes);
+  const auto size = static_cast<size_t>(bytes);
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
     const int err = errno;

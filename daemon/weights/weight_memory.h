@@ -6,6 +6,7 @@
 // page fault (and the kernel's zeroing) per page, several times the copy itself.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,6 +26,12 @@ class WeightMemory {
   // they are written), counted until its last holder lets go; why not (past the cap, or the
   // system has no memory) otherwise. Spares of other sizes are let go when room is needed.
   common::Result<std::shared_ptr<shm::Mapping>> allocate(uint64_t bytes);
+
+  // What a buffer of `bytes` counts against the cap: whole pages, as the kernel maps them
+  // (an empty one costs a page too).
+  static uint64_t counted(uint64_t bytes) {
+    return (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
+  }
 
   uint64_t held() const;   // in buffers someone holds
   uint64_t spare() const;  // kept for reuse

@@ -24,6 +24,12 @@ std::string what(const std::string& model, uint64_t version, uint32_t shard, uin
 
 WeightStore::WeightStore(Settings settings) : settings_(settings), memory_(settings.max_bytes) {}
 
+std::string WeightStore::owned_by(const std::string& model_name, const Model& model, uint32_t uid) {
+  if (uid == model.owner_uid || uid == 0) return {};
+  return "model '" + model_name + "' belongs to uid " + std::to_string(model.owner_uid) +
+         ", and this process runs as uid " + std::to_string(uid);
+}
+
 std::string WeightStore::check_publish(const std::string& model_name, const Model* model,
                                        uint64_t version, uint32_t shard, uint32_t shards,
                                        uint32_t uid) const {
@@ -38,16 +44,19 @@ std::string WeightStore::check_publish(const std::string& model_name, const Mode
     }
     return {};
   }
-  if (uid != model->owner_uid && uid != 0) {
-    return "model '" + model_name + "' belongs to uid " + std::to_string(model->owner_uid) +
-           ", and this process runs as uid " + std::to_string(uid);
-  }
-  if (!model->complete.empty() && version <= model->complete.rbegin()->first) {
+  if (std::string why = owned_by(model_name, *model, uid); !why.empty()) return why;
+  if (version <= model->newest) {
     return "it is not newer than the model's newest complete version, " +
-           std::to_string(model->complete.rbegin()->first) + " (versions only go forward)";
+           std::to_string(model->newest) + " (versions only go forward)";
   }
   auto building = model->building.find(version);
-  if (building == model->building.end()) return {};
+  if (building == model->building.end()) {
+    if (model->building.size() >= kMaxBuildingVersions) {
+      return std::to_string(model->building.size()) +
+             " versions of the model are being published already (finish or fail them first)";
+    }
+    return {};
+  }
   if (building->second.shards != shards) {
     return "its publisher says the version has " + std::to_string(shards) +
            " shard(s), and an earlier shard said " + std::to_string(building->second.shards);
@@ -83,17 +92,9 @@ common::Result<std::shared_ptr<PendingShard>> WeightStore::publish_begin(
     if (!names.insert(t.name).second) {
       return common::fail(subject + " refused: it names tensor '" + t.name + "' twice");
     }
-    if (building != nullptr) {
-      for (const auto* shards_of : {&building->in, &building->coming}) {
-        for (const auto& [index, other] : *shards_of) {
-          for (const Shard::Tensor& o : other->tensors) {
-            if (o.name == t.name) {
-              return common::fail(subject + " refused: tensor '" + t.name + "' is in shard " +
-                                  std::to_string(index) + " already");
-            }
-          }
-        }
-      }
+    if (building != nullptr && building->names.count(t.name) != 0) {
+      return common::fail(subject + " refused: tensor '" + t.name +
+                          "' is in another shard of the version already");
     }
     data->tensors.push_back(Shard::Tensor{.name = t.name, .offset = bytes, .bytes = t.bytes});
     if (t.bytes > (uint64_t{1} << 50) || bytes > (uint64_t{1} << 50)) {
@@ -121,6 +122,7 @@ common::Result<std::shared_ptr<PendingShard>> WeightStore::publish_begin(
   }
   Building& b = model->building[version];
   b.shards = shards;
+  for (const Shard::Tensor& t : data->tensors) b.names.insert(t.name);
   b.coming[shard] = data;
   return std::make_shared<PendingShard>(PendingShard{.model = model_name,
                                                      .version = version,
@@ -146,6 +148,7 @@ common::Result<uint64_t> WeightStore::publish_done(const std::shared_ptr<Pending
   ++model->second.publishes;
   if (b.in.size() < b.shards) return uint64_t{0};
   model->second.complete[pending->version] = assemble(pending->version, b);
+  model->second.newest = std::max(model->second.newest, pending->version);
   model->second.building.erase(building);
   evict(model->second);
   return pending->version;
@@ -156,19 +159,25 @@ void WeightStore::publish_failed(const std::shared_ptr<PendingShard>& pending) {
   if (model == models_.end()) return;
   auto building = model->second.building.find(pending->version);
   if (building == model->second.building.end()) return;
-  building->second.coming.erase(pending->shard);
+  if (auto shard = building->second.coming.find(pending->shard);
+      shard != building->second.coming.end()) {
+    for (const Shard::Tensor& t : shard->second->tensors) building->second.names.erase(t.name);
+    building->second.coming.erase(shard);
+  }
   if (building->second.coming.empty() && building->second.in.empty()) {
     model->second.building.erase(building);
   }
-  if (model->second.complete.empty() && model->second.building.empty()) models_.erase(model);
+  // A model nothing was ever completed in is forgotten (its name free again).
+  if (model->second.newest == 0 && model->second.building.empty()) models_.erase(model);
 }
 
 bool WeightStore::makes_room(const Model& model, uint64_t bytes) const {
-  if (model.complete.empty() || model.complete.size() < settings_.versions_kept) return false;
+  // Never the newest: pulls of the latest must find one while the next is copied in.
+  if (model.complete.size() < 2 || model.complete.size() < settings_.versions_kept) return false;
   const std::shared_ptr<const Version>& oldest = model.complete.begin()->second;
   if (oldest.use_count() > 1) return false;  // a pull copies out of it: dropping frees nothing
   uint64_t freed = 0;
-  for (const auto& part : oldest->parts) freed += part->buffer->size();
+  for (const auto& part : oldest->parts) freed += WeightMemory::counted(part->buffer->size());
   const uint64_t held = memory_.held();
   return held >= freed && held - freed <= memory_.cap() && bytes <= memory_.cap() - (held - freed);
 }
@@ -216,9 +225,7 @@ uint64_t WeightStore::latest(const std::string& model) const {
 
 std::string WeightStore::refuse_reader(const std::string& model, uint32_t uid) const {
   auto it = models_.find(model);
-  if (it == models_.end() || uid == 0 || uid == it->second.owner_uid) return {};
-  return "model '" + model + "' belongs to uid " + std::to_string(it->second.owner_uid) +
-         ", and this process runs as uid " + std::to_string(uid);
+  return it == models_.end() ? std::string() : owned_by(model, it->second, uid);
 }
 
 bool WeightStore::dropped(const std::string& model, uint64_t number) const {

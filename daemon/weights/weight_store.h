@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ inline constexpr size_t kMaxTensorNameBytes = 1024;
 inline constexpr size_t kMaxTensorsPerShard = 1 << 16;
 inline constexpr uint32_t kMaxShards = 4096;
 inline constexpr size_t kMaxModels = 256;
+// Versions of one model being published at once (a trainer's steps overlap by one or two).
+inline constexpr size_t kMaxBuildingVersions = 4;
 
 struct TensorSpec {
   std::string name;
@@ -114,8 +117,8 @@ class WeightStore {
   uint64_t latest(const std::string& model) const;
   // Why `uid` may not read `model` ("" if it may, or if there is no such model yet).
   std::string refuse_reader(const std::string& model, uint32_t uid) const;
-  // Whether a complete `number` of `model` was kept once and has been dropped since (a pull
-  // of it can never be served), and which are kept now ("5, 6").
+  // Whether `number` of `model` is below every version kept now (a pull of it can never be
+  // served), and which are kept now ("5, 6").
   bool dropped(const std::string& model, uint64_t number) const;
   std::string kept(const std::string& model) const;
   void count_pull(const std::string& model, uint64_t bytes);
@@ -128,6 +131,7 @@ class WeightStore {
  private:
   struct Building {  // a version whose shards are still coming
     uint32_t shards = 0;
+    std::set<std::string, std::less<>> names;           // every shard's tensors, in or coming
     std::map<uint32_t, std::shared_ptr<Shard>> in;      // copied in
     std::map<uint32_t, std::shared_ptr<Shard>> coming;  // being copied
   };
@@ -136,11 +140,13 @@ class WeightStore {
     std::map<uint64_t, std::shared_ptr<const Version>> complete;
     std::map<uint64_t, Building> building;
     uint64_t oldest_kept = 0;  // versions below it that were complete are dropped
+    uint64_t newest = 0;       // the newest version ever complete: publishes go past it
     uint64_t publishes = 0;
     uint64_t pulls = 0;
     uint64_t pulled_bytes = 0;
   };
 
+  static std::string owned_by(const std::string& model_name, const Model& model, uint32_t uid);
   std::string check_publish(const std::string& model_name, const Model* model, uint64_t version,
                             uint32_t shard, uint32_t shards, uint32_t uid) const;
   // Whether dropping the model's oldest kept version now (it falls out as the one being

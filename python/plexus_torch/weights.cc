@@ -101,7 +101,9 @@ uint64_t pull(const std::string& name, const py::object& out, std::optional<uint
         "weights.pull: timeout must be a number of seconds >= 0, or None "
         "to wait without limit");
   }
-  const int64_t timeout_ms = timeout ? static_cast<int64_t>(*timeout * 1000.0) : -1;
+  // Past what the daemon waits at most (49 days), the same as no limit.
+  const int64_t timeout_ms =
+      timeout && *timeout * 1000.0 < 4.0e9 ? static_cast<int64_t>(*timeout * 1000.0) : -1;
   uint64_t pulled = 0;
   plexus_result_t result;
   {

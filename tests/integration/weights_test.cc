@@ -10,7 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,7 +118,7 @@ TEST_F(WeightsTest, PullsUnderConcurrentPublishesAreWholeVersionsThatNeverGoBack
           return e;
         if (plexus_weights_pull(model.c_str(), 1, 0, 0, tensors, 2, &got) !=
                 PLEXUS_ERR_INVALID_ARGUMENT ||
-            last_error().find("no longer kept (kept now: 23, 24)") == std::string::npos) {
+            last_error().find("is not kept (kept now: 23, 24)") == std::string::npos) {
           return "a pull of dropped version 1 was not refused as such: " + last_error();
         }
         return pulls > 0 ? "" : "no pull";
@@ -131,7 +134,7 @@ TEST_F(WeightsTest, RefusalsNameTheFieldAndWhatToChange) {
     uint64_t got = 0;
     // Nothing published yet: a pull that will not wait says so; one that waits times out.
     if (plexus_weights_pull(model.c_str(), 0, 0, 0, one, 1, &got) != PLEXUS_ERR_TIMEOUT ||
-        last_error().find("has no complete version") == std::string::npos) {
+        last_error().find("asked not to wait") == std::string::npos) {
       return "an empty model's pull: " + last_error();
     }
     const auto started = std::chrono::steady_clock::now();
@@ -167,6 +170,10 @@ TEST_F(WeightsTest, RefusalsNameTheFieldAndWhatToChange) {
     }
     if (plexus_weights_publish(nullptr, 1, one, 1) != PLEXUS_ERR_INVALID_ARGUMENT) {
       return "a NULL model was not refused";
+    }
+    if (plexus_weights_publish("bad name\n", 1, one, 1) != PLEXUS_ERR_INVALID_ARGUMENT ||
+        last_error().find("printable ASCII without spaces (byte 32") == std::string::npos) {
+      return "a model name with a space: " + last_error();
     }
     // What it refused changed nothing: version 3 is still whole.
     std::vector<std::byte> out(1000, std::byte{1});
@@ -213,32 +220,73 @@ TEST(WeightsCapTest, APublishPastTheCapIsRefusedWithPlexusErrNoMemoryAndASentenc
   EXPECT_TRUE(daemon.alive());
 }
 
-// A puller killed while its pull waits: the daemon forgets the wait and serves the others.
-TEST_F(WeightsTest, APullerKilledWhileWaitingDisturbsNoOne) {
+// What `plexusctl models --json` says of the pulls waiting for `model`: -1 if it is not listed.
+int waiting_pulls(const std::string& socket, const std::string& model) {
+  const std::string out = run_command({PLEXUSCTL_PATH, "--socket", socket, "models", "--json"}).out;
+  const size_t at = out.find("\"name\": \"" + model + "\"");
+  if (at == std::string::npos) return -1;
+  const std::string key = "\"waiting_pulls\": ";
+  const size_t w = out.find(key, at);
+  return w == std::string::npos ? -1 : std::atoi(out.c_str() + w + key.size());
+}
+
+// Polls `check` every 20 ms for up to 30 s.
+bool eventually(const std::function<bool()>& check) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    if (check()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// A puller killed while its pull waits: the daemon forgets the wait (plexusctl shows it gone)
+// and serves the next publish and pull. Each step waits for the one before by what the
+// daemon reports, not by time.
+TEST_F(WeightsTest, APullerKilledWhileWaitingIsForgottenAndDisturbsNoOne) {
   const std::string model = "killed-" + std::to_string(::getpid());
+  const std::string go = ::testing::TempDir() + "/weights-go-" + std::to_string(::getpid());
+  std::remove(go.c_str());
+  std::string parent_error;
   auto results = run_ranks(
       socket(), 2,
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         std::vector<std::byte> a(4096, std::byte{9});
         plexus_weight_tensor_t t[] = {{"a", a.data(), a.size()}};
         uint64_t got = 0;
-        if (rank == 1) {  // killed by the parent while it waits
-          plexus_weights_pull(model.c_str(), 0, 0, 60000, t, 1, &got);
+        if (rank == 1) {  // waits for version 2, and is killed meanwhile
+          if (!eventually([&] {
+                return plexus_weights_latest(model.c_str(), &got) == PLEXUS_SUCCESS && got == 1;
+              })) {
+            return "version 1 never came";
+          }
+          plexus_weights_pull(model.c_str(), 0, 1, 60000, t, 1, &got);
           return "the waiting pull returned before it was killed: " + last_error();
         }
-        std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 1 dies meanwhile
         if (plexus_weights_publish(model.c_str(), 1, t, 1) != PLEXUS_SUCCESS) return last_error();
-        if (plexus_weights_pull(model.c_str(), 0, 0, 1000, t, 1, &got) != PLEXUS_SUCCESS ||
-            got != 1) {
+        if (!eventually([&] { return ::access(go.c_str(), F_OK) == 0; })) return "no go";
+        if (plexus_weights_publish(model.c_str(), 2, t, 1) != PLEXUS_SUCCESS) return last_error();
+        if (plexus_weights_pull(model.c_str(), 0, 1, 1000, t, 1, &got) != PLEXUS_SUCCESS ||
+            got != 2) {
           return "a pull after the kill: " + last_error();
         }
         return "";
       },
-      std::chrono::seconds(60),
-      [](const std::vector<pid_t>& pids) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      std::chrono::seconds(90),
+      [&](const std::vector<pid_t>& pids) {
+        if (!eventually([&] { return waiting_pulls(socket(), model) == 1; })) {
+          parent_error = "the pull never showed as waiting";
+        }
         ::kill(pids[1], SIGKILL);
+        if (parent_error.empty() &&
+            !eventually([&] { return waiting_pulls(socket(), model) == 0; })) {
+          parent_error = "the killed puller's wait was never forgotten";
+        }
+        std::FILE* f = std::fopen(go.c_str(), "w");
+        if (f != nullptr) std::fclose(f);
       });
+  std::remove(go.c_str());
+  EXPECT_EQ(parent_error, "");
   ASSERT_EQ(results.size(), 2u);
   EXPECT_TRUE(results[0].ok) << results[0].message;
   EXPECT_FALSE(results[1].ok);

@@ -146,8 +146,8 @@ TEST(LinkRetireTest, PastTheCapTheLeastRecentlyBusyClosesFirst) {
   ASSERT_TRUE(test::pump_pair(a, b, [&] { return Clock::now() > quiet_by; }));
   EXPECT_TRUE(a.links.has(2));
   auto [fa, fc] = test::tcp_pair();
-  a.links.add(3, "c", transports::tcp_path_opener(fa), "rail0", false, false);
-  c.links.add(1, "a", transports::tcp_path_opener(fc), "rail0", false, false);
+  a.links.add(3, "c", transports::tcp_path_opener(fa), "rail0", false, false, "");
+  c.links.add(1, "a", transports::tcp_path_opener(fc), "rail0", false, false, "");
   ASSERT_TRUE(send_text(a, 3, 1, "to c"));
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (c.frames.empty() && Clock::now() < deadline) {

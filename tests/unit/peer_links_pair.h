@@ -14,8 +14,8 @@ namespace plexus::test {
 template <typename Side>
 void connect_pair(Side& a, Side& b) {
   auto [fa, fb] = tcp_pair();
-  a.links.add(2, "b", plexus::transports::tcp_path_opener(fa), "rail0", false, false);
-  b.links.add(1, "a", plexus::transports::tcp_path_opener(fb), "rail0", false, false);
+  a.links.add(2, "b", plexus::transports::tcp_path_opener(fa), "rail0", false, false, "");
+  b.links.add(1, "a", plexus::transports::tcp_path_opener(fb), "rail0", false, false, "");
 }
 
 template <typename Side, typename Done>

@@ -67,7 +67,7 @@ class PeerServerTest : public ::testing::Test {
     callbacks.on_control_lost = [&heard](uint64_t id, const std::string&, const std::string&,
                                          bool gone) { heard.control_lost.emplace_back(id, gone); };
     callbacks.on_data_link = [&heard](const transports::PeerIdentity& peer, transports::PathOpener,
-                                      const std::string&, bool, bool) {
+                                      const std::string&, bool, bool, const std::string&) {
       heard.links.push_back(peer.instance_id);  // the opener, dropped, closes its socket
     };
     callbacks.on_data_failed = [&heard](uint64_t id, const std::string& reason) {
@@ -290,7 +290,7 @@ TEST_F(PeerServerTest, ADaemonGoneWhileItsControlConnectionSleptIsFoundByTheNext
   ASSERT_TRUE(run_until([&] { return b.open_control_connections() == 0; }));
   EXPECT_TRUE(heard_a.control_lost.empty()) << "nothing was open to notice it";
   // The data path to it fails: a control connection is tried, refused, and it is gone.
-  a.rail_lost(0xB, "", b_addresses.at(0), false, false);
+  a.rail_lost(0xB, "", b_addresses.at(0), "");
   ASSERT_TRUE(run_until([&] { return !heard_a.control_lost.empty(); }));
   EXPECT_EQ(heard_a.control_lost[0], std::make_pair(uint64_t{0xB}, true));
 }

@@ -75,20 +75,6 @@ TEST(RailPlanTest, NicsSharingASubnetGetNoBackupThatWouldCopyARail) {
   for (const Rail& rail : rails) EXPECT_FALSE(rail.backup) << rail.key;
 }
 
-// By NIC and kind, never by the peer's address: a path whose socket was reset before it was
-// set up knows no remote address ("?"), and its rail must still be dialled again (CI's RDMA
-// cluster lost its backup for good when such a loss was taken for the NIC's own rail).
-TEST(RailPlanTest, APathIsTracedBackToItsRailByNicAndWhetherItIsTheBackup) {
-  const auto rails = plan_rails(two_rails(), {"198.18.0.2:7355", "198.18.1.2:7355"});
-  EXPECT_EQ(rail_key_of(rails, "nic0", false), "nic0");
-  EXPECT_EQ(rail_key_of(rails, "nic0", true), "nic0>198.18.1.2:7355");
-  EXPECT_EQ(rail_key_of(rails, "nic1", true), "nic1>198.18.0.2:7355");
-  EXPECT_EQ(rail_key_of(rails, "nic1", false), "nic1");
-  EXPECT_EQ(rail_key_of(rails, "nic9", false), "nic9");  // none: named by its NIC
-  const auto fallback = plan_rails(two_rails(), {"10.1.0.2:7355"});
-  EXPECT_EQ(rail_key_of(fallback, "eth5", false), "");
-}
-
 TEST(RailPlanTest, TheAcceptingSideKnowsABackupByItsRemoteEndsSubnet) {
   const auto nics = two_rails();
   EXPECT_TRUE(crosses_rails(nics, ip("198.18.1.1"), ip("198.18.0.2")));   // accepted on nic1

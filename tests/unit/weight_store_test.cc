@@ -94,7 +94,8 @@ TEST_F(WeightStoreTest, TheNewestKVersionsAreKeptAndAPulledOneKeepsItsMemoryUnti
   EXPECT_FALSE(store_->dropped("m", 2));
   EXPECT_EQ(store_->kept("m"), "2, 3");
   EXPECT_EQ(pulling->number, 1u) << "the pull's version is still whole";
-  const uint64_t per_version = 2 * 1024;  // two tensors of 1000 bytes, each 64-byte aligned
+  // Two tensors of 1000 bytes, each 64-byte aligned, in one page (counted whole).
+  const uint64_t per_version = 4096;
   EXPECT_EQ(store_->held_bytes(), 3 * per_version);
   pulling.reset();
   EXPECT_EQ(store_->held_bytes(), 2 * per_version);
@@ -119,9 +120,10 @@ TEST_F(WeightStoreTest, TheNewestKVersionsAreKeptAndAPulledOneKeepsItsMemoryUnti
 
 TEST_F(WeightStoreTest,
        APublishPastTheCapIsRefusedSayingWhatToChangeAndAnOldVersionMakesRoomWhenDue) {
-  make(5000, 2);
-  ASSERT_EQ(publish(1, 1000), "");  // 2 KiB
-  ASSERT_EQ(publish(2, 1000), "");  // 4 KiB held
+  // Versions of two 1000-byte tensors: a page each.
+  make(10000, 2);
+  ASSERT_EQ(publish(1, 1000), "");  // 4 KiB
+  ASSERT_EQ(publish(2, 1000), "");  // 8 KiB held
   // Two versions are kept, so the third may take the oldest's place as it comes.
   ASSERT_EQ(publish(3, 1000), "");
   EXPECT_EQ(store_->kept("m"), "2, 3");
@@ -134,7 +136,7 @@ TEST_F(WeightStoreTest,
   EXPECT_THAT(refused.error(), HasSubstr("--weight-store-bytes"));
   EXPECT_EQ(store_->kept("m"), "2, 3") << "a refused publish drops nothing";
   // While a pull holds the oldest, dropping it frees nothing: refused too.
-  make(5000, 2);
+  make(10000, 2);
   ASSERT_EQ(publish(1, 1000), "");
   ASSERT_EQ(publish(2, 1000), "");
   auto held = store_->find("m", 1);
@@ -142,6 +144,14 @@ TEST_F(WeightStoreTest,
   ASSERT_FALSE(blocked);
   EXPECT_THAT(blocked.error(), HasSubstr("let pulls of old versions finish"));
   EXPECT_EQ(store_->latest("m"), 2u) << "the newest is never dropped for room";
+  // Keeping one version, the cap must hold two while the next is copied in: the only one
+  // kept is never dropped for room (a pull of the newest would find none), nor may a
+  // version go back once it was complete.
+  make(10000, 1);
+  ASSERT_EQ(publish(5, 3000), "");  // 8 KiB: two tensors of 3000 bytes
+  EXPECT_THAT(publish(6, 3000), HasSubstr("of its cap of"));
+  EXPECT_EQ(store_->latest("m"), 5u);
+  EXPECT_THAT(publish(4, 10), HasSubstr("not newer than the model's newest complete version, 5"));
 }
 
 TEST_F(WeightStoreTest, ShardsCompleteAVersionOnlyTogetherAndMustAgree) {
@@ -150,7 +160,8 @@ TEST_F(WeightStoreTest, ShardsCompleteAVersionOnlyTogetherAndMustAgree) {
   ASSERT_TRUE(s0) << s0.error();
   EXPECT_THAT(begin(1, 64, 1, 3, kUid, {"layer1"}).error(), HasSubstr("an earlier shard said 2"));
   EXPECT_THAT(begin(1, 64, 0, 2, kUid, {"other"}).error(), HasSubstr("published already"));
-  EXPECT_THAT(begin(1, 64, 1, 2, kUid, {"layer0"}).error(), HasSubstr("is in shard 0 already"));
+  EXPECT_THAT(begin(1, 64, 1, 2, kUid, {"layer0"}).error(),
+              HasSubstr("'layer0' is in another shard of the version already"));
   EXPECT_THAT(begin(1, 64, 2, 2, kUid, {"x"}).error(), HasSubstr("numbered from 0"));
   ASSERT_EQ(*store_->publish_done(*s0), 0u) << "half a version is not complete";
   EXPECT_EQ(store_->latest("m"), 0u);
@@ -161,6 +172,11 @@ TEST_F(WeightStoreTest, ShardsCompleteAVersionOnlyTogetherAndMustAgree) {
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index.size(), 2u);
   EXPECT_EQ(v->bytes, 128u);
+  // Versions left half-published hold memory: a model may have only so many at once.
+  for (uint64_t version = 2; version < 2 + kMaxBuildingVersions; ++version) {
+    ASSERT_TRUE(begin(version, 64, 0, 2, kUid, {"x"}));
+  }
+  EXPECT_THAT(begin(9, 64, 0, 2, kUid, {"x"}).error(), HasSubstr("being published already"));
 }
 
 TEST_F(WeightStoreTest, AModelBelongsToItsFirstPublishersUserAndAFailedCopyIsForgotten) {
@@ -184,21 +200,30 @@ TEST(WeightCopierTest, EveryJobIsCopiedWholeInOrderAcrossPiecesAndWorkers) {
   for (size_t i = 0; i < bytes; ++i) from[i] = static_cast<std::byte>(i * 7 + 3);
   std::mutex mutex;
   std::condition_variable cv;
-  std::vector<int> done;
-  for (int j = 0; j < 2; ++j) {
+  std::vector<std::pair<int, bool>> done;
+  auto client = std::make_shared<int>(0);
+  std::vector<std::byte> untouched(64, std::byte{5});
+  for (int j = 0; j < 3; ++j) {
     CopyJob job;
-    job.spans.push_back({to.data(), from.data(), bytes});
-    job.done = [&, j] {
+    if (j < 2) {
+      job.spans.push_back({to.data(), from.data(), bytes});
+      job.client = client;
+    } else {  // its client is gone: nothing is copied
+      job.spans.push_back({untouched.data(), from.data(), untouched.size()});
+      job.client = std::make_shared<int>(1);  // expires at once
+    }
+    job.done = [&, j](bool copied) {
       std::lock_guard lock(mutex);
-      done.push_back(j);
+      done.emplace_back(j, copied);
       cv.notify_one();
     };
     copier.copy(std::move(job));
   }
   std::unique_lock lock(mutex);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done.size() == 2; }));
-  EXPECT_EQ(done, (std::vector<int>{0, 1}));
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done.size() == 3; }));
+  EXPECT_EQ(done, (std::vector<std::pair<int, bool>>{{0, true}, {1, true}, {2, false}}));
   EXPECT_EQ(std::memcmp(to.data(), from.data(), bytes), 0);
+  EXPECT_EQ(untouched[0], std::byte{5});
 }
 
 }  // namespace

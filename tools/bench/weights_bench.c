@@ -102,6 +102,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  for (int i = 0; i < nsizes; ++i) {
+    if (sizes[i] < 8) {
+      fprintf(stderr, "weights_bench: --bytes %zu: at least 8\n", sizes[i]);
+      return 2;
+    }
+  }
   if (reps < 1 || reps > MAX_REPS) {
     fprintf(stderr, "weights_bench: --reps %d: 1 to %d\n", reps, MAX_REPS);
     return 2;
