@@ -1,6 +1,8 @@
 // The C API's weight store calls: a publish or pull names each tensor by its offset in this
 // process's pool; a tensor outside the pool is staged through one pool block for the call
-// (copied in before a publish, out after a pull).
+// (copied in before a publish, out after a pull). A table of tensors larger than one control
+// frame holds goes in batches: a publish's as shards of the version, a pull's as requests
+// for the version the first one got.
 #include <capnp/serialize.h>
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "clientlib/src/api_common.h"
 #include "common/frame_codec.h"
 #include "shm/control.capnp.h"
+#include "shm/framing.h"
 
 namespace plexus::client {
 namespace {
@@ -84,15 +87,58 @@ std::string check_tensors(const plexus_weight_tensor_t* tensors, size_t count) {
   return {};
 }
 
-template <typename Request>
-void fill_tensors(Request request, const plexus_weight_tensor_t* tensors, size_t count,
-                  const Staging& staging) {
-  auto list = request.initTensors(static_cast<unsigned>(count));
+// A batch of tensors, [begin, end), whose table fits one request with room to spare (a
+// client's frame is at most shm::kMaxClientFrameBytes; a tensor costs its name and about 64
+// bytes of Cap'n Proto, a name at most 1024 bytes).
+struct Batch {
+  size_t begin = 0;
+  size_t end = 0;
+};
+std::vector<Batch> batches(const plexus_weight_tensor_t* tensors, size_t count) {
+  constexpr size_t kBudget = shm::kMaxClientFrameBytes / 2;
+  std::vector<Batch> out{Batch{}};
+  size_t used = 0;
   for (size_t i = 0; i < count; ++i) {
-    list[static_cast<unsigned>(i)].setName(tensors[i].name);
-    list[static_cast<unsigned>(i)].setOffset(staging.offset(i));
-    list[static_cast<unsigned>(i)].setBytes(tensors[i].bytes);
+    const size_t cost = std::strlen(tensors[i].name) + 64;
+    if (used + cost > kBudget && out.back().end > out.back().begin) {
+      out.push_back(Batch{.begin = i, .end = i});
+      used = 0;
+    }
+    used += cost;
+    out.back().end = i + 1;
   }
+  return out;
+}
+
+template <typename Request>
+void fill_tensors(Request request, const plexus_weight_tensor_t* tensors, Batch batch,
+                  const Staging& staging) {
+  auto list = request.initTensors(static_cast<unsigned>(batch.end - batch.begin));
+  for (size_t i = batch.begin; i < batch.end; ++i) {
+    const auto at = static_cast<unsigned>(i - batch.begin);
+    list[at].setName(tensors[i].name);
+    list[at].setOffset(staging.offset(i));
+    list[at].setBytes(tensors[i].bytes);
+  }
+}
+
+// One pull request for `batch`: the version copied, or the failure (set as the last error).
+plexus_result_t pull_batch(const char* model, uint64_t version, uint64_t newer_than,
+                           uint32_t timeout_ms, const plexus_weight_tensor_t* tensors, Batch batch,
+                           const Staging& staging, uint64_t* pulled) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<control::ClientMessage>().initWeightsPull();
+  request.setModel(model);
+  request.setVersion(version);
+  request.setNewerThan(newer_than);
+  request.setTimeoutMs(timeout_ms);
+  fill_tensors(request, tensors, batch, staging);
+  Reply reply = ClientContext::get().control().call(message);
+  capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+  auto root = reader.getRoot<control::DaemonMessage>();
+  if (!root.isWeightsPullReply()) return refused("plexus_weights_pull", root);
+  *pulled = root.getWeightsPullReply();
+  return PLEXUS_SUCCESS;
 }
 
 plexus_result_t publish(const char* call, const char* model, uint64_t version, uint32_t shard,
@@ -111,17 +157,28 @@ plexus_result_t publish(const char* call, const char* model, uint64_t version, u
     for (size_t i = 0; i < count; ++i) {
       if (staging.staged(i)) std::memcpy(staging.at(i), tensors[i].buf, tensors[i].bytes);
     }
-    capnp::MallocMessageBuilder message;
-    auto request = message.initRoot<control::ClientMessage>().initWeightsPublish();
-    request.setModel(model);
-    request.setVersion(version);
-    request.setShard(shard);
-    request.setShards(shards);
-    fill_tensors(request, tensors, count, staging);
-    Reply reply = ctx.control().call(message);
-    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
-    auto root = reader.getRoot<control::DaemonMessage>();
-    if (!root.isWeightsPublishReply()) return refused(call, root);
+    const std::vector<Batch> parts = batches(tensors, count);
+    if (parts.size() > 1 && shards != 0) {
+      return fail(PLEXUS_ERR_INVALID_ARGUMENT,
+                  std::string(call) + ": shard " + std::to_string(shard) + "'s " +
+                      std::to_string(count) +
+                      " tensors' names are more than one request holds: publish it as more "
+                      "shards of fewer tensors");
+    }
+    // Unsharded (shards 0 here): a large table goes as shards of the version, one per batch.
+    for (size_t b = 0; b < parts.size(); ++b) {
+      capnp::MallocMessageBuilder message;
+      auto request = message.initRoot<control::ClientMessage>().initWeightsPublish();
+      request.setModel(model);
+      request.setVersion(version);
+      request.setShard(shards != 0 ? shard : static_cast<uint32_t>(b));
+      request.setShards(shards != 0 ? shards : static_cast<uint32_t>(parts.size()));
+      fill_tensors(request, tensors, parts[b], staging);
+      Reply reply = ctx.control().call(message);
+      capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+      auto root = reader.getRoot<control::DaemonMessage>();
+      if (!root.isWeightsPublishReply()) return refused(call, root);
+    }
     return PLEXUS_SUCCESS;
   });
 }
@@ -135,7 +192,7 @@ extern "C" {
 
 plexus_result_t plexus_weights_publish(const char* model, uint64_t version,
                                        const plexus_weight_tensor_t* tensors, size_t count) {
-  return publish("plexus_weights_publish", model, version, 0, 1, tensors, count);
+  return publish("plexus_weights_publish", model, version, 0, 0, tensors, count);
 }
 
 plexus_result_t plexus_weights_publish_shard(const char* model, uint64_t version, uint32_t shard,
@@ -165,23 +222,32 @@ plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_
     if (std::string why = staging.place(tensors, count); !why.empty()) {
       return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
     }
-    capnp::MallocMessageBuilder message;
-    auto request = message.initRoot<control::ClientMessage>().initWeightsPull();
-    request.setModel(model);
-    request.setVersion(version);
-    request.setNewerThan(newer_than);
     constexpr uint32_t kNoLimit = std::numeric_limits<uint32_t>::max();
-    request.setTimeoutMs(
-        timeout_ms < 0 || timeout_ms > kNoLimit ? kNoLimit : static_cast<uint32_t>(timeout_ms));
-    fill_tensors(request, tensors, count, staging);
-    Reply reply = ctx.control().call(message);
-    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
-    auto root = reader.getRoot<control::DaemonMessage>();
-    if (!root.isWeightsPullReply()) return refused(call, root);
+    const uint32_t timeout =
+        timeout_ms < 0 || timeout_ms > kNoLimit ? kNoLimit : static_cast<uint32_t>(timeout_ms);
+    const std::vector<Batch> parts = batches(tensors, count);
+    // The first batch finds the version; the others ask for that one. If the store dropped it
+    // meanwhile (two newer ones came), the whole pull starts again with the newest.
+    constexpr int kAttempts = 3;
+    uint64_t got = 0;
+    for (int attempt = 1;; ++attempt) {
+      plexus_result_t r =
+          pull_batch(model, version, newer_than, timeout, tensors, parts[0], staging, &got);
+      for (size_t b = 1; r == PLEXUS_SUCCESS && b < parts.size(); ++b) {
+        uint64_t same = 0;
+        r = pull_batch(model, got, 0, 0, tensors, parts[b], staging, &same);
+      }
+      if (r == PLEXUS_SUCCESS) break;
+      uint64_t latest = 0;
+      const bool moved_on = version == 0 && parts.size() > 1 && got != 0 &&
+                            plexus_weights_latest(model, &latest) == PLEXUS_SUCCESS &&
+                            latest != got;
+      if (!moved_on || attempt == kAttempts) return r;
+    }
     for (size_t i = 0; i < count; ++i) {
       if (staging.staged(i)) std::memcpy(tensors[i].buf, staging.at(i), tensors[i].bytes);
     }
-    if (pulled != nullptr) *pulled = root.getWeightsPullReply();
+    if (pulled != nullptr) *pulled = got;
     return PLEXUS_SUCCESS;
   });
 }

@@ -187,6 +187,44 @@ TEST_F(WeightsTest, RefusalsNameTheFieldAndWhatToChange) {
   EXPECT_EQ(failures(results), "");
 }
 
+// A state_dict of thousands of tensors: more names than one control request holds. The
+// publish goes in batches (shards of the version) and the pull in batches of the one version
+// the first got; an explicit shard that large is refused saying what to do.
+TEST_F(WeightsTest, ATableLargerThanARequestGoesInBatchesOfOneVersion) {
+  const std::string model = "large-table-" + std::to_string(::getpid());
+  auto results = run_ranks(socket(), 1, [&](int, int, const plexus_unique_id_t&) -> std::string {
+    constexpr size_t kTensors = 3000;
+    std::vector<std::string> names;
+    std::vector<uint64_t> values(kTensors), out(kTensors, 0);
+    std::vector<plexus_weight_tensor_t> in_table, out_table;
+    for (size_t i = 0; i < kTensors; ++i) {
+      names.push_back("model.layers." + std::to_string(i) + ".self_attn.q_proj.weight");
+      values[i] = i * 7 + 1;
+    }
+    for (size_t i = 0; i < kTensors; ++i) {
+      in_table.push_back({names[i].c_str(), &values[i], sizeof(uint64_t)});
+      out_table.push_back({names[i].c_str(), &out[i], sizeof(uint64_t)});
+    }
+    if (plexus_weights_publish(model.c_str(), 1, in_table.data(), kTensors) != PLEXUS_SUCCESS) {
+      return "publish: " + last_error();
+    }
+    uint64_t got = 0;
+    if (plexus_weights_pull(model.c_str(), 0, 0, 0, out_table.data(), kTensors, &got) !=
+            PLEXUS_SUCCESS ||
+        got != 1) {
+      return "pull: " + last_error();
+    }
+    if (out != values) return "the pulled values differ from the published ones";
+    if (plexus_weights_publish_shard(model.c_str(), 2, 0, 2, in_table.data(), kTensors) !=
+            PLEXUS_ERR_INVALID_ARGUMENT ||
+        last_error().find("publish it as more shards") == std::string::npos) {
+      return "an explicit shard too large for a request: " + last_error();
+    }
+    return "";
+  });
+  EXPECT_EQ(failures(results), "");
+}
+
 TEST(WeightsCapTest, APublishPastTheCapIsRefusedWithPlexusErrNoMemoryAndASentence) {
   DaemonProcess daemon({"--weight-store-bytes", std::to_string(3 << 20)});
   auto results =

@@ -206,14 +206,16 @@ typedef struct plexus_weight_tensor {
   size_t bytes;
 } plexus_weight_tensor_t;
 /* Hands a version to this node's plexusd and returns once it holds a copy: the buffers may be
- * reused at once. Refused (nothing kept) with PLEXUS_ERR_INVALID_ARGUMENT for a version not
+ * reused at once. A table of more tensors than one request holds (thousands) goes as several
+ * shards of the version. Refused (nothing kept) with PLEXUS_ERR_INVALID_ARGUMENT for a version not
  * newer than the model's newest, a repeated tensor name or another user's model, and with
  * PLEXUS_ERR_NO_MEMORY past the store's cap; the message says what to change. */
 plexus_result_t plexus_weights_publish(const char* model, uint64_t version,
                                        const plexus_weight_tensor_t* tensors, size_t count);
 /* One shard of a version that `shards` publishers (every trainer rank its own part) hand in:
  * the version is complete, and pulls see it, once every shard is in. Tensor names are unique
- * across the shards. */
+ * across the shards. A shard's table must fit one request (about 300 tensors of 100-byte
+ * names); a larger one is refused, asking for more shards. */
 plexus_result_t plexus_weights_publish_shard(const char* model, uint64_t version, uint32_t shard,
                                              uint32_t shards, const plexus_weight_tensor_t* tensors,
                                              size_t count);
