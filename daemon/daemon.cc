@@ -201,6 +201,11 @@ void Daemon::start() {
           },
           [&d](uint64_t instance) {
             d.control->post([&d, instance] { d.control->nodes().data_link_retired(instance); });
+          },
+          [&d](uint64_t relay_id, std::shared_ptr<const weights::Version> version) {
+            d.control->post([&d, relay_id, version = std::move(version)] {
+              d.control->weights_arrived(relay_id, version);
+            });
           }},
       d.events);
   ControlConfig control = control_config(c, std::move(peer_nics));

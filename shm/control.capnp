@@ -113,6 +113,8 @@ struct ClientMessage {
     weightsPull @23 :WeightsPull;
     weightsLatest @24 :Text;    # a model's name: its newest complete version (0: none)
     weightsList @25 :Void;      # the store's models, versions and pullers (plexusctl models)
+    weightsAdvertise @26 :WeightsKey;  # a key's token now names the model here, for other nodes
+    weightsSubscribe @27 :WeightsKey;  # push this node the versions of the key's model
   }
 }
 
@@ -140,6 +142,14 @@ struct WeightsPull {
   newerThan @2 :UInt64;
   timeoutMs @3 :UInt32;   # how long to wait for such a version (0: not at all)
   tensors @4 :List(WeightTensor);
+}
+
+# A model across nodes: a unique id's parts (plexus_weights_key) and the model's name here.
+struct WeightsKey {
+  model @0 :Text;                # advertise: the published model; subscribe: the local name
+  token @1 :Data;                # 16 bytes
+  rootInstance @2 :UInt64;       # subscribe: the publisher's daemon
+  rootAddresses @3 :List(Text);
 }
 
 struct WeightVersionInfo {
@@ -449,6 +459,8 @@ struct DaemonMessage {
     weightsPullReply @22 :UInt64;    # the version copied
     weightsLatestReply @23 :UInt64;  # 0: none complete
     weightsListReply @24 :WeightsListReply;
+    weightsAdvertiseReply @25 :Void;
+    weightsSubscribeReply @26 :UInt64;  # the version held here now (0: none yet)
   }
 }
 

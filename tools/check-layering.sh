@@ -38,7 +38,7 @@ rooms=(
   "daemon/internode/   : daemon/algorithms/ daemon/local/ transports/"
   "daemon/links/       : transports/ monitor/"
   "daemon/peers/       : transports/tcp/ transports/rdma/"
-  "daemon/engine/      : daemon/internode/ daemon/gpu/ daemon/links/"
+  "daemon/engine/      : daemon/internode/ daemon/gpu/ daemon/links/ daemon/weights/"
   "daemon/weights/     : daemon/local/"
   "daemon/control/     : daemon/engine/ daemon/peers/ daemon/weights/"
   "daemon/             : daemon/control/"

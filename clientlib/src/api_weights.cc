@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "clientlib/src/api_common.h"
+#include "clientlib/src/unique_id.h"
 #include "common/frame_codec.h"
 #include "shm/control.capnp.h"
 #include "shm/framing.h"
@@ -267,6 +268,60 @@ plexus_result_t plexus_weights_latest(const char* model, uint64_t* version) {
     *version = root.getWeightsLatestReply();
     return PLEXUS_SUCCESS;
   });
+}
+
+namespace {
+
+// Sends a weightsAdvertise or weightsSubscribe for `key` and `model`.
+plexus_result_t send_key(const char* call, bool subscribe, const plexus_unique_id_t& key,
+                         const char* model) {
+  UniqueIdParts parts;
+  if (std::string why = read_unique_id(key, &parts); !why.empty()) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, std::string(call) + ": " + why);
+  }
+  return guarded([&]() -> plexus_result_t {
+    capnp::MallocMessageBuilder message;
+    auto root_message = message.initRoot<control::ClientMessage>();
+    auto request =
+        subscribe ? root_message.initWeightsSubscribe() : root_message.initWeightsAdvertise();
+    request.setModel(model);
+    request.setToken(
+        kj::arrayPtr(reinterpret_cast<const kj::byte*>(parts.token), sizeof(parts.token)));
+    request.setRootInstance(parts.root_instance);
+    auto addresses = request.initRootAddresses(static_cast<unsigned>(parts.root_addresses.size()));
+    for (unsigned i = 0; i < addresses.size(); ++i) addresses.set(i, parts.root_addresses[i]);
+    Reply reply = ClientContext::get().control().call(message);
+    capnp::FlatArrayMessageReader reader(reply.words, plexus::common::untrusted_reader_options());
+    auto root = reader.getRoot<control::DaemonMessage>();
+    if (subscribe ? !root.isWeightsSubscribeReply() : !root.isWeightsAdvertiseReply()) {
+      return refused(call, root);
+    }
+    return PLEXUS_SUCCESS;
+  });
+}
+
+}  // namespace
+
+plexus_result_t plexus_weights_key(const char* model, plexus_unique_id_t* key) {
+  if (model == nullptr || key == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_weights_key: model or key is NULL");
+  }
+  if (std::string why = make_unique_id(key); !why.empty()) {
+    return fail(PLEXUS_ERR_SYSTEM, "plexus_weights_key: " + why);
+  }
+  UniqueIdParts parts;
+  if (read_unique_id(*key, &parts).empty() && parts.root_instance == 0) {
+    return fail(PLEXUS_ERR_DAEMON_UNAVAILABLE,
+                "plexus_weights_key: no plexusd answered on this node to publish from");
+  }
+  return send_key("plexus_weights_key", false, *key, model);
+}
+
+plexus_result_t plexus_weights_subscribe(const plexus_unique_id_t* key, const char* local_name) {
+  if (key == nullptr || local_name == nullptr) {
+    return fail(PLEXUS_ERR_INVALID_ARGUMENT, "plexus_weights_subscribe: key or local_name is NULL");
+  }
+  return send_key("plexus_weights_subscribe", true, *key, local_name);
 }
 
 }  // extern "C"

@@ -81,21 +81,15 @@ ControlServer::ControlServer(const ControlConfig& config, Engine& engine,
               .peer_identity = [this] { return comms_.nodes().identity(); },
               .bad_messages = [this] { return bad_messages_; },
               .joins_pending = [this] { return comms_.forming(); }}),
-      weights_(
-          WeightService::Settings{.max_bytes = config.weight_store_bytes,
-                                  .versions_kept = config.weight_versions,
-                                  .copy_workers = config.weight_copy_workers},
-          WeightService::Hooks{
-              .reply =
-                  [this](uint64_t id, capnp::MessageBuilder& reply) {
-                    Connection* c = find_connection(id);
-                    return c != nullptr && send_message(*c, reply);
-                  },
-              .send_error =
-                  [this](uint64_t id, uint32_t request_id, plexus_result_t code,
-                         const std::string& message) { send_error(id, request_id, code, message); },
-              .post = [this](std::function<void()> fn) { post(std::move(fn)); },
-              .session = [this](uint64_t id) { return session_of(id); }}) {}
+      weights_(WeightService::Settings{.max_bytes = config.weight_store_bytes,
+                                       .versions_kept = config.weight_versions,
+                                       .copy_workers = config.weight_copy_workers},
+               weight_hooks()) {
+  comms_.nodes().on_weights_subscribe = [this](const transports::PeerIdentity& peer,
+                                               uint64_t relay_id, uint64_t have) {
+    weights_.on_node_subscribe(peer, relay_id, have);
+  };
+}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -362,6 +356,12 @@ void ControlServer::handle_frame(Connection& connection, kj::Array<capnp::word> 
         break;
       case control::ClientMessage::WEIGHTS_LIST:
         weights_.list(connection.id, request_id);
+        break;
+      case control::ClientMessage::WEIGHTS_ADVERTISE:
+        weights_.advertise(*connection.session, request_id, message.getWeightsAdvertise());
+        break;
+      case control::ClientMessage::WEIGHTS_SUBSCRIBE:
+        weights_.subscribe(*connection.session, request_id, message.getWeightsSubscribe());
         break;
       case control::ClientMessage::STATUS:
         admin_service_.status(connection.id, request_id);

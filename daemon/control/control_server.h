@@ -52,6 +52,10 @@ class ControlServer {
     admin_service_.collect_metrics(metrics);
     weights_.collect_metrics(metrics);
   }
+  // Control thread: a version of weight relay `relay_id` came whole from another node.
+  void weights_arrived(uint64_t relay_id, std::shared_ptr<const weights::Version> version) {
+    weights_.arrived(relay_id, std::move(version));
+  }
   // Control thread: a config reload's settings; takes what may change while it runs (the
   // slow-path ratio, the stall time reported) and ignores the rest.
   void reconfigure(const ControlConfig& next) { admin_service_.reconfigure(next); }
@@ -77,6 +81,8 @@ class ControlServer {
   void close_connection(Connection* connection, const std::string& reason);
   void run_posted();
   Connection* find_connection(uint64_t session_id);
+  // control_server_weights.cc: what the weight service asks of this server.
+  WeightService::Hooks weight_hooks();
   // Its session while the connection is open (null once it closed).
   std::shared_ptr<const Session> session_of(uint64_t session_id);
   // The session of every connected client whose hello was accepted.

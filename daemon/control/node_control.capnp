@@ -66,5 +66,13 @@ struct NodeMessage {
     revoke @3 :Revoke;
     probe @4 :Void;        # nothing to do: opens a control connection (a shrink's root
                            # finds a node it waits for that is gone, at once)
+    weightsSubscribe @5 :WeightsSubscribe;
   }
+}
+
+# To the daemon a weights key names (its publisher's): push this node every version of the
+# model from now on, and now the newest if it is newer than `have`.
+struct WeightsSubscribe {
+  relayId @0 :UInt64;
+  have @1 :UInt64;
 }

@@ -454,6 +454,12 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         on_formed(token, std::move(topology->formed), topology->cost);
         return;
       }
+      case nc::NodeMessage::WEIGHTS_SUBSCRIBE:
+        if (on_weights_subscribe) {
+          on_weights_subscribe(peer, message.getWeightsSubscribe().getRelayId(),
+                               message.getWeightsSubscribe().getHave());
+        }
+        return;
       case nc::NodeMessage::PROBE:
         return;
       case nc::NodeMessage::REVOKE: {

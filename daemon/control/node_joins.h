@@ -65,6 +65,15 @@ class NodeJoins {
   void stop() { peers_.reset(); }
 
   uint64_t instance_id() const { return instance_id_; }
+  // Sends a node message to `instance` over a control connection (opened to one of
+  // `addresses` if none is); nothing without --peer-listen.
+  void send(uint64_t instance, const std::vector<std::string>& addresses,
+            capnp::MessageBuilder& message) {
+    if (peers_) peers_->send_control(instance, addresses, message);
+  }
+  // Who hears a peer's weightsSubscribe (the weight service).
+  std::function<void(const transports::PeerIdentity& peer, uint64_t relay_id, uint64_t have)>
+      on_weights_subscribe;
   // This daemon as peers see it; null without --peer-listen.
   const transports::PeerIdentity* identity() const {
     return peers_ ? &peers_->identity() : nullptr;

@@ -18,8 +18,16 @@ namespace {
 // Pulls one session may have waiting at once: a rollout waits for one version at a time.
 constexpr size_t kMaxWaitingPullsPerSession = 64;
 
+// "version 4 of model 'm'", or "of model 'm' newer than 3".
+std::string wanted_version(const std::string& model, uint64_t version, uint64_t newer_than) {
+  return version != 0 ? std::to_string(version) + " of model '" + model + "'"
+                      : "of model '" + model + "' newer than " + std::to_string(newer_than);
+}
+
+}  // namespace
+
 // A model's name goes into logs, plexusctl's table and metric labels: printable ASCII only.
-std::string check_model_name(const std::string& model) {
+std::string WeightService::check_model_name(const std::string& model) {
   if (model.empty()) return "a model needs a name";
   if (model.size() > weights::kMaxModelNameBytes) {
     return "a model's name has at most " + std::to_string(weights::kMaxModelNameBytes) +
@@ -34,14 +42,6 @@ std::string check_model_name(const std::string& model) {
   return {};
 }
 
-// "version 4 of model 'm'", or "of model 'm' newer than 3".
-std::string wanted_version(const std::string& model, uint64_t version, uint64_t newer_than) {
-  return version != 0 ? std::to_string(version) + " of model '" + model + "'"
-                      : "of model '" + model + "' newer than " + std::to_string(newer_than);
-}
-
-}  // namespace
-
 WeightService::WeightService(Settings settings, Hooks hooks)
     : store_(weights::WeightStore::Settings{.max_bytes = settings.max_bytes,
                                             .versions_kept = settings.versions_kept}),
@@ -52,6 +52,9 @@ WeightService::~WeightService() { copier_.stop(); }
 
 void WeightService::start(uv_loop_t* loop) {
   timer_.open(loop, [this] { expire_waiters(); });
+  if (hooks_.engine) {
+    hooks_.engine([memory = store_.memory()](Engine& e) { e.weights().set_memory(memory); });
+  }
 }
 
 void WeightService::close() {
@@ -149,6 +152,7 @@ void WeightService::published(const std::shared_ptr<weights::PendingShard>& pend
   spdlog::info("weights: version {} of model '{}' complete ({} shard(s), {} held in all)", *done,
                pending->model, pending->shards, common::human_bytes(store_.held_bytes()));
   serve_waiters(pending->model);
+  push_to_subscribers(pending->model);
 }
 
 void WeightService::pull(const Session& session, uint32_t request_id,

@@ -18,12 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "daemon/engine/engine.h"
 #include "daemon/engine/session.h"
+#include "daemon/engine/weight_relay.h"
 #include "daemon/peers/loop_timer.h"
 #include "daemon/weights/weight_copier.h"
 #include "daemon/weights/weight_store.h"
 #include "monitor/metric_families.h"
 #include "shm/control.capnp.h"
+#include "transports/peer/peer_handshake.h"
 
 namespace plexus::daemon {
 
@@ -43,6 +46,13 @@ class WeightService {
     std::function<void(std::function<void()> fn)> post;
     // Session `session_id` while its connection is open (null once it closed).
     std::function<std::shared_ptr<const Session>(uint64_t session_id)> session;
+    // Runs `fn` on the engine thread (the relay between nodes lives there).
+    std::function<void(std::function<void(Engine&)> fn)> engine;
+    // A node message to another daemon (NodeJoins::send); this daemon's instance id.
+    std::function<void(uint64_t instance, const std::vector<std::string>& addresses,
+                       capnp::MessageBuilder& message)>
+        send_node;
+    std::function<uint64_t()> instance_id;
   };
 
   WeightService(Settings settings, Hooks hooks);
@@ -50,6 +60,7 @@ class WeightService {
   WeightService(const WeightService&) = delete;
   WeightService& operator=(const WeightService&) = delete;
 
+  // Also gives the engine's relay the store's memory.
   void start(uv_loop_t* loop);
   // As the loop ends: the copies still queued finish (their replies are dropped), the timer
   // closes.
@@ -61,6 +72,16 @@ class WeightService {
   void pull(const Session& session, uint32_t request_id, shm::control::WeightsPull::Reader pull);
   void latest(const Session& session, uint32_t request_id, const std::string& model);
   void list(uint64_t session_id, uint32_t request_id);
+
+  // Across nodes (weight_service_relay.cc). A key's token names a model published here
+  // (advertise), or a model here is a replica of another node's (subscribe: that node's
+  // daemon is asked to push it every version).
+  void advertise(const Session& session, uint32_t request_id, shm::control::WeightsKey::Reader key);
+  void subscribe(const Session& session, uint32_t request_id, shm::control::WeightsKey::Reader key);
+  // Another daemon subscribed to a model advertised here.
+  void on_node_subscribe(const transports::PeerIdentity& peer, uint64_t relay_id, uint64_t have);
+  // A version came whole from another node (the engine's relay).
+  void arrived(uint64_t relay_id, std::shared_ptr<const weights::Version> version);
   // Its connection closed: its waiting pulls are dropped.
   void session_closed(uint64_t session_id);
   void collect_metrics(monitor::MetricFamilies& metrics) const;
@@ -95,7 +116,23 @@ class WeightService {
   void expire_waiters();
   void arm_timer();
 
+  // "" or why `model` cannot name a model.
+  static std::string check_model_name(const std::string& model);
+  // A version of `model` complete here goes to the nodes subscribed to it.
+  void push_to_subscribers(const std::string& model);
+
+  struct Published {  // a model here that other nodes subscribe to
+    std::string model;
+    std::vector<WeightRelay::NodeRef> subscribers;  // the chain, in subscription order
+  };
+  struct Replica {  // a model here that another node's daemon pushes
+    std::string model;
+    uint32_t uid = 0;
+  };
+
   weights::WeightStore store_;
+  std::map<uint64_t, Published> published_;  // by relay id
+  std::map<uint64_t, Replica> replicas_;     // by relay id
   weights::WeightCopier copier_;
   Hooks hooks_;
   LoopTimer timer_;

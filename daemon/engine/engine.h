@@ -99,6 +99,8 @@ class Engine {
   NodeLinks& links() { return internode_.links(); }
   // Jobs' scheduling policies (engine thread only: from posted closures).
   JobPolicies& jobs() { return internode_.jobs(); }
+  // The weight relay between nodes (engine thread only: from posted closures).
+  WeightRelay& weights() { return internode_.weights(); }
 
   // Any thread.
   monitor::EventLog& events() const { return *events_; }

@@ -49,6 +49,7 @@ void InternodeRunner::tell_peers_failed(Comm& comm, const std::string& reason) {
 }
 
 bool InternodeRunner::waits_on(uint64_t peer) const {
+  if (weights_.busy_with(peer)) return true;
   for (const auto& [id, comm] : comm_by_id_) {
     if (!comm->internode) continue;
     const int node = node_of(*comm, peer);

@@ -18,6 +18,9 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
+// How long a weight relay's next node may take to be linked before the chain skips it.
+constexpr int kRelayOpenTimeoutMs = 10000;
+
 uint64_t first_unstarted(const Comm& comm) {
   const InternodeState& state = *comm.internode;
   return state.active ? state.active_seq + 1 : comm.first_seq;
@@ -89,7 +92,25 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                                       const std::string& reason) { defer_failure(comm, reason); },
               .resume =
                   [this](Comm& comm) { resume_.push_back(comm_by_id_[comm.span()->comm_id]); },
-              .reach = [this](const Comm& comm, int node) { return reach(comm, node); }}) {
+              .reach = [this](const Comm& comm, int node) { return reach(comm, node); }}),
+      weights_(links_,
+               WeightRelay::Hooks{
+                   .arrived =
+                       [this](uint64_t relay_id, std::shared_ptr<const weights::Version> v) {
+                         if (link_events_.weights_arrived) {
+                           link_events_.weights_arrived(relay_id, std::move(v));
+                         }
+                       },
+                   .reach =
+                       [this](const WeightRelay::NodeRef& node) {
+                         if (links_.has(node.instance)) return;
+                         const auto deadline = std::chrono::steady_clock::now() +
+                                               std::chrono::milliseconds(kRelayOpenTimeoutMs);
+                         if (links_.want(node.instance, node.name, deadline, node.addresses) &&
+                             link_events_.wanted) {
+                           link_events_.wanted(node.instance, node.addresses);
+                         }
+                       }}) {
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {
@@ -356,6 +377,10 @@ uint64_t InternodeRunner::reach(const Comm& comm, int node) {
 std::string InternodeRunner::on_peer_frame(uint64_t peer, const wire::DataFrameHeader& h,
                                            std::span<const std::byte> payload) {
   if (wire::is_channel_control(h)) return {};
+  if (h.type == wire::FrameType::kData &&
+      wire::data_family(h.op_seq) == wire::DataFamily::kWeights) {
+    return weights_.on_frame(peer, h, payload);
+  }
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end()) {
     if (std::find(retired_ids_.begin(), retired_ids_.end(), h.comm_id) != retired_ids_.end()) {
@@ -486,6 +511,7 @@ void InternodeRunner::on_peer_lost(uint64_t peer, const std::string& name,
                                    const std::string& reason) {
   events_.emit("peer_lost", "error", "data connection to node " + name + " lost: " + reason,
                {{"peer", name}, {"peer_instance", peer}, {"reason", reason}});
+  weights_.peer_lost(peer);
   for (auto& [id, comm] : comm_by_id_) {
     if (node_of(*comm, peer) < 0 || comm->broken()) continue;
     defer_failure(*comm, "lost the data connection to node " + name + " (" + reason +

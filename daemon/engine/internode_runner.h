@@ -24,6 +24,7 @@
 #include "daemon/engine/node_speeds.h"
 #include "daemon/engine/op_watch.h"
 #include "daemon/engine/session.h"
+#include "daemon/engine/weight_relay.h"
 #include "daemon/links/node_links.h"
 #include "monitor/event_log.h"
 
@@ -47,6 +48,9 @@ class InternodeRunner {
     // The link closed its paths while idle and stays, dormant: the control thread forgets
     // its rails (a connection is opened again through `wanted`); nothing failed.
     std::function<void(uint64_t instance)> retired;
+    // A version of the weight relay `relay_id` came whole from another node (WeightRelay).
+    std::function<void(uint64_t relay_id, std::shared_ptr<const weights::Version> version)>
+        weights_arrived;
   };
   // What it asks of the engine.
   struct Hooks {
@@ -72,6 +76,7 @@ class InternodeRunner {
 
   NodeLinks& links() { return links_; }
   JobPolicies& jobs() { return jobs_; }
+  WeightRelay& weights() { return weights_; }
 
   // A communicator spanning nodes joins (before any of its ops), or every local rank left.
   void add(const std::shared_ptr<Comm>& comm);
@@ -153,8 +158,9 @@ class InternodeRunner {
   GpuStaging& gpu_;
   monitor::EventLog& events_;
   NodeLinks links_;
-  JobPolicies jobs_;                                                // the links' flows' policies
-  NodeSpeeds speeds_;                                               // the nodes' agreed speeds
+  JobPolicies jobs_;     // the links' flows' policies
+  NodeSpeeds speeds_;    // the nodes' agreed speeds
+  WeightRelay weights_;  // versions of models between nodes, over links_
   std::unordered_map<uint64_t, std::shared_ptr<Comm>> comm_by_id_;  // multi-node comms
   std::vector<uint64_t> retired_ids_;  // recent comm ids whose stray frames are dropped
   // (comm id, peer) pairs told that this node left that communicator (bounded as above).

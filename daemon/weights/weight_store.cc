@@ -22,7 +22,18 @@ std::string what(const std::string& model, uint64_t version, uint32_t shard, uin
 
 }  // namespace
 
-WeightStore::WeightStore(Settings settings) : settings_(settings), memory_(settings.max_bytes) {}
+Layout lay_out(const std::vector<TensorSpec>& tensors) {
+  Layout out;
+  out.offsets.reserve(tensors.size());
+  for (const TensorSpec& t : tensors) {
+    out.offsets.push_back(out.bytes);
+    out.bytes = align_up(out.bytes + t.bytes);
+  }
+  return out;
+}
+
+WeightStore::WeightStore(Settings settings)
+    : settings_(settings), memory_(std::make_shared<WeightMemory>(settings.max_bytes)) {}
 
 std::string WeightStore::owned_by(const std::string& model_name, const Model& model, uint32_t uid) {
   if (uid == model.owner_uid || uid == 0) return {};
@@ -87,7 +98,6 @@ common::Result<std::shared_ptr<PendingShard>> WeightStore::publish_begin(
     auto b = model->building.find(version);
     if (b != model->building.end()) building = &b->second;
   }
-  uint64_t bytes = 0;
   for (const TensorSpec& t : tensors) {
     if (!names.insert(t.name).second) {
       return common::fail(subject + " refused: it names tensor '" + t.name + "' twice");
@@ -96,18 +106,27 @@ common::Result<std::shared_ptr<PendingShard>> WeightStore::publish_begin(
       return common::fail(subject + " refused: tensor '" + t.name +
                           "' is in another shard of the version already");
     }
-    data->tensors.push_back(Shard::Tensor{.name = t.name, .offset = bytes, .bytes = t.bytes});
-    if (t.bytes > (uint64_t{1} << 50) || bytes > (uint64_t{1} << 50)) {
+    // A pool holds at most 2^46 bytes (--max-pool-bytes is far below): the sums cannot wrap.
+    if (t.bytes > kMaxShardBytes) {
       return common::fail(subject + " refused: tensor '" + t.name + "' is too large");
     }
-    bytes = align_up(bytes + t.bytes);
   }
-  auto buffer = memory_.allocate(bytes);
+  const Layout layout = lay_out(tensors);
+  if (layout.bytes > kMaxShardBytes) {
+    return common::fail(subject + " refused: a shard holds at most " +
+                        std::to_string(kMaxShardBytes >> 30) + " GiB");
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    data->tensors.push_back(Shard::Tensor{
+        .name = tensors[i].name, .offset = layout.offsets[i], .bytes = tensors[i].bytes});
+  }
+  const uint64_t bytes = layout.bytes;
+  auto buffer = memory_->allocate(bytes);
   if (!buffer && model != nullptr && makes_room(*model, bytes)) {
     // The oldest kept version goes when this one completes anyway: let it go now.
     model->complete.erase(model->complete.begin());
     model->oldest_kept = model->complete.empty() ? version : model->complete.begin()->first;
-    buffer = memory_.allocate(bytes);
+    buffer = memory_->allocate(bytes);
   }
   if (!buffer) {
     for_memory = true;
@@ -171,6 +190,23 @@ void WeightStore::publish_failed(const std::shared_ptr<PendingShard>& pending) {
   if (model->second.newest == 0 && model->second.building.empty()) models_.erase(model);
 }
 
+bool WeightStore::adopt(const std::string& model_name, uint32_t uid,
+                        std::shared_ptr<const Version> version) {
+  auto found = models_.find(model_name);
+  if (found == models_.end()) {
+    if (models_.size() >= kMaxModels) return false;
+    found = models_.emplace(model_name, Model{}).first;
+    found->second.owner_uid = uid;
+  }
+  Model& model = found->second;
+  if (version->number <= model.newest) return false;
+  model.newest = version->number;
+  model.complete[version->number] = std::move(version);
+  ++model.publishes;
+  evict(model);
+  return true;
+}
+
 bool WeightStore::makes_room(const Model& model, uint64_t bytes) const {
   // Never the newest: pulls of the latest must find one while the next is copied in.
   if (model.complete.size() < 2 || model.complete.size() < settings_.versions_kept) return false;
@@ -178,8 +214,9 @@ bool WeightStore::makes_room(const Model& model, uint64_t bytes) const {
   if (oldest.use_count() > 1) return false;  // a pull copies out of it: dropping frees nothing
   uint64_t freed = 0;
   for (const auto& part : oldest->parts) freed += WeightMemory::counted(part->buffer->size());
-  const uint64_t held = memory_.held();
-  return held >= freed && held - freed <= memory_.cap() && bytes <= memory_.cap() - (held - freed);
+  const uint64_t held = memory_->held();
+  return held >= freed && held - freed <= memory_->cap() &&
+         bytes <= memory_->cap() - (held - freed);
 }
 
 std::shared_ptr<const Version> WeightStore::assemble(uint64_t number, Building& building) const {

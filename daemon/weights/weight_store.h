@@ -29,6 +29,8 @@ inline constexpr size_t kMaxModelNameBytes = 256;
 inline constexpr size_t kMaxTensorNameBytes = 1024;
 inline constexpr size_t kMaxTensorsPerShard = 1 << 16;
 inline constexpr uint32_t kMaxShards = 4096;
+// A shard's buffer: 2 TiB, what the relay's range numbers reach (transports/wire/frame_views.h).
+inline constexpr uint64_t kMaxShardBytes = uint64_t{1} << 41;
 inline constexpr size_t kMaxModels = 256;
 // Versions of one model being published at once (a trainer's steps overlap by one or two).
 inline constexpr size_t kMaxBuildingVersions = 4;
@@ -37,6 +39,14 @@ struct TensorSpec {
   std::string name;
   uint64_t bytes = 0;
 };
+
+// Tensors laid out one after the other, each at a 64-byte aligned offset: their offsets and
+// the bytes the whole takes (a shard's buffer, here and on every node it is relayed to).
+struct Layout {
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+Layout lay_out(const std::vector<TensorSpec>& tensors);
 
 // One shard's tensors, laid out one after the other (64-byte aligned) in its buffer.
 struct Shard {
@@ -111,6 +121,11 @@ class WeightStore {
   // published again from the start by every shard).
   void publish_failed(const std::shared_ptr<PendingShard>& pending);
 
+  // A whole version that came from another node (the relay filled its buffers) becomes
+  // `model`'s newest, the model made (owned by `uid`) if it is new here; false when it is not
+  // newer than the model's newest (it came late, or twice).
+  bool adopt(const std::string& model, uint32_t uid, std::shared_ptr<const Version> version);
+
   // The newest complete version of `model` (0: none), or `number` if it is complete and kept.
   std::shared_ptr<const Version> find(const std::string& model, uint64_t number) const;
   // The newest complete version's number, 0 if none (or no such model).
@@ -124,8 +139,10 @@ class WeightStore {
   void count_pull(const std::string& model, uint64_t bytes);
 
   std::vector<ModelSummary> summary() const;
-  uint64_t held_bytes() const { return memory_.held(); }
-  uint64_t spare_bytes() const { return memory_.spare(); }
+  // Where versions' buffers come from (the relay allocates a version it receives here).
+  const std::shared_ptr<WeightMemory>& memory() const { return memory_; }
+  uint64_t held_bytes() const { return memory_->held(); }
+  uint64_t spare_bytes() const { return memory_->spare(); }
   const Settings& settings() const { return settings_; }
 
  private:
@@ -158,7 +175,7 @@ class WeightStore {
   std::shared_ptr<const Version> assemble(uint64_t number, Building& building) const;
 
   Settings settings_;
-  WeightMemory memory_;
+  std::shared_ptr<WeightMemory> memory_;  // shared with the relay, which fills versions too
   std::map<std::string, Model, std::less<>> models_;
 };
 

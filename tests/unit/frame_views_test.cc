@@ -24,9 +24,15 @@ TEST(FrameViewsTest, DataFamiliesAreToldApartByTheTopBitsPointToPointFirst) {
   EXPECT_EQ(data_family((uint64_t{1} << 62) - 1), DataFamily::kCollective);
   EXPECT_EQ(data_family(point_to_point_op_seq(0)), DataFamily::kPointToPoint);
   EXPECT_EQ(data_family(speed_op_seq(7)), DataFamily::kSpeed);
-  // Both bits: a point-to-point message (the speed bit is then part of its number).
-  EXPECT_EQ(data_family(kPointToPointBit | kSpeedBit), DataFamily::kPointToPoint);
+  // Both bits: a weight relay's version (a point-to-point message number stays below 2^62).
+  EXPECT_EQ(data_family(kPointToPointBit | kSpeedBit), DataFamily::kWeights);
+  EXPECT_EQ(data_family(weights_op_seq(3)), DataFamily::kWeights);
+  EXPECT_EQ(weights_version(weights_op_seq(12345)), 12345u);
+  EXPECT_EQ(data_family(point_to_point_op_seq((uint64_t{1} << 62) - 1)), DataFamily::kPointToPoint);
   EXPECT_EQ(speed_generation(speed_op_seq(12345)), 12345u);
+  const WeightsRange r = read_weights_range(weights_range_step(4095, 77));
+  EXPECT_EQ(r.shard, 4095u);
+  EXPECT_EQ(r.range, 77u);
 }
 
 TEST(FrameViewsTest, ADataFrameNamesItsCommunicatorOpAndStep) {

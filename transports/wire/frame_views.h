@@ -14,17 +14,20 @@
 
 namespace plexus::transports::wire {
 
-// ---- kData: three families, told apart by op_seq's top two bits (data_family, the one
+// ---- kData: four families, told apart by op_seq's top two bits (data_family, the one
 // place that tests them).
 enum class DataFamily : uint8_t {
   kCollective,    // op_seq: the collective's number in its communicator; step: CollectiveStep
   kPointToPoint,  // op_seq: kPointToPointBit | the message's number for its rank pair
   kSpeed,         // op_seq: kSpeedBit | the speed change's generation; step: the message kind
+  kWeights,       // op_seq: both bits | a model's version; comm_id: the model's relay id
 };
 inline constexpr uint64_t kPointToPointBit = uint64_t{1} << 63;
 inline constexpr uint64_t kSpeedBit = uint64_t{1} << 62;
+inline constexpr uint64_t kWeightsBits = kPointToPointBit | kSpeedBit;
 
 inline DataFamily data_family(uint64_t op_seq) {
+  if ((op_seq & kWeightsBits) == kWeightsBits) return DataFamily::kWeights;
   if ((op_seq & kPointToPointBit) != 0) return DataFamily::kPointToPoint;
   if ((op_seq & kSpeedBit) != 0) return DataFamily::kSpeed;
   return DataFamily::kCollective;
@@ -93,6 +96,29 @@ inline PointToPointTag read_point_to_point(const DataFrameHeader& h) {
 // offset is a number (proposal, answer), or the one frame of a commit (speed_commit.h).
 inline uint64_t speed_op_seq(uint64_t generation) { return kSpeedBit | generation; }
 inline uint64_t speed_generation(uint64_t op_seq) { return op_seq & ~kSpeedBit; }
+
+// A weight relay's messages for one version of a model (daemon/engine/weight_relay.h): the
+// header (step kWeightsHeaderStep; its end a marker of chunk kWeightsEndChunk whose offset is
+// the header's size), then each shard in ranges of kWeightsRangeBytes, one message a range
+// (step: shard << kWeightsRangeBits | range; offsets within the range).
+inline constexpr uint32_t kWeightsHeaderStep = 0xffffffffu;
+inline constexpr uint32_t kWeightsEndChunk = 0xffffffffu;
+inline constexpr uint64_t kWeightsRangeBytes = 2u << 20;
+inline constexpr uint32_t kWeightsRangeBits = 20;  // 2 TiB a shard
+inline constexpr uint32_t kWeightsMaxShards =
+    (0xffffffffu >> kWeightsRangeBits);  // below the header's step
+inline uint64_t weights_op_seq(uint64_t version) { return kWeightsBits | version; }
+inline uint64_t weights_version(uint64_t op_seq) { return op_seq & ~kWeightsBits; }
+inline uint32_t weights_range_step(uint32_t shard, uint32_t range) {
+  return shard << kWeightsRangeBits | range;
+}
+struct WeightsRange {
+  uint32_t shard = 0;
+  uint32_t range = 0;
+};
+inline WeightsRange read_weights_range(uint32_t step) {
+  return {step >> kWeightsRangeBits, step & ((1u << kWeightsRangeBits) - 1)};
+}
 
 // ---- kHeartbeat and kAck: a reliable channel's own frames. comm_id is the sending
 // channel's incarnation (a random number per channel: a new one means the peer gave up the

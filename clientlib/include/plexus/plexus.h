@@ -229,6 +229,14 @@ plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_
                                     size_t count, uint64_t* pulled);
 /* The model's newest complete version on this node; 0 if it has none (or no such model). */
 plexus_result_t plexus_weights_latest(const char* model, uint64_t* version);
+/* Across nodes. On the publisher's node: a key for `model` (a unique id: its token and this
+ * node's daemon), to hand out of band as a unique id is. On any other node: the node's daemon
+ * subscribes to the key's model as `local_name` there: the publisher's daemon pushes it the
+ * newest version now and every version from then on, down a chain of the subscribed nodes
+ * (each link carries the bytes once), and local processes pull `local_name` as any model. A
+ * node that comes back subscribes again and is sent the newest version. */
+plexus_result_t plexus_weights_key(const char* model, plexus_unique_id_t* key);
+plexus_result_t plexus_weights_subscribe(const plexus_unique_id_t* key, const char* local_name);
 
 /* Size of one element of dtype in bytes, 0 for an unknown dtype. */
 size_t plexus_dtype_size(plexus_dtype_t dtype);

@@ -1,0 +1,361 @@
+#include "daemon/engine/weight_relay.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/frame_codec.h"
+#include "daemon/weights/weights_relay.capnp.h"
+#include "transports/wire/frame_views.h"
+
+namespace plexus::daemon {
+
+namespace wire = transports::wire;
+namespace relay = weights::relay;
+
+namespace {
+
+// A header names at most this many bytes of tensor names and nodes (4096 shards of 65536
+// tensors is the store's own bound; a header past this is a corrupt or hostile one).
+constexpr uint64_t kMaxHeaderBytes = 64u << 20;
+constexpr size_t kMaxChainNodes = 1u << 16;
+// Versions being received at once (each holds its buffers under the store's cap).
+constexpr size_t kMaxArrivals = 16;
+
+uint64_t shard_bytes(const weights::Shard& shard) {
+  uint64_t end = 0;
+  for (const weights::Shard::Tensor& t : shard.tensors) end = std::max(end, t.offset + t.bytes);
+  return end;
+}
+
+uint64_t range_count(uint64_t bytes) {
+  return (bytes + wire::kWeightsRangeBytes - 1) / wire::kWeightsRangeBytes;
+}
+
+}  // namespace
+
+uint64_t WeightRelay::Received::add(uint64_t start, uint64_t end) {
+  // Merge [start, end) into the spans; what it adds is counted.
+  auto it = spans.upper_bound(start);
+  if (it != spans.begin() && std::prev(it)->second >= start) --it;
+  uint64_t merged = 0;  // bytes of the spans the new one joins, already counted
+  while (it != spans.end() && it->first <= end) {
+    merged += it->second - it->first;
+    start = std::min(start, it->first);
+    end = std::max(end, it->second);
+    it = spans.erase(it);
+  }
+  spans.emplace(start, end);
+  const uint64_t added = (end - start) - merged;
+  bytes += added;
+  return added;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> WeightRelay::ranges_of(const weights::Version& v) {
+  std::vector<std::pair<uint32_t, uint64_t>> out;  // (shard, range) as one number; bytes
+  for (size_t s = 0; s < v.parts.size(); ++s) {
+    const uint64_t bytes = shard_bytes(*v.parts[s]);
+    for (uint64_t r = 0; r < range_count(bytes); ++r) {
+      const uint64_t start = r * wire::kWeightsRangeBytes;
+      out.emplace_back(wire::weights_range_step(static_cast<uint32_t>(s), static_cast<uint32_t>(r)),
+                       std::min(wire::kWeightsRangeBytes, bytes - start));
+    }
+  }
+  return out;
+}
+
+void WeightRelay::push(uint64_t relay_id, std::shared_ptr<const weights::Version> version,
+                       std::vector<NodeRef> chain) {
+  if (chain.empty()) return;
+  const size_t ranges = ranges_of(*version).size();
+  const uint64_t id = next_forward_++;
+  Forward& f = forwards_[id];
+  f.relay_id = relay_id;
+  f.version = std::move(version);
+  f.chain = std::move(chain);
+  f.have.assign(ranges, true);
+  start_forward(id, f);
+}
+
+void WeightRelay::start_forward(uint64_t id, Forward& f) {
+  while (f.next < f.chain.size()) {
+    const NodeRef& node = f.chain[f.next];
+    ++f.generation;
+    f.header_acked = false;
+    f.sent.assign(f.have.size(), false);
+    f.unacked = 0;
+    hooks_.reach(node);
+    capnp::MallocMessageBuilder message;
+    auto header = message.initRoot<relay::Header>();
+    header.setVersion(f.version->number);
+    auto shards = header.initShards(static_cast<unsigned>(f.version->parts.size()));
+    for (unsigned s = 0; s < shards.size(); ++s) {
+      const auto& tensors = f.version->parts[s]->tensors;
+      auto list = shards[s].initTensors(static_cast<unsigned>(tensors.size()));
+      for (unsigned t = 0; t < list.size(); ++t) {
+        list[t].setName(tensors[t].name);
+        list[t].setBytes(tensors[t].bytes);
+      }
+    }
+    auto next = header.initNext(static_cast<unsigned>(f.chain.size() - f.next - 1));
+    for (unsigned n = 0; n < next.size(); ++n) {
+      const NodeRef& after = f.chain[f.next + 1 + n];
+      next[n].setInstance(after.instance);
+      next[n].setName(after.name);
+      auto addresses = next[n].initAddresses(static_cast<unsigned>(after.addresses.size()));
+      for (unsigned a = 0; a < addresses.size(); ++a) addresses.set(a, after.addresses[a]);
+    }
+    auto words = std::make_shared<kj::Array<capnp::word>>(capnp::messageToFlatArray(message));
+    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(words->begin()),
+                                           words->size() * sizeof(capnp::word));
+    const uint64_t op_seq = wire::weights_op_seq(f.version->number);
+    const uint64_t generation = f.generation;
+    // The ranges go once the end marker is released (the next node has the whole header: a
+    // range before it could not be placed). Releases are cumulative, so the marker's comes
+    // after the header's own chunks'; with acknowledgements off it may come at once, from
+    // inside send_marker.
+    const bool sent =
+        links_.send_message(node.instance, f.relay_id, op_seq, wire::kWeightsHeaderStep, bytes,
+                            words, nullptr) &&
+        links_.send_marker(node.instance, f.relay_id, op_seq, wire::kWeightsHeaderStep,
+                           bytes.size(), wire::kWeightsEndChunk, [this, id, generation] {
+                             auto it = forwards_.find(id);
+                             if (it == forwards_.end() || it->second.generation != generation) {
+                               return;
+                             }
+                             it->second.header_acked = true;
+                             send_ranges(id, it->second);
+                           });
+    if (sent) return;
+    spdlog::warn("weights: no link to node {} for version {}: the chain goes on without it",
+                 node.name, f.version->number);
+    ++f.next;
+  }
+  forwards_.erase(id);  // the chain's end
+}
+
+void WeightRelay::send_ranges(uint64_t id, Forward& f) {
+  const NodeRef& node = f.chain[f.next];
+  const auto ranges = ranges_of(*f.version);
+  const uint64_t op_seq = wire::weights_op_seq(f.version->number);
+  const uint64_t generation = f.generation;
+  f.sending = true;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (!f.have[i] || f.sent[i]) continue;
+    const wire::WeightsRange r = wire::read_weights_range(ranges[i].first);
+    const auto& buffer = f.version->parts[r.shard]->buffer;
+    const std::span<const std::byte> data(buffer->data() + r.range * wire::kWeightsRangeBytes,
+                                          ranges[i].second);
+    f.sent[i] = true;
+    ++f.unacked;
+    if (!links_.send_message(node.instance, f.relay_id, op_seq, ranges[i].first, data, buffer,
+                             [this, id, generation] { forward_done(id, generation); })) {
+      f.sending = false;
+      return;  // the link is gone: peer_lost moves the chain on
+    }
+  }
+  f.sending = false;
+  spdlog::debug("weights: version {} ranges to node {} ({} unreleased)", f.version->number,
+                node.name, f.unacked);
+  forward_done(id, 0);  // nothing more to send now: finished if nothing is unacknowledged
+}
+
+void WeightRelay::forward_done(uint64_t id, uint64_t generation) {
+  auto it = forwards_.find(id);
+  if (it == forwards_.end()) return;
+  Forward& f = it->second;
+  if (generation != 0) {
+    if (generation != f.generation) return;
+    --f.unacked;
+  }
+  const bool all = std::all_of(f.sent.begin(), f.sent.end(), [](bool s) { return s; });
+  if (!f.sending && f.header_acked && all && f.unacked == 0) forwards_.erase(it);
+}
+
+void WeightRelay::peer_lost(uint64_t peer) {
+  std::vector<uint64_t> moved;
+  for (auto& [id, f] : forwards_) {
+    if (f.next < f.chain.size() && f.chain[f.next].instance == peer) moved.push_back(id);
+  }
+  for (uint64_t id : moved) {
+    auto it = forwards_.find(id);
+    if (it == forwards_.end()) continue;
+    spdlog::warn("weights: node {} lost while version {} went to it: on to the next in the chain",
+                 it->second.chain[it->second.next].name, it->second.version->number);
+    ++it->second.next;
+    start_forward(id, it->second);
+  }
+  // What a lost node was sending here comes again from the node before it, from the start.
+  std::erase_if(arrivals_, [peer](const auto& a) { return a.second.from == peer; });
+}
+
+bool WeightRelay::busy_with(uint64_t peer) const {
+  for (const auto& [id, f] : forwards_) {
+    if (f.next < f.chain.size() && f.chain[f.next].instance == peer) return true;
+  }
+  for (const auto& [key, a] : arrivals_) {
+    if (a.from == peer) return true;
+  }
+  return false;
+}
+
+std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
+                                  std::span<const std::byte> payload) {
+  const Key key{h.comm_id, wire::weights_version(h.op_seq)};
+  if (std::find(done_.begin(), done_.end(), key) != done_.end()) return {};  // have it
+  auto it = arrivals_.find(key);
+  if (it == arrivals_.end()) {
+    if (h.step != wire::kWeightsHeaderStep) return {};  // of a transfer given up: dropped
+    if (!memory_ || arrivals_.size() >= kMaxArrivals) {
+      spdlog::warn("weights: version {} from node {:016x} refused: {}", key.second, peer,
+                   memory_ ? "too many versions arriving at once" : "no store");
+      done_.push_back(key);
+      return {};
+    }
+    it = arrivals_.emplace(key, Arrival{}).first;
+  }
+  Arrival& in = it->second;
+  in.from = peer;
+  if (h.step == wire::kWeightsHeaderStep) return on_header(key, in, h, payload);
+  return on_range(key, in, h, payload);
+}
+
+std::string WeightRelay::on_header(const Key& key, Arrival& in, const wire::DataFrameHeader& h,
+                                   std::span<const std::byte> payload) {
+  if (in.version) return {};  // sent again by a node that took a lost one's place
+  if (h.chunk == wire::kWeightsEndChunk) {
+    if (h.offset == 0 || h.offset > kMaxHeaderBytes || h.offset % sizeof(capnp::word) != 0) {
+      return "a weights header of " + std::to_string(h.offset) + " bytes";
+    }
+    in.header_size = h.offset;
+  } else {
+    if (h.offset > kMaxHeaderBytes || payload.size() > kMaxHeaderBytes - h.offset) {
+      return "a weights header frame beyond " + std::to_string(kMaxHeaderBytes) + " bytes";
+    }
+    if (in.header.size() < h.offset + payload.size()) in.header.resize(h.offset + payload.size());
+    std::memcpy(in.header.data() + h.offset, payload.data(), payload.size());
+    in.header_bytes.add(h.offset, h.offset + payload.size());
+  }
+  if (in.header_size == 0 || in.header_bytes.bytes < in.header_size) return {};
+  if (in.header.size() != in.header_size) return "a weights header longer than its end says";
+  return take_header(key, in);
+}
+
+std::string WeightRelay::take_header(const Key& key, Arrival& in) {
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(in.header_size / sizeof(capnp::word));
+  std::memcpy(words.begin(), in.header.data(), in.header_size);
+  in.header = {};
+  auto version = std::make_shared<weights::Version>();
+  std::vector<NodeRef> chain;
+  try {
+    capnp::FlatArrayMessageReader reader(words, common::untrusted_reader_options());
+    auto header = reader.getRoot<relay::Header>();
+    if (header.getVersion() != key.second) return "a weights header for another version";
+    if (header.getShards().size() > weights::kMaxShards ||
+        header.getNext().size() > kMaxChainNodes) {
+      return "a weights header with too many shards or nodes";
+    }
+    version->number = key.second;
+    version->shards = header.getShards().size();
+    for (auto shard : header.getShards()) {
+      std::vector<weights::TensorSpec> specs;
+      if (shard.getTensors().size() > weights::kMaxTensorsPerShard) {
+        return "a weights header with too many tensors in a shard";
+      }
+      for (auto t : shard.getTensors()) {
+        if (t.getBytes() > weights::kMaxShardBytes ||
+            t.getName().size() > weights::kMaxTensorNameBytes) {
+          return "a weights header with a tensor too large or a name too long";
+        }
+        specs.push_back({.name = t.getName(), .bytes = t.getBytes()});
+      }
+      const weights::Layout layout = weights::lay_out(specs);
+      if (layout.bytes > weights::kMaxShardBytes) return "a weights header with a shard too large";
+      auto part = std::make_shared<weights::Shard>();
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const auto at = static_cast<uint32_t>(version->parts.size());
+        if (!version->index.emplace(specs[i].name, std::make_pair(at, static_cast<uint32_t>(i)))
+                 .second) {
+          return "a weights header naming tensor '" + specs[i].name + "' twice";
+        }
+        part->tensors.push_back({specs[i].name, layout.offsets[i], specs[i].bytes});
+        version->bytes += specs[i].bytes;
+      }
+      auto buffer = memory_->allocate(layout.bytes);
+      if (!buffer) {
+        spdlog::warn("weights: version {} from another node not kept here: {}", key.second,
+                     buffer.error());
+        done_.push_back(key);
+        arrivals_.erase(key);
+        return {};
+      }
+      part->buffer = buffer.take();
+      version->parts.push_back(std::move(part));
+    }
+    for (auto node : header.getNext()) {
+      NodeRef ref{.instance = node.getInstance(), .name = node.getName(), .addresses = {}};
+      for (auto a : node.getAddresses()) ref.addresses.push_back(a);
+      chain.push_back(std::move(ref));
+    }
+  } catch (const kj::Exception& e) {
+    return std::string("a malformed weights header: ") + e.getDescription().cStr();
+  }
+  in.version = version;
+  in.ranges.resize(ranges_of(*version).size());
+  spdlog::debug("weights: version {} header from {:016x}: {} range(s), {} node(s) after",
+                key.second, in.from, in.ranges.size(), chain.size());
+  if (!chain.empty()) {
+    const uint64_t id = next_forward_++;
+    Forward& f = forwards_[id];
+    f.relay_id = key.first;
+    f.version = version;
+    f.chain = std::move(chain);
+    f.have.assign(in.ranges.size(), false);
+    in.forward = id;
+    start_forward(id, f);
+  }
+  if (in.ranges.empty()) return on_range(key, in, {}, {});  // nothing to wait for
+  return {};
+}
+
+std::string WeightRelay::on_range(const Key& key, Arrival& in, const wire::DataFrameHeader& h,
+                                  std::span<const std::byte> payload) {
+  if (!in.version) return {};  // its header was refused: dropped
+  const auto ranges = ranges_of(*in.version);
+  if (!ranges.empty()) {
+    const wire::WeightsRange r = wire::read_weights_range(h.step);
+    auto at = std::find_if(ranges.begin(), ranges.end(),
+                           [&](const auto& x) { return x.first == h.step; });
+    if (at == ranges.end()) return "a weights frame for a range the version does not have";
+    const uint64_t length = at->second;
+    if (h.offset > length || payload.size() > length - h.offset) {
+      return "a weights frame beyond its range's " + std::to_string(length) + " bytes";
+    }
+    std::byte* to =
+        in.version->parts[r.shard]->buffer->data() + r.range * wire::kWeightsRangeBytes + h.offset;
+    std::memcpy(to, payload.data(), payload.size());
+    const size_t index = static_cast<size_t>(at - ranges.begin());
+    Received& got = in.ranges[index];
+    if (got.bytes == length) return {};  // whole already
+    got.add(h.offset, h.offset + payload.size());
+    if (got.bytes < length) return {};
+    ++in.ranges_whole;
+    if (auto f = forwards_.find(in.forward); f != forwards_.end()) {
+      f->second.have[index] = true;
+      if (f->second.header_acked) send_ranges(in.forward, f->second);
+    }
+    if (in.ranges_whole < in.ranges.size()) return {};
+  }
+  in.version->completed = weights::Clock::now();
+  std::shared_ptr<const weights::Version> whole = in.version;
+  done_.push_back(key);
+  if (done_.size() > kMaxArrivals * 4) done_.erase(done_.begin());
+  arrivals_.erase(key);
+  if (hooks_.arrived) hooks_.arrived(key.first, std::move(whole));
+  return {};
+}
+
+}  // namespace plexus::daemon

@@ -1,0 +1,143 @@
+// The weight store across nodes (plexusd processes on loopback): a model's key made on the
+// publisher's node, subscribers on two other nodes, versions pushed down the chain of them
+// and pulled there exact, a late joiner sent the newest version at once.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plexus/plexus.h"
+#include "tests/integration/command_output.h"
+#include "tests/integration/loopback_nodes.h"
+#include "tests/integration/rank_processes.h"
+
+namespace plexus::test {
+namespace {
+
+std::string last_error() { return plexus_get_last_error(); }
+
+// Polls for up to 60 s.
+bool eventually(const std::function<bool()>& check) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    if (check()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+void touch(const std::string& path) {
+  std::ofstream(path + ".tmp") << "1";
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+// Version v's tensors: 5 MiB (three 2 MiB ranges) and 100 bytes, every byte from v and its
+// position.
+struct Weights {
+  std::vector<uint8_t> big = std::vector<uint8_t>(5 << 20);
+  std::vector<uint8_t> small = std::vector<uint8_t>(100);
+  void fill(uint64_t v) {
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 31 + v);
+    for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<uint8_t>(i + v * 7);
+  }
+  std::vector<plexus_weight_tensor_t> table() {
+    return {{"layers.0.weight", big.data(), big.size()},
+            {"layers.0.bias", small.data(), small.size()}};
+  }
+};
+
+std::string exact(Weights& got, uint64_t v) {
+  Weights want;
+  want.fill(v);
+  if (got.big != want.big) return "layers.0.weight is not version " + std::to_string(v) + "'s";
+  if (got.small != want.small) return "layers.0.bias is not version " + std::to_string(v) + "'s";
+  return "";
+}
+
+// Pulls the newest version of `model` newer than `after`: "" when it is `want`, exact.
+std::string pull_exact(const std::string& model, uint64_t after, uint64_t want) {
+  Weights got;
+  auto table = got.table();
+  uint64_t version = 0;
+  if (plexus_weights_pull(model.c_str(), 0, after, 60000, table.data(), table.size(), &version) !=
+      PLEXUS_SUCCESS) {
+    return "pull newer than " + std::to_string(after) + ": " + last_error();
+  }
+  if (version != want)
+    return "pulled version " + std::to_string(version) + ", not " + std::to_string(want);
+  return exact(got, version);
+}
+
+TEST(WeightsRelayTest, VersionsGoDownTheChainOfSubscribedNodesExactAndALateJoinerGetsTheNewest) {
+  auto nodes = start_nodes(3);
+  const std::vector<std::string> sockets = sockets_for(nodes, {0, 1, 2});
+  const std::string dir = ::testing::TempDir() + "/weights-relay-" + std::to_string(::getpid());
+  const std::string key_file = dir + "-key";
+  const std::string model = "policy";
+  for (const char* f : {"-key", "-b1", "-p2", "-c2"}) std::remove((dir + f).c_str());
+  auto results = run_ranks_across(
+      sockets,
+      [&](int rank, int, const plexus_unique_id_t&) -> std::string {
+        if (rank == 0) {  // the trainer's node
+          plexus_unique_id_t key;
+          if (plexus_weights_key(model.c_str(), &key) != PLEXUS_SUCCESS)
+            return "key: " + last_error();
+          std::ofstream(key_file + ".tmp", std::ios::binary)
+              .write(reinterpret_cast<const char*>(&key), sizeof key);
+          std::rename((key_file + ".tmp").c_str(), key_file.c_str());
+          Weights w;
+          for (uint64_t v = 1; v <= 3; ++v) {
+            if (v == 2 && !eventually([&] { return exists(dir + "-b1"); })) return "b never had 1";
+            if (v == 3 && !eventually([&] { return exists(dir + "-c2"); })) return "c never had 2";
+            w.fill(v);
+            auto table = w.table();
+            if (plexus_weights_publish(model.c_str(), v, table.data(), table.size()) !=
+                PLEXUS_SUCCESS) {
+              return "publish " + std::to_string(v) + ": " + last_error();
+            }
+            if (v == 2) touch(dir + "-p2");
+          }
+          return "";
+        }
+        if (!eventually([&] { return exists(key_file); })) return "no key";
+        plexus_unique_id_t key;
+        std::ifstream(key_file, std::ios::binary).read(reinterpret_cast<char*>(&key), sizeof key);
+        if (rank == 1) {  // subscribed from the start: versions 1, 2 and 3 come down the chain
+          if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
+            return "subscribe: " + last_error();
+          }
+          if (std::string e = pull_exact(model, 0, 1); !e.empty()) return e;
+          touch(dir + "-b1");
+          if (std::string e = pull_exact(model, 1, 2); !e.empty()) return e;
+          return pull_exact(model, 2, 3);
+        }
+        // Rank 2 joins late: version 2 is sent to it at once, version 3 down the chain.
+        if (!eventually([&] { return exists(dir + "-p2"); })) return "2 never published";
+        if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
+          return "subscribe: " + last_error();
+        }
+        if (std::string e = pull_exact(model, 0, 2); !e.empty()) return e;
+        touch(dir + "-c2");
+        return pull_exact(model, 2, 3);
+      },
+      std::chrono::seconds(120));
+  for (const char* f : {"-key", "-b1", "-p2", "-c2"}) std::remove((dir + f).c_str());
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+  // The publisher's node sent version 3 once, to b, which passed it on to c.
+  const CommandOutput models =
+      run_command({PLEXUSCTL_PATH, "--socket", nodes[2]->socket_path(), "models"});
+  EXPECT_THAT(models.out, ::testing::HasSubstr("policy"));
+}
+
+}  // namespace
+}  // namespace plexus::test
