@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -125,6 +126,30 @@ std::optional<uint64_t> latest(const std::string& name) {
   return version;
 }
 
+py::bytes key(const std::string& name) {
+  plexus_unique_id_t id;
+  if (plexus_result_t result = plexus_weights_key(name.c_str(), &id); result != PLEXUS_SUCCESS) {
+    raise(result);
+  }
+  return py::bytes(reinterpret_cast<const char*>(&id), sizeof id);
+}
+
+void subscribe(const std::string& key, const std::string& name) {
+  plexus_unique_id_t id;
+  if (key.size() != sizeof id) {
+    throw std::invalid_argument("weights.subscribe: a key is " + std::to_string(sizeof id) +
+                                " bytes (what weights.key returned), not " +
+                                std::to_string(key.size()));
+  }
+  std::memcpy(&id, key.data(), sizeof id);
+  plexus_result_t result;
+  {
+    py::gil_scoped_release release;
+    result = plexus_weights_subscribe(&id, name.c_str());
+  }
+  if (result != PLEXUS_SUCCESS) raise(result);
+}
+
 }  // namespace
 
 void register_weights(py::module_& m) {
@@ -148,6 +173,13 @@ void register_weights(py::module_& m) {
         "no limit), then raises TimeoutError.");
   w.def("latest", &latest, py::arg("name"),
         "The newest complete version of model `name` on this node, or None.");
+  w.def("key", &key, py::arg("name"),
+        "On the publisher's node: a key (bytes) naming model `name` to other nodes, to hand "
+        "out of band as a unique id is.");
+  w.def("subscribe", &subscribe, py::arg("key"), py::arg("name"),
+        "On another node: this node's plexusd subscribes to the key's model as `name`; the "
+        "publisher's daemon pushes it the newest version now and every version from then on "
+        "(pull `name` here as any model).");
   py::module_::import("sys").attr("modules")["plexus_torch.weights"] = w;
 }
 

@@ -78,6 +78,14 @@ def main():
     except ValueError as e:
         check("contiguous" in str(e), "a non-contiguous tensor was refused, named: %s" % e)
 
+    key = weights.key(name)
+    check(isinstance(key, bytes) and len(key) == 128, "a key is the 128 bytes of a unique id")
+    try:
+        weights.subscribe(key, name + "-replica")
+        check(False, "subscribing on the publisher's own node was refused")
+    except ValueError as e:
+        check("this node's own" in str(e), "subscribing on the publisher's own node was refused: %s" % e)
+
     wrong = make_model(seed=0).state_dict()
     wrong["0.weight"] = torch.zeros(3)
     try:
