@@ -1,11 +1,8 @@
 // The C API's communicators: unique ids (a random token and where the ranks meet), joining
 // one, leaving it, its size and this rank.
-#include <netinet/in.h>
-#include <sys/random.h>
 
 #include <capnp/serialize.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -17,7 +14,6 @@
 #include "clientlib/src/client_context.h"
 #include "clientlib/src/last_error.h"
 #include "clientlib/src/unique_id.h"
-#include "common/socket_address.h"
 #include "plexus/plexus.h"
 #include "shm/framing.h"
 

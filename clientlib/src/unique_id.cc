@@ -128,7 +128,8 @@ std::string read_unique_id(const plexus_unique_id_t& id, UniqueIdParts* out) {
   std::memcpy(&layout, id.internal, sizeof(layout));
   if (layout.magic != kUniqueIdMagic || layout.version != kUniqueIdVersion ||
       layout.address_count > kUniqueIdAddresses) {
-    return "the unique id was not made by plexus_get_unique_id of this libplexus version";
+    return "the id was not made by plexus_get_unique_id (or plexus_weights_key) of this "
+           "libplexus version";
   }
   std::memcpy(out->token, layout.token, sizeof(out->token));
   out->root_instance = layout.root_instance;

@@ -21,7 +21,7 @@ WeightService::Hooks ControlServer::weight_hooks() {
       .send_node =
           [this](uint64_t instance, const std::vector<std::string>& addresses,
                  capnp::MessageBuilder& message) {
-            comms_.nodes().send(instance, addresses, message);
+            return comms_.nodes().send(instance, addresses, message);
           },
       .instance_id = [this] { return comms_.nodes().instance_id(); }};
 }

@@ -454,12 +454,11 @@ void NodeJoins::on_peer_control(const transports::PeerIdentity& peer,
         on_formed(token, std::move(topology->formed), topology->cost);
         return;
       }
-      case nc::NodeMessage::WEIGHTS_SUBSCRIBE:
-        if (on_weights_subscribe) {
-          on_weights_subscribe(peer, message.getWeightsSubscribe().getRelayId(),
-                               message.getWeightsSubscribe().getHave());
-        }
+      case nc::NodeMessage::WEIGHTS_SUBSCRIBE: {
+        auto sub = message.getWeightsSubscribe();
+        if (on_weights_subscribe) on_weights_subscribe(peer, sub.getRelayId(), sub.getHave());
         return;
+      }
       case nc::NodeMessage::PROBE:
         return;
       case nc::NodeMessage::REVOKE: {

@@ -67,9 +67,11 @@ class NodeJoins {
   uint64_t instance_id() const { return instance_id_; }
   // Sends a node message to `instance` over a control connection (opened to one of
   // `addresses` if none is); nothing without --peer-listen.
-  void send(uint64_t instance, const std::vector<std::string>& addresses,
+  bool send(uint64_t instance, const std::vector<std::string>& addresses,
             capnp::MessageBuilder& message) {
-    if (peers_) peers_->send_control(instance, addresses, message);
+    if (!peers_) return false;
+    peers_->send_control(instance, addresses, message);
+    return true;
   }
   // Who hears a peer's weightsSubscribe (the weight service).
   std::function<void(const transports::PeerIdentity& peer, uint64_t relay_id, uint64_t have)>

@@ -48,8 +48,9 @@ class WeightService {
     std::function<std::shared_ptr<const Session>(uint64_t session_id)> session;
     // Runs `fn` on the engine thread (the relay between nodes lives there).
     std::function<void(std::function<void(Engine&)> fn)> engine;
-    // A node message to another daemon (NodeJoins::send); this daemon's instance id.
-    std::function<void(uint64_t instance, const std::vector<std::string>& addresses,
+    // A node message to another daemon (NodeJoins::send: false without --peer-listen); this
+    // daemon's instance id.
+    std::function<bool(uint64_t instance, const std::vector<std::string>& addresses,
                        capnp::MessageBuilder& message)>
         send_node;
     std::function<uint64_t()> instance_id;
@@ -123,6 +124,7 @@ class WeightService {
 
   struct Published {  // a model here that other nodes subscribe to
     std::string model;
+    uint32_t uid = 0;                               // who advertised it
     std::vector<WeightRelay::NodeRef> subscribers;  // the chain, in subscription order
   };
   struct Replica {  // a model here that another node's daemon pushes

@@ -37,14 +37,23 @@ void WeightService::advertise(const Session& session, uint32_t request_id,
   std::string why = check_model_name(model);
   if (why.empty() && relay_id == 0) why = "the key's token is not 16 bytes";
   if (why.empty()) why = store_.refuse_reader(model, session.creds().uid);
+  const uint32_t uid = session.creds().uid;
+  if (auto bound = published_.find(relay_id);
+      why.empty() && bound != published_.end() &&
+      (bound->second.model != model || bound->second.uid != uid)) {
+    why = "the key names model '" + bound->second.model + "' here already";
+  }
   if (why.empty() && published_.count(relay_id) == 0 && published_.size() >= weights::kMaxModels) {
     why = "this node advertises " + std::to_string(published_.size()) + " models already";
   }
   if (!why.empty()) {
-    hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT, why);
+    hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "the key of model '" + model + "': " + why);
     return;
   }
-  published_[relay_id].model = model;
+  Published& p = published_[relay_id];
+  p.model = model;
+  p.uid = uid;
   capnp::MallocMessageBuilder reply;
   daemon_reply(reply, request_id).setWeightsAdvertiseReply();
   hooks_.reply(session.id(), reply);
@@ -64,6 +73,11 @@ void WeightService::subscribe(const Session& session, uint32_t request_id,
     why = "the key is this node's own: pull the model by its name here";
   }
   if (why.empty()) why = store_.refuse_reader(model, uid);
+  if (auto bound = replicas_.find(relay_id);
+      why.empty() && bound != replicas_.end() &&
+      (bound->second.model != model || bound->second.uid != uid)) {
+    why = "the key is subscribed here as model '" + bound->second.model + "' already";
+  }
   if (why.empty() && replicas_.count(relay_id) == 0 && replicas_.size() >= weights::kMaxModels) {
     why = "this node holds " + std::to_string(replicas_.size()) + " replicas already";
   }
@@ -72,14 +86,20 @@ void WeightService::subscribe(const Session& session, uint32_t request_id,
                       "subscribing model '" + model + "': " + why);
     return;
   }
-  replicas_[relay_id] = Replica{.model = model, .uid = uid};
   std::vector<std::string> addresses;
   for (auto a : key.getRootAddresses()) addresses.push_back(a);
   capnp::MallocMessageBuilder message;
   auto sub = message.initRoot<node_control::NodeMessage>().initWeightsSubscribe();
   sub.setRelayId(relay_id);
   sub.setHave(store_.latest(model));
-  if (hooks_.send_node) hooks_.send_node(key.getRootInstance(), addresses, message);
+  if (!hooks_.send_node || !hooks_.send_node(key.getRootInstance(), addresses, message)) {
+    hooks_.send_error(session.id(), request_id, PLEXUS_ERR_INVALID_ARGUMENT,
+                      "subscribing model '" + model +
+                          "': this daemon serves no other nodes (plexusd --peer-listen)");
+    return;
+  }
+  replicas_[relay_id] = Replica{.model = model, .uid = uid};
+  if (hooks_.engine) hooks_.engine([relay_id](Engine& e) { e.weights().accept(relay_id); });
   capnp::MallocMessageBuilder reply;
   daemon_reply(reply, request_id).setWeightsSubscribeReply(store_.latest(model));
   hooks_.reply(session.id(), reply);

@@ -128,6 +128,7 @@ bool InternodeRunner::poll() {
     progress |= links_.poll(0);
     jobs_.update_shares(std::chrono::steady_clock::now());
   }
+  weights_.poll();
   if (!progress_.empty()) {
     run_progress();
     progress = true;

@@ -54,29 +54,42 @@ uint64_t WeightRelay::Received::add(uint64_t start, uint64_t end) {
   return added;
 }
 
-std::vector<std::pair<uint32_t, uint64_t>> WeightRelay::ranges_of(const weights::Version& v) {
-  std::vector<std::pair<uint32_t, uint64_t>> out;  // (shard, range) as one number; bytes
+WeightRelay::Ranges::Ranges(const weights::Version& v) {
   for (size_t s = 0; s < v.parts.size(); ++s) {
+    first.push_back(steps.size());
     const uint64_t bytes = shard_bytes(*v.parts[s]);
     for (uint64_t r = 0; r < range_count(bytes); ++r) {
       const uint64_t start = r * wire::kWeightsRangeBytes;
-      out.emplace_back(wire::weights_range_step(static_cast<uint32_t>(s), static_cast<uint32_t>(r)),
-                       std::min(wire::kWeightsRangeBytes, bytes - start));
+      steps.emplace_back(
+          wire::weights_range_step(static_cast<uint32_t>(s), static_cast<uint32_t>(r)),
+          std::min(wire::kWeightsRangeBytes, bytes - start));
     }
   }
-  return out;
+  first.push_back(steps.size());
+}
+
+int64_t WeightRelay::Ranges::index(uint32_t step) const {
+  const wire::WeightsRange r = wire::read_weights_range(step);
+  if (r.shard + 1 >= first.size()) return -1;
+  const size_t at = first[r.shard] + r.range;
+  return at < first[r.shard + 1] ? static_cast<int64_t>(at) : -1;
+}
+
+void WeightRelay::remember_done(const Key& key) {
+  done_.push_back(key);
+  if (done_.size() > kMaxArrivals * 4) done_.erase(done_.begin());
 }
 
 void WeightRelay::push(uint64_t relay_id, std::shared_ptr<const weights::Version> version,
                        std::vector<NodeRef> chain) {
   if (chain.empty()) return;
-  const size_t ranges = ranges_of(*version).size();
   const uint64_t id = next_forward_++;
   Forward& f = forwards_[id];
   f.relay_id = relay_id;
+  f.ranges = std::make_shared<const Ranges>(*version);
   f.version = std::move(version);
   f.chain = std::move(chain);
-  f.have.assign(ranges, true);
+  f.have.assign(f.ranges->steps.size(), true);
   start_forward(id, f);
 }
 
@@ -139,7 +152,7 @@ void WeightRelay::start_forward(uint64_t id, Forward& f) {
 
 void WeightRelay::send_ranges(uint64_t id, Forward& f) {
   const NodeRef& node = f.chain[f.next];
-  const auto ranges = ranges_of(*f.version);
+  const auto& ranges = f.ranges->steps;
   const uint64_t op_seq = wire::weights_op_seq(f.version->number);
   const uint64_t generation = f.generation;
   f.sending = true;
@@ -175,7 +188,15 @@ void WeightRelay::forward_done(uint64_t id, uint64_t generation) {
   if (!f.sending && f.header_acked && all && f.unacked == 0) forwards_.erase(it);
 }
 
-void WeightRelay::peer_lost(uint64_t peer) {
+void WeightRelay::poll() {
+  while (!lost_.empty()) {
+    const uint64_t peer = lost_.back();
+    lost_.pop_back();
+    move_past(peer);
+  }
+}
+
+void WeightRelay::move_past(uint64_t peer) {
   std::vector<uint64_t> moved;
   for (auto& [id, f] : forwards_) {
     if (f.next < f.chain.size() && f.chain[f.next].instance == peer) moved.push_back(id);
@@ -188,8 +209,16 @@ void WeightRelay::peer_lost(uint64_t peer) {
     ++it->second.next;
     start_forward(id, it->second);
   }
-  // What a lost node was sending here comes again from the node before it, from the start.
-  std::erase_if(arrivals_, [peer](const auto& a) { return a.second.from == peer; });
+  // What a lost node was sending here comes again from the node before it, from the start,
+  // and is passed on again from then: the forward it fed goes with it.
+  for (auto it = arrivals_.begin(); it != arrivals_.end();) {
+    if (it->second.from != peer) {
+      ++it;
+      continue;
+    }
+    forwards_.erase(it->second.forward);
+    it = arrivals_.erase(it);
+  }
 }
 
 bool WeightRelay::busy_with(uint64_t peer) const {
@@ -205,6 +234,7 @@ bool WeightRelay::busy_with(uint64_t peer) const {
 std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
                                   std::span<const std::byte> payload) {
   const Key key{h.comm_id, wire::weights_version(h.op_seq)};
+  if (accepted_.count(key.first) == 0) return {};  // no model here subscribes to it: dropped
   if (std::find(done_.begin(), done_.end(), key) != done_.end()) return {};  // have it
   auto it = arrivals_.find(key);
   if (it == arrivals_.end()) {
@@ -212,13 +242,13 @@ std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
     if (!memory_ || arrivals_.size() >= kMaxArrivals) {
       spdlog::warn("weights: version {} from node {:016x} refused: {}", key.second, peer,
                    memory_ ? "too many versions arriving at once" : "no store");
-      done_.push_back(key);
+      remember_done(key);
       return {};
     }
     it = arrivals_.emplace(key, Arrival{}).first;
   }
   Arrival& in = it->second;
-  in.from = peer;
+  if (h.step == wire::kWeightsHeaderStep) in.from = peer;  // a node that took a lost one's place
   if (h.step == wire::kWeightsHeaderStep) return on_header(key, in, h, payload);
   return on_range(key, in, h, payload);
 }
@@ -254,7 +284,7 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
     capnp::FlatArrayMessageReader reader(words, common::untrusted_reader_options());
     auto header = reader.getRoot<relay::Header>();
     if (header.getVersion() != key.second) return "a weights header for another version";
-    if (header.getShards().size() > weights::kMaxShards ||
+    if (header.getShards().size() > wire::kWeightsMaxShards ||
         header.getNext().size() > kMaxChainNodes) {
       return "a weights header with too many shards or nodes";
     }
@@ -288,7 +318,7 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
       if (!buffer) {
         spdlog::warn("weights: version {} from another node not kept here: {}", key.second,
                      buffer.error());
-        done_.push_back(key);
+        remember_done(key);
         arrivals_.erase(key);
         return {};
       }
@@ -304,7 +334,8 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
     return std::string("a malformed weights header: ") + e.getDescription().cStr();
   }
   in.version = version;
-  in.ranges.resize(ranges_of(*version).size());
+  in.table = std::make_shared<const Ranges>(*version);
+  in.ranges.resize(in.table->steps.size());
   spdlog::debug("weights: version {} header from {:016x}: {} range(s), {} node(s) after",
                 key.second, in.from, in.ranges.size(), chain.size());
   if (!chain.empty()) {
@@ -312,6 +343,7 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
     Forward& f = forwards_[id];
     f.relay_id = key.first;
     f.version = version;
+    f.ranges = in.table;
     f.chain = std::move(chain);
     f.have.assign(in.ranges.size(), false);
     in.forward = id;
@@ -324,20 +356,19 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
 std::string WeightRelay::on_range(const Key& key, Arrival& in, const wire::DataFrameHeader& h,
                                   std::span<const std::byte> payload) {
   if (!in.version) return {};  // its header was refused: dropped
-  const auto ranges = ranges_of(*in.version);
+  const auto& ranges = in.table->steps;
   if (!ranges.empty()) {
     const wire::WeightsRange r = wire::read_weights_range(h.step);
-    auto at = std::find_if(ranges.begin(), ranges.end(),
-                           [&](const auto& x) { return x.first == h.step; });
-    if (at == ranges.end()) return "a weights frame for a range the version does not have";
-    const uint64_t length = at->second;
+    const int64_t found = in.table->index(h.step);
+    if (found < 0) return "a weights frame for a range the version does not have";
+    const auto index = static_cast<size_t>(found);
+    const uint64_t length = ranges[index].second;
     if (h.offset > length || payload.size() > length - h.offset) {
       return "a weights frame beyond its range's " + std::to_string(length) + " bytes";
     }
     std::byte* to =
         in.version->parts[r.shard]->buffer->data() + r.range * wire::kWeightsRangeBytes + h.offset;
     std::memcpy(to, payload.data(), payload.size());
-    const size_t index = static_cast<size_t>(at - ranges.begin());
     Received& got = in.ranges[index];
     if (got.bytes == length) return {};  // whole already
     got.add(h.offset, h.offset + payload.size());
@@ -351,8 +382,7 @@ std::string WeightRelay::on_range(const Key& key, Arrival& in, const wire::DataF
   }
   in.version->completed = weights::Clock::now();
   std::shared_ptr<const weights::Version> whole = in.version;
-  done_.push_back(key);
-  if (done_.size() > kMaxArrivals * 4) done_.erase(done_.begin());
+  remember_done(key);
   arrivals_.erase(key);
   if (hooks_.arrived) hooks_.arrived(key.first, std::move(whole));
   return {};

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -50,13 +51,28 @@ class WeightRelay {
   // A frame of the weights family from `peer`: "" or why it is refused (the path fails).
   [[nodiscard]] std::string on_frame(uint64_t peer, const transports::wire::DataFrameHeader& h,
                                      std::span<const std::byte> payload);
-  // The link to `peer` is gone: chains that went to it go on to the node after it.
-  void peer_lost(uint64_t peer);
+  // The link to `peer` is gone: chains that went to it go on to the node after it. Taken in
+  // poll(), never inside a send (a send's flush can lose a link, and so call this).
+  void peer_lost(uint64_t peer) { lost_.push_back(peer); }
+  // From the engine loop: the links lost since.
+  void poll();
+  // Versions of relay `relay_id` are accepted from other nodes (a model here subscribes to
+  // it); frames of any other are dropped.
+  void accept(uint64_t relay_id) { accepted_.insert(relay_id); }
   // Whether a transfer to or from `peer` is under way (its link stays open while idle).
   bool busy_with(uint64_t peer) const;
 
  private:
   using Key = std::pair<uint64_t, uint64_t>;  // relay id, version
+  // A version's shards in ranges, flattened: each range's step and bytes, and where each
+  // shard's ranges begin (made once a version: a frame finds its range in O(1)).
+  struct Ranges {
+    std::vector<std::pair<uint32_t, uint64_t>> steps;
+    std::vector<size_t> first;  // by shard, and one past the last
+    explicit Ranges(const weights::Version& v);
+    // The index of the range `step` names, or -1 when the version has none such.
+    int64_t index(uint32_t step) const;
+  };
   // Bytes of one range received, as intervals: a range sent again (a chain repaired) or
   // chunked otherwise is counted once.
   struct Received {
@@ -67,6 +83,7 @@ class WeightRelay {
   struct Forward {
     uint64_t relay_id = 0;
     std::shared_ptr<const weights::Version> version;
+    std::shared_ptr<const Ranges> ranges;
     std::vector<NodeRef> chain;  // the nodes after this one, in order
     size_t next = 0;             // index in chain of the node sent to now
     bool header_acked = false;
@@ -82,13 +99,12 @@ class WeightRelay {
     uint64_t header_size = 0;  // 0 until its end marker came
     Received header_bytes;
     std::shared_ptr<weights::Version> version;  // made once the header is whole
+    std::shared_ptr<const Ranges> table;
     std::vector<Received> ranges;
     size_t ranges_whole = 0;
     uint64_t forward = 0;  // its Forward to the next node (0: this node ends the chain)
   };
 
-  // The ranges of a version's shards, flattened: (shard, range) -> index, and each's bytes.
-  static std::vector<std::pair<uint32_t, uint64_t>> ranges_of(const weights::Version& v);
   std::string on_header(const Key& key, Arrival& in, const transports::wire::DataFrameHeader& h,
                         std::span<const std::byte> payload);
   std::string take_header(const Key& key, Arrival& in);
@@ -102,6 +118,8 @@ class WeightRelay {
   // A range's release (`generation` 0: none, a look after sending): ends the forward once
   // every range is sent and released.
   void forward_done(uint64_t id, uint64_t generation);
+  // The link to `peer` is gone (poll): chains that went to it go on past it.
+  void move_past(uint64_t peer);
 
   NodeLinks& links_;
   Hooks hooks_;
@@ -110,6 +128,9 @@ class WeightRelay {
   std::map<uint64_t, Forward> forwards_;  // by a number of their own: a version may go two ways
   uint64_t next_forward_ = 1;
   std::vector<Key> done_;  // versions whole here lately: frames of them sent again are dropped
+  void remember_done(const Key& key);
+  std::vector<uint64_t> lost_;   // peers lost, for poll()
+  std::set<uint64_t> accepted_;  // relay ids subscribed to here
 };
 
 }  // namespace plexus::daemon

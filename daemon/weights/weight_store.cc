@@ -45,6 +45,9 @@ std::string WeightStore::check_publish(const std::string& model_name, const Mode
                                        uint64_t version, uint32_t shard, uint32_t shards,
                                        uint32_t uid) const {
   if (version == 0) return "version 0 is not a version: versions count from 1";
+  if (version >= kMaxVersion) {
+    return "versions are below 2^62 (the relay between nodes carries 62 bits)";
+  }
   if (shards == 0 || shards > kMaxShards || shard >= shards) {
     return "shard " + std::to_string(shard) + " of " + std::to_string(shards) +
            ": a version has 1 to " + std::to_string(kMaxShards) + " shards, numbered from 0";
@@ -199,7 +202,7 @@ bool WeightStore::adopt(const std::string& model_name, uint32_t uid,
     found->second.owner_uid = uid;
   }
   Model& model = found->second;
-  if (version->number <= model.newest) return false;
+  if (!owned_by(model_name, model, uid).empty() || version->number <= model.newest) return false;
   model.newest = version->number;
   model.complete[version->number] = std::move(version);
   ++model.publishes;

@@ -28,10 +28,13 @@ using Clock = std::chrono::steady_clock;
 inline constexpr size_t kMaxModelNameBytes = 256;
 inline constexpr size_t kMaxTensorNameBytes = 1024;
 inline constexpr size_t kMaxTensorsPerShard = 1 << 16;
-inline constexpr uint32_t kMaxShards = 4096;
-// A shard's buffer: 2 TiB, what the relay's range numbers reach (transports/wire/frame_views.h).
-inline constexpr uint64_t kMaxShardBytes = uint64_t{1} << 41;
+inline constexpr uint32_t kMaxShards =
+    4095;  // the relay's step has 12 bits, one value its header's
+// A shard's buffer: 512 GiB, what the relay's range numbers reach (transports/wire/frame_views.h).
+inline constexpr uint64_t kMaxShardBytes = uint64_t{1} << 39;
 inline constexpr size_t kMaxModels = 256;
+// Versions are numbered below this: the relay's frames carry 62 bits of it.
+inline constexpr uint64_t kMaxVersion = uint64_t{1} << 62;
 // Versions of one model being published at once (a trainer's steps overlap by one or two).
 inline constexpr size_t kMaxBuildingVersions = 4;
 
@@ -123,7 +126,8 @@ class WeightStore {
 
   // A whole version that came from another node (the relay filled its buffers) becomes
   // `model`'s newest, the model made (owned by `uid`) if it is new here; false when it is not
-  // newer than the model's newest (it came late, or twice).
+  // newer than the model's newest (it came late, or twice), the model is another user's, or
+  // the store holds kMaxModels models.
   bool adopt(const std::string& model, uint32_t uid, std::shared_ptr<const Version> version);
 
   // The newest complete version of `model` (0: none), or `number` if it is complete and kept.

@@ -133,7 +133,7 @@ TEST(WeightsRelayTest, VersionsGoDownTheChainOfSubscribedNodesExactAndALateJoine
       std::chrono::seconds(120));
   for (const char* f : {"-key", "-b1", "-p2", "-c2"}) std::remove((dir + f).c_str());
   EXPECT_EQ(failures(results), "") << logs(nodes);
-  // The publisher's node sent version 3 once, to b, which passed it on to c.
+  // Node c holds the model its subscription named.
   const CommandOutput models =
       run_command({PLEXUSCTL_PATH, "--socket", nodes[2]->socket_path(), "models"});
   EXPECT_THAT(models.out, ::testing::HasSubstr("policy"));
