@@ -1,8 +1,8 @@
 // The weight relay between nodes: a version goes from the publisher's daemon down a chain of
 // the subscribed nodes' daemons over the data links (one more data family: frame_views.h).
-// Each daemon writes what arrives into buffers of the store's memory and passes each 2 MiB
-// range on to the next as soon as it has it whole, so every link carries the bytes once and
-// the whole takes about W/B plus a range per hop. A version whole here goes to the control
+// Each daemon writes what arrives into buffers of the store's memory and passes each range
+// (512 KiB) on to the next as soon as it has it whole, so every link carries the bytes once
+// and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not yet). A version whole here goes to the control
 // thread's store (Hooks::arrived). A next hop lost is skipped: the chain goes on to the one
 // after it, from this daemon's own copy.
 //
