@@ -2,9 +2,9 @@
 // the subscribed nodes' daemons over the data links (one more data family: frame_views.h).
 // Each daemon writes what arrives into buffers of the store's memory and passes each range
 // (512 KiB) on to the next as soon as it has it whole, so every link carries the bytes once
-// and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not yet). A version whole here goes to the control
-// thread's store (Hooks::arrived). A next hop lost is skipped: the chain goes on to the one
-// after it, from this daemon's own copy.
+// and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not yet). A version
+// whole here goes to the control thread's store (Hooks::arrived). A next hop lost is skipped: the
+// chain goes on to the one after it, from this daemon's own copy.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once
