@@ -9,7 +9,7 @@ set -uo pipefail
 repo=$1
 build=$2
 cluster=$repo/tools/cluster/plexus-cluster.sh
-node_bin=$build/tools/bench/weights_node
+node_bin=$build/tests/weights_node
 
 # shellcheck source=require_netns.sh
 . "$(dirname "$0")/require_netns.sh"

@@ -73,10 +73,14 @@ expect_client_failure() {  # what since bound reasons
   echo "ok $1 under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
 }
 
-# A cable pull under load: the sender's path fails at once, naming the port's error event.
+# A cable pull under load: the sender's path fails at once, naming the port's error event, its
+# flushed work requests, or the peer's end closing first (the peer's queue pair fails too, and
+# which side reports first is the scheduler's in VMs emulated on a loaded host: CI's sanitizer
+# leg saw the peer's close).
 start_stream 7402
 "$vm" cable --name "$tag" --node 0 --nic 0 down
-expect_client_failure "its cable was pulled" "$SECONDS" 20 "work completion failed|port went down"
+expect_client_failure "its cable was pulled" "$SECONDS" 20 \
+  "work completion failed|port went down|the peer closed the path's connection"
 wait "$server" || true
 "$vm" cable --name "$tag" --node 0 --nic 0 up
 # The next setup needs the port back: wait for it to be active again (at most 30 s).

@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/../cluster/plexus-cluster.sh
-bin=$build/tools/bench/weights_node
+bin=$build/tests/weights_node
 mbit=${rate%mbit}
 printf "%5s %12s %7s %16s %8s %6s %16s\n" nodes bytes version publish_to_all_s bound_s ratio \
   trainer_stall_ms
