@@ -151,6 +151,8 @@ class NodeJoins {
   // Node `instance` is gone: rendezvous here with it in, or waiting for it, fail; and this
   // node's joins that wait for it as their root, with `why`.
   void drop_from_rendezvous(uint64_t instance);
+  // Rendezvous that failed: logged, and each node to tell is told.
+  void report_failures(const std::vector<NodeRendezvous::Failure>& failures);
   void drop_root(uint64_t instance, const std::string& why);
   // The communicator `token` here (`finished_too`: also one whose ranks here all left).
   std::shared_ptr<const Comm> find_comm(const CommToken& token, bool finished_too = false) const;

@@ -6,14 +6,7 @@ set -euo pipefail
 plexusd=$1 pydir=$2
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
-if ! "$python" -c "import torch" 2>/dev/null; then
-  echo "SKIP: $python has no torch (apt-get install python3-torch; tools/install-deps.sh does)"
-  exit 77
-fi
-if ! ls "$pydir"/plexus_torch*.so >/dev/null 2>&1; then
-  echo "SKIP: plexus_torch was not built in $pydir (libtorch-dev, python3-dev and pybind11-dev are needed)"
-  exit 77
-fi
+source "$here/../lib/require_torch.sh"
 source "$here/../lib/private_plexusd.sh"
 start_private_plexusd "$plexusd" plexus-weights-test
 export PYTHONPATH=$pydir
