@@ -3,15 +3,18 @@
 # docs/architecture.md) in namespace clusters under a load of checked 8 MiB
 # allreduces (every op's result compared element by element; plexus-bench exits non-zero on
 # a wrong one), tc tbf with a 16 KiB bucket so that every byte pays its wire time:
-# 1. 4 nodes x 1 NIC at 400 Mbit/s. Node n3 shaped to 200 Mbit/s mid-run: a schedule
-#    event on n0 names n3 slow and later ops run the offload schedule; then to 100 Mbit/s:
+# 1. 4 nodes x 1 NIC at 200 Mbit/s. Node n3 shaped to 100 Mbit/s mid-run: a schedule
+#    event on n0 names n3 slow and later ops run the offload schedule; then to 50 Mbit/s:
 #    another event names n3 slower still; then every NIC unshaped. Every op exact.
-# 2. 4 nodes x 2 NICs at 200 Mbit/s each. Node n3's nic1 down mid-run (its traffic fails
+# 2. 4 nodes x 2 NICs at 100 Mbit/s each. Node n3's nic1 down mid-run (its traffic fails
 #    over to nic0: x = 1/2): an event names n3 slow and offload follows; then nic1 up
 #    again and every NIC unshaped. Every op exact.
 # The events must name every other node alike (speed 1.00: none reads far from the median)
 # and n3 near its true speed (measures, so the bounds are +-0.2; docs/BENCHMARKS.md has the
 # figures).
+# The rates are low enough that a healthy node's CPU keeps its NICs busy on a slow 2-core
+# host: speeds are of the median node, and where the median node is CPU-bound (one CI host
+# read 33 of its 50 MB/s at 400 Mbit/s) a node shaped to half its NIC is not half as fast.
 # Exit 77 (ctest SKIP) with the reason where namespaces cannot be created.
 set -uo pipefail
 repo=$1
@@ -113,10 +116,10 @@ finish_load() {
   grep -E "^ +8388608" "$dir/load0.log" || fail "no result row on node 0"
 }
 
-echo "== part 1: 4 nodes x 1 NIC at 400 Mbit/s; n3 to 200, then 100 Mbit/s"
+echo "== part 1: 4 nodes x 1 NIC at 200 Mbit/s; n3 to 100, then 50 Mbit/s"
 name=slownode$$
 dir=/tmp/plexus-cluster-$name
-"$cluster" up --name "$name" --nodes 4 --nics 1 --rate 400mbit --burst 16kb --daemons "$build" ||
+"$cluster" up --name "$name" --nodes 4 --nics 1 --rate 200mbit --burst 16kb --daemons "$build" ||
   fail "cluster up"
 start_load 60
 sleep 3
@@ -124,32 +127,32 @@ sleep 3
 algo=$(last_algorithm)
 echo "alike: ops run by ${algo:-?}"
 [ "$algo" != offload ] || fail "offload with every node alike"
-"$cluster" shape --name "$name" --node 3 --nic 0 --rate 200mbit || fail "shape"
+"$cluster" shape --name "$name" --node 3 --nic 0 --rate 100mbit || fail "shape"
 shaped=$SECONDS
 event=$(wait_event 0 20 n3 0.3 0.7) ||
-  fail "no schedule event naming n3 slow within 20 s of shaping it to 200 Mbit/s"
+  fail "no schedule event naming n3 slow within 20 s of shaping it to 100 Mbit/s"
 first=$(grep -o '"speed":[0-9.]*' <<< "$event" | cut -d: -f2)
 echo "n3 named slow (speed $first) $((SECONDS - shaped)) s after the shaping"
 sleep 2
 algo=$(last_algorithm)
 echo "n3 at 1/2: ops run by $algo"
 [ "$algo" = offload ] || fail "ops after the change run by $algo, not offload"
-"$cluster" shape --name "$name" --node 3 --nic 0 --rate 100mbit || fail "shape"
+"$cluster" shape --name "$name" --node 3 --nic 0 --rate 50mbit || fail "shape"
 shaped=$SECONDS
 wait_event "$(schedule_events | grep -c .)" 20 n3 0.05 "$(awk -v s="$first" 'BEGIN { print (s - 0.05 < 0.45 ? s - 0.05 : 0.45) }')" > /dev/null ||
-  fail "no schedule event naming n3 slower than $first within 20 s of shaping it to 100 Mbit/s"
+  fail "no schedule event naming n3 slower than $first within 20 s of shaping it to 50 Mbit/s"
 echo "n3 named slower again $((SECONDS - shaped)) s after the shaping"
 # The rest of the load (sized for the slowest case of the waits above) needs no shaper:
-# unshaped it takes seconds where 100 Mbit/s took a minute, and every op must stay exact
+# unshaped it takes seconds where 50 Mbit/s took minutes, and every op must stay exact
 # as the links change speed under it.
 unshape 1
 finish_load
 cleanup
 
-echo "== part 2: 4 nodes x 2 NICs at 200 Mbit/s; n3's nic1 down"
+echo "== part 2: 4 nodes x 2 NICs at 100 Mbit/s; n3's nic1 down"
 name=slownic$$
 dir=/tmp/plexus-cluster-$name
-"$cluster" up --name "$name" --nodes 4 --nics 2 --rate 200mbit --burst 16kb --daemons "$build" ||
+"$cluster" up --name "$name" --nodes 4 --nics 2 --rate 100mbit --burst 16kb --daemons "$build" ||
   fail "cluster up"
 start_load 60
 sleep 3
