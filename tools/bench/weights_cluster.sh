@@ -3,19 +3,24 @@
 # fresh cluster, one rollout a subscribed node waiting for each version, node 0 publishing
 # versions 1 and 2; the time from a publish to the last node's pull of it whole, against W/B
 # (the bytes once over one link at the shaped rate). Version 1 finds no link between the
-# nodes (each hop opens its own as the version reaches it); version 2 finds them open. One
-# line per version:
-#   nodes bytes version publish_to_all_s bound_s ratio trainer_stall_ms
+# nodes (each hop opens its own as the version reaches it); version 2 finds them open.
+# Beside it in the same cluster (its daemons restarted: their stores let go), one rank per
+# node, torch.distributed.broadcast of one tensor of the same bytes from node 0's rank
+# (tools/bench/torch_broadcast_bench.py), twice, with gloo over nic0 and with plexus: from
+# rank 0's start to the last rank's return; the trainer's stall is rank 0's own wait. One
+# line per version or broadcast:
+#   nodes bytes what round to_all_s bound_s ratio trainer_stall_ms
 # usage: tools/bench/weights_cluster.sh BUILD_DIR [--nodes "2 4 8"] [--sizes "256 1024"] (MiB)
-#        [--rate 400mbit]   (needs root: ip netns, tc)
+#        [--rate 400mbit] [--no-torch]   (needs root: ip netns, tc; torch: /usr/bin/python3's)
 set -euo pipefail
 build=$1; shift
-nodes_list="2 4 8" sizes="256 1024" rate=400mbit
+nodes_list="2 4 8" sizes="256 1024" rate=400mbit torch=1
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) nodes_list=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --no-torch) torch=0; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
@@ -23,7 +28,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/../cluster/plexus-cluster.sh
 bin=$build/tests/weights_node
 mbit=${rate%mbit}
-printf "%5s %12s %7s %16s %8s %6s %16s\n" nodes bytes version publish_to_all_s bound_s ratio \
+if [ "$torch" = 1 ] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "# no torch in /usr/bin/python3 (python3-torch): the broadcasts are left out"
+  torch=0
+fi
+if [ "$torch" = 1 ] && ! ls "$build"/python/plexus_torch*.so > /dev/null 2>&1; then
+  echo "# plexus_torch was not built in $build/python: the broadcasts are left out"
+  torch=0
+fi
+row() {  # nodes bytes what round seconds stall_ms
+  awk -v n="$1" -v b="$2" -v w="$3" -v r="$4" -v t="$5" -v st="$6" -v m="$mbit" 'BEGIN {
+    bound = b * 8 / (m * 1e6)
+    printf "%5d %12d %13s %5d %8.2f %8.2f %6.2f %16.1f\n", n, b, w, r, t, bound, t / bound, st }'
+}
+printf "%5s %12s %13s %5s %8s %8s %6s %16s\n" nodes bytes what round to_all_s bound_s ratio \
   trainer_stall_ms
 for n in $nodes_list; do
   for mib in $sizes; do
@@ -53,10 +71,34 @@ for n in $nodes_list; do
       start=$(awk '{print $NF}' "$dir/publish.out")
       stall=$(awk '{print $4}' "$dir/publish.out")
       last=$(awk '{print $NF}' "$dir"/pull*.out | sort -n | tail -1)
-      awk -v n="$n" -v b="$bytes" -v v="$v" -v s="$start" -v l="$last" -v m="$mbit" -v st="$stall" 'BEGIN {
-        t = (l - s) / 1000; bound = b * 8 / (m * 1e6)
-        printf "%5d %12d %7d %16.2f %8.2f %6.2f %16.1f\n", n, b, v, t, bound, t / bound, st }'
+      row "$n" "$bytes" relay "$v" "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" \
+        "$stall"
     done
+    if [ "$torch" = 1 ]; then
+      "$cluster" daemons --name "$tag" --daemons "$build" > /dev/null
+      for backend in gloo plexus; do
+        pids=()
+        for ((i = 0; i < n; i++)); do
+          "$cluster" run --name "$tag" --node "$i" -- env PLEXUS_AUTOSTART=0 \
+            PLEXUS_POOL_SIZE=$pool GLOO_SOCKET_IFNAME=nic0 PYTHONPATH="$build/python" \
+            timeout 900 /usr/bin/python3 -W ignore "$here/torch_broadcast_bench.py" \
+            --backend "$backend" --rank "$i" --world "$n" --store "$dir/store-$backend" \
+            --bytes "$bytes" > "$dir/bcast-$backend$i.out" 2> "$dir/bcast-$backend$i.err" &
+          pids+=($!)
+        done
+        for i in "${!pids[@]}"; do
+          wait "${pids[$i]}" ||
+            { echo "broadcast ($backend) failed on node $i:"; tail -5 "$dir/bcast-$backend$i.err"; exit 1; }
+        done
+        for round in 1 2; do
+          start=$(awk -v r="$round" '$1 == r { print $2 }' "$dir/bcast-${backend}0.out")
+          stall=$(awk -v r="$round" '$1 == r { print $3 - $2 }' "$dir/bcast-${backend}0.out")
+          last=$(awk -v r="$round" '$1 == r { print $3 }' "$dir"/bcast-"$backend"*.out | sort -n | tail -1)
+          row "$n" "$bytes" "$backend-bcast" "$round" \
+            "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" "$stall"
+        done
+      done
+    fi
     "$cluster" down --name "$tag" >/dev/null
     trap - EXIT
   done
