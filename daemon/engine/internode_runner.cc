@@ -482,7 +482,9 @@ void InternodeRunner::resume_held() {
 
 transports::Placement InternodeRunner::place_peer_frame(uint64_t peer,
                                                         const wire::DataFrameHeader& h) {
-  if (wire::data_family(h.op_seq) == wire::DataFamily::kPointToPoint) return {};
+  const wire::DataFamily family = wire::data_family(h.op_seq);
+  if (family == wire::DataFamily::kWeights) return weights_.place(peer, h);
+  if (family == wire::DataFamily::kPointToPoint) return {};
   auto it = comm_by_id_.find(h.comm_id);
   if (it == comm_by_id_.end() || it->second->broken()) return {};
   Comm& comm = *it->second;
@@ -495,6 +497,7 @@ transports::Placement InternodeRunner::place_peer_frame(uint64_t peer,
 }
 
 std::string InternodeRunner::on_peer_frame_placed(uint64_t peer, const wire::DataFrameHeader& h) {
+  if (wire::data_family(h.op_seq) == wire::DataFamily::kWeights) return weights_.on_placed(peer, h);
   auto it = comm_by_id_.find(h.comm_id);
   // The op it was placed for failed meanwhile: the bytes went to scratch nobody reads.
   if (it == comm_by_id_.end() || it->second->broken()) return {};

@@ -349,43 +349,91 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
     in.forward = id;
     start_forward(id, f);
   }
-  if (in.ranges.empty()) return on_range(key, in, {}, {});  // nothing to wait for
+  if (in.ranges.empty()) range_in(key, in, 0, 0, 0);  // nothing to wait for
   return {};
+}
+
+common::Result<WeightRelay::Spot> WeightRelay::locate(const Arrival& in,
+                                                      const wire::DataFrameHeader& h,
+                                                      uint64_t bytes) {
+  const int64_t found = in.table->index(h.step);
+  if (found < 0) return common::fail("a weights frame for a range the version does not have");
+  const auto index = static_cast<size_t>(found);
+  const uint64_t length = in.table->steps[index].second;
+  if (h.offset > length || bytes > length - h.offset) {
+    return common::fail("a weights frame beyond its range's " + std::to_string(length) + " bytes");
+  }
+  const wire::WeightsRange r = wire::read_weights_range(h.step);
+  return Spot{index, in.version->parts[r.shard]->buffer->data() +
+                         r.range * wire::kWeightsRangeBytes + h.offset};
 }
 
 std::string WeightRelay::on_range(const Key& key, Arrival& in, const wire::DataFrameHeader& h,
                                   std::span<const std::byte> payload) {
-  if (!in.version) return {};  // its header was refused: dropped
-  const auto& ranges = in.table->steps;
-  if (!ranges.empty()) {
-    const wire::WeightsRange r = wire::read_weights_range(h.step);
-    const int64_t found = in.table->index(h.step);
-    if (found < 0) return "a weights frame for a range the version does not have";
-    const auto index = static_cast<size_t>(found);
-    const uint64_t length = ranges[index].second;
-    if (h.offset > length || payload.size() > length - h.offset) {
-      return "a weights frame beyond its range's " + std::to_string(length) + " bytes";
-    }
-    std::byte* to =
-        in.version->parts[r.shard]->buffer->data() + r.range * wire::kWeightsRangeBytes + h.offset;
-    std::memcpy(to, payload.data(), payload.size());
+  if (!in.version) return {};     // its header was refused: dropped
+  if (in.table->steps.empty()) {  // nothing to wait for
+    range_in(key, in, 0, 0, 0);
+    return {};
+  }
+  common::Result<Spot> spot = locate(in, h, payload.size());
+  if (!spot) return spot.error();
+  std::memcpy(spot->to, payload.data(), payload.size());
+  range_in(key, in, spot->index, h.offset, payload.size());
+  return {};
+}
+
+WeightRelay::Arrival* WeightRelay::arrival_of(const wire::DataFrameHeader& h) {
+  const Key key{h.comm_id, wire::weights_version(h.op_seq)};
+  if (h.step == wire::kWeightsHeaderStep || accepted_.count(key.first) == 0) return nullptr;
+  if (std::find(done_.begin(), done_.end(), key) != done_.end()) return nullptr;
+  auto it = arrivals_.find(key);
+  if (it == arrivals_.end() || !it->second.version || it->second.table->steps.empty()) {
+    return nullptr;
+  }
+  return &it->second;
+}
+
+transports::Placement WeightRelay::place(uint64_t, const wire::DataFrameHeader& h) {
+  Arrival* in = arrival_of(h);
+  if (in == nullptr) return {};
+  common::Result<Spot> spot = locate(*in, h, h.length);
+  // A range whole already is dropped by on_frame, and a bad frame refused there.
+  if (!spot || in->ranges[spot->index].bytes == in->table->steps[spot->index].second) return {};
+  const wire::WeightsRange r = wire::read_weights_range(h.step);
+  return {std::span<std::byte>(spot->to, h.length), in->version->parts[r.shard]->buffer};
+}
+
+std::string WeightRelay::on_placed(uint64_t, const wire::DataFrameHeader& h) {
+  // Its version may have been given up (its sender lost) or finished (by another copy of
+  // this frame) meanwhile: then the bytes went to a buffer nobody takes them from.
+  Arrival* in = arrival_of(h);
+  if (in == nullptr) return {};
+  common::Result<Spot> spot = locate(*in, h, h.length);
+  if (!spot) return spot.error();
+  range_in({h.comm_id, wire::weights_version(h.op_seq)}, *in, spot->index, h.offset, h.length);
+  return {};
+}
+
+void WeightRelay::range_in(const Key& key, Arrival& in, size_t index, uint64_t offset,
+                           uint64_t bytes) {
+  if (!in.table->steps.empty()) {
+    const uint64_t length = in.table->steps[index].second;
     Received& got = in.ranges[index];
-    if (got.bytes == length) return {};  // whole already
-    got.add(h.offset, h.offset + payload.size());
-    if (got.bytes < length) return {};
+    if (got.bytes == length) return;  // whole already
+    got.add(offset, offset + bytes);
+    if (got.bytes < length) return;
     ++in.ranges_whole;
     if (auto f = forwards_.find(in.forward); f != forwards_.end()) {
       f->second.have[index] = true;
       if (f->second.header_acked) send_ranges(in.forward, f->second);
     }
-    if (in.ranges_whole < in.ranges.size()) return {};
+    if (in.ranges_whole < in.ranges.size()) return;
   }
   in.version->completed = weights::Clock::now();
   std::shared_ptr<const weights::Version> whole = in.version;
   remember_done(key);
   arrivals_.erase(key);
   if (hooks_.arrived) hooks_.arrived(key.first, std::move(whole));
-  return {};
 }
 
 }  // namespace plexus::daemon

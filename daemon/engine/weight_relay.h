@@ -1,10 +1,11 @@
 // The weight relay between nodes: a version goes from the publisher's daemon down a chain of
 // the subscribed nodes' daemons over the data links (one more data family: frame_views.h).
-// Each daemon writes what arrives into buffers of the store's memory and passes each range
-// (512 KiB) on to the next as soon as it has it whole, so every link carries the bytes once
-// and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not yet). A version
-// whole here goes to the control thread's store (Hooks::arrived). A next hop lost is skipped: the
-// chain goes on to the one after it, from this daemon's own copy.
+// Each daemon has what arrives written into buffers of the store's memory (placed there by the
+// transport where it can, as collectives' frames are: no copy through the path's own buffer)
+// and passes each range (512 KiB) on to the next as soon as it has it whole, so every link carries
+// the bytes once and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not
+// yet). A version whole here goes to the control thread's store (Hooks::arrived). A next hop lost
+// is skipped: the chain goes on to the one after it, from this daemon's own copy.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once
@@ -19,9 +20,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.h"
 #include "daemon/links/node_links.h"
 #include "daemon/weights/weight_memory.h"
 #include "daemon/weights/weight_store.h"
+#include "transports/channel/frame_path.h"
 #include "transports/wire/data_frame.h"
 
 namespace plexus::daemon {
@@ -51,6 +54,13 @@ class WeightRelay {
   // A frame of the weights family from `peer`: "" or why it is refused (the path fails).
   [[nodiscard]] std::string on_frame(uint64_t peer, const transports::wire::DataFrameHeader& h,
                                      std::span<const std::byte> payload);
+  // A range frame's header is in: where in its version's buffer the transport may write the
+  // payload itself (the buffer kept alive till then), or nowhere: it comes through on_frame
+  // (a header, a version not begun or whole, a frame on_frame refuses). Its end: on_placed,
+  // "" or why it is refused. A frame of a link that is lost ends in neither, and a version
+  // whole before a copy sent again finished has those same bytes written into it.
+  transports::Placement place(uint64_t peer, const transports::wire::DataFrameHeader& h);
+  [[nodiscard]] std::string on_placed(uint64_t peer, const transports::wire::DataFrameHeader& h);
   // The link to `peer` is gone: chains that went to it go on to the node after it. Taken in
   // poll(), never inside a send (a send's flush can lose a link, and so call this).
   void peer_lost(uint64_t peer) { lost_.push_back(peer); }
@@ -110,6 +120,18 @@ class WeightRelay {
   std::string take_header(const Key& key, Arrival& in);
   std::string on_range(const Key& key, Arrival& in, const transports::wire::DataFrameHeader& h,
                        std::span<const std::byte> payload);
+  // Where `bytes` of range frame `h` go in `in`'s buffers, or why they cannot.
+  struct Spot {
+    size_t index = 0;  // in in.table->steps
+    std::byte* to = nullptr;
+  };
+  static common::Result<Spot> locate(const Arrival& in, const transports::wire::DataFrameHeader& h,
+                                     uint64_t bytes);
+  // [offset, offset + bytes) of range `index` is in `in`'s buffer: passed on once the range is
+  // whole, and the version handed over once every range is.
+  void range_in(const Key& key, Arrival& in, size_t index, uint64_t offset, uint64_t bytes);
+  // The arrival a frame of the weights family belongs to, or null (dropped).
+  Arrival* arrival_of(const transports::wire::DataFrameHeader& h);
   // Sends the header to chain[next] (and on past nodes it cannot reach); the forward ends
   // when the chain does.
   void start_forward(uint64_t id, Forward& f);

@@ -37,6 +37,8 @@ def main():
     # Allocated after the group: with plexus it lies in the pool (its allocator), as a
     # training script's tensors would, so the daemon reads and writes it in place.
     t = torch.empty(args.bytes, dtype=torch.uint8)
+    if args.backend == "plexus" and not plexus_torch.from_pool_allocator(t):
+        print(f"rank {args.rank}: the tensor is not in the pool (staged)", file=sys.stderr)
     step = max(1, args.bytes // 4096)
     for it in range(1, args.iters + 1):
         value = it % 251 + 1

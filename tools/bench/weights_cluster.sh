@@ -73,6 +73,10 @@ for n in $nodes_list; do
       last=$(awk '{print $NF}' "$dir"/pull*.out | sort -n | tail -1)
       row "$n" "$bytes" relay "$v" "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" \
         "$stall"
+      # When each node had it (down the chain: the nodes subscribe in turn, 1 first).
+      for ((i = 1; i < n; i++)); do awk -v s="$start" -v i="$i" '{ printf " n%d +%.2f", i, ($NF - s) / 1000 }' "$dir/pull$i.out"; done |
+        sed 's/^/#   whole at:/'
+      echo
     done
     if [ "$torch" = 1 ]; then
       "$cluster" daemons --name "$tag" --daemons "$build" > /dev/null
@@ -80,7 +84,7 @@ for n in $nodes_list; do
         pids=()
         for ((i = 0; i < n; i++)); do
           "$cluster" run --name "$tag" --node "$i" -- env PLEXUS_AUTOSTART=0 \
-            PLEXUS_POOL_SIZE=$pool GLOO_SOCKET_IFNAME=nic0 PYTHONPATH="$build/python" \
+            PLEXUS_POOL_SIZE=$((2 * bytes + (64 << 20))) GLOO_SOCKET_IFNAME=nic0 PYTHONPATH="$build/python" \
             timeout 900 /usr/bin/python3 -W ignore "$here/torch_broadcast_bench.py" \
             --backend "$backend" --rank "$i" --world "$n" --store "$dir/store-$backend" \
             --bytes "$bytes" > "$dir/bcast-$backend$i.out" 2> "$dir/bcast-$backend$i.err" &
