@@ -86,6 +86,8 @@ void WeightService::subscribe(const Session& session, uint32_t request_id,
                       "subscribing model '" + model + "': " + why);
     return;
   }
+  // Accepted before the publisher hears of it: its first frames find the engine ready.
+  if (hooks_.engine) hooks_.engine([relay_id](Engine& e) { e.weights().accept(relay_id); });
   std::vector<std::string> addresses;
   for (auto a : key.getRootAddresses()) addresses.push_back(a);
   capnp::MallocMessageBuilder message;
@@ -99,7 +101,6 @@ void WeightService::subscribe(const Session& session, uint32_t request_id,
     return;
   }
   replicas_[relay_id] = Replica{.model = model, .uid = uid};
-  if (hooks_.engine) hooks_.engine([relay_id](Engine& e) { e.weights().accept(relay_id); });
   capnp::MallocMessageBuilder reply;
   daemon_reply(reply, request_id).setWeightsSubscribeReply(store_.latest(model));
   hooks_.reply(session.id(), reply);

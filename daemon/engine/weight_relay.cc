@@ -185,7 +185,61 @@ void WeightRelay::forward_done(uint64_t id, uint64_t generation) {
     --f.unacked;
   }
   const bool all = std::all_of(f.sent.begin(), f.sent.end(), [](bool s) { return s; });
-  if (!f.sending && f.header_acked && all && f.unacked == 0) forwards_.erase(it);
+  if (f.sending || !f.header_acked || !all || f.unacked != 0) return;
+  if (f.next + 1 < f.chain.size()) {
+    if (finished_.size() >= kMaxFinished) finished_.erase(finished_.begin());
+    const auto past = f.chain.begin() + static_cast<std::ptrdiff_t>(f.next) + 1;
+    finished_.push_back({f.relay_id, f.version, f.chain[f.next].instance,
+                         std::vector<NodeRef>(past, f.chain.end())});
+  }
+  forwards_.erase(it);
+}
+
+void WeightRelay::refuse(uint64_t peer, const Key& key, const std::string& reason) {
+  auto text = std::make_shared<std::string>(reason.substr(0, wire::kWeightsMaxReasonBytes));
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text->data()),
+                                         text->size());
+  spdlog::warn("weights: version {} (relay {:016x}) not kept here: {}", key.second, key.first,
+               reason);
+  // A lost link passes this node over anyway (move_past on the sender).
+  (void)links_.send_message(peer, key.first, wire::weights_op_seq(key.second),
+                            wire::kWeightsRefusedStep, bytes, text, nullptr);
+}
+
+std::string WeightRelay::refused(uint64_t peer, const Key& key, std::span<const std::byte> reason) {
+  if (reason.size() > wire::kWeightsMaxReasonBytes) return "a weights refusal past its bound";
+  std::string why(reinterpret_cast<const char*>(reason.data()), reason.size());
+  for (char& c : why) {
+    if (c < 0x20 || c > 0x7e) c = '?';  // the peer's text, into this node's log
+  }
+  for (auto& [id, f] : forwards_) {
+    if (f.relay_id != key.first || f.version->number != key.second || f.next >= f.chain.size() ||
+        f.chain[f.next].instance != peer) {
+      continue;
+    }
+    spdlog::warn("weights: node {} will not keep version {} ({}): on to the next in the chain",
+                 f.chain[f.next].name, key.second, why);
+    ++f.next;
+    start_forward(id, f);  // may end it: nothing after this uses `f`
+    return {};
+  }
+  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
+    std::shared_ptr<const weights::Version> version = it->version.lock();
+    if (it->relay_id != key.first || it->to != peer || !version || version->number != key.second) {
+      continue;
+    }
+    spdlog::warn("weights: a node will not keep version {} ({}) after it was sent: on past it",
+                 key.second, why);
+    std::vector<NodeRef> after = std::move(it->after);
+    finished_.erase(std::next(it).base());
+    push(key.first, std::move(version), std::move(after));
+    return {};
+  }
+  spdlog::warn(
+      "weights: version {} refused by node {:016x}, which this node no longer sends it to or "
+      "no longer holds: the nodes after it get a later version",
+      key.second, peer);
+  return {};
 }
 
 void WeightRelay::poll() {
@@ -217,8 +271,15 @@ void WeightRelay::move_past(uint64_t peer) {
       continue;
     }
     forwards_.erase(it->second.forward);
-    it = arrivals_.erase(it);
+    end_arrival(it++);
   }
+  std::erase_if(placing_, [peer](const auto& entry) { return std::get<0>(entry.first) == peer; });
+}
+
+void WeightRelay::end_arrival(std::map<Key, Arrival>::iterator it) {
+  const uint64_t serial = it->second.serial;
+  std::erase_if(placing_, [serial](const auto& entry) { return entry.second == serial; });
+  arrivals_.erase(it);
 }
 
 bool WeightRelay::busy_with(uint64_t peer) const {
@@ -234,18 +295,28 @@ bool WeightRelay::busy_with(uint64_t peer) const {
 std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
                                   std::span<const std::byte> payload) {
   const Key key{h.comm_id, wire::weights_version(h.op_seq)};
-  if (accepted_.count(key.first) == 0) return {};  // no model here subscribes to it: dropped
+  if (h.step == wire::kWeightsRefusedStep) {
+    if (h.offset != 0) return "a weights refusal in pieces";
+    return refused(peer, key, payload);
+  }
+  if (accepted_.count(key.first) == 0) {  // no model here subscribes to it: dropped, once said
+    if (h.step == wire::kWeightsHeaderStep && h.chunk == wire::kWeightsEndChunk) {
+      refuse(peer, key, "no model on this node subscribes to it");
+    }
+    return {};
+  }
   if (std::find(done_.begin(), done_.end(), key) != done_.end()) return {};  // have it
   auto it = arrivals_.find(key);
   if (it == arrivals_.end()) {
     if (h.step != wire::kWeightsHeaderStep) return {};  // of a transfer given up: dropped
     if (!memory_ || arrivals_.size() >= kMaxArrivals) {
-      spdlog::warn("weights: version {} from node {:016x} refused: {}", key.second, peer,
-                   memory_ ? "too many versions arriving at once" : "no store");
+      refuse(peer, key,
+             memory_ ? "too many versions arriving at once" : "no weight store on this node");
       remember_done(key);
       return {};
     }
     it = arrivals_.emplace(key, Arrival{}).first;
+    it->second.serial = next_serial_++;
   }
   Arrival& in = it->second;
   if (h.step == wire::kWeightsHeaderStep) in.from = peer;  // a node that took a lost one's place
@@ -316,8 +387,7 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
       }
       auto buffer = memory_->allocate(layout.bytes);
       if (!buffer) {
-        spdlog::warn("weights: version {} from another node not kept here: {}", key.second,
-                     buffer.error());
+        refuse(in.from, key, buffer.error());
         remember_done(key);
         arrivals_.erase(key);
         return {};
@@ -377,6 +447,8 @@ std::string WeightRelay::on_range(const Key& key, Arrival& in, const wire::DataF
   }
   common::Result<Spot> spot = locate(in, h, payload.size());
   if (!spot) return spot.error();
+  // Not into a range whole already: it may be on its way to the next node from this buffer.
+  if (in.ranges[spot->index].bytes == in.table->steps[spot->index].second) return {};
   std::memcpy(spot->to, payload.data(), payload.size());
   range_in(key, in, spot->index, h.offset, payload.size());
   return {};
@@ -393,21 +465,27 @@ WeightRelay::Arrival* WeightRelay::arrival_of(const wire::DataFrameHeader& h) {
   return &it->second;
 }
 
-transports::Placement WeightRelay::place(uint64_t, const wire::DataFrameHeader& h) {
+transports::Placement WeightRelay::place(uint64_t peer, const wire::DataFrameHeader& h) {
   Arrival* in = arrival_of(h);
   if (in == nullptr) return {};
   common::Result<Spot> spot = locate(*in, h, h.length);
-  // A range whole already is dropped by on_frame, and a bad frame refused there.
+  // A range whole already is dropped by on_range, and a bad frame refused there.
   if (!spot || in->ranges[spot->index].bytes == in->table->steps[spot->index].second) return {};
+  placing_[{peer, h.comm_id, h.op_seq, h.step, h.offset}] = in->serial;
   const wire::WeightsRange r = wire::read_weights_range(h.step);
   return {std::span<std::byte>(spot->to, h.length), in->version->parts[r.shard]->buffer};
 }
 
-std::string WeightRelay::on_placed(uint64_t, const wire::DataFrameHeader& h) {
+std::string WeightRelay::on_placed(uint64_t peer, const wire::DataFrameHeader& h) {
   // Its version may have been given up (its sender lost) or finished (by another copy of
-  // this frame) meanwhile: then the bytes went to a buffer nobody takes them from.
+  // this frame) meanwhile: then the bytes went to a buffer nobody takes them from (or, whole,
+  // the same bytes again).
+  auto placed = placing_.find({peer, h.comm_id, h.op_seq, h.step, h.offset});
+  if (placed == placing_.end()) return {};
+  const uint64_t serial = placed->second;
+  placing_.erase(placed);
   Arrival* in = arrival_of(h);
-  if (in == nullptr) return {};
+  if (in == nullptr || in->serial != serial) return {};
   common::Result<Spot> spot = locate(*in, h, h.length);
   if (!spot) return spot.error();
   range_in({h.comm_id, wire::weights_version(h.op_seq)}, *in, spot->index, h.offset, h.length);
@@ -432,7 +510,7 @@ void WeightRelay::range_in(const Key& key, Arrival& in, size_t index, uint64_t o
   in.version->completed = weights::Clock::now();
   std::shared_ptr<const weights::Version> whole = in.version;
   remember_done(key);
-  arrivals_.erase(key);
+  end_arrival(arrivals_.find(key));
   if (hooks_.arrived) hooks_.arrived(key.first, std::move(whole));
 }
 

@@ -5,7 +5,9 @@
 // and passes each range (512 KiB) on to the next as soon as it has it whole, so every link carries
 // the bytes once and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not
 // yet). A version whole here goes to the control thread's store (Hooks::arrived). A next hop lost
-// is skipped: the chain goes on to the one after it, from this daemon's own copy.
+// is skipped: the chain goes on to the one after it, from this daemon's own copy; so is one that
+// will not keep the version (its store full, or no subscription there), which says so
+// (kWeightsRefusedStep), even when it says so after this node sent it everything.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once
@@ -17,6 +19,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -113,7 +116,16 @@ class WeightRelay {
     std::vector<Received> ranges;
     size_t ranges_whole = 0;
     uint64_t forward = 0;  // its Forward to the next node (0: this node ends the chain)
+    uint64_t serial = 0;   // this arrival's own number (another of the same version differs)
   };
+  // Frames being placed: (peer, relay id, op_seq, step, offset) -> the arrival they were
+  // placed for. A placement that ends finds its bytes counted only in that one: never in an
+  // arrival of the same version begun since (its buffers are others).
+  using PlacingKey = std::tuple<uint64_t, uint64_t, uint64_t, uint32_t, uint64_t>;
+  std::map<PlacingKey, uint64_t> placing_;
+  uint64_t next_serial_ = 1;
+  // An arrival ends (whole, or given up): its placements under way count nowhere.
+  void end_arrival(std::map<Key, Arrival>::iterator it);
 
   std::string on_header(const Key& key, Arrival& in, const transports::wire::DataFrameHeader& h,
                         std::span<const std::byte> payload);
@@ -142,12 +154,26 @@ class WeightRelay {
   void forward_done(uint64_t id, uint64_t generation);
   // The link to `peer` is gone (poll): chains that went to it go on past it.
   void move_past(uint64_t peer);
+  // This node will not keep version `key` from `peer`: it tells `peer`, which passes it over.
+  void refuse(uint64_t peer, const Key& key, const std::string& reason);
+  // `peer` will not keep version `key`: the chain that went to it goes on past it.
+  std::string refused(uint64_t peer, const Key& key, std::span<const std::byte> reason);
 
   NodeLinks& links_;
   Hooks hooks_;
   std::shared_ptr<weights::WeightMemory> memory_;
   std::map<Key, Arrival> arrivals_;
   std::map<uint64_t, Forward> forwards_;  // by a number of their own: a version may go two ways
+  // Forwards ended lately (every range sent to `to` and released), newest last: a refusal
+  // from `to` may come after. Held weakly: a version the store let go is not kept for this.
+  struct Finished {
+    uint64_t relay_id = 0;
+    std::weak_ptr<const weights::Version> version;
+    uint64_t to = 0;
+    std::vector<NodeRef> after;  // the chain past `to`
+  };
+  static constexpr size_t kMaxFinished = 64;
+  std::vector<Finished> finished_;
   uint64_t next_forward_ = 1;
   std::vector<Key> done_;  // versions whole here lately: frames of them sent again are dropped
   void remember_done(const Key& key);

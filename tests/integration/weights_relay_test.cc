@@ -1,6 +1,7 @@
 // The weight store across nodes (plexusd processes on loopback): a model's key made on the
 // publisher's node, subscribers on two other nodes, versions pushed down the chain of them
-// and pulled there exact, a late joiner sent the newest version at once.
+// and pulled there exact, a late joiner sent the newest version at once, and a node whose
+// store has no room for a version passed over.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,8 +43,8 @@ void touch(const std::string& path) {
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
-// Version v's tensors: 5 MiB (three 2 MiB ranges) and 100 bytes, every byte from v and its
-// position.
+// Version v's tensors: 5 MiB and 100 bytes (one shard of eleven 512 KiB ranges), every byte from v
+// and its position.
 struct Weights {
   std::vector<uint8_t> big = std::vector<uint8_t>(5 << 20);
   std::vector<uint8_t> small = std::vector<uint8_t>(100);
@@ -137,6 +139,67 @@ TEST(WeightsRelayTest, VersionsGoDownTheChainOfSubscribedNodesExactAndALateJoine
   const CommandOutput models =
       run_command({PLEXUSCTL_PATH, "--socket", nodes[2]->socket_path(), "models"});
   EXPECT_THAT(models.out, ::testing::HasSubstr("policy"));
+}
+
+// Node b's store has no room for the version (a 4 MiB cap, a 5 MiB version): it says so to
+// node a, which passes it over, and node c after it in the chain gets the version exact.
+TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGetsTheVersion) {
+  Nodes nodes;
+  for (const char* name : {"a", "b", "c"}) {
+    std::vector<std::string> args = {"--peer-listen", "127.0.0.1:0", "--node-name", name};
+    if (std::string(name) == "b") args.insert(args.end(), {"--weight-store-bytes", "4194304"});
+    nodes.push_back(std::make_unique<DaemonProcess>(args));
+  }
+  const std::vector<std::string> sockets = sockets_for(nodes, {0, 1, 2});
+  const std::string dir = ::testing::TempDir() + "/weights-refuse-" + std::to_string(::getpid());
+  const std::string key_file = dir + "-key";
+  const std::string model = "policy";
+  for (const char* f : {"-key", "-c1"}) std::remove((dir + f).c_str());
+  auto logged = [&](size_t node, const std::string& text) {
+    return nodes[node]->log().find(text) != std::string::npos;
+  };
+  auto results = run_ranks_across(
+      sockets,
+      [&](int rank, int, const plexus_unique_id_t&) -> std::string {
+        if (rank == 0) {
+          plexus_unique_id_t key;
+          if (plexus_weights_key(model.c_str(), &key) != PLEXUS_SUCCESS)
+            return "key: " + last_error();
+          std::ofstream(key_file + ".tmp", std::ios::binary)
+              .write(reinterpret_cast<const char*>(&key), sizeof key);
+          std::rename((key_file + ".tmp").c_str(), key_file.c_str());
+          // The chain is b, then c: both subscribed before the publish.
+          if (!eventually([&] { return logged(0, "(2 node(s))"); })) return "never 2 subscribers";
+          Weights w;
+          w.fill(1);
+          auto table = w.table();
+          if (plexus_weights_publish(model.c_str(), 1, table.data(), table.size()) !=
+              PLEXUS_SUCCESS) {
+            return "publish: " + last_error();
+          }
+          return "";
+        }
+        if (!eventually([&] { return exists(key_file); })) return "no key";
+        plexus_unique_id_t key;
+        std::ifstream(key_file, std::ios::binary).read(reinterpret_cast<char*>(&key), sizeof key);
+        if (rank == 2 && !eventually([&] { return logged(0, "node b subscribed"); })) {
+          return "b's subscription never reached a";
+        }
+        if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
+          return "subscribe: " + last_error();
+        }
+        if (rank == 1) {  // it stays up until c has the version (its daemon is the test's)
+          return eventually([&] { return exists(dir + "-c1"); }) ? "" : "c never had 1";
+        }
+        if (std::string e = pull_exact(model, 0, 1); !e.empty()) return e;
+        touch(dir + "-c1");
+        return "";
+      },
+      std::chrono::seconds(120));
+  for (const char* f : {"-key", "-c1"}) std::remove((dir + f).c_str());
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+  EXPECT_TRUE(logged(1, "(relay")) << logs(nodes);  // its refusal, naming the relay
+  EXPECT_TRUE(logged(0, "will not keep version 1")) << logs(nodes);
 }
 
 }  // namespace

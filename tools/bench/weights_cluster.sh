@@ -2,7 +2,8 @@
 # The weight store's relay on namespace nodes at a shaped rate: per node count and size, a
 # fresh cluster, one rollout a subscribed node waiting for each version, node 0 publishing
 # versions 1 and 2; the time from a publish to the last node's pull of it whole, against W/B
-# (the bytes once over one link at the shaped rate). Version 1 finds no link between the
+# (the bytes once over one link at the shaped rate), and (relay-stored) to the last node's
+# daemon holding it whole. Version 1 finds no link between the
 # nodes (each hop opens its own as the version reaches it); version 2 finds them open.
 # Beside it in the same cluster (its daemons restarted: their stores let go), one rank per
 # node, torch.distributed.broadcast of one tensor of the same bytes from node 0's rank
@@ -72,6 +73,17 @@ for n in $nodes_list; do
       stall=$(awk '{print $4}' "$dir/publish.out")
       last=$(awk '{print $NF}' "$dir"/pull*.out | sort -n | tail -1)
       row "$n" "$bytes" relay "$v" "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" \
+        "$stall"
+      # Whole in every node's store (its daemon's log: the same clock), before the rollouts'
+      # copies out of it.
+      stored=0
+      for ((i = 1; i < n; i++)); do
+        at=$(grep -m1 "version $v of model 'policy' arrived" "$dir/n$i/plexusd.log" | cut -c2-24)
+        [ -n "$at" ] || continue
+        ms=$(date -d "$at" +%s%3N)
+        [ "$ms" -gt "$stored" ] && stored=$ms
+      done
+      row "$n" "$bytes" relay-stored "$v" "$(awk -v s="$start" -v l="$stored" 'BEGIN { print (l - s) / 1000 }')" \
         "$stall"
       # When each node had it (down the chain: the nodes subscribe in turn, 1 first).
       for ((i = 1; i < n; i++)); do awk -v s="$start" -v i="$i" '{ printf " n%d +%.2f", i, ($NF - s) / 1000 }' "$dir/pull$i.out"; done |

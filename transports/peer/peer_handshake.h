@@ -28,8 +28,9 @@ namespace plexus::transports {
 // idle control connections close with a bye (ControlSequence::kByeSeq); 8: the topology goes
 // down a tree (Formed.root and Formed.fanout, passed on by members); 9: revokes down a tree,
 // shrinks (Join.parent, Join.excluded), probes, the code in a kAbort; 10: a send's tag in its
-// end marker; 11: the weight relay (its data family, node messages weightsSubscribe).
-inline constexpr uint32_t kPeerProtocolVersion = 11;
+// end marker; 11: the weight relay (its data family, node messages weightsSubscribe); 12: a
+// relayed version refused (kWeightsRefusedStep).
+inline constexpr uint32_t kPeerProtocolVersion = 12;
 inline constexpr size_t kMaxHandshakeFrameBytes = 64 * 1024;
 
 enum class PeerRole : uint8_t { kControl = 0, kData = 1 };

@@ -103,6 +103,11 @@ inline uint64_t speed_generation(uint64_t op_seq) { return op_seq & ~kSpeedBit; 
 // (step: shard << kWeightsRangeBits | range; offsets within the range).
 inline constexpr uint32_t kWeightsHeaderStep = 0xffffffffu;
 inline constexpr uint32_t kWeightsEndChunk = 0xffffffffu;
+// A node that will not keep a version (its store has no room, no model here subscribes to it)
+// answers the node that sent the header with a message of this step, its payload the reason
+// (at most kWeightsMaxReasonBytes): the sender passes it over, on to the node after it.
+inline constexpr uint32_t kWeightsRefusedStep = 0xfffffffeu;
+inline constexpr size_t kWeightsMaxReasonBytes = 512;
 // A node passes a range on once it has it whole: each hop adds about a range's time on the
 // wire (20 ms at 200 Mbit/s), against a frame's bookkeeping per range.
 inline constexpr uint64_t kWeightsRangeBytes = 512u << 10;
