@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The weight store's relay on namespace nodes at a shaped rate: per node count and size, a
-# fresh cluster, one rollout a subscribed node waiting for each version, node 0 publishing
-# versions 1 and 2; the time from a publish to the last node's pull of it whole, against W/B
-# (the bytes once over one link at the shaped rate), and (relay-stored) to the last node's
-# daemon holding it whole. Version 1 finds no link between the
-# nodes (each hop opens its own as the version reaches it); version 2 finds them open.
+# fresh cluster, one rollout process on each subscribed node pulling every version in turn
+# into its buffer, one trainer process on node 0 publishing versions 1..V (--versions, 5)
+# from its pool, each once every rollout has the one before: the time from a publish to the
+# last rollout's pull of it whole (relay) and to the last node's daemon holding it whole
+# (relay-stored), against W/B (the bytes once over one link at the shaped rate). Version 1
+# finds no link between the nodes (each hop opens its own as it reaches it) and every buffer
+# fresh (page faults: a trainer's first step); from version 4 on (the stores keep 2, and one
+# more arrives), the stores reuse the buffers of the versions they let go, as a trainer
+# publishing every step has them do.
 # Beside it in the same cluster (its daemons restarted: their stores let go), one rank per
 # node, torch.distributed.broadcast of one tensor of the same bytes from node 0's rank
 # (tools/bench/torch_broadcast_bench.py), twice, with gloo over nic0 and with plexus: from
@@ -12,16 +16,17 @@
 # line per version or broadcast:
 #   nodes bytes what round to_all_s bound_s ratio trainer_stall_ms
 # usage: tools/bench/weights_cluster.sh BUILD_DIR [--nodes "2 4 8"] [--sizes "256 1024"] (MiB)
-#        [--rate 400mbit] [--no-torch]   (needs root: ip netns, tc; torch: /usr/bin/python3's)
+#        [--rate 400mbit] [--versions 5] [--no-torch]   (needs root: ip netns, tc; torch: /usr/bin/python3's)
 set -euo pipefail
 build=$1; shift
-nodes_list="2 4 8" sizes="256 1024" rate=400mbit torch=1
+nodes_list="2 4 8" sizes="256 1024" rate=400mbit torch=1 versions=5
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) nodes_list=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
+    --versions) versions=$2; shift 2 ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
@@ -55,23 +60,40 @@ for n in $nodes_list; do
     on() {
       local node=$1; shift
       "$cluster" run --name "$tag" --node "$node" -- env PLEXUS_AUTOSTART=0 PLEXUS_POOL_SIZE=$pool \
-        timeout 600 "$bin" "$@" --model policy --bytes "$bytes"
+        timeout 1800 "$bin" "$@" --model policy --bytes "$bytes"
     }
     on 0 key --out "$dir/key"
-    for v in 1 2; do
-      pids=()
-      for ((i = 1; i < n; i++)); do
-        key=()
-        [ "$v" = 1 ] && key=(--key "$dir/key")
-        on "$i" pull "${key[@]}" --after $((v - 1)) --timeout-s 600 > "$dir/pull$i.out" &
-        pids+=($!)
+    # One rollout process per subscribed node pulling every version in turn into the same
+    # (touched) buffer, one trainer process publishing them from its pool, each version once
+    # every rollout has the one before.
+    pids=()
+    declare -A reaped=()
+    reap() {  # fails if a weights_node that ended failed
+      local p
+      for p in "${pids[@]}"; do
+        [ -z "${reaped[$p]:-}" ] && ! kill -0 "$p" 2>/dev/null || continue
+        wait "$p" || return 1
+        reaped[$p]=1
       done
-      sleep 2  # the subscriptions reach node 0 first: the version goes down the chain
-      on 0 publish --version "$v" > "$dir/publish.out"
-      for p in "${pids[@]}"; do wait "$p"; done
-      start=$(awk '{print $NF}' "$dir/publish.out")
-      stall=$(awk '{print $4}' "$dir/publish.out")
-      last=$(awk '{print $NF}' "$dir"/pull*.out | sort -n | tail -1)
+    }
+    for ((i = 1; i < n; i++)); do
+      on "$i" pull --key "$dir/key" --after 0 --count "$versions" --timeout-s 900 > "$dir/pull$i.out" &
+      pids+=($!)
+    done
+    on 0 publish --version 1 --count "$versions" --go "$dir/go" --timeout-s 900 > "$dir/publish.out" &
+    pids+=($!)
+    for ((v = 1; v <= versions; v++)); do
+      [ "$v" = 1 ] && sleep 2  # the subscriptions reach node 0 first: v1 goes down the chain
+      touch "$dir/go$v"
+      deadline=$((SECONDS + 900))
+      until [ "$(cat "$dir"/pull*.out 2>/dev/null | grep -c "^pulled $v ")" -ge $((n - 1)) ]; do
+        ((SECONDS < deadline)) || { echo "version $v never reached every rollout"; exit 1; }
+        reap || { echo "a weights_node failed: $(cat "$dir"/*.out | tail -3)"; exit 1; }
+        sleep 0.2
+      done
+      start=$(awk -v v="$v" '$2 == v { print $NF }' "$dir/publish.out")
+      stall=$(awk -v v="$v" '$2 == v { print $4 }' "$dir/publish.out")
+      last=$(awk -v v="$v" '$2 == v { print $NF }' "$dir"/pull*.out | sort -n | tail -1)
       row "$n" "$bytes" relay "$v" "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" \
         "$stall"
       # Whole in every node's store (its daemon's log: the same clock), before the rollouts'
@@ -85,11 +107,13 @@ for n in $nodes_list; do
       done
       row "$n" "$bytes" relay-stored "$v" "$(awk -v s="$start" -v l="$stored" 'BEGIN { print (l - s) / 1000 }')" \
         "$stall"
-      # When each node had it (down the chain: the nodes subscribe in turn, 1 first).
-      for ((i = 1; i < n; i++)); do awk -v s="$start" -v i="$i" '{ printf " n%d +%.2f", i, ($NF - s) / 1000 }' "$dir/pull$i.out"; done |
-        sed 's/^/#   whole at:/'
+      # When each node's rollout had it (down the chain: the nodes subscribed in turn).
+      for ((i = 1; i < n; i++)); do
+        awk -v s="$start" -v i="$i" -v v="$v" '$2 == v { printf " n%d +%.2f", i, ($NF - s) / 1000 }' "$dir/pull$i.out"
+      done | sed 's/^/#   pulled at:/'
       echo
     done
+    for p in "${pids[@]}"; do [ -n "${reaped[$p]:-}" ] || wait "$p"; done
     if [ "$torch" = 1 ]; then
       "$cluster" daemons --name "$tag" --daemons "$build" > /dev/null
       for backend in gloo plexus; do
