@@ -43,6 +43,23 @@ void touch(const std::string& path) {
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
+// The trainer's side: `model`'s key made and handed out in `file` (written whole at once).
+std::string write_key(const std::string& model, const std::string& file) {
+  plexus_unique_id_t key;
+  if (plexus_weights_key(model.c_str(), &key) != PLEXUS_SUCCESS) return "key: " + last_error();
+  std::ofstream(file + ".tmp", std::ios::binary)
+      .write(reinterpret_cast<const char*>(&key), sizeof key);
+  std::rename((file + ".tmp").c_str(), file.c_str());
+  return "";
+}
+
+// A rollout node's side: the key, once `file` is there.
+bool read_key(const std::string& file, plexus_unique_id_t& key) {
+  if (!eventually([&] { return exists(file); })) return false;
+  std::ifstream(file, std::ios::binary).read(reinterpret_cast<char*>(&key), sizeof key);
+  return true;
+}
+
 // Version v's tensors: 5 MiB and 100 bytes (one shard of eleven 512 KiB ranges), every byte from v
 // and its position.
 struct Weights {
@@ -91,12 +108,7 @@ TEST(WeightsRelayTest, VersionsGoDownTheChainOfSubscribedNodesExactAndALateJoine
       sockets,
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {  // the trainer's node
-          plexus_unique_id_t key;
-          if (plexus_weights_key(model.c_str(), &key) != PLEXUS_SUCCESS)
-            return "key: " + last_error();
-          std::ofstream(key_file + ".tmp", std::ios::binary)
-              .write(reinterpret_cast<const char*>(&key), sizeof key);
-          std::rename((key_file + ".tmp").c_str(), key_file.c_str());
+          if (std::string e = write_key(model, key_file); !e.empty()) return e;
           Weights w;
           for (uint64_t v = 1; v <= 3; ++v) {
             if (v == 2 && !eventually([&] { return exists(dir + "-b1"); })) return "b never had 1";
@@ -111,9 +123,8 @@ TEST(WeightsRelayTest, VersionsGoDownTheChainOfSubscribedNodesExactAndALateJoine
           }
           return "";
         }
-        if (!eventually([&] { return exists(key_file); })) return "no key";
         plexus_unique_id_t key;
-        std::ifstream(key_file, std::ios::binary).read(reinterpret_cast<char*>(&key), sizeof key);
+        if (!read_key(key_file, key)) return "no key";
         if (rank == 1) {  // subscribed from the start: versions 1, 2 and 3 come down the chain
           if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
             return "subscribe: " + last_error();
@@ -162,12 +173,7 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
       sockets,
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {
-          plexus_unique_id_t key;
-          if (plexus_weights_key(model.c_str(), &key) != PLEXUS_SUCCESS)
-            return "key: " + last_error();
-          std::ofstream(key_file + ".tmp", std::ios::binary)
-              .write(reinterpret_cast<const char*>(&key), sizeof key);
-          std::rename((key_file + ".tmp").c_str(), key_file.c_str());
+          if (std::string e = write_key(model, key_file); !e.empty()) return e;
           // The chain is b, then c: both subscribed before the publish.
           if (!eventually([&] { return logged(0, "(2 node(s))"); })) return "never 2 subscribers";
           Weights w;
@@ -179,9 +185,8 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
           }
           return "";
         }
-        if (!eventually([&] { return exists(key_file); })) return "no key";
         plexus_unique_id_t key;
-        std::ifstream(key_file, std::ios::binary).read(reinterpret_cast<char*>(&key), sizeof key);
+        if (!read_key(key_file, key)) return "no key";
         if (rank == 2 && !eventually([&] { return logged(0, "node b subscribed"); })) {
           return "b's subscription never reached a";
         }
