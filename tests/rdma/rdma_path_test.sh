@@ -34,9 +34,14 @@ exchange() {  # port frames max_payload [env for the client...]
   echo "ok $out"
 }
 # Waits (at most 30 s) until the client's first frame is through: the stream is under way.
+# Returns 1 at once when the client ended before that.
 streaming() {  # marker file
-  for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done
-  fail "the client never started streaming: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server")"
+  for _ in $(seq 300); do
+    [ -e "$1" ] && return 0
+    kill -0 "$client" 2>/dev/null || { [ -e "$1" ] && return 0; return 1; }
+    sleep 0.1
+  done
+  return 1
 }
 
 exchange 7400 400 65536
@@ -44,8 +49,19 @@ exchange 7401 30 4194304
 exchange 7404 40 524288 PROBE_IN_PLACE=1
 
 # A stream of frames from node 0 to node 1 on PORT, under way when this returns: $server and
-# $client are the two commands' pids.
+# $client are the two commands' pids. A stream that fails before its first frame is through is
+# set up once more on PORT+100, saying so: what the steps below test is what a fault does to a
+# stream under way (CI's sanitizer leg saw one setup end at once, "the peer closed the path's
+# connection", with its server still waiting: not understood yet).
 start_stream() {  # port
+  open_stream "$1" && return 0
+  echo "the stream on port $1 failed before its first frame: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server"); once more on port $(($1 + 100))"
+  kill "$server" 2>/dev/null || true
+  wait "$server" "$client" 2>/dev/null || true
+  open_stream $(($1 + 100)) ||
+    fail "the client never started streaming: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server")"
+}
+open_stream() {  # port
   "$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server "$1" 3000 \
     > "/tmp/$tag.server" 2>&1 &
   server=$!
