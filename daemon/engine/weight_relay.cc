@@ -448,7 +448,7 @@ std::string WeightRelay::on_range(const Key& key, Arrival& in, const wire::DataF
   common::Result<Spot> spot = locate(in, h, payload.size());
   if (!spot) return spot.error();
   // Not into a range whole already: it may be on its way to the next node from this buffer.
-  if (in.ranges[spot->index].bytes == in.table->steps[spot->index].second) return {};
+  if (whole(in, spot->index)) return {};
   std::memcpy(spot->to, payload.data(), payload.size());
   range_in(key, in, spot->index, h.offset, payload.size());
   return {};
@@ -470,7 +470,7 @@ transports::Placement WeightRelay::place(uint64_t peer, const wire::DataFrameHea
   if (in == nullptr) return {};
   common::Result<Spot> spot = locate(*in, h, h.length);
   // A range whole already is dropped by on_range, and a bad frame refused there.
-  if (!spot || in->ranges[spot->index].bytes == in->table->steps[spot->index].second) return {};
+  if (!spot || whole(*in, spot->index)) return {};
   placing_[{peer, h.comm_id, h.op_seq, h.step, h.offset}] = in->serial;
   const wire::WeightsRange r = wire::read_weights_range(h.step);
   return {std::span<std::byte>(spot->to, h.length), in->version->parts[r.shard]->buffer};
@@ -495,11 +495,9 @@ std::string WeightRelay::on_placed(uint64_t peer, const wire::DataFrameHeader& h
 void WeightRelay::range_in(const Key& key, Arrival& in, size_t index, uint64_t offset,
                            uint64_t bytes) {
   if (!in.table->steps.empty()) {
-    const uint64_t length = in.table->steps[index].second;
-    Received& got = in.ranges[index];
-    if (got.bytes == length) return;  // whole already
-    got.add(offset, offset + bytes);
-    if (got.bytes < length) return;
+    if (whole(in, index)) return;
+    in.ranges[index].add(offset, offset + bytes);
+    if (!whole(in, index)) return;
     ++in.ranges_whole;
     if (auto f = forwards_.find(in.forward); f != forwards_.end()) {
       f->second.have[index] = true;

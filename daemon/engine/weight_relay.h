@@ -139,6 +139,10 @@ class WeightRelay {
   };
   static common::Result<Spot> locate(const Arrival& in, const transports::wire::DataFrameHeader& h,
                                      uint64_t bytes);
+  // Whether range `index` of `in` is whole here.
+  static bool whole(const Arrival& in, size_t index) {
+    return in.ranges[index].bytes == in.table->steps[index].second;
+  }
   // [offset, offset + bytes) of range `index` is in `in`'s buffer: passed on once the range is
   // whole, and the version handed over once every range is.
   void range_in(const Key& key, Arrival& in, size_t index, uint64_t offset, uint64_t bytes);

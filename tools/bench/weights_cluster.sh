@@ -42,9 +42,9 @@ if [ "$torch" = 1 ] && ! ls "$build"/python/plexus_torch*.so > /dev/null 2>&1; t
   echo "# plexus_torch was not built in $build/python: the broadcasts are left out"
   torch=0
 fi
-row() {  # nodes bytes what round seconds stall_ms
-  awk -v n="$1" -v b="$2" -v w="$3" -v r="$4" -v t="$5" -v st="$6" -v m="$mbit" 'BEGIN {
-    bound = b * 8 / (m * 1e6)
+row() {  # nodes bytes what round start_ms end_ms stall_ms (one clock)
+  awk -v n="$1" -v b="$2" -v w="$3" -v r="$4" -v s="$5" -v e="$6" -v st="$7" -v m="$mbit" 'BEGIN {
+    t = (e - s) / 1000; bound = b * 8 / (m * 1e6)
     printf "%5d %12d %13s %5d %8.2f %8.2f %6.2f %16.1f\n", n, b, w, r, t, bound, t / bound, st }'
 }
 printf "%5s %12s %13s %5s %8s %8s %6s %16s\n" nodes bytes what round to_all_s bound_s ratio \
@@ -94,8 +94,7 @@ for n in $nodes_list; do
       start=$(awk -v v="$v" '$2 == v { print $NF }' "$dir/publish.out")
       stall=$(awk -v v="$v" '$2 == v { print $4 }' "$dir/publish.out")
       last=$(awk -v v="$v" '$2 == v { print $NF }' "$dir"/pull*.out | sort -n | tail -1)
-      row "$n" "$bytes" relay "$v" "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" \
-        "$stall"
+      row "$n" "$bytes" relay "$v" "$start" "$last" "$stall"
       # Whole in every node's store (its daemon's log: the same clock), before the rollouts'
       # copies out of it.
       stored=0
@@ -105,8 +104,7 @@ for n in $nodes_list; do
         ms=$(date -d "$at" +%s%3N)
         [ "$ms" -gt "$stored" ] && stored=$ms
       done
-      row "$n" "$bytes" relay-stored "$v" "$(awk -v s="$start" -v l="$stored" 'BEGIN { print (l - s) / 1000 }')" \
-        "$stall"
+      row "$n" "$bytes" relay-stored "$v" "$start" "$stored" "$stall"
       # When each node's rollout had it (down the chain: the nodes subscribed in turn).
       for ((i = 1; i < n; i++)); do
         awk -v s="$start" -v i="$i" -v v="$v" '$2 == v { printf " n%d +%.2f", i, ($NF - s) / 1000 }' "$dir/pull$i.out"
@@ -134,8 +132,7 @@ for n in $nodes_list; do
           start=$(awk -v r="$round" '$1 == r { print $2 }' "$dir/bcast-${backend}0.out")
           stall=$(awk -v r="$round" '$1 == r { print $3 - $2 }' "$dir/bcast-${backend}0.out")
           last=$(awk -v r="$round" '$1 == r { print $3 }' "$dir"/bcast-"$backend"*.out | sort -n | tail -1)
-          row "$n" "$bytes" "$backend-bcast" "$round" \
-            "$(awk -v s="$start" -v l="$last" 'BEGIN { print (l - s) / 1000 }')" "$stall"
+          row "$n" "$bytes" "$backend-bcast" "$round" "$start" "$last" "$stall"
         done
       done
     fi
