@@ -61,6 +61,57 @@ ProcessGroupPlexus& plexus_of(const py::object& group) {
   throw std::invalid_argument("plexus_torch: the group is not a plexus process group");
 }
 
+// A new group as torch takes it: torch 1.13's process groups are backends, so the backend
+// itself; torch 2.x's DDP and collectives take a ProcessGroup, which holds the backend for
+// the CPU (as torch's own shrink_group builds one).
+py::object as_group(const c10::intrusive_ptr<ProcessGroupPlexus>& backend) {
+#if TORCH_VERSION_MAJOR >= 2
+  py::module_ c10d = py::module_::import("torch._C._distributed_c10d");
+  py::object group_type = c10d.attr("ProcessGroup");
+  py::object custom = group_type.attr("BackendType").attr("CUSTOM");
+  py::object group = group_type(c10d.attr("HashStore")(), backend->getRank(), backend->getSize());
+  group.attr("_register_backend")(py::module_::import("torch").attr("device")("cpu"), custom,
+                                  py::cast(backend));
+  group.attr("_set_default_backend")(custom);
+  return group;
+#else
+  return py::cast(backend);
+#endif
+}
+
+// torch.distributed.shrink_group (2.14 here) hands the shrunk backend to a new ProcessGroup
+// labelled GLOO whatever the backend is; DDP then takes the plexus backend for gloo's (its
+// logger casts it to ProcessGroupGloo) and crashes. Torch's step that builds that group is
+// wrapped so that a plexus backend's group is labelled CUSTOM, as init_process_group labels
+// it; other backends' groups pass through unchanged.
+void label_shrunk_groups_custom() {
+#if TORCH_VERSION_MAJOR >= 2
+  py::module_ c10d = py::module_::import("torch.distributed.distributed_c10d");
+  if (!py::hasattr(c10d, "_create_shrunk_process_group")) return;
+  py::object original = c10d.attr("_create_shrunk_process_group");
+  c10d.attr("_create_shrunk_process_group") =
+      py::cpp_function([original](const py::args& args, const py::kwargs& kwargs) {
+        py::object group = original(*args, **kwargs);
+        py::object cpu = py::module_::import("torch").attr("device")("cpu");
+        py::object backend = group.attr("_get_backend")(cpu);
+        if (py::isinstance<ProcessGroupPlexus>(backend)) {
+          py::object custom = group.attr("BackendType").attr("CUSTOM");
+          group.attr("_register_backend")(cpu, custom, backend);
+          group.attr("_set_default_backend")(custom);
+        }
+        return group;
+      });
+#endif
+}
+
+// plexus_torch.shrink_group on a group torch made, where torch has its own shrink_group:
+// that one, so that torch's bookkeeping (group names, the default group) follows.
+bool torch_shrinks(const py::object& group) {
+  py::module_ c10d = py::module_::import("torch.distributed.distributed_c10d");
+  return py::hasattr(c10d, "shrink_group") && !py::isinstance<ProcessGroupPlexus>(group) &&
+         c10d.attr("_world").attr("pg_map").contains(group);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(plexus_torch, m) {
@@ -104,20 +155,35 @@ PYBIND11_MODULE(plexus_torch, m) {
       "shrink_group",
       [](const py::object& group, const std::vector<int64_t>& exclude_ranks, bool abort) {
         ProcessGroupPlexus& pg = plexus_of(group);
-        py::gil_scoped_release release;
-        return pg.shrink(exclude_ranks, abort);
+        if (torch_shrinks(group)) {
+          return py::module_::import("torch.distributed")
+              .attr("shrink_group")(exclude_ranks, py::arg("group") = group,
+                                    py::arg("shrink_flags") = abort ? 1 : 0);
+        }
+        c10::intrusive_ptr<ProcessGroupPlexus> next;
+        {
+          py::gil_scoped_release release;
+          next = pg.shrink_group(exclude_ranks, abort);
+        }
+        return as_group(next);
       },
       py::arg("group"), py::arg("exclude_ranks"), py::arg("abort") = false,
       "A new group of the ranks not in exclude_ranks (group ranks), renumbered densely in "
       "their order, with no Store and no new rendezvous: every rank not excluded calls it with "
       "the same list. abort=True ends the group's work in flight first (NCCL_SHRINK_ABORT). "
-      "Pass the result to DistributedDataParallel(process_group=...).");
+      "Pass the result to DistributedDataParallel(process_group=...). Where torch has its own "
+      "torch.distributed.shrink_group (2.11 on), a group torch made is shrunk by it: the "
+      "old group is destroyed, and a shrunk default group becomes the default.");
   m.def(
       "grow_group",
       [](const py::object& group, int size) {
         ProcessGroupPlexus& pg = plexus_of(group);
-        py::gil_scoped_release release;
-        return pg.grow(size);
+        c10::intrusive_ptr<ProcessGroupPlexus> next;
+        {
+          py::gil_scoped_release release;
+          next = pg.grow(size);
+        }
+        return as_group(next);
       },
       py::arg("group"), py::arg("size"),
       "The group grown to `size` ranks; its members keep their ranks and the new ones join with "
@@ -128,12 +194,37 @@ PYBIND11_MODULE(plexus_torch, m) {
   m.def(
       "join_grown_group",
       [](const std::string& id, int rank, int size, std::chrono::milliseconds timeout) {
-        py::gil_scoped_release release;
-        return ProcessGroupPlexus::join_growth(id, rank, size, timeout);
+        c10::intrusive_ptr<ProcessGroupPlexus> joined;
+        {
+          py::gil_scoped_release release;
+          joined = ProcessGroupPlexus::join_growth(id, rank, size, timeout);
+        }
+        return as_group(joined);
       },
       py::arg("grow_id"), py::arg("rank"), py::arg("size"),
       py::arg("timeout") = std::chrono::milliseconds(60000),
       "A new rank joins a growth with the id a member made (grow_id).");
+  m.def(
+      "suspend",
+      [](const py::object& group) {
+        ProcessGroupPlexus& pg = plexus_of(group);
+        py::gil_scoped_release release;
+        return pg.suspend_comm();
+      },
+      py::arg("group"),
+      "Parks the group between an RL job's phases (ncclCommSuspend): its work must be done; "
+      "work on it is refused until resume(group). Once every rank of the group on this node "
+      "suspended it, plexusd lets the memory it keeps for it go. Returns the bytes this call "
+      "released (0 until the node's last rank suspends).");
+  m.def(
+      "resume",
+      [](const py::object& group) {
+        ProcessGroupPlexus& pg = plexus_of(group);
+        py::gil_scoped_release release;
+        pg.resume_comm();
+      },
+      py::arg("group"), "Takes a suspended group up again (ncclCommResume).");
+  label_shrunk_groups_custom();
   plexus::torch_backend::register_weights(m);
   // PLEXUS_TORCH_POOL_ALLOCATOR=1 turns the pool allocator on at import, so that even the
   // model built before init_process_group lives in the pool.

@@ -297,22 +297,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
-  check_cpu(input, "_allgather_base");
-  check_cpu(output, "_allgather_base");
+  check_gather_pair(output, input, "_allgather_base");
+  return run("_allgather_base", c10d::OpType::_ALLGATHER_BASE, {output},
+             [&](PlexusWork& w, plexus_comm_t c) { issue_allgather(w, c, output, input); });
+}
+
+void ProcessGroupPlexus::check_gather_pair(const at::Tensor& output, const at::Tensor& input,
+                                           const char* what) const {
+  check_cpu(input, what);
+  check_cpu(output, what);
   TORCH_CHECK(
       output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
-      "ProcessGroupPlexus: _allgather_base needs an output of ", getSize(),
+      "ProcessGroupPlexus: ", what, " needs an output of ", getSize(),
       " times the input's elements, of its type");
-  return run("_allgather_base", c10d::OpType::_ALLGATHER_BASE, {output},
-             [&](PlexusWork& w, plexus_comm_t c) {
-               at::Tensor src = readable(w, input);
-               at::Tensor dst = writable(w, output);
-               plexus_request_t req = nullptr;
-               add(w,
-                   plexus_allgather(src.data_ptr(), dst.data_ptr(), elements(src),
-                                    plexus_dtype(src), c, &req),
-                   req);
-             });
+}
+
+void ProcessGroupPlexus::issue_allgather(PlexusWork& w, plexus_comm_t c, const at::Tensor& output,
+                                         const at::Tensor& input) {
+  at::Tensor src = readable(w, input);
+  at::Tensor dst = writable(w, output);
+  plexus_request_t req = nullptr;
+  add(w,
+      plexus_allgather(src.data_ptr(), dst.data_ptr(), elements(src), plexus_dtype(src), c, &req),
+      req);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
@@ -409,23 +416,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  check_cpu(input, "_reduce_scatter_base");
-  check_cpu(output, "_reduce_scatter_base");
+  check_scatter_pair(output, input, "_reduce_scatter_base");
+  const plexus_redop_t op = plexus_redop(opts.reduceOp, output.scalar_type());
+  return run(
+      "_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+      [&](PlexusWork& w, plexus_comm_t c) { issue_reduce_scatter(w, c, output, input, op); });
+}
+
+void ProcessGroupPlexus::check_scatter_pair(const at::Tensor& output, const at::Tensor& input,
+                                            const char* what) const {
+  check_cpu(input, what);
+  check_cpu(output, what);
   TORCH_CHECK(
       input.numel() == output.numel() * getSize() && output.scalar_type() == input.scalar_type(),
-      "ProcessGroupPlexus: _reduce_scatter_base needs an input of ", getSize(),
+      "ProcessGroupPlexus: ", what, " needs an input of ", getSize(),
       " times the output's elements, of its type");
-  const plexus_redop_t op = plexus_redop(opts.reduceOp, output.scalar_type());
-  return run("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
-             [&](PlexusWork& w, plexus_comm_t c) {
-               at::Tensor src = readable(w, input);
-               at::Tensor dst = writable(w, output);
-               plexus_request_t req = nullptr;
-               add(w,
-                   plexus_reducescatter(src.data_ptr(), dst.data_ptr(), elements(dst),
-                                        plexus_dtype(dst), op, c, &req),
-                   req);
-             });
+}
+
+void ProcessGroupPlexus::issue_reduce_scatter(PlexusWork& w, plexus_comm_t c,
+                                              const at::Tensor& output, const at::Tensor& input,
+                                              plexus_redop_t op) {
+  at::Tensor src = readable(w, input);
+  at::Tensor dst = writable(w, output);
+  plexus_request_t req = nullptr;
+  add(w,
+      plexus_reducescatter(src.data_ptr(), dst.data_ptr(), elements(dst), plexus_dtype(dst), op, c,
+                           &req),
+      req);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(

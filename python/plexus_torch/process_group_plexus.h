@@ -33,7 +33,13 @@ class ProcessGroupPlexus : public BackendBase {
   void revoke(const std::string& reason);
   // The group of the ranks not in `exclude`, renumbered densely (plexus_comm_shrink): every
   // rank not excluded calls it alike. `abort`: this group's work in flight ends first.
-  c10::intrusive_ptr<ProcessGroupPlexus> shrink(const std::vector<int64_t>& exclude, bool abort);
+  c10::intrusive_ptr<ProcessGroupPlexus> shrink_group(const std::vector<int64_t>& exclude,
+                                                      bool abort);
+  // Parks the group's communicator (plexus_comm_suspend): once every rank of it on this node
+  // did, plexusd lets the memory it keeps for it go; returns the bytes this call released.
+  // Work on the group is refused until resume_comm().
+  uint64_t suspend_comm();
+  void resume_comm();
   // This group grown to `size` ranks (plexus_comm_grow); the new ranks join with grow_id()'s
   // bytes through join_growth().
   c10::intrusive_ptr<ProcessGroupPlexus> grow(int size);
@@ -83,6 +89,30 @@ class ProcessGroupPlexus : public BackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+#if PLEXUS_TORCH_TENSOR_COALESCED
+  // process_group_coalesced.cc: one allgather (reduce-scatter) a pair, all in one libplexus
+  // group, as torch's _coalescing_manager hands them over.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
+#if PLEXUS_TORCH_SHRINK
+  // torch.distributed.shrink_group: SHRINK_DEFAULT (0) or SHRINK_ABORT (1), NCCL's values;
+  // the new group keeps this one's timeout (there are no other options to override).
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+      const c10::intrusive_ptr<Options>& opts_override) override;
+#endif
+#if PLEXUS_TORCH_SUSPEND
+  // torch's memory offload API: suspend_comm() and resume_comm().
+  void suspend() override;
+  void resume() override;
+#endif
+
  private:
   // Builds a work: `issue` makes the libplexus calls (through the helpers below), all in
   // one libplexus group, and the work goes to the progress thread.
@@ -95,6 +125,15 @@ class ProcessGroupPlexus : public BackendBase {
   static at::Tensor writable(PlexusWork& work, const at::Tensor& t);
   // A contiguous tensor with t's values for the daemon to read.
   static at::Tensor readable(PlexusWork& work, const at::Tensor& t);
+  // One allgather of `input` into `output` (size times its elements) and one reduce-scatter
+  // of `input` (size times the output's elements) into `output`, checked and issued into w.
+  void check_gather_pair(const at::Tensor& output, const at::Tensor& input, const char* what) const;
+  void check_scatter_pair(const at::Tensor& output, const at::Tensor& input,
+                          const char* what) const;
+  static void issue_allgather(PlexusWork& w, plexus_comm_t c, const at::Tensor& output,
+                              const at::Tensor& input);
+  static void issue_reduce_scatter(PlexusWork& w, plexus_comm_t c, const at::Tensor& output,
+                                   const at::Tensor& input, plexus_redop_t op);
   void check_rank(int rank, const char* what) const;
   // recv and recvAnysource (src PLEXUS_ANY_SOURCE): the work's sourceRank is the sender.
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int src, int tag,

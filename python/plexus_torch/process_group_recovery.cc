@@ -1,6 +1,7 @@
 // ProcessGroupPlexus after a lost rank or node: revoke, shrink to the survivors' group and
 // grow it again (plexus_comm_revoke, _shrink, _grow). Each new group owns a communicator the
-// daemons made without a Store or a rendezvous of torch's.
+// daemons made without a Store or a rendezvous of torch's. And a group parked between an RL
+// job's phases: suspend and resume (plexus_comm_suspend, _resume).
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ void ProcessGroupPlexus::revoke(const std::string& reason) {
               "ProcessGroupPlexus: revoke: ", plexus_get_last_error());
 }
 
-c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::shrink(
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::shrink_group(
     const std::vector<int64_t>& exclude, bool abort) {
   std::vector<int> ranks;
   for (int64_t r : exclude) {
@@ -50,6 +51,37 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::shrink(
   plexus_comm_count(next, &size);
   return c10::make_intrusive<ProcessGroupPlexus>(next, rank, size, timeout_);
 }
+
+#if PLEXUS_TORCH_SHRINK
+c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<Options>& /*opts_override*/) {
+  TORCH_CHECK(shrink_flags == PLEXUS_SHRINK_DEFAULT || shrink_flags == PLEXUS_SHRINK_ABORT,
+              "ProcessGroupPlexus: shrink (rank ", getRank(), "): shrink_flags ", shrink_flags,
+              " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
+  return shrink_group(ranks_to_exclude, shrink_flags == PLEXUS_SHRINK_ABORT);
+}
+#endif
+
+uint64_t ProcessGroupPlexus::suspend_comm() {
+  uint64_t released = 0;
+  std::unique_lock lock(comm_mutex_);
+  TORCH_CHECK(plexus_comm_suspend(live_comm(lock, "suspend"), PLEXUS_SUSPEND_MEM, &released) ==
+                  PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: suspend (rank ", getRank(), "): ", plexus_get_last_error());
+  return released;
+}
+
+void ProcessGroupPlexus::resume_comm() {
+  std::unique_lock lock(comm_mutex_);
+  TORCH_CHECK(plexus_comm_resume(live_comm(lock, "resume")) == PLEXUS_SUCCESS,
+              "ProcessGroupPlexus: resume (rank ", getRank(), "): ", plexus_get_last_error());
+}
+
+#if PLEXUS_TORCH_SUSPEND
+void ProcessGroupPlexus::suspend() { suspend_comm(); }
+void ProcessGroupPlexus::resume() { resume_comm(); }
+#endif
 
 c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::grow(int size) {
   std::unique_lock lock(comm_mutex_);

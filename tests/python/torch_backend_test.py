@@ -1,10 +1,13 @@
 """torch.distributed backend "plexus" on one node: every collective x dtype x op against
 values computed here, uneven all_to_all_single, subgroups, non-contiguous tensors, Work and
-future semantics, a rank killed mid-collective, the group's timeout, and DDP training beside
-gloo. Run by torch_backend_test.sh (a private plexusd); each case prints "ok <name>".
+future semantics, a rank killed mid-collective, the group's timeout, DDP training beside
+gloo, a group shrunk past a killed rank then suspended and resumed, and torch 2.x's coalesced
+tensor forms. Run by torch_backend_test.sh (a private plexusd, Debian's torch 1.13) and
+tools/torch2/run.sh (torch 2.x); each case prints "ok <name>".
 
 usage: torch_backend_test.py CASE WORLD_SIZE [--ranks R,R --store FILE]
-  CASE: collectives, pool, pool_full, pool_off, failures, timeout, ddp. By default every rank runs here; with
+  CASE: collectives, pool, pool_full, pool_off, failures, timeout, ddp, recovery, coalesced
+  (torch 2.x; says "skip" on 1.13). By default every rank runs here; with
   --ranks only those (a node of a cluster), meeting the others through FILE.
 """
 import os
@@ -284,6 +287,135 @@ def case_ddp(rank, world):
               f"gloo {worst:.2e}", flush=True)
 
 
+def train_on(group, rank, steps=5):
+    """A few DDP steps on `group`; every member's parameters, gathered over it."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ddp = DDP(model, process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(99 + rank)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(torch.randn(4, 8, generator=gen)),
+                                            torch.randn(4, 2, generator=gen))
+        loss.backward()
+        opt.step()
+    mine = torch.cat([p.detach().flatten() for p in model.parameters()])
+    every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(every, mine, group=group)
+    return mine, every
+
+
+def case_recovery(rank, world):
+    # The last rank dies; the others' allreduce fails naming it; they shrink the group without
+    # it (torch's own dist.shrink_group where the torch has one, else plexus_torch's), get exact
+    # results and train DDP on it; then park the group (suspend: work refused) and resume it.
+    t = torch.ones(16)
+    dist.all_reduce(t)
+    assert float(t[0]) == world
+    victim = world - 1
+    if rank == victim:
+        os._exit(0)
+    try:
+        dist.all_reduce(torch.ones(1 << 16))
+        raise AssertionError("the allreduce succeeded without the killed rank")
+    except RuntimeError as e:
+        assert f"rank {victim}" in str(e), e
+    if hasattr(dist, "shrink_group"):
+        # The default group is shrunk and becomes the new default (torch's semantics).
+        group, how = dist.shrink_group([victim]), f"torch {torch.__version__}'s dist.shrink_group"
+    else:
+        group, how = plexus_torch.shrink_group(dist.group.WORLD, [victim]), "plexus_torch.shrink_group"
+    size = dist.get_world_size(group) if hasattr(dist, "shrink_group") else world - 1
+    assert size == world - 1, size
+    t = torch.ones(1000) * (rank + 1)
+    dist.all_reduce(t, group=group)
+    check("allreduce on the shrunk group", t, torch.ones(1000) * sum(range(1, world)))
+    mine, every = train_on(group, rank)
+    for r, p in enumerate(every):
+        assert torch.equal(p, mine), f"rank {r}'s parameters differ after DDP on the shrunk group"
+    released = plexus_torch.suspend(group)
+    try:
+        dist.all_reduce(torch.ones(4), group=group)
+        raise AssertionError("an allreduce on a suspended group succeeded")
+    except RuntimeError as e:
+        assert "suspend" in str(e), e
+    plexus_torch.resume(group)
+    parked = "plexus_torch.suspend/resume"
+    backend = group._get_backend(torch.device("cpu")) if hasattr(group, "_get_backend") else None
+    if backend is not None and hasattr(backend, "suspend"):
+        backend.suspend()  # torch's memory offload API, on the group's plexus backend
+        backend.resume()
+        parked += " and torch's Backend.suspend/resume"
+    t = torch.ones(1000) * (rank + 1)
+    dist.all_reduce(t, group=group)
+    check("allreduce after resume", t, torch.ones(1000) * sum(range(1, world)))
+    if rank == 0:
+        print(f"ok rank {victim} killed: the allreduce failed naming it; {how} to {size} ranks, "
+              f"exact, DDP parameters equal; {parked} (a suspended group refuses work; "
+              f"{released} bytes released, none kept on one node), exact after", flush=True)
+
+
+def case_coalesced(rank, world):
+    # torch 2.x's coalesced tensor forms: all_gather_into_tensor and reduce_scatter_tensor in
+    # a _coalescing_manager (FSDP's pattern), and the backend's own entry points.
+    if int(torch.__version__.split(".")[0]) < 2:
+        print(f"skip: torch {torch.__version__} has no coalesced tensor forms (torch 2.x)",
+              flush=True)
+        return
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    shapes = [1, 3, 7, 1000]
+
+    def gather_in(k):
+        return torch.arange(k, dtype=torch.float32) + 1000 * rank
+
+    def gather_want(k):
+        return torch.cat([torch.arange(k, dtype=torch.float32) + 1000 * r for r in range(world)])
+
+    def scatter_in(k):
+        return torch.arange(world * k, dtype=torch.float32) * (rank + 1)
+
+    def scatter_want(k):
+        whole = torch.arange(world * k, dtype=torch.float32) * sum(range(1, world + 1))
+        return whole[rank * k:(rank + 1) * k]
+
+    outs = [torch.empty(world * k) for k in shapes]
+    with _coalescing_manager(async_ops=True) as cm:
+        for o, k in zip(outs, shapes):
+            dist.all_gather_into_tensor(o, gather_in(k))
+    cm.wait()
+    for o, k in zip(outs, shapes):
+        check(f"coalesced all_gather_into_tensor of {k}", o, gather_want(k))
+    outs = [torch.empty(k) for k in shapes]
+    with _coalescing_manager(async_ops=True) as cm:
+        for o, k in zip(outs, shapes):
+            dist.reduce_scatter_tensor(o, scatter_in(k))
+    cm.wait()
+    for o, k in zip(outs, shapes):
+        check(f"coalesced reduce_scatter_tensor of {k}", o, scatter_want(k))
+    # The group's own allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced,
+    # which reach the backend's (torch's defaults would refuse).
+    group = dist.group.WORLD
+    outs = [torch.empty(world * k) for k in shapes]
+    group.allgather_into_tensor_coalesced(outs, [gather_in(k) for k in shapes]).wait()
+    for o, k in zip(outs, shapes):
+        check(f"allgather_into_tensor_coalesced of {k}", o, gather_want(k))
+    outs = [torch.empty(k) for k in shapes]
+    group.reduce_scatter_tensor_coalesced(outs, [scatter_in(k) for k in shapes]).wait()
+    for o, k in zip(outs, shapes):
+        check(f"reduce_scatter_tensor_coalesced of {k}", o, scatter_want(k))
+    try:
+        group.allgather_into_tensor_coalesced([torch.empty(3)], [torch.empty(2)]).wait()
+        raise AssertionError("a coalesced allgather with a wrong output size succeeded")
+    except RuntimeError as e:
+        assert "times the input's elements" in str(e), e
+    if rank == 0:
+        print(f"ok torch {torch.__version__}: all_gather_into_tensor and reduce_scatter_tensor "
+              f"coalesced ({len(shapes)} each, in a _coalescing_manager and on the group), "
+              "exact; a wrong size refused", flush=True)
+
+
 def case_pool(rank, world):
     # Tensors in the Plexus pool: one made by empty_like, then the pool allocator the plexus
     # group turned on (large allocations only, then a lower threshold); results exact, DDP
@@ -371,7 +503,8 @@ PRE_GROUP = {}
 
 CASES = {"collectives": case_collectives, "pool": case_pool, "pool_off": case_pool_off,
          "pool_full": case_pool_full,
-         "failures": case_failures, "timeout": case_timeout, "ddp": case_ddp}
+         "failures": case_failures, "timeout": case_timeout, "ddp": case_ddp,
+         "recovery": case_recovery, "coalesced": case_coalesced}
 
 
 def rank_main(rank, world, case, store_path, timeout_s):
@@ -384,7 +517,7 @@ def rank_main(rank, world, case, store_path, timeout_s):
         dist.init_process_group("plexus", init_method=f"file://{store_path}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=timeout_s))
         CASES[case](rank, world)
-        if case not in ("failures", "timeout"):
+        if case not in ("failures", "timeout", "recovery"):
             dist.barrier()
         dist.destroy_process_group()
     except Exception:

@@ -40,4 +40,5 @@ run failures 4 || status=1
 run timeout 2 || status=1
 run ddp 2 || status=1
 run ddp 4 || status=1
+run recovery 3 || status=1
 exit $status

@@ -86,20 +86,9 @@ patchelf --set-rpath '$ORIGIN/..' "$dir/lib/nccl/libnccl.so.2"
 cc -O1 -fPIC -shared -Wall -Wextra -Wpedantic -Wshadow -Werror -o "$dir/lib/diag/libcrash_trace.so" \
   "$root/tools/gpu/crash_trace.c"
 
-# The torch extension's sources, the C API and the Boost headers it includes (the GPU
-# machine may have no Boost: the preprocessor lists them, -MG going past the torch headers
-# this machine may lack), and the scripts that run it all.
-cp "$root"/python/plexus_torch/*.cc "$root"/python/plexus_torch/*.h "$dir/src/python/plexus_torch/"
-cp "$root/clientlib/include/plexus/plexus.h" "$root/shm/include/plexus/plexus_types.h" "$dir/include/plexus/"
-for src in "$root"/python/plexus_torch/*.cc; do
-  c++ -std=c++20 -M -MG -MT x -I"$root" -I"$root/clientlib/include" -I"$root/shm/include" "$src" 2>/dev/null |
-    tr ' \\' '\n\n' | grep '^/usr/include/boost/' || true
-done | sort -u | while read -r header; do
-  mkdir -p "$dir/include/$(dirname "${header#/usr/include/}")"
-  cp "$header" "$dir/include/${header#/usr/include/}"
-done
-[ -d "$dir/include/boost" ] || die "found no Boost header of the torch extension (is libboost-dev installed?)"
-cp "$root/shm/cuda_driver.h" "$dir/src/shm/"
+# The torch extension's sources, the C API and the Boost headers it includes, and the
+# scripts that run it all.
+bash "$root/tools/gpu/torch_ext_sources.sh" "$root" "$dir" || die "could not copy the torch extension's sources"
 cp "$root"/tools/gpu/{run.sh,steps.sh,build_torch_ext.sh,ddp_cuda.py,latency_gloo.py,spawn_ranks.py} "$dir/tools/"
 cp "$root/tests/libplexus_no_kernels_test.sh" "$root/tests/python/torch_backend_test.py" "$dir/tools/"
 {
