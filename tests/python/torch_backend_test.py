@@ -351,10 +351,49 @@ def case_recovery(rank, world):
     t = torch.ones(1000) * (rank + 1)
     dist.all_reduce(t, group=group)
     check("allreduce after resume", t, torch.ones(1000) * sum(range(1, world)))
+    # A replacement (replacement_main) takes the victim's rank back: the group grows to
+    # `world` with the id rank 0 hands out through a file.
+    if rank == 0:
+        with open(f"{STORE_DIR[0]}/grow_id.tmp", "wb") as f:
+            f.write(plexus_torch.grow_id(group))
+        os.rename(f"{STORE_DIR[0]}/grow_id.tmp", f"{STORE_DIR[0]}/grow_id")
+    grown = plexus_torch.grow_group(group, world)
+    check_grown(grown, rank, world)
     if rank == 0:
         print(f"ok rank {victim} killed: the allreduce failed naming it; {how} to {size} ranks, "
               f"exact, DDP parameters equal; {parked} (a suspended group refuses work; "
-              f"{released} bytes released, none kept on one node), exact after", flush=True)
+              f"{released} bytes released, none kept on one node), exact after; grown back to "
+              f"{world} with a replacement rank, exact", flush=True)
+
+
+def check_grown(grown, rank, world):
+    """An allreduce and an allgather on the grown group, exact. (No broadcast: torch's
+    bookkeeping does not know the group, and dist.broadcast looks its source up there.)"""
+    t = torch.ones(1000) * (rank + 1)
+    dist.all_reduce(t, group=grown)
+    check("allreduce on the grown group", t, torch.ones(1000) * sum(range(1, world + 1)))
+    mine = torch.arange(100, dtype=torch.float32) * (rank + 1)
+    every = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine, group=grown)
+    for r in range(world):
+        check(f"allgather on the grown group, rank {r}", every[r],
+              torch.arange(100, dtype=torch.float32) * (r + 1))
+
+
+def replacement_main(world, store_dir):
+    """case_recovery's new rank world-1: joins the survivors' growth with rank 0's id."""
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(f"{store_dir}/grow_id"):
+            assert time.time() < deadline, "no grow id from rank 0 within 120 s"
+            time.sleep(0.05)
+        with open(f"{store_dir}/grow_id", "rb") as f:
+            grown = plexus_torch.join_grown_group(f.read(), world - 1, world)
+        check_grown(grown, world - 1, world)
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
 
 
 def case_coalesced(rank, world):
@@ -507,7 +546,11 @@ CASES = {"collectives": case_collectives, "pool": case_pool, "pool_off": case_po
          "recovery": case_recovery, "coalesced": case_coalesced}
 
 
+STORE_DIR = [None]  # the folder of the group's file store (case_recovery's grow id)
+
+
 def rank_main(rank, world, case, store_path, timeout_s):
+    STORE_DIR[0] = os.path.dirname(store_path)
     try:
         if case == "pool_off":
             os.environ["PLEXUS_TORCH_POOL_ALLOCATOR"] = "0"
@@ -545,6 +588,10 @@ def main():
         ctx = mp.get_context("spawn")
         procs = [ctx.Process(target=rank_main, args=(r, world, case, store or f"{d}/store", timeout_s))
                  for r in ranks]
+        if case == "recovery" and world - 1 in ranks:
+            procs.append(ctx.Process(target=replacement_main,
+                                     args=(world, os.path.dirname(store or f"{d}/store"))))
+            ranks = ranks + ["replacement"]
         for p in procs:
             p.start()
         deadline = time.time() + 240
