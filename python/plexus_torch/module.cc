@@ -85,20 +85,27 @@ py::object as_group(const c10::intrusive_ptr<ProcessGroupPlexus>& backend) {
 // wrapped so that a plexus backend's group is labelled CUSTOM, as init_process_group labels
 // it; other backends' groups pass through unchanged.
 void label_shrunk_groups_custom() {
-#if TORCH_VERSION_MAJOR >= 2
+#if PLEXUS_TORCH_SHRINK
   py::module_ c10d = py::module_::import("torch.distributed.distributed_c10d");
   if (!py::hasattr(c10d, "_create_shrunk_process_group")) return;
   py::object original = c10d.attr("_create_shrunk_process_group");
   c10d.attr("_create_shrunk_process_group") =
       py::cpp_function([original](const py::args& args, const py::kwargs& kwargs) {
-        py::object group = original(*args, **kwargs);
-        py::object cpu = py::module_::import("torch").attr("device")("cpu");
-        py::object backend = group.attr("_get_backend")(cpu);
-        if (py::isinstance<ProcessGroupPlexus>(backend)) {
-          py::object custom = group.attr("BackendType").attr("CUSTOM");
-          group.attr("_register_backend")(cpu, custom, backend);
-          group.attr("_set_default_backend")(custom);
+        // (new_backend, remaining_ranks, metadata, is_default_group), as torch 2.14 calls it.
+        py::object backend;
+        if (kwargs.contains("new_backend")) {
+          backend = kwargs["new_backend"];
+        } else if (!args.empty()) {
+          backend = args[0];
         }
+        py::object group = original(*args, **kwargs);
+        if (!backend || !py::isinstance<ProcessGroupPlexus>(backend)) return group;
+        // The device torch registered it for: the group's bound device, else the CPU.
+        py::object device = py::getattr(group, "bound_device_id", py::none());
+        if (device.is_none()) device = py::module_::import("torch").attr("device")("cpu");
+        py::object custom = group.attr("BackendType").attr("CUSTOM");
+        group.attr("_register_backend")(device, custom, backend);
+        group.attr("_set_default_backend")(custom);
         return group;
       });
 #endif
@@ -107,9 +114,14 @@ void label_shrunk_groups_custom() {
 // plexus_torch.shrink_group on a group torch made, where torch has its own shrink_group:
 // that one, so that torch's bookkeeping (group names, the default group) follows.
 bool torch_shrinks(const py::object& group) {
+#if PLEXUS_TORCH_SHRINK
   py::module_ c10d = py::module_::import("torch.distributed.distributed_c10d");
   return py::hasattr(c10d, "shrink_group") && !py::isinstance<ProcessGroupPlexus>(group) &&
          c10d.attr("_world").attr("pg_map").contains(group);
+#else
+  (void)group;
+  return false;  // the backend has no shrink() for torch's shrink_group to call
+#endif
 }
 
 }  // namespace

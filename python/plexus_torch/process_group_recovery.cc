@@ -3,6 +3,7 @@
 // daemons made without a Store or a rendezvous of torch's. And a group parked between an RL
 // job's phases: suspend and resume (plexus_comm_suspend, _resume).
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <cstring>
@@ -59,6 +60,12 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(
   TORCH_CHECK(shrink_flags == PLEXUS_SHRINK_DEFAULT || shrink_flags == PLEXUS_SHRINK_ABORT,
               "ProcessGroupPlexus: shrink (rank ", getRank(), "): shrink_flags ", shrink_flags,
               " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
+  // Called from Python (torch's shrink_group) with the GIL held: let other threads run
+  // while the daemons agree.
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    pybind11::gil_scoped_release release;
+    return shrink_group(ranks_to_exclude, shrink_flags == PLEXUS_SHRINK_ABORT);
+  }
   return shrink_group(ranks_to_exclude, shrink_flags == PLEXUS_SHRINK_ABORT);
 }
 #endif

@@ -302,7 +302,7 @@ def train_on(group, rank, steps=5):
         loss.backward()
         opt.step()
     mine = torch.cat([p.detach().flatten() for p in model.parameters()])
-    every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    every = [torch.empty_like(mine) for _ in range(group.size())]
     dist.all_gather(every, mine, group=group)
     return mine, every
 
@@ -322,12 +322,14 @@ def case_recovery(rank, world):
         raise AssertionError("the allreduce succeeded without the killed rank")
     except RuntimeError as e:
         assert f"rank {victim}" in str(e), e
-    if hasattr(dist, "shrink_group"):
+    world_backend = (dist.group.WORLD._get_backend(torch.device("cpu"))
+                     if hasattr(dist.group.WORLD, "_get_backend") else dist.group.WORLD)
+    if hasattr(dist, "shrink_group") and getattr(world_backend, "supports_shrinking", False):
         # The default group is shrunk and becomes the new default (torch's semantics).
         group, how = dist.shrink_group([victim]), f"torch {torch.__version__}'s dist.shrink_group"
     else:
         group, how = plexus_torch.shrink_group(dist.group.WORLD, [victim]), "plexus_torch.shrink_group"
-    size = dist.get_world_size(group) if hasattr(dist, "shrink_group") else world - 1
+    size = group.size()
     assert size == world - 1, size
     t = torch.ones(1000) * (rank + 1)
     dist.all_reduce(t, group=group)
@@ -363,12 +365,13 @@ def case_recovery(rank, world):
         print(f"ok rank {victim} killed: the allreduce failed naming it; {how} to {size} ranks, "
               f"exact, DDP parameters equal; {parked} (a suspended group refuses work; "
               f"{released} bytes released, none kept on one node), exact after; grown back to "
-              f"{world} with a replacement rank, exact", flush=True)
+              f"{world} with a replacement rank, exact, DDP parameters equal", flush=True)
 
 
 def check_grown(grown, rank, world):
-    """An allreduce and an allgather on the grown group, exact. (No broadcast: torch's
-    bookkeeping does not know the group, and dist.broadcast looks its source up there.)"""
+    """An allreduce, an allgather and DDP on the grown group, exact and equal. (No broadcast:
+    torch's bookkeeping does not know the group, and dist.broadcast looks its source up
+    there.)"""
     t = torch.ones(1000) * (rank + 1)
     dist.all_reduce(t, group=grown)
     check("allreduce on the grown group", t, torch.ones(1000) * sum(range(1, world + 1)))
@@ -378,13 +381,20 @@ def check_grown(grown, rank, world):
     for r in range(world):
         check(f"allgather on the grown group, rank {r}", every[r],
               torch.arange(100, dtype=torch.float32) * (r + 1))
+    mine, every = train_on(grown, rank)
+    for r, p in enumerate(every):
+        assert torch.equal(p, mine), f"rank {r}'s parameters differ after DDP on the grown group"
 
 
 def replacement_main(world, store_dir):
     """case_recovery's new rank world-1: joins the survivors' growth with rank 0's id."""
     try:
+        # Only an id written after this process started (not an earlier run's, in a folder
+        # a cluster run reuses).
+        started = time.time() - 1
         deadline = time.time() + 120
-        while not os.path.exists(f"{store_dir}/grow_id"):
+        path = f"{store_dir}/grow_id"
+        while not (os.path.exists(path) and os.path.getmtime(path) >= started):
             assert time.time() < deadline, "no grow id from rank 0 within 120 s"
             time.sleep(0.05)
         with open(f"{store_dir}/grow_id", "rb") as f:
@@ -399,9 +409,10 @@ def replacement_main(world, store_dir):
 def case_coalesced(rank, world):
     # torch 2.x's coalesced tensor forms: all_gather_into_tensor and reduce_scatter_tensor in
     # a _coalescing_manager (FSDP's pattern), and the backend's own entry points.
-    if int(torch.__version__.split(".")[0]) < 2:
-        print(f"skip: torch {torch.__version__} has no coalesced tensor forms (torch 2.x)",
-              flush=True)
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 1):
+        if rank == 0:
+            print(f"skip torch {torch.__version__} has no coalesced tensor forms (torch 2.1 on)",
+                  flush=True)
         return
     from torch.distributed.distributed_c10d import _coalescing_manager
     shapes = [1, 3, 7, 1000]

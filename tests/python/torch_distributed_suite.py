@@ -35,6 +35,7 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 
 import unittest  # noqa: E402
 
+import torch  # noqa: E402
 import torch.multiprocessing  # noqa: E402
 
 # Each test starts its two ranks afresh. The suite's own way ("spawn") makes every rank
@@ -79,10 +80,18 @@ _SHARD_IMPORT_BROKEN = [
     "test_ddp_logging_data_cpu",
     "test_static_graph_api_cpu",
 ]
-for _name in _SHARD_IMPORT_BROKEN:
+for _name in _SHARD_IMPORT_BROKEN if torch.__version__.startswith("1.") else []:
     setattr(TestPlexusBackend, _name, unittest.skip(
         "torch.distributed._shard does not import on Debian's torch 1.13 with Python 3.11 "
         "(any backend)")(getattr(TestPlexusBackend, _name)))
+
+# Torch 2.x names any backend registered from outside torch "custom" in DDP's logging data
+# (the ProcessGroup's getBackendName() gives its BackendType, CUSTOM), while dist.get_backend
+# names it "plexus"; this test compares the two. No backend but torch's own can pass it.
+if not torch.__version__.startswith("1.") and os.environ["BACKEND"] == "plexus":
+    TestPlexusBackend.test_ddp_logging_data_cpu = unittest.skip(
+        "torch 2.x's DDP logging names every out-of-tree backend 'custom', not its name")(
+            TestPlexusBackend.test_ddp_logging_data_cpu)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,6 @@ status=0
 # Debian does not ship.
 env -u CI "$python" -W ignore "$here/torch_distributed_suite.py" -v >"$dir/suite.log" 2>&1 || status=$?
 grep -E " \.\.\. |^(ERROR|FAIL):|^Ran |^OK|^FAILED" "$dir/suite.log" || true
-# The verdicts interleave with the rank processes' output, so the count comes from the
-# summary: passed = ran - skipped - errors - failures.
-count() { grep -aoE "^(OK|FAILED) .*$1=[0-9]+" "$dir/suite.log" | grep -oE "$1=[0-9]+" | cut -d= -f2 || true; }
-ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$dir/suite.log")
-skipped=$(count skipped) errors=$(count errors) failures=$(count failures)
-echo "passed: $((${ran:-0} - ${skipped:-0} - ${errors:-0} - ${failures:-0})) of ${ran:-0}" \
-  "(skipped ${skipped:-0}, errors ${errors:-0}, failures ${failures:-0})"
+bash "$here/suite_summary.sh" "$dir/suite.log" || true
 [ "$status" -eq 0 ] || tail -60 "$dir/suite.log"
 exit "$status"

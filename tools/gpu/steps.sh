@@ -260,7 +260,7 @@ step_torch_backend_cpu() {
   for c in "collectives 2" "pool 2" "ddp 2" "failures 4" "recovery 3" "coalesced 2"; do
     echo "== $c"
     # shellcheck disable=SC2086
-    PY_TIMEOUT=45 pyrun -W ignore "$tools/torch_backend_test.py" $c ||
+    PY_TIMEOUT=120 pyrun -W ignore "$tools/torch_backend_test.py" $c ||
       { status=1; echo "FAIL torch_backend_test.py $c"; }
   done
   [ $status -ne 0 ] || echo "FIGURE torch_backend_test.py collectives 2, pool 2, ddp 2, failures 4, recovery 3, coalesced 2: every case ok"

@@ -7,11 +7,13 @@
 #  2. builds plexus_torch in it against that torch from BUILD's libplexus, with
 #     tools/gpu/build_torch_ext.sh, as on a lent GPU machine;
 #  3. starts BUILD's plexusd out here with its socket inside the chroot, and runs
-#     tests/python/torch_backend_test.py's cases with the chroot's Python (default: every
-#     case that runs on one node); with --suite also PyTorch's own distributed suite
-#     (tests/python/torch_distributed_suite.py), plexus then gloo, in the same run.
+#     tests/python/torch_backend_test.py's cases with the chroot's Python (default: one of
+#     each kind, the "cases" line below; --cases "NAME N;NAME N" picks others, "" none); with
+#     --suite also PyTorch's own distributed suite (tests/python/torch_distributed_suite.py),
+#     plexus then gloo, in the same run.
 # Needs root, debootstrap and Debian's registry; not part of CI (the chroot's size). Exits 77,
-# saying why, where it cannot run. Unmounts and stops what it started, also on failure.
+# saying why, without root or debootstrap; fails if making the chroot fails. Unmounts and
+# stops what it started, also on failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -22,8 +24,8 @@ root=/var/tmp/plexus-torch2 suite=0
 cases="collectives 2;pool 2;ddp 2;failures 4;timeout 2;recovery 3;coalesced 2"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --root) root=$2; shift ;;
-    --cases) cases=$2; shift ;;
+    --root) root=${2:?--root needs a folder}; shift ;;
+    --cases) cases=${2?--cases needs a list}; shift ;;
     --suite) suite=1 ;;
     *) echo "torch2/run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -33,8 +35,9 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (debootstrap, chroot and bind mounts)"
 [ -x "$build/daemon/plexusd" ] && [ -e "$build/clientlib/libplexus.so.0" ] ||
   { echo "FAIL: $build has no daemon/plexusd or clientlib/libplexus.so.0 (build it first)"; exit 1; }
-! grep -q '^PLEXUS_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" ||
+if grep -q '^PLEXUS_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   skip "$build is a sanitizer build: the chroot's Python cannot load an instrumented libplexus"
+fi
 
 if [ ! -x "$root/usr/bin/python3" ] || ! chroot "$root" python3 -c "import torch" 2>/dev/null; then
   command -v debootstrap >/dev/null || skip "no debootstrap (apt-get install debootstrap) to make the sid chroot"
@@ -51,15 +54,17 @@ if [ ! -x "$root/usr/bin/python3" ] || ! chroot "$root" python3 -c "import torch
 fi
 
 mounts=() daemon_pid=
+# Every step runs whatever failed before it: the host's /dev must not stay bound in the root.
 cleanup() {
-  [ -z "$daemon_pid" ] || { kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; }
+  set +e
+  [ -z "$daemon_pid" ] || { kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null; }
   local i
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null; done
 }
 trap cleanup EXIT
 for m in proc sys dev dev/shm dev/pts; do
-  mountpoint -q "$root/$m" && continue
-  mount --bind "/$m" "$root/$m"
+  # One left by a run that was killed is taken over (and unmounted at the end).
+  mountpoint -q "$root/$m" || mount --bind "/$m" "$root/$m"
   mounts+=("$root/$m")
 done
 
@@ -110,14 +115,16 @@ done
 if [ $suite -eq 1 ]; then
   for backend in plexus gloo; do
     echo "== torch $version: PyTorch's distributed suite, backend $backend"
+    log=$run_dir/suite-$backend.log
     in_root env BACKEND=$backend timeout 1800 python3 -W ignore \
-      /opt/plexus-bundle/tools/torch_distributed_suite.py -v >"$run_dir/suite-$backend.log" 2>&1 || true
-    ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$run_dir/suite-$backend.log")
-    count() { grep -aoE "^(OK|FAILED) .*$1=[0-9]+" "$run_dir/suite-$backend.log" | grep -oE "$1=[0-9]+" | cut -d= -f2 || true; }
-    skipped=$(count skipped) errors=$(count errors) failures=$(count failures)
-    echo "$backend on torch $version: passed $((${ran:-0} - ${skipped:-0} - ${errors:-0} - ${failures:-0})) of ${ran:-0}" \
-      "(skipped ${skipped:-0}, errors ${errors:-0}, failures ${failures:-0}); log $run_dir/suite-$backend.log"
+      /opt/plexus-bundle/tools/torch_distributed_suite.py -v >"$log" 2>&1 || true
+    # plexus must have no error and no failure; gloo is the peer, reported as it is.
+    s=0
+    summary=$(bash "$repo/tests/python/suite_summary.sh" "$log") || s=1
+    echo "$backend on torch $version: $summary"
+    echo "  (log $log)"
+    [ $s -eq 0 ] || [ "$backend" = gloo ] || { status=1; echo "FAIL PyTorch's suite with plexus"; }
   done
 fi
-[ $status -eq 0 ] && echo "ok every case on torch $version"
+[ $status -ne 0 ] || echo "ok every case on torch $version"
 exit $status
