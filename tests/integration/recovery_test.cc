@@ -501,6 +501,51 @@ TEST(RecoveryAcrossNodesTest,
   }
 }
 
+// A successor that loses a node soon after it formed (as every survivor's does when the
+// shrink's root dies after sending the topology to some of them) is left for the parent:
+// shrunk again without the lost node's ranks too, it reaches the successor that survivors
+// whose shrink failed reach the same way (the token derives from the parent and the set).
+TEST(RecoveryAcrossNodesTest, ASuccessorThatLostANodeIsLeftForTheParentShrunkAgainWithoutIt) {
+  auto nodes = start_nodes(4);
+  const std::string ready = temp_prefix("again-ready");
+  const std::string formed = temp_prefix("again-formed");
+  auto results = run_ranks_across(
+      sockets_for(nodes, {0, 1, 2, 3}),
+      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
+        plexus_comm_t comm = nullptr;
+        if (auto r = plexus_comm_init_rank(&comm, nranks, id, rank)) return describe("init", r);
+        std::ofstream(ready + std::to_string(rank)) << "ready";
+        if (rank == 3) ::pause();  // killed with node d
+        if (std::string e = until_node_lost(comm, "d"); !e.empty()) return e;
+        int lost = 3;
+        plexus_comm_t next = nullptr;
+        if (auto r = plexus_comm_shrink(comm, &lost, 1, PLEXUS_SHRINK_DEFAULT, &next)) {
+          return describe("shrink", r);
+        }
+        if (std::string error = exact_allreduce(next); !error.empty()) return error;
+        std::ofstream(formed + std::to_string(rank)) << "formed";
+        if (rank == 2) ::pause();  // killed with node c once the successor formed
+        if (std::string e = until_node_lost(next, "c"); !e.empty()) return "successor: " + e;
+        plexus_comm_destroy(next);
+        return shrink_and_run(comm, rank, {2, 3}, PLEXUS_SHRINK_DEFAULT, rank);
+      },
+      std::chrono::seconds(90),
+      [&](const std::vector<pid_t>& pids) {
+        kill_node_when_ready(nodes, 3, ready, pids, 3);
+        wait_for_rank_files(formed, 3);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        nodes[2]->kill_now();
+        ::kill(pids[2], SIGKILL);
+      });
+  for (int r = 0; r < 4; ++r) {
+    std::remove((ready + std::to_string(r)).c_str());
+    std::remove((formed + std::to_string(r)).c_str());
+  }
+  for (int r : {0, 1}) {
+    EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
+  }
+}
+
 TEST(RecoveryAcrossNodesTest, RanksThatDisagreeOnWhomToExcludeFailWithMismatchNotATimeout) {
   auto nodes = start_nodes(4);
   auto results = run_ranks_across(
