@@ -459,11 +459,16 @@ TEST(RecoveryAcrossNodesTest, AReplacementNodeJoinsTheGrowthOfTheShrunkCommunica
   }
 }
 
-TEST(RecoveryAcrossNodesTest,
-     ASecondNodeLostDuringTheShrinkFailsItNamingThatNodeThenItShrinksAgain) {
+// Four nodes, a rank on each. Node d dies (with rank 3) once every rank is ready; the
+// survivors see it, and `after_d` runs on ranks 0-2. Each calls `step()` at one point: rank
+// 2 stays there to die with node c, `settle` after all three got there. Ranks 0 and 1 must
+// end ok.
+void two_nodes_lost(const std::string& name, std::chrono::milliseconds settle,
+                    const std::function<std::string(int rank, plexus_comm_t comm,
+                                                    const std::function<void()>& step)>& after_d) {
   auto nodes = start_nodes(4);
-  const std::string ready = temp_prefix("second-ready");
-  const std::string shrinking = temp_prefix("second-shrinking");
+  const std::string ready = temp_prefix((name + "-ready").c_str());
+  const std::string stepped = temp_prefix((name + "-step").c_str());
   auto results = run_ranks_across(
       sockets_for(nodes, {0, 1, 2, 3}),
       [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
@@ -472,33 +477,44 @@ TEST(RecoveryAcrossNodesTest,
         std::ofstream(ready + std::to_string(rank)) << "ready";
         if (rank == 3) ::pause();  // killed with node d
         if (std::string e = until_node_lost(comm, "d"); !e.empty()) return e;
-        std::ofstream(shrinking + std::to_string(rank)) << "shrinking";
-        if (rank == 2) ::pause();  // killed with node c while the others shrink
-        std::vector<int> exclude = {3};
-        plexus_comm_t next = nullptr;
-        const plexus_result_t r = plexus_comm_shrink(comm, exclude.data(), 1, 0, &next);
-        if (std::string e = failed_as("shrink", r, PLEXUS_ERR_PEER_LOST,
-                                      {"node c", "during the shrink", "rank(s) 2"});
-            !e.empty()) {
-          return e;
-        }
-        return shrink_and_run(comm, rank, {2, 3}, PLEXUS_SHRINK_DEFAULT, rank);
+        return after_d(rank, comm, [&] {
+          std::ofstream(stepped + std::to_string(rank)) << "step";
+          if (rank == 2) ::pause();  // killed with node c
+        });
       },
       std::chrono::seconds(90),
       [&](const std::vector<pid_t>& pids) {
         kill_node_when_ready(nodes, 3, ready, pids, 3);
-        wait_for_rank_files(shrinking, 3);
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ranks 0, 1 in the shrink
+        wait_for_rank_files(stepped, 3);
+        std::this_thread::sleep_for(settle);
         nodes[2]->kill_now();
         ::kill(pids[2], SIGKILL);
       });
   for (int r = 0; r < 4; ++r) {
     std::remove((ready + std::to_string(r)).c_str());
-    std::remove((shrinking + std::to_string(r)).c_str());
+    std::remove((stepped + std::to_string(r)).c_str());
   }
   for (int r : {0, 1}) {
     EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
   }
+}
+
+TEST(RecoveryAcrossNodesTest,
+     ASecondNodeLostDuringTheShrinkFailsItNamingThatNodeThenItShrinksAgain) {
+  // Node c dies 300 ms after ranks 0 and 1 started the shrink.
+  two_nodes_lost("second", std::chrono::milliseconds(300),
+                 [](int rank, plexus_comm_t comm, const std::function<void()>& step) {
+                   step();
+                   std::vector<int> exclude = {3};
+                   plexus_comm_t next = nullptr;
+                   const plexus_result_t r = plexus_comm_shrink(comm, exclude.data(), 1, 0, &next);
+                   if (std::string e = failed_as("shrink", r, PLEXUS_ERR_PEER_LOST,
+                                                 {"node c", "during the shrink", "rank(s) 2"});
+                       !e.empty()) {
+                     return e;
+                   }
+                   return shrink_and_run(comm, rank, {2, 3}, PLEXUS_SHRINK_DEFAULT, rank);
+                 });
 }
 
 // A successor that loses a node soon after it formed (as every survivor's does when the
@@ -506,44 +522,21 @@ TEST(RecoveryAcrossNodesTest,
 // shrunk again without the lost node's ranks too, it reaches the successor that survivors
 // whose shrink failed reach the same way (the token derives from the parent and the set).
 TEST(RecoveryAcrossNodesTest, ASuccessorThatLostANodeIsLeftForTheParentShrunkAgainWithoutIt) {
-  auto nodes = start_nodes(4);
-  const std::string ready = temp_prefix("again-ready");
-  const std::string formed = temp_prefix("again-formed");
-  auto results = run_ranks_across(
-      sockets_for(nodes, {0, 1, 2, 3}),
-      [&](int rank, int nranks, const plexus_unique_id_t& id) -> std::string {
-        plexus_comm_t comm = nullptr;
-        if (auto r = plexus_comm_init_rank(&comm, nranks, id, rank)) return describe("init", r);
-        std::ofstream(ready + std::to_string(rank)) << "ready";
-        if (rank == 3) ::pause();  // killed with node d
-        if (std::string e = until_node_lost(comm, "d"); !e.empty()) return e;
-        int lost = 3;
-        plexus_comm_t next = nullptr;
-        if (auto r = plexus_comm_shrink(comm, &lost, 1, PLEXUS_SHRINK_DEFAULT, &next)) {
-          return describe("shrink", r);
-        }
-        if (std::string error = exact_allreduce(next); !error.empty()) return error;
-        std::ofstream(formed + std::to_string(rank)) << "formed";
-        if (rank == 2) ::pause();  // killed with node c once the successor formed
-        if (std::string e = until_node_lost(next, "c"); !e.empty()) return "successor: " + e;
-        plexus_comm_destroy(next);
-        return shrink_and_run(comm, rank, {2, 3}, PLEXUS_SHRINK_DEFAULT, rank);
-      },
-      std::chrono::seconds(90),
-      [&](const std::vector<pid_t>& pids) {
-        kill_node_when_ready(nodes, 3, ready, pids, 3);
-        wait_for_rank_files(formed, 3);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        nodes[2]->kill_now();
-        ::kill(pids[2], SIGKILL);
-      });
-  for (int r = 0; r < 4; ++r) {
-    std::remove((ready + std::to_string(r)).c_str());
-    std::remove((formed + std::to_string(r)).c_str());
-  }
-  for (int r : {0, 1}) {
-    EXPECT_TRUE(results[r].ok) << "rank " << r << ": " << results[r].message << "\n" << logs(nodes);
-  }
+  two_nodes_lost("again", std::chrono::milliseconds(200),
+                 [](int rank, plexus_comm_t comm, const std::function<void()>& step) {
+                   int lost = 3;
+                   plexus_comm_t next = nullptr;
+                   if (auto r = plexus_comm_shrink(comm, &lost, 1, PLEXUS_SHRINK_DEFAULT, &next)) {
+                     return describe("shrink", r);
+                   }
+                   if (std::string error = exact_allreduce(next); !error.empty()) return error;
+                   step();  // node c dies once the successor formed and ran
+                   if (std::string e = until_node_lost(next, "c"); !e.empty()) {
+                     return "successor: " + e;
+                   }
+                   plexus_comm_destroy(next);
+                   return shrink_and_run(comm, rank, {2, 3}, PLEXUS_SHRINK_DEFAULT, rank);
+                 });
 }
 
 TEST(RecoveryAcrossNodesTest, RanksThatDisagreeOnWhomToExcludeFailWithMismatchNotATimeout) {
