@@ -7,7 +7,7 @@ tools/torch2/run.sh (torch 2.x); each case prints "ok <name>".
 
 usage: torch_backend_test.py CASE WORLD_SIZE [--ranks R,R --store FILE]
   CASE: collectives, pool, pool_full, pool_off, failures, timeout, ddp, recovery, coalesced
-  (torch 2.x; says "skip" on 1.13). By default every rank runs here; with
+  (torch 2.1 on; says "skip" on older ones). By default every rank runs here; with
   --ranks only those (a node of a cluster), meeting the others through FILE.
 """
 import os

@@ -39,18 +39,11 @@ if grep -q '^PLEXUS_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   skip "$build is a sanitizer build: the chroot's Python cannot load an instrumented libplexus"
 fi
 
-if [ ! -x "$root/usr/bin/python3" ] || ! chroot "$root" python3 -c "import torch" 2>/dev/null; then
+if [ ! -x "$root/usr/bin/apt-get" ]; then
   command -v debootstrap >/dev/null || skip "no debootstrap (apt-get install debootstrap) to make the sid chroot"
-  echo "== making a Debian sid chroot with torch at $root (once)"
+  echo "== making a Debian sid chroot at $root (once)"
   mkdir -p "$root"
-  [ -x "$root/usr/bin/apt-get" ] ||
-    debootstrap --variant=minbase --include=ca-certificates sid "$root" http://deb.debian.org/debian
-  cp /etc/resolv.conf "$root/etc/resolv.conf"
-  # A registry mirror may serve a Release file past its Valid-Until date.
-  echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99plexus-no-valid-until"
-  chroot "$root" apt-get update -q
-  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends \
-    python3-torch libtorch-dev g++ python3-dev pybind11-dev python3-expecttest python3-numpy binutils
+  debootstrap --variant=minbase --include=ca-certificates sid "$root" http://deb.debian.org/debian
 fi
 
 mounts=() daemon_pid=
@@ -67,6 +60,16 @@ for m in proc sys dev dev/shm dev/pts; do
   mountpoint -q "$root/$m" || mount --bind "/$m" "$root/$m"
   mounts+=("$root/$m")
 done
+
+if ! chroot "$root" python3 -c "import torch" 2>/dev/null; then
+  echo "== installing torch and a compiler in $root (once)"
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  # A registry mirror may serve a Release file past its Valid-Until date.
+  echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99plexus-no-valid-until"
+  chroot "$root" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends \
+    python3-torch libtorch-dev g++ python3-dev pybind11-dev python3-expecttest python3-numpy binutils
+fi
 
 # The extension, built in the chroot against its torch from a bundle of BUILD's libplexus
 # (its libraries beside it, found through its RUNPATH) and the extension's sources.
