@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "python/plexus_torch/pool_tensors.h"
 #include "python/plexus_torch/process_group_plexus.h"
@@ -77,6 +78,17 @@ py::object as_group(const c10::intrusive_ptr<ProcessGroupPlexus>& backend) {
 #else
   return py::cast(backend);
 #endif
+}
+
+// A group made by `make` with the GIL let go (the daemons agree meanwhile), as torch takes it.
+template <class F>
+py::object new_group(F&& make) {
+  c10::intrusive_ptr<ProcessGroupPlexus> made;
+  {
+    py::gil_scoped_release release;
+    made = std::forward<F>(make)();
+  }
+  return as_group(made);
 }
 
 // torch.distributed.shrink_group (2.14 here) hands the shrunk backend to a new ProcessGroup
@@ -172,12 +184,7 @@ PYBIND11_MODULE(plexus_torch, m) {
               .attr("shrink_group")(exclude_ranks, py::arg("group") = group,
                                     py::arg("shrink_flags") = abort ? 1 : 0);
         }
-        c10::intrusive_ptr<ProcessGroupPlexus> next;
-        {
-          py::gil_scoped_release release;
-          next = pg.shrink_group(exclude_ranks, abort);
-        }
-        return as_group(next);
+        return new_group([&] { return pg.shrink_group(exclude_ranks, abort); });
       },
       py::arg("group"), py::arg("exclude_ranks"), py::arg("abort") = false,
       "A new group of the ranks not in exclude_ranks (group ranks), renumbered densely in "
@@ -190,12 +197,7 @@ PYBIND11_MODULE(plexus_torch, m) {
       "grow_group",
       [](const py::object& group, int size) {
         ProcessGroupPlexus& pg = plexus_of(group);
-        c10::intrusive_ptr<ProcessGroupPlexus> next;
-        {
-          py::gil_scoped_release release;
-          next = pg.grow(size);
-        }
-        return as_group(next);
+        return new_group([&] { return pg.grow(size); });
       },
       py::arg("group"), py::arg("size"),
       "The group grown to `size` ranks; its members keep their ranks and the new ones join with "
@@ -206,12 +208,7 @@ PYBIND11_MODULE(plexus_torch, m) {
   m.def(
       "join_grown_group",
       [](const std::string& id, int rank, int size, std::chrono::milliseconds timeout) {
-        c10::intrusive_ptr<ProcessGroupPlexus> joined;
-        {
-          py::gil_scoped_release release;
-          joined = ProcessGroupPlexus::join_growth(id, rank, size, timeout);
-        }
-        return as_group(joined);
+        return new_group([&] { return ProcessGroupPlexus::join_growth(id, rank, size, timeout); });
       },
       py::arg("grow_id"), py::arg("rank"), py::arg("size"),
       py::arg("timeout") = std::chrono::milliseconds(60000),

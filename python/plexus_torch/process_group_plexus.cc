@@ -1,7 +1,6 @@
 #include "python/plexus_torch/process_group_plexus.h"
 
 #include <c10/util/Exception.h>
-#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "python/plexus_torch/collective_tag.h"
+#include "python/plexus_torch/gil.h"
 #include "python/plexus_torch/tensor_types.h"
 
 namespace plexus::torch_backend {
@@ -83,12 +83,7 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
     comm_ = nullptr;
     return;
   }
-  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
-    pybind11::gil_scoped_release release;
-    progress_.reset();
-  } else {
-    progress_.reset();
-  }
+  without_gil([this] { progress_.reset(); });
   std::lock_guard lock(comm_mutex_);
   if (comm_ != nullptr) plexus_comm_destroy(comm_);
   comm_ = nullptr;

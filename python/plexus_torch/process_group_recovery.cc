@@ -3,7 +3,6 @@
 // daemons made without a Store or a rendezvous of torch's. And a group parked between an RL
 // job's phases: suspend and resume (plexus_comm_suspend, _resume).
 #include <c10/util/Exception.h>
-#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "python/plexus_torch/gil.h"
 #include "python/plexus_torch/process_group_plexus.h"
 
 namespace plexus::torch_backend {
@@ -62,11 +62,8 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(
               " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
   // Called from Python (torch's shrink_group) with the GIL held: let other threads run
   // while the daemons agree.
-  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
-    pybind11::gil_scoped_release release;
-    return shrink_group(ranks_to_exclude, shrink_flags == PLEXUS_SHRINK_ABORT);
-  }
-  return shrink_group(ranks_to_exclude, shrink_flags == PLEXUS_SHRINK_ABORT);
+  return without_gil(
+      [&] { return shrink_group(ranks_to_exclude, shrink_flags == PLEXUS_SHRINK_ABORT); });
 }
 #endif
 

@@ -249,25 +249,32 @@ def case_timeout(rank, world):
         time.sleep(6)
 
 
-def ddp_run(rank, world, backend, steps=20):
+def ddp_train(group, rank, steps, sizes, batch, seed):
+    """DDP on `group` training a Linear-ReLU-Linear of `sizes` from seed 0 for `steps` steps on
+    this rank's random batches (a generator seeded `seed` + rank): the losses and the final
+    parameters, flattened."""
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    group = dist.new_group(list(range(world)), backend=backend)
+    model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
+                                torch.nn.Linear(sizes[1], sizes[2]))
     ddp = DDP(model, process_group=group)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-    gen = torch.Generator().manual_seed(1234 + rank)
+    gen = torch.Generator().manual_seed(seed + rank)
     losses = []
     for _ in range(steps):
-        x = torch.randn(16, 32, generator=gen)
-        y = torch.randn(16, 4, generator=gen)
+        x = torch.randn(batch, sizes[0], generator=gen)
+        y = torch.randn(batch, sizes[2], generator=gen)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(x), y)
         loss.backward()
         opt.step()
         losses.append(float(loss))
-    params = torch.cat([p.detach().flatten() for p in model.parameters()])
-    return losses, params
+    return losses, torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def ddp_run(rank, world, backend, steps=20):
+    group = dist.new_group(list(range(world)), backend=backend)
+    return ddp_train(group, rank, steps, (32, 64, 4), 16, 1234)
 
 
 def case_ddp(rank, world):
@@ -287,21 +294,9 @@ def case_ddp(rank, world):
               f"gloo {worst:.2e}", flush=True)
 
 
-def train_on(group, rank, steps=5):
+def train_on(group, rank):
     """A few DDP steps on `group`; every member's parameters, gathered over it."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    ddp = DDP(model, process_group=group)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-    gen = torch.Generator().manual_seed(99 + rank)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(ddp(torch.randn(4, 8, generator=gen)),
-                                            torch.randn(4, 2, generator=gen))
-        loss.backward()
-        opt.step()
-    mine = torch.cat([p.detach().flatten() for p in model.parameters()])
+    _, mine = ddp_train(group, rank, 5, (8, 16, 2), 4, 99)
     every = [torch.empty_like(mine) for _ in range(group.size())]
     dist.all_gather(every, mine, group=group)
     return mine, every
@@ -430,31 +425,27 @@ def case_coalesced(rank, world):
         whole = torch.arange(world * k, dtype=torch.float32) * sum(range(1, world + 1))
         return whole[rank * k:(rank + 1) * k]
 
-    outs = [torch.empty(world * k) for k in shapes]
-    with _coalescing_manager(async_ops=True) as cm:
-        for o, k in zip(outs, shapes):
-            dist.all_gather_into_tensor(o, gather_in(k))
-    cm.wait()
-    for o, k in zip(outs, shapes):
-        check(f"coalesced all_gather_into_tensor of {k}", o, gather_want(k))
-    outs = [torch.empty(k) for k in shapes]
-    with _coalescing_manager(async_ops=True) as cm:
-        for o, k in zip(outs, shapes):
-            dist.reduce_scatter_tensor(o, scatter_in(k))
-    cm.wait()
-    for o, k in zip(outs, shapes):
-        check(f"coalesced reduce_scatter_tensor of {k}", o, scatter_want(k))
-    # The group's own allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced,
-    # which reach the backend's (torch's defaults would refuse).
+    # Each form in a _coalescing_manager, then through the group's own coalesced call, which
+    # reaches the backend's (torch's defaults would refuse).
     group = dist.group.WORLD
-    outs = [torch.empty(world * k) for k in shapes]
-    group.allgather_into_tensor_coalesced(outs, [gather_in(k) for k in shapes]).wait()
-    for o, k in zip(outs, shapes):
-        check(f"allgather_into_tensor_coalesced of {k}", o, gather_want(k))
-    outs = [torch.empty(k) for k in shapes]
-    group.reduce_scatter_tensor_coalesced(outs, [scatter_in(k) for k in shapes]).wait()
-    for o, k in zip(outs, shapes):
-        check(f"reduce_scatter_tensor_coalesced of {k}", o, scatter_want(k))
+    forms = [  # name, output size, input, wanted output, the op alone, the group's call
+        ("all_gather_into_tensor", lambda k: world * k, gather_in, gather_want,
+         dist.all_gather_into_tensor, "allgather_into_tensor_coalesced"),
+        ("reduce_scatter_tensor", lambda k: k, scatter_in, scatter_want,
+         dist.reduce_scatter_tensor, "reduce_scatter_tensor_coalesced"),
+    ]
+    for name, size, make_in, want, alone, coalesced in forms:
+        outs = [torch.empty(size(k)) for k in shapes]
+        with _coalescing_manager(async_ops=True) as cm:
+            for o, k in zip(outs, shapes):
+                alone(o, make_in(k))
+        cm.wait()
+        for o, k in zip(outs, shapes):
+            check(f"coalesced {name} of {k}", o, want(k))
+        outs = [torch.empty(size(k)) for k in shapes]
+        getattr(group, coalesced)(outs, [make_in(k) for k in shapes]).wait()
+        for o, k in zip(outs, shapes):
+            check(f"{coalesced} of {k}", o, want(k))
     try:
         group.allgather_into_tensor_coalesced([torch.empty(3)], [torch.empty(2)]).wait()
         raise AssertionError("a coalesced allgather with a wrong output size succeeded")
