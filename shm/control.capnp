@@ -118,11 +118,13 @@ struct ClientMessage {
   }
 }
 
-# One tensor of a weights request: its name and where it is in the client's pool.
+# One tensor of a weights request: its name and where it is in the client's memory.
 struct WeightTensor {
   name @0 :Text;
-  offset @1 :UInt64;      # in the pool (region 0)
+  offset @1 :UInt64;      # in the region
   bytes @2 :UInt64;
+  region @3 :UInt32;      # 0: the pool; else a GPU allocation this process registered
+                          # (gpuMemoryReply), copied by the daemon's copy engines
 }
 
 # A version of a model, or one shard of it, handed to the daemon: answered once the daemon

@@ -1,5 +1,6 @@
 // The C API's weight store calls: a publish or pull names each tensor by its offset in this
-// process's pool; a tensor outside the pool is staged through one pool block for the call
+// process's pool, or in a GPU allocation registered with the daemon (its copy engines copy
+// it); a host tensor outside the pool is staged through one pool block for the call
 // (copied in before a publish, out after a pull). A table of tensors larger than one control
 // frame holds goes in batches: a publish's as shards of the version, a pull's as requests
 // for the version the first one got.
@@ -16,30 +17,41 @@
 #include "common/frame_codec.h"
 #include "shm/control.capnp.h"
 #include "shm/framing.h"
+#include "shm/ring_layout.h"
 
 namespace plexus::client {
 namespace {
 
 namespace control = shm::control;
 
-// The pool block foreign tensors go through, freed with the call.
+// Where each tensor is for the daemon; the pool block host tensors outside the pool go
+// through, freed with the call.
 class Staging {
  public:
-  explicit Staging(shm::ClientPool& pool) : pool_(pool) {}
+  explicit Staging(ClientContext& ctx) : ctx_(ctx), pool_(ctx.pool()) {}
   ~Staging() {
     if (block_ != nullptr) pool_.deallocate(block_);
   }
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
 
-  // Each tensor's offset in the pool: its own, or its place in the staging block (made here).
-  // "" when they all have one; otherwise why not.
+  // Each tensor's region and offset there: its own place in the pool or a GPU allocation
+  // (registered here if new), or its place in the staging block (made here). "" when they
+  // all have one; otherwise why not.
   std::string place(const plexus_weight_tensor_t* tensors, size_t count) {
     offsets_.resize(count);
+    regions_.assign(count, shm::kHostPoolRegion);
     staged_.assign(count, false);
     uint64_t total = 0;
     for (size_t i = 0; i < count; ++i) {
       if (tensors[i].bytes == 0 || pool_.contains(tensors[i].buf, tensors[i].bytes)) continue;
+      auto gpu = ctx_.gpu().locate(ctx_.control(), tensors[i].buf, tensors[i].bytes);
+      if (!gpu) return "tensor '" + std::string(tensors[i].name) + "': " + gpu.error();
+      if (*gpu) {
+        regions_[i] = (*gpu)->region;
+        offsets_[i] = (*gpu)->offset;
+        continue;
+      }
       staged_[i] = true;
       offsets_[i] = total;
       total += (tensors[i].bytes + 63) / 64 * 64;
@@ -57,20 +69,23 @@ class Staging {
     for (size_t i = 0; i < count; ++i) {
       if (staged_[i]) {
         offsets_[i] += base;
-      } else {
+      } else if (regions_[i] == shm::kHostPoolRegion) {
         offsets_[i] = tensors[i].bytes == 0 ? 0 : pool_.offset_of(tensors[i].buf);
       }
     }
     return {};
   }
   uint64_t offset(size_t i) const { return offsets_[i]; }
+  uint32_t region(size_t i) const { return regions_[i]; }
   bool staged(size_t i) const { return staged_[i]; }
   std::byte* at(size_t i) const { return const_cast<std::byte*>(pool_.base()) + offsets_[i]; }
 
  private:
+  ClientContext& ctx_;
   shm::ClientPool& pool_;
   std::byte* block_ = nullptr;
   std::vector<uint64_t> offsets_;
+  std::vector<uint32_t> regions_;
   std::vector<bool> staged_;
 };
 
@@ -120,6 +135,7 @@ void fill_tensors(Request request, const plexus_weight_tensor_t* tensors, Batch 
     list[at].setName(tensors[i].name);
     list[at].setOffset(staging.offset(i));
     list[at].setBytes(tensors[i].bytes);
+    list[at].setRegion(staging.region(i));
   }
 }
 
@@ -151,7 +167,7 @@ plexus_result_t publish(const char* call, const char* model, uint64_t version, u
   }
   return guarded([&]() -> plexus_result_t {
     ClientContext& ctx = ClientContext::get();
-    Staging staging(ctx.pool());
+    Staging staging(ctx);
     if (std::string why = staging.place(tensors, count); !why.empty()) {
       return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
     }
@@ -219,7 +235,7 @@ plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_
   }
   return guarded([&]() -> plexus_result_t {
     ClientContext& ctx = ClientContext::get();
-    Staging staging(ctx.pool());
+    Staging staging(ctx);
     if (std::string why = staging.place(tensors, count); !why.empty()) {
       return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
     }

@@ -1,5 +1,6 @@
 // What the weight service asks of the control server: replies on its connections, posts to
-// the control and engine threads, and node messages through NodeJoins.
+// the control and engine threads, node messages through NodeJoins, and a session's GPU
+// regions (the engine's table, read on its thread).
 #include "daemon/control/control_connection.h"
 #include "daemon/control/control_server.h"
 
@@ -23,7 +24,20 @@ WeightService::Hooks ControlServer::weight_hooks() {
                  capnp::MessageBuilder& message) {
             return comms_.nodes().send(instance, addresses, message);
           },
-      .instance_id = [this] { return comms_.nodes().instance_id(); }};
+      .instance_id = [this] { return comms_.nodes().instance_id(); },
+      .gpu_regions =
+          [this](uint64_t id, std::vector<uint32_t> regions,
+                 WeightService::Hooks::GpuRegionsFound then) {
+            engine_.post([this, id, regions = std::move(regions), then = std::move(then),
+                          device = device_memory_](Engine& engine) mutable {
+              std::vector<std::shared_ptr<gpu::DeviceMapping>> found;
+              for (uint32_t r : regions) found.push_back(engine.gpu_mapping(id, r));
+              post([then = std::move(then), found = std::move(found),
+                    device = std::move(device)]() mutable {
+                then(std::move(found), std::move(device));
+              });
+            });
+          }};
 }
 
 }  // namespace plexus::daemon

@@ -79,14 +79,74 @@ std::string WeightService::read_tensors(const Session& session, List tensors,
     }
     const uint64_t offset = t.getOffset();
     const uint64_t bytes = t.getBytes();
-    if (offset > pool || bytes > pool - offset) {
+    const uint32_t region = t.getRegion();
+    if (region == shm::kHostPoolRegion && (offset > pool || bytes > pool - offset)) {
       return "tensor '" + name + "' (" + std::to_string(bytes) + " bytes at offset " +
              std::to_string(offset) + ") is not inside the process's pool of " +
              std::to_string(pool) + " bytes";
     }
-    out.push_back(Destination{.name = std::move(name), .offset = offset, .bytes = bytes});
+    out.push_back(
+        Destination{.name = std::move(name), .offset = offset, .bytes = bytes, .region = region});
   }
   return {};
+}
+
+void WeightService::locate_gpu(uint64_t session_id, const std::string& model,
+                               std::vector<Destination> tensors, Located then) {
+  std::vector<uint32_t> regions;
+  for (const Destination& t : tensors) {
+    if (t.region != shm::kHostPoolRegion) regions.push_back(t.region);
+  }
+  if (regions.empty()) {
+    then({}, std::move(tensors));
+    return;
+  }
+  if (!hooks_.gpu_regions) {
+    then("model '" + model + "': this daemon takes no GPU tensors", {});
+    return;
+  }
+  hooks_.gpu_regions(
+      session_id, regions,
+      [model, tensors = std::move(tensors), then = std::move(then)](
+          std::vector<std::shared_ptr<gpu::DeviceMapping>> found,
+          std::shared_ptr<gpu::DeviceMemory> device) mutable {
+        size_t next = 0;
+        for (Destination& t : tensors) {
+          if (t.region == shm::kHostPoolRegion) continue;
+          std::shared_ptr<gpu::DeviceMapping> mapping = found[next++];
+          std::string why;
+          if (!mapping || !device) {
+            why = "names GPU region " + std::to_string(t.region) +
+                  ", which this process has not registered (or released)";
+          } else if (t.offset > mapping->bytes() || t.bytes > mapping->bytes() - t.offset) {
+            why = "(" + std::to_string(t.bytes) + " bytes at offset " + std::to_string(t.offset) +
+                  ") is not inside its GPU allocation of " + std::to_string(mapping->bytes()) +
+                  " bytes";
+          }
+          if (!why.empty()) {
+            then("model '" + model + "': tensor '" + t.name + "' " + why, {});
+            return;
+          }
+          t.mapping = std::move(mapping);
+          t.device = device;
+        }
+        then({}, std::move(tensors));
+      });
+}
+
+void WeightService::add_copy(weights::CopyJob& job, const Destination& tensor, std::byte* store,
+                             bool to_store, std::byte* pool) {
+  if (!tensor.mapping) {
+    std::byte* in_pool = pool + tensor.offset;
+    job.spans.push_back(to_store ? weights::CopySpan{store, in_pool, tensor.bytes}
+                                 : weights::CopySpan{in_pool, store, tensor.bytes});
+    return;
+  }
+  const auto toward =
+      to_store ? gpu::DeviceMemory::Toward::kHost : gpu::DeviceMemory::Toward::kDevice;
+  job.device_copies.push_back([toward, store, tensor] {
+    return tensor.device->copy_aside(toward, store, *tensor.mapping, tensor.offset, tensor.bytes);
+  });
 }
 
 void WeightService::publish(const std::shared_ptr<const Session>& session, uint32_t request_id,
@@ -102,12 +162,31 @@ void WeightService::publish(const std::shared_ptr<const Session>& session, uint3
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, why);
     return;
   }
+  PublishFields fields{.model = model,
+                       .version = publish.getVersion(),
+                       .shard = publish.getShard(),
+                       .shards = publish.getShards()};
+  locate_gpu(id, model, std::move(sources),
+             [this, id, request_id, fields](std::string refused, std::vector<Destination> located) {
+               if (refused.empty()) {
+                 publish_located(id, request_id, fields, std::move(located));
+                 return;
+               }
+               ++refused_publishes_;
+               hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, refused);
+             });
+}
+
+void WeightService::publish_located(uint64_t id, uint32_t request_id, const PublishFields& fields,
+                                    std::vector<Destination> sources) {
+  std::shared_ptr<const Session> session = hooks_.session(id);
+  if (!session) return;  // gone while its GPU regions were looked up
   std::vector<weights::TensorSpec> specs;
   specs.reserve(sources.size());
   for (const Destination& s : sources) specs.push_back({.name = s.name, .bytes = s.bytes});
   bool for_memory = false;
-  auto pending = store_.publish_begin(model, publish.getVersion(), publish.getShard(),
-                                      publish.getShards(), session->creds().uid, specs, for_memory);
+  auto pending = store_.publish_begin(fields.model, fields.version, fields.shard, fields.shards,
+                                      session->creds().uid, specs, for_memory);
   if (!pending) {
     ++refused_publishes_;
     const bool memory = for_memory;
@@ -119,19 +198,22 @@ void WeightService::publish(const std::shared_ptr<const Session>& session, uint3
   weights::CopyJob job;
   std::byte* to = shard->data->buffer->data();
   for (size_t i = 0; i < sources.size(); ++i) {
-    job.spans.push_back({.to = to + shard->data->tensors[i].offset,
-                         .from = session->pool().data() + sources[i].offset,
-                         .bytes = sources[i].bytes});
+    add_copy(job, sources[i], to + shard->data->tensors[i].offset, true, session->pool().data());
   }
   job.client = session;
   job.holds = {shard->data->buffer};
-  job.done = [this, shard, id, request_id](bool copied) {
-    hooks_.post([this, shard, id, request_id, copied] {
-      if (copied) {
+  job.done = [this, shard, id, request_id](const std::string& failure) {
+    hooks_.post([this, shard, id, request_id, failure] {
+      if (failure.empty()) {
         published(shard, id, request_id);
-      } else {  // the publisher went away first: nothing of it is kept
-        store_.publish_failed(shard);
+        return;
       }
+      store_.publish_failed(shard);  // nothing of it is kept
+      if (failure == weights::kClientGone) return;
+      ++refused_publishes_;
+      hooks_.send_error(id, request_id, PLEXUS_ERR_SYSTEM,
+                        "model '" + shard->model + "' version " + std::to_string(shard->version) +
+                            ": copying a GPU tensor into the store: " + failure);
     });
   };
   copier_.copy(std::move(job));
@@ -158,8 +240,6 @@ void WeightService::published(const std::shared_ptr<weights::PendingShard>& pend
 void WeightService::pull(const Session& session, uint32_t request_id,
                          control::WeightsPull::Reader pull) {
   const uint64_t id = session.id();
-  const size_t waiting = static_cast<size_t>(std::count_if(
-      waiters_.begin(), waiters_.end(), [id](const auto& w) { return w.second.session_id == id; }));
   const std::string model = pull.getModel();
   Waiter waiter{.session_id = id,
                 .request_id = request_id,
@@ -178,13 +258,32 @@ void WeightService::pull(const Session& session, uint32_t request_id,
     hooks_.send_error(id, request_id, PLEXUS_ERR_INVALID_ARGUMENT, why);
     return;
   }
+  std::vector<Destination> tensors = std::move(waiter.tensors);
+  locate_gpu(id, model, std::move(tensors),
+             [this, waiter = std::move(waiter), model, timeout_ms = pull.getTimeoutMs()](
+                 std::string refused, std::vector<Destination> located) mutable {
+               if (!refused.empty()) {
+                 hooks_.send_error(waiter.session_id, waiter.request_id,
+                                   PLEXUS_ERR_INVALID_ARGUMENT, refused);
+                 return;
+               }
+               waiter.tensors = std::move(located);
+               pull_located(std::move(waiter), model, timeout_ms);
+             });
+}
+
+void WeightService::pull_located(Waiter waiter, const std::string& model, uint32_t timeout_ms) {
+  if (!hooks_.session(waiter.session_id)) return;  // gone while its GPU regions were looked up
   if (try_serve(waiter, model)) return;
-  if (pull.getTimeoutMs() == 0 || waiting >= kMaxWaitingPullsPerSession) {
+  const uint64_t id = waiter.session_id;
+  const size_t waiting = static_cast<size_t>(std::count_if(
+      waiters_.begin(), waiters_.end(), [id](const auto& w) { return w.second.session_id == id; }));
+  if (timeout_ms == 0 || waiting >= kMaxWaitingPullsPerSession) {
     hooks_.send_error(
-        id, request_id, PLEXUS_ERR_TIMEOUT,
+        id, waiter.request_id, PLEXUS_ERR_TIMEOUT,
         "no complete version " + wanted_version(model, waiter.version, waiter.newer_than) +
             " (newest: " + std::to_string(store_.latest(model)) + "), and " +
-            (pull.getTimeoutMs() == 0
+            (timeout_ms == 0
                  ? std::string("the pull asked not to wait")
                  : "this process has " + std::to_string(waiting) + " pulls waiting already"));
     return;
@@ -241,9 +340,9 @@ void WeightService::copy_out(const Waiter& waiter, const std::string& model,
   for (const Destination& d : waiter.tensors) {
     const auto [shard_index, tensor] = version->index.find(d.name)->second;
     const weights::Shard& shard = *version->parts[shard_index];
-    job.spans.push_back({.to = session->pool().data() + d.offset,
-                         .from = shard.buffer->data() + shard.tensors[tensor].offset,
-                         .bytes = d.bytes});
+    // The version is only read: held (job.holds) until the copy ends.
+    add_copy(job, d, shard.buffer->data() + shard.tensors[tensor].offset, false,
+             session->pool().data());
     bytes += d.bytes;
   }
   const uint64_t number = version->number;
@@ -251,9 +350,15 @@ void WeightService::copy_out(const Waiter& waiter, const std::string& model,
   job.holds = {version};
   const uint64_t id = waiter.session_id;
   const uint32_t request_id = waiter.request_id;
-  job.done = [this, model, number, bytes, id, request_id](bool copied) {
-    if (!copied) return;  // the puller went away first
-    hooks_.post([this, model, number, bytes, id, request_id] {
+  job.done = [this, model, number, bytes, id, request_id](const std::string& failure) {
+    if (failure == weights::kClientGone) return;  // the puller went away first
+    hooks_.post([this, model, number, bytes, id, request_id, failure] {
+      if (!failure.empty()) {
+        hooks_.send_error(id, request_id, PLEXUS_ERR_SYSTEM,
+                          "version " + std::to_string(number) + " of model '" + model +
+                              "': copying it into a GPU tensor: " + failure);
+        return;
+      }
       store_.count_pull(model, bytes);
       capnp::MallocMessageBuilder reply;
       daemon_reply(reply, request_id).setWeightsPullReply(number);

@@ -2,7 +2,9 @@
 // pool, a pull copied out into the puller's, pulls that wait for a version (each until its
 // own deadline), a model's newest version, and the store as plexusctl models and the metrics
 // show it. Every field a client sends is checked here before the store or a copy sees it:
-// names and counts within bounds, every tensor inside the client's pool.
+// names and counts within bounds, every tensor inside the client's pool or inside a GPU
+// allocation it registered (looked up on the engine thread, which owns the regions; the
+// device's copy engines then copy it on the copier thread).
 //
 // Control thread only; the copies run on the store's copier thread, which posts back here.
 #pragma once
@@ -21,6 +23,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/session.h"
 #include "daemon/engine/weight_relay.h"
+#include "daemon/gpu/device_memory.h"
 #include "daemon/peers/loop_timer.h"
 #include "daemon/weights/weight_copier.h"
 #include "daemon/weights/weight_store.h"
@@ -54,6 +57,12 @@ class WeightService {
                        capnp::MessageBuilder& message)>
         send_node;
     std::function<uint64_t()> instance_id;
+    // Session `session_id`'s GPU allocations `regions` (null where it registered none such)
+    // and the device that maps them, handed to `then` on the control thread later.
+    using GpuRegionsFound = std::function<void(std::vector<std::shared_ptr<gpu::DeviceMapping>>,
+                                               std::shared_ptr<gpu::DeviceMemory>)>;
+    std::function<void(uint64_t session_id, std::vector<uint32_t> regions, GpuRegionsFound then)>
+        gpu_regions;
   };
 
   WeightService(Settings settings, Hooks hooks);
@@ -88,10 +97,20 @@ class WeightService {
   void collect_metrics(monitor::MetricFamilies& metrics) const;
 
  private:
-  struct Destination {
+  struct Destination {  // or a publisher's source
     std::string name;
-    uint64_t offset = 0;  // in the puller's pool
+    uint64_t offset = 0;  // in the pool, or in the GPU region
     uint64_t bytes = 0;
+    uint32_t region = 0;  // 0: the pool
+    // A GPU region's mapping and device, once located (locate_gpu).
+    std::shared_ptr<const gpu::DeviceMapping> mapping;
+    std::shared_ptr<gpu::DeviceMemory> device;
+  };
+  struct PublishFields {
+    std::string model;
+    uint64_t version = 0;
+    uint32_t shard = 0;
+    uint32_t shards = 0;
   };
   struct Waiter {
     uint64_t session_id = 0;
@@ -103,10 +122,22 @@ class WeightService {
     std::vector<Destination> tensors;
   };
 
-  // Checks the request's tensors against the session's pool; "" when they are fine.
+  // Checks the request's tensors against the session's pool (a GPU region's later, in
+  // locate_gpu); "" when they are fine.
   template <typename List>
   std::string read_tensors(const Session& session, List tensors,
                            std::vector<Destination>& out) const;
+  // Hands `then` the tensors with their GPU regions located and checked (at once when none
+  // is in a GPU region), or why not (prefixed with `model`'s name).
+  using Located = std::function<void(std::string why, std::vector<Destination>)>;
+  void locate_gpu(uint64_t session_id, const std::string& model, std::vector<Destination> tensors,
+                  Located then);
+  // The job's spans, or its device copies, for `tensor` (to_store: publish; else pull).
+  static void add_copy(weights::CopyJob& job, const Destination& tensor, std::byte* store,
+                       bool to_store, std::byte* pool);
+  void publish_located(uint64_t session_id, uint32_t request_id, const PublishFields& fields,
+                       std::vector<Destination> sources);
+  void pull_located(Waiter waiter, const std::string& model, uint32_t timeout_ms);
   // Serves `waiter` from the store now if it can (true), or says it never can (fails it).
   bool try_serve(Waiter& waiter, const std::string& model);
   void copy_out(const Waiter& waiter, const std::string& model,

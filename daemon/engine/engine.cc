@@ -304,6 +304,12 @@ bool Engine::release_gpu_memory(uint64_t session_id, uint32_t region) {
   return session != nullptr && session->gpu_regions.release(region);
 }
 
+std::shared_ptr<gpu::DeviceMapping> Engine::gpu_mapping(uint64_t session_id,
+                                                        uint32_t region) const {
+  const Session* session = sessions_.find(session_id);
+  return session != nullptr ? session->gpu_regions.mapping(region) : nullptr;
+}
+
 void Engine::kill_session(Session& session, const std::string& reason) {
   spdlog::warn("session {} ({}): {}; closing it", session.id(), session.describe(), reason);
   const uint64_t id = session.id();

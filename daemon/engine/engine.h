@@ -93,6 +93,9 @@ class Engine {
                                                std::shared_ptr<gpu::DeviceMapping> mapping);
   // False when the session has no such region.
   bool release_gpu_memory(uint64_t session_id, uint32_t region);
+  // The session's GPU region `region` (the weight store copies a tensor there); null when it
+  // has none such.
+  std::shared_ptr<gpu::DeviceMapping> gpu_mapping(uint64_t session_id, uint32_t region) const;
   // The data links to peer daemons: adding one (an authenticated connection, opened as a
   // path), a peer daemon gone, a NIC drained, on the engine thread (from posted closures);
   // their snapshots (NodeLinks::snapshot, drained_snapshot, nic_windows) from any thread.

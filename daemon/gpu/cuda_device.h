@@ -32,6 +32,9 @@ struct Device {
   // it. Null where the driver made none.
   std::array<CUstream, kStreamsPerDevice> urgent_streams{};
   mutable size_t next_urgent_stream = 0;
+  // copy_aside's stream (the weight store's copies), made on its first copy; guarded by the
+  // owner's aside mutex, as that thread is not the engine's.
+  mutable CUstream aside_stream = nullptr;
   // The reduction kernels, once loaded here (null until then); why they could not be.
   CUmodule kernel_module = nullptr;
   std::array<std::array<CUfunction, PLEXUS_NUM_REDOPS>, PLEXUS_NUM_DTYPES> kernels{};

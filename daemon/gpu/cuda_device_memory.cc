@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <span>
 #include <vector>
@@ -69,6 +70,7 @@ class CudaDeviceMemory final : public DeviceMemory {
     for (auto& d : devices_) {
       driver_.ctx_set_current(d->context);
       for (CUstream s : d->streams) driver_.stream_destroy(s);
+      if (d->aside_stream != nullptr) driver_.stream_destroy(d->aside_stream);
       for (CUstream s : d->urgent_streams) {
         if (s != nullptr) driver_.stream_destroy(s);
       }
@@ -239,6 +241,33 @@ class CudaDeviceMemory final : public DeviceMemory {
               driver_.memcpy_htod_async(m.device_address() + offset + at, host + at, n, stream),
               "cuMemcpyHtoDAsync");
         });
+  }
+
+  // One copy on the device's aside stream, waited for: the copier thread has nothing else to
+  // do meanwhile, and the copy engines interleave this stream with the engine's.
+  std::string copy_aside(Toward toward, std::byte* host, const DeviceMapping& mapping,
+                         uint64_t offset, uint64_t bytes) override {
+    if (bytes == 0) return {};
+    const auto& m = static_cast<const CudaMapping&>(mapping);
+    const Device& device = m.device();
+    std::lock_guard lock(aside_mutex_);
+    driver_.ctx_set_current(device.context);
+    if (device.aside_stream == nullptr) {
+      std::string made = driver_.check(
+          driver_.stream_create(&device.aside_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      if (!made.empty()) return made;
+    }
+    const CUdeviceptr at = m.device_address() + offset;
+    std::string error =
+        toward == Toward::kHost
+            ? driver_.check(driver_.memcpy_dtoh_async(host, at, bytes, device.aside_stream),
+                            "cuMemcpyDtoHAsync")
+            : driver_.check(driver_.memcpy_htod_async(at, host, bytes, device.aside_stream),
+                            "cuMemcpyHtoDAsync");
+    // Waited for even after an error: what was issued may still read or write `host`.
+    std::string synced =
+        driver_.check(driver_.stream_synchronize(device.aside_stream), "cuStreamSynchronize");
+    return error.empty() ? synced : error;
   }
 
   std::unique_ptr<CopyInFlight> start_device_to_device(const DeviceMapping& to, uint64_t to_offset,
@@ -478,7 +507,8 @@ class CudaDeviceMemory final : public DeviceMemory {
   uint64_t cached_bytes_ = 0;
   std::set<std::byte*> pinned_;
   bool warned_unpinned_ = false;
-  bool urgent_ = false;  // prefer_urgent_copies (engine thread)
+  bool urgent_ = false;     // prefer_urgent_copies (engine thread)
+  std::mutex aside_mutex_;  // copy_aside: any thread
 };
 
 }  // namespace

@@ -4,7 +4,8 @@
 // (cuda_device_memory.cc); tests implement it over host memory. In plexusd the control thread
 // opens it (open_device_memory, on the first GPU registration) and maps each allocation
 // (open), so that the driver's blocking calls hold up no collective; the engine thread does
-// the rest (host buffers, copies, reductions).
+// the rest (host buffers, copies, reductions), but for copy_aside, which the weight store's
+// copier thread calls.
 #pragma once
 
 #include <cstddef>
@@ -122,6 +123,13 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
                                const DeviceMapping& from, uint64_t from_offset, uint64_t bytes) {
     return start_device_to_device(to, to_offset, from, from_offset, bytes)->wait();
   }
+  // Any thread, blocking (the weight store's copier thread): copies between host memory and
+  // [offset, offset + bytes) of `mapping` on streams kept for such copies alone, so that a
+  // model's gigabytes never queue ahead of a collective's copies on the engine's streams.
+  // The caller has checked the range. "" or why it failed.
+  enum class Toward { kHost, kDevice };
+  virtual std::string copy_aside(Toward toward, std::byte* host, const DeviceMapping& mapping,
+                                 uint64_t offset, uint64_t bytes) = 0;
   // Copies started from now on go on the devices' streams kept for latency-class jobs (true)
   // or their normal ones. Engine thread: it says which as it serves each session.
   virtual void prefer_urgent_copies(bool urgent) { (void)urgent; }

@@ -43,19 +43,19 @@ void WeightCopier::loop() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    const bool copied = run(job);
-    std::function<void(bool)> done = std::move(job.done);
+    const std::string failure = run(job);
+    std::function<void(const std::string&)> done = std::move(job.done);
     job =
         CopyJob{};  // the memory is let go before its owner hears (a version dropped then frees it)
-    if (done) done(copied);
+    if (done) done(failure);
   }
   pool_.reset();
 }
 
-bool WeightCopier::run(const CopyJob& job) {
+std::string WeightCopier::run(const CopyJob& job) {
   // Held while copying: a pool stays mapped until the copy is over.
   const std::shared_ptr<const void> client = job.client.lock();
-  if (!client) return false;
+  if (!client) return kClientGone;
   // Every span cut into pieces; the pieces shared out.
   struct Piece {
     const CopySpan* span;
@@ -74,11 +74,14 @@ bool WeightCopier::run(const CopyJob& job) {
   };
   if (workers_ == 0 || pieces.size() < 2) {
     for (size_t i = 0; i < pieces.size(); ++i) copy_piece(i);
-    return true;
+  } else {
+    if (!pool_) pool_ = std::make_unique<WorkerPool>(workers_);
+    pool_->parallel_for(pieces.size(), copy_piece);
   }
-  if (!pool_) pool_ = std::make_unique<WorkerPool>(workers_);
-  pool_->parallel_for(pieces.size(), copy_piece);
-  return true;
+  for (const auto& device_copy : job.device_copies) {
+    if (std::string failed = device_copy(); !failed.empty()) return failed;
+  }
+  return {};
 }
 
 }  // namespace plexus::daemon::weights

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct CopySpan {
 
 struct CopyJob {
   std::vector<CopySpan> spans;
+  // Copies the copier thread runs itself after the spans, one at a time, each returning ""
+  // or why it failed: a GPU tensor's, which the device copies (DeviceMemory::copy_aside).
+  std::vector<std::function<std::string()>> device_copies;
   // The client whose pool one side of the spans lies in: if it is gone by the time the job
   // runs (its connection closed), nothing is copied (its mapping is held only while copying,
   // so a client killed mid-publish leaves nothing half-copied behind, and a pull for a client
@@ -35,9 +39,13 @@ struct CopyJob {
   std::weak_ptr<const void> client;
   // Holds the store's memory the other side points into until the copy is over.
   std::vector<std::shared_ptr<const void>> holds;
-  // Runs after the holds are let go: whether the bytes were copied.
-  std::function<void(bool copied)> done;
+  // Runs after the holds are let go: "" when every byte was copied, else why not (kClientGone
+  // when the client was gone, so nothing was).
+  std::function<void(const std::string& failure)> done;
 };
+
+// CopyJob::done's failure when the job's client was gone before it ran.
+inline constexpr const char* kClientGone = "the client went away";
 
 class WeightCopier {
  public:
@@ -55,8 +63,8 @@ class WeightCopier {
 
  private:
   void loop();
-  // Copies the job's spans; false when its client was gone.
-  bool run(const CopyJob& job);
+  // Copies the job's spans and runs its device copies: "" or why not (kClientGone).
+  std::string run(const CopyJob& job);
 
   const unsigned workers_;
   std::mutex mutex_;

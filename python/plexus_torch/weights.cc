@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,11 +21,26 @@ namespace py = pybind11;
 namespace plexus::torch_backend {
 namespace {
 
-// A state_dict-like mapping's items or a list's, as names and CPU tensors (contiguous: their
-// bytes are what is stored and copied back).
+// A state_dict-like mapping's items or a list's, as names and CPU or CUDA tensors (contiguous:
+// their bytes are what is stored and copied back).
 struct NamedTensors {
   std::vector<std::string> names;
   std::vector<at::Tensor> tensors;
+
+  // The daemon copies CUDA tensors on its own stream: what torch queued on theirs (the step
+  // that wrote them, or a forward pass still reading them) ends first.
+  void wait_for_cuda_streams() const {
+    std::vector<int> devices;
+    for (const at::Tensor& t : tensors) {
+      if (t.device().is_cuda() &&
+          std::find(devices.begin(), devices.end(), t.device().index()) == devices.end()) {
+        devices.push_back(t.device().index());
+      }
+    }
+    if (devices.empty()) return;
+    py::object cuda = py::module_::import("torch.cuda");
+    for (int d : devices) cuda.attr("current_stream")(d).attr("synchronize")();
+  }
 
   std::vector<plexus_weight_tensor_t> c_tensors() const {
     std::vector<plexus_weight_tensor_t> out;
@@ -43,9 +59,9 @@ NamedTensors named(const py::handle& tensors, const char* call, const char* argu
                                   "'] is not a tensor");
     }
     at::Tensor t = value.cast<at::Tensor>();
-    if (!t.device().is_cpu() || !t.is_contiguous()) {
+    if ((!t.device().is_cpu() && !t.device().is_cuda()) || !t.is_contiguous()) {
       throw std::invalid_argument(std::string(call) + ": " + argument + "['" + name +
-                                  "'] must be a contiguous CPU tensor (use .contiguous().cpu())");
+                                  "'] must be a contiguous CPU or CUDA tensor (use .contiguous())");
     }
     out.names.push_back(std::move(name));
     out.tensors.push_back(std::move(t));
@@ -85,6 +101,7 @@ NamedTensors named(const py::handle& tensors, const char* call, const char* argu
 void publish(const std::string& name, const py::object& tensors, uint64_t version) {
   const NamedTensors all = named(tensors, "weights.publish", "tensors");
   const std::vector<plexus_weight_tensor_t> c = all.c_tensors();
+  all.wait_for_cuda_streams();
   plexus_result_t result;
   {
     py::gil_scoped_release release;
@@ -102,6 +119,7 @@ uint64_t pull(const std::string& name, const py::object& out, std::optional<uint
         "weights.pull: timeout must be a number of seconds >= 0, or None "
         "to wait without limit");
   }
+  all.wait_for_cuda_streams();
   // Past what the daemon waits at most (49 days), the same as no limit.
   const int64_t timeout_ms =
       timeout && *timeout * 1000.0 < 4.0e9 ? static_cast<int64_t>(*timeout * 1000.0) : -1;
@@ -161,9 +179,10 @@ void register_weights(py::module_& m) {
   w.def("publish", &publish, py::arg("name"), py::arg("tensors"), py::arg("version"),
         "Hands version `version` (from 1, each newer than the last) of model `name` to this "
         "node's plexusd and returns once it holds a copy. `tensors`: a dict of name to "
-        "contiguous CPU tensor (a state_dict), or a list (named by index). Tensors in the "
-        "Plexus pool (plexus_torch.empty_like, or the pool allocator) are copied once; "
-        "others are staged through the pool. Raises ValueError for a version not newer than "
+        "contiguous CPU or CUDA tensor (a state_dict), or a list (named by index). Tensors in "
+        "the Plexus pool (plexus_torch.empty_like, or the pool allocator) and CUDA tensors "
+        "(by the daemon's copy engines) are copied once; other CPU tensors are staged "
+        "through the pool. Raises ValueError for a version not newer than "
         "the newest, MemoryError past the store's cap (the message says what to change).");
   w.def("pull", &pull, py::arg("name"), py::arg("out"), py::arg("version") = py::none(),
         py::arg("newer_than") = 0, py::arg("timeout") = 60.0,

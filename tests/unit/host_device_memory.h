@@ -75,6 +75,19 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
     ++copies_device_to_device;
     return start(address(to) + to_offset, address(from) + from_offset, bytes);
   }
+  // From the weight store's copier thread: moves the bytes at once (it waits for them).
+  std::string copy_aside(Toward toward, std::byte* host, const daemon::gpu::DeviceMapping& m,
+                         uint64_t offset, uint64_t bytes) override {
+    ++copies_aside;
+    if (fail_copies) return "copy failed (test)";
+    std::byte* device = address(m) + offset;
+    if (toward == Toward::kHost) {
+      std::memmove(host, device, bytes);
+    } else {
+      std::memmove(device, host, bytes);
+    }
+    return {};
+  }
   void prefer_urgent_copies(bool urgent) override { urgent_ = urgent; }
   std::string reduce_kernel_unavailable() const override {
     return has_kernel ? "" : "no reduction kernel (test)";
@@ -108,6 +121,7 @@ class HostDeviceMemory final : public daemon::gpu::DeviceMemory {
   std::atomic<int> urgent_copies{0};  // started while prefer_urgent_copies(true)
   std::atomic<int> copies_to_device{0};
   std::atomic<int> copies_device_to_device{0};
+  std::atomic<int> copies_aside{0};
   std::atomic<bool> fail_copies{false};  // copies and reductions alike
   // start_reduce: whether it runs at all, whether it refuses (as a GPU that cannot reach
   // another's memory), how many ran.

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -200,30 +201,55 @@ TEST(WeightCopierTest, EveryJobIsCopiedWholeInOrderAcrossPiecesAndWorkers) {
   for (size_t i = 0; i < bytes; ++i) from[i] = static_cast<std::byte>(i * 7 + 3);
   std::mutex mutex;
   std::condition_variable cv;
-  std::vector<std::pair<int, bool>> done;
+  std::vector<std::pair<int, std::string>> done;
   auto client = std::make_shared<int>(0);
   std::vector<std::byte> untouched(64, std::byte{5});
-  for (int j = 0; j < 3; ++j) {
+  std::atomic<int> device_copies{0};
+  bool spans_before_device = false;
+  for (int j = 0; j < 4; ++j) {
     CopyJob job;
-    if (j < 2) {
+    if (j != 2) {
       job.spans.push_back({to.data(), from.data(), bytes});
       job.client = client;
     } else {  // its client is gone: nothing is copied
       job.spans.push_back({untouched.data(), from.data(), untouched.size()});
       job.client = std::make_shared<int>(1);  // expires at once
     }
-    job.done = [&, j](bool copied) {
+    if (j == 1) {  // a GPU tensor's copy, after the host spans
+      job.device_copies.push_back([&] {
+        spans_before_device = std::memcmp(to.data(), from.data(), bytes) == 0;
+        ++device_copies;
+        return std::string();
+      });
+    }
+    if (j == 3) {  // a device copy that fails: the job says why, and the next is not run
+      job.device_copies.push_back([&] {
+        ++device_copies;
+        return std::string("cuMemcpyDtoHAsync: an illegal address (test)");
+      });
+      job.device_copies.push_back([&] {
+        ++device_copies;
+        return std::string();
+      });
+    }
+    job.done = [&, j](const std::string& failure) {
       std::lock_guard lock(mutex);
-      done.emplace_back(j, copied);
+      done.emplace_back(j, failure);
       cv.notify_one();
     };
     copier.copy(std::move(job));
   }
   std::unique_lock lock(mutex);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done.size() == 3; }));
-  EXPECT_EQ(done, (std::vector<std::pair<int, bool>>{{0, true}, {1, true}, {2, false}}));
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done.size() == 4; }));
+  EXPECT_EQ(done, (std::vector<std::pair<int, std::string>>{
+                      {0, ""},
+                      {1, ""},
+                      {2, kClientGone},
+                      {3, "cuMemcpyDtoHAsync: an illegal address (test)"}}));
   EXPECT_EQ(std::memcmp(to.data(), from.data(), bytes), 0);
   EXPECT_EQ(untouched[0], std::byte{5});
+  EXPECT_TRUE(spans_before_device);
+  EXPECT_EQ(device_copies.load(), 2);
 }
 
 }  // namespace

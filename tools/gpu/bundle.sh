@@ -89,7 +89,7 @@ cc -O1 -fPIC -shared -Wall -Wextra -Wpedantic -Wshadow -Werror -o "$dir/lib/diag
 # The torch extension's sources, the C API and the Boost headers it includes, and the
 # scripts that run it all.
 bash "$root/tools/gpu/torch_ext_sources.sh" "$root" "$dir" || die "could not copy the torch extension's sources"
-cp "$root"/tools/gpu/{run.sh,steps.sh,build_torch_ext.sh,ddp_cuda.py,latency_gloo.py,spawn_ranks.py} "$dir/tools/"
+cp "$root"/tools/gpu/{run.sh,steps.sh,build_torch_ext.sh,ddp_cuda.py,latency_gloo.py,spawn_ranks.py,weights_cuda.py} "$dir/tools/"
 cp "$root/tests/libplexus_no_kernels_test.sh" "$root/tests/python/torch_backend_test.py" "$dir/tools/"
 {
   echo "plexus source $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown) at bundling, $(date -u +%FT%TZ)"

@@ -37,6 +37,7 @@ steps=(
   "ddp_cuda_plexus_nccl 120 gpu,torch,torch_ext"
   "ddp_cuda_image_nccl 120 gpu,torch"
   "torch_backend_cpu 200 torch,torch_ext"
+  "weights_cuda 110 gpu,torch,torch_ext"
   "latency_8b_2r 40 cores"
   "latency_8b_2r_gloo 45 cores,torch"
   "allreduce_4r_cuda 45 gpu"

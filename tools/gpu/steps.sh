@@ -252,6 +252,14 @@ step_ddp_cuda_image_nccl() {
   pyrun "$tools/ddp_cuda.py" 1 --deadline-s 50
 }
 
+# The weight store on CUDA tensors (1 GiB in 8 tensors published and pulled by plexusd's
+# copy engines, exact), beside torch's own copies of the same bytes.
+step_weights_cuda() {
+  start_daemon "$PX_WORK/weights"
+  PLEXUS_SOCKET=$PX_WORK/weights/plexusd.sock PYTHONPATH=$PX_WORK/torch-ext PY_TIMEOUT=100 \
+    pyrun -W ignore "$tools/weights_cuda.py" --bytes $((1 << 30)) --versions 5
+}
+
 # The backend's own test cases against torch 2.x, on CPU tensors.
 step_torch_backend_cpu() {
   start_daemon "$PX_WORK/torch-cpu"

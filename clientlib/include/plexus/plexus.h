@@ -196,10 +196,12 @@ plexus_result_t plexus_test(plexus_request_t* request, int* done);
 
 /* The weight store: named models, each a series of versions, held by the node's plexusd in
  * its own memory (RL's trainer-to-rollout weights). No communicator is needed. A tensor is a
- * name and a buffer; buffers from plexus_alloc are copied by the daemon directly, others are
- * staged through the pool (one more copy). Versions count from 1 and only go forward; plexusd
- * keeps each model's newest complete versions (--weight-versions, default 2) under a cap on
- * memory (--weight-store-bytes). A model belongs to the user that first published it. */
+ * name and a buffer; buffers from plexus_alloc and GPU buffers (cudaMalloc or cuMemCreate
+ * memory, copied by the daemon's copy engines on its own streams: work queued on a GPU buffer
+ * must have ended, as for a copy on another stream) are copied by the daemon directly, other
+ * host buffers are staged through the pool (one more copy). Versions count from 1 and only go
+ * forward; plexusd keeps each model's newest complete versions (--weight-versions, default 2) under
+ * a cap on memory (--weight-store-bytes). A model belongs to the user that first published it. */
 typedef struct plexus_weight_tensor {
   const char* name; /* unique within a version; at most 1024 bytes */
   void* buf;
