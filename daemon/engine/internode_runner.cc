@@ -18,9 +18,6 @@ namespace plexus::daemon {
 
 namespace wire = transports::wire;
 
-// How long a weight relay's next node may take to be linked before the chain skips it.
-constexpr int kRelayOpenTimeoutMs = 10000;
-
 uint64_t first_unstarted(const Comm& comm) {
   const InternodeState& state = *comm.internode;
   return state.active ? state.active_seq + 1 : comm.first_seq;
@@ -101,11 +98,13 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                            link_events_.weights_arrived(relay_id, std::move(v));
                          }
                        },
+                   // A relay's next node may take as long to be linked as any new
+                   // connection (--connect-timeout-ms) before the chain skips it.
                    .reach =
-                       [this](const WeightRelay::NodeRef& node) {
+                       [this, open_within = config.retirement.reopen_within](
+                           const WeightRelay::NodeRef& node) {
                          if (links_.has(node.instance)) return;
-                         const auto deadline = std::chrono::steady_clock::now() +
-                                               std::chrono::milliseconds(kRelayOpenTimeoutMs);
+                         const auto deadline = std::chrono::steady_clock::now() + open_within;
                          if (links_.want(node.instance, node.name, deadline, node.addresses) &&
                              link_events_.wanted) {
                            link_events_.wanted(node.instance, node.addresses);

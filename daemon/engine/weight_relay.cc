@@ -93,8 +93,18 @@ void WeightRelay::push(uint64_t relay_id, std::shared_ptr<const weights::Version
   start_forward(id, f);
 }
 
+void WeightRelay::lost_nodes_last(Forward& f) {
+  auto lost = [this](const NodeRef& n) { return unreachable_.count(n.instance) != 0; };
+  const auto rest = f.chain.begin() + static_cast<std::ptrdiff_t>(f.next);
+  if (rest == f.chain.end() || !lost(*rest) || std::all_of(rest, f.chain.end(), lost)) return;
+  spdlog::info("weights: version {}: node {} was lost lately, so it is tried after the others",
+               f.version->number, rest->name);
+  std::stable_partition(rest, f.chain.end(), [&](const NodeRef& n) { return !lost(n); });
+}
+
 void WeightRelay::start_forward(uint64_t id, Forward& f) {
   while (f.next < f.chain.size()) {
+    lost_nodes_last(f);
     const NodeRef& node = f.chain[f.next];
     ++f.generation;
     f.header_acked = false;
@@ -140,6 +150,7 @@ void WeightRelay::start_forward(uint64_t id, Forward& f) {
                                return;
                              }
                              it->second.header_acked = true;
+                             unreachable_.erase(it->second.chain[it->second.next].instance);
                              send_ranges(id, it->second);
                            });
     if (sent) return;
@@ -246,6 +257,15 @@ void WeightRelay::poll() {
   while (!lost_.empty()) {
     const uint64_t peer = lost_.back();
     lost_.pop_back();
+    if (unreachable_.count(peer) == 0 && unreachable_.size() >= kMaxUnreachable) {
+      uint64_t oldest = peer;
+      uint64_t noted = unreachable_noted_ + 1;
+      for (const auto& [instance, when] : unreachable_) {
+        if (when < noted) std::tie(oldest, noted) = std::tie(instance, when);
+      }
+      unreachable_.erase(oldest);
+    }
+    unreachable_[peer] = ++unreachable_noted_;
     move_past(peer);
   }
 }

@@ -7,7 +7,9 @@
 // yet). A version whole here goes to the control thread's store (Hooks::arrived). A next hop lost
 // is skipped: the chain goes on to the one after it, from this daemon's own copy; so is one that
 // will not keep the version (its store full, or no subscription there), which says so
-// (kWeightsRefusedStep), even when it says so after this node sent it everything.
+// (kWeightsRefusedStep), even when it says so after this node sent it everything. A node whose
+// link was lost lately is tried after every other node of a chain: a dead node's link, tried
+// for up to --connect-timeout-ms, holds up no live node behind it.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once
@@ -20,6 +22,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -181,7 +184,14 @@ class WeightRelay {
   uint64_t next_forward_ = 1;
   std::vector<Key> done_;  // versions whole here lately: frames of them sent again are dropped
   void remember_done(const Key& key);
-  std::vector<uint64_t> lost_;   // peers lost, for poll()
+  std::vector<uint64_t> lost_;  // peers lost, for poll()
+  // Peers whose link was lost lately (instance -> the order it was noted in, the oldest let
+  // go first past the bound); one leaves once it takes a header again.
+  static constexpr size_t kMaxUnreachable = 4096;
+  std::unordered_map<uint64_t, uint64_t> unreachable_;
+  uint64_t unreachable_noted_ = 0;
+  // The nodes of f.chain from f.next on that are unreachable_ go to its end, in order.
+  void lost_nodes_last(Forward& f);
   std::set<uint64_t> accepted_;  // relay ids subscribed to here
 };
 

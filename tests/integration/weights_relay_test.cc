@@ -1,9 +1,12 @@
 // The weight store across nodes (plexusd processes on loopback): a model's key made on the
 // publisher's node, subscribers on two other nodes, versions pushed down the chain of them
 // and pulled there exact, a late joiner sent the newest version at once, and a node whose
-// store has no room for a version passed over.
+// store has no room for a version passed over, and a node lost lately tried after the others.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -205,6 +208,105 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
   EXPECT_EQ(failures(results), "") << logs(nodes);
   EXPECT_TRUE(logged(1, "(relay")) << logs(nodes);  // its refusal, naming the relay
   EXPECT_TRUE(logged(0, "will not keep version 1")) << logs(nodes);
+}
+
+// A listener on `port` of 127.0.0.1 that never accepts: connections complete in the kernel
+// and then hear nothing, as with a node whose daemon hangs. -1 if it cannot be made.
+int silent_listener(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(static_cast<uint16_t>(port));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || ::listen(fd, 64) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Node b dies after version 1 went down the chain a -> b -> c, and its port then answers
+// connections but never speaks (a daemon that hangs, or a host whose kernel still answers).
+// With every daemon's --connect-timeout-ms at 10 minutes, version 2 reaches c only because a
+// tries b, lost lately, after c: c has it from a, and tries b itself at the chain's end.
+TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHeldUp) {
+  Nodes nodes;
+  for (const char* name : {"a", "b", "c"}) {
+    nodes.push_back(std::make_unique<DaemonProcess>(std::vector<std::string>{
+        "--peer-listen", "127.0.0.1:0", "--node-name", name, "--connect-timeout-ms", "600000"}));
+  }
+  const std::vector<std::string> sockets = sockets_for(nodes, {0, 1, 2});
+  const std::string dir = ::testing::TempDir() + "/weights-lost-" + std::to_string(::getpid());
+  const std::string key_file = dir + "-key";
+  const std::string model = "policy";
+  const char* files[] = {"-key", "-b1", "-c1", "-dead", "-c2"};
+  for (const char* f : files) std::remove((dir + f).c_str());
+  const std::string b_log = nodes[1]->log();
+  const auto port_at = b_log.find("advertised: 127.0.0.1:");
+  ASSERT_NE(port_at, std::string::npos) << b_log;
+  const int b_port = std::stoi(b_log.substr(port_at + 22));
+  auto logged = [&](size_t node, const std::string& text) {
+    return nodes[node]->log().find(text) != std::string::npos;
+  };
+  // The test's own part: b killed once both have version 1, its port made silent.
+  int silent = -1;
+  std::thread killer([&] {
+    if (!eventually([&] { return exists(dir + "-b1") && exists(dir + "-c1"); })) return;
+    nodes[1]->kill_now();
+    silent = silent_listener(b_port);
+    touch(dir + "-dead");
+  });
+  auto results = run_ranks_across(
+      sockets,
+      [&](int rank, int, const plexus_unique_id_t&) -> std::string {
+        if (rank == 0) {
+          if (std::string e = write_key(model, key_file); !e.empty()) return e;
+          if (!eventually([&] { return logged(0, "(2 node(s))"); })) return "never 2 subscribers";
+          Weights w;
+          for (uint64_t v = 1; v <= 2; ++v) {
+            if (v == 2 && !eventually([&] {
+                  return exists(dir + "-dead") && logged(0, "data connection to node b lost");
+                })) {
+              return "a never lost b";
+            }
+            w.fill(v);
+            auto table = w.table();
+            if (plexus_weights_publish(model.c_str(), v, table.data(), table.size()) !=
+                PLEXUS_SUCCESS) {
+              return "publish " + std::to_string(v) + ": " + last_error();
+            }
+          }
+          return eventually([&] { return exists(dir + "-c2"); })
+                     ? ""
+                     : "c never had version 2: the dead b held it up";
+        }
+        plexus_unique_id_t key;
+        if (!read_key(key_file, key)) return "no key";
+        if (rank == 2 && !eventually([&] { return logged(0, "node b subscribed"); })) {
+          return "b's subscription never reached a";
+        }
+        if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
+          return "subscribe: " + last_error();
+        }
+        if (std::string e = pull_exact(model, 0, 1); !e.empty()) return e;
+        if (rank == 1) {
+          touch(dir + "-b1");
+          return "";
+        }
+        touch(dir + "-c1");
+        if (std::string e = pull_exact(model, 1, 2); !e.empty()) return e;
+        touch(dir + "-c2");
+        return "";
+      },
+      std::chrono::seconds(150));
+  killer.join();
+  if (silent >= 0) ::close(silent);
+  for (const char* f : files) std::remove((dir + f).c_str());
+  EXPECT_GE(silent, 0) << "port " << b_port << " could not be listened on again";
+  EXPECT_EQ(failures(results), "") << logs(nodes);
+  EXPECT_TRUE(logged(0, "node b was lost lately, so it is tried after the others")) << logs(nodes);
 }
 
 }  // namespace
