@@ -101,6 +101,7 @@ class ControlServer {
   uv_timer_t idle_timer_{};        // --idle-exit-s
   uv_timer_t status_timer_{};      // the status line and the end of a node drain
   uint32_t idle_seconds_ = 0;      // whole seconds with no connection, as the timer saw them
+  bool idle_held_said_ = false;    // the log said once why an idle daemon stays (weights)
   bool socket_released_ = false;   // unlinked by an idle exit (control thread, then stop())
   void check_idle();
   int listen_fd_ = -1;

@@ -462,6 +462,14 @@ void WeightService::list(uint64_t session_id, uint32_t request_id) {
   hooks_.reply(session_id, reply);
 }
 
+std::string WeightService::holding() const {
+  if (store_.held_bytes() == 0 && published_.empty() && replicas_.empty()) return {};
+  return common::human_bytes(store_.held_bytes()) + " of weights in " +
+         std::to_string(store_.summary().size()) + " model(s), " +
+         std::to_string(published_.size()) + " advertised to other nodes and " +
+         std::to_string(replicas_.size()) + " subscribed from them";
+}
+
 void WeightService::collect_metrics(monitor::MetricFamilies& m) const {
   m.gauge("plexus_weights_held_bytes", "Host memory the weight store holds (all models)", {},
           static_cast<double>(store_.held_bytes()));

@@ -95,6 +95,9 @@ class WeightService {
   // Its connection closed: its waiting pulls are dropped.
   void session_closed(uint64_t session_id);
   void collect_metrics(monitor::MetricFamilies& metrics) const;
+  // What the store holds that a client may still want: complete versions, or models other
+  // nodes get from here or send here. "" when nothing (the daemon may exit when idle).
+  std::string holding() const;
 
  private:
   struct Destination {  // or a publisher's source

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <cstdint>
+
 #include "plexus/plexus.h"
 #include "tests/integration/rank_processes.h"
 
@@ -98,6 +100,46 @@ TEST_F(AutostartTest, FourRanksStartOneDaemonThatExitsWhenIdle) {
   const std::string text = read_file(dir_ + "/run/plexusd.log");
   EXPECT_NE(text.find("listening on " + socket_), std::string::npos) << text;
   EXPECT_NE(text.find("--idle-exit-s): exiting"), std::string::npos) << text;
+}
+
+// A trainer publishes a version and exits; the daemon it started outlives its idle time
+// (its log says why), and a rollout started afterwards pulls the version exact from it.
+TEST_F(AutostartTest, ADaemonWhoseStoreHoldsAVersionStaysPastItsIdleTimeForLaterPulls) {
+  const std::vector<uint8_t> weights = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89};
+  auto published = run_ranks(socket_, 1, [&](int, int, const auto&) -> std::string {
+    plexus_weight_tensor_t t = {"w", const_cast<uint8_t*>(weights.data()), weights.size()};
+    if (plexus_result_t r = plexus_weights_publish("policy", 1, &t, 1); r != PLEXUS_SUCCESS) {
+      return describe("publish", r) + ": " + plexus_get_last_error();
+    }
+    return {};
+  });
+  ASSERT_EQ(failures(published), "");
+  ASSERT_EQ(daemons_on(socket_).size(), 1u);
+  const std::string log = dir_ + "/run/plexusd.log";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (read_file(log).find("but staying for pulls") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::string text = read_file(log);
+  ASSERT_NE(
+      text.find(
+          "(--idle-exit-s), but staying for pulls yet to come: 4.0 KiB of weights in 1 model(s)"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("--idle-exit-s): exiting"), std::string::npos) << text;
+  auto pulled = run_ranks(socket_, 1, [&](int, int, const auto&) -> std::string {
+    std::vector<uint8_t> out(weights.size());
+    plexus_weight_tensor_t t = {"w", out.data(), out.size()};
+    uint64_t got = 0;
+    if (plexus_result_t r = plexus_weights_pull("policy", 0, 0, 0, &t, 1, &got);
+        r != PLEXUS_SUCCESS) {
+      return describe("pull", r) + ": " + plexus_get_last_error();
+    }
+    return got == 1 && out == weights ? "" : "pulled version " + std::to_string(got) + " wrong";
+  });
+  EXPECT_EQ(failures(pulled), "") << read_file(log);
+  EXPECT_EQ(daemons_on(socket_).size(), 1u) << "a second daemon was started";
 }
 
 TEST_F(AutostartTest, OffMeansAClearErrorAndNoDaemon) {
