@@ -168,6 +168,9 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
       raw->record(now, [&](monitor::WindowRing& w) { w.received(now, h.length); });
       return raw->link->channel->placed(raw->id, h, now);
     };
+    callbacks.on_discarded = [raw](const wire::DataFrameHeader& h) {
+      return raw->link->channel->discarded(raw->id, h, Clock::now());
+    };
   }
   wire::DataFrameLimits limits;
   limits.max_payload_bytes = std::max<uint32_t>(chunk_bytes_, 64 * 1024);

@@ -92,5 +92,24 @@ TEST(ChannelDeliveryTest, AFramePlacedOnOnePathAbandonsItsOtherCopiesAndTheirFin
   EXPECT_EQ(r.delivery.place(frame(2, 0)).destination.data(), nullptr) << "fenced: received";
 }
 
+// A placed frame whose op failed (its placement abandoned by its owner) still counts as
+// received: the cumulative acknowledgement goes past it, a fenced frame behind it is
+// delivered, and its copy sent again is a duplicate. Without this, the sender's window
+// would stall behind it.
+TEST(ChannelDeliveryTest, AFrameWhosePlacementItsOwnerAbandonedIsReceivedButNotDelivered) {
+  Receiver r;
+  EXPECT_EQ(r.delivery.place(frame(1, 4096)).destination.size(), 4096u);
+  EXPECT_EQ(r.delivery.receive(frame(2, 0), {}, false), "") << "fenced behind 1";
+  EXPECT_TRUE(r.delivered.empty());
+  EXPECT_EQ(r.delivery.discarded(frame(1, 4096), 3, false), "");
+  EXPECT_EQ(r.delivered, std::vector<uint64_t>{2}) << "1 delivered nowhere, 2 no longer held";
+  EXPECT_EQ(r.abandoned, (std::vector<std::pair<uint64_t, uint32_t>>{{1, 3}}));
+  EXPECT_EQ(r.delivery.take_ack(nullptr), 2u);
+  EXPECT_EQ(r.delivery.receive(frame(1, 4096), {}, false), "");
+  EXPECT_EQ(r.counters.duplicates_dropped, 1u) << "its copy from another path";
+  EXPECT_EQ(r.delivery.discarded(frame(1, 4096), 0, false), "") << "a second end: nothing";
+  EXPECT_EQ(r.delivered, std::vector<uint64_t>{2});
+}
+
 }  // namespace
 }  // namespace plexus::transports::channel_delivery_test

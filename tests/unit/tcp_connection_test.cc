@@ -32,6 +32,7 @@ struct Pair {
   // b's placements, as a test sets them (none: every frame through on_frame).
   std::function<TcpConnection::Placement(const wire::DataFrameHeader&)> place;
   std::function<std::string(const wire::DataFrameHeader&)> on_placed;
+  std::vector<wire::DataFrameHeader> discarded;  // b's on_discarded
 
   explicit Pair(wire::DataFrameLimits limits = {}) {
     int fds[2];
@@ -51,7 +52,11 @@ struct Pair {
             [this](const wire::DataFrameHeader& h) {
               return place ? place(h) : TcpConnection::Placement{};
             },
-            [this](const wire::DataFrameHeader& h) { return on_placed(h); }});
+            [this](const wire::DataFrameHeader& h) { return on_placed(h); },
+            [this](const wire::DataFrameHeader& h) {
+              discarded.push_back(h);
+              return std::string();
+            }});
   }
 
   // Alternates writing and reading until everything queued has arrived (bounded).
@@ -160,8 +165,9 @@ TEST(TcpConnectionTest, PlacedFramesArriveWholeInTheirDestinationInOrder) {
 }
 
 // A placement abandoned mid-frame (its op failed, its client may reuse the memory): the
-// rest of the payload goes nowhere near the destination, the frame ends without
-// on_placed, the memory's owner is released at once, and the next frame is intact.
+// rest of the payload goes nowhere near the destination, the frame ends in on_discarded
+// (once, when its last byte is in) and not on_placed, the memory's owner is released at
+// once, and the next frame is intact.
 TEST(TcpConnectionTest, AbandonedPlacementStopsWritingItsDestination) {
   Pair pair;
   auto keep = std::make_shared<int>(0);
@@ -201,6 +207,8 @@ TEST(TcpConnectionTest, AbandonedPlacementStopsWritingItsDestination) {
   EXPECT_EQ(pair.got[0].header.op_seq, 2u);
   EXPECT_EQ(pair.got[0].payload, small);
   EXPECT_EQ(placed_calls, 0);
+  ASSERT_EQ(pair.discarded.size(), 1u);
+  EXPECT_EQ(pair.discarded[0].op_seq, 1u);
   EXPECT_TRUE(std::all_of(destination.begin() + static_cast<std::ptrdiff_t>(written),
                           destination.end(), [](std::byte b) { return b == std::byte{0xEE}; }))
       << "bytes after the abandon point reached the destination";

@@ -63,6 +63,17 @@ std::string ChannelDelivery::placed(const wire::DataFrameHeader& header, uint32_
   }
   std::string error = hooks_.on_placed(header);
   if (!error.empty() || seq == 0) return error;
+  return received_in_place(seq, path, latency_path);
+}
+
+std::string ChannelDelivery::discarded(const wire::DataFrameHeader& header, uint32_t path,
+                                       bool latency_path) {
+  const uint64_t seq = header.channel_seq;
+  if (seq == 0 || receiver_.classify(seq) != ChannelReceiver::Verdict::kNew) return {};
+  return received_in_place(seq, path, latency_path);
+}
+
+std::string ChannelDelivery::received_in_place(uint64_t seq, uint32_t path, bool latency_path) {
   receiver_.record(seq);
   if (latency_path) receiver_.acknowledge_selectively(seq);
   hooks_.abandon_other_copies(seq, path);

@@ -48,6 +48,8 @@ class ChannelDelivery {
   Placement place(const wire::DataFrameHeader& header);
   // A placed frame was read in full on `path`.
   std::string placed(const wire::DataFrameHeader& header, uint32_t path, bool latency_path);
+  // A placed frame its owner abandoned came in whole on `path`: received, delivered nowhere.
+  std::string discarded(const wire::DataFrameHeader& header, uint32_t path, bool latency_path);
 
   // As ChannelReceiver's: whether an acknowledgement is due, and what it says.
   bool ack_due() const { return receiver_.ack_due(); }
@@ -57,6 +59,9 @@ class ChannelDelivery {
   // Delivered only after every frame numbered before them (of any flow).
   static bool fenced(const wire::DataFrameHeader& header);
   std::string deliver(const wire::DataFrameHeader& header, std::span<const std::byte> payload);
+  // Frame `seq` came in whole on `path` (placed or discarded): counted, its other copies
+  // abandoned, and the fenced frames it held back delivered.
+  std::string received_in_place(uint64_t seq, uint32_t path, bool latency_path);
   // Fenced frames whose predecessors have all arrived now.
   std::string deliver_fenced();
 

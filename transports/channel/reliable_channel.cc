@@ -141,6 +141,12 @@ std::string ReliableChannel::placed(uint32_t path, const wire::DataFrameHeader& 
   return delivery_.placed(header, path, paths_.latency(path));
 }
 
+std::string ReliableChannel::discarded(uint32_t path, const wire::DataFrameHeader& header,
+                                       TimePoint now) {
+  paths_.liveness(path).heard(now);
+  return delivery_.discarded(header, path, paths_.latency(path));
+}
+
 void ReliableChannel::on_path_sent(uint32_t path, uint64_t token, uint64_t bytes) {
   paths_.pace(path).sent(bytes);
   if (token != kControlToken) dispatcher_.written(token, path);

@@ -166,6 +166,7 @@ class ReliableChannel {
                       std::span<const std::byte> payload, TimePoint now);
   Placement place(uint32_t path, const wire::DataFrameHeader& header, TimePoint now);
   std::string placed(uint32_t path, const wire::DataFrameHeader& header, TimePoint now);
+  std::string discarded(uint32_t path, const wire::DataFrameHeader& header, TimePoint now);
   // `token` (as queued on the path) is in the network's hands; `bytes` of payload.
   void on_path_sent(uint32_t path, uint64_t token, uint64_t bytes);
 

@@ -58,6 +58,11 @@ class DataPath : public FramePath {
     // (its header validated like any other; return as on_frame does).
     std::function<Placement(const wire::DataFrameHeader&)> place;
     std::function<std::string(const wire::DataFrameHeader&)> on_placed;
+    // Optional. A placed frame whose owner abandoned its placement (abandon_placement: the op
+    // it was for failed) came in whole, its bytes gone to waste: it was received, and is
+    // delivered nowhere. A reliable channel counts it, or its acknowledgements would never
+    // go past it. Returns as on_frame does.
+    std::function<std::string(const wire::DataFrameHeader&)> on_discarded;
   };
 
   // What the links' event loop waits on.
@@ -77,7 +82,8 @@ class DataPath : public FramePath {
   // first into the transport's own buffers (RDMA from a registered client pool).
   virtual uint64_t payload_bytes_sent_in_place() const { return 0; }
   // If the frame being placed is kept alive by `owner`, the rest of its payload goes to
-  // waste and it ends without on_placed (the memory must not be written any more).
+  // waste and it ends in on_discarded, not on_placed (the memory must not be written any
+  // more).
   virtual bool abandon_placement(const void* owner) = 0;
   // The path has had no traffic for a while (heartbeats at most): memory held for traffic
   // (a receive buffer sized for whole frames) may go, to be made again when traffic comes.

@@ -197,20 +197,21 @@ bool TcpConnection::placing() const {
   return placed_.destination.data() != nullptr && !placement_abandoned_;
 }
 
-void TcpConnection::abandon_current_placement() {
+void TcpConnection::abandon_current_placement(bool by_owner) {
   placement_abandoned_ = true;
+  abandoned_by_owner_ = by_owner;
   placed_.keep_alive.reset();
 }
 
 bool TcpConnection::abandon_placement(const void* owner) {
   if (!placing() || placed_.keep_alive.get() != owner) return false;
-  abandon_current_placement();
+  abandon_current_placement(true);
   return true;
 }
 
 bool TcpConnection::abandon_placement_of(uint64_t channel_seq) {
   if (!placing() || placed_header_.channel_seq != channel_seq) return false;
-  abandon_current_placement();
+  abandon_current_placement(false);
   return true;
 }
 
@@ -271,6 +272,11 @@ bool TcpConnection::on_readable(size_t max_bytes) {
       placed_ = {};
       if (placement_abandoned_) {
         placement_abandoned_ = false;
+        if (abandoned_by_owner_ && callbacks_.on_discarded) {
+          if (std::string error = callbacks_.on_discarded(placed_header_); !error.empty()) {
+            return fail(std::move(error));
+          }
+        }
         continue;
       }
       std::string error = callbacks_.on_placed(placed_header_);

@@ -69,11 +69,12 @@ class TcpConnection {
   bool on_writable();
 
   // If the frame being read straight into a placement is `owner`'s (its keep_alive), the
-  // rest of its payload goes to waste instead and the frame ends without on_placed: the
-  // memory must not be written any more (the op it was for failed, its client was told).
-  // Returns whether one was.
+  // rest of its payload goes to waste instead and the frame ends in on_discarded, not
+  // on_placed: the memory must not be written any more (the op it was for failed, its client
+  // was told). Returns whether one was.
   bool abandon_placement(const void* owner);
-  // The same for the frame being placed if its channel sequence number is `channel_seq`.
+  // The same for the frame being placed if its channel sequence number is `channel_seq`,
+  // but it ends in neither: its other copy came first, and was counted.
   bool abandon_placement_of(uint64_t channel_seq);
 
   const std::string& error() const { return error_; }
@@ -102,7 +103,7 @@ class TcpConnection {
   bool try_place(const wire::DataFrameHeader& header);
   bool read_placed();    // false on failure
   bool placing() const;  // a frame is being read straight into its placement
-  void abandon_current_placement();
+  void abandon_current_placement(bool by_owner);
   bool write_queued();
 
   int fd_;
@@ -126,7 +127,8 @@ class TcpConnection {
   Placement placed_;
   size_t placed_done_ = 0;
   bool placement_abandoned_ = false;
-  std::vector<std::byte> sink_;  // where an abandoned placement's bytes go
+  bool abandoned_by_owner_ = false;  // abandon_placement: the frame ends in on_discarded
+  std::vector<std::byte> sink_;      // where an abandoned placement's bytes go
   bool writing_ = false;
   std::string error_;
   bool peer_closed_ = false;
