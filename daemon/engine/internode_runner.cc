@@ -109,7 +109,10 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                              link_events_.wanted) {
                            link_events_.wanted(node.instance, node.addresses);
                          }
-                       }}) {
+                       }},
+               // A sender quiet while the node before it is passed over (its link tried
+               // for up to --connect-timeout-ms) is not stalled yet.
+               3 * config.retirement.reopen_within) {
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {

@@ -268,6 +268,31 @@ void WeightRelay::poll() {
     unreachable_[peer] = ++unreachable_noted_;
     move_past(peer);
   }
+  drop_silent_arrivals();
+}
+
+void WeightRelay::drop_silent_arrivals() {
+  const auto now = std::chrono::steady_clock::now();
+  if (arrivals_.empty() || now < next_idle_look_) return;
+  next_idle_look_ =
+      now + std::min<std::chrono::steady_clock::duration>(arrival_idle_, std::chrono::seconds(1));
+  for (auto it = arrivals_.begin(); it != arrivals_.end();) {
+    const Arrival& in = it->second;
+    if (now - in.heard < arrival_idle_) {
+      ++it;
+      continue;
+    }
+    spdlog::warn(
+        "weights: version {} (relay {:016x}) from {:016x}: nothing came for {} ms with its link "
+        "up; given up, its memory back to the store (sent again, it starts afresh)",
+        it->first.second, it->first.first, in.from, arrival_idle_.count());
+    forwards_.erase(in.forward);
+    // A frame being placed into its buffers holds them: it writes there no more.
+    if (in.version) {
+      for (const auto& part : in.version->parts) links_.abandon_placements(part->buffer.get());
+    }
+    end_arrival(it++);
+  }
 }
 
 void WeightRelay::move_past(uint64_t peer) {
@@ -339,6 +364,7 @@ std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
     it->second.serial = next_serial_++;
   }
   Arrival& in = it->second;
+  in.heard = std::chrono::steady_clock::now();
   if (h.step == wire::kWeightsHeaderStep) in.from = peer;  // a node that took a lost one's place
   if (h.step == wire::kWeightsHeaderStep) return on_header(key, in, h, payload);
   return on_range(key, in, h, payload);
@@ -492,6 +518,7 @@ transports::Placement WeightRelay::place(uint64_t peer, const wire::DataFrameHea
   // A range whole already is dropped by on_range, and a bad frame refused there.
   if (!spot || whole(*in, spot->index)) return {};
   placing_[{peer, h.comm_id, h.op_seq, h.step, h.offset}] = in->serial;
+  in->heard = std::chrono::steady_clock::now();
   const wire::WeightsRange r = wire::read_weights_range(h.step);
   return {std::span<std::byte>(spot->to, h.length), in->version->parts[r.shard]->buffer};
 }
@@ -506,6 +533,7 @@ std::string WeightRelay::on_placed(uint64_t peer, const wire::DataFrameHeader& h
   placing_.erase(placed);
   Arrival* in = arrival_of(h);
   if (in == nullptr || in->serial != serial) return {};
+  in->heard = std::chrono::steady_clock::now();
   common::Result<Spot> spot = locate(*in, h, h.length);
   if (!spot) return spot.error();
   range_in({h.comm_id, wire::weights_version(h.op_seq)}, *in, spot->index, h.offset, h.length);

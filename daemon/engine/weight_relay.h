@@ -9,11 +9,14 @@
 // will not keep the version (its store full, or no subscription there), which says so
 // (kWeightsRefusedStep), even when it says so after this node sent it everything. A node whose
 // link was lost lately is tried after every other node of a chain: a dead node's link, tried
-// for up to --connect-timeout-ms, holds up no live node behind it.
+// for up to --connect-timeout-ms, holds up no live node behind it. A version nothing came for
+// in `arrival_idle` (its sender's own sender lost, and no node taking its place) is given up,
+// its buffers back to the store.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -49,7 +52,10 @@ class WeightRelay {
     std::function<void(const NodeRef& node)> reach;
   };
 
-  WeightRelay(NodeLinks& links, Hooks hooks) : links_(links), hooks_(std::move(hooks)) {}
+  // `arrival_idle`: longer than a chain's repair may keep a sender quiet (InternodeRunner:
+  // three times --connect-timeout-ms).
+  WeightRelay(NodeLinks& links, Hooks hooks, std::chrono::milliseconds arrival_idle)
+      : links_(links), hooks_(std::move(hooks)), arrival_idle_(arrival_idle) {}
 
   // Where received versions' buffers come from (the store's memory, under its cap); none:
   // versions from other nodes are refused.
@@ -70,8 +76,10 @@ class WeightRelay {
   // The link to `peer` is gone: chains that went to it go on to the node after it. Taken in
   // poll(), never inside a send (a send's flush can lose a link, and so call this).
   void peer_lost(uint64_t peer) { lost_.push_back(peer); }
-  // From the engine loop: the links lost since.
+  // From the engine loop: the links lost since, and the arrivals silent past arrival_idle.
   void poll();
+  // Versions being received now (tests and the links report).
+  size_t arriving() const { return arrivals_.size(); }
   // Versions of relay `relay_id` are accepted from other nodes (a model here subscribes to
   // it); frames of any other are dropped.
   void accept(uint64_t relay_id) { accepted_.insert(relay_id); }
@@ -120,6 +128,7 @@ class WeightRelay {
     size_t ranges_whole = 0;
     uint64_t forward = 0;  // its Forward to the next node (0: this node ends the chain)
     uint64_t serial = 0;   // this arrival's own number (another of the same version differs)
+    std::chrono::steady_clock::time_point heard;  // its last frame
   };
   // Frames being placed: (peer, relay id, op_seq, step, offset) -> the arrival they were
   // placed for. A placement that ends finds its bytes counted only in that one: never in an
@@ -168,6 +177,10 @@ class WeightRelay {
 
   NodeLinks& links_;
   Hooks hooks_;
+  const std::chrono::milliseconds arrival_idle_;
+  std::chrono::steady_clock::time_point next_idle_look_{};
+  // Gives up the arrivals nothing came for in arrival_idle_ (at most once a second).
+  void drop_silent_arrivals();
   std::shared_ptr<weights::WeightMemory> memory_;
   std::map<Key, Arrival> arrivals_;
   std::map<uint64_t, Forward> forwards_;  // by a number of their own: a version may go two ways

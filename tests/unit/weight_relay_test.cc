@@ -1,0 +1,151 @@
+// The weight relay between nodes without daemons: three relays, each over NodeLinks joined by
+// loopback TCP, driven by hand (no ticks, so a link stays up however quiet its peer). Shows
+// that a refusal that comes after every range was sent still passes the node over, and that
+// an arrival nothing comes for is given up with its memory.
+#include "daemon/engine/weight_relay.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/links/node_links.h"
+#include "tests/unit/tcp_pair.h"
+#include "transports/tcp/tcp_path.h"
+
+namespace plexus::daemon {
+namespace {
+
+constexpr uint64_t kRelay = 0x5eed;
+
+struct RelayNode {
+  std::unique_ptr<NodeLinks> links;
+  std::unique_ptr<WeightRelay> relay;
+  std::shared_ptr<weights::WeightMemory> memory =
+      std::make_shared<weights::WeightMemory>(uint64_t{1} << 30);
+  std::vector<std::shared_ptr<const weights::Version>> arrived;
+};
+
+// Nodes 0, 1 and 2 ("a", "b", "c"), every pair linked; arrivals silent for `idle` are dropped.
+struct Relays {
+  std::vector<RelayNode> nodes = std::vector<RelayNode>(3);
+
+  explicit Relays(std::chrono::milliseconds idle = std::chrono::minutes(10)) {
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      RelayNode& node = nodes[n];
+      NodeLinks::Handler handler;
+      handler.on_frame = [&node](uint64_t peer, const transports::wire::DataFrameHeader& h,
+                                 std::span<const std::byte> payload) {
+        return node.relay->on_frame(peer, h, payload);
+      };
+      handler.place = [&node](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+        return node.relay->place(peer, h);
+      };
+      handler.on_placed = [&node](uint64_t peer, const transports::wire::DataFrameHeader& h) {
+        return node.relay->on_placed(peer, h);
+      };
+      handler.on_lost = [&node](uint64_t peer, const std::string&, const std::string&) {
+        node.relay->peer_lost(peer);
+      };
+      // As a daemon with one NIC runs them: no channel acknowledgements, so a frame is done
+      // once written, whether or not the peer has read it.
+      transports::ReliableChannel::Settings channel;
+      channel.reliable = false;
+      node.links = std::make_unique<NodeLinks>(handler, NodeLinks::kDefaultChunkBytes, channel);
+      node.relay = std::make_unique<WeightRelay>(
+          *node.links,
+          WeightRelay::Hooks{.arrived =
+                                 [&node](uint64_t, std::shared_ptr<const weights::Version> v) {
+                                   node.arrived.push_back(std::move(v));
+                                 },
+                             .reach = [](const WeightRelay::NodeRef&) {}},
+          idle);
+      node.relay->set_memory(node.memory);
+    }
+    for (uint64_t x = 0; x < nodes.size(); ++x) {
+      for (uint64_t y = x + 1; y < nodes.size(); ++y) {
+        auto [fx, fy] = test::tcp_pair();
+        nodes[x].links->add(y, name(y), transports::tcp_path_opener(fx));
+        nodes[y].links->add(x, name(x), transports::tcp_path_opener(fy));
+      }
+    }
+  }
+  static std::string name(uint64_t n) { return std::string(1, static_cast<char>('a' + n)); }
+  static WeightRelay::NodeRef ref(uint64_t n) { return {.instance = n, .name = name(n)}; }
+
+  // Polls `which` nodes' links and relays until `done` (bounded); whether it was.
+  bool pump(const std::vector<size_t>& which, const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      for (size_t n : which) {
+        nodes[n].links->poll(0);
+        nodes[n].relay->poll();
+      }
+    }
+    return done();
+  }
+};
+
+// A version of one tensor of `bytes`, every byte from its position and `number`.
+std::shared_ptr<const weights::Version> version(weights::WeightMemory& memory, uint64_t number,
+                                                uint64_t bytes) {
+  auto v = std::make_shared<weights::Version>();
+  v->number = number;
+  v->shards = 1;
+  v->bytes = bytes;
+  auto shard = std::make_shared<weights::Shard>();
+  shard->tensors.push_back({"w", 0, bytes});
+  shard->buffer = memory.allocate(bytes).take();
+  for (uint64_t i = 0; i < bytes; ++i) {
+    shard->buffer->data()[i] = static_cast<std::byte>(i * 7 + number);
+  }
+  v->index["w"] = {0, 0};
+  v->parts.push_back(std::move(shard));
+  return v;
+}
+
+// Node b subscribes to nothing, so it refuses the version once its header is whole; a sent
+// everything to b before b read a byte (the version fits the sockets' buffers), so the refusal
+// finds a's forward to b finished. a passes b over from its finished forwards: c gets the
+// version exact.
+TEST(WeightRelayTest, ARefusalAfterEveryRangeWasSentStillPassesTheNodeOver) {
+  Relays r;
+  r.nodes[2].relay->accept(kRelay);
+  // Small enough for the sockets' default buffers, whatever the kernel's autotuning.
+  auto v = version(*r.nodes[0].memory, 1, (64u << 10) + 5);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
+  ASSERT_TRUE(r.pump({0}, [&] { return !r.nodes[0].relay->busy_with(1); }))
+      << "a's forward to b never finished";
+  ASSERT_TRUE(r.pump({0, 1, 2}, [&] { return !r.nodes[2].arrived.empty(); }))
+      << "c never got the version b refused";
+  EXPECT_TRUE(r.nodes[1].arrived.empty());
+  const auto& got = *r.nodes[2].arrived[0];
+  ASSERT_EQ(got.number, 1u);
+  ASSERT_EQ(got.bytes, v->bytes);
+  EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), v->bytes), 0);
+}
+
+// a sends b a version of 64 MiB but is polled only until b has part of it, then never again:
+// its link stays up (nothing ticks), and b hears nothing more. Past its idle time b gives the
+// version up, and its buffer goes back to the store's memory.
+TEST(WeightRelayTest, AnArrivalNothingComesForIsGivenUpWithItsMemory) {
+  Relays r(std::chrono::milliseconds(200));
+  r.nodes[1].relay->accept(kRelay);
+  auto v = version(*r.nodes[0].memory, 1, 64u << 20);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
+  ASSERT_TRUE(r.pump({0, 1}, [&] { return r.nodes[1].memory->held() > 0; }))
+      << "b never began the version";
+  EXPECT_EQ(r.nodes[1].relay->arriving(), 1u);
+  EXPECT_TRUE(r.pump({1}, [&] { return r.nodes[1].relay->arriving() == 0; }))
+      << "b kept the silent arrival";
+  EXPECT_EQ(r.nodes[1].memory->held(), 0u) << "its buffer was not let go";
+  EXPECT_TRUE(r.nodes[1].arrived.empty());
+}
+
+}  // namespace
+}  // namespace plexus::daemon
