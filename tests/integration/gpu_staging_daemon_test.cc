@@ -32,17 +32,6 @@ using ::testing::HasSubstr;
 constexpr uint64_t kCount = 64;  // floats per buffer
 constexpr uint64_t kBytes = kCount * sizeof(float);
 
-// Registers the "allocation" `e` for `client`: its region id (0 if refused).
-uint32_t register_export(RawClient& client, const shm::GpuExport& e) {
-  std::array<uint8_t, shm::kGpuIpcHandleBytes> handle;
-  std::array<uint8_t, shm::kGpuUuidBytes> uuid;
-  std::memcpy(handle.data(), e.ipc_handle.data(), handle.size());
-  std::memcpy(uuid.data(), e.device_uuid.data(), uuid.size());
-  const std::string reply = client.register_gpu_memory(handle, uuid, e.bytes);
-  EXPECT_THAT(reply, HasSubstr("region ")) << reply;
-  return reply.starts_with("region ") ? static_cast<uint32_t>(std::stoul(reply.substr(7))) : 0;
-}
-
 class GpuStagingDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,7 +83,7 @@ class GpuStagingDaemonTest : public ::testing::Test {
 
   // Registers exports_[which] for `client`: its region id.
   uint32_t register_allocation(RawClient& client, size_t which) {
-    return register_export(client, exports_[which]);
+    return client.register_export(exports_[which]);
   }
 
   float* floats(size_t which) {
@@ -895,7 +884,7 @@ class GpuTwoNodeTest : public ::testing::Test {
     }
     for (auto& t : joining) t.join();
     for (auto& node : nodes_) {
-      node.region = register_export(*node.client, node.allocation);
+      node.region = node.client->register_export(node.allocation);
       ASSERT_NE(node.region, 0u);
     }
   }

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <capnp/serialize.h>
+#include <gtest/gtest.h>
+
+#include <array>
 
 #include <chrono>
 #include <cstring>
@@ -45,6 +48,19 @@ std::string RawClient::register_gpu_memory(std::span<const uint8_t> ipc_handle,
   memory.setBytes(bytes);
   memory.setHandleType(static_cast<control::GpuHandleType>(handle_type));
   return gpu_memory_answer(channel_->call(message, fds));
+}
+
+uint32_t RawClient::register_export(const shm::GpuExport& e) {
+  std::array<uint8_t, shm::kGpuIpcHandleBytes> handle;
+  std::array<uint8_t, shm::kGpuUuidBytes> uuid;
+  std::memcpy(handle.data(), e.ipc_handle.data(), handle.size());
+  std::memcpy(uuid.data(), e.device_uuid.data(), uuid.size());
+  const std::string reply = register_gpu_memory(handle, uuid, e.bytes);
+  if (!reply.starts_with("region ")) {
+    ADD_FAILURE() << "registering a GPU allocation: " << reply;
+    return 0;
+  }
+  return static_cast<uint32_t>(std::stoul(reply.substr(7)));
 }
 
 std::string RawClient::release_gpu_memory(uint32_t region) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "clientlib/control/control_channel.h"
+#include "shm/gpu_export.h"
 #include "shm/pool.h"
 #include "shm/ring.h"
 
@@ -52,6 +53,9 @@ class RawClient {
   std::string register_gpu_memory(std::span<const uint8_t> ipc_handle,
                                   std::span<const uint8_t> device_uuid, uint64_t bytes,
                                   uint16_t handle_type = 0, std::span<const int> fds = {});
+  // registerGpuMemory of a test device's export (tests/unit/host_device_memory.h): its region
+  // id, or 0 with the test failed naming the daemon's reply.
+  uint32_t register_export(const shm::GpuExport& e);
   // releaseGpuMemory: "released", or the daemon's error message.
   std::string release_gpu_memory(uint32_t region);
 

@@ -68,24 +68,30 @@ void set_tensors(Request request, const std::vector<Tensor>& tensors) {
   }
 }
 
-std::string publish(RawClient& client, uint64_t version, const std::vector<Tensor>& tensors) {
+// A weightsPublish (one shard) or a weightsPull (no wait) of model "policy": the answer.
+std::string request(RawClient& client, bool publish, uint64_t version,
+                    const std::vector<Tensor>& tensors) {
   capnp::MallocMessageBuilder message;
-  auto request = message.initRoot<control::ClientMessage>().initWeightsPublish();
-  request.setModel("policy");
-  request.setVersion(version);
-  request.setShards(1);
-  set_tensors(request, tensors);
+  auto root = message.initRoot<control::ClientMessage>();
+  if (publish) {
+    auto request = root.initWeightsPublish();
+    request.setModel("policy");
+    request.setVersion(version);
+    request.setShards(1);
+    set_tensors(request, tensors);
+  } else {
+    auto request = root.initWeightsPull();
+    request.setModel("policy");
+    request.setVersion(version);
+    set_tensors(request, tensors);
+  }
   return answer(client.channel().call(message));
 }
-
+std::string publish(RawClient& client, uint64_t version, const std::vector<Tensor>& tensors) {
+  return request(client, true, version, tensors);
+}
 std::string pull(RawClient& client, uint64_t version, const std::vector<Tensor>& tensors) {
-  capnp::MallocMessageBuilder message;
-  auto request = message.initRoot<control::ClientMessage>().initWeightsPull();
-  request.setModel("policy");
-  request.setVersion(version);
-  request.setTimeoutMs(0);
-  set_tensors(request, tensors);
-  return answer(client.channel().call(message));
+  return request(client, false, version, tensors);
 }
 
 std::string error_code(plexus_result_t code) { return std::to_string(static_cast<int>(code)); }
@@ -109,7 +115,7 @@ class WeightsGpuTest : public ::testing::Test {
       clients_[i]->hello_with_pool(1 << 20);
       pool_tensors_[i] = static_cast<std::byte*>(clients_[i]->pool().allocate(kPoolBytes));
       ASSERT_NE(pool_tensors_[i], nullptr);
-      regions_[i] = register_export(*clients_[i], exports_[i]);
+      regions_[i] = clients_[i]->register_export(exports_[i]);
     }
   }
   void TearDown() override {
@@ -118,15 +124,6 @@ class WeightsGpuTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  uint32_t register_export(RawClient& client, const shm::GpuExport& e) {
-    std::array<uint8_t, shm::kGpuIpcHandleBytes> handle;
-    std::array<uint8_t, shm::kGpuUuidBytes> uuid;
-    std::memcpy(handle.data(), e.ipc_handle.data(), handle.size());
-    std::memcpy(uuid.data(), e.device_uuid.data(), uuid.size());
-    const std::string reply = client.register_gpu_memory(handle, uuid, e.bytes);
-    EXPECT_THAT(reply, HasSubstr("region ")) << reply;
-    return reply.starts_with("region ") ? static_cast<uint32_t>(std::stoul(reply.substr(7))) : 0;
-  }
   std::byte* gpu(size_t which) { return device_->block(exports_[which]).data() + kGpuOffset; }
   std::byte* pool(size_t which) { return pool_tensors_[which]; }
   // Client `which`'s two tensors: "w" in its GPU allocation, "b" in its pool.

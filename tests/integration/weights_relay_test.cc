@@ -86,6 +86,11 @@ std::string exact(Weights& got, uint64_t v) {
   return "";
 }
 
+// Whether node `node`'s log has `text`.
+bool logged(const Nodes& nodes, size_t node, const std::string& text) {
+  return nodes[node]->log().find(text) != std::string::npos;
+}
+
 // Pulls the newest version of `model` newer than `after`: "" when it is `want`, exact.
 std::string pull_exact(const std::string& model, uint64_t after, uint64_t want) {
   Weights got;
@@ -169,16 +174,14 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
   const std::string key_file = dir + "-key";
   const std::string model = "policy";
   for (const char* f : {"-key", "-c1"}) std::remove((dir + f).c_str());
-  auto logged = [&](size_t node, const std::string& text) {
-    return nodes[node]->log().find(text) != std::string::npos;
-  };
   auto results = run_ranks_across(
       sockets,
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {
           if (std::string e = write_key(model, key_file); !e.empty()) return e;
           // The chain is b, then c: both subscribed before the publish.
-          if (!eventually([&] { return logged(0, "(2 node(s))"); })) return "never 2 subscribers";
+          if (!eventually([&] { return logged(nodes, 0, "(2 node(s))"); }))
+            return "never 2 subscribers";
           Weights w;
           w.fill(1);
           auto table = w.table();
@@ -190,7 +193,7 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
         }
         plexus_unique_id_t key;
         if (!read_key(key_file, key)) return "no key";
-        if (rank == 2 && !eventually([&] { return logged(0, "node b subscribed"); })) {
+        if (rank == 2 && !eventually([&] { return logged(nodes, 0, "node b subscribed"); })) {
           return "b's subscription never reached a";
         }
         if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
@@ -206,8 +209,8 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
       std::chrono::seconds(120));
   for (const char* f : {"-key", "-c1"}) std::remove((dir + f).c_str());
   EXPECT_EQ(failures(results), "") << logs(nodes);
-  EXPECT_TRUE(logged(1, "(relay")) << logs(nodes);  // its refusal, naming the relay
-  EXPECT_TRUE(logged(0, "will not keep version 1")) << logs(nodes);
+  EXPECT_TRUE(logged(nodes, 1, "(relay")) << logs(nodes);  // its refusal, naming the relay
+  EXPECT_TRUE(logged(nodes, 0, "will not keep version 1")) << logs(nodes);
 }
 
 // A listener on `port` of 127.0.0.1 that never accepts: connections complete in the kernel
@@ -247,9 +250,6 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
   const auto port_at = b_log.find("advertised: 127.0.0.1:");
   ASSERT_NE(port_at, std::string::npos) << b_log;
   const int b_port = std::stoi(b_log.substr(port_at + 22));
-  auto logged = [&](size_t node, const std::string& text) {
-    return nodes[node]->log().find(text) != std::string::npos;
-  };
   // The test's own part: b killed once both have version 1, its port made silent.
   int silent = -1;
   std::thread killer([&] {
@@ -263,11 +263,13 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {
           if (std::string e = write_key(model, key_file); !e.empty()) return e;
-          if (!eventually([&] { return logged(0, "(2 node(s))"); })) return "never 2 subscribers";
+          if (!eventually([&] { return logged(nodes, 0, "(2 node(s))"); }))
+            return "never 2 subscribers";
           Weights w;
           for (uint64_t v = 1; v <= 2; ++v) {
             if (v == 2 && !eventually([&] {
-                  return exists(dir + "-dead") && logged(0, "data connection to node b lost");
+                  return exists(dir + "-dead") &&
+                         logged(nodes, 0, "data connection to node b lost");
                 })) {
               return "a never lost b";
             }
@@ -284,7 +286,7 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
         }
         plexus_unique_id_t key;
         if (!read_key(key_file, key)) return "no key";
-        if (rank == 2 && !eventually([&] { return logged(0, "node b subscribed"); })) {
+        if (rank == 2 && !eventually([&] { return logged(nodes, 0, "node b subscribed"); })) {
           return "b's subscription never reached a";
         }
         if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
@@ -306,7 +308,8 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
   for (const char* f : files) std::remove((dir + f).c_str());
   EXPECT_GE(silent, 0) << "port " << b_port << " could not be listened on again";
   EXPECT_EQ(failures(results), "") << logs(nodes);
-  EXPECT_TRUE(logged(0, "node b was lost lately, so it is tried after the others")) << logs(nodes);
+  EXPECT_TRUE(logged(nodes, 0, "node b was lost lately, so it is tried after the others"))
+      << logs(nodes);
 }
 
 }  // namespace
