@@ -266,8 +266,9 @@ void define(CLI::App& app, Config& config, Words& w) {
                "queue pair forced into the error state), for tests and failover drills")
       ->default_str(config.fault_injection ? "true" : "false");
   app.add_option("--idle-exit-s", config.idle_exit_s,
-                 "Exit after this many seconds with no client or plexusctl connected (0: never; "
-                 "what a daemon started by libplexus itself runs with)")
+                 "Exit after this many seconds with no client or plexusctl connected, unless the "
+                 "weight store holds a version (0: never; what a daemon started by libplexus "
+                 "itself runs with)")
       ->capture_default_str();
   app.add_option("--metrics", w.metrics,
                  "Serve Prometheus metrics (plexus_*) over HTTP at --metrics-listen")

@@ -36,9 +36,14 @@ class Staging {
   Staging& operator=(const Staging&) = delete;
 
   // Each tensor's region and offset there: its own place in the pool or a GPU allocation
-  // (registered here if new), or its place in the staging block (made here). "" when they
-  // all have one; otherwise why not.
-  std::string place(const plexus_weight_tensor_t* tensors, size_t count) {
+  // (registered here if new), or its place in the staging block (made here). PLEXUS_SUCCESS
+  // when they all have one; otherwise the code and why not: INVALID_ARGUMENT for GPU memory
+  // that cannot be used, NO_MEMORY for a pool without room to stage.
+  struct Placed {
+    plexus_result_t code = PLEXUS_SUCCESS;
+    std::string why;
+  };
+  Placed place(const plexus_weight_tensor_t* tensors, size_t count) {
     offsets_.resize(count);
     regions_.assign(count, shm::kHostPoolRegion);
     staged_.assign(count, false);
@@ -46,7 +51,10 @@ class Staging {
     for (size_t i = 0; i < count; ++i) {
       if (tensors[i].bytes == 0 || pool_.contains(tensors[i].buf, tensors[i].bytes)) continue;
       auto gpu = ctx_.gpu().locate(ctx_.control(), tensors[i].buf, tensors[i].bytes);
-      if (!gpu) return "tensor '" + std::string(tensors[i].name) + "': " + gpu.error();
+      if (!gpu) {
+        return {PLEXUS_ERR_INVALID_ARGUMENT,
+                "tensor '" + std::string(tensors[i].name) + "': " + gpu.error()};
+      }
       if (*gpu) {
         regions_[i] = (*gpu)->region;
         offsets_[i] = (*gpu)->offset;
@@ -59,10 +67,12 @@ class Staging {
     if (total > 0) {
       block_ = static_cast<std::byte*>(pool_.allocate(total));
       if (block_ == nullptr) {
-        return "staging " + std::to_string(total) +
-               " bytes of buffers outside the pool: the pool has no room (" +
-               std::to_string(pool_.free_bytes()) +
-               " bytes free); allocate the tensors with plexus_alloc, or raise PLEXUS_POOL_SIZE";
+        return {PLEXUS_ERR_NO_MEMORY,
+                "staging " + std::to_string(total) +
+                    " bytes of buffers outside the pool: the pool has no room (" +
+                    std::to_string(pool_.free_bytes()) +
+                    " bytes free); allocate the tensors with plexus_alloc, or raise "
+                    "PLEXUS_POOL_SIZE"};
       }
     }
     const uint64_t base = block_ != nullptr ? pool_.offset_of(block_) : 0;
@@ -168,8 +178,8 @@ plexus_result_t publish(const char* call, const char* model, uint64_t version, u
   return guarded([&]() -> plexus_result_t {
     ClientContext& ctx = ClientContext::get();
     Staging staging(ctx);
-    if (std::string why = staging.place(tensors, count); !why.empty()) {
-      return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
+    if (auto [code, why] = staging.place(tensors, count); code != PLEXUS_SUCCESS) {
+      return fail(code, std::string(call) + ": " + why);
     }
     for (size_t i = 0; i < count; ++i) {
       if (staging.staged(i)) std::memcpy(staging.at(i), tensors[i].buf, tensors[i].bytes);
@@ -236,8 +246,8 @@ plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_
   return guarded([&]() -> plexus_result_t {
     ClientContext& ctx = ClientContext::get();
     Staging staging(ctx);
-    if (std::string why = staging.place(tensors, count); !why.empty()) {
-      return fail(PLEXUS_ERR_NO_MEMORY, std::string(call) + ": " + why);
+    if (auto [code, why] = staging.place(tensors, count); code != PLEXUS_SUCCESS) {
+      return fail(code, std::string(call) + ": " + why);
     }
     constexpr uint32_t kNoLimit = std::numeric_limits<uint32_t>::max();
     const uint32_t timeout =

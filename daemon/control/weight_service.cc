@@ -7,6 +7,7 @@
 
 #include "common/human_bytes.h"
 #include "daemon/control/daemon_reply.h"
+#include "shm/ring_layout.h"
 
 namespace plexus::daemon {
 

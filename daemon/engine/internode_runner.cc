@@ -111,8 +111,10 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                          }
                        }},
                // A sender quiet while the node before it is passed over (its link tried
-               // for up to --connect-timeout-ms) is not stalled yet.
-               3 * config.retirement.reopen_within) {
+               // for up to --connect-timeout-ms) is not stalled yet; nor is one quiet for
+               // less than 30 s, however short that timeout.
+               std::max<std::chrono::milliseconds>(3 * config.retirement.reopen_within,
+                                                   std::chrono::seconds(30))) {
   if (config.follow_nics) {
     const std::string error = links_.watch_nics();
     if (!error.empty()) {

@@ -97,8 +97,8 @@ void WeightRelay::lost_nodes_last(Forward& f) {
   auto lost = [this](const NodeRef& n) { return unreachable_.count(n.instance) != 0; };
   const auto rest = f.chain.begin() + static_cast<std::ptrdiff_t>(f.next);
   if (rest == f.chain.end() || !lost(*rest) || std::all_of(rest, f.chain.end(), lost)) return;
-  spdlog::info("weights: version {}: node {} was lost lately, so it is tried after the others",
-               f.version->number, rest->name);
+  spdlog::debug("weights: version {}: node {} was lost lately, so it is tried after the others",
+                f.version->number, rest->name);
   std::stable_partition(rest, f.chain.end(), [&](const NodeRef& n) { return !lost(n); });
 }
 
@@ -271,6 +271,13 @@ void WeightRelay::poll() {
   drop_silent_arrivals();
 }
 
+void WeightRelay::heard_from(uint64_t peer) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [key, in] : arrivals_) {
+    if (in.from == peer) in.heard = now;
+  }
+}
+
 void WeightRelay::drop_silent_arrivals() {
   const auto now = std::chrono::steady_clock::now();
   if (arrivals_.empty() || now < next_idle_look_) return;
@@ -364,8 +371,9 @@ std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
     it->second.serial = next_serial_++;
   }
   Arrival& in = it->second;
-  in.heard = std::chrono::steady_clock::now();
   if (h.step == wire::kWeightsHeaderStep) in.from = peer;  // a node that took a lost one's place
+  in.heard = std::chrono::steady_clock::now();
+  heard_from(peer);
   if (h.step == wire::kWeightsHeaderStep) return on_header(key, in, h, payload);
   return on_range(key, in, h, payload);
 }
@@ -518,7 +526,7 @@ transports::Placement WeightRelay::place(uint64_t peer, const wire::DataFrameHea
   // A range whole already is dropped by on_range, and a bad frame refused there.
   if (!spot || whole(*in, spot->index)) return {};
   placing_[{peer, h.comm_id, h.op_seq, h.step, h.offset}] = in->serial;
-  in->heard = std::chrono::steady_clock::now();
+  heard_from(peer);
   const wire::WeightsRange r = wire::read_weights_range(h.step);
   return {std::span<std::byte>(spot->to, h.length), in->version->parts[r.shard]->buffer};
 }
@@ -533,7 +541,7 @@ std::string WeightRelay::on_placed(uint64_t peer, const wire::DataFrameHeader& h
   placing_.erase(placed);
   Arrival* in = arrival_of(h);
   if (in == nullptr || in->serial != serial) return {};
-  in->heard = std::chrono::steady_clock::now();
+  heard_from(peer);
   common::Result<Spot> spot = locate(*in, h, h.length);
   if (!spot) return spot.error();
   range_in({h.comm_id, wire::weights_version(h.op_seq)}, *in, spot->index, h.offset, h.length);

@@ -53,7 +53,7 @@ class WeightRelay {
   };
 
   // `arrival_idle`: longer than a chain's repair may keep a sender quiet (InternodeRunner:
-  // three times --connect-timeout-ms).
+  // three times --connect-timeout-ms, at least 30 s).
   WeightRelay(NodeLinks& links, Hooks hooks, std::chrono::milliseconds arrival_idle)
       : links_(links), hooks_(std::move(hooks)), arrival_idle_(arrival_idle) {}
 
@@ -181,6 +181,9 @@ class WeightRelay {
   std::chrono::steady_clock::time_point next_idle_look_{};
   // Gives up the arrivals nothing came for in arrival_idle_ (at most once a second).
   void drop_silent_arrivals();
+  // A frame of any arrival from `peer` came: none of them is stalled (they share its flow,
+  // one waiting behind another's ranges).
+  void heard_from(uint64_t peer);
   std::shared_ptr<weights::WeightMemory> memory_;
   std::map<Key, Arrival> arrivals_;
   std::map<uint64_t, Forward> forwards_;  // by a number of their own: a version may go two ways

@@ -1,7 +1,9 @@
 // What the daemon holds of one GPU (its context, copy streams, loaded reduction kernels) and
 // of one client allocation mapped on it (an IPC-opened one, or a cuMemCreate one imported
 // and mapped here), for cuda_device_memory.cc, which makes and uses them. Called on the
-// thread that holds the DeviceMemory (the engine thread; the control thread maps).
+// thread that holds the DeviceMemory (the engine thread; the control thread maps), but for
+// the aside stream (the weight store's copier thread, under the owner's mutex). A mapping is
+// unmapped on whichever thread lets go of it last.
 #pragma once
 
 #include <array>

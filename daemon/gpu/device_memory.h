@@ -22,7 +22,8 @@
 namespace plexus::daemon::gpu {
 
 // A client allocation mapped into the daemon; unmapped when the last reference goes
-// (a region table entry, and each op in flight on it).
+// (a region table entry, each op in flight on it, and each weight store pull waiting or copy
+// queued for it).
 class DeviceMapping {
  public:
   virtual ~DeviceMapping() = default;

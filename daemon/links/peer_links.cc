@@ -169,7 +169,9 @@ void PeerLinks::add(uint64_t peer, std::string name, transports::PathOpener open
       return raw->link->channel->placed(raw->id, h, now);
     };
     callbacks.on_discarded = [raw](const wire::DataFrameHeader& h) {
-      return raw->link->channel->discarded(raw->id, h, Clock::now());
+      const auto now = Clock::now();
+      raw->record(now, [&](monitor::WindowRing& w) { w.received(now, h.length); });
+      return raw->link->channel->discarded(raw->id, h, now);
     };
   }
   wire::DataFrameLimits limits;

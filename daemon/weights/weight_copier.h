@@ -1,5 +1,6 @@
 // The thread that copies weights in and out of the store: a publish from the publisher's
-// pool into the store's buffer, a pull from a version into the puller's pool. Neither runs
+// pool (or GPU memory) into the store's buffer, a pull from a version into the puller's pool
+// (or GPU memory); a GPU tensor's copy is a closure the job carries (device_copies). Neither runs
 // on the control or the engine thread, so a 1 GiB copy holds up no request and no
 // collective. Large copies are cut into pieces shared with the copier's own workers.
 //

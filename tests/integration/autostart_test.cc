@@ -7,14 +7,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cstdint>
 
 #include "plexus/plexus.h"
 #include "tests/integration/rank_processes.h"

@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-
 #include <chrono>
 #include <cstring>
 #include <stdexcept>

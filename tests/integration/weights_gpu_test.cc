@@ -179,7 +179,7 @@ TEST_F(WeightsGpuTest, ATensorOutsideItsAllocationOrInARegionNotRegisteredIsRefu
   EXPECT_THAT(publish(*clients_[0], 1, other),
               HasSubstr("tensor 'w' names GPU region " + std::to_string(regions_[0] + 7) +
                         ", which this process has not registered"));
-  // Another process's region number is not this one's.
+  // A region the process released is refused too.
   fill(0, 1);
   ASSERT_EQ(publish(*clients_[0], 1, tensors(0)), "version 1");
   std::vector<Tensor> released = tensors(1);

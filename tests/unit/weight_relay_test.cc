@@ -117,7 +117,7 @@ TEST(WeightRelayTest, ARefusalAfterEveryRangeWasSentStillPassesTheNodeOver) {
   Relays r;
   r.nodes[2].relay->accept(kRelay);
   // Small enough for the sockets' default buffers, whatever the kernel's autotuning.
-  auto v = version(*r.nodes[0].memory, 1, (64u << 10) + 5);
+  auto v = version(*r.nodes[0].memory, 1, (16u << 10) + 5);
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
   ASSERT_TRUE(r.pump({0}, [&] { return !r.nodes[0].relay->busy_with(1); }))
       << "a's forward to b never finished";

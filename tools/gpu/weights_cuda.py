@@ -21,9 +21,11 @@ import plexus_torch
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bytes", type=int, default=1 << 30)
-    parser.add_argument("--versions", type=int, default=5)
+    parser.add_argument("--versions", type=int, default=5)  # at least 2: the first is not timed
     parser.add_argument("--cpu", action="store_true")
     args = parser.parse_args()
+    if args.versions < 2:
+        parser.error("--versions must be at least 2 (the first version is not timed)")
     device = "cpu" if args.cpu else "cuda:0"
 
     def sync():

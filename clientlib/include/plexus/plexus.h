@@ -225,6 +225,7 @@ plexus_result_t plexus_weights_publish_shard(const char* model, uint64_t version
  * tensors, each buffer exactly its size): `version` itself, or with version 0 the newest
  * complete one newer than `newer_than`. Never a mix of two versions. Waits up to timeout_ms
  * for such a version (0: not at all; -1: without limit), then fails with PLEXUS_ERR_TIMEOUT.
+ * A GPU buffer stays allocated until the pull returns: the daemon writes it until then.
  * *pulled (may be NULL) is the version copied. */
 plexus_result_t plexus_weights_pull(const char* model, uint64_t version, uint64_t newer_than,
                                     int64_t timeout_ms, const plexus_weight_tensor_t* tensors,
