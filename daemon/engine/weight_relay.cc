@@ -372,7 +372,6 @@ std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
   }
   Arrival& in = it->second;
   if (h.step == wire::kWeightsHeaderStep) in.from = peer;  // a node that took a lost one's place
-  in.heard = std::chrono::steady_clock::now();
   heard_from(peer);
   if (h.step == wire::kWeightsHeaderStep) return on_header(key, in, h, payload);
   return on_range(key, in, h, payload);

@@ -78,6 +78,17 @@ struct Weights {
   }
 };
 
+// The trainer's side: version v of `model` published from this process: "" or why not.
+std::string publish_version(const std::string& model, uint64_t v) {
+  Weights w;
+  w.fill(v);
+  auto table = w.table();
+  if (plexus_weights_publish(model.c_str(), v, table.data(), table.size()) == PLEXUS_SUCCESS) {
+    return "";
+  }
+  return "publish " + std::to_string(v) + ": " + last_error();
+}
+
 std::string exact(Weights& got, uint64_t v) {
   Weights want;
   want.fill(v);
@@ -117,16 +128,10 @@ TEST(WeightsRelayTest, VersionsGoDownTheChainOfSubscribedNodesExactAndALateJoine
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {  // the trainer's node
           if (std::string e = write_key(model, key_file); !e.empty()) return e;
-          Weights w;
           for (uint64_t v = 1; v <= 3; ++v) {
             if (v == 2 && !eventually([&] { return exists(dir + "-b1"); })) return "b never had 1";
             if (v == 3 && !eventually([&] { return exists(dir + "-c2"); })) return "c never had 2";
-            w.fill(v);
-            auto table = w.table();
-            if (plexus_weights_publish(model.c_str(), v, table.data(), table.size()) !=
-                PLEXUS_SUCCESS) {
-              return "publish " + std::to_string(v) + ": " + last_error();
-            }
+            if (std::string e = publish_version(model, v); !e.empty()) return e;
             if (v == 2) touch(dir + "-p2");
           }
           return "";
@@ -182,14 +187,7 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
           // The chain is b, then c: both subscribed before the publish.
           if (!eventually([&] { return logged(nodes, 0, "(2 node(s))"); }))
             return "never 2 subscribers";
-          Weights w;
-          w.fill(1);
-          auto table = w.table();
-          if (plexus_weights_publish(model.c_str(), 1, table.data(), table.size()) !=
-              PLEXUS_SUCCESS) {
-            return "publish: " + last_error();
-          }
-          return "";
+          return publish_version(model, 1);
         }
         plexus_unique_id_t key;
         if (!read_key(key_file, key)) return "no key";
@@ -265,7 +263,6 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
           if (std::string e = write_key(model, key_file); !e.empty()) return e;
           if (!eventually([&] { return logged(nodes, 0, "(2 node(s))"); }))
             return "never 2 subscribers";
-          Weights w;
           for (uint64_t v = 1; v <= 2; ++v) {
             if (v == 2 && !eventually([&] {
                   return exists(dir + "-dead") &&
@@ -273,12 +270,7 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
                 })) {
               return "a never lost b";
             }
-            w.fill(v);
-            auto table = w.table();
-            if (plexus_weights_publish(model.c_str(), v, table.data(), table.size()) !=
-                PLEXUS_SUCCESS) {
-              return "publish " + std::to_string(v) + ": " + last_error();
-            }
+            if (std::string e = publish_version(model, v); !e.empty()) return e;
           }
           return eventually([&] { return exists(dir + "-c2"); })
                      ? ""
