@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -21,6 +20,7 @@
 
 #include "daemon/daemon.h"
 #include "plexus/plexus.h"
+#include "tests/integration/host_gpu_daemon.h"
 #include "tests/integration/raw_client.h"
 #include "tests/unit/host_device_memory.h"
 
@@ -35,25 +35,18 @@ constexpr uint64_t kBytes = kCount * sizeof(float);
 class GpuStagingDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir_template[] = "/tmp/plexus-gpu-staging-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-    daemon::Config config;
-    config.socket_path = dir_ + "/plexusd.sock";
-    config.metrics = common::OnOff::kOff;
-    configure(config);
-    device_ = std::make_shared<HostDeviceMemory>();
-    // Every "allocation" is made before the daemon can look one up (the table is not
-    // shared safely with the daemon's threads).
-    for (auto& e : exports_) e = device_->allocate(2 * kBytes);
-    daemon_ = std::make_unique<daemon::Daemon>(config, device_);
-    daemon_->start();
+    host_ = std::make_unique<HostGpuDaemon>([this](daemon::Config& c) { configure(c); },
+                                            [this](HostDeviceMemory& device) {
+                                              for (auto& e : exports_)
+                                                e = device.allocate(2 * kBytes);
+                                            });
+    device_ = host_->device();
+    daemon_ = host_->daemon();
   }
   virtual void configure(daemon::Config&) {}
   void TearDown() override {
     clients_.clear();
-    if (daemon_) daemon_->stop();
-    std::filesystem::remove_all(dir_);
+    host_.reset();
   }
 
   // `n` rank sessions (of `job`, else "raw-client") joined in one communicator; returns
@@ -167,11 +160,11 @@ class GpuStagingDaemonTest : public ::testing::Test {
     return std::string(c.message, c.message_len);
   }
 
-  std::string dir_;
-  std::shared_ptr<HostDeviceMemory> device_;
+  std::unique_ptr<HostGpuDaemon> host_;
+  HostDeviceMemory* device_ = nullptr;
   std::array<shm::GpuExport, 3> exports_;
   std::array<uint32_t, 3> regions_{};
-  std::unique_ptr<daemon::Daemon> daemon_;
+  daemon::Daemon* daemon_ = nullptr;
   std::vector<std::unique_ptr<RawClient>> clients_;
   int tokens_ = 0;
 };
@@ -841,10 +834,10 @@ class GpuTwoNodeTest : public ::testing::Test {
   static constexpr uint64_t kBufferBytes = kFloats * sizeof(float);
 
   struct Node {
-    std::string dir;
-    std::shared_ptr<HostDeviceMemory> device;
+    std::unique_ptr<HostGpuDaemon> host;
+    HostDeviceMemory* device = nullptr;
     shm::GpuExport allocation;  // four buffers of kBufferBytes
-    std::unique_ptr<daemon::Daemon> daemon;
+    daemon::Daemon* daemon = nullptr;
     std::unique_ptr<RawClient> client;
     uint32_t region = 0;
     uint32_t comm = 0;
@@ -854,18 +847,16 @@ class GpuTwoNodeTest : public ::testing::Test {
   void SetUp() override {
     for (size_t i = 0; i < nodes_.size(); ++i) {
       Node& node = nodes_[i];
-      char dir_template[] = "/tmp/plexus-gpu-2node-XXXXXX";
-      ASSERT_NE(::mkdtemp(dir_template), nullptr);
-      node.dir = dir_template;
-      daemon::Config config;
-      config.socket_path = node.dir + "/plexusd.sock";
-      config.metrics = common::OnOff::kOff;
-      config.peer_listen = "127.0.0.1:0";
-      config.node_name = i == 0 ? "gpu-a" : "gpu-b";
-      node.device = std::make_shared<HostDeviceMemory>();
-      node.allocation = node.device->allocate(4 * kBufferBytes);
-      node.daemon = std::make_unique<daemon::Daemon>(config, node.device);
-      node.daemon->start();
+      node.host = std::make_unique<HostGpuDaemon>(
+          [i](daemon::Config& config) {
+            config.peer_listen = "127.0.0.1:0";
+            config.node_name = i == 0 ? "gpu-a" : "gpu-b";
+          },
+          [&node](HostDeviceMemory& device) {
+            node.allocation = device.allocate(4 * kBufferBytes);
+          });
+      node.device = node.host->device();
+      node.daemon = node.host->daemon();
     }
     const RootDaemon root = RawClient::root_of(nodes_[0].daemon->socket_path());
     ASSERT_FALSE(root.addresses.empty()) << "node a has no peer address";
@@ -890,10 +881,7 @@ class GpuTwoNodeTest : public ::testing::Test {
   }
   void TearDown() override {
     for (auto& node : nodes_) node.client.reset();
-    for (auto& node : nodes_) {
-      if (node.daemon) node.daemon->stop();
-    }
-    for (auto& node : nodes_) std::filesystem::remove_all(node.dir);
+    for (auto& node : nodes_) node.host.reset();
   }
 
   static shm::SubmissionEntry entry(uint64_t user_data, shm::Opcode opcode, uint32_t comm,

@@ -12,7 +12,6 @@
 
 #include <array>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "plexus/plexus.h"
 #include "shm/control.capnp.h"
+#include "tests/integration/host_gpu_daemon.h"
 #include "tests/integration/raw_client.h"
 #include "tests/unit/host_device_memory.h"
 
@@ -99,17 +99,14 @@ std::string error_code(plexus_result_t code) { return std::to_string(static_cast
 class WeightsGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir_template[] = "/tmp/plexus-weights-gpu-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-    daemon::Config config;
-    config.socket_path = dir_ + "/plexusd.sock";
-    config.metrics = common::OnOff::kOff;
-    device_ = std::make_shared<HostDeviceMemory>();
-    // Made before the daemon can look one up (the table is not shared safely with it).
-    for (auto& e : exports_) e = device_->allocate(kGpuOffset + kGpuBytes);
-    daemon_ = std::make_unique<daemon::Daemon>(config, device_);
-    daemon_->start();
+    host_ = std::make_unique<HostGpuDaemon>([](daemon::Config&) {},
+                                            [this](HostDeviceMemory& device) {
+                                              for (auto& e : exports_) {
+                                                e = device.allocate(kGpuOffset + kGpuBytes);
+                                              }
+                                            });
+    device_ = host_->device();
+    daemon_ = host_->daemon();
     for (size_t i = 0; i < clients_.size(); ++i) {
       clients_[i] = std::make_unique<RawClient>(daemon_->socket_path());
       clients_[i]->hello_with_pool(1 << 20);
@@ -120,8 +117,7 @@ class WeightsGpuTest : public ::testing::Test {
   }
   void TearDown() override {
     for (auto& c : clients_) c.reset();
-    if (daemon_) daemon_->stop();
-    std::filesystem::remove_all(dir_);
+    host_.reset();
   }
 
   std::byte* gpu(size_t which) { return device_->block(exports_[which]).data() + kGpuOffset; }
@@ -147,10 +143,10 @@ class WeightsGpuTest : public ::testing::Test {
     return "";
   }
 
-  std::string dir_;
-  std::shared_ptr<HostDeviceMemory> device_;
+  std::unique_ptr<HostGpuDaemon> host_;
+  HostDeviceMemory* device_ = nullptr;
   std::array<shm::GpuExport, 2> exports_;
-  std::unique_ptr<daemon::Daemon> daemon_;
+  daemon::Daemon* daemon_ = nullptr;
   std::array<std::unique_ptr<RawClient>, 2> clients_;  // 0 publishes, 1 pulls
   std::array<uint32_t, 2> regions_{};
   std::array<std::byte*, 2> pool_tensors_{};
