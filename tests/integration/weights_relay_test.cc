@@ -78,6 +78,32 @@ struct Weights {
   }
 };
 
+// Whether node `node`'s log has `text`.
+bool logged(const Nodes& nodes, size_t node, const std::string& text) {
+  return nodes[node]->log().find(text) != std::string::npos;
+}
+
+// A chain of b, then c, made before the first publish. The trainer's side: the key handed
+// out in `key_file`, then both subscribed ("" or why not).
+std::string hand_out_key(const Nodes& nodes, const std::string& model,
+                         const std::string& key_file) {
+  if (std::string e = write_key(model, key_file); !e.empty()) return e;
+  return eventually([&] { return logged(nodes, 0, "(2 node(s))"); }) ? "" : "never 2 subscribers";
+}
+// A rollout node's side (rank 1 on b, rank 2 on c, after b): the key read and subscribed.
+std::string subscribe_in_order(const Nodes& nodes, int rank, const std::string& model,
+                               const std::string& key_file) {
+  plexus_unique_id_t key;
+  if (!read_key(key_file, key)) return "no key";
+  if (rank == 2 && !eventually([&] { return logged(nodes, 0, "node b subscribed"); })) {
+    return "b's subscription never reached a";
+  }
+  if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
+    return "subscribe: " + last_error();
+  }
+  return "";
+}
+
 // The trainer's side: version v of `model` published from this process: "" or why not.
 std::string publish_version(const std::string& model, uint64_t v) {
   Weights w;
@@ -95,11 +121,6 @@ std::string exact(Weights& got, uint64_t v) {
   if (got.big != want.big) return "layers.0.weight is not version " + std::to_string(v) + "'s";
   if (got.small != want.small) return "layers.0.bias is not version " + std::to_string(v) + "'s";
   return "";
-}
-
-// Whether node `node`'s log has `text`.
-bool logged(const Nodes& nodes, size_t node, const std::string& text) {
-  return nodes[node]->log().find(text) != std::string::npos;
 }
 
 // Pulls the newest version of `model` newer than `after`: "" when it is `want`, exact.
@@ -183,20 +204,10 @@ TEST(WeightsRelayTest, ANodeWhoseStoreHasNoRoomIsPassedOverAndTheNodeAfterItGets
       sockets,
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {
-          if (std::string e = write_key(model, key_file); !e.empty()) return e;
-          // The chain is b, then c: both subscribed before the publish.
-          if (!eventually([&] { return logged(nodes, 0, "(2 node(s))"); }))
-            return "never 2 subscribers";
+          if (std::string e = hand_out_key(nodes, model, key_file); !e.empty()) return e;
           return publish_version(model, 1);
         }
-        plexus_unique_id_t key;
-        if (!read_key(key_file, key)) return "no key";
-        if (rank == 2 && !eventually([&] { return logged(nodes, 0, "node b subscribed"); })) {
-          return "b's subscription never reached a";
-        }
-        if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
-          return "subscribe: " + last_error();
-        }
+        if (std::string e = subscribe_in_order(nodes, rank, model, key_file); !e.empty()) return e;
         if (rank == 1) {  // it stays up until c has the version (its daemon is the test's)
           return eventually([&] { return exists(dir + "-c1"); }) ? "" : "c never had 1";
         }
@@ -260,9 +271,7 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
       sockets,
       [&](int rank, int, const plexus_unique_id_t&) -> std::string {
         if (rank == 0) {
-          if (std::string e = write_key(model, key_file); !e.empty()) return e;
-          if (!eventually([&] { return logged(nodes, 0, "(2 node(s))"); }))
-            return "never 2 subscribers";
+          if (std::string e = hand_out_key(nodes, model, key_file); !e.empty()) return e;
           for (uint64_t v = 1; v <= 2; ++v) {
             if (v == 2 && !eventually([&] {
                   return exists(dir + "-dead") &&
@@ -276,14 +285,7 @@ TEST(WeightsRelayTest, ANodeLostLatelyIsTriedLastSoANodeAfterItInTheChainIsNotHe
                      ? ""
                      : "c never had version 2: the dead b held it up";
         }
-        plexus_unique_id_t key;
-        if (!read_key(key_file, key)) return "no key";
-        if (rank == 2 && !eventually([&] { return logged(nodes, 0, "node b subscribed"); })) {
-          return "b's subscription never reached a";
-        }
-        if (plexus_weights_subscribe(&key, model.c_str()) != PLEXUS_SUCCESS) {
-          return "subscribe: " + last_error();
-        }
+        if (std::string e = subscribe_in_order(nodes, rank, model, key_file); !e.empty()) return e;
         if (std::string e = pull_exact(model, 0, 1); !e.empty()) return e;
         if (rank == 1) {
           touch(dir + "-b1");
