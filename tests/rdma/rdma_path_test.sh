@@ -49,27 +49,20 @@ exchange 7401 30 4194304
 exchange 7404 40 524288 PROBE_IN_PLACE=1
 
 # A stream of frames from node 0 to node 1 on PORT, under way when this returns: $server and
-# $client are the two commands' pids. A stream that fails before its first frame is through is
-# set up once more on PORT+100, saying so: what the steps below test is what a fault does to a
-# stream under way (CI's sanitizer leg saw one setup end at once, "the peer closed the path's
-# connection", with its server still waiting: not understood yet).
+# $client are the two commands' pids. Each probe has 60 s from the connection: more than the
+# wait for the first frame (30 s) and the fault's bound after it, so that neither side's own
+# deadline ends the stream before the fault does (its close would reach the other side as a
+# fault this test did not make).
 start_stream() {  # port
-  open_stream "$1" && return 0
-  echo "the stream on port $1 failed before its first frame: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server"); once more on port $(($1 + 100))"
-  kill "$server" 2>/dev/null || true
-  wait "$server" "$client" 2>/dev/null || true
-  open_stream $(($1 + 100)) ||
-    fail "the client never started streaming: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server")"
-}
-open_stream() {  # port
-  "$vm" run --name "$tag" --node 1 --timeout 60 -- env PROBE_DEADLINE_S=15 "$probe" server "$1" 3000 \
+  "$vm" run --name "$tag" --node 1 --timeout 150 -- env PROBE_DEADLINE_S=60 "$probe" server "$1" 3000 \
     > "/tmp/$tag.server" 2>&1 &
   server=$!
-  "$vm" run --name "$tag" --node 0 --timeout 60 -- env PROBE_DEADLINE_S=15 \
+  "$vm" run --name "$tag" --node 0 --timeout 150 -- env PROBE_DEADLINE_S=60 \
     PROBE_READY_FILE="/run/pxvm/streaming.$1" "$probe" client 198.18.0.2 "$1" 3000 65536 \
     > "/tmp/$tag.client" 2>&1 &
   client=$!
-  streaming "/tmp/pxvm-$tag/streaming.$1"
+  streaming "/tmp/pxvm-$tag/streaming.$1" ||
+    fail "the client never started streaming: $(cat "/tmp/$tag.client"); server: $(cat "/tmp/$tag.server")"
 }
 
 # After `what` was done to the stream at time `since`: the client's path must have failed
@@ -89,20 +82,19 @@ expect_client_failure() {  # what since bound reasons
   echo "ok $1 under load: the path failed within ${took} s: $(grep -o 'rdma_path_probe: .*' <<< "$out" | head -c 300)"
 }
 
-# A cable pull under load: the sender's path fails at once, naming the port's error event, its
-# flushed work requests, or the peer's end closing first (the peer's queue pair fails too, and
-# which side reports first is the scheduler's in VMs emulated on a loaded host: CI's sanitizer
-# leg saw the peer's close).
+# A cable pull under load: the sender's path fails at once, naming the port's error event or
+# its flushed work requests. (Not the peer's close: nothing reaches node 0 while its cable is
+# out.)
 start_stream 7402
 "$vm" cable --name "$tag" --node 0 --nic 0 down
-expect_client_failure "its cable was pulled" "$SECONDS" 20 \
-  "work completion failed|port went down|the peer closed the path's connection"
-wait "$server" || true
+expect_client_failure "its cable was pulled" "$SECONDS" 20 "work completion failed|port went down"
 "$vm" cable --name "$tag" --node 0 --nic 0 up
 # The next setup needs the port back: wait for it to be active again (at most 30 s).
 "$vm" run --name "$tag" --node 0 --timeout 40 -- sh -c \
   'for i in $(seq 300); do ibv_devinfo -d rxe0 | grep -q PORT_ACTIVE && exit 0; sleep 0.1; done; exit 1' ||
   fail "rxe0 on node 0 did not come back after the cable"
+# The server hears of the client's close once the cable is back (or ends at its deadline).
+wait "$server" || true
 
 # The peer VM killed under load: no port event here, no FIN on the socket, and rxe's writes
 # to it never time out: the path reports the silence.
