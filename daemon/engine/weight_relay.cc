@@ -110,6 +110,7 @@ void WeightRelay::start_forward(uint64_t id, Forward& f) {
     f.header_acked = false;
     f.sent.assign(f.have.size(), false);
     f.unacked = 0;
+    f.unsent_from = 0;
     hooks_.reach(node);
     capnp::MallocMessageBuilder message;
     auto header = message.initRoot<relay::Header>();
@@ -167,7 +168,9 @@ void WeightRelay::send_ranges(uint64_t id, Forward& f) {
   const uint64_t op_seq = wire::weights_op_seq(f.version->number);
   const uint64_t generation = f.generation;
   f.sending = true;
-  for (size_t i = 0; i < ranges.size(); ++i) {
+  while (f.unsent_from < ranges.size() && f.sent[f.unsent_from]) ++f.unsent_from;
+  // (A release seen at once, inside a send, makes room in this same loop.)
+  for (size_t i = f.unsent_from; i < ranges.size() && f.unacked < kRangesAhead; ++i) {
     if (!f.have[i] || f.sent[i]) continue;
     const wire::WeightsRange r = wire::read_weights_range(ranges[i].first);
     const auto& buffer = f.version->parts[r.shard]->buffer;
@@ -182,8 +185,6 @@ void WeightRelay::send_ranges(uint64_t id, Forward& f) {
     }
   }
   f.sending = false;
-  spdlog::debug("weights: version {} ranges to node {} ({} unreleased)", f.version->number,
-                node.name, f.unacked);
   forward_done(id, 0);  // nothing more to send now: finished if nothing is unacknowledged
 }
 
@@ -194,8 +195,14 @@ void WeightRelay::forward_done(uint64_t id, uint64_t generation) {
   if (generation != 0) {
     if (generation != f.generation) return;
     --f.unacked;
+    if (f.sending) return;  // send_ranges goes on, with the room this made
+    if (f.header_acked && f.unacked + 1 == kRangesAhead) {
+      send_ranges(id, f);  // the window was full: the next range goes (and this looks again)
+      return;
+    }
   }
-  const bool all = std::all_of(f.sent.begin(), f.sent.end(), [](bool s) { return s; });
+  const bool all = std::all_of(f.sent.begin() + static_cast<std::ptrdiff_t>(f.unsent_from),
+                               f.sent.end(), [](bool s) { return s; });
   if (f.sending || !f.header_acked || !all || f.unacked != 0) return;
   if (f.next + 1 < f.chain.size()) {
     if (finished_.size() >= kMaxFinished) finished_.erase(finished_.begin());

@@ -7,7 +7,8 @@
 // yet). A version whole here goes to the control thread's store (Hooks::arrived). A next hop lost
 // is skipped: the chain goes on to the one after it, from this daemon's own copy; so is one that
 // will not keep the version (its store full, or no subscription there), which says so
-// (kWeightsRefusedStep), even when it says so after this node sent it everything. A node whose
+// (kWeightsRefusedStep), even when it says so after this node sent it everything; by then it
+// was sent at most kRangesAhead ranges past the header, not the whole version. A node whose
 // link was lost lately is tried after every other node of a chain: a dead node's link, tried
 // for up to --connect-timeout-ms, holds up no live node behind it. A version nothing came for
 // in `arrival_idle` (its sender's own sender lost, and no node taking its place) is given up,
@@ -114,8 +115,9 @@ class WeightRelay {
     std::vector<bool> have;   // ranges whole here (all of them at the publisher)
     std::vector<bool> sent;   // ranges sent to chain[next]
     uint64_t generation = 0;  // a new next hop makes the old one's acknowledgements stale
-    size_t unacked = 0;
-    bool sending = false;  // in send_ranges: a release it sees at once does not end it there
+    size_t unacked = 0;       // ranges sent to chain[next] and not yet released
+    size_t unsent_from = 0;   // every range before it is sent to chain[next]
+    bool sending = false;     // in send_ranges: a release it sees at once does not end it there
   };
   struct Arrival {
     uint64_t from = 0;
@@ -163,11 +165,17 @@ class WeightRelay {
   // Sends the header to chain[next] (and on past nodes it cannot reach); the forward ends
   // when the chain does.
   void start_forward(uint64_t id, Forward& f);
-  // The ranges whole here and not yet sent, once the next node has the header.
+  // The ranges whole here and not yet sent, once the next node has the header, while fewer
+  // than kRangesAhead are unreleased.
   void send_ranges(uint64_t id, Forward& f);
-  // A range's release (`generation` 0: none, a look after sending): ends the forward once
-  // every range is sent and released.
+  // A range's release (`generation` 0: none, a look after sending): sends the next ranges
+  // into the room it made; ends the forward once every range is sent and released.
   void forward_done(uint64_t id, uint64_t generation);
+  // Ranges one forward has on its link unreleased, at most: what a next node that refuses
+  // the version (it answers the header) still gets, rather than the whole version. 32 MiB:
+  // enough to keep a link busy from one release to the next at 100 Gbit/s with 2 ms between
+  // a range's send and its release (the peer's acknowledgement, with two NICs or more).
+  static constexpr size_t kRangesAhead = 64;
   // The link to `peer` is gone (poll): chains that went to it go on past it.
   void move_past(uint64_t peer);
   // This node will not keep version `key` from `peer`: it tells `peer`, which passes it over.

@@ -1,11 +1,14 @@
 // The weight relay between nodes without daemons: three relays, each over NodeLinks joined by
 // loopback TCP, driven by hand (no ticks, so a link stays up however quiet its peer). Shows
-// that a refusal that comes after every range was sent still passes the node over, and that
-// an arrival nothing comes for is given up with its memory.
+// that a refusal that comes after every range was sent still passes the node over, that a
+// node that refuses gets a window of ranges rather than the whole version, and that an
+// arrival nothing comes for is given up with its memory.
 #include "daemon/engine/weight_relay.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -29,6 +32,8 @@ struct RelayNode {
   std::shared_ptr<weights::WeightMemory> memory =
       std::make_shared<weights::WeightMemory>(uint64_t{1} << 30);
   std::vector<std::shared_ptr<const weights::Version>> arrived;
+  uint64_t unplaced_bytes = 0;  // payload bytes that came through on_frame (not placed)
+  uint64_t newest_seen = 0;     // the newest version a frame came through on_frame for
 };
 
 // Nodes 0, 1 and 2 ("a", "b", "c"), every pair linked; arrivals silent for `idle` are dropped.
@@ -41,6 +46,8 @@ struct Relays {
       NodeLinks::Handler handler;
       handler.on_frame = [&node](uint64_t peer, const transports::wire::DataFrameHeader& h,
                                  std::span<const std::byte> payload) {
+        node.unplaced_bytes += payload.size();
+        node.newest_seen = std::max(node.newest_seen, transports::wire::weights_version(h.op_seq));
         return node.relay->on_frame(peer, h, payload);
       };
       handler.place = [&node](uint64_t peer, const transports::wire::DataFrameHeader& h) {
@@ -70,6 +77,13 @@ struct Relays {
     for (uint64_t x = 0; x < nodes.size(); ++x) {
       for (uint64_t y = x + 1; y < nodes.size(); ++y) {
         auto [fx, fy] = test::tcp_pair();
+        // Fixed socket buffers (no autotuning): what the kernel holds of a link is bounded
+        // whatever this machine's settings.
+        for (int fd : {fx, fy}) {
+          const int bytes = 256 << 10;
+          ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+          ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+        }
         nodes[x].links->add(y, name(y), transports::tcp_path_opener(fx));
         nodes[y].links->add(x, name(x), transports::tcp_path_opener(fy));
       }
@@ -128,6 +142,31 @@ TEST(WeightRelayTest, ARefusalAfterEveryRangeWasSentStillPassesTheNodeOver) {
   ASSERT_EQ(got.number, 1u);
   ASSERT_EQ(got.bytes, v->bytes);
   EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), v->bytes), 0);
+}
+
+// b refuses a version of 80 MiB as soon as its header is whole (it subscribes to nothing). a
+// has at most WeightRelay::kRangesAhead ranges (32 MiB) on b's link unreleased, so after the
+// refusal b gets only what was already on it, not the rest of the version (with the sockets'
+// buffers fixed at 256 KiB, all that is under 40 MiB); c gets the version exact.
+TEST(WeightRelayTest, ANodeThatRefusesGetsAWindowOfRangesNotTheWholeVersion) {
+  Relays r;
+  r.nodes[2].relay->accept(kRelay);
+  const uint64_t bytes = 80u << 20;
+  auto v = version(*r.nodes[0].memory, 1, bytes);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
+  ASSERT_TRUE(r.pump({0, 1, 2}, [&] { return !r.nodes[2].arrived.empty(); }))
+      << "c never got the version b refused";
+  // Everything a had queued for b is in once a frame of a later version is (one flow, one
+  // path: in order).
+  r.nodes[0].relay->push(kRelay, version(*r.nodes[0].memory, 2, 4096), {Relays::ref(1)});
+  ASSERT_TRUE(r.pump({0, 1, 2}, [&] { return r.nodes[1].newest_seen == 2; }))
+      << "b never saw version 2";
+  EXPECT_TRUE(r.nodes[1].arrived.empty());
+  EXPECT_LT(r.nodes[1].unplaced_bytes, uint64_t{40} << 20)
+      << "b, which refused the version at its header, got most of it anyway";
+  const auto& got = *r.nodes[2].arrived[0];
+  ASSERT_EQ(got.bytes, bytes);
+  EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), bytes), 0);
 }
 
 // a sends b a version of 64 MiB but is polled only until b has part of it, then never again:
