@@ -297,6 +297,11 @@ PeerLinks::Path* PeerLinks::path_of(uint64_t peer, uint32_t path) const {
 
 void PeerLinks::chunk_sent(uint64_t token, uint32_t path) {
   ChunkTokens::Released chunk = tokens_.release(token);
+  // Without acknowledgements a chunk released on no path was never written: its last path
+  // failed, and the link is lost next. Its message is not sent, so its `done` never runs, as
+  // for any chunk of a link that is gone (ChunkTokens::drop_peer); a sender that took `done`
+  // for delivery (the weight relay finishing a forward) would be wrong.
+  if (!channel_settings_.reliable && path == transports::kNoPath) return;
   if (channel_settings_.reliable) {
     if (Path* over = path_of(chunk.peer, path); over && over->windows) {  // null: failed since
       const auto now = Clock::now();

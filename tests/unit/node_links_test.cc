@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <vector>
 
 #include "daemon/internode/internode_op.h"
 #include "tests/unit/tcp_pair.h"
@@ -191,6 +193,39 @@ TEST(NodeLinksTest, ALinkThatDiesIsReportedWithItsNameAndReason) {
                                    HasSubstr("receive failed: Connection reset")));
   EXPECT_FALSE(links.has(7));
   EXPECT_FALSE(links.send_message(7, 1, 0, 0, {}, nullptr, nullptr));
+}
+
+// Without acknowledgements (one NIC): a message whose link dies before it is written is not
+// sent, so its `done` never runs, however its chunks were let go. The peer reads nothing, so
+// the second message still waits behind the first's 64 MiB in the link's queue when the peer
+// closes (with unread bytes: a reset) and the path fails: it is let go without a path.
+TEST(NodeLinksTest, AMessageLostWithItsLinkNeverRunsItsDone) {
+  bool lost = false;
+  NodeLinks::Handler handler;
+  handler.on_frame = [](uint64_t, const auto&, auto) { return std::string(); };
+  handler.on_lost = [&](uint64_t, const std::string&, const std::string&) { lost = true; };
+  transports::ReliableChannel::Settings settings;
+  settings.reliable = false;
+  NodeLinks links(handler, NodeLinks::kDefaultChunkBytes, settings);
+  auto [mine, theirs] = tcp_pair();
+  for (int fd : {mine, theirs}) {  // fixed buffers: 64 MiB never fits, whatever the sysctls
+    const int bytes = 256 << 10;
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes), 0);
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes), 0);
+  }
+  links.add(7, "node-b", transports::tcp_path_opener(mine));
+  auto big = std::make_shared<std::vector<std::byte>>(64u << 20);
+  auto small = std::make_shared<std::vector<std::byte>>(4096);
+  int done = 0;
+  ASSERT_TRUE(links.send_message(7, 1, 0, 0, *big, big, [&] { ++done; }));
+  ASSERT_TRUE(links.send_message(7, 1, 0, 1, *small, small, [&] { ++done; }));
+  for (int i = 0; i < 10; ++i) links.poll(10);
+  ::close(theirs);
+  for (int i = 0; i < 300 && !lost; ++i) links.poll(10);
+  ASSERT_TRUE(lost) << "the link to a closed peer was never lost";
+  EXPECT_EQ(done, 0) << "a message never written was reported sent";
+  EXPECT_EQ(big.use_count(), 1) << "its memory was not let go";
+  EXPECT_EQ(small.use_count(), 1) << "its memory was not let go";
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ struct Relays {
         // whatever this machine's settings.
         for (int fd : {fx, fy}) {
           const int bytes = 256 << 10;
-          ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-          ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+          EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes), 0);
+          EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes), 0);
         }
         nodes[x].links->add(y, name(y), transports::tcp_path_opener(fx));
         nodes[y].links->add(x, name(x), transports::tcp_path_opener(fy));
@@ -130,7 +130,7 @@ std::shared_ptr<const weights::Version> version(weights::WeightMemory& memory, u
 TEST(WeightRelayTest, ARefusalAfterEveryRangeWasSentStillPassesTheNodeOver) {
   Relays r;
   r.nodes[2].relay->accept(kRelay);
-  // Small enough for the sockets' default buffers, whatever the kernel's autotuning.
+  // Small enough for the sockets' buffers (256 KiB, fixed above).
   auto v = version(*r.nodes[0].memory, 1, (16u << 10) + 5);
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
   ASSERT_TRUE(r.pump({0}, [&] { return !r.nodes[0].relay->busy_with(1); }))
