@@ -93,15 +93,6 @@ void WeightRelay::push(uint64_t relay_id, std::shared_ptr<const weights::Version
   start_forward(id, f);
 }
 
-void WeightRelay::lost_nodes_last(Forward& f) {
-  auto lost = [this](const NodeRef& n) { return unreachable_.count(n.instance) != 0; };
-  const auto rest = f.chain.begin() + static_cast<std::ptrdiff_t>(f.next);
-  if (rest == f.chain.end() || !lost(*rest) || std::all_of(rest, f.chain.end(), lost)) return;
-  spdlog::debug("weights: version {}: node {} was lost lately, so it is tried after the others",
-                f.version->number, rest->name);
-  std::stable_partition(rest, f.chain.end(), [&](const NodeRef& n) { return !lost(n); });
-}
-
 void WeightRelay::start_forward(uint64_t id, Forward& f) {
   while (f.next < f.chain.size()) {
     lost_nodes_last(f);
@@ -213,12 +204,14 @@ void WeightRelay::forward_done(uint64_t id, uint64_t generation) {
   forwards_.erase(it);
 }
 
-void WeightRelay::refuse(uint64_t peer, const Key& key, const std::string& reason) {
+void WeightRelay::refuse(uint64_t peer, const Key& key, const std::string& reason, bool logged) {
   auto text = std::make_shared<std::string>(reason.substr(0, wire::kWeightsMaxReasonBytes));
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text->data()),
                                          text->size());
-  spdlog::warn("weights: version {} (relay {:016x}) not kept here: {}", key.second, key.first,
-               reason);
+  if (logged) {
+    spdlog::warn("weights: version {} (relay {:016x}) not kept here: {}", key.second, key.first,
+                 reason);
+  }
   // A lost link passes this node over anyway (move_past on the sender).
   (void)links_.send_message(peer, key.first, wire::weights_op_seq(key.second),
                             wire::kWeightsRefusedStep, bytes, text, nullptr);
@@ -260,81 +253,6 @@ std::string WeightRelay::refused(uint64_t peer, const Key& key, std::span<const 
   return {};
 }
 
-void WeightRelay::poll() {
-  while (!lost_.empty()) {
-    const uint64_t peer = lost_.back();
-    lost_.pop_back();
-    if (unreachable_.count(peer) == 0 && unreachable_.size() >= kMaxUnreachable) {
-      uint64_t oldest = peer;
-      uint64_t noted = unreachable_noted_ + 1;
-      for (const auto& [instance, when] : unreachable_) {
-        if (when < noted) std::tie(oldest, noted) = std::tie(instance, when);
-      }
-      unreachable_.erase(oldest);
-    }
-    unreachable_[peer] = ++unreachable_noted_;
-    move_past(peer);
-  }
-  drop_silent_arrivals();
-}
-
-void WeightRelay::heard_from(uint64_t peer) {
-  const auto now = std::chrono::steady_clock::now();
-  for (auto& [key, in] : arrivals_) {
-    if (in.from == peer) in.heard = now;
-  }
-}
-
-void WeightRelay::drop_silent_arrivals() {
-  const auto now = std::chrono::steady_clock::now();
-  if (arrivals_.empty() || now < next_idle_look_) return;
-  next_idle_look_ =
-      now + std::min<std::chrono::steady_clock::duration>(arrival_idle_, std::chrono::seconds(1));
-  for (auto it = arrivals_.begin(); it != arrivals_.end();) {
-    const Arrival& in = it->second;
-    if (now - in.heard < arrival_idle_) {
-      ++it;
-      continue;
-    }
-    spdlog::warn(
-        "weights: version {} (relay {:016x}) from {:016x}: nothing came for {} ms with its link "
-        "up; given up, its memory back to the store (sent again, it starts afresh)",
-        it->first.second, it->first.first, in.from, arrival_idle_.count());
-    forwards_.erase(in.forward);
-    // A frame being placed into its buffers holds them: it writes there no more.
-    if (in.version) {
-      for (const auto& part : in.version->parts) links_.abandon_placements(part->buffer.get());
-    }
-    end_arrival(it++);
-  }
-}
-
-void WeightRelay::move_past(uint64_t peer) {
-  std::vector<uint64_t> moved;
-  for (auto& [id, f] : forwards_) {
-    if (f.next < f.chain.size() && f.chain[f.next].instance == peer) moved.push_back(id);
-  }
-  for (uint64_t id : moved) {
-    auto it = forwards_.find(id);
-    if (it == forwards_.end()) continue;
-    spdlog::warn("weights: node {} lost while version {} went to it: on to the next in the chain",
-                 it->second.chain[it->second.next].name, it->second.version->number);
-    ++it->second.next;
-    start_forward(id, it->second);
-  }
-  // What a lost node was sending here comes again from the node before it, from the start,
-  // and is passed on again from then: the forward it fed goes with it.
-  for (auto it = arrivals_.begin(); it != arrivals_.end();) {
-    if (it->second.from != peer) {
-      ++it;
-      continue;
-    }
-    forwards_.erase(it->second.forward);
-    end_arrival(it++);
-  }
-  std::erase_if(placing_, [peer](const auto& entry) { return std::get<0>(entry.first) == peer; });
-}
-
 void WeightRelay::end_arrival(std::map<Key, Arrival>::iterator it) {
   const uint64_t serial = it->second.serial;
   std::erase_if(placing_, [serial](const auto& entry) { return entry.second == serial; });
@@ -364,7 +282,14 @@ std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
     }
     return {};
   }
-  if (std::find(done_.begin(), done_.end(), key) != done_.end()) return {};  // have it
+  if (std::find(done_.begin(), done_.end(), key) != done_.end()) {  // whole here, or refused
+    // Sent again (a chain repaired past a lost node, a late node's push): the sender goes on
+    // past this node rather than send it every range again.
+    if (h.step == wire::kWeightsHeaderStep && h.chunk == wire::kWeightsEndChunk) {
+      refuse(peer, key, "this node has the version already (or refused it before)", false);
+    }
+    return {};
+  }
   auto it = arrivals_.find(key);
   if (it == arrivals_.end()) {
     if (h.step != wire::kWeightsHeaderStep) return {};  // of a transfer given up: dropped

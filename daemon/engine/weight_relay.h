@@ -2,17 +2,20 @@
 // the subscribed nodes' daemons over the data links (one more data family: frame_views.h).
 // Each daemon has what arrives written into buffers of the store's memory (placed there by the
 // transport where it can, as collectives' frames are: no copy through the path's own buffer)
-// and passes each range (512 KiB) on to the next as soon as it has it whole, so every link carries
-// the bytes once and the whole should take about W/B plus a range per hop (docs/BENCHMARKS.md: not
-// yet). A version whole here goes to the control thread's store (Hooks::arrived). A next hop lost
-// is skipped: the chain goes on to the one after it, from this daemon's own copy; so is one that
-// will not keep the version (its store full, or no subscription there), which says so
-// (kWeightsRefusedStep), even when it says so after this node sent it everything; by then it
-// was sent at most kRangesAhead ranges past the header, not the whole version. A node whose
-// link was lost lately is tried after every other node of a chain: a dead node's link, tried
-// for up to --connect-timeout-ms, holds up no live node behind it. A version nothing came for
-// in `arrival_idle` (its sender's own sender lost, and no node taking its place) is given up,
-// its buffers back to the store.
+// and passes each range (512 KiB) on to the next as soon as it has it whole (while at most
+// kRangesAhead are unreleased on that link), so every link carries the bytes once and the
+// whole takes about W/B plus a range per hop (docs/BENCHMARKS.md). A version whole here goes
+// to the control thread's store (Hooks::arrived). A next hop lost is skipped: the chain goes
+// on to the one after it, from this daemon's own copy, and a forward that had ended before its
+// node was lost goes past it again (it may not have passed everything on). So is a node that
+// will not keep the version (its store full, no subscription there, or it has the version
+// already), which says so at the header (kWeightsRefusedStep): once its refusal is in, at most
+// kRangesAhead ranges are still on their way to it (and what the link itself held), not the
+// rest of the version; a refusal after everything went is taken too. A node whose link was
+// lost lately is tried after every other node of a chain: a dead node's link, tried for up to
+// --connect-timeout-ms, holds up no live node behind it. A version nothing came for in
+// `arrival_idle` (its sender's own sender lost, and no node taking its place) is given up, its
+// buffers back to the store. Recovery lives in weight_relay_repair.cc.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once
@@ -172,14 +175,18 @@ class WeightRelay {
   // into the room it made; ends the forward once every range is sent and released.
   void forward_done(uint64_t id, uint64_t generation);
   // Ranges one forward has on its link unreleased, at most: what a next node that refuses
-  // the version (it answers the header) still gets, rather than the whole version. 32 MiB:
+  // the version (it answers the header) still gets once its refusal is in, beyond what was
+  // released (written, without acknowledgements) before, rather than the whole version. 32 MiB:
   // enough to keep a link busy from one release to the next at 100 Gbit/s with 2 ms between
   // a range's send and its release (the peer's acknowledgement, with two NICs or more).
   static constexpr size_t kRangesAhead = 64;
   // The link to `peer` is gone (poll): chains that went to it go on past it.
+  // A forward that ended before `peer` was lost may have ended before `peer` passed the
+  // version on: the newest such version of each relay goes down the chain past it again.
   void move_past(uint64_t peer);
-  // This node will not keep version `key` from `peer`: it tells `peer`, which passes it over.
-  void refuse(uint64_t peer, const Key& key, const std::string& reason);
+  // This node will not keep version `key` from `peer`: it tells `peer`, which passes it over
+  // (`logged`: and says so in its own log).
+  void refuse(uint64_t peer, const Key& key, const std::string& reason, bool logged = true);
   // `peer` will not keep version `key`: the chain that went to it goes on past it.
   std::string refused(uint64_t peer, const Key& key, std::span<const std::byte> reason);
 

@@ -162,9 +162,10 @@ int main(int argc, char** argv) {
         ::listen(listener, 1) != 0)
       return die(std::string("listen: ") + std::strerror(errno));
     pollfd p{listener, POLLIN, 0};
-    while (::poll(&p, 1, 100) == 0 && Clock::now() < deadline) {
+    for (int n = 0; n <= 0; n = ::poll(&p, 1, 100)) {
+      if (n < 0 && errno != EINTR) return die(std::string("poll: ") + std::strerror(errno));
+      if (Clock::now() >= deadline) return die("no client connected before the deadline");
     }
-    if ((p.revents & POLLIN) == 0) return die("no client connected before the deadline");
     fd = ::accept(listener, nullptr, nullptr);
     ::close(listener);
   } else {

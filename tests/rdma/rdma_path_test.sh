@@ -23,11 +23,15 @@ trap '"$vm" down --name "$tag"' EXIT
 "$vm" up --name "$tag" --nodes 2
 fail() { echo "FAIL: $*"; exit 1; }
 
+# Each probe has 100 s for the connection and 100 s from it (PROBE_DEADLINE_S), so that it
+# ends first, saying where it was, within the command's 240 s.
 exchange() {  # port frames max_payload [env for the client...]
-  "$vm" run --name "$tag" --node 1 --timeout 150 -- "$probe" server "$1" "$2" > "/tmp/$tag.server" 2>&1 &
+  "$vm" run --name "$tag" --node 1 --timeout 240 -- env PROBE_DEADLINE_S=100 "$probe" server "$1" "$2" \
+    > "/tmp/$tag.server" 2>&1 &
   local server=$!
   local out
-  out=$("$vm" run --name "$tag" --node 0 --timeout 150 -- env "${@:4}" "$probe" client 198.18.0.2 "$1" "$2" "$3" 2>&1) ||
+  out=$("$vm" run --name "$tag" --node 0 --timeout 240 -- env PROBE_DEADLINE_S=100 "${@:4}" \
+    "$probe" client 198.18.0.2 "$1" "$2" "$3" 2>&1) ||
     fail "client: $out; server: $(wait "$server"; cat "/tmp/$tag.server")"
   wait "$server" || fail "server: $(cat "/tmp/$tag.server")"
   grep -q ", 0 bad" "/tmp/$tag.server" || fail "server: $(cat "/tmp/$tag.server")"

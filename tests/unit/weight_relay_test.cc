@@ -169,6 +169,45 @@ TEST(WeightRelayTest, ANodeThatRefusesGetsAWindowOfRangesNotTheWholeVersion) {
   EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), bytes), 0);
 }
 
+// a's forward to b ends once a wrote b the whole 80 MiB version, but b cannot have passed it
+// all on to c (c reads nothing yet: b has at most its window and the sockets' buffers on the
+// way). Then b is lost: a sends the version down the chain past b again, and c gets it exact.
+TEST(WeightRelayTest, ANodeLostAfterItHadTheWholeVersionIsPassedOverAgain) {
+  Relays r;
+  r.nodes[1].relay->accept(kRelay);
+  r.nodes[2].relay->accept(kRelay);
+  const uint64_t bytes = 80u << 20;
+  auto v = version(*r.nodes[0].memory, 1, bytes);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
+  ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[0].relay->busy_with(1); }))
+      << "a's forward to b never ended";
+  ASSERT_TRUE(r.nodes[2].arrived.empty());
+  r.nodes[0].links->peer_gone(1, "the test lost it");
+  r.nodes[2].links->peer_gone(1, "the test lost it");
+  ASSERT_TRUE(r.pump({0, 2}, [&] { return !r.nodes[2].arrived.empty(); }))
+      << "c never got the version b was passing on when it was lost";
+  const auto& got = *r.nodes[2].arrived[0];
+  ASSERT_EQ(got.bytes, bytes);
+  EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), bytes), 0);
+}
+
+// A node that has a version whole says so when it is sent the version again (a late node's
+// push, a chain repaired past a lost node), rather than take every range once more.
+TEST(WeightRelayTest, ANodeThatHasTheVersionRefusesItAtItsHeader) {
+  Relays r;
+  r.nodes[1].relay->accept(kRelay);
+  const uint64_t bytes = 80u << 20;
+  auto v = version(*r.nodes[0].memory, 1, bytes);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
+  ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[1].arrived.empty(); }));
+  r.nodes[1].unplaced_bytes = 0;
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
+  r.nodes[0].relay->push(kRelay, version(*r.nodes[0].memory, 2, 4096), {Relays::ref(1)});
+  ASSERT_TRUE(r.pump({0, 1}, [&] { return r.nodes[1].arrived.size() == 2; }));
+  EXPECT_LT(r.nodes[1].unplaced_bytes, uint64_t{40} << 20)
+      << "b, which had the version, took most of it again";
+}
+
 // a sends b a version of 64 MiB but is polled only until b has part of it, then never again:
 // its link stays up (nothing ticks), and b hears nothing more. Past its idle time b gives the
 // version up, and its buffer goes back to the store's memory.
