@@ -198,7 +198,7 @@ void WeightRelay::forward_done(uint64_t id, uint64_t generation) {
   if (f.next + 1 < f.chain.size()) {
     if (finished_.size() >= kMaxFinished) finished_.erase(finished_.begin());
     const auto past = f.chain.begin() + static_cast<std::ptrdiff_t>(f.next) + 1;
-    finished_.push_back({f.relay_id, f.version, f.chain[f.next].instance,
+    finished_.push_back({f.relay_id, f.version, f.chain[f.next].instance, f.chain[f.next].name,
                          std::vector<NodeRef>(past, f.chain.end())});
   }
   forwards_.erase(it);
@@ -223,10 +223,17 @@ std::string WeightRelay::refused(uint64_t peer, const Key& key, std::span<const 
   for (char& c : why) {
     if (c < 0x20 || c > 0x7e) c = '?';  // the peer's text, into this node's log
   }
+  const bool whole_there = why == wire::kWeightsWholeHere;
   for (auto& [id, f] : forwards_) {
     if (f.relay_id != key.first || f.version->number != key.second || f.next >= f.chain.size() ||
         f.chain[f.next].instance != peer) {
       continue;
+    }
+    if (whole_there) {  // the chain after it is its own
+      spdlog::info("weights: node {} has version {} whole already: the chain goes on from it",
+                   f.chain[f.next].name, key.second);
+      forwards_.erase(id);
+      return {};
     }
     spdlog::warn("weights: node {} will not keep version {} ({}): on to the next in the chain",
                  f.chain[f.next].name, key.second, why);
@@ -234,6 +241,7 @@ std::string WeightRelay::refused(uint64_t peer, const Key& key, std::span<const 
     start_forward(id, f);  // may end it: nothing after this uses `f`
     return {};
   }
+  if (whole_there) return {};  // (a forward that ended: nothing more to do)
   for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
     std::shared_ptr<const weights::Version> version = it->version.lock();
     if (it->relay_id != key.first || it->to != peer || !version || version->number != key.second) {
@@ -282,28 +290,35 @@ std::string WeightRelay::on_frame(uint64_t peer, const wire::DataFrameHeader& h,
     }
     return {};
   }
-  if (std::find(done_.begin(), done_.end(), key) != done_.end()) {  // whole here, or refused
-    // Sent again (a chain repaired past a lost node, a late node's push): the sender goes on
-    // past this node rather than send it every range again.
-    if (h.step == wire::kWeightsHeaderStep && h.chunk == wire::kWeightsEndChunk) {
-      refuse(peer, key, "this node has the version already (or refused it before)", false);
-    }
+  const bool header_end = h.step == wire::kWeightsHeaderStep && h.chunk == wire::kWeightsEndChunk;
+  if (std::find(done_.begin(), done_.end(), key) != done_.end()) {  // whole here
+    // Sent again (a chain repaired past a lost node, a late node's push): the sender stops
+    // here rather than send every range again; the chain after this node is its own.
+    if (header_end) refuse(peer, key, std::string(wire::kWeightsWholeHere), false);
     return {};
   }
   auto it = arrivals_.find(key);
   if (it == arrivals_.end()) {
-    if (h.step != wire::kWeightsHeaderStep) return {};  // of a transfer given up: dropped
-    if (!memory_ || arrivals_.size() >= kMaxArrivals) {
-      refuse(peer, key,
-             memory_ ? "too many versions arriving at once" : "no weight store on this node");
-      remember_done(key);
+    if (h.step != wire::kWeightsHeaderStep) return {};   // of a transfer given up: dropped
+    if (!memory_ || arrivals_.size() >= kMaxArrivals) {  // said once, at the header's end
+      if (header_end) {
+        refuse(peer, key,
+               memory_ ? "too many versions arriving at once" : "no weight store on this node");
+      }
       return {};
     }
     it = arrivals_.emplace(key, Arrival{}).first;
     it->second.serial = next_serial_++;
   }
   Arrival& in = it->second;
-  if (h.step == wire::kWeightsHeaderStep) in.from = peer;  // a node that took a lost one's place
+  if (h.step == wire::kWeightsHeaderStep && in.from != peer) {  // a node took a lost one's place
+    if (!in.version) {  // its header, not a mix of two (their chains may be in other orders)
+      in.header.clear();
+      in.header_bytes = {};
+      in.header_size = 0;
+    }
+    in.from = peer;
+  }
   heard_from(peer);
   if (h.step == wire::kWeightsHeaderStep) return on_header(key, in, h, payload);
   return on_range(key, in, h, payload);
@@ -371,9 +386,8 @@ std::string WeightRelay::take_header(const Key& key, Arrival& in) {
         version->bytes += specs[i].bytes;
       }
       auto buffer = memory_->allocate(layout.bytes);
-      if (!buffer) {
+      if (!buffer) {  // (sent again later, it is tried again: the store may have room then)
         refuse(in.from, key, buffer.error());
-        remember_done(key);
         arrivals_.erase(key);
         return {};
       }

@@ -7,11 +7,12 @@
 // whole takes about W/B plus a range per hop (docs/BENCHMARKS.md). A version whole here goes
 // to the control thread's store (Hooks::arrived). A next hop lost is skipped: the chain goes
 // on to the one after it, from this daemon's own copy, and a forward that had ended before its
-// node was lost goes past it again (it may not have passed everything on). So is a node that
-// will not keep the version (its store full, no subscription there, or it has the version
-// already), which says so at the header (kWeightsRefusedStep): once its refusal is in, at most
-// kRangesAhead ranges are still on their way to it (and what the link itself held), not the
-// rest of the version; a refusal after everything went is taken too. A node whose link was
+// node was lost goes past it again (it may not have passed everything on) up to the first node
+// that has it whole, which says so (wire::kWeightsWholeHere). So is a node that will not keep
+// the version (its store full, no subscription there), which says so at the header
+// (kWeightsRefusedStep): once its refusal is in, at most kRangesAhead ranges are still on their
+// way to it (and what the link itself held), not the rest of the version; a refusal after
+// everything went is taken too. A node whose link was
 // lost lately is tried after every other node of a chain: a dead node's link, tried for up to
 // --connect-timeout-ms, holds up no live node behind it. A version nothing came for in
 // `arrival_idle` (its sender's own sender lost, and no node taking its place) is given up, its
@@ -184,6 +185,8 @@ class WeightRelay {
   // A forward that ended before `peer` was lost may have ended before `peer` passed the
   // version on: the newest such version of each relay goes down the chain past it again.
   void move_past(uint64_t peer);
+  // The newest version of relay `relay_id` this node sends, sent lately, receives or has.
+  uint64_t newest_known(uint64_t relay_id) const;
   // This node will not keep version `key` from `peer`: it tells `peer`, which passes it over
   // (`logged`: and says so in its own log).
   void refuse(uint64_t peer, const Key& key, const std::string& reason, bool logged = true);
@@ -208,12 +211,13 @@ class WeightRelay {
     uint64_t relay_id = 0;
     std::weak_ptr<const weights::Version> version;
     uint64_t to = 0;
+    std::string to_name;
     std::vector<NodeRef> after;  // the chain past `to`
   };
   static constexpr size_t kMaxFinished = 64;
   std::vector<Finished> finished_;
   uint64_t next_forward_ = 1;
-  std::vector<Key> done_;  // versions whole here lately: frames of them sent again are dropped
+  std::vector<Key> done_;  // versions whole here lately: sent again, they are refused as such
   void remember_done(const Key& key);
   std::vector<uint64_t> lost_;  // peers lost, for poll()
   // Peers whose link was lost lately (instance -> the order it was noted in, the oldest let

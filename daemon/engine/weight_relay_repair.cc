@@ -82,10 +82,22 @@ void WeightRelay::move_past(uint64_t peer) {
     ++it->second.next;
     start_forward(id, it->second);
   }
+  // What a lost node was sending here comes again from the node before it, from the start,
+  // and is passed on again from then: the forward it fed goes with it.
+  for (auto it = arrivals_.begin(); it != arrivals_.end();) {
+    if (it->second.from != peer) {
+      ++it;
+      continue;
+    }
+    forwards_.erase(it->second.forward);
+    end_arrival(it++);
+  }
+  std::erase_if(placing_, [peer](const auto& entry) { return std::get<0>(entry.first) == peer; });
   // A forward ends once every range is released to its next node (written, or acknowledged),
   // which may be before that node passed them all on: the nodes after it may lack the
-  // version. The newest such version of each relay goes past it again from here; a node
-  // that has it says so (a refusal) and is passed over in a round trip.
+  // version. The newest such version of each relay goes past it again from here, unless this
+  // node knows a newer one; the first node that has it whole says so (a refusal) and the
+  // forward stops there, as the chain after that node is its own.
   std::map<uint64_t, Finished> again;  // by relay id
   for (auto it = finished_.begin(); it != finished_.end();) {
     if (it->to != peer) {
@@ -100,28 +112,32 @@ void WeightRelay::move_past(uint64_t peer) {
   }
   for (auto& [relay_id, f] : again) {
     std::shared_ptr<const weights::Version> version = f.version.lock();
-    if (!version || f.after.empty()) continue;
-    const bool newer_going = std::any_of(forwards_.begin(), forwards_.end(), [&](const auto& g) {
-      return g.second.relay_id == relay_id && g.second.version->number > version->number;
-    });
-    if (newer_going) continue;  // a newer version goes past it already
+    if (!version || f.after.empty() || newest_known(relay_id) > version->number) continue;
     spdlog::warn(
-        "weights: node {:016x} lost after version {} went to it: the nodes after it get "
-        "it again from here",
-        peer, version->number);
+        "weights: node {} lost after version {} went to it: the nodes after it get it "
+        "again from here",
+        f.to_name, version->number);
     push(relay_id, std::move(version), std::move(f.after));
   }
-  // What a lost node was sending here comes again from the node before it, from the start,
-  // and is passed on again from then: the forward it fed goes with it.
-  for (auto it = arrivals_.begin(); it != arrivals_.end();) {
-    if (it->second.from != peer) {
-      ++it;
-      continue;
-    }
-    forwards_.erase(it->second.forward);
-    end_arrival(it++);
+}
+
+uint64_t WeightRelay::newest_known(uint64_t relay_id) const {
+  uint64_t newest = 0;
+  for (const auto& [id, f] : forwards_) {
+    if (f.relay_id == relay_id) newest = std::max(newest, f.version->number);
   }
-  std::erase_if(placing_, [peer](const auto& entry) { return std::get<0>(entry.first) == peer; });
+  for (const Finished& f : finished_) {
+    if (const auto v = f.version.lock(); v && f.relay_id == relay_id) {
+      newest = std::max(newest, v->number);
+    }
+  }
+  for (const auto& [key, in] : arrivals_) {
+    if (key.first == relay_id) newest = std::max(newest, key.second);
+  }
+  for (const Key& key : done_) {
+    if (key.first == relay_id) newest = std::max(newest, key.second);
+  }
+  return newest;
 }
 
 }  // namespace plexus::daemon

@@ -1,7 +1,9 @@
 // The weight relay between nodes without daemons: three relays, each over NodeLinks joined by
 // loopback TCP, driven by hand (no ticks, so a link stays up however quiet its peer). Shows
 // that a refusal that comes after every range was sent still passes the node over, that a
-// node that refuses gets a window of ranges rather than the whole version, and that an
+// node that refuses gets a window of ranges rather than the whole version, that a node lost
+// after its sender's forward ended is passed over again, that a node with the version whole
+// ends a forward sent it again, that a refusal for room is not remembered, and that an
 // arrival nothing comes for is given up with its memory.
 #include "daemon/engine/weight_relay.h"
 
@@ -192,20 +194,44 @@ TEST(WeightRelayTest, ANodeLostAfterItHadTheWholeVersionIsPassedOverAgain) {
 }
 
 // A node that has a version whole says so when it is sent the version again (a late node's
-// push, a chain repaired past a lost node), rather than take every range once more.
-TEST(WeightRelayTest, ANodeThatHasTheVersionRefusesItAtItsHeader) {
+// push, a chain repaired past a lost node): the sender stops there, as the chain after that
+// node is its own, rather than send it every range again and go on down the chain.
+TEST(WeightRelayTest, ANodeThatHasTheVersionWholeEndsAForwardSentItAgain) {
   Relays r;
   r.nodes[1].relay->accept(kRelay);
+  r.nodes[2].relay->accept(kRelay);
   const uint64_t bytes = 80u << 20;
   auto v = version(*r.nodes[0].memory, 1, bytes);
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
   ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[1].arrived.empty(); }));
   r.nodes[1].unplaced_bytes = 0;
-  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
-  r.nodes[0].relay->push(kRelay, version(*r.nodes[0].memory, 2, 4096), {Relays::ref(1)});
-  ASSERT_TRUE(r.pump({0, 1}, [&] { return r.nodes[1].arrived.size() == 2; }));
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
+  ASSERT_TRUE(r.pump({0, 1, 2}, [&] {
+    return !r.nodes[0].relay->busy_with(1) && !r.nodes[0].relay->busy_with(2);
+  })) << "a's forward never ended";
+  EXPECT_TRUE(r.nodes[2].arrived.empty()) << "a went on past b, which had the version whole";
+  EXPECT_EQ(r.nodes[2].unplaced_bytes, 0u);
   EXPECT_LT(r.nodes[1].unplaced_bytes, uint64_t{40} << 20)
       << "b, which had the version, took most of it again";
+}
+
+// A node whose store had no room refuses a version; sent again once it has room (here a store
+// of its own with more), it takes it: a refusal is not remembered as if it had the version.
+TEST(WeightRelayTest, AVersionRefusedForRoomIsTakenWhenSentAgainWithRoom) {
+  Relays r;
+  r.nodes[1].relay->accept(kRelay);
+  r.nodes[1].relay->set_memory(std::make_shared<weights::WeightMemory>(uint64_t{1} << 20));
+  auto v = version(*r.nodes[0].memory, 1, 4u << 20);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
+  ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[0].relay->busy_with(1); }));
+  ASSERT_TRUE(r.nodes[1].arrived.empty()) << "b kept 4 MiB in a store of 1 MiB";
+  r.nodes[1].relay->set_memory(r.nodes[1].memory);
+  r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
+  ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[1].arrived.empty(); }))
+      << "b never took the version it had refused for room";
+  EXPECT_EQ(std::memcmp(r.nodes[1].arrived[0]->parts[0]->buffer->data(),
+                        v->parts[0]->buffer->data(), v->bytes),
+            0);
 }
 
 // a sends b a version of 64 MiB but is polled only until b has part of it, then never again:

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "transports/wire/data_frame.h"
 
@@ -105,9 +106,13 @@ inline constexpr uint32_t kWeightsHeaderStep = 0xffffffffu;
 inline constexpr uint32_t kWeightsEndChunk = 0xffffffffu;
 // A node that will not keep a version (its store has no room, no model here subscribes to it)
 // answers the node that sent the header with a message of this step, its payload the reason
-// (at most kWeightsMaxReasonBytes): the sender passes it over, on to the node after it.
+// (at most kWeightsMaxReasonBytes): the sender passes it over, on to the node after it. A
+// reason of exactly kWeightsWholeHere says the node has the version whole already (it was sent
+// again: a chain repaired past a lost node): the chain after it is its own, and the sender
+// stops there.
 inline constexpr uint32_t kWeightsRefusedStep = 0xfffffffeu;
 inline constexpr size_t kWeightsMaxReasonBytes = 512;
+inline constexpr std::string_view kWeightsWholeHere = "this node has the version whole already";
 // A node passes a range on once it has it whole: each hop adds about a range's time on the
 // wire (20 ms at 200 Mbit/s), against a frame's bookkeeping per range.
 inline constexpr uint64_t kWeightsRangeBytes = 512u << 10;
