@@ -12,11 +12,11 @@
 // the version (its store full, no subscription there), which says so at the header
 // (kWeightsRefusedStep): once its refusal is in, at most kRangesAhead ranges are still on their
 // way to it (and what the link itself held), not the rest of the version; a refusal after
-// everything went is taken too. A node whose link was
-// lost lately is tried after every other node of a chain: a dead node's link, tried for up to
-// --connect-timeout-ms, holds up no live node behind it. A version nothing came for in
-// `arrival_idle` (its sender's own sender lost, and no node taking its place) is given up, its
-// buffers back to the store. Recovery lives in weight_relay_repair.cc.
+// everything went is taken too. A node whose link was lost lately is tried after every other
+// node of a chain: a dead node's link, tried for up to --connect-timeout-ms, holds up no live
+// node behind it. A version nothing came for in `arrival_idle` (its sender's own sender lost,
+// and no node taking its place) is given up, its buffers back to the store. Recovery lives in
+// weight_relay_repair.cc.
 //
 // Engine thread only (InternodeRunner owns it and feeds it frames and lost peers).
 #pragma once

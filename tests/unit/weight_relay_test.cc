@@ -125,6 +125,23 @@ std::shared_ptr<const weights::Version> version(weights::WeightMemory& memory, u
   return v;
 }
 
+// Whether `got` is version `want`, byte for byte (one tensor, as version() makes).
+testing::AssertionResult same_version(const weights::Version& got, const weights::Version& want) {
+  if (got.number != want.number || got.bytes != want.bytes) {
+    return testing::AssertionFailure() << "version " << got.number << " of " << got.bytes
+                                       << " bytes, not " << want.number << " of " << want.bytes;
+  }
+  if (std::memcmp(got.parts[0]->buffer->data(), want.parts[0]->buffer->data(), want.bytes) != 0) {
+    return testing::AssertionFailure() << "its bytes differ";
+  }
+  return testing::AssertionSuccess();
+}
+
+// What a node that refuses a version (or has it whole) may still get of one of 80 MiB: the
+// sender's window (WeightRelay::kRangesAhead ranges, 32 MiB) and what the sockets held when
+// the refusal came (their buffers fixed at 256 KiB), with room to spare; 80 MiB without it.
+constexpr uint64_t kMostPastARefusal = uint64_t{40} << 20;
+
 // Node b subscribes to nothing, so it refuses the version once its header is whole; a sent
 // everything to b before b read a byte (the version fits the sockets' buffers), so the refusal
 // finds a's forward to b finished. a passes b over from its finished forwards: c gets the
@@ -140,10 +157,7 @@ TEST(WeightRelayTest, ARefusalAfterEveryRangeWasSentStillPassesTheNodeOver) {
   ASSERT_TRUE(r.pump({0, 1, 2}, [&] { return !r.nodes[2].arrived.empty(); }))
       << "c never got the version b refused";
   EXPECT_TRUE(r.nodes[1].arrived.empty());
-  const auto& got = *r.nodes[2].arrived[0];
-  ASSERT_EQ(got.number, 1u);
-  ASSERT_EQ(got.bytes, v->bytes);
-  EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), v->bytes), 0);
+  EXPECT_TRUE(same_version(*r.nodes[2].arrived[0], *v));
 }
 
 // b refuses a version of 80 MiB as soon as its header is whole (it subscribes to nothing). a
@@ -153,8 +167,7 @@ TEST(WeightRelayTest, ARefusalAfterEveryRangeWasSentStillPassesTheNodeOver) {
 TEST(WeightRelayTest, ANodeThatRefusesGetsAWindowOfRangesNotTheWholeVersion) {
   Relays r;
   r.nodes[2].relay->accept(kRelay);
-  const uint64_t bytes = 80u << 20;
-  auto v = version(*r.nodes[0].memory, 1, bytes);
+  auto v = version(*r.nodes[0].memory, 1, 80u << 20);
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
   ASSERT_TRUE(r.pump({0, 1, 2}, [&] { return !r.nodes[2].arrived.empty(); }))
       << "c never got the version b refused";
@@ -164,11 +177,9 @@ TEST(WeightRelayTest, ANodeThatRefusesGetsAWindowOfRangesNotTheWholeVersion) {
   ASSERT_TRUE(r.pump({0, 1, 2}, [&] { return r.nodes[1].newest_seen == 2; }))
       << "b never saw version 2";
   EXPECT_TRUE(r.nodes[1].arrived.empty());
-  EXPECT_LT(r.nodes[1].unplaced_bytes, uint64_t{40} << 20)
+  EXPECT_LT(r.nodes[1].unplaced_bytes, kMostPastARefusal)
       << "b, which refused the version at its header, got most of it anyway";
-  const auto& got = *r.nodes[2].arrived[0];
-  ASSERT_EQ(got.bytes, bytes);
-  EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), bytes), 0);
+  EXPECT_TRUE(same_version(*r.nodes[2].arrived[0], *v));
 }
 
 // a's forward to b ends once a wrote b the whole 80 MiB version, but b cannot have passed it
@@ -178,8 +189,7 @@ TEST(WeightRelayTest, ANodeLostAfterItHadTheWholeVersionIsPassedOverAgain) {
   Relays r;
   r.nodes[1].relay->accept(kRelay);
   r.nodes[2].relay->accept(kRelay);
-  const uint64_t bytes = 80u << 20;
-  auto v = version(*r.nodes[0].memory, 1, bytes);
+  auto v = version(*r.nodes[0].memory, 1, 80u << 20);
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1), Relays::ref(2)});
   ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[0].relay->busy_with(1); }))
       << "a's forward to b never ended";
@@ -188,9 +198,7 @@ TEST(WeightRelayTest, ANodeLostAfterItHadTheWholeVersionIsPassedOverAgain) {
   r.nodes[2].links->peer_gone(1, "the test lost it");
   ASSERT_TRUE(r.pump({0, 2}, [&] { return !r.nodes[2].arrived.empty(); }))
       << "c never got the version b was passing on when it was lost";
-  const auto& got = *r.nodes[2].arrived[0];
-  ASSERT_EQ(got.bytes, bytes);
-  EXPECT_EQ(std::memcmp(got.parts[0]->buffer->data(), v->parts[0]->buffer->data(), bytes), 0);
+  EXPECT_TRUE(same_version(*r.nodes[2].arrived[0], *v));
 }
 
 // A node that has a version whole says so when it is sent the version again (a late node's
@@ -200,8 +208,7 @@ TEST(WeightRelayTest, ANodeThatHasTheVersionWholeEndsAForwardSentItAgain) {
   Relays r;
   r.nodes[1].relay->accept(kRelay);
   r.nodes[2].relay->accept(kRelay);
-  const uint64_t bytes = 80u << 20;
-  auto v = version(*r.nodes[0].memory, 1, bytes);
+  auto v = version(*r.nodes[0].memory, 1, 80u << 20);
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
   ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[1].arrived.empty(); }));
   r.nodes[1].unplaced_bytes = 0;
@@ -211,7 +218,7 @@ TEST(WeightRelayTest, ANodeThatHasTheVersionWholeEndsAForwardSentItAgain) {
   })) << "a's forward never ended";
   EXPECT_TRUE(r.nodes[2].arrived.empty()) << "a went on past b, which had the version whole";
   EXPECT_EQ(r.nodes[2].unplaced_bytes, 0u);
-  EXPECT_LT(r.nodes[1].unplaced_bytes, uint64_t{40} << 20)
+  EXPECT_LT(r.nodes[1].unplaced_bytes, kMostPastARefusal)
       << "b, which had the version, took most of it again";
 }
 
@@ -229,9 +236,7 @@ TEST(WeightRelayTest, AVersionRefusedForRoomIsTakenWhenSentAgainWithRoom) {
   r.nodes[0].relay->push(kRelay, v, {Relays::ref(1)});
   ASSERT_TRUE(r.pump({0, 1}, [&] { return !r.nodes[1].arrived.empty(); }))
       << "b never took the version it had refused for room";
-  EXPECT_EQ(std::memcmp(r.nodes[1].arrived[0]->parts[0]->buffer->data(),
-                        v->parts[0]->buffer->data(), v->bytes),
-            0);
+  EXPECT_TRUE(same_version(*r.nodes[1].arrived[0], *v));
 }
 
 // a sends b a version of 64 MiB but is polled only until b has part of it, then never again:

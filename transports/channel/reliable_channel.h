@@ -111,7 +111,8 @@ class ReliableChannel {
     std::function<Placement(const wire::DataFrameHeader&)> place;
     std::function<std::string(const wire::DataFrameHeader&)> on_placed;
     // The frame queued with `token` is done with: acknowledged by the peer (or written, when
-    // not reliable). Its payload may change now.
+    // not reliable). Its payload may change now. Not reliable, `path` kNoPath: it was never
+    // written (no path was left: lost, as on a broken TCP connection), not delivered.
     std::function<void(uint64_t token, uint32_t path)> on_released;  // path: its latest copy's
     // Optional: a frame of `bytes` payload goes again, on `path` (its previous one failed).
     std::function<void(uint32_t path, uint64_t bytes)> on_resent;
