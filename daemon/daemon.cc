@@ -178,7 +178,7 @@ void Daemon::start() {
             d.control->post([&d, instance] { d.control->nodes().data_link_lost(instance); });
           },
           [&d](uint64_t instance, const std::string& nic, const std::string& remote,
-               const std::string& rail_key, bool latency) {
+               const std::string& rail_key, bool latency, bool pathless) {
             d.engine->events().emit("path_failed", "warning",
                                     std::string("the ") + (latency ? "latency class's " : "") +
                                         "path over NIC " + nic + " to " + remote + " failed",
@@ -186,8 +186,8 @@ void Daemon::start() {
                                      {"remote", remote},
                                      {"peer_instance", instance},
                                      {"latency_class", latency}});
-            d.control->post([&d, instance, nic, remote, rail_key] {
-              d.control->nodes().data_path_lost(instance, nic, remote, rail_key);
+            d.control->post([&d, instance, nic, remote, rail_key, pathless] {
+              d.control->nodes().data_path_lost(instance, nic, remote, rail_key, pathless);
             });
           },
           [&d](const std::string& nic) {

@@ -113,9 +113,10 @@ class NodeJoins {
   // From the engine: a link to `instance` is needed and none is open (paths open on first
   // use): a data connection is opened to one of `addresses`.
   void path_wanted(uint64_t instance, const std::vector<std::string>& addresses);
-  // `rail_key`: the rail this side dialled the path for ("" when the peer dialled it).
+  // `rail_key`: the rail this side dialled the path for ("" when the peer dialled it);
+  // `pathless`: it was the link's last path (PeerServer::rail_lost).
   void data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                      const std::string& rail_key);
+                      const std::string& rail_key, bool pathless);
   void nic_up(const std::string& nic);
 
  private:

@@ -7,8 +7,8 @@ namespace plexus::daemon {
 using Clock = std::chrono::steady_clock;
 
 void NodeJoins::data_path_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                               const std::string& rail_key) {
-  if (peers_) peers_->rail_lost(instance, nic, remote, rail_key);
+                               const std::string& rail_key, bool pathless) {
+  if (peers_) peers_->rail_lost(instance, nic, remote, rail_key, pathless);
 }
 
 void NodeJoins::nic_up(const std::string& nic) {

@@ -52,9 +52,9 @@ InternodeRunner::InternodeRunner(const EngineConfig& config, Hooks hooks, LinkEv
                    on_peer_lost(peer, name, reason);
                  },
                  [this](uint64_t peer, const std::string& nic, const std::string& remote,
-                        const std::string& rail_key, bool latency) {
+                        const std::string& rail_key, bool latency, bool pathless) {
                    if (link_events_.path_lost) {
-                     link_events_.path_lost(peer, nic, remote, rail_key, latency);
+                     link_events_.path_lost(peer, nic, remote, rail_key, latency, pathless);
                    }
                  },
                  [this](const std::string& nic) {

@@ -37,9 +37,9 @@ class InternodeRunner {
     std::function<void(uint64_t instance)> lost;  // the link is gone, with its last path
     // A path over local NIC `nic` to the peer's `remote` ("ip:port"; dialled for rail
     // `rail_key` or accepted, the latency class's or not) failed; the link stays
-    // (NodeLinks::Handler::on_path_lost).
+    // (NodeLinks::Handler::on_path_lost; `pathless`: it was the last path).
     std::function<void(uint64_t instance, const std::string& nic, const std::string& remote,
-                       const std::string& rail_key, bool latency)>
+                       const std::string& rail_key, bool latency, bool pathless)>
         path_lost;
     std::function<void(const std::string& nic)> nic_up;  // a local NIC came back
     // A link to `instance` is needed and none is open: open a data connection to one of

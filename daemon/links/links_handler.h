@@ -31,9 +31,10 @@ struct LinksHandler {
   // when its socket was reset before the path learnt it), the latency class's or not, failed
   // while the peer is kept (other paths, or the grace period); the side that dialled it
   // (`rail_key`: the rail it dialled it for, "" on the side that accepted it) connects it
-  // again.
+  // again. `pathless`: it was the link's last path, and the link's frames wait out the
+  // grace period for one to come back.
   std::function<void(uint64_t peer, const std::string& nic, const std::string& remote,
-                     const std::string& rail_key, bool latency)>
+                     const std::string& rail_key, bool latency, bool pathless)>
       on_path_lost;
   // Optional: local NIC `nic` is up again (netlink).
   std::function<void(const std::string& nic)> on_nic_up;

@@ -411,7 +411,8 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
     lose(link.peer, std::move(reason));
     return;
   }
-  if (link.channel->live_paths() == 0) {
+  const bool pathless = link.channel->live_paths() == 0;
+  if (pathless) {
     if (peer_closed) {  // its daemon stopped, or gave this node up (an orderly close)
       lose(link.peer, std::move(reason));
       return;
@@ -420,7 +421,9 @@ void PeerLinks::fail_path(Path& path, std::string reason, bool notify) {
                  link.name, channel_settings_.last_path_grace.count());
   }
   retire_step(link, call_off, 0);  // over another path, if one is left
-  if (handler_.on_path_lost) handler_.on_path_lost(link.peer, nic, remote, rail_key, latency);
+  if (handler_.on_path_lost) {
+    handler_.on_path_lost(link.peer, nic, remote, rail_key, latency, pathless);
+  }
   flush(link.peer);  // and follow: its channel may want a tick now (a path it must resend)
 }
 

@@ -63,8 +63,10 @@ struct PeerConn {
   std::vector<std::string> addresses;  // connector: those still to try
   uint64_t expected = 0;
   PeerRole role = PeerRole::kControl;
-  std::string rail_key;       // data connector: its rail (Rail::key)
-  uint64_t dial = 0;          // data connector: the attempt, as RailConnector numbered it
+  std::string rail_key;  // data connector: its rail (Rail::key)
+  uint64_t dial = 0;     // data connector: the attempt, as RailConnector numbered it
+  // How long each address gets to accept: kConnectAttemptMs, or a redial's shorter limit.
+  uint64_t connect_ms = peer_detail::kConnectAttemptMs;
   std::string rail_nic;       // data connector: its rail's NIC ("" for the fallback)
   bool backup_rail = false;   // data connector: a backup across rails
   bool latency_rail = false;  // data connector: the latency class's connection (Rail::latency)

@@ -158,9 +158,11 @@ void PeerConnections::open_control(uint64_t instance, const std::vector<std::str
   start_connect(connector(instance, addresses, PeerRole::kControl, nullptr));
 }
 
-void PeerConnections::dial(uint64_t instance, const Rail& rail, uint64_t dial) {
+void PeerConnections::dial(uint64_t instance, const Rail& rail, uint64_t dial,
+                           std::chrono::milliseconds connect_within) {
   PeerConn& c = connector(instance, rail.peer_addresses, PeerRole::kData, &rail);
   c.dial = dial;
+  if (connect_within.count() > 0) c.connect_ms = static_cast<uint64_t>(connect_within.count());
   start_connect(c);
 }
 
@@ -243,9 +245,9 @@ bool PeerConnections::start_connect(PeerConn& c) {
         [](uv_timer_t* t) {
           auto* conn = static_cast<PeerConn*>(t->data);
           conn->owner->next_address(*conn, "connect to " + conn->address + ": no answer within " +
-                                               std::to_string(kConnectAttemptMs) + " ms");
+                                               std::to_string(conn->connect_ms) + " ms");
         },
-        kConnectAttemptMs, 0);
+        c.connect_ms, 0);
     if (!c.polling) {
       uv_poll_init(loop_, &c.poll, fd);
       c.poll.data = &c;

@@ -70,12 +70,15 @@ PeerServer::PeerServer(uv_loop_t* loop, transports::PeerIdentity me,
              RailConnector::Settings{.nics = rails_of(settings.nics),
                                      .latency_connections = settings.latency_connections,
                                      .reconnect_max = settings.reconnect_max,
+                                     .grace = settings.control_grace,
                                      .jitter_seed = connections_.identity().instance_id},
-             RailConnector::Hooks{
-                 .dial = [this](uint64_t instance, const Rail& rail,
-                                uint64_t dial) { connections_.dial(instance, rail, dial); },
-                 .failed = std::move(callbacks.on_data_failed),
-                 .routes = &RouteTable::read}) {}
+             RailConnector::Hooks{.dial =
+                                      [this](uint64_t instance, const Rail& rail, uint64_t dial,
+                                             std::chrono::milliseconds connect_within) {
+                                        connections_.dial(instance, rail, dial, connect_within);
+                                      },
+                                  .failed = std::move(callbacks.on_data_failed),
+                                  .routes = &RouteTable::read}) {}
 
 void PeerServer::listen(const std::string& address) {
   connections_.listen(address);
@@ -94,9 +97,9 @@ void PeerServer::connect_data(uint64_t instance, const std::vector<std::string>&
 }
 
 void PeerServer::rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                           const std::string& rail_key) {
+                           const std::string& rail_key, bool pathless) {
   control_.path_lost(instance, nic, remote);
-  if (!rail_key.empty()) rails_.lost(instance, rail_key);
+  rails_.lost(instance, rail_key, pathless);
 }
 
 void PeerServer::nic_up(const std::string& nic) { rails_.nic_up(nic); }

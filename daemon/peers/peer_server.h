@@ -85,7 +85,8 @@ class PeerServer {
     std::chrono::milliseconds control_ack_timeout{0};
     // How long a peer may stay unreachable (no control connection opens, but none was
     // refused either: its NICs or this node's are down) before it is reported lost: the
-    // data links' grace (--peer-grace-ms).
+    // data links' grace (--peer-grace-ms), which also paces redialling a link with no path
+    // left (RailConnector::Settings::grace).
     std::chrono::milliseconds control_grace{0};
     // A control connection quiet this long is closed by the side that opened it (0: never;
     // --link-idle-close-ms, as for data links).
@@ -133,8 +134,10 @@ class PeerServer {
   // connection to `instance` over the same NIC or to the same peer address is failed over
   // now rather than after its acknowledgement timeout. `rail_key`: the rail the path was
   // dialled for (Callbacks::on_data_link; "" when the peer dialled it: nothing to redial).
+  // `pathless`: it was the link's last path; this side's rails to the peer are then
+  // dialled again in a hurry (RailConnector::lost).
   void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                 const std::string& rail_key);
+                 const std::string& rail_key, bool pathless = false);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.

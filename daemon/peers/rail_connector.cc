@@ -18,6 +18,9 @@ namespace {
 constexpr const char* kLatencyRailSuffix = "+latency";
 // How often a backup with no route between the rails is looked at again.
 constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
+// The least a redial's connect is given however short the grace: well past a SYN's round
+// trip in any one data centre, so that only a lost SYN runs into it.
+constexpr std::chrono::milliseconds kLeastRedialConnect{100};
 
 }  // namespace
 
@@ -56,8 +59,15 @@ bool RailConnector::openable(const Rail& rail, std::optional<RouteTable>& routes
 
 void RailConnector::dial(uint64_t instance, const Rail& rail) {
   const uint64_t id = ++dials_;
-  peers_[instance].dials[rail.key] = Dialing{.dial = id, .backup = rail.backup};
-  hooks_.dial(instance, rail, id);  // a failure is recorded
+  Peer& peer = peers_[instance];
+  peer.dials[rail.key] = Dialing{.dial = id, .backup = rail.backup};
+  // A linked peer's rail: a SYN lost while a NIC was down is followed by a new connect
+  // within a quarter of the grace, not by TCP's own resends 1 s and 3 s later. A first
+  // dial keeps the dialler's longer limit: a loaded listener is not a failure.
+  const std::chrono::milliseconds within = peer.linked && settings_.grace.count() > 0
+                                               ? std::max(settings_.grace / 4, kLeastRedialConnect)
+                                               : std::chrono::milliseconds(0);
+  hooks_.dial(instance, rail, id, within);  // a failure is recorded
 }
 
 void RailConnector::connect(uint64_t instance, const std::vector<std::string>& addresses,
@@ -159,7 +169,9 @@ void RailConnector::dial_crossed(uint64_t instance, const std::string& key, uint
 
 void RailConnector::accepted(uint64_t instance) {
   auto it = peers_.find(instance);
-  if (it == peers_.end() || it->second.linked) return;
+  if (it == peers_.end()) return;
+  it->second.pathless = false;  // the peer's own connection is a path again
+  if (it->second.linked) return;
   it->second.retries.clear();
   it->second.until.reset();
   if (it->second.dials.empty()) peers_.erase(it);
@@ -171,6 +183,7 @@ void RailConnector::dial_established(uint64_t instance, const std::string& key) 
   it->second.dials.erase(key);
   it->second.retries.erase(key);
   it->second.linked = true;
+  it->second.pathless = false;
 }
 
 bool RailConnector::redialing(uint64_t instance, const std::string& key) const {
@@ -180,11 +193,31 @@ bool RailConnector::redialing(uint64_t instance, const std::string& key) const {
   return retry != peer->second.retries.end() && retry->second.attempts > 1;
 }
 
-void RailConnector::lost(uint64_t instance, const std::string& rail_key) {
+void RailConnector::lost(uint64_t instance, const std::string& rail_key, bool pathless) {
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
-  if (it->second.dials.count(rail_key) != 0) return;
+  Peer& peer = it->second;
+  if (pathless && !peer.pathless) {
+    peer.pathless = true;
+    // Rails already waiting (lost while another path carried) come within the hurried cap.
+    const Clock::time_point now = this->now();
+    for (auto& [key, retry] : peer.retries) {
+      if (!retry.scheduled) continue;
+      retry.due =
+          std::min(retry.due, now + dial_backoff(retry.attempts, retry_cap(peer, retry), rng_));
+    }
+    arm_timer();
+  }
+  if (rail_key.empty()) return;
+  peer.retries[rail_key].hurried_until = now() + settings_.grace;
+  if (peer.dials.count(rail_key) != 0) return;
   schedule_retry(instance, rail_key);
+}
+
+std::chrono::milliseconds RailConnector::retry_cap(const Peer& peer, const Retry& retry) const {
+  const bool hurried = peer.pathless || now() < retry.hurried_until;
+  if (!hurried || settings_.grace.count() == 0) return settings_.reconnect_max;
+  return std::min(settings_.reconnect_max, settings_.grace / 8);
 }
 
 void RailConnector::nic_up(const std::string& nic) {
@@ -207,6 +240,7 @@ void RailConnector::forget(uint64_t instance) {
   // Rails still being dialled finish or fail on their own; a late one makes a new link.
   it->second.retries.clear();
   it->second.linked = false;
+  it->second.pathless = false;
   it->second.until.reset();
   if (it->second.dials.empty()) peers_.erase(it);
 }
@@ -214,10 +248,11 @@ void RailConnector::forget(uint64_t instance) {
 bool RailConnector::schedule_retry(uint64_t instance, const std::string& key,
                                    std::chrono::milliseconds at_least,
                                    std::optional<Clock::time_point> before) {
-  Retry& retry = peers_[instance].retries[key];
+  Peer& peer = peers_[instance];
+  Retry& retry = peer.retries[key];
   if (retry.scheduled) return true;
   const Clock::time_point due =
-      now() + std::max(at_least, dial_backoff(retry.attempts, settings_.reconnect_max, rng_));
+      now() + std::max(at_least, dial_backoff(retry.attempts, retry_cap(peer, retry), rng_));
   if (before && due >= *before) return false;
   ++retry.attempts;
   retry.scheduled = true;

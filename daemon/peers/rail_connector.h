@@ -38,6 +38,16 @@ class RailConnector {
     bool latency_connections = false;
     // Longest wait between attempts to dial a rail again (the backoff doubles up to it).
     std::chrono::milliseconds reconnect_max{0};
+    // The data links' grace period (--peer-grace-ms): how long a link with no path left keeps
+    // its frames for one to come back. A path must then be found well within it, whoever's
+    // NIC was down and however long TCP would wait to resend a lost SYN (1 s, then 3 s): a
+    // linked peer's rail is dialled again with each connect given a quarter of it (at least
+    // 100 ms), and waits at most an eighth of it between attempts for a grace period after
+    // it was lost (the peer may have no path left, which this side cannot know) and while
+    // this side's link has no path left. A network back at time t in that span has a
+    // connection dialled over it by t + 3/8 of the grace. 0: neither (the dialler's own
+    // limit, and reconnect_max).
+    std::chrono::milliseconds grace{0};
     // Seeds the jitter of retries and first dials: each daemon its own (PeerServer uses the
     // instance id), a test a fixed one.
     uint64_t jitter_seed = 0;
@@ -46,7 +56,10 @@ class RailConnector {
   struct Hooks {
     // Opens a data connection to `instance` over `rail`; `dial` names the attempt in
     // dial_failed. A failure at once comes back through dial_failed before it returns.
-    std::function<void(uint64_t instance, const Rail& rail, uint64_t dial)> dial;
+    // `connect_within`: how long the connect may take (0: the dialler's own limit).
+    std::function<void(uint64_t instance, const Rail& rail, uint64_t dial,
+                       std::chrono::milliseconds connect_within)>
+        dial;
     // No data connection to `instance` could be opened: every rail failed before one was
     // authenticated (PeerServer::Callbacks::on_data_failed).
     std::function<void(uint64_t instance, const std::string& reason)> failed;
@@ -82,8 +95,11 @@ class RailConnector {
   // The engine's path to `instance` dialled for rail `rail_key` failed: the rail is dialled
   // again (with backoff) if this side keeps it. By the key the dial had, never worked out
   // again from the path's ends: a path whose socket was reset before it learnt the peer's
-  // address has none, and a NIC with two addresses has two rails of each kind.
-  void lost(uint64_t instance, const std::string& rail_key);
+  // address has none, and a NIC with two addresses has two rails of each kind ("": the peer
+  // dialled it, nothing to redial). `pathless`: it was the link's last path: until a rail
+  // is established again every rail this side keeps to the peer is dialled in a hurry
+  // (Settings::grace), those already waiting included.
+  void lost(uint64_t instance, const std::string& rail_key, bool pathless = false);
   // Local NIC `nic` is up again: its rails waiting for a retry are dialled now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: its rails are no longer kept.
@@ -121,6 +137,7 @@ class RailConnector {
     int attempts = 0;
     Clock::time_point due{};
     bool scheduled = false;
+    Clock::time_point hurried_until{};  // lost(): a grace period after the rail was lost
   };
   struct Dialing {
     uint64_t dial = 0;
@@ -132,7 +149,8 @@ class RailConnector {
     std::map<std::string, Dialing> dials;  // by Rail::key: the rails being dialled
     std::map<std::string, Retry> retries;  // by Rail::key
     std::string last_error;
-    bool refused = false;                    // the last rail to fail was refused
+    bool refused = false;   // the last rail to fail was refused
+    bool pathless = false;  // the link has no path left (lost's): its rails are hurried
     std::optional<Clock::time_point> until;  // Forming::deadline, while forming
   };
   // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
@@ -152,6 +170,9 @@ class RailConnector {
                       std::chrono::milliseconds at_least = std::chrono::milliseconds(0),
                       std::optional<Clock::time_point> before = std::nullopt);
   Clock::time_point now() const { return hooks_.now ? hooks_.now() : Clock::now(); }
+  // The backoff's cap for `retry`, a rail of `peer`: an eighth of the grace while hurried
+  // (Settings::grace), else reconnect_max.
+  std::chrono::milliseconds retry_cap(const Peer& peer, const Retry& retry) const;
   void run_retries();
   void arm_timer();
 

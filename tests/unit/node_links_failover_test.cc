@@ -51,7 +51,7 @@ struct Side {
       lost_at = Clock::now();
     };
     handler.on_path_lost = [this](uint64_t, const std::string& nic, const std::string&,
-                                  const std::string&, bool) { paths_lost.push_back(nic); };
+                                  const std::string&, bool, bool) { paths_lost.push_back(nic); };
     links = std::make_unique<NodeLinks>(handler, 64 * 1024, settings, telemetry);
   }
   std::unique_ptr<NodeLinks> links;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -64,6 +65,7 @@ struct Dial {
   uint64_t instance = 0;
   Rail rail;
   uint64_t id = 0;
+  std::chrono::milliseconds connect_within{0};
 };
 
 class RailConnectorTest : public ::testing::Test {
@@ -80,19 +82,21 @@ class RailConnectorTest : public ::testing::Test {
         &loop_,
         RailConnector::Settings{.nics = std::move(nics),
                                 .latency_connections = latency,
-                                .reconnect_max = 20ms,
+                                .reconnect_max = reconnect_max_,
+                                .grace = grace_,
                                 .jitter_seed = 7},
         RailConnector::Hooks{
             .dial =
-                [this](uint64_t instance, const Rail& rail, uint64_t id) {
-                  dials_.push_back({instance, rail, id});
+                [this](uint64_t instance, const Rail& rail, uint64_t id,
+                       std::chrono::milliseconds within) {
+                  dials_.push_back({instance, rail, id, within});
                   if (!fail_at_once_.empty())
                     rails_->dial_failed(instance, rail.key, id, fail_at_once_ + " " + rail.key);
                 },
             .failed = [this](uint64_t instance,
                              const std::string& reason) { failed_.emplace_back(instance, reason); },
             .routes = [this] { return routes(joined_); },
-            .now = [this] { return now_ ? *now_ : std::chrono::steady_clock::now(); }});
+            .now = [this] { return now_ ? *now_ : std::chrono::steady_clock::now() + skew_; }});
     rails_->start(backups);
   }
 
@@ -110,15 +114,46 @@ class RailConnectorTest : public ::testing::Test {
     return dials_.size() >= n;
   }
 
+  // Runs the loop until `done` holds or a libuv timer of `span` started now fired. libuv
+  // runs expired timers in the order they fall due, so a retry due before `span` is dialled
+  // first however late a loaded machine runs the loop.
+  bool within(const std::function<bool()>& done, std::chrono::milliseconds span) {
+    struct Deadline {
+      uv_timer_t timer{};
+      bool fired = false;
+    };
+    auto* deadline = new Deadline;
+    uv_timer_init(&loop_, &deadline->timer);
+    deadline->timer.data = deadline;
+    uv_timer_start(
+        &deadline->timer, [](uv_timer_t* t) { static_cast<Deadline*>(t->data)->fired = true; },
+        static_cast<uint64_t>(span.count()), 0);
+    while (!done() && !deadline->fired) uv_run(&loop_, UV_RUN_ONCE);
+    uv_close(reinterpret_cast<uv_handle_t*>(&deadline->timer),
+             [](uv_handle_t* h) { delete static_cast<Deadline*>(h->data); });
+    return done();
+  }
+  // The rails dialled from dial `from` on.
+  std::set<std::string> keys_from(size_t from) const {
+    std::set<std::string> keys;
+    for (size_t i = from; i < dials_.size(); ++i) keys.insert(dials_[i].rail.key);
+    return keys;
+  }
+
   uv_loop_t loop_{};
   std::unique_ptr<RailConnector> rails_;
   std::vector<Dial> dials_;
   std::vector<std::pair<uint64_t, std::string>> failed_;
-  std::string fail_at_once_;  // when set, every dial fails before it returns
+  std::string fail_at_once_;                        // when set, every dial fails before it returns
+  std::chrono::milliseconds reconnect_max_ = 20ms;  // make()'s settings
+  std::chrono::milliseconds grace_ = 0ms;
   bool joined_ = true;
   // When set, the connector's clock: deadlines are then decided by the test alone (a
   // retry's libuv timer waits at most the 20 ms backoff, computed from this clock).
   std::optional<std::chrono::steady_clock::time_point> now_;
+  // Otherwise the real clock, moved on by this much: time passes as it does for libuv's
+  // timers, and a test can still jump past a span without waiting it out.
+  std::chrono::milliseconds skew_{0};
 };
 
 TEST_F(RailConnectorTest, DialsEveryRailAndABackupAcrossWhereARouteJoinsThem) {
@@ -247,6 +282,57 @@ TEST_F(RailConnectorTest, ANicComingUpDialsItsWaitingRailsNow) {
   rails_->nic_up("nic1");
   ASSERT_EQ(dials_.size(), 5u);
   EXPECT_EQ(dials_[4].rail.key, "nic1");
+}
+
+// A link with no path left waits out its grace period for one, and so may the peer's while
+// this side still has a path: a lost rail is dialled again at least every eighth of the
+// grace for a grace period after its loss, and every rail while the link has no path left
+// (those already backing off too); each connect gets a quarter of it (at least 100 ms), so
+// that a SYN lost to a NIC that was down is not left to TCP's resend 1 s later. CI's NIC
+// failover lost a node cut off for 0.7 s of a 2 s grace: its peer's retries had backed off
+// past the grace.
+TEST_F(RailConnectorTest, ALostRailAndALinkWithNoPathLeftAreDialledWithinAnEighthOfTheGrace) {
+  reconnect_max_ = 2000ms;
+  grace_ = 160ms;  // hurried retries wait at most 20 ms; each connect gets 100 ms (its least)
+  make(two_rails(), false, /*backups=*/false);
+  rails_->connect(kInstance, kPeer);
+  ASSERT_EQ(keys(), (std::vector<std::string>{"nic0", "nic1"}));
+  EXPECT_EQ(dials_[0].connect_within, 0ms) << "a first dial keeps the dialler's own limit";
+  for (const Dial& d : dials_) rails_->dial_established(kInstance, d.rail.key);
+
+  // nic1's path fails while nic0's carries: hurried for a grace period after the loss.
+  fail_at_once_ = "unreachable";
+  rails_->lost(kInstance, "nic1");
+  // Its first retry: 10-20 ms hurried, 50-100 ms not. Both timers are libuv's, armed from
+  // the same loop time: the earlier one runs first however late the loop runs.
+  EXPECT_TRUE(within([&] { return dials_.size() > 2; }, 40ms)) << "not hurried after its loss";
+  EXPECT_EQ(dials_[2].connect_within, 100ms) << "a redial of a linked peer's rail";
+  // Past that grace period: its backoff as before (the third attempt waits 200-400 ms).
+  skew_ += 1s;
+  ASSERT_TRUE(within([&] { return dials_.size() > 3; }, 200ms));  // due before the clock moved
+  EXPECT_FALSE(within([&] { return dials_.size() > 4; }, 150ms))
+      << "still hurried a grace period after the loss";
+
+  // The last path fails: both rails are dialled within the hurried cap, nic1 well before
+  // the 200 ms its backoff had reached.
+  rails_->lost(kInstance, "nic0", /*pathless=*/true);
+  const std::set<std::string> both{"nic0", "nic1"};
+  const size_t pathless = dials_.size();
+  EXPECT_TRUE(within([&] { return keys_from(pathless) == both; }, 150ms)) << "not hurried";
+
+  // A path is back: the rail still failing goes back to its own backoff (400 ms or more now).
+  fail_at_once_.clear();
+  const size_t back = dials_.size();
+  ASSERT_TRUE(within([&] { return keys_from(back) == both; }, 150ms));
+  uint64_t nic1_dial = 0;
+  for (size_t i = back; i < dials_.size(); ++i) {
+    if (dials_[i].rail.key == "nic1") nic1_dial = dials_[i].id;
+  }
+  rails_->dial_established(kInstance, "nic0");
+  rails_->dial_failed(kInstance, "nic1", nic1_dial, "connect: no answer");
+  const size_t after = dials_.size();
+  EXPECT_FALSE(within([&] { return dials_.size() > after; }, 150ms))
+      << "still hurried with a path back";
 }
 
 TEST_F(RailConnectorTest, AFormingPeerWhoseFirstDialTimesOutIsDialledAgainThenLinked) {
