@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -239,11 +240,21 @@ bool PeerConnections::start_connect(PeerConn& c) {
     }
     c.fd = fd;
     c.connecting = true;
-    // Each address gets its own time to accept; the handshake then gets its own.
+    // Each address gets its own time to accept; the handshake then gets its own. Timed
+    // from now, not from the loop's cached time (a redial's limit is a few hundred ms, and
+    // this may run late in a long callback).
+    uv_update_time(loop_);
     uv_timer_start(
         &c.timer,
         [](uv_timer_t* t) {
           auto* conn = static_cast<PeerConn*>(t->data);
+          // A connect that finished while the loop was busy has its writable event handled
+          // after the timers: taken as it is, not abandoned.
+          pollfd ready{.fd = conn->fd, .events = POLLOUT, .revents = 0};
+          if (::poll(&ready, 1, 0) == 1) {
+            conn->owner->on_connected(*conn);
+            return;
+          }
           conn->owner->next_address(*conn, "connect to " + conn->address + ": no answer within " +
                                                std::to_string(conn->connect_ms) + " ms");
         },

@@ -115,10 +115,10 @@ class PeerConnections {
   // once comes back through Hooks::control_failed before it returns.
   void open_control(uint64_t instance, const std::vector<std::string>& addresses);
   // Opens data connector `dial` to `instance` over `rail`; a failure at once comes back
-  // through Hooks::dial_failed before it returns. `connect_within`: how long the connect
-  // may take (0: kConnectAttemptMs); the handshake then has its own limit.
+  // through Hooks::dial_failed before it returns. `connect_within`: how long each address's
+  // connect may take (0: kConnectAttemptMs); the handshake then has its own limit.
   void dial(uint64_t instance, const Rail& rail, uint64_t dial,
-            std::chrono::milliseconds connect_within = std::chrono::milliseconds(0));
+            std::chrono::milliseconds connect_within);
   // Fails `c` with `reason`: logged, closed, and the hooks told.
   void fail(PeerConn& c, const std::string& reason);
   // Closes `c` by agreement (a control connection quiet on both ends): no hook is told.

@@ -137,7 +137,7 @@ class PeerServer {
   // `pathless`: it was the link's last path; this side's rails to the peer are then
   // dialled again in a hurry (RailConnector::lost).
   void rail_lost(uint64_t instance, const std::string& nic, const std::string& remote,
-                 const std::string& rail_key, bool pathless = false);
+                 const std::string& rail_key, bool pathless);
   // Local NIC `nic` is up again: its rails are retried now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: stop keeping its rails.

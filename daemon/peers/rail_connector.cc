@@ -19,8 +19,10 @@ constexpr const char* kLatencyRailSuffix = "+latency";
 // How often a backup with no route between the rails is looked at again.
 constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
 // The least a redial's connect is given however short the grace: well past a SYN's round
-// trip in any one data centre, so that only a lost SYN runs into it.
+// trip in any one data centre.
 constexpr std::chrono::milliseconds kLeastRedialConnect{100};
+// The most: the dialler's own limit (kConnectAttemptMs), which a long grace must not stretch.
+constexpr std::chrono::milliseconds kMostRedialConnect{3500};
 
 }  // namespace
 
@@ -61,12 +63,14 @@ void RailConnector::dial(uint64_t instance, const Rail& rail) {
   const uint64_t id = ++dials_;
   Peer& peer = peers_[instance];
   peer.dials[rail.key] = Dialing{.dial = id, .backup = rail.backup};
-  // A linked peer's rail: a SYN lost while a NIC was down is followed by a new connect
-  // within a quarter of the grace, not by TCP's own resends 1 s and 3 s later. A first
-  // dial keeps the dialler's longer limit: a loaded listener is not a failure.
-  const std::chrono::milliseconds within = peer.linked && settings_.grace.count() > 0
-                                               ? std::max(settings_.grace / 4, kLeastRedialConnect)
-                                               : std::chrono::milliseconds(0);
+  // Any dial of a linked peer (a redial, or a backup or twin opened later): a SYN lost
+  // while a NIC was down is followed by a new connect within a quarter of the grace, not
+  // by TCP's own resends 1 s and 3 s later. A peer not yet linked keeps the dialler's longer
+  // limit: a loaded listener is not a failure.
+  const std::chrono::milliseconds within =
+      peer.linked && settings_.grace.count() > 0
+          ? std::clamp(settings_.grace / 4, kLeastRedialConnect, kMostRedialConnect)
+          : std::chrono::milliseconds(0);
   hooks_.dial(instance, rail, id, within);  // a failure is recorded
 }
 
@@ -170,7 +174,7 @@ void RailConnector::dial_crossed(uint64_t instance, const std::string& key, uint
 void RailConnector::accepted(uint64_t instance) {
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
-  it->second.pathless = false;  // the peer's own connection is a path again
+  it->second.pathless_until = {};  // the peer's own connection is a path again
   if (it->second.linked) return;
   it->second.retries.clear();
   it->second.until.reset();
@@ -183,7 +187,7 @@ void RailConnector::dial_established(uint64_t instance, const std::string& key) 
   it->second.dials.erase(key);
   it->second.retries.erase(key);
   it->second.linked = true;
-  it->second.pathless = false;
+  it->second.pathless_until = {};
 }
 
 bool RailConnector::redialing(uint64_t instance, const std::string& key) const {
@@ -197,25 +201,31 @@ void RailConnector::lost(uint64_t instance, const std::string& rail_key, bool pa
   auto it = peers_.find(instance);
   if (it == peers_.end()) return;
   Peer& peer = it->second;
-  if (pathless && !peer.pathless) {
-    peer.pathless = true;
+  const Clock::time_point now = this->now();
+  const bool hurries = settings_.grace.count() > 0 && settings_.grace / 8 < settings_.reconnect_max;
+  if (pathless && hurries && now >= peer.pathless_until) {
+    // For a grace period at most: by then a path came back, or the link is lost and
+    // forgotten. Bounded, so that a late report (the engine adds a path the control thread
+    // already counted as found after a loss it reports) cannot hurry the peer for good.
+    peer.pathless_until = now + settings_.grace;
     // Rails already waiting (lost while another path carried) come within the hurried cap.
-    const Clock::time_point now = this->now();
     for (auto& [key, retry] : peer.retries) {
       if (!retry.scheduled) continue;
       retry.due =
           std::min(retry.due, now + dial_backoff(retry.attempts, retry_cap(peer, retry), rng_));
     }
+    armed_for_.reset();
     arm_timer();
   }
   if (rail_key.empty()) return;
-  peer.retries[rail_key].hurried_until = now() + settings_.grace;
+  peer.retries[rail_key].hurried_until = now + settings_.grace;
   if (peer.dials.count(rail_key) != 0) return;
   schedule_retry(instance, rail_key);
 }
 
 std::chrono::milliseconds RailConnector::retry_cap(const Peer& peer, const Retry& retry) const {
-  const bool hurried = peer.pathless || now() < retry.hurried_until;
+  const Clock::time_point now = this->now();
+  const bool hurried = now < peer.pathless_until || now < retry.hurried_until;
   if (!hurried || settings_.grace.count() == 0) return settings_.reconnect_max;
   return std::min(settings_.reconnect_max, settings_.grace / 8);
 }
@@ -240,7 +250,7 @@ void RailConnector::forget(uint64_t instance) {
   // Rails still being dialled finish or fail on their own; a late one makes a new link.
   it->second.retries.clear();
   it->second.linked = false;
-  it->second.pathless = false;
+  it->second.pathless_until = {};
   it->second.until.reset();
   if (it->second.dials.empty()) peers_.erase(it);
 }
@@ -257,11 +267,14 @@ bool RailConnector::schedule_retry(uint64_t instance, const std::string& key,
   ++retry.attempts;
   retry.scheduled = true;
   retry.due = due;
-  arm_timer();
+  // Armed for this or earlier already: no scan of every retry (a NIC's failure schedules
+  // one per rail of every linked peer).
+  if (!armed_for_ || due < *armed_for_) arm_timer();
   return true;
 }
 
 void RailConnector::arm_timer() {
+  armed_for_.reset();
   if (!timer_.is_open()) return;
   std::optional<Clock::time_point> next;
   for (const auto& [instance, peer] : peers_) {
@@ -275,9 +288,11 @@ void RailConnector::arm_timer() {
   }
   const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*next - now());
   timer_.start(static_cast<uint64_t>(std::max<int64_t>(wait.count(), 0)), 0);
+  armed_for_ = next;
 }
 
 void RailConnector::run_retries() {
+  armed_for_.reset();  // fired, or called before it fires: arm_timer works it out again
   const Clock::time_point now = this->now();
   std::vector<std::pair<uint64_t, std::string>> due;
   for (auto& [instance, peer] : peers_) {

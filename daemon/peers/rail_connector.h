@@ -44,9 +44,10 @@ class RailConnector {
     // linked peer's rail is dialled again with each connect given a quarter of it (at least
     // 100 ms), and waits at most an eighth of it between attempts for a grace period after
     // it was lost (the peer may have no path left, which this side cannot know) and while
-    // this side's link has no path left. A network back at time t in that span has a
-    // connection dialled over it by t + 3/8 of the grace. 0: neither (the dialler's own
-    // limit, and reconnect_max).
+    // this side's link has no path left. On the side that dials, a network back at time t
+    // in that span then has a connection dialled over it by t + 3/8 of the grace (each
+    // address's connect, for a rail tried over several). At most kConnectAttemptMs per
+    // connect however long the grace. 0: neither (the dialler's own limit, and reconnect_max).
     std::chrono::milliseconds grace{0};
     // Seeds the jitter of retries and first dials: each daemon its own (PeerServer uses the
     // instance id), a test a fixed one.
@@ -96,10 +97,11 @@ class RailConnector {
   // again (with backoff) if this side keeps it. By the key the dial had, never worked out
   // again from the path's ends: a path whose socket was reset before it learnt the peer's
   // address has none, and a NIC with two addresses has two rails of each kind ("": the peer
-  // dialled it, nothing to redial). `pathless`: it was the link's last path: until a rail
-  // is established again every rail this side keeps to the peer is dialled in a hurry
-  // (Settings::grace), those already waiting included.
-  void lost(uint64_t instance, const std::string& rail_key, bool pathless = false);
+  // dialled it, nothing to redial). The rail is hurried for a grace period (Settings::grace).
+  // `pathless`: it was the link's last path: every rail this side keeps to the peer waiting
+  // for a retry is hurried too, those already backing off included, for a grace period or
+  // until a rail is established or the peer's own connection accepted.
+  void lost(uint64_t instance, const std::string& rail_key, bool pathless);
   // Local NIC `nic` is up again: its rails waiting for a retry are dialled now.
   void nic_up(const std::string& nic);
   // The link to `instance` is gone: its rails are no longer kept.
@@ -149,8 +151,10 @@ class RailConnector {
     std::map<std::string, Dialing> dials;  // by Rail::key: the rails being dialled
     std::map<std::string, Retry> retries;  // by Rail::key
     std::string last_error;
-    bool refused = false;   // the last rail to fail was refused
-    bool pathless = false;  // the link has no path left (lost's): its rails are hurried
+    bool refused = false;  // the last rail to fail was refused
+    // lost() said the link has no path left: its rails are hurried until then (a grace
+    // period at most), or until a rail is established or the peer's connection accepted.
+    Clock::time_point pathless_until{};
     std::optional<Clock::time_point> until;  // Forming::deadline, while forming
   };
   // The rails to a peer (plan_rails), without backups when they cannot be bound to a NIC.
@@ -164,7 +168,7 @@ class RailConnector {
   // A peer with no hope left: dialled again while its forming deadline allows (and not
   // refused), else given up (Hooks::failed).
   void retry_or_give_up(uint64_t instance, const std::vector<std::string>& keys);
-  // Exponential backoff with jitter (dial_backoff), at most Settings::reconnect_max; false
+  // Exponential backoff with jitter (dial_backoff), at most retry_cap; false
   // (nothing scheduled) when the attempt would fall at or past `before`.
   bool schedule_retry(uint64_t instance, const std::string& key,
                       std::chrono::milliseconds at_least = std::chrono::milliseconds(0),
@@ -181,7 +185,9 @@ class RailConnector {
   Hooks hooks_;
   bool backups_ = true;
   std::map<uint64_t, Peer> peers_;
-  std::mt19937_64 rng_;                      // the jitter's (Settings::jitter_seed)
+  std::mt19937_64 rng_;  // the jitter's (Settings::jitter_seed)
+  // When the retry timer is due, while it is armed: a retry due later needs no new arming.
+  std::optional<Clock::time_point> armed_for_;
   uint64_t dials_ = 0;                       // attempts numbered so far
   uint64_t opening_ = 0;                     // connect() is dialling this peer's rails
   std::vector<std::string> opening_failed_;  // rails of opening_ that failed at once

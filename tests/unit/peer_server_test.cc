@@ -290,7 +290,7 @@ TEST_F(PeerServerTest, ADaemonGoneWhileItsControlConnectionSleptIsFoundByTheNext
   ASSERT_TRUE(run_until([&] { return b.open_control_connections() == 0; }));
   EXPECT_TRUE(heard_a.control_lost.empty()) << "nothing was open to notice it";
   // The data path to it fails: a control connection is tried, refused, and it is gone.
-  a.rail_lost(0xB, "", b_addresses.at(0), "");
+  a.rail_lost(0xB, "", b_addresses.at(0), "", /*pathless=*/false);
   ASSERT_TRUE(run_until([&] { return !heard_a.control_lost.empty(); }));
   EXPECT_EQ(heard_a.control_lost[0], std::make_pair(uint64_t{0xB}, true));
 }

@@ -114,24 +114,34 @@ class RailConnectorTest : public ::testing::Test {
     return dials_.size() >= n;
   }
 
-  // Runs the loop until `done` holds or a libuv timer of `span` started now fired. libuv
-  // runs expired timers in the order they fall due, so a retry due before `span` is dialled
-  // first however late a loaded machine runs the loop.
+  // Whether `done` holds once the loop has run until it does, or until a libuv timer of
+  // `span` from now fired (then: whether it held as that timer fired). libuv runs expired
+  // timers in the order they fall due, so a retry due before `span` is dialled first, and
+  // one due after it is not counted, however late a loaded machine runs the loop. The
+  // connector's timers are armed from the same loop time: call uv_update_time first.
   bool within(const std::function<bool()>& done, std::chrono::milliseconds span) {
     struct Deadline {
       uv_timer_t timer{};
-      bool fired = false;
+      const std::function<bool()>* done = nullptr;
+      std::optional<bool> held;  // when it fired
     };
     auto* deadline = new Deadline;
+    deadline->done = &done;
     uv_timer_init(&loop_, &deadline->timer);
     deadline->timer.data = deadline;
     uv_timer_start(
-        &deadline->timer, [](uv_timer_t* t) { static_cast<Deadline*>(t->data)->fired = true; },
+        &deadline->timer,
+        [](uv_timer_t* t) {
+          auto* d = static_cast<Deadline*>(t->data);
+          d->held = (*d->done)();
+        },
         static_cast<uint64_t>(span.count()), 0);
-    while (!done() && !deadline->fired) uv_run(&loop_, UV_RUN_ONCE);
+    while (!done() && !deadline->held) uv_run(&loop_, UV_RUN_ONCE);
+    const bool held = deadline->held ? *deadline->held : true;
+    uv_timer_stop(&deadline->timer);
     uv_close(reinterpret_cast<uv_handle_t*>(&deadline->timer),
              [](uv_handle_t* h) { delete static_cast<Deadline*>(h->data); });
-    return done();
+    return held;
   }
   // The rails dialled from dial `from` on.
   std::set<std::string> keys_from(size_t from) const {
@@ -211,7 +221,7 @@ TEST_F(RailConnectorTest, ARailThatFailsWhileAnotherIsUpIsDialledAgainWithBackof
   rails_->dial_established(kInstance, "nic0");
 
   // Its path fails: dialled again after the backoff, not at once.
-  rails_->lost(kInstance, "nic0");
+  rails_->lost(kInstance, "nic0", /*pathless=*/false);
   EXPECT_EQ(dials_.size(), 1u);
   ASSERT_TRUE(run_until_dials(2));
   EXPECT_EQ(dials_[1].rail.key, "nic0");
@@ -235,7 +245,7 @@ TEST_F(RailConnectorTest, ALostBackupIsDialledAgainAsTheBackup) {
   rails_->connect(kInstance, kPeer);
   ASSERT_EQ(dials_.size(), 4u);
   for (const Dial& d : dials_) rails_->dial_established(kInstance, d.rail.key);
-  rails_->lost(kInstance, "nic1>198.18.0.2:7355");
+  rails_->lost(kInstance, "nic1>198.18.0.2:7355", /*pathless=*/false);
   ASSERT_TRUE(run_until_dials(5));
   EXPECT_EQ(dials_[4].rail.key, "nic1>198.18.0.2:7355");
   EXPECT_TRUE(dials_[4].rail.backup);
@@ -246,7 +256,7 @@ TEST_F(RailConnectorTest, AStaleDialsFailureAndALossWhileDiallingAreIgnored) {
   rails_->connect(kInstance, {"198.18.0.2:7355"});
   ASSERT_EQ(dials_.size(), 1u);
   rails_->dial_failed(kInstance, "nic0", dials_[0].id + 1, "not this dial");
-  rails_->lost(kInstance, "nic0");  // being dialled: no retry
+  rails_->lost(kInstance, "nic0", /*pathless=*/false);  // being dialled: no retry
   EXPECT_TRUE(failed_.empty());
   rails_->dial_failed(kInstance, "nic0", dials_[0].id, "connect: refused");
   ASSERT_EQ(failed_.size(), 1u);
@@ -257,7 +267,7 @@ TEST_F(RailConnectorTest, AForgottenPeerIsNotDialledAgain) {
   make({two_rails()[0]});
   rails_->connect(kInstance, {"198.18.0.2:7355"});
   rails_->dial_established(kInstance, "nic0");
-  rails_->lost(kInstance, "nic0");
+  rails_->lost(kInstance, "nic0", /*pathless=*/false);
   rails_->forget(kInstance);
   auto run_for = [this](std::chrono::milliseconds span) {
     const auto until = std::chrono::steady_clock::now() + span;
@@ -265,7 +275,7 @@ TEST_F(RailConnectorTest, AForgottenPeerIsNotDialledAgain) {
   };
   run_for(100ms);  // past the 20 ms backoff
   EXPECT_EQ(dials_.size(), 1u);
-  rails_->lost(kInstance, "nic0");  // no longer kept
+  rails_->lost(kInstance, "nic0", /*pathless=*/false);  // no longer kept
   run_for(100ms);
   EXPECT_EQ(dials_.size(), 1u);
   EXPECT_TRUE(failed_.empty());
@@ -276,7 +286,7 @@ TEST_F(RailConnectorTest, ANicComingUpDialsItsWaitingRailsNow) {
   rails_->connect(kInstance, kPeer);
   ASSERT_EQ(dials_.size(), 4u);
   for (const Dial& d : dials_) rails_->dial_established(kInstance, d.rail.key);
-  rails_->lost(kInstance, "nic1");
+  rails_->lost(kInstance, "nic1", /*pathless=*/false);
   rails_->nic_up("nic0");  // not its NIC: still waiting
   EXPECT_EQ(dials_.size(), 4u);
   rails_->nic_up("nic1");
@@ -293,46 +303,74 @@ TEST_F(RailConnectorTest, ANicComingUpDialsItsWaitingRailsNow) {
 // past the grace.
 TEST_F(RailConnectorTest, ALostRailAndALinkWithNoPathLeftAreDialledWithinAnEighthOfTheGrace) {
   reconnect_max_ = 2000ms;
-  grace_ = 160ms;  // hurried retries wait at most 20 ms; each connect gets 100 ms (its least)
+  grace_ = 160ms;  // hurried retries wait 10-20 ms; each connect gets 100 ms (its least)
   make(two_rails(), false, /*backups=*/false);
   rails_->connect(kInstance, kPeer);
   ASSERT_EQ(keys(), (std::vector<std::string>{"nic0", "nic1"}));
   EXPECT_EQ(dials_[0].connect_within, 0ms) << "a first dial keeps the dialler's own limit";
   for (const Dial& d : dials_) rails_->dial_established(kInstance, d.rail.key);
+  auto dialled = [this](size_t n) { return [this, n] { return dials_.size() >= n; }; };
 
-  // nic1's path fails while nic0's carries: hurried for a grace period after the loss.
+  // nic1's path fails while nic0's carries: hurried for a grace period after the loss. Its
+  // first retry: 10-20 ms hurried, 50-100 ms not.
   fail_at_once_ = "unreachable";
-  rails_->lost(kInstance, "nic1");
-  // Its first retry: 10-20 ms hurried, 50-100 ms not. Both timers are libuv's, armed from
-  // the same loop time: the earlier one runs first however late the loop runs.
-  EXPECT_TRUE(within([&] { return dials_.size() > 2; }, 40ms)) << "not hurried after its loss";
+  uv_update_time(&loop_);
+  rails_->lost(kInstance, "nic1", /*pathless=*/false);
+  EXPECT_TRUE(within(dialled(3), 40ms)) << "not hurried after its loss";
   EXPECT_EQ(dials_[2].connect_within, 100ms) << "a redial of a linked peer's rail";
-  // Past that grace period: its backoff as before (the third attempt waits 200-400 ms).
+  // Past that grace period: its backoff as before. The retry drawn while hurried comes
+  // first; the one after waits 200-400 ms (its third attempt).
   skew_ += 1s;
-  ASSERT_TRUE(within([&] { return dials_.size() > 3; }, 200ms));  // due before the clock moved
-  EXPECT_FALSE(within([&] { return dials_.size() > 4; }, 150ms))
-      << "still hurried a grace period after the loss";
+  ASSERT_TRUE(within(dialled(4), 200ms));
+  EXPECT_FALSE(within(dialled(5), 150ms)) << "still hurried a grace period after the loss";
 
-  // The last path fails: both rails are dialled within the hurried cap, nic1 well before
-  // the 200 ms its backoff had reached.
-  rails_->lost(kInstance, "nic0", /*pathless=*/true);
+  // The last path fails: nic1, still 50 ms or more from its retry, is pulled in with nic0.
   const std::set<std::string> both{"nic0", "nic1"};
   const size_t pathless = dials_.size();
-  EXPECT_TRUE(within([&] { return keys_from(pathless) == both; }, 150ms)) << "not hurried";
+  uv_update_time(&loop_);
+  rails_->lost(kInstance, "nic0", /*pathless=*/true);
+  EXPECT_TRUE(within([&] { return keys_from(pathless) == both; }, 40ms)) << "not hurried";
+  // And hurried while the link has no path: each failure is followed within 20 ms.
+  const size_t again = dials_.size();
+  uv_update_time(&loop_);
+  EXPECT_TRUE(within([&] { return keys_from(again) == both; }, 40ms)) << "hurried only once";
 
-  // A path is back: the rail still failing goes back to its own backoff (400 ms or more now).
+  // A path is back: the rail still failing goes back to its own backoff (800 ms or more:
+  // its fifth attempt or later).
   fail_at_once_.clear();
   const size_t back = dials_.size();
-  ASSERT_TRUE(within([&] { return keys_from(back) == both; }, 150ms));
+  ASSERT_TRUE(within([&] { return keys_from(back) == both; }, 200ms));
   uint64_t nic1_dial = 0;
   for (size_t i = back; i < dials_.size(); ++i) {
     if (dials_[i].rail.key == "nic1") nic1_dial = dials_[i].id;
   }
   rails_->dial_established(kInstance, "nic0");
+  uv_update_time(&loop_);
   rails_->dial_failed(kInstance, "nic1", nic1_dial, "connect: no answer");
-  const size_t after = dials_.size();
-  EXPECT_FALSE(within([&] { return dials_.size() > after; }, 150ms))
-      << "still hurried with a path back";
+  EXPECT_FALSE(within(dialled(dials_.size() + 1), 150ms)) << "still hurried with a path back";
+}
+
+// The peer's own connection is a path too: accepting it ends the hurry.
+TEST_F(RailConnectorTest, APathlessLinkIsNoLongerHurriedOnceThePeersConnectionIsAccepted) {
+  reconnect_max_ = 2000ms;
+  grace_ = 160ms;
+  make({two_rails()[0]});
+  rails_->connect(kInstance, {"198.18.0.2:7355"});
+  rails_->dial_established(kInstance, "nic0");
+  auto dialled = [this](size_t n) { return [this, n] { return dials_.size() >= n; }; };
+  fail_at_once_ = "unreachable";
+  rails_->lost(kInstance, "nic0", /*pathless=*/false);
+  skew_ += 1s;                      // past the rail's own hurry: its backoff grows
+  ASSERT_TRUE(run_until_dials(5));  // retries 1-3 fail; the next waits 400-800 ms
+
+  // The accepted path was the last: the waiting retry is pulled in. Then the peer's own
+  // connection comes: the failure after that backs off as before (800 ms or more).
+  const size_t before = dials_.size();
+  uv_update_time(&loop_);
+  rails_->lost(kInstance, "", /*pathless=*/true);
+  rails_->accepted(kInstance);
+  EXPECT_TRUE(within(dialled(before + 1), 40ms)) << "the waiting retry was not pulled in";
+  EXPECT_FALSE(within(dialled(before + 2), 150ms)) << "hurried after the peer's path came";
 }
 
 TEST_F(RailConnectorTest, AFormingPeerWhoseFirstDialTimesOutIsDialledAgainThenLinked) {
