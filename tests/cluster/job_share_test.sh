@@ -83,7 +83,7 @@ echo "$out"
 check "background gets its 5% floor" "$(field bg sent_share "$out")" 0.04 "a >= b"
 
 echo "== a weight changed at run time"
-out=$(share --seconds 9 --daemon-args "--job heavy=bulk:1 --job light=bulk:1" --change-at 4 \
+out=$(share --seconds 10 --daemon-args "--job heavy=bulk:1 --job light=bulk:1" --change-at 4 \
   --change "job set heavy --class bulk --weight 3" heavy:16777216 light:16777216) ||
   fail "run-time change run"
 echo "$out"

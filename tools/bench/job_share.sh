@@ -25,7 +25,8 @@
 # plexusctl with those arguments on every node --change-at seconds after the jobs start
 # (e.g. "job set heavy --class bulk --weight 3"); then each job's line also has
 # before_share (its sent_share from the window's start to the change) and after_share
-# (from 1 s after the change to 3 s after it: what is in effect within a second of it;
+# (from 1 s after the change to 4 s after it: what is in effect within a second of it, over
+# 3 s so that where ops begin and end in it moves the ratio little;
 # from the samples nearest those times). Needs root.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
@@ -152,7 +153,7 @@ def shares(t0, t1):  # each job's part of the bytes sent between the samples nea
 extra = {}
 try:
     changed = int(open(f"{d}/change.at").read())
-    before, after = shares(lo, changed), shares(changed + 1e9, changed + 3e9)
+    before, after = shares(lo, changed), shares(changed + 1e9, changed + 4e9)
     extra = {name: f" before_share {before[name]:.3f} after_share {after[name]:.3f}"
              for name, _, _ in jobs}
 except (FileNotFoundError, ValueError):
