@@ -10,6 +10,10 @@
 
 namespace plexus::daemon {
 
+static_assert(static_cast<uint64_t>(RailConnector::kMostRedialConnect.count()) ==
+                  peer_detail::kConnectAttemptMs,
+              "a redial's connect limit is capped at the dialler's own");
+
 namespace {
 
 std::vector<LocalNic> rails_of(const std::vector<PeerNic>& nics) {

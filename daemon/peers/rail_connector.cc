@@ -21,8 +21,6 @@ constexpr std::chrono::milliseconds kUnroutedBackupRecheck{10000};
 // The least a redial's connect is given however short the grace: well past a SYN's round
 // trip in any one data centre.
 constexpr std::chrono::milliseconds kLeastRedialConnect{100};
-// The most: the dialler's own limit (kConnectAttemptMs), which a long grace must not stretch.
-constexpr std::chrono::milliseconds kMostRedialConnect{3500};
 
 }  // namespace
 
@@ -214,7 +212,6 @@ void RailConnector::lost(uint64_t instance, const std::string& rail_key, bool pa
       retry.due =
           std::min(retry.due, now + dial_backoff(retry.attempts, retry_cap(peer, retry), rng_));
     }
-    armed_for_.reset();
     arm_timer();
   }
   if (rail_key.empty()) return;
@@ -325,6 +322,7 @@ void RailConnector::run_retries() {
 
 void RailConnector::close() {
   peers_.clear();
+  armed_for_.reset();
   timer_.close();
 }
 

@@ -46,8 +46,9 @@ class RailConnector {
     // it was lost (the peer may have no path left, which this side cannot know) and while
     // this side's link has no path left. On the side that dials, a network back at time t
     // in that span then has a connection dialled over it by t + 3/8 of the grace (each
-    // address's connect, for a rail tried over several). At most kConnectAttemptMs per
-    // connect however long the grace. 0: neither (the dialler's own limit, and reconnect_max).
+    // address's connect, for a rail tried over several; t + grace/8 + 100 ms below a 400 ms
+    // grace). At most kMostRedialConnect per connect however long the grace. 0: neither
+    // (the dialler's own limit, and reconnect_max).
     std::chrono::milliseconds grace{0};
     // Seeds the jitter of retries and first dials: each daemon its own (PeerServer uses the
     // instance id), a test a fixed one.
@@ -57,7 +58,8 @@ class RailConnector {
   struct Hooks {
     // Opens a data connection to `instance` over `rail`; `dial` names the attempt in
     // dial_failed. A failure at once comes back through dial_failed before it returns.
-    // `connect_within`: how long the connect may take (0: the dialler's own limit).
+    // `connect_within`: how long each address's connect may take (0: the dialler's own
+    // limit).
     std::function<void(uint64_t instance, const Rail& rail, uint64_t dial,
                        std::chrono::milliseconds connect_within)>
         dial;
@@ -78,6 +80,10 @@ class RailConnector {
     // past it, or at once when every address refused.
     Clock::time_point deadline{};
   };
+
+  // The longest a redial's connect is given: the dialler's own limit (PeerConnections'
+  // kConnectAttemptMs, which PeerServer checks), which a long grace must not stretch.
+  static constexpr std::chrono::milliseconds kMostRedialConnect{3500};
 
   RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks);
   RailConnector(const RailConnector&) = delete;

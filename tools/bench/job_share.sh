@@ -153,6 +153,9 @@ def shares(t0, t1):  # each job's part of the bytes sent between the samples nea
 extra = {}
 try:
     changed = int(open(f"{d}/change.at").read())
+    if changed + 4e9 > hi:
+        sys.exit("job_share.sh: the jobs stopped before 4 s after the change: "
+                 "run them longer (--seconds) or change sooner (--change-at)")
     before, after = shares(lo, changed), shares(changed + 1e9, changed + 4e9)
     extra = {name: f" before_share {before[name]:.3f} after_share {after[name]:.3f}"
              for name, _, _ in jobs}
