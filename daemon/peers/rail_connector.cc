@@ -28,6 +28,15 @@ RailConnector::RailConnector(uv_loop_t* loop, Settings settings, Hooks hooks)
     : loop_(loop),
       settings_(std::move(settings)),
       hooks_(std::move(hooks)),
+      hurried_cap_(settings_.grace.count() > 0
+                       ? std::min(settings_.reconnect_max, settings_.grace / 8)
+                       : settings_.reconnect_max),
+      // Any dial of a linked peer (a redial, or a backup or twin opened later): a SYN lost
+      // while a NIC was down is followed by a new connect within a quarter of the grace, not
+      // by TCP's own resends 1 s and 3 s later.
+      linked_connect_(settings_.grace.count() > 0
+                          ? std::clamp(settings_.grace / 4, kLeastRedialConnect, kMostRedialConnect)
+                          : std::chrono::milliseconds(0)),
       rng_(settings_.jitter_seed) {}
 
 void RailConnector::start(bool backups) {
@@ -61,15 +70,10 @@ void RailConnector::dial(uint64_t instance, const Rail& rail) {
   const uint64_t id = ++dials_;
   Peer& peer = peers_[instance];
   peer.dials[rail.key] = Dialing{.dial = id, .backup = rail.backup};
-  // Any dial of a linked peer (a redial, or a backup or twin opened later): a SYN lost
-  // while a NIC was down is followed by a new connect within a quarter of the grace, not
-  // by TCP's own resends 1 s and 3 s later. A peer not yet linked keeps the dialler's longer
-  // limit: a loaded listener is not a failure.
-  const std::chrono::milliseconds within =
-      peer.linked && settings_.grace.count() > 0
-          ? std::clamp(settings_.grace / 4, kLeastRedialConnect, kMostRedialConnect)
-          : std::chrono::milliseconds(0);
-  hooks_.dial(instance, rail, id, within);  // a failure is recorded
+  // A peer not yet linked keeps the dialler's longer limit: a loaded listener is not a
+  // failure.
+  hooks_.dial(instance, rail, id,
+              peer.linked ? linked_connect_ : std::chrono::milliseconds(0));  // failure recorded
 }
 
 void RailConnector::connect(uint64_t instance, const std::vector<std::string>& addresses,
@@ -200,8 +204,7 @@ void RailConnector::lost(uint64_t instance, const std::string& rail_key, bool pa
   if (it == peers_.end()) return;
   Peer& peer = it->second;
   const Clock::time_point now = this->now();
-  const bool hurries = settings_.grace.count() > 0 && settings_.grace / 8 < settings_.reconnect_max;
-  if (pathless && hurries && now >= peer.pathless_until) {
+  if (pathless && hurried_cap_ < settings_.reconnect_max && now >= peer.pathless_until) {
     // For a grace period at most: by then a path came back, or the link is lost and
     // forgotten. Bounded, so that a late report (the engine adds a path the control thread
     // already counted as found after a loss it reports) cannot hurry the peer for good.
@@ -209,8 +212,8 @@ void RailConnector::lost(uint64_t instance, const std::string& rail_key, bool pa
     // Rails already waiting (lost while another path carried) come within the hurried cap.
     for (auto& [key, retry] : peer.retries) {
       if (!retry.scheduled) continue;
-      retry.due =
-          std::min(retry.due, now + dial_backoff(retry.attempts, retry_cap(peer, retry), rng_));
+      retry.due = std::min(retry.due,
+                           now + dial_backoff(retry.attempts, retry_cap(peer, retry, now), rng_));
     }
     arm_timer();
   }
@@ -220,11 +223,10 @@ void RailConnector::lost(uint64_t instance, const std::string& rail_key, bool pa
   schedule_retry(instance, rail_key);
 }
 
-std::chrono::milliseconds RailConnector::retry_cap(const Peer& peer, const Retry& retry) const {
-  const Clock::time_point now = this->now();
+std::chrono::milliseconds RailConnector::retry_cap(const Peer& peer, const Retry& retry,
+                                                   Clock::time_point now) const {
   const bool hurried = now < peer.pathless_until || now < retry.hurried_until;
-  if (!hurried || settings_.grace.count() == 0) return settings_.reconnect_max;
-  return std::min(settings_.reconnect_max, settings_.grace / 8);
+  return hurried ? hurried_cap_ : settings_.reconnect_max;
 }
 
 void RailConnector::nic_up(const std::string& nic) {
@@ -258,8 +260,9 @@ bool RailConnector::schedule_retry(uint64_t instance, const std::string& key,
   Peer& peer = peers_[instance];
   Retry& retry = peer.retries[key];
   if (retry.scheduled) return true;
+  const Clock::time_point now = this->now();
   const Clock::time_point due =
-      now() + std::max(at_least, dial_backoff(retry.attempts, retry_cap(peer, retry), rng_));
+      now + std::max(at_least, dial_backoff(retry.attempts, retry_cap(peer, retry, now), rng_));
   if (before && due >= *before) return false;
   ++retry.attempts;
   retry.scheduled = true;

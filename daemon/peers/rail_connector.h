@@ -180,9 +180,10 @@ class RailConnector {
                       std::chrono::milliseconds at_least = std::chrono::milliseconds(0),
                       std::optional<Clock::time_point> before = std::nullopt);
   Clock::time_point now() const { return hooks_.now ? hooks_.now() : Clock::now(); }
-  // The backoff's cap for `retry`, a rail of `peer`: an eighth of the grace while hurried
+  // The backoff's cap for `retry`, a rail of `peer`, at `now`: hurried_cap_ while hurried
   // (Settings::grace), else reconnect_max.
-  std::chrono::milliseconds retry_cap(const Peer& peer, const Retry& retry) const;
+  std::chrono::milliseconds retry_cap(const Peer& peer, const Retry& retry,
+                                      Clock::time_point now) const;
   void run_retries();
   void arm_timer();
 
@@ -190,6 +191,12 @@ class RailConnector {
   Settings settings_;
   Hooks hooks_;
   bool backups_ = true;
+  // From Settings: the backoff's cap while hurried (an eighth of the grace; reconnect_max
+  // when there is no grace, or it is not shorter: no hurry), and a linked peer's connect
+  // limit (a quarter of the grace, within kLeastRedialConnect..kMostRedialConnect; 0: the
+  // dialler's own).
+  const std::chrono::milliseconds hurried_cap_;
+  const std::chrono::milliseconds linked_connect_;
   std::map<uint64_t, Peer> peers_;
   std::mt19937_64 rng_;  // the jitter's (Settings::jitter_seed)
   // When the retry timer is due, while it is armed: a retry due later needs no new arming.
